@@ -1,0 +1,29 @@
+// Agent nodes of the tree. The tree itself (pure) lives in src/agent/AgentTree.ts.
+import { Schema } from "effect"
+import { AgentId, SessionId, WorkspaceId } from "./ids.js"
+
+export const AgentRole = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64))
+export type AgentRole = typeof AgentRole.Type
+
+export const AgentState = Schema.Literal("idle", "busy", "waiting", "terminated")
+export type AgentState = typeof AgentState.Type
+
+/** Agent names: what agents address each other by. Unique among siblings. */
+export const AgentName = Schema.String.pipe(
+  Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, {
+    message: () => "agent names are 1-64 characters of letters, digits, '_', '.', '-', starting with a letter or digit"
+  })
+)
+export type AgentName = typeof AgentName.Type
+
+export class AgentNode extends Schema.Class<AgentNode>("AgentNode")({
+  id: AgentId,
+  name: AgentName,
+  session_id: SessionId,
+  parent_id: Schema.NullOr(AgentId),
+  instructions: Schema.String,
+  role: AgentRole,
+  provider: Schema.String,
+  workspace_id: Schema.NullOr(WorkspaceId),
+  state: AgentState
+}) {}

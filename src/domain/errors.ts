@@ -1,0 +1,61 @@
+// Tagged errors shared across services and the RPC boundary. Module-local errors live with
+// their module; these are the ones more than one layer speaks.
+import { Schema } from "effect"
+
+/** An illegal session state transition (see session.ts). */
+export class SessionStateError extends Schema.TaggedError<SessionStateError>()("SessionStateError", {
+  session_id: Schema.String,
+  from: Schema.String,
+  to: Schema.String,
+  message: Schema.String
+}) {}
+
+/** A message that breaks the one-hop rule, or names nobody. Returned to the calling agent. */
+export class RoutingError extends Schema.TaggedError<RoutingError>()("RoutingError", {
+  from: Schema.String,
+  to: Schema.String,
+  reason: Schema.Literal("not-one-hop", "unknown-recipient", "unknown-sender", "self", "terminated", "ambiguous"),
+  message: Schema.String
+}) {}
+
+/** Something named by id or name does not exist. */
+export class NotFoundError extends Schema.TaggedError<NotFoundError>()("NotFoundError", {
+  kind: Schema.Literal("agent", "session", "workspace", "message", "turn", "provider"),
+  id: Schema.String,
+  message: Schema.String
+}) {}
+
+/** Input that fails validation (bad arguments, path traversal, name collisions, …). */
+export class InvalidInputError extends Schema.TaggedError<InvalidInputError>()("InvalidInputError", {
+  field: Schema.String,
+  message: Schema.String
+}) {}
+
+/** A durable file operation failed (or a crash was injected). */
+export class DurableError extends Schema.TaggedError<DurableError>()("DurableError", {
+  op: Schema.Literal("open", "write", "fsync", "rename", "unlink", "dirsync", "truncate", "mkdir", "read", "close"),
+  path: Schema.String,
+  message: Schema.String
+}) {}
+
+/** The event log could not be read, repaired or appended. `line` is 1-based when known. */
+export class EventLogError extends Schema.TaggedError<EventLogError>()("EventLogError", {
+  reason: Schema.Literal("io", "decode", "closed"),
+  file: Schema.String,
+  line: Schema.optional(Schema.Number),
+  message: Schema.String
+}) {}
+
+/** A session record could not be read or written. */
+export class SessionStoreError extends Schema.TaggedError<SessionStoreError>()("SessionStoreError", {
+  reason: Schema.Literal("io", "decode", "not-found"),
+  session_id: Schema.String,
+  message: Schema.String
+}) {}
+
+/** A provider failed: it could not start, a turn failed, resume failed, its binary is missing. */
+export class ProviderError extends Schema.TaggedError<ProviderError>()("ProviderError", {
+  provider: Schema.String,
+  reason: Schema.Literal("start", "turn", "suspend", "resume", "stop", "missing-binary", "unknown-provider"),
+  message: Schema.String
+}) {}

@@ -1,0 +1,95 @@
+// The event catalog (ARCHITECTURE §5, docs/events.md). Every line of `events.jsonl` is
+// `{"ts", "event", "data", ...context}`; this file is the stability contract: old lines must
+// keep decoding. Add events and optional fields; never rename or retype an existing one.
+import { Schema } from "effect"
+import { AgentId, MessageId, SessionId, TurnId, WorkspaceId } from "./ids.js"
+import { MessageEnvelope } from "./message.js"
+
+const event = <const E extends string, D extends Schema.Schema.AnyNoContext>(name: E, data: D) =>
+  Schema.Struct({ event: Schema.Literal(name), data })
+
+export const SessionCreatedData = Schema.Struct({
+  provider: Schema.String,
+  model: Schema.NullOr(Schema.String),
+  system_prompt: Schema.String
+})
+export const TurnStartData = Schema.Struct({ turn_id: TurnId, prompt: Schema.String })
+export const TurnCompleteData = Schema.Struct({ turn_id: TurnId, response: Schema.String })
+export const SuspendResultData = Schema.Struct({ state_size: Schema.Number })
+export const SessionRestoredData = Schema.Struct({ provider: Schema.String, model: Schema.NullOr(Schema.String) })
+export const AgentCreatedData = Schema.Struct({
+  agent_id: AgentId,
+  name: Schema.String,
+  parent_session_id: Schema.NullOr(SessionId),
+  instructions: Schema.String,
+  role: Schema.String,
+  provider: Schema.String,
+  workspace: Schema.NullOr(WorkspaceId)
+})
+export const AgentTerminatedData = Schema.Struct({ agent_id: AgentId })
+export const MessageEnqueuedData = MessageEnvelope
+export const MessageDeliveredData = Schema.Struct({ message_id: MessageId })
+export const ToolCallInvokedData = Schema.Struct({
+  call_id: Schema.String,
+  tool: Schema.String,
+  arguments: Schema.Unknown
+})
+export const ToolCallResultData = Schema.Struct({
+  call_id: Schema.String,
+  tool: Schema.String,
+  result: Schema.Unknown,
+  is_error: Schema.Boolean
+})
+export const ProviderErrorData = Schema.Struct({
+  turn_id: Schema.NullOr(TurnId),
+  reason: Schema.String,
+  message: Schema.String
+})
+export const UsageData = Schema.Struct({
+  turn_id: Schema.NullOr(TurnId),
+  input_tokens: Schema.Number,
+  output_tokens: Schema.Number,
+  cost_usd: Schema.Number
+})
+export const WorkspaceDiffData = Schema.Struct({
+  workspace_id: WorkspaceId,
+  turn_id: TurnId,
+  commit: Schema.String,
+  paths: Schema.Array(Schema.Struct({ path: Schema.String, change: Schema.Literal("added", "modified", "deleted") }))
+})
+
+/** What callers append. */
+export const LogEvent = Schema.Union(
+  event("session.created", SessionCreatedData),
+  event("turn.start", TurnStartData),
+  event("turn.complete", TurnCompleteData),
+  event("suspend.result", SuspendResultData),
+  event("session.restored", SessionRestoredData),
+  event("agent.created", AgentCreatedData),
+  event("agent.terminated", AgentTerminatedData),
+  event("message.enqueued", MessageEnqueuedData),
+  event("message.delivered", MessageDeliveredData),
+  event("tool_call.invoked", ToolCallInvokedData),
+  event("tool_call.result", ToolCallResultData),
+  event("provider.error", ProviderErrorData),
+  event("usage", UsageData),
+  event("workspace.diff", WorkspaceDiffData)
+)
+export type LogEvent = typeof LogEvent.Type
+export type LogEventName = LogEvent["event"]
+/** The `data` type of one event name. */
+export type EventData<E extends LogEventName> = Extract<LogEvent, { readonly event: E }>["data"]
+
+/** Context fields the log instance injects into every entry. */
+export const LogContext = Schema.Struct({ session_id: SessionId })
+export type LogContext = typeof LogContext.Type
+
+/** One line of `events.jsonl`, as decoded. */
+export const LogEntry = Schema.extend(LogEvent, Schema.Struct({ ts: Schema.String, session_id: SessionId }))
+export type LogEntry = typeof LogEntry.Type
+
+/** Decode/encode one JSONL line (without the trailing newline). */
+export const LogLine = Schema.parseJson(LogEntry)
+
+export const makeEvent = <E extends LogEventName>(name: E, data: EventData<E>): LogEvent =>
+  ({ event: name, data }) as LogEvent

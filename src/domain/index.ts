@@ -1,0 +1,7 @@
+export * from "./agent.js"
+export * from "./errors.js"
+export * from "./events.js"
+export * from "./ids.js"
+export * from "./message.js"
+export * from "./session.js"
+export * from "./workspace.js"

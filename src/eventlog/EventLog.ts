@@ -1,0 +1,33 @@
+// EventLog (port): per-session append-only JSONL with a pending-file WAL.
+// File layer: EventLogFile.ts. In-memory layer: EventLogMemory.ts.
+import { Context, type Effect, type Stream } from "effect"
+import type { EventLogError } from "../domain/errors.js"
+import type { LogEntry, LogEvent } from "../domain/events.js"
+import type { SessionId } from "../domain/ids.js"
+
+/** What open/recover did to a log: bytes cut from a torn tail, whether a pending entry was replayed. */
+export interface RepairReport {
+  readonly session_id: SessionId
+  readonly truncatedBytes: number
+  readonly pendingReplayed: boolean
+  readonly pendingDiscarded: boolean
+}
+
+export interface EventLogService {
+  /**
+   * Append one event to the session's log, injecting `ts` and `session_id`. Succeeds only once
+   * the entry is durable. Appends to one session are ordered; different sessions never wait on
+   * each other's fsync. Opens (and repairs) the log on first use.
+   */
+  readonly append: (session: SessionId, event: LogEvent) => Effect.Effect<LogEntry, EventLogError>
+  /** The whole log, decoded, in order. An undecodable line fails with file and line. */
+  readonly read: (session: SessionId) => Stream.Stream<LogEntry, EventLogError>
+  /** Repair a log in place (torn tail, pending replay); idempotent. */
+  readonly repair: (session: SessionId) => Effect.Effect<RepairReport, EventLogError>
+  /** Release the session's open file handle (it reopens on the next append). */
+  readonly close: (session: SessionId) => Effect.Effect<void>
+  /** Close and delete the session's log files. */
+  readonly remove: (session: SessionId) => Effect.Effect<void, EventLogError>
+}
+
+export class EventLog extends Context.Tag("substrat/EventLog")<EventLog, EventLogService>() {}

@@ -1,0 +1,13 @@
+import { defineConfig } from "vitest/config"
+
+export default defineConfig({
+  test: {
+    include: ["test/**/*.test.ts"],
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
+    // Integration suites spawn real processes and sandboxes; two cores.
+    pool: "forks",
+    poolOptions: { forks: { maxForks: 2, minForks: 1 } },
+    reporters: ["default"]
+  }
+})
