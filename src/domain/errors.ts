@@ -33,14 +33,26 @@ export class InvalidInputError extends Schema.TaggedError<InvalidInputError>()("
 
 /** A durable file operation failed (or a crash was injected). */
 export class DurableError extends Schema.TaggedError<DurableError>()("DurableError", {
-  op: Schema.Literal("open", "write", "fsync", "rename", "unlink", "dirsync", "truncate", "mkdir", "read", "close"),
+  op: Schema.Literal(
+    "open",
+    "write",
+    "fsync",
+    "rename",
+    "unlink",
+    "dirsync",
+    "truncate",
+    "mkdir",
+    "read",
+    "close",
+    "remove"
+  ),
   path: Schema.String,
   message: Schema.String
 }) {}
 
 /** The event log could not be read, repaired or appended. `line` is 1-based when known. */
 export class EventLogError extends Schema.TaggedError<EventLogError>()("EventLogError", {
-  reason: Schema.Literal("io", "decode", "closed"),
+  reason: Schema.Literal("io", "decode", "closed", "encode"),
   file: Schema.String,
   line: Schema.optional(Schema.Number),
   message: Schema.String

@@ -1,8 +1,10 @@
 // Durable file writes (port). Every record and log write in the project goes through this
 // service so the crash-injecting test layer can intercept each I/O sub-step
-// (write, fsync, rename, unlink, dir fsync). Implementations: `layer` (real, node:fs) and
-// `layerCrashing` (test: crashes at the Nth sub-step) — see DurableLive.ts / DurableCrash.ts.
-import { Context, type Effect, type Scope } from "effect"
+// (write, fsync, rename, unlink, dir fsync). Implementations: `layer` (real, node:fs) in
+// DurableLive.ts and `makeCrashing` (test: crashes at the Nth sub-step) in DurableCrash.ts.
+// Both are built from the same `makeDurable(primitives)`, so the composite operations
+// (replaceAtomic, …) are byte-for-byte the same code in production and under crash injection.
+import { Context, type Effect, type Option, type Scope, type Stream } from "effect"
 import type { DurableError } from "../domain/errors.js"
 
 /** An open append-only file. `append` returns only after the bytes are fsync'd. */
@@ -11,21 +13,48 @@ export interface AppendHandle {
   readonly append: (bytes: Uint8Array) => Effect.Effect<void, DurableError>
 }
 
+/** A directory entry as returned by `readDir`. */
+export interface DirEntry {
+  readonly name: string
+  readonly isDirectory: boolean
+}
+
 export interface DurableService {
   /** Open (creating if absent) a file for durable appends; closed with the scope. */
   readonly openAppend: (path: string) => Effect.Effect<AppendHandle, DurableError, Scope.Scope>
-  /** Create/truncate `path`, write `bytes`, fsync. Used for the WAL pending file. */
+  /** Create/truncate `path`, write `bytes`, fsync, close. Used for the WAL pending file. */
   readonly writeSync: (path: string, bytes: Uint8Array) => Effect.Effect<void, DurableError>
   /** Atomic replace: write `path.tmp` → fsync → rename over `path` → fsync the directory. */
   readonly replaceAtomic: (path: string, bytes: Uint8Array) => Effect.Effect<void, DurableError>
-  /** Unlink (absent is fine) then fsync the directory. */
-  readonly unlink: (path: string) => Effect.Effect<void, DurableError>
+  /**
+   * Unlink (absent is fine) then fsync the directory. `syncDir: false` skips the directory
+   * fsync (the EventLog WAL does: a resurrected pending file is harmless, see docs/recovery.md).
+   */
+  readonly unlink: (path: string, options?: { readonly syncDir?: boolean }) => Effect.Effect<void, DurableError>
   /** Truncate to `size` bytes then fsync. Used to cut a torn trailing line. */
   readonly truncate: (path: string, size: number) => Effect.Effect<void, DurableError>
-  /** mkdir -p with `mode`, then fsync the parent directory. */
+  /** mkdir -p with `mode` (applied to every directory it creates), then fsync the parent directory. */
   readonly mkdir: (path: string, mode?: number) => Effect.Effect<void, DurableError>
-  /** Remove a directory tree, then fsync its parent. */
+  /** Remove a directory tree (absent is fine), then fsync its parent. */
   readonly removeTree: (path: string) => Effect.Effect<void, DurableError>
+  /** Remove a directory if it is empty (absent or non-empty: no-op), then fsync its parent. */
+  readonly removeEmptyDir: (path: string) => Effect.Effect<void, DurableError>
+
+  // Reads. They are not crash points (they change nothing) but go through the port so a
+  // crashed test layer refuses them too, like a dead process would.
+  /** The whole file, or None when absent. For small records only. */
+  readonly readFile: (path: string) => Effect.Effect<Option.Option<Uint8Array>, DurableError>
+  /** Size in bytes, or None when absent. */
+  readonly size: (path: string) => Effect.Effect<Option.Option<number>, DurableError>
+  /** Bytes `[start, end)` of a file (shorter if the file is). */
+  readonly readRange: (path: string, start: number, end: number) => Effect.Effect<Uint8Array, DurableError>
+  /** Entries of a directory; empty when it does not exist. */
+  readonly readDir: (path: string) => Effect.Effect<ReadonlyArray<DirEntry>, DurableError>
+  /** The file's bytes `[0, end)` (default: to EOF at open time) as a stream of chunks; absent file = empty. */
+  readonly stream: (
+    path: string,
+    options?: { readonly end?: number; readonly chunkSize?: number }
+  ) => Stream.Stream<Uint8Array, DurableError>
 }
 
 export class Durable extends Context.Tag("substrat/Durable")<Durable, DurableService>() {}

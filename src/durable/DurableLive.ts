@@ -1,0 +1,246 @@
+// The real Durable layer (node:fs). Composite operations are written once, in `makeDurable`,
+// over a small set of primitives (`Primitives`): the real ones here, the crash-injecting ones
+// in DurableCrash.ts. Cheap calls that only touch the page cache (open, write, rename, unlink)
+// are synchronous; fsync runs on the libuv pool so a slow flush never blocks the event loop
+// and different files' fsyncs overlap (the EventLog relies on that across sessions).
+import { Chunk, Effect, Layer, Option, type Scope, Stream } from "effect"
+import * as fs from "node:fs"
+import { dirname } from "node:path"
+import { DurableError } from "../domain/errors.js"
+import { type AppendHandle, type DirEntry, Durable, type DurableService } from "./Durable.js"
+
+type Op = DurableError["op"]
+
+/** How a primitive `open` opens a file. `append`/`truncate` create it (mode 0600). */
+export type OpenMode = "append" | "truncate" | "readwrite"
+
+/** The I/O sub-steps every composite Durable operation is made of. */
+export interface Primitives {
+  readonly open: (path: string, mode: OpenMode) => Effect.Effect<number, DurableError>
+  /** Open for reading; None when absent. */
+  readonly openRead: (path: string) => Effect.Effect<Option.Option<number>, DurableError>
+  /** Write all of `bytes` at the fd's position (O_APPEND: at the end). */
+  readonly write: (fd: number, path: string, bytes: Uint8Array) => Effect.Effect<void, DurableError>
+  readonly fsync: (fd: number, path: string) => Effect.Effect<void, DurableError>
+  readonly close: (fd: number, path: string) => Effect.Effect<void, DurableError>
+  readonly ftruncate: (fd: number, path: string, size: number) => Effect.Effect<void, DurableError>
+  readonly rename: (from: string, to: string) => Effect.Effect<void, DurableError>
+  /** false when the file was absent. */
+  readonly unlink: (path: string) => Effect.Effect<boolean, DurableError>
+  /** Open the directory, fsync it, close it. */
+  readonly fsyncDir: (path: string) => Effect.Effect<void, DurableError>
+  /** mkdir -p; the first directory created, or undefined when it already existed. */
+  readonly mkdir: (path: string, mode: number | undefined) => Effect.Effect<string | undefined, DurableError>
+  readonly rmTree: (path: string) => Effect.Effect<void, DurableError>
+  /** false when absent or not empty. */
+  readonly rmdir: (path: string) => Effect.Effect<boolean, DurableError>
+  readonly readFile: (path: string) => Effect.Effect<Option.Option<Uint8Array>, DurableError>
+  readonly size: (path: string) => Effect.Effect<Option.Option<number>, DurableError>
+  readonly fsize: (fd: number, path: string) => Effect.Effect<number, DurableError>
+  /** Read up to `length` bytes at `position`; the bytes read (empty at EOF). */
+  readonly read: (fd: number, path: string, position: number, length: number) => Effect.Effect<Uint8Array, DurableError>
+  readonly readDir: (path: string) => Effect.Effect<ReadonlyArray<DirEntry>, DurableError>
+}
+
+const errno = (e: unknown): string | undefined =>
+  typeof e === "object" && e !== null && "code" in e && typeof e.code === "string" ? e.code : undefined
+
+export const durableError = (op: Op, path: string, e: unknown): DurableError =>
+  new DurableError({ op, path, message: e instanceof Error ? e.message : String(e) })
+
+const attempt = <A>(op: Op, path: string, f: () => A): Effect.Effect<A, DurableError> =>
+  Effect.try({ try: f, catch: (e) => durableError(op, path, e) })
+
+const fsyncAsync = (fd: number, path: string, op: Op): Effect.Effect<void, DurableError> =>
+  Effect.async<void, DurableError>((resume) => {
+    fs.fsync(fd, (err) => resume(err ? Effect.fail(durableError(op, path, err)) : Effect.void))
+  })
+
+const writeAll = (fd: number, bytes: Uint8Array): void => {
+  let off = 0
+  while (off < bytes.length) off += fs.writeSync(fd, bytes, off, bytes.length - off)
+}
+
+const openFlags: Record<OpenMode, string> = { append: "a", truncate: "w", readwrite: "r+" }
+
+/** The real primitives. */
+export const nodePrimitives: Primitives = {
+  open: (path, mode) => attempt("open", path, () => fs.openSync(path, openFlags[mode], 0o600)),
+  openRead: (path) =>
+    Effect.try({
+      try: () => Option.some(fs.openSync(path, "r")),
+      catch: (e) => e
+    }).pipe(
+      Effect.catchAll((e) => errno(e) === "ENOENT" ? Effect.succeed(Option.none()) : Effect.fail(durableError("open", path, e)))
+    ),
+  write: (fd, path, bytes) => attempt("write", path, () => writeAll(fd, bytes)),
+  fsync: (fd, path) => fsyncAsync(fd, path, "fsync"),
+  close: (fd, path) => attempt("close", path, () => fs.closeSync(fd)),
+  ftruncate: (fd, path, size) => attempt("truncate", path, () => fs.ftruncateSync(fd, size)),
+  rename: (from, to) => attempt("rename", to, () => fs.renameSync(from, to)),
+  unlink: (path) =>
+    Effect.try({ try: () => (fs.unlinkSync(path), true), catch: (e) => e }).pipe(
+      Effect.catchAll((e) => errno(e) === "ENOENT" ? Effect.succeed(false) : Effect.fail(durableError("unlink", path, e)))
+    ),
+  fsyncDir: (path) =>
+    Effect.acquireUseRelease(
+      attempt("dirsync", path, () => fs.openSync(path, "r")),
+      (fd) => fsyncAsync(fd, path, "dirsync"),
+      (fd) => Effect.sync(() => fs.closeSync(fd)).pipe(Effect.ignore)
+    ),
+  mkdir: (path, mode) =>
+    attempt("mkdir", path, () => fs.mkdirSync(path, mode === undefined ? { recursive: true } : { recursive: true, mode })),
+  rmTree: (path) => attempt("remove", path, () => fs.rmSync(path, { recursive: true, force: true })),
+  rmdir: (path) =>
+    Effect.try({ try: () => (fs.rmdirSync(path), true), catch: (e) => e }).pipe(
+      Effect.catchAll((e) => {
+        const code = errno(e)
+        return code === "ENOENT" || code === "ENOTEMPTY" || code === "EEXIST"
+          ? Effect.succeed(false)
+          : Effect.fail(durableError("remove", path, e))
+      })
+    ),
+  readFile: (path) =>
+    Effect.try({ try: () => Option.some<Uint8Array>(fs.readFileSync(path)), catch: (e) => e }).pipe(
+      Effect.catchAll((e) => errno(e) === "ENOENT" ? Effect.succeed(Option.none()) : Effect.fail(durableError("read", path, e)))
+    ),
+  size: (path) =>
+    Effect.try({ try: () => Option.some(fs.statSync(path).size), catch: (e) => e }).pipe(
+      Effect.catchAll((e) => errno(e) === "ENOENT" ? Effect.succeed(Option.none()) : Effect.fail(durableError("read", path, e)))
+    ),
+  fsize: (fd, path) => attempt("read", path, () => fs.fstatSync(fd).size),
+  read: (fd, path, position, length) =>
+    Effect.async<Uint8Array, DurableError>((resume) => {
+      const buf = Buffer.allocUnsafe(length)
+      fs.read(fd, buf, 0, length, position, (err, n) =>
+        resume(err ? Effect.fail(durableError("read", path, err)) : Effect.succeed(buf.subarray(0, n))))
+    }),
+  readDir: (path) =>
+    Effect.try({
+      try: () => fs.readdirSync(path, { withFileTypes: true }).map((d) => ({ name: d.name, isDirectory: d.isDirectory() })),
+      catch: (e) => e
+    }).pipe(
+      Effect.catchAll((e) =>
+        errno(e) === "ENOENT" ? Effect.succeed<ReadonlyArray<DirEntry>>([]) : Effect.fail(durableError("read", path, e))
+      )
+    )
+}
+
+const closeQuietly = (p: Primitives, fd: number, path: string) => Effect.ignore(p.close(fd, path))
+
+/** The composite operations of the port, over any set of primitives. */
+export const makeDurable = (p: Primitives): DurableService => {
+  const writeSync = Effect.fn("Durable.writeSync")(function*(path: string, bytes: Uint8Array) {
+    yield* Effect.acquireUseRelease(
+      p.open(path, "truncate"),
+      (fd) => Effect.zipRight(p.write(fd, path, bytes), p.fsync(fd, path)),
+      (fd) => closeQuietly(p, fd, path)
+    )
+  })
+
+  const openAppend = (path: string): Effect.Effect<AppendHandle, DurableError, Scope.Scope> =>
+    Effect.acquireRelease(p.open(path, "append"), (fd) => closeQuietly(p, fd, path)).pipe(
+      Effect.map((fd): AppendHandle => ({
+        path,
+        // Hot path: no span, two primitives.
+        append: (bytes) => Effect.zipRight(p.write(fd, path, bytes), p.fsync(fd, path))
+      }))
+    )
+
+  const replaceAtomic = Effect.fn("Durable.replaceAtomic")(function*(path: string, bytes: Uint8Array) {
+    const tmp = `${path}.tmp`
+    yield* writeSync(tmp, bytes)
+    yield* p.rename(tmp, path)
+    yield* p.fsyncDir(dirname(path))
+  })
+
+  const unlink = Effect.fn("Durable.unlink")(function*(path: string, options?: { readonly syncDir?: boolean }) {
+    const existed = yield* p.unlink(path)
+    if (existed && options?.syncDir !== false) yield* p.fsyncDir(dirname(path))
+  })
+
+  const truncate = Effect.fn("Durable.truncate")(function*(path: string, size: number) {
+    yield* Effect.acquireUseRelease(
+      p.open(path, "readwrite"),
+      (fd) => Effect.zipRight(p.ftruncate(fd, path, size), p.fsync(fd, path)),
+      (fd) => closeQuietly(p, fd, path)
+    )
+  })
+
+  const mkdir = Effect.fn("Durable.mkdir")(function*(path: string, mode?: number) {
+    const first = yield* p.mkdir(path, mode)
+    // Make every new directory entry durable: fsync the parent of the first one created and
+    // each created directory below it (they each gained an entry).
+    if (first !== undefined) {
+      yield* p.fsyncDir(dirname(first))
+      let dir = path
+      const chain: Array<string> = []
+      while (dir.length >= first.length && dir !== dirname(dir)) {
+        chain.push(dir)
+        if (dir === first) break
+        dir = dirname(dir)
+      }
+      for (const d of chain.reverse().slice(0, -1)) yield* p.fsyncDir(d)
+    }
+  })
+
+  const removeTree = Effect.fn("Durable.removeTree")(function*(path: string) {
+    yield* p.rmTree(path)
+    yield* p.fsyncDir(dirname(path))
+  })
+
+  const removeEmptyDir = Effect.fn("Durable.removeEmptyDir")(function*(path: string) {
+    const removed = yield* p.rmdir(path)
+    if (removed) yield* p.fsyncDir(dirname(path))
+  })
+
+  const readRange = (path: string, start: number, end: number) =>
+    Effect.acquireUseRelease(
+      p.openRead(path),
+      (fd) => Option.isNone(fd) || end <= start ? Effect.succeed(new Uint8Array(0)) : p.read(fd.value, path, start, end - start),
+      (fd) => Option.isSome(fd) ? closeQuietly(p, fd.value, path) : Effect.void
+    )
+
+  const stream = (path: string, options?: { readonly end?: number; readonly chunkSize?: number }) =>
+    Stream.unwrapScoped(Effect.gen(function*() {
+      const fd = yield* Effect.acquireRelease(
+        p.openRead(path),
+        (o) => Option.isSome(o) ? closeQuietly(p, o.value, path) : Effect.void
+      )
+      if (Option.isNone(fd)) return Stream.empty
+      const end = options?.end ?? (yield* p.fsize(fd.value, path))
+      const chunkSize = options?.chunkSize ?? 256 * 1024
+      if (end <= 0) return Stream.empty
+      return Stream.paginateChunkEffect(0, (pos: number) =>
+        p.read(fd.value, path, pos, Math.min(chunkSize, end - pos)).pipe(
+          Effect.map((bytes) => {
+            const next = pos + bytes.length
+            return [
+              bytes.length > 0 ? Chunk.of(bytes) : Chunk.empty<Uint8Array>(),
+              bytes.length > 0 && next < end ? Option.some(next) : Option.none()
+            ] as const
+          })
+        ))
+    }))
+
+  return {
+    openAppend,
+    writeSync,
+    replaceAtomic,
+    unlink,
+    truncate,
+    mkdir,
+    removeTree,
+    removeEmptyDir,
+    readFile: p.readFile,
+    size: p.size,
+    readRange,
+    readDir: p.readDir,
+    stream
+  }
+}
+
+/** The real, node:fs-backed Durable service. */
+export const live: DurableService = makeDurable(nodePrimitives)
+
+export const layer: Layer.Layer<Durable> = Layer.succeed(Durable, live)
