@@ -1,0 +1,154 @@
+// EventLog append throughput vs raw Node loops, measured in one run on the same directory.
+//   (a) raw: write + fsync of a 200-byte line per iteration (log fd kept open)
+//   (b) raw: the 3-step pending WAL, exactly the syscalls EventLogFile makes per append:
+//       open(pending, O_CREAT|O_TRUNC) · write · fsync · close · write(log, O_APPEND) · fsync(log) · unlink(pending)
+//       (open/write/close/unlink synchronous, fsync on the libuv pool — the same split as DurableLive)
+//   (c) EventLog.append through the file layer (Durable live), one session
+//   (d) the same, 64 sessions appending concurrently (total throughput)
+// Variants (a)–(c) alternate over several rounds so machine noise hits them alike; c/b is
+// reported from the totals and as the median of the per-round ratios.
+import { Effect, Layer, ManagedRuntime } from "effect"
+import * as fs from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { SubstratPaths } from "../../src/config/Paths.js"
+import { makeEvent } from "../../src/domain/events.js"
+import { newSessionId, newTurnId, type SessionId } from "../../src/domain/ids.js"
+import * as DurableLive from "../../src/durable/DurableLive.js"
+import { EventLog } from "../../src/eventlog/EventLog.js"
+import * as EventLogFile from "../../src/eventlog/EventLogFile.js"
+import type { BenchOptions, BenchResult } from "./types.js"
+
+export const name = "eventlog"
+
+const LINE = 200
+
+const fsyncP = (fd: number) => new Promise<void>((res, rej) => fs.fsync(fd, (e) => (e ? rej(e) : res())))
+
+const rawFsync = async (dir: string, n: number, line: Buffer): Promise<number> => {
+  const fd = fs.openSync(join(dir, "raw-a.jsonl"), "a", 0o600)
+  const t0 = performance.now()
+  for (let i = 0; i < n; i++) {
+    fs.writeSync(fd, line)
+    await fsyncP(fd)
+  }
+  const ms = performance.now() - t0
+  fs.closeSync(fd)
+  return ms
+}
+
+const rawWal = async (dir: string, n: number, line: Buffer): Promise<number> => {
+  const log = join(dir, "raw-b.jsonl")
+  const pending = join(dir, "raw-b.pending")
+  const fd = fs.openSync(log, "a", 0o600)
+  const t0 = performance.now()
+  for (let i = 0; i < n; i++) {
+    const p = fs.openSync(pending, "w", 0o600)
+    fs.writeSync(p, line)
+    await fsyncP(p)
+    fs.closeSync(p)
+    fs.writeSync(fd, line)
+    await fsyncP(fd)
+    fs.unlinkSync(pending)
+  }
+  const ms = performance.now() - t0
+  fs.closeSync(fd)
+  return ms
+}
+
+/** An event whose encoded line (with newline) is exactly LINE bytes for this session. */
+const eventOfSize = (session: SessionId) => {
+  const probe = (prompt: string) =>
+    JSON.stringify({
+      event: "turn.start",
+      data: { turn_id: "00000000-0000-4000-8000-000000000000", prompt },
+      ts: new Date().toISOString(),
+      session_id: session
+    }).length + 1
+  const pad = Math.max(0, LINE - probe(""))
+  return makeEvent("turn.start", { turn_id: newTurnId(), prompt: "x".repeat(pad) })
+}
+
+export const run = async (opts: BenchOptions): Promise<BenchResult> => {
+  const dir = fs.mkdtempSync(join(tmpdir(), "substrat-bench-eventlog-"))
+  const rounds = opts.quick ? 2 : 10
+  const perRound = opts.quick ? 100 : 250
+  const concSessions = 64
+  const perSession = opts.quick ? 5 : 30
+  const line = Buffer.alloc(LINE, 0x61)
+  line[LINE - 1] = 0x0a
+  const runtime = ManagedRuntime.make(
+    EventLogFile.layer.pipe(Layer.provide(Layer.merge(DurableLive.layer, SubstratPaths.layer(join(dir, "home")))))
+  )
+  try {
+    const one = newSessionId()
+    const ev = eventOfSize(one)
+    const appendN = (session: SessionId, n: number) =>
+      Effect.gen(function*() {
+        const log = yield* EventLog
+        for (let i = 0; i < n; i++) yield* log.append(session, ev)
+      })
+    // Warm-up: JIT, first open + repair of the session, directory creation.
+    await rawWal(dir, 20, line)
+    await runtime.runPromise(appendN(one, 20))
+
+    // Rotate the order each round so load from other processes hits every variant alike.
+    let a = 0, b = 0, c = 0
+    const roundRatios: Array<number> = []
+    const runC = async () => {
+      const t0 = performance.now()
+      await runtime.runPromise(appendN(one, perRound))
+      return performance.now() - t0
+    }
+    for (let r = 0; r < rounds; r++) {
+      const order = [0, 1, 2].map((i) => (i + r) % 3)
+      let rb = 0, rc = 0
+      for (const v of order) {
+        if (v === 0) a += await rawFsync(dir, perRound, line)
+        else if (v === 1) b += rb = await rawWal(dir, perRound, line)
+        else c += rc = await runC()
+      }
+      roundRatios.push(rb / rc)
+    }
+    roundRatios.sort((x, y) => x - y)
+    const medianCB = roundRatios[Math.floor(roundRatios.length / 2)] ?? 0
+    const sessions = Array.from({ length: concSessions }, () => newSessionId())
+    await runtime.runPromise(Effect.forEach(sessions, (s) => appendN(s, 1), { concurrency: "unbounded", discard: true }))
+    const t0 = performance.now()
+    await runtime.runPromise(
+      Effect.forEach(sessions, (s) => appendN(s, perSession), { concurrency: "unbounded", discard: true })
+    )
+    const d = performance.now() - t0
+
+    const n = rounds * perRound
+    const nd = concSessions * perSession
+    const ops = (count: number, ms: number) => count / (ms / 1000)
+    const rows = [
+      { variant: "(a) raw write+fsync", appends: n, total_ms: a, us_per_op: (a * 1000) / n, ops_per_s: ops(n, a) },
+      { variant: "(b) raw 3-step WAL", appends: n, total_ms: b, us_per_op: (b * 1000) / n, ops_per_s: ops(n, b) },
+      { variant: "(c) EventLog.append x1", appends: n, total_ms: c, us_per_op: (c * 1000) / n, ops_per_s: ops(n, c) },
+      {
+        variant: `(d) EventLog.append x${concSessions}`,
+        appends: nd,
+        total_ms: d,
+        us_per_op: (d * 1000) / nd,
+        ops_per_s: ops(nd, d)
+      }
+    ]
+    const summary = {
+      line_bytes: LINE,
+      a_ops_per_s: Math.round(ops(n, a)),
+      b_ops_per_s: Math.round(ops(n, b)),
+      c_ops_per_s: Math.round(ops(n, c)),
+      d_ops_per_s: Math.round(ops(nd, d)),
+      c_over_b: Number((ops(n, c) / ops(n, b)).toFixed(3)),
+      c_over_b_median_round: Number(medianCB.toFixed(3)),
+      d_over_b: Number((ops(nd, d) / ops(n, b)).toFixed(3)),
+      b_over_a: Number((ops(n, b) / ops(n, a)).toFixed(3))
+    }
+    return { rows, summary }
+  } finally {
+    await runtime.dispose()
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+}
