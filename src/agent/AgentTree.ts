@@ -1,0 +1,134 @@
+// AgentTree (pure, immutable): nodes, parent/children/team/subtree/roots, and the one-hop
+// routing rule. No Effect requirements; every operation returns a new tree or a typed error.
+import { Either } from "effect"
+import type { AgentNode } from "../domain/agent.js"
+import { InvalidInputError, RoutingError } from "../domain/errors.js"
+import type { AgentId } from "../domain/ids.js"
+
+/** The name the human is addressed by. Reserved: no agent may be called this. */
+export const USER = "USER"
+
+export class AgentTree {
+  private constructor(
+    readonly nodes: ReadonlyMap<AgentId, AgentNode>,
+    private readonly kids: ReadonlyMap<AgentId, ReadonlyArray<AgentId>>,
+    private readonly rootIds: ReadonlyArray<AgentId>
+  ) {}
+
+  static readonly empty = new AgentTree(new Map(), new Map(), [])
+
+  get size(): number {
+    return this.nodes.size
+  }
+  get(id: AgentId): AgentNode | undefined {
+    return this.nodes.get(id)
+  }
+  has(id: AgentId): boolean {
+    return this.nodes.has(id)
+  }
+  roots(): ReadonlyArray<AgentNode> {
+    return this.rootIds.map((id) => this.nodes.get(id)!)
+  }
+  children(id: AgentId): ReadonlyArray<AgentNode> {
+    return (this.kids.get(id) ?? []).map((c) => this.nodes.get(c)!)
+  }
+  parent(id: AgentId): AgentNode | undefined {
+    const p = this.nodes.get(id)?.parent_id
+    return p ? this.nodes.get(p) : undefined
+  }
+  /** Siblings: the other children of this agent's parent. Roots have no team. */
+  team(id: AgentId): ReadonlyArray<AgentNode> {
+    const p = this.nodes.get(id)?.parent_id
+    return p ? this.children(p).filter((n) => n.id !== id) : []
+  }
+  /** The agent and all its descendants, parents before children (pre-order). */
+  subtree(id: AgentId): ReadonlyArray<AgentNode> {
+    const n = this.nodes.get(id)
+    return n ? [n, ...(this.kids.get(id) ?? []).flatMap((c) => this.subtree(c))] : []
+  }
+  /** Children of `parent` (roots when null) with this name. */
+  childNamed(parent: AgentId | null, name: string): AgentNode | undefined {
+    const ids = parent === null ? this.rootIds : (this.kids.get(parent) ?? [])
+    return ids.map((i) => this.nodes.get(i)!).find((n) => n.name === name)
+  }
+  /** Every node with this name, anywhere. */
+  named(name: string): ReadonlyArray<AgentNode> {
+    return [...this.nodes.values()].filter((n) => n.name === name)
+  }
+
+  /**
+   * Add a node. Its parent must exist; its name must be unique among its siblings (roots: among
+   * roots) and must not be `USER`. A collision is rejected, never renamed.
+   */
+  add(node: AgentNode): Either.Either<AgentTree, InvalidInputError> {
+    if (this.nodes.has(node.id)) {
+      return Either.left(new InvalidInputError({ field: "id", message: `agent ${node.id} already exists` }))
+    }
+    if (node.name === USER) {
+      return Either.left(new InvalidInputError({ field: "name", message: `"${USER}" is reserved for the human` }))
+    }
+    if (node.parent_id !== null && !this.nodes.has(node.parent_id)) {
+      return Either.left(new InvalidInputError({ field: "parent_id", message: `no parent agent ${node.parent_id}` }))
+    }
+    if (this.childNamed(node.parent_id, node.name)) {
+      const where = node.parent_id === null ? "among root agents" : `under ${this.nodes.get(node.parent_id)!.name}`
+      return Either.left(new InvalidInputError({ field: "name", message: `the name "${node.name}" is taken ${where}` }))
+    }
+    const nodes = new Map(this.nodes).set(node.id, node)
+    const kids = new Map(this.kids)
+    if (node.parent_id !== null) kids.set(node.parent_id, [...(kids.get(node.parent_id) ?? []), node.id])
+    const roots = node.parent_id === null ? [...this.rootIds, node.id] : this.rootIds
+    return Either.right(new AgentTree(nodes, kids, roots))
+  }
+
+  /** Remove a leaf. Removing an agent that still has children is an error (remove them first). */
+  remove(id: AgentId): Either.Either<AgentTree, InvalidInputError> {
+    const node = this.nodes.get(id)
+    if (!node) return Either.left(new InvalidInputError({ field: "id", message: `no agent ${id}` }))
+    if ((this.kids.get(id) ?? []).length > 0) {
+      return Either.left(new InvalidInputError({ field: "id", message: `agent ${node.name} still has children` }))
+    }
+    const nodes = new Map(this.nodes)
+    nodes.delete(id)
+    const kids = new Map(this.kids)
+    kids.delete(id)
+    if (node.parent_id !== null) kids.set(node.parent_id, (kids.get(node.parent_id) ?? []).filter((c) => c !== id))
+    return Either.right(new AgentTree(nodes, kids, this.rootIds.filter((r) => r !== id)))
+  }
+
+  /** Replace a node's record (same id, same parent). */
+  update(node: AgentNode): AgentTree {
+    return this.nodes.has(node.id) ? new AgentTree(new Map(this.nodes).set(node.id, node), this.kids, this.rootIds) : this
+  }
+
+  /** The agents `from` may address: parent, children, siblings. */
+  oneHop(from: AgentId): ReadonlyArray<AgentNode> {
+    const p = this.parent(from)
+    return [...(p ? [p] : []), ...this.children(from), ...this.team(from)]
+  }
+
+  /**
+   * Resolve a recipient name for `from` under the one-hop rule. `USER` is handled by the caller.
+   * Errors: unknown-sender, self, ambiguous (a parent and a child share the name),
+   * not-one-hop (the name exists elsewhere), unknown-recipient.
+   */
+  resolve(from: AgentId, name: string): Either.Either<AgentNode, RoutingError> {
+    const sender = this.nodes.get(from)
+    const err = (reason: RoutingError["reason"], message: string) =>
+      Either.left(new RoutingError({ from: sender?.name ?? from, to: name, reason, message }))
+    if (!sender) return err("unknown-sender", `no agent ${from}`)
+    const hits = this.oneHop(from).filter((n) => n.name === name)
+    if (hits.length === 1) return Either.right(hits[0]!)
+    if (hits.length > 1) {
+      return err("ambiguous", `"${name}" names both your parent and one of your children; it cannot be addressed`)
+    }
+    if (sender.name === name) return err("self", "you cannot send a message to yourself")
+    if (this.named(name).length > 0) {
+      return err(
+        "not-one-hop",
+        `"${name}" is not your parent, child or sibling; messages go one hop (parent, children, siblings)`
+      )
+    }
+    return err("unknown-recipient", `no agent named "${name}"`)
+  }
+}

@@ -1,0 +1,285 @@
+// Router: one-hop messaging, inboxes, sync request/reply tracking, multicast fan-out and waking
+// idle agents. See docs/messaging.md for the semantics as built.
+//  - Every message to an agent is logged as `message.enqueued` in the RECIPIENT's log, then put
+//    in its inbox. Requests, replies and anything from USER also queue a turn (wake).
+//  - A turn's prompt takes its waking message out of the inbox plus every notification /
+//    multicast waiting there (prepended); `message.delivered` is logged for each once drained.
+//  - Messages to a child whose session does not exist yet (deferred spawn) are held and
+//    replayed when it is born.
+import { Effect, Either, Option, Queue } from "effect"
+import { InvalidInputError, NotFoundError, RoutingError } from "../domain/errors.js"
+import { type LogEvent, makeEvent } from "../domain/events.js"
+import { type AgentId, type MessageId, newMessageId } from "../domain/ids.js"
+import { MessageEnvelope, type MessageKind } from "../domain/message.js"
+import { EventLog } from "../eventlog/EventLog.js"
+import { USER } from "./AgentTree.js"
+import { addWork, noteMessage, OrchestratorState, type Trigger } from "./OrchestratorState.js"
+import { OutputBus } from "./OutputBus.js"
+
+export interface SendArgs {
+  readonly recipient: string
+  readonly text: string
+  readonly sync: boolean
+  readonly reply_to?: MessageId | undefined
+}
+export interface SendResult {
+  readonly message_id: MessageId
+  readonly waiting_for_reply: boolean
+}
+
+const wakes = (env: MessageEnvelope) => env.kind === "request" || env.kind === "response" || env.sender === USER
+
+const senderName = (env: MessageEnvelope) => env.metadata["sender_name"] ?? String(env.sender)
+
+/** How a message reads in a prompt. */
+export const formatMessage = (env: MessageEnvelope): string => {
+  const from = senderName(env)
+  switch (env.kind) {
+    case "response":
+      return `Reply from ${from} (to message ${env.reply_to ?? "?"}): ${env.payload}`
+    case "request":
+      return `Message from ${from} (message ${env.id}, reply expected):\n${env.payload}`
+    case "multicast":
+      return `Broadcast from ${from} (message ${env.id}):\n${env.payload}`
+    case "notification":
+      return `Message from ${from} (message ${env.id}):\n${env.payload}`
+  }
+}
+
+export class Router extends Effect.Service<Router>()("substrat/Router", {
+  effect: Effect.gen(function*() {
+    const s = yield* OrchestratorState
+    const log = yield* EventLog
+    const bus = yield* OutputBus
+
+    const envelope = (args: {
+      sender: AgentId | "USER"
+      recipient: AgentId | "USER"
+      kind: MessageKind
+      text: string
+      reply_to?: MessageId | null
+      extra?: Record<string, string>
+    }) =>
+      new MessageEnvelope({
+        id: newMessageId(),
+        timestamp: new Date().toISOString(),
+        sender: args.sender,
+        recipient: args.recipient,
+        reply_to: args.reply_to ?? null,
+        kind: args.kind,
+        payload: args.text,
+        metadata: {
+          sender_name: args.sender === USER ? USER : s.tree.get(args.sender)?.name ?? args.sender,
+          ...args.extra
+        }
+      })
+
+    /** Append to an agent's session log; an agent already gone from the tree has no log to write. */
+    const logFor = (agent: AgentId, event: LogEvent) => {
+      const node = s.tree.get(agent)
+      return node ? log.append(node.session_id, event).pipe(Effect.ignore) : Effect.void
+    }
+
+    const queueTurn = (agent: AgentId, trigger: Trigger) =>
+      Effect.gen(function*() {
+        const list = s.triggers.get(agent) ?? []
+        list.push(trigger)
+        s.triggers.set(agent, list)
+        yield* addWork(s, 1)
+        yield* Queue.offer(s.wakes, agent)
+      })
+
+    /** A message from a root to the human: logged in the root's own log, kept in the outbox. */
+    const toUser = (from: AgentId, env: MessageEnvelope) =>
+      Effect.gen(function*() {
+        yield* logFor(from, makeEvent("message.enqueued", env))
+        yield* logFor(from, makeEvent("message.delivered", { message_id: env.id }))
+        s.userOutbox.push(env)
+        noteMessage(s, from, { direction: "out", peer: USER, kind: env.kind, message_id: env.id, text: env.payload })
+        yield* bus.publish({ _tag: "MessageToUser", agent_id: from, message: env })
+      })
+
+    /** Put an envelope addressed to an agent into its log + inbox (or hold it if unborn). */
+    const deliver: (env: MessageEnvelope) => Effect.Effect<boolean> = Effect.fnUntraced(function*(env: MessageEnvelope) {
+      const to = env.recipient
+      if (to === null) return false
+      if (to === USER) {
+        if (env.sender === USER || env.sender === "SYSTEM") return false
+        yield* toUser(env.sender, env)
+        return true
+      }
+      const held = s.unborn.get(to)
+      if (held) {
+        held.push(env)
+        return true
+      }
+      if (!s.tree.has(to) || s.terminating.has(to)) {
+        yield* dropped(env)
+        return false
+      }
+      yield* logFor(to, makeEvent("message.enqueued", env))
+      const inbox = s.inboxes.get(to)
+      if (!inbox || !s.tree.has(to) || s.terminating.has(to)) {
+        yield* dropped(env)
+        return false
+      }
+      inbox.push(env)
+      noteMessage(s, to, { direction: "in", peer: senderName(env), kind: env.kind, message_id: env.id, text: env.payload })
+      if (wakes(env)) yield* queueTurn(to, { _tag: "message", id: env.id })
+      return true
+    })
+
+    /** A message that can no longer be delivered: a sync request among them is answered with an error. */
+    const dropped = (env: MessageEnvelope): Effect.Effect<void> =>
+      env.kind === "request" && s.requests.has(env.id) && env.recipient !== null && env.recipient !== USER
+        ? reply(env.id, `[error] the recipient is gone; message ${env.id} was not delivered`)
+        : Effect.void
+
+    /** Answer a pending sync request (auto-reply, error reply). No-op when already answered. */
+    const reply = (requestId: MessageId, text: string): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        const pending = s.requests.get(requestId)
+        if (!pending) return Effect.void
+        s.requests.delete(requestId)
+        const env = envelope({ sender: pending.to, recipient: pending.from, kind: "response", text, reply_to: requestId })
+        if (pending.from === USER) return toUser(pending.to, env)
+        return s.tree.has(pending.from) ? deliver(env).pipe(Effect.asVoid) : Effect.void
+      })
+
+    const sendFrom = Effect.fn("Router.send")(function*(from: AgentId, args: SendArgs) {
+      const sender = s.tree.get(from)
+      const routeErr = (e: RoutingError) => Effect.fail(e)
+      if (args.recipient === USER && sender && !s.tree.childNamed(from, USER)) {
+        if (sender.parent_id !== null) {
+          return yield* routeErr(
+            new RoutingError({
+              from: sender.name,
+              to: USER,
+              reason: "not-one-hop",
+              message: "only root agents talk to USER; send to your parent instead"
+            })
+          )
+        }
+        const kind: MessageKind = args.reply_to ? "response" : "notification"
+        if (args.reply_to) {
+          const p = s.requests.get(args.reply_to)
+          if (p && p.from === USER && p.to === from) s.requests.delete(args.reply_to)
+        }
+        const env = envelope({ sender: from, recipient: USER, kind, text: args.text, reply_to: args.reply_to ?? null })
+        yield* toUser(from, env)
+        return { message_id: env.id, waiting_for_reply: false } satisfies SendResult
+      }
+      const target = s.tree.resolve(from, args.recipient)
+      if (Either.isLeft(target)) return yield* routeErr(target.left)
+      const to = target.right.id
+      let kind: MessageKind
+      if (args.reply_to !== undefined) {
+        const p = s.requests.get(args.reply_to)
+        if (p && p.to !== from) {
+          return yield* new InvalidInputError({
+            field: "reply_to",
+            message: `message ${args.reply_to} was not addressed to you`
+          })
+        }
+        if (p && p.from !== to) {
+          return yield* new InvalidInputError({
+            field: "reply_to",
+            message: `message ${args.reply_to} came from someone else, not ${args.recipient}`
+          })
+        }
+        s.requests.delete(args.reply_to)
+        kind = "response"
+      } else {
+        kind = args.sync ? "request" : "notification"
+      }
+      const env = envelope({ sender: from, recipient: to, kind, text: args.text, reply_to: args.reply_to ?? null })
+      if (kind === "request") s.requests.set(env.id, { id: env.id, from, to })
+      noteMessage(s, from, { direction: "out", peer: target.right.name, kind, message_id: env.id, text: args.text })
+      yield* deliver(env)
+      return { message_id: env.id, waiting_for_reply: kind === "request" } satisfies SendResult
+    })
+
+    /** Multicast: one copy per sibling (same parent), each with its own id; never wakes. */
+    const broadcast = Effect.fn("Router.broadcast")(function*(from: AgentId, text: string) {
+      const team = s.tree.team(from)
+      const multicast_id = newMessageId()
+      for (const sib of team) {
+        yield* deliver(envelope({ sender: from, recipient: sib.id, kind: "multicast", text, extra: { multicast_id } }))
+      }
+      noteMessage(s, from, {
+        direction: "out",
+        peer: team.map((t) => t.name).join(",") || "(nobody)",
+        kind: "multicast",
+        message_id: multicast_id,
+        text
+      })
+      return { message_id: multicast_id, recipient_count: team.length }
+    })
+
+    /** A message from the human. Always wakes the agent; sync=true makes it a request. */
+    const fromUser = Effect.fn("Router.fromUser")(function*(agent: AgentId, text: string, sync: boolean) {
+      if (!s.tree.has(agent) || s.terminating.has(agent)) {
+        return yield* new NotFoundError({ kind: "agent", id: agent, message: `no live agent ${agent}` })
+      }
+      const env = envelope({ sender: USER, recipient: agent, kind: sync ? "request" : "notification", text })
+      if (sync) s.requests.set(env.id, { id: env.id, from: USER, to: agent })
+      yield* deliver(env)
+      return { message_id: env.id }
+    })
+
+    const triggeredIds = (agent: AgentId) =>
+      new Set((s.triggers.get(agent) ?? []).flatMap((t) => t._tag === "message" ? [t.id] : []))
+
+    const markDelivered = (agent: AgentId, envs: ReadonlyArray<MessageEnvelope>) =>
+      Effect.forEach(envs, (e) => logFor(agent, makeEvent("message.delivered", { message_id: e.id })), { discard: true })
+
+    /** Drain what waits in the inbox without waking the agent (notifications, multicasts). */
+    const checkInbox = Effect.fn("Router.checkInbox")(function*(agent: AgentId) {
+      const inbox = s.inboxes.get(agent) ?? []
+      const keep = triggeredIds(agent)
+      const drained = inbox.filter((e) => !keep.has(e.id))
+      s.inboxes.set(agent, inbox.filter((e) => keep.has(e.id)))
+      yield* markDelivered(agent, drained)
+      return drained
+    })
+
+    /**
+     * At the start of a turn: pop the agent's oldest trigger and build the prompt (waiting
+     * notifications first, then the waking message or explicit prompt). None: nothing to do.
+     */
+    const takeForTurn = Effect.fn("Router.takeForTurn")(function*(
+      agent: AgentId
+    ): Effect.fn.Return<Option.Option<{ readonly trigger: Trigger; readonly prompt: string | null }>> {
+      const queue = s.triggers.get(agent) ?? []
+      const trigger = queue.shift()
+      if (!trigger) return Option.none()
+      if (!s.tree.has(agent) || s.terminating.has(agent) || s.unborn.has(agent)) {
+        return Option.some({ trigger, prompt: null })
+      }
+      const inbox = s.inboxes.get(agent) ?? []
+      let main: MessageEnvelope | null = null
+      if (trigger._tag === "message") main = inbox.find((e) => e.id === trigger.id) ?? null
+      const keep = triggeredIds(agent)
+      const rest = inbox.filter((e) => e !== main && !keep.has(e.id))
+      s.inboxes.set(agent, inbox.filter((e) => e !== main && keep.has(e.id)))
+      const parts = [
+        ...rest.map(formatMessage),
+        ...(main ? [formatMessage(main)] : trigger._tag === "prompt" ? [trigger.text] : [])
+      ]
+      if (parts.length === 0) return Option.some({ trigger, prompt: null })
+      s.turns.set(agent, { trigger, deferredSpawns: [] })
+      yield* markDelivered(agent, main ? [...rest, main] : rest)
+      return Option.some({ trigger, prompt: parts.join("\n\n") })
+    })
+
+    /** Answer every sync request waiting on `agent` with an error (termination). */
+    const failPending = Effect.fn("Router.failPending")(function*(agent: AgentId, why: string) {
+      const mine = [...s.requests.values()].filter((r) => r.to === agent)
+      for (const r of mine) yield* reply(r.id, `[error] ${why}; request ${r.id} will not be answered`)
+      // Requests this agent is waiting on: their replies would have nowhere to go.
+      for (const r of [...s.requests.values()]) if (r.from === agent) s.requests.delete(r.id)
+    })
+
+    return { sendFrom, broadcast, fromUser, deliver, reply, checkInbox, takeForTurn, failPending, queueTurn, toUser } as const
+  })
+}) {}

@@ -1,0 +1,77 @@
+// Provider (port): one live backend conversation (seed 000 §4 as an Effect service).
+// A provider instance is made by a `ProviderFactory` inside a Scope; closing the scope stops it.
+// Tools reach the daemon through `ProviderContext.tools` (the agent's ToolHandler): in-process
+// providers (scripted, bare-LLM tool loops) call it directly; CLI providers reach the same
+// handler through MCP and only *report* the calls they made as `ToolCall` output events.
+import { Context, type Effect, Schema, type Scope, type Stream } from "effect"
+import type { ProviderError } from "../domain/errors.js"
+import type { SessionId } from "../domain/ids.js"
+
+/** What one turn streams back. */
+export const TextChunk = Schema.TaggedStruct("TextChunk", { text: Schema.String })
+export const ToolCall = Schema.TaggedStruct("ToolCall", {
+  call_id: Schema.String,
+  tool: Schema.String,
+  arguments: Schema.Unknown,
+  result: Schema.Unknown,
+  is_error: Schema.Boolean
+})
+export const Usage = Schema.TaggedStruct("Usage", {
+  input_tokens: Schema.Number,
+  output_tokens: Schema.Number,
+  cost_usd: Schema.Number
+})
+/** The turn's final response text. Absent: the concatenated `TextChunk`s are the response. */
+export const Final = Schema.TaggedStruct("Final", { text: Schema.String })
+export const ProviderOutput = Schema.Union(TextChunk, ToolCall, Usage, Final)
+export type ProviderOutput = typeof ProviderOutput.Type
+
+/** The outcome of one tool call: a JSON value, flagged when it is an error. */
+export interface ToolResult {
+  readonly is_error: boolean
+  readonly result: unknown
+}
+
+/** The agent's tools as the provider sees them. Never fails: errors are JSON results. */
+export interface ToolInvoker {
+  readonly invoke: (tool: string, args: unknown) => Effect.Effect<ToolResult>
+}
+
+/** What a factory knows about the conversation it backs. */
+export interface ProviderContext {
+  readonly session_id: SessionId
+  readonly agent_name: string
+  readonly role: string
+  /** The part after `:` in the provider string (`scripted:demo` → `demo`), else null. */
+  readonly variant: string | null
+  readonly tools: ToolInvoker
+}
+
+export interface ProviderService {
+  readonly name: string
+  /** Begin a fresh conversation with these instructions (system prompt). */
+  readonly start: (session: SessionId, instructions: string) => Effect.Effect<void, ProviderError>
+  /** One turn: send `message`, stream the output. */
+  readonly send: (message: string) => Stream.Stream<ProviderOutput, ProviderError>
+  /** Serialise the conversation so a later instance can `resume` it. */
+  readonly suspend: Effect.Effect<Uint8Array, ProviderError>
+  /** Continue a conversation from a `suspend` blob (instead of `start`). */
+  readonly resume: (state: Uint8Array) => Effect.Effect<void, ProviderError>
+  /** Release the backend. Also run by the factory's finalizer; must be idempotent. */
+  readonly stop: Effect.Effect<void, ProviderError>
+}
+
+/** One live provider instance. */
+export class Provider extends Context.Tag("substrat/Provider")<Provider, ProviderService>() {}
+
+/** name → scoped constructor. The instance is stopped when the scope closes. */
+export interface ProviderFactory {
+  readonly name: string
+  readonly make: (ctx: ProviderContext) => Effect.Effect<ProviderService, ProviderError, Scope.Scope>
+}
+
+/** `scripted:demo` → `{ name: "scripted", variant: "demo" }`. */
+export const parseProviderName = (spec: string): { readonly name: string; readonly variant: string | null } => {
+  const i = spec.indexOf(":")
+  return i < 0 ? { name: spec, variant: null } : { name: spec.slice(0, i), variant: spec.slice(i + 1) }
+}

@@ -1,0 +1,251 @@
+// Multiplexer: at most N live providers (default 4). Acquire = reuse a live provider, resume a
+// suspended session from its blob, or start a new one. When every slot is taken, the least
+// recently used *idle* session is suspended (blob → session.json, `suspend.result` logged);
+// a session mid-turn is never evicted; if every slot is mid-turn the caller waits in a FIFO
+// queue (never errors). Re-acquiring an evicted session logs `session.restored`.
+import { Context, Deferred, Effect, Exit, Layer, Option, Schema, Scope } from "effect"
+import type { EventLogError, ProviderError, SessionStoreError } from "../domain/errors.js"
+import { makeEvent } from "../domain/events.js"
+import type { SessionId } from "../domain/ids.js"
+import { Session } from "../domain/session.js"
+import { EventLog } from "../eventlog/EventLog.js"
+import { parseProviderName, type ProviderContext, type ProviderService } from "../provider/Provider.js"
+import { ProviderRegistry } from "../provider/ProviderRegistry.js"
+import { SessionStore } from "./SessionStore.js"
+
+export class MultiplexerConfig extends Context.Tag("substrat/MultiplexerConfig")<MultiplexerConfig, {
+  readonly slots: number
+}>() {
+  static readonly layer = (slots: number): Layer.Layer<MultiplexerConfig> =>
+    Layer.succeed(MultiplexerConfig, { slots: Math.max(1, Math.floor(slots)) })
+}
+export const defaultSlots = 4
+
+/** A session that is mid-turn cannot be suspended or deleted right now. */
+export class SessionBusyError extends Schema.TaggedError<SessionBusyError>()("SessionBusyError", {
+  session_id: Schema.String,
+  message: Schema.String
+}) {}
+
+/** Everything the Multiplexer needs to (re)create a session's provider. */
+export interface SessionBinding {
+  readonly session_id: SessionId
+  /** Provider string, e.g. `scripted:demo`. */
+  readonly provider: string
+  readonly instructions: string
+  readonly context: Omit<ProviderContext, "session_id" | "variant">
+}
+
+export type MultiplexerError = ProviderError | SessionStoreError | EventLogError
+
+interface Slot {
+  readonly provider: ProviderService
+  readonly scope: Scope.CloseableScope
+  busy: boolean
+  lastUsed: number
+}
+interface Ticket {
+  deferred: Deferred.Deferred<void>
+}
+export interface SlotInfo {
+  readonly session_id: SessionId
+  readonly busy: boolean
+  readonly last_used: number
+}
+
+export class Multiplexer extends Effect.Service<Multiplexer>()("substrat/Multiplexer", {
+  scoped: Effect.gen(function*() {
+    const slots = Option.match(yield* Effect.serviceOption(MultiplexerConfig), {
+      onNone: () => defaultSlots,
+      onSome: (c) => c.slots
+    })
+    const registry = yield* ProviderRegistry
+    const store = yield* SessionStore
+    const log = yield* EventLog
+    const lock = yield* Effect.makeSemaphore(1)
+    const live = new Map<SessionId, Slot>()
+    const waiters: Array<Ticket> = []
+    let reserved = 0
+    let clock = 0
+
+    const wakeHead = Effect.suspend(() => {
+      const head = waiters[0]
+      return head ? Deferred.succeed(head.deferred, undefined).pipe(Effect.asVoid) : Effect.void
+    })
+
+    const now = Effect.sync(() => new Date().toISOString())
+
+    /** Suspend one live idle session: blob → session.json, `suspend.result`, stop. Under the lock. */
+    const evict = (id: SessionId, slot: Slot) =>
+      Effect.gen(function*() {
+        live.delete(id)
+        const blob = yield* slot.provider.suspend.pipe(
+          Effect.catchAll((e) =>
+            log.append(id, makeEvent("provider.error", { turn_id: null, reason: e.reason, message: e.message })).pipe(
+              Effect.ignore,
+              Effect.as(new Uint8Array())
+            )
+          )
+        )
+        yield* Scope.close(slot.scope, Exit.void)
+        const rec = yield* store.load(id)
+        yield* store.save(new Session({ ...rec, state: "suspended", suspended_at: yield* now, provider_state: blob }))
+        yield* log.append(id, makeEvent("suspend.result", { state_size: blob.byteLength }))
+      })
+
+    type Decision =
+      | { readonly _tag: "live"; readonly provider: ProviderService }
+      | { readonly _tag: "new" }
+      | { readonly _tag: "wait"; readonly deferred: Deferred.Deferred<void> }
+
+    const decide = (id: SessionId, ticket: Ticket) =>
+      Effect.gen(function*() {
+        const slot = live.get(id)
+        const queued = waiters.indexOf(ticket)
+        if (slot) {
+          slot.busy = true
+          slot.lastUsed = ++clock
+          if (queued >= 0) {
+            waiters.splice(queued, 1)
+            yield* wakeHead
+          }
+          return { _tag: "live", provider: slot.provider } satisfies Decision
+        }
+        const enqueue = Effect.gen(function*() {
+          ticket.deferred = yield* Deferred.make<void>()
+          if (queued < 0) waiters.push(ticket)
+          return { _tag: "wait", deferred: ticket.deferred } satisfies Decision
+        })
+        if (waiters.length > 0 && queued !== 0) return yield* enqueue
+        if (live.size + reserved >= slots) {
+          let victim: [SessionId, Slot] | undefined
+          for (const entry of live) {
+            if (!entry[1].busy && (victim === undefined || entry[1].lastUsed < victim[1].lastUsed)) victim = entry
+          }
+          if (victim === undefined) return yield* enqueue
+          yield* evict(victim[0], victim[1])
+        }
+        reserved += 1
+        if (queued === 0) waiters.shift()
+        return { _tag: "new" } satisfies Decision
+      })
+
+    /** Make a provider for the session: resume from its blob when it has one, else start. */
+    const open = (b: SessionBinding) =>
+      Effect.gen(function*() {
+        const scope = yield* Scope.make()
+        const result = yield* Effect.gen(function*() {
+          const factory = yield* registry.get(b.provider)
+          const { variant } = parseProviderName(b.provider)
+          const provider = yield* factory.make({ ...b.context, session_id: b.session_id, variant }).pipe(
+            Scope.extend(scope)
+          )
+          const rec = yield* store.load(b.session_id)
+          const resuming = rec.provider_state.byteLength > 0 && rec.state !== "created"
+          if (resuming) yield* provider.resume(rec.provider_state)
+          else yield* provider.start(b.session_id, b.instructions)
+          yield* store.save(new Session({ ...rec, state: "active", suspended_at: null }))
+          if (resuming) {
+            yield* log.append(b.session_id, makeEvent("session.restored", { provider: b.provider, model: rec.model }))
+          }
+          return provider
+        }).pipe(Effect.onError((cause) => Scope.close(scope, Exit.failCause(cause))))
+        return { provider: result, scope }
+      })
+
+    const acquire = (b: SessionBinding): Effect.Effect<ProviderService, MultiplexerError> =>
+      Effect.gen(function*() {
+        const ticket: Ticket = { deferred: yield* Deferred.make<void>() }
+        while (true) {
+          const d: Decision = yield* lock.withPermits(1)(decide(b.session_id, ticket)).pipe(
+            Effect.onInterrupt(() => lock.withPermits(1)(Effect.sync(() => {
+              const i = waiters.indexOf(ticket)
+              if (i >= 0) waiters.splice(i, 1)
+            }).pipe(Effect.andThen(wakeHead))))
+          )
+          if (d._tag === "live") return d.provider
+          if (d._tag === "new") {
+            const opened = yield* open(b).pipe(
+              Effect.tapErrorCause(() =>
+                lock.withPermits(1)(Effect.sync(() => {
+                  reserved -= 1
+                }).pipe(Effect.andThen(wakeHead)))
+              )
+            )
+            yield* lock.withPermits(1)(Effect.sync(() => {
+              reserved -= 1
+              live.set(b.session_id, { ...opened, busy: true, lastUsed: ++clock })
+            }).pipe(Effect.andThen(wakeHead)))
+            return opened.provider
+          }
+          yield* Deferred.await(d.deferred).pipe(
+            Effect.onInterrupt(() =>
+              lock.withPermits(1)(Effect.sync(() => {
+                const i = waiters.indexOf(ticket)
+                if (i >= 0) waiters.splice(i, 1)
+              }).pipe(Effect.andThen(wakeHead)))
+            )
+          )
+        }
+      })
+
+    const release = (id: SessionId) =>
+      lock.withPermits(1)(Effect.sync(() => {
+        const slot = live.get(id)
+        if (slot) {
+          slot.busy = false
+          slot.lastUsed = ++clock
+        }
+      }).pipe(Effect.andThen(wakeHead)))
+
+    /** Run `f` with the session's live provider; the session is busy (never evicted) meanwhile. */
+    const use = <A, E, R>(
+      binding: SessionBinding,
+      f: (provider: ProviderService) => Effect.Effect<A, E, R>
+    ): Effect.Effect<A, E | MultiplexerError, R> =>
+      Effect.acquireUseRelease(acquire(binding), f, () => release(binding.session_id))
+
+    /** Suspend a live idle session now (no-op when it is not live). */
+    const suspend = Effect.fn("Multiplexer.suspend")(function*(id: SessionId) {
+      return yield* lock.withPermits(1)(Effect.gen(function*() {
+        const slot = live.get(id)
+        if (!slot) return false
+        if (slot.busy) {
+          return yield* new SessionBusyError({ session_id: id, message: `session ${id} is mid-turn` })
+        }
+        yield* evict(id, slot)
+        yield* wakeHead
+        return true
+      }))
+    })
+
+    /** Stop a session's provider without suspending it (termination, deletion). */
+    const drop = Effect.fn("Multiplexer.drop")(function*(id: SessionId) {
+      yield* lock.withPermits(1)(Effect.gen(function*() {
+        const slot = live.get(id)
+        if (!slot) return
+        live.delete(id)
+        yield* Scope.close(slot.scope, Exit.void)
+        yield* wakeHead
+      }))
+    })
+
+    /** Suspend every idle live session (graceful shutdown). */
+    const suspendAll = Effect.fn("Multiplexer.suspendAll")(function*() {
+      const ids = [...live.entries()].filter(([, s]) => !s.busy).map(([id]) => id)
+      for (const id of ids) yield* suspend(id).pipe(Effect.catchTag("SessionBusyError", () => Effect.succeed(false)))
+    })
+
+    const info = Effect.sync((): ReadonlyArray<SlotInfo> =>
+      [...live.entries()].map(([session_id, s]) => ({ session_id, busy: s.busy, last_used: s.lastUsed }))
+    )
+
+    yield* Effect.addFinalizer(() =>
+      Effect.forEach([...live.values()], (s) => Scope.close(s.scope, Exit.void), { discard: true }).pipe(
+        Effect.andThen(Effect.sync(() => live.clear()))
+      )
+    )
+
+    return { slots, use, suspend, drop, suspendAll, info, isLive: (id: SessionId) => live.has(id) } as const
+  })
+}) {}

@@ -1,0 +1,146 @@
+// TurnScheduler: runs turns. One turn at a time per session (later submissions queue behind,
+// FIFO); turns of different sessions run concurrently, bounded by the Multiplexer's slots.
+// A turn logs `turn.start` (prompt) before sending, `usage` and `turn.complete` (response)
+// after; a failure logs `provider.error` instead of `turn.complete` and leaves the session
+// usable (its provider stays live for the next turn).
+import { Deferred, Effect, Option, Ref, Stream } from "effect"
+import { ProviderError } from "../domain/errors.js"
+import { makeEvent } from "../domain/events.js"
+import { newTurnId, type SessionId, type TurnId } from "../domain/ids.js"
+import { EventLog } from "../eventlog/EventLog.js"
+import type { ProviderOutput } from "../provider/Provider.js"
+import { Multiplexer, type SessionBinding } from "./Multiplexer.js"
+
+export interface UsageTotals {
+  readonly input_tokens: number
+  readonly output_tokens: number
+  readonly cost_usd: number
+}
+export const zeroUsage: UsageTotals = { input_tokens: 0, output_tokens: 0, cost_usd: 0 }
+export const addUsage = (a: UsageTotals, b: UsageTotals): UsageTotals => ({
+  input_tokens: a.input_tokens + b.input_tokens,
+  output_tokens: a.output_tokens + b.output_tokens,
+  cost_usd: a.cost_usd + b.cost_usd
+})
+
+export interface TurnOutcome {
+  readonly turn_id: TurnId
+  readonly prompt: string
+  /** The final text (or the concatenated chunks); "" when the turn failed. */
+  readonly response: string
+  readonly usage: UsageTotals
+  /** Null when the turn completed. */
+  readonly error: { readonly reason: string; readonly message: string } | null
+}
+
+export interface TurnCallbacks {
+  readonly onStart?: (turn_id: TurnId, prompt: string) => Effect.Effect<void>
+  readonly onOutput?: (turn_id: TurnId, output: ProviderOutput) => Effect.Effect<void>
+  /** Runs after the turn, still before the session's next turn starts. */
+  readonly after?: (outcome: TurnOutcome) => Effect.Effect<void>
+}
+
+const describe = (e: unknown): { reason: string; message: string } =>
+  e instanceof ProviderError
+    ? { reason: e.reason, message: e.message }
+    : typeof e === "object" && e !== null && "_tag" in e && "message" in e
+    ? { reason: String(e._tag), message: String(e.message) }
+    : { reason: "unknown", message: String(e) }
+
+export class TurnScheduler extends Effect.Service<TurnScheduler>()("substrat/TurnScheduler", {
+  effect: Effect.gen(function*() {
+    const mux = yield* Multiplexer
+    const log = yield* EventLog
+    const tails = yield* Ref.make(new Map<SessionId, Deferred.Deferred<void>>())
+
+    /** Run `eff` after every earlier submission for this session, and before later ones. */
+    const serialize = <A, E, R>(session: SessionId, eff: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+      Effect.gen(function*() {
+        const mine = yield* Deferred.make<void>()
+        const prev = yield* Ref.modify(tails, (m) => [m.get(session), new Map(m).set(session, mine)] as const)
+        const done = Deferred.succeed(mine, undefined).pipe(
+          Effect.andThen(Ref.update(tails, (m) => {
+            if (m.get(session) !== mine) return m
+            const next = new Map(m)
+            next.delete(session)
+            return next
+          }))
+        )
+        return yield* (prev ? Deferred.await(prev) : Effect.void).pipe(Effect.andThen(eff), Effect.ensuring(done))
+      })
+
+    const execute = (binding: SessionBinding, prompt: string, cb: TurnCallbacks) =>
+      Effect.gen(function*() {
+        const turn_id = newTurnId()
+        const id = binding.session_id
+        let chunks = ""
+        let final: string | null = null
+        let usage = zeroUsage
+        let sawUsage = false
+        const body = mux.use(binding, (provider) =>
+          Effect.gen(function*() {
+            yield* log.append(id, makeEvent("turn.start", { turn_id, prompt }))
+            if (cb.onStart) yield* cb.onStart(turn_id, prompt)
+            yield* provider.send(prompt).pipe(
+              Stream.runForEach((out) =>
+                Effect.gen(function*() {
+                  if (out._tag === "TextChunk") chunks += out.text
+                  else if (out._tag === "Final") final = out.text
+                  else if (out._tag === "Usage") {
+                    sawUsage = true
+                    usage = addUsage(usage, out)
+                  }
+                  if (cb.onOutput) yield* cb.onOutput(turn_id, out)
+                })
+              )
+            )
+            const response = final ?? chunks
+            if (sawUsage) yield* log.append(id, makeEvent("usage", { turn_id, ...usage }))
+            yield* log.append(id, makeEvent("turn.complete", { turn_id, response }))
+            return { turn_id, prompt, response, usage, error: null } satisfies TurnOutcome
+          })
+        )
+        return yield* body.pipe(
+          Effect.catchAll((e) => {
+            const error = describe(e)
+            return log.append(id, makeEvent("provider.error", { turn_id, ...error })).pipe(
+              Effect.ignore,
+              Effect.as({ turn_id, prompt, response: "", usage, error } satisfies TurnOutcome)
+            )
+          })
+        )
+      })
+
+    /**
+     * Queue a turn for the session. When its predecessors are done, `prompt` is evaluated; None
+     * skips the turn (nothing to say, agent gone). Never fails: errors are in the outcome.
+     */
+    const run = Effect.fn("TurnScheduler.run")(function*(
+      binding: SessionBinding,
+      prompt: Effect.Effect<Option.Option<string>>,
+      cb: TurnCallbacks = {}
+    ) {
+      return yield* serialize(
+        binding.session_id,
+        prompt.pipe(
+          Effect.flatMap(Option.match({
+            onNone: () => Effect.succeed(Option.none<TurnOutcome>()),
+            onSome: (p) =>
+              execute(binding, p, cb).pipe(
+                Effect.tap((o) => cb.after ? cb.after(o) : Effect.void),
+                Effect.map(Option.some)
+              )
+          }))
+        )
+      )
+    })
+
+    /** Convenience: one turn with a fixed prompt. */
+    const send = Effect.fn("TurnScheduler.send")(function*(binding: SessionBinding, prompt: string, cb: TurnCallbacks = {}) {
+      const out = yield* run(binding, Effect.succeed(Option.some(prompt)), cb)
+      return Option.getOrThrow(out)
+    })
+
+    return { run, send, serialize } as const
+  })
+}) {}
