@@ -1,0 +1,310 @@
+// The bwrap implementation of the Sandbox port: probes the host once (system dirs, bwrap, prlimit,
+// user namespaces), validates the request's paths against the real filesystem, builds the argv
+// (BwrapArgs), applies rlimits with `prlimit` inside the sandbox (and a cgroup v2 sub-group when
+// available), and runs it as a scoped process (spawn.ts).
+import * as CommandExecutor from "@effect/platform/CommandExecutor"
+import * as FileSystem from "@effect/platform/FileSystem"
+import { Effect, Either, Layer } from "effect"
+import { tmpdir } from "node:os"
+import type { ResourceLimits } from "../domain/workspace.js"
+import { buildBwrapArgs, type HostEntry, type HostLayout } from "./BwrapArgs.js"
+import { createCgroupRun, detectCgroup } from "./Cgroup.js"
+import { SandboxPathError, SandboxProcessError, SandboxUnavailableError } from "./errors.js"
+import { hasRlimits, prlimitPrefix } from "./Limits.js"
+import { Sandbox, type SandboxRequest, type SandboxService } from "./Sandbox.js"
+import { runCollect, spawnScoped } from "./spawn.js"
+
+/**
+ * Who the sandboxed command runs as.
+ * - `as-is`: bwrap runs as the daemon's user (the normal, unprivileged case). Under root the command
+ *   is uid 0 inside a user namespace with every capability dropped, and RLIMIT_NPROC is NOT enforced
+ *   (the kernel exempts kuid 0) — a warning is logged once.
+ * - `outer`: `setpriv` switches to uid/gid before bwrap (bwrap then runs unprivileged and creates a user
+ *   namespace). Every bound host path must be reachable by that uid.
+ * - `inner`: bwrap runs as root without a user namespace (it can bind anything) and `setpriv` inside
+ *   the sandbox drops to uid/gid with no capabilities, an empty bounding set and no_new_privs before
+ *   the command runs. The workspace root must be writable by that uid. RLIMIT_NPROC then counts every
+ *   process of that uid on the machine (no user namespace level), so use a dedicated uid.
+ */
+export type SandboxIdentity =
+  | { readonly mode: "as-is" }
+  | { readonly mode: "outer" | "inner"; readonly uid: number; readonly gid: number }
+
+export interface BwrapConfig {
+  readonly bwrap?: string
+  readonly identity?: SandboxIdentity
+  readonly systemPaths?: ReadonlyArray<string>
+  readonly etcBase?: ReadonlyArray<string>
+  readonly etcNetwork?: ReadonlyArray<string>
+  readonly hostname?: string
+  /** SIGTERM → SIGKILL grace on scope close (ms). */
+  readonly killGraceMs?: number
+  /** Use a cgroup v2 sub-group under this base when /sys/fs/cgroup is writable cgroup2 (default `/sys/fs/cgroup/substrat`). */
+  readonly cgroupBase?: string | null
+}
+
+export const defaultSystemPaths: ReadonlyArray<string> = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"]
+export const defaultEtcBase: ReadonlyArray<string> = [
+  "/etc/passwd",
+  "/etc/group",
+  "/etc/localtime",
+  "/etc/ld.so.cache",
+  "/etc/ld.so.conf",
+  "/etc/ld.so.conf.d",
+  "/etc/alternatives"
+]
+export const defaultEtcNetwork: ReadonlyArray<string> = [
+  "/etc/resolv.conf",
+  "/etc/hosts",
+  "/etc/nsswitch.conf",
+  "/etc/host.conf",
+  "/etc/gai.conf",
+  "/etc/services",
+  "/etc/protocols",
+  "/etc/ssl",
+  "/etc/ca-certificates",
+  "/etc/ca-certificates.conf",
+  "/etc/pki"
+]
+export const defaultSandboxEnv: Readonly<Record<string, string>> = {
+  PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+  HOME: "/tmp",
+  TMPDIR: "/tmp",
+  LANG: "C.UTF-8"
+}
+
+/** lstat-like probe of the system paths (missing ones are left out). */
+export const probeHostLayout = (fs: FileSystem.FileSystem, config: BwrapConfig = {}) =>
+  Effect.gen(function*() {
+    const system: Array<HostEntry> = []
+    for (const path of config.systemPaths ?? defaultSystemPaths) {
+      const link = yield* fs.readLink(path).pipe(Effect.option)
+      if (link._tag === "Some") {
+        system.push({ path, kind: "symlink", target: link.value })
+        continue
+      }
+      const info = yield* fs.stat(path).pipe(Effect.option)
+      if (info._tag === "Some") system.push({ path, kind: info.value.type === "Directory" ? "dir" : "file" })
+    }
+    const layout: HostLayout = {
+      system,
+      etcBase: config.etcBase ?? defaultEtcBase,
+      etcNetwork: config.etcNetwork ?? defaultEtcNetwork
+    }
+    return layout
+  })
+
+/** First executable `name` on PATH (or `name` itself when it contains a `/`). */
+export const which = (fs: FileSystem.FileSystem, name: string, path = process.env["PATH"] ?? "/usr/bin:/bin") =>
+  Effect.gen(function*() {
+    const candidates = name.includes("/") ? [name] : path.split(":").filter((d) => d.length > 0).map((d) => `${d}/${name}`)
+    for (const c of candidates) {
+      const ok = yield* fs.access(c, { readable: true }).pipe(Effect.as(true), Effect.orElseSucceed(() => false))
+      if (ok) return c
+    }
+    return null
+  })
+
+export const fixes = {
+  bwrapMissing: "install bubblewrap: `apt-get install bubblewrap` (Debian/Ubuntu) or `dnf install bubblewrap` (Fedora)",
+  usernsDenied:
+    "allow unprivileged user namespaces: `sysctl -w kernel.unprivileged_userns_clone=1` (Debian/Ubuntu kernels), " +
+    "`sysctl -w user.max_user_namespaces=15000` (must be > 0); on Ubuntu ≥ 23.10 also " +
+    "`sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` (or an AppArmor profile for bwrap); " +
+    "inside a container, the container must allow unshare/mount (e.g. seccomp profile permitting it)",
+  prlimitMissing: "install util-linux (provides `prlimit`), needed for resource limits",
+  setprivMissing: "install util-linux (provides `setpriv`), needed to drop privileges"
+} as const
+
+/** Classify a failed probe from bwrap's stderr. */
+export const classifyBwrapFailure = (stderr: string): SandboxUnavailableError =>
+  /namespace|uid map|unshare|Operation not permitted|setting up uid|No permissions/i.test(stderr)
+    ? new SandboxUnavailableError({
+      reason: "userns-denied",
+      message: `bwrap cannot create the sandbox namespaces: ${stderr.trim()}`,
+      fix: fixes.usernsDenied
+    })
+    : new SandboxUnavailableError({
+      reason: "bwrap-broken",
+      message: `bwrap failed to start a trivial sandbox: ${stderr.trim()}`,
+      fix: "run `substrat doctor` and check the bwrap installation"
+    })
+
+export interface BwrapProbe {
+  readonly bwrap: string
+  readonly prlimit: string | null
+  readonly setpriv: string | null
+  readonly host: HostLayout
+  readonly version: string
+}
+
+const identityPrefix = (identity: SandboxIdentity, setpriv: string | null) =>
+  identity.mode === "outer" && setpriv !== null
+    ? [setpriv, `--reuid=${identity.uid}`, `--regid=${identity.gid}`, "--clear-groups", "--"]
+    : []
+
+const innerPrefix = (identity: SandboxIdentity, setpriv: string | null) =>
+  identity.mode === "inner" && setpriv !== null
+    ? [
+      setpriv,
+      `--reuid=${identity.uid}`,
+      `--regid=${identity.gid}`,
+      "--clear-groups",
+      "--inh-caps=-all",
+      "--bounding-set=-all",
+      "--no-new-privs",
+      "--"
+    ]
+    : []
+
+/** Find bwrap (+ prlimit, setpriv), and start a trivial sandbox to prove namespaces work. */
+export const probeBwrap = (
+  fs: FileSystem.FileSystem,
+  executor: CommandExecutor.CommandExecutor,
+  config: BwrapConfig = {}
+) =>
+  Effect.gen(function*() {
+    const identity = config.identity ?? { mode: "as-is" }
+    const bwrap = yield* which(fs, config.bwrap ?? "bwrap")
+    if (bwrap === null) {
+      return yield* new SandboxUnavailableError({
+        reason: "bwrap-missing",
+        message: `bwrap (bubblewrap) was not found on PATH`,
+        fix: fixes.bwrapMissing
+      })
+    }
+    const prlimit = yield* which(fs, "prlimit")
+    const setpriv = yield* which(fs, "setpriv")
+    if (identity.mode !== "as-is" && setpriv === null) {
+      return yield* new SandboxUnavailableError({ reason: "setpriv-missing", message: "setpriv not found", fix: fixes.setprivMissing })
+    }
+    const host = yield* probeHostLayout(fs, config)
+    const args = buildBwrapArgs({
+      spec: { root_path: tmpdir(), network_access: false, symlinks: [] },
+      host,
+      command: [...innerPrefix(identity, setpriv), "true"],
+      env: defaultSandboxEnv,
+      userNamespace: identity.mode !== "inner"
+    })
+    if (Either.isLeft(args)) {
+      return yield* new SandboxUnavailableError({ reason: "bwrap-broken", message: args.left.message, fix: "check the configuration" })
+    }
+    const result = yield* Effect.either(runCollect(spawnScoped(executor, {
+      argv: [...identityPrefix(identity, setpriv), bwrap, ...args.right],
+      env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin" },
+      limits: { memory_bytes: null, cpu_seconds: null, max_processes: null, max_file_bytes: null, wall_clock_seconds: 30 },
+      graceMs: 1000
+    })))
+    if (Either.isLeft(result)) return yield* classifyBwrapFailure(result.left.message)
+    if (result.right.exit.code !== 0) return yield* classifyBwrapFailure(result.right.stderr)
+    const version = yield* Effect.either(runCollect(spawnScoped(executor, {
+      argv: [bwrap, "--version"],
+      env: {},
+      limits: { memory_bytes: null, cpu_seconds: null, max_processes: null, max_file_bytes: null, wall_clock_seconds: 10 },
+      graceMs: 1000
+    })))
+    const probe: BwrapProbe = {
+      bwrap,
+      prlimit,
+      setpriv,
+      host,
+      version: Either.isRight(version) ? version.right.stdout.trim() : "unknown"
+    }
+    return probe
+  })
+
+const pathErr = (field: string, path: string, reason: SandboxPathError["reason"], message: string) =>
+  new SandboxPathError({ field, path, reason, message: `${field}: ${message} (${JSON.stringify(path)})` })
+
+/** Existence + "no symlink swapped in" checks for every host path a request binds. */
+export const checkHostPaths = (fs: FileSystem.FileSystem, request: SandboxRequest) =>
+  Effect.gen(function*() {
+    const canonical = (field: string, path: string, wantDir: boolean) =>
+      Effect.gen(function*() {
+        const info = yield* fs.stat(path).pipe(Effect.mapError(() => pathErr(field, path, "missing", "does not exist")))
+        if (wantDir && info.type !== "Directory") return yield* pathErr(field, path, "not-a-directory", "is not a directory")
+        const real = yield* fs.realPath(path).pipe(Effect.mapError(() => pathErr(field, path, "missing", "cannot be resolved")))
+        if (real !== path) {
+          return yield* pathErr(field, path, "symlink-swapped", `resolves through a symlink to ${real}; refusing to bind it`)
+        }
+      })
+    yield* canonical("root_path", request.workspace.root_path, true)
+    for (const [i, s] of request.workspace.symlinks.entries()) yield* canonical(`symlinks[${i}].host_path`, s.host_path, false)
+    for (const [i, b] of (request.extraBinds ?? []).entries()) {
+      yield* fs.stat(b.host_path).pipe(
+        Effect.mapError(() => pathErr(`extraBinds[${i}].host_path`, b.host_path, "missing", "does not exist"))
+      )
+    }
+  })
+
+export const make = (config: BwrapConfig = {}) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const executor = yield* CommandExecutor.CommandExecutor
+    const identity = config.identity ?? { mode: "as-is" }
+    const probe = yield* Effect.cached(probeBwrap(fs, executor, config))
+    const cgroupInfo = yield* Effect.cached(detectCgroup(fs))
+    const cgroupBase = config.cgroupBase === undefined ? "/sys/fs/cgroup/substrat" : config.cgroupBase
+    const isRoot = typeof process.geteuid === "function" && process.geteuid() === 0
+    let warnedNproc = false
+
+    const start = Effect.fn("Sandbox.start")(function*(request: SandboxRequest) {
+      const p = yield* probe
+      yield* checkHostPaths(fs, request)
+      const limits: ResourceLimits = request.limits ?? request.workspace.limits
+      if (hasRlimits(limits) && p.prlimit === null) {
+        return yield* new SandboxUnavailableError({ reason: "prlimit-missing", message: "prlimit not found", fix: fixes.prlimitMissing })
+      }
+      if (isRoot && identity.mode === "as-is" && limits.max_processes !== null && !warnedNproc) {
+        warnedNproc = true
+        yield* Effect.logWarning(
+          "sandbox: running as root with identity 'as-is': max_processes (RLIMIT_NPROC) is not enforced for uid 0; configure identity 'inner' or 'outer'"
+        )
+      }
+      const inner = [...innerPrefix(identity, p.setpriv), ...prlimitPrefix(limits, p.prlimit ?? "prlimit"), ...request.command]
+      const args = buildBwrapArgs({
+        spec: request.workspace,
+        host: p.host,
+        command: inner,
+        env: { ...defaultSandboxEnv, ...request.env },
+        ...(request.cwd === undefined ? {} : { cwd: request.cwd }),
+        ...(request.extraBinds === undefined ? {} : { extraBinds: request.extraBinds }),
+        userNamespace: identity.mode !== "inner",
+        ...(config.hostname === undefined ? {} : { hostname: config.hostname })
+      })
+      if (Either.isLeft(args)) return yield* args.left
+      let prefix: ReadonlyArray<string> = []
+      let cgroupEvents: Effect.Effect<{ oomKills: number; pidsMax: number }> | undefined
+      if (cgroupBase !== null && (limits.memory_bytes !== null || limits.max_processes !== null)) {
+        const info = yield* cgroupInfo
+        if (info.mode === "v2-writable") {
+          const run = yield* Effect.option(createCgroupRun(fs, cgroupBase, limits))
+          if (run._tag === "Some") {
+            prefix = run.value.prefix
+            cgroupEvents = run.value.events
+            yield* Effect.addFinalizer(() => run.value.remove)
+          }
+        }
+      }
+      return yield* spawnScoped(executor, {
+        argv: [...prefix, ...identityPrefix(identity, p.setpriv), p.bwrap, ...args.right],
+        env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin" },
+        ...(request.stdin === undefined ? {} : { stdin: request.stdin }),
+        limits,
+        graceMs: config.killGraceMs ?? 2000,
+        setupErrorPrefix: "bwrap: ",
+        ...(cgroupEvents === undefined ? {} : { cgroupEvents })
+      })
+    })
+
+    const run = Effect.fn("Sandbox.run")((request: SandboxRequest) => runCollect(start(request)))
+    const service: SandboxService = { kind: "bwrap", start, run }
+    return service
+  })
+
+/** The bwrap Sandbox. Building it never fails: an unusable bwrap surfaces as `SandboxUnavailableError` on `start`. */
+export const layerBwrap = (
+  config: BwrapConfig = {}
+): Layer.Layer<Sandbox, never, FileSystem.FileSystem | CommandExecutor.CommandExecutor> => Layer.effect(Sandbox, make(config))
+
+export { SandboxProcessError }

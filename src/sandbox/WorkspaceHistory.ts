@@ -1,0 +1,200 @@
+// Per-turn filesystem history of workspaces (seed 003 fs_diff): after each turn the daemon calls
+// `commitTurn`, which commits the workspace's subtree to the top-level workspace's git history
+// (git dir outside the sandbox-visible tree), attributed to the agent and turn id, and returns the
+// changed paths for the `workspace.diff` event. `diff` shows a turn (or the pending changes),
+// `revert` undoes one turn with a new commit.
+//
+// Attribution: a change is recorded by the first commitTurn of a workspace whose subtree contains
+// it — a parent's turn also records uncommitted changes in its children's subtrees.
+import * as CommandExecutor from "@effect/platform/CommandExecutor"
+import * as FileSystem from "@effect/platform/FileSystem"
+import { Effect } from "effect"
+import { randomUUID } from "node:crypto"
+import { NotFoundError } from "../domain/errors.js"
+import type { TurnId, WorkspaceId } from "../domain/ids.js"
+import { WorkspaceHistoryError } from "./errors.js"
+import { type GitRepo, runGit } from "./git.js"
+import { type HistoryLocation, WorkspaceStore } from "./WorkspaceStore.js"
+
+export type ChangeKind = "added" | "modified" | "deleted"
+
+export interface ChangedPath {
+  readonly path: string
+  readonly change: ChangeKind
+}
+
+export interface TurnCommit {
+  /** null when the turn changed nothing (no commit is made). */
+  readonly commit: string | null
+  readonly paths: ReadonlyArray<ChangedPath>
+}
+
+export interface TurnInfo {
+  readonly commit: string
+  readonly turn_id: string | null
+  readonly agent: string
+  readonly time: string
+  readonly subject: string
+}
+
+/** Parse `git diff --name-status -z --no-renames`. Paths are made relative to `prefix`. */
+export const parseNameStatus = (out: string, prefix: string): Array<ChangedPath> => {
+  const parts = out.split("\0")
+  const res: Array<ChangedPath> = []
+  for (let i = 0; i + 1 < parts.length; i += 2) {
+    const status = parts[i]!
+    const path = parts[i + 1]!
+    const change: ChangeKind = status.startsWith("A") ? "added" : status.startsWith("D") ? "deleted" : "modified"
+    const rel = prefix === "" ? path : path.startsWith(prefix + "/") ? path.slice(prefix.length + 1) : path
+    res.push({ path: rel, change })
+  }
+  return res.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
+}
+
+const turnRef = (turnId: string) => `refs/substrat/turns/${turnId}`
+
+export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substrat/WorkspaceHistory", {
+  effect: Effect.gen(function*() {
+    const store = yield* WorkspaceStore
+    const executor = yield* CommandExecutor.CommandExecutor
+    const fs = yield* FileSystem.FileSystem
+    // One git operation at a time per repository (parent and children share one).
+    const locks = new Map<string, Effect.Semaphore>()
+    const lockFor = (gitDir: string) => {
+      let s = locks.get(gitDir)
+      if (s === undefined) {
+        s = Effect.unsafeMakeSemaphore(1)
+        locks.set(gitDir, s)
+      }
+      return s
+    }
+
+    const withRepo = <A, E>(
+      id: WorkspaceId,
+      f: (loc: HistoryLocation, git: (args: ReadonlyArray<string>, opts?: { input?: string; env?: Record<string, string>; okCodes?: ReadonlyArray<number> }) => Effect.Effect<{ code: number; stdout: string; stderr: string }, WorkspaceHistoryError>, scope: ReadonlyArray<string>) => Effect.Effect<A, E>
+    ) =>
+      Effect.gen(function*() {
+        const loc = yield* store.historyLocation(id)
+        const repo: GitRepo = { gitDir: loc.gitDir, workTree: loc.topRoot }
+        const git = (args: ReadonlyArray<string>, opts: { input?: string; env?: Record<string, string>; okCodes?: ReadonlyArray<number> } = {}) =>
+          runGit(executor, repo, args, { ...opts, workspaceId: id })
+        const scope = loc.prefix === "" ? [":/"] : [`:(top,literal)${loc.prefix}`]
+        return yield* lockFor(loc.gitDir).withPermits(1)(f(loc, git, scope))
+      })
+
+    const commitTurn = Effect.fn("WorkspaceHistory.commitTurn")(function*(
+      id: WorkspaceId,
+      turn: { readonly agent: string; readonly turnId: TurnId; readonly summary?: string }
+    ) {
+      return yield* withRepo(id, (loc, git, scope) =>
+        Effect.gen(function*() {
+          yield* git(["add", "-A", "--", ...scope])
+          const st = yield* git(["diff", "--cached", "--name-status", "-z", "--no-renames", "HEAD", "--", ...scope])
+          const paths = parseNameStatus(st.stdout, loc.prefix)
+          if (paths.length === 0) return { commit: null, paths } satisfies TurnCommit
+          const message = `${turn.summary ?? `turn ${turn.turnId}`}\n\nSubstrat-Workspace: ${id}\nSubstrat-Agent: ${turn.agent}\nSubstrat-Turn: ${turn.turnId}\n`
+          yield* git(["commit", "-q", "--no-verify", "-F", "-"], {
+            input: message,
+            env: { GIT_AUTHOR_NAME: turn.agent, GIT_AUTHOR_EMAIL: `${turn.agent.replace(/[^A-Za-z0-9._-]/g, "_")}@agents.substrat` }
+          })
+          const head = (yield* git(["rev-parse", "HEAD"])).stdout.trim()
+          yield* git(["update-ref", turnRef(turn.turnId), head])
+          return { commit: head, paths } satisfies TurnCommit
+        }))
+    })
+
+    const commitOf = (id: WorkspaceId, git: (args: ReadonlyArray<string>, opts?: { okCodes?: ReadonlyArray<number> }) => Effect.Effect<{ code: number; stdout: string }, WorkspaceHistoryError>, turnId: string) =>
+      Effect.gen(function*() {
+        const r = yield* git(["rev-parse", "--verify", "-q", `${turnRef(turnId)}^{commit}`], { okCodes: [0, 1] })
+        if (r.code !== 0) {
+          return yield* new NotFoundError({ kind: "turn", id: turnId, message: `no recorded changes for turn ${turnId} in workspace ${id}` })
+        }
+        return r.stdout.trim()
+      })
+
+    const relative = (loc: HistoryLocation) => (loc.prefix === "" ? [] : [`--relative=${loc.prefix}/`])
+
+    /** Unified diff of one turn, or (no turn) of the changes not yet recorded. */
+    const diff = Effect.fn("WorkspaceHistory.diff")(function*(id: WorkspaceId, turnId?: TurnId) {
+      return yield* withRepo(id, (loc, git, scope) =>
+        Effect.gen(function*() {
+          const flags = ["--no-ext-diff", "--no-textconv", "--no-color", ...relative(loc)]
+          if (turnId !== undefined) {
+            const c = yield* commitOf(id, git, turnId)
+            return (yield* git(["diff", ...flags, `${c}^`, c, "--", ...scope])).stdout
+          }
+          // Pending changes: stage into a throwaway index so the real one is untouched.
+          const tmpIndex = `${loc.gitDir}/index.diff-${randomUUID()}`
+          return yield* Effect.gen(function*() {
+            yield* fs.copyFile(`${loc.gitDir}/index`, tmpIndex).pipe(Effect.ignore)
+            const env = { GIT_INDEX_FILE: tmpIndex }
+            yield* git(["add", "-A", "--", ...scope], { env })
+            return (yield* git(["diff", "--cached", ...flags, "HEAD", "--", ...scope], { env })).stdout
+          }).pipe(Effect.ensuring(fs.remove(tmpIndex).pipe(Effect.ignore)))
+        }))
+    })
+
+    /** Changed paths of one recorded turn. */
+    const changes = Effect.fn("WorkspaceHistory.changes")(function*(id: WorkspaceId, turnId: TurnId) {
+      return yield* withRepo(id, (loc, git, scope) =>
+        Effect.gen(function*() {
+          const c = yield* commitOf(id, git, turnId)
+          const st = yield* git(["diff", "--name-status", "-z", "--no-renames", `${c}^`, c, "--", ...scope])
+          return parseNameStatus(st.stdout, loc.prefix)
+        }))
+    })
+
+    /** Undo one turn with a new commit. Fails with reason `conflict` when later changes overlap it (nothing is changed then). */
+    const revert = Effect.fn("WorkspaceHistory.revert")(function*(
+      id: WorkspaceId,
+      turnId: TurnId,
+      by: { readonly agent?: string } = {}
+    ) {
+      return yield* withRepo(id, (loc, git, scope) =>
+        Effect.gen(function*() {
+          const c = yield* commitOf(id, git, turnId)
+          const r = yield* git(["revert", "--no-commit", "--no-edit", c], { okCodes: [0, 1, 128] })
+          if (r.code !== 0) {
+            yield* git(["revert", "--abort"], { okCodes: [0, 1, 128] })
+            yield* git(["reset", "-q", "--merge"], { okCodes: [0, 1, 128] })
+            return yield* new WorkspaceHistoryError({
+              workspace_id: id,
+              reason: "conflict",
+              message: `cannot revert turn ${turnId}: ${(r.stderr + r.stdout).trim()}`
+            })
+          }
+          const st = yield* git(["diff", "--cached", "--name-status", "-z", "--no-renames", "HEAD", "--", ...scope])
+          const paths = parseNameStatus(st.stdout, loc.prefix)
+          if (paths.length === 0) return { commit: null, paths } satisfies TurnCommit
+          const agent = by.agent ?? "substrat"
+          yield* git(["commit", "-q", "--no-verify", "-F", "-"], {
+            input: `revert turn ${turnId}\n\nSubstrat-Workspace: ${id}\nSubstrat-Agent: ${agent}\nSubstrat-Revert-Of: ${turnId}\n`,
+            env: { GIT_AUTHOR_NAME: agent }
+          })
+          const head = (yield* git(["rev-parse", "HEAD"])).stdout.trim()
+          return { commit: head, paths } satisfies TurnCommit
+        }))
+    })
+
+    /** Recorded turns touching this workspace, newest first. */
+    const log = Effect.fn("WorkspaceHistory.log")(function*(id: WorkspaceId, options: { readonly limit?: number } = {}) {
+      return yield* withRepo(id, (_loc, git, scope) =>
+        Effect.gen(function*() {
+          const r = yield* git([
+            "log",
+            `--max-count=${options.limit ?? 100}`,
+            "--format=%H%x1f%an%x1f%aI%x1f%s%x1f%(trailers:key=Substrat-Turn,valueonly,separator=)%x1e",
+            "--",
+            ...scope
+          ])
+          return r.stdout.split("\x1e").map((l) => l.trim()).filter((l) => l.length > 0).map((l): TurnInfo => {
+            const [commit = "", agent = "", time = "", subject = "", turn = ""] = l.split("\x1f")
+            return { commit, agent, time, subject, turn_id: turn.trim().length > 0 ? turn.trim() : null }
+          })
+        }))
+    })
+
+    return { commitTurn, diff, changes, revert, log } as const
+  })
+}) {}
+

@@ -1,0 +1,318 @@
+// Workspace specs on disk: create (top-level or nested), list, get, link host paths, delete.
+//
+// Layout under $SUBSTRAT_HOME/workspaces/<id>/ (only `root/` is ever visible inside a sandbox):
+//   workspace.json   the spec (atomic replace through Durable)
+//   root/            the tree bound at /workspace            (top-level workspaces only)
+//   history.git/     the per-turn git history of that tree   (top-level workspaces only)
+// A child workspace's root is a subdirectory of its parent's root; its spec lives in its own
+// workspaces/<child-id>/ dir and it shares the top-level ancestor's history (commits scoped to its
+// subtree). A child's permissions are never wider than its parent's.
+import * as CommandExecutor from "@effect/platform/CommandExecutor"
+import * as FileSystem from "@effect/platform/FileSystem"
+import { Effect, Either, Option, Schema } from "effect"
+import { SubstratPaths } from "../config/Paths.js"
+import { NotFoundError } from "../domain/errors.js"
+import { newWorkspaceId, WorkspaceId } from "../domain/ids.js"
+import { type BindMode, noLimits, ResourceLimits, SymlinkSpec, WorkspaceSpec } from "../domain/workspace.js"
+import { Durable } from "../durable/Durable.js"
+import { SandboxPathError, WorkspaceError } from "./errors.js"
+import { initHistory } from "./git.js"
+import { absolutePath, isWithin, relativePath, relativeTo } from "./PathPolicy.js"
+import { WorkspaceUsage } from "./WorkspaceUsage.js"
+
+export interface CreateWorkspace {
+  readonly name?: string | null
+  /** Create as a child of this workspace (a subdirectory of its root). */
+  readonly parent?: WorkspaceId
+  /** Child only: the subdirectory of the parent's root (default: the name, else the id). */
+  readonly subdir?: string
+  readonly network_access?: boolean
+  readonly limits?: ResourceLimits
+  /** chown the (new) root directory, e.g. to the sandbox uid of the `inner`/`outer` identities. */
+  readonly owner?: { readonly uid: number; readonly gid: number }
+  readonly now?: string
+}
+
+export interface LinkRequest {
+  readonly host_path: string
+  readonly mount_path: string
+  readonly mode: BindMode
+}
+
+/** Where a workspace's history lives: the top-level ancestor's repo, scoped to `prefix`. */
+export interface HistoryLocation {
+  readonly workspaceId: WorkspaceId
+  readonly gitDir: string
+  readonly topRoot: string
+  /** The workspace root relative to `topRoot` ("" for a top-level workspace). */
+  readonly prefix: string
+}
+
+const SPEC = "workspace.json"
+const encodeSpec = Schema.encodeSync(Schema.parseJson(WorkspaceSpec, { space: 2 }))
+const decodeSpec = Schema.decodeUnknownEither(Schema.parseJson(WorkspaceSpec))
+
+const wsError = (id: string, reason: WorkspaceError["reason"], message: string) =>
+  new WorkspaceError({ workspace_id: id, reason, message })
+
+const pathError = (field: string, path: string, reason: SandboxPathError["reason"], message: string) =>
+  new SandboxPathError({ field, path, reason, message: `${field}: ${message} (${JSON.stringify(path)})` })
+
+const limitKeys = ["memory_bytes", "cpu_seconds", "max_processes", "max_file_bytes", "wall_clock_seconds"] as const
+
+/** Child limits: nulls inherit the parent's; anything above the parent's is refused. */
+export const narrowLimits = (
+  parent: ResourceLimits,
+  child: ResourceLimits
+): Either.Either<ResourceLimits, string> => {
+  const out: Record<(typeof limitKeys)[number], number | null> = { ...noLimits }
+  for (const k of limitKeys) {
+    const p = parent[k]
+    const c = child[k]
+    if (c === null) out[k] = p
+    else if (p !== null && c > p) return Either.left(`${k} ${c} exceeds the parent's ${p}`)
+    else out[k] = c
+  }
+  return Either.right(new ResourceLimits(out))
+}
+
+/** What a workspace can see on the host: its root (rw) and its links. */
+export const visibleAreas = (spec: WorkspaceSpec): ReadonlyArray<{ readonly path: string; readonly mode: BindMode }> => [
+  { path: spec.root_path, mode: "rw" },
+  ...spec.symlinks.map((s) => ({ path: s.host_path, mode: s.mode }))
+]
+
+/**
+ * May a child of `parent` bind `hostPath` with `mode`? The most specific area of the parent that
+ * contains the path decides; a path under one of the parent's mount points (inside its root) is
+ * hidden by that mount and refused.
+ */
+export const parentAllows = (parent: WorkspaceSpec, hostPath: string, mode: BindMode): string | null => {
+  for (const s of parent.symlinks) {
+    const mountHost = `${parent.root_path}/${s.mount_path}`
+    if (isWithin(mountHost, hostPath)) return `${hostPath} is hidden under the parent's mount ${s.mount_path}; link ${s.host_path} instead`
+  }
+  const areas = visibleAreas(parent).filter((a) => isWithin(a.path, hostPath)).sort((a, b) => b.path.length - a.path.length)
+  const area = areas[0]
+  if (area === undefined) return `${hostPath} is not visible to the parent workspace`
+  if (mode === "rw" && area.mode === "ro") return `${hostPath} is read-only for the parent workspace`
+  return null
+}
+
+export class WorkspaceStore extends Effect.Service<WorkspaceStore>()("substrat/WorkspaceStore", {
+  effect: Effect.gen(function*() {
+    const durable = yield* Durable
+    const paths = yield* SubstratPaths
+    const fs = yield* FileSystem.FileSystem
+    const executor = yield* CommandExecutor.CommandExecutor
+    const usage = yield* WorkspaceUsage
+
+    const dirOf = (id: string) => paths.workspaceDir(id)
+    const specFile = (id: string) => `${dirOf(id)}/${SPEC}`
+    const io = (id: string) => (e: { readonly message: string }) => wsError(id, "io", e.message)
+
+    const write = (spec: WorkspaceSpec) =>
+      durable.replaceAtomic(specFile(spec.id), new TextEncoder().encode(encodeSpec(spec) + "\n")).pipe(
+        Effect.mapError(io(spec.id))
+      )
+
+    const read = (id: string) =>
+      Effect.gen(function*() {
+        const bytes = yield* durable.readFile(specFile(id)).pipe(Effect.mapError(io(id)))
+        if (Option.isNone(bytes)) return Option.none<WorkspaceSpec>()
+        const spec = decodeSpec(new TextDecoder().decode(bytes.value))
+        if (Either.isLeft(spec)) return yield* wsError(id, "decode", `${specFile(id)}: ${spec.left.message}`)
+        return Option.some(spec.right)
+      })
+
+    const get = Effect.fn("WorkspaceStore.get")(function*(id: WorkspaceId) {
+      const spec = yield* read(id)
+      if (Option.isNone(spec)) {
+        return yield* new NotFoundError({ kind: "workspace", id, message: `no workspace ${id}` })
+      }
+      return spec.value
+    })
+
+    const list = Effect.fn("WorkspaceStore.list")(function*() {
+      const entries = yield* durable.readDir(paths.workspacesDir).pipe(Effect.mapError(io("")))
+      const specs: Array<WorkspaceSpec> = []
+      for (const e of entries) {
+        if (!e.isDirectory || !Schema.is(WorkspaceId)(e.name)) continue
+        const spec = yield* read(e.name)
+        if (Option.isSome(spec)) specs.push(spec.value)
+      }
+      return specs.sort((a, b) => (a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : a.id < b.id ? -1 : 1))
+    })
+
+    /** By id, or by (unique) name. */
+    const find = Effect.fn("WorkspaceStore.find")(function*(ref: string) {
+      if (Schema.is(WorkspaceId)(ref)) {
+        const spec = yield* read(ref)
+        if (Option.isSome(spec)) return spec.value
+      }
+      const byName = (yield* list()).filter((s) => s.name === ref)
+      if (byName.length === 1) return byName[0]!
+      return yield* new NotFoundError({
+        kind: "workspace",
+        id: ref,
+        message: byName.length > 1 ? `workspace name ${ref} is ambiguous` : `no workspace ${ref}`
+      })
+    })
+
+    const children = Effect.fn("WorkspaceStore.children")(function*(id: WorkspaceId) {
+      return (yield* list()).filter((s) => s.parent_id === id)
+    })
+
+    const canonicalDir = (field: string, path: string) =>
+      fs.realPath(path).pipe(
+        Effect.mapError(() => pathError(field, path, "missing", "does not exist")),
+        Effect.flatMap((real) =>
+          real === path ? Effect.void : Effect.fail(pathError(field, path, "symlink-swapped", `resolves to ${real}`))
+        )
+      )
+
+    const create = Effect.fn("WorkspaceStore.create")(function*(input: CreateWorkspace = {}) {
+      const id = newWorkspaceId()
+      const name = input.name ?? null
+      if (name !== null) {
+        if (name.length === 0 || /[\s/]/.test(name) || Schema.is(WorkspaceId)(name)) {
+          return yield* wsError(id, "invalid", `invalid workspace name ${JSON.stringify(name)}`)
+        }
+        if ((yield* list()).some((s) => s.name === name)) return yield* wsError(id, "exists", `a workspace named ${name} exists`)
+      }
+      const now = input.now ?? new Date().toISOString()
+      const wantLimits = input.limits ?? noLimits
+      yield* durable.mkdir(paths.workspacesDir, 0o700).pipe(Effect.mapError(io(id)))
+      const home = yield* fs.realPath(paths.workspacesDir).pipe(Effect.mapError(io(id)))
+      const dir = `${home}/${id}`
+
+      if (input.parent === undefined) {
+        const root = `${dir}/root`
+        yield* durable.mkdir(dir, 0o700).pipe(Effect.mapError(io(id)))
+        yield* durable.mkdir(root, 0o755).pipe(Effect.mapError(io(id)))
+        if (input.owner !== undefined) yield* fs.chown(root, input.owner.uid, input.owner.gid).pipe(Effect.mapError(io(id)))
+        yield* initHistory(executor, { gitDir: `${dir}/history.git`, workTree: root }, id).pipe(
+          Effect.mapError((e) => wsError(id, "io", e.message))
+        )
+        const spec = new WorkspaceSpec({
+          id,
+          name,
+          parent_id: null,
+          root_path: root,
+          network_access: input.network_access ?? false,
+          symlinks: [],
+          limits: wantLimits,
+          created_at: now
+        })
+        yield* write(spec)
+        return spec
+      }
+
+      const parent = yield* get(input.parent)
+      const sub = yield* Either.match(relativePath("subdir", input.subdir ?? name ?? id), {
+        onLeft: (e) => Effect.fail(e),
+        onRight: (s) => Effect.succeed(s)
+      })
+      const root = `${parent.root_path}/${sub}`
+      const hidden = parentAllows(parent, root, "rw")
+      if (hidden !== null) return yield* wsError(id, "wider-than-parent", hidden)
+      if ((input.network_access ?? false) && !parent.network_access) {
+        return yield* wsError(id, "wider-than-parent", "network access requested under a parent without network")
+      }
+      const limits = narrowLimits(parent.limits, wantLimits)
+      if (Either.isLeft(limits)) return yield* wsError(id, "wider-than-parent", limits.left)
+      yield* canonicalDir("parent.root_path", parent.root_path)
+      yield* fs.makeDirectory(root, { recursive: true, mode: 0o755 }).pipe(Effect.mapError(io(id)))
+      yield* canonicalDir("root_path", root)
+      if (input.owner !== undefined) yield* fs.chown(root, input.owner.uid, input.owner.gid).pipe(Effect.mapError(io(id)))
+      yield* durable.mkdir(dir, 0o700).pipe(Effect.mapError(io(id)))
+      const spec = new WorkspaceSpec({
+        id,
+        name,
+        parent_id: parent.id,
+        root_path: root,
+        network_access: input.network_access ?? false,
+        symlinks: [],
+        limits: limits.right,
+        created_at: now
+      })
+      yield* write(spec)
+      return spec
+    })
+
+    const link = Effect.fn("WorkspaceStore.link")(function*(id: WorkspaceId, request: LinkRequest) {
+      const spec = yield* get(id)
+      const mount = yield* Either.match(relativePath("mount_path", request.mount_path), {
+        onLeft: (e) => Effect.fail(e),
+        onRight: (s) => Effect.succeed(s)
+      })
+      const asked = yield* Either.match(absolutePath("host_path", request.host_path), {
+        onLeft: (e) => Effect.fail(e),
+        onRight: (s) => Effect.succeed(s)
+      })
+      const host = yield* fs.realPath(asked).pipe(
+        Effect.mapError(() => pathError("host_path", asked, "missing", "does not exist"))
+      )
+      if (spec.symlinks.some((s) => s.mount_path === mount)) {
+        return yield* pathError("mount_path", mount, "duplicate", "already linked")
+      }
+      if (spec.parent_id !== null) {
+        const parent = yield* get(spec.parent_id)
+        const why = parentAllows(parent, host, request.mode)
+        if (why !== null) return yield* wsError(id, "wider-than-parent", why)
+      } else {
+        const substratHome = yield* fs.realPath(paths.home).pipe(Effect.orElseSucceed(() => paths.home))
+        if (isWithin(host, substratHome) || isWithin(substratHome, host)) {
+          return yield* pathError("host_path", host, "reserved", "overlaps $SUBSTRAT_HOME (other workspaces, histories, agent sockets)")
+        }
+        if (isWithin(host, spec.root_path)) {
+          return yield* pathError("host_path", host, "reserved", "contains the workspace itself")
+        }
+      }
+      const next = new WorkspaceSpec({
+        ...spec,
+        symlinks: [...spec.symlinks, new SymlinkSpec({ host_path: host, mount_path: mount, mode: request.mode })]
+      })
+      yield* write(next)
+      return next
+    })
+
+    const descendants = (id: WorkspaceId, all: ReadonlyArray<WorkspaceSpec>): Array<WorkspaceSpec> => {
+      const direct = all.filter((s) => s.parent_id === id)
+      return direct.flatMap((c) => [...descendants(c.id, all), c])
+    }
+
+    /** Delete a workspace. Refused while it (or a descendant) is in use or has children, unless `force`. */
+    const remove = Effect.fn("WorkspaceStore.delete")(function*(id: WorkspaceId, options: { readonly force?: boolean } = {}) {
+      const spec = yield* get(id)
+      const all = yield* list()
+      const below = descendants(id, all)
+      if (!options.force) {
+        if (below.length > 0) return yield* wsError(id, "has-children", `${below.length} child workspace(s); use force`)
+        for (const s of [spec, ...below]) {
+          if (yield* usage.inUse(s.id)) return yield* wsError(id, "in-use", `workspace ${s.id} is in use by an agent; use force`)
+        }
+      }
+      // Children first (deepest first): only their spec dirs — their files are part of this tree.
+      for (const c of below) yield* durable.removeTree(dirOf(c.id)).pipe(Effect.mapError(io(c.id)))
+      yield* durable.removeTree(dirOf(id)).pipe(Effect.mapError(io(id)))
+      return { deleted: [...below.map((c) => c.id), id] as ReadonlyArray<WorkspaceId> }
+    })
+
+    /** The history repo a workspace's turns are recorded in (its top-level ancestor's). */
+    const historyLocation = Effect.fn("WorkspaceStore.historyLocation")(function*(id: WorkspaceId) {
+      let spec = yield* get(id)
+      const self = spec
+      while (spec.parent_id !== null) spec = yield* get(spec.parent_id)
+      const loc: HistoryLocation = {
+        workspaceId: self.id,
+        gitDir: `${dirOf(spec.id)}/history.git`,
+        topRoot: spec.root_path,
+        prefix: relativeTo(spec.root_path, self.root_path)
+      }
+      return loc
+    })
+
+    return { create, get, find, list, children, link, delete: remove, historyLocation } as const
+  })
+}) {}
