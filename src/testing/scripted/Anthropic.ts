@@ -54,12 +54,17 @@ export const errorBody = (reply: Extract<Reply, { _tag: "Error" }>): Json => ({
   error: { type: reply.errorType ?? errorTypeFor(reply.status), message: reply.message }
 })
 
-type Block = { type: "text"; text: string } | { type: "tool_use"; id: string; name: string; input: unknown }
+type Block =
+  | { type: "text"; text: string }
+  | { type: "thinking"; thinking: string; signature: string }
+  | { type: "tool_use"; id: string; name: string; input: unknown }
 
 const blocksOf = (reply: Extract<Reply, { _tag: "Message" }>): Array<Block> =>
   reply.content.map((b) =>
     b.type === "text"
       ? { type: "text", text: b.text }
+      : b.type === "reasoning"
+      ? { type: "thinking", thinking: b.text, signature: "scripted-signature" }
       : { type: "tool_use", id: b.id ?? freshId("toolu_"), name: b.name, input: b.input ?? {} }
   )
 
@@ -116,6 +121,12 @@ export const streamFrames = (reply: Extract<Reply, { _tag: "Message" }>, request
       for (const text of chunks(block.text)) {
         frames.push(sse("content_block_delta", { type: "content_block_delta", index, delta: { type: "text_delta", text } }))
       }
+    } else if (block.type === "thinking") {
+      frames.push(sse("content_block_start", { type: "content_block_start", index, content_block: { type: "thinking", thinking: "", signature: "" } }))
+      for (const thinking of chunks(block.thinking)) {
+        frames.push(sse("content_block_delta", { type: "content_block_delta", index, delta: { type: "thinking_delta", thinking } }))
+      }
+      frames.push(sse("content_block_delta", { type: "content_block_delta", index, delta: { type: "signature_delta", signature: block.signature } }))
     } else {
       frames.push(sse("content_block_start", {
         type: "content_block_start",

@@ -95,6 +95,10 @@ export const openAiErrorBody = (reply: Extract<Reply, { _tag: "Error" }>): Json 
 const responseItems = (reply: MessageReply, request: ScriptRequest): Array<Json> => {
   const tools = responsesTools(request.body)
   const items: Array<Json> = []
+  for (const b of reply.content) {
+    if (b.type !== "reasoning") continue
+    items.push({ id: freshId("rs_"), type: "reasoning", summary: [{ type: "summary_text", text: b.text }] })
+  }
   const texts = reply.content.flatMap((b) => (b.type === "text" ? [b.text] : []))
   if (texts.length > 0) {
     items.push({
@@ -177,6 +181,14 @@ export const responsesFrames = (reply: MessageReply, request: ScriptRequest): Ar
       }
       emit("response.output_text.done", { item_id, output_index, content_index: 0, text, logprobs: [] })
       emit("response.content_part.done", { item_id, output_index, content_index: 0, part: { ...part, text } })
+    } else if (item["type"] === "reasoning") {
+      const text = ((item["summary"] as Array<Json>)[0]!)["text"] as string
+      emit("response.output_item.added", { output_index, item: { ...item, summary: [] } })
+      const part = { type: "summary_text", text: "" }
+      emit("response.reasoning_summary_part.added", { item_id, output_index, summary_index: 0, part })
+      for (const delta of chunks(text)) emit("response.reasoning_summary_text.delta", { item_id, output_index, summary_index: 0, delta })
+      emit("response.reasoning_summary_text.done", { item_id, output_index, summary_index: 0, text })
+      emit("response.reasoning_summary_part.done", { item_id, output_index, summary_index: 0, part: { ...part, text } })
     } else {
       const args = item["arguments"] as string
       emit("response.output_item.added", { output_index, item: { ...item, status: "in_progress", arguments: "" } })

@@ -8,6 +8,9 @@
 /** One content block of a scripted assistant message. */
 export type ReplyBlock =
   | { readonly type: "text"; readonly text: string }
+  /** Model reasoning: an Anthropic `thinking` block, a Responses `reasoning` item (summary text);
+   * dropped from Chat Completions. */
+  | { readonly type: "reasoning"; readonly text: string }
   | {
     readonly type: "tool_use"
     /** The tool's name as the client declared it, e.g. `mcp__substrat__send_message` (Claude Code)
