@@ -1,10 +1,114 @@
 #!/usr/bin/env node
-// Placeholder launcher until the CLI lands (issue: Daemon and CLI).
-import { readFileSync } from "node:fs"
-const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"))
-const args = process.argv.slice(2)
-if (args.includes("--version")) {
-  console.log(pkg.version)
+// The `substrat` executable (package.json "bin"). Start-up time matters for one-shot commands,
+// so it runs the esbuild bundle from dist/ (scripts/build.ts) through a V8 code cache: one file
+// read, no module resolution, almost no compiling. `daemon run` gets the whole program
+// (dist/daemon.cjs); everything else the lean client (dist/cli.cjs), which has no daemon code.
+// When dist/ is missing or older than src/, it rebuilds (dev checkout: esbuild and tsx present);
+// if that is impossible it runs src/bin.ts through tsx. SUBSTRAT_FROM_SOURCE=1 forces tsx.
+import { spawnSync } from "node:child_process"
+import fs from "node:fs"
+import Module, { createRequire } from "node:module"
+import path from "node:path"
+import { fileURLToPath, pathToFileURL } from "node:url"
+import vm from "node:vm"
+
+const root = path.join(path.dirname(fileURLToPath(import.meta.url)), "..")
+const argv = process.argv.slice(2)
+const daemonAt = argv.indexOf("daemon")
+const wantsDaemon = daemonAt >= 0 && argv.indexOf("run", daemonAt + 1) > daemonAt
+const bundle = path.join(root, "dist", wantsDaemon ? "daemon.cjs" : "cli.cjs")
+
+/** Newest mtime among the sources a bundle is built from (0 when there is no src/: installed package). */
+const newestSource = () => {
+  let newest = 0
+  const visit = (dir) => {
+    let entries
+    try {
+      entries = fs.readdirSync(dir, { withFileTypes: true })
+    } catch {
+      return
+    }
+    for (const e of entries) {
+      const p = path.join(dir, e.name)
+      if (e.isDirectory()) visit(p)
+      else if (e.name.endsWith(".ts")) newest = Math.max(newest, fs.statSync(p).mtimeMs)
+    }
+  }
+  visit(path.join(root, "src"))
+  for (const f of ["package.json", "scripts/build.ts"]) {
+    try {
+      newest = Math.max(newest, fs.statSync(path.join(root, f)).mtimeMs)
+    } catch {}
+  }
+  return newest
+}
+
+const isFresh = (file) => {
+  try {
+    return fs.statSync(file).mtimeMs >= newestSource()
+  } catch {
+    return false
+  }
+}
+
+const tsxCli = () => {
+  try {
+    return createRequire(import.meta.url).resolve("tsx/cli")
+  } catch {
+    return undefined
+  }
+}
+
+const rebuild = () => {
+  const tsx = tsxCli()
+  if (tsx === undefined) return false
+  const r = spawnSync(process.execPath, [tsx, path.join(root, "scripts", "build.ts")], { stdio: ["ignore", "ignore", "inherit"] })
+  return r.status === 0
+}
+
+/** Run a CommonJS bundle; the lean client goes through a V8 code cache kept next to it. */
+const runBundle = (file) => {
+  if (wantsDaemon) {
+    createRequire(import.meta.url)(file)
+    return
+  }
+  const source = fs.readFileSync(file, "utf8")
+  const cacheFile = `${file}.cache`
+  let cachedData
+  try {
+    cachedData = fs.readFileSync(cacheFile)
+  } catch {}
+  const body = source.startsWith("#!") ? `//${source.slice(2)}` : source
+  const script = new vm.Script(Module.wrap(body), { filename: file, cachedData })
+  if (cachedData === undefined || script.cachedDataRejected) {
+    // Written at exit, so it covers every function this run compiled, not just the top level.
+    process.once("exit", () => {
+      try {
+        const tmp = `${cacheFile}.${process.pid}.tmp`
+        fs.writeFileSync(tmp, script.createCachedData())
+        fs.renameSync(tmp, cacheFile)
+      } catch {}
+    })
+  }
+  const mod = { exports: {} }
+  script.runInThisContext()(mod.exports, createRequire(file), mod, file, path.dirname(file))
+}
+
+const runSource = async () => {
+  const { register } = await import("tsx/esm/api")
+  register()
+  await import(pathToFileURL(path.join(root, "src", "bin.ts")).href)
+}
+
+if (process.env.SUBSTRAT_FROM_SOURCE === "1") {
+  await runSource()
+} else if (isFresh(bundle) || (rebuild() && fs.existsSync(bundle))) {
+  runBundle(bundle)
+} else if (tsxCli() !== undefined) {
+  await runSource()
+} else if (fs.existsSync(bundle)) {
+  runBundle(bundle) // installed without dev tools: the shipped bundle is all there is
 } else {
-  console.log(`substrat ${pkg.version} — durable, sandboxed trees of LLM coding agents.\n\nThe CLI is not built yet. Usage: substrat --help | --version`)
+  console.error("substrat: no build in dist/ and no tsx to run the sources; run `npm run build`")
+  process.exit(1)
 }

@@ -1,0 +1,80 @@
+// Bundle the CLI with esbuild into dist/ (gitignored), twice:
+//   dist/cli.cjs     the lean client: @effect/cli + the @effect/rpc client, nothing of the daemon
+//   dist/daemon.cjs  the whole program, daemon included (scripts/substrat.js picks it for `daemon run`)
+// Both are complete programs (entry src/bin.ts) so one process never holds two copies of Effect.
+// One file per side means one read + one compile per process instead of resolving hundreds of
+// modules, which is most of a one-shot command's start-up time. scripts/substrat.js runs the
+// bundle (with a V8 code cache) when it is fresh, and rebuilds or falls back to tsx otherwise.
+// Usage: `tsx scripts/build.ts` (npm run build; also the pretest/predemo/prebench hook).
+import * as esbuild from "esbuild"
+import { spawnSync } from "node:child_process"
+import { mkdirSync, renameSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..")
+const dist = join(root, "dist")
+
+/** Modules the CLI never calls (msgpack serialization, config-file parsers, fast-check arbitraries). */
+const stubbed = /^(msgpackr|yaml|toml|ini|fast-check)$/
+const stubPlugin: esbuild.Plugin = {
+  name: "stub-unused",
+  setup(build) {
+    build.onResolve({ filter: stubbed }, (args) => ({ path: args.path, namespace: "stub" }))
+    build.onLoad({ filter: /.*/, namespace: "stub" }, () => ({ contents: "module.exports = {}", loader: "js" }))
+  }
+}
+
+/** The lean bundle leaves the daemon out (the launcher runs `daemon run` from dist/daemon.cjs). */
+const withoutDaemon: esbuild.Plugin = {
+  name: "without-daemon",
+  setup(build) {
+    build.onResolve({ filter: /daemon\/Daemon\.js$/ }, (args) =>
+      args.kind === "dynamic-import" ? { path: args.path, namespace: "no-daemon" } : undefined)
+    build.onLoad({ filter: /.*/, namespace: "no-daemon" }, () => ({
+      contents: "throw new Error('dist/cli.cjs has no daemon: run `substrat daemon run` through scripts/substrat.js')",
+      loader: "js"
+    }))
+  }
+}
+
+const common: esbuild.BuildOptions = {
+  bundle: true,
+  platform: "node",
+  format: "cjs",
+  target: "node20",
+  minify: true,
+  sourcemap: "linked",
+  legalComments: "none",
+  logLevel: "warning",
+  external: ["msgpackr-extract"]
+}
+
+const buildOne = async (entry: string, out: string, plugins: Array<esbuild.Plugin>) => {
+  const tmp = `${out}.${process.pid}.tmp`
+  await esbuild.build({ ...common, entryPoints: [join(root, entry)], outfile: tmp, plugins })
+  // Atomic: a concurrently starting CLI never sees half a bundle.
+  renameSync(`${tmp}.map`, `${out}.map`)
+  renameSync(tmp, out)
+}
+
+export const build = async (): Promise<void> => {
+  mkdirSync(dist, { recursive: true })
+  await Promise.all([
+    buildOne("src/bin.ts", join(dist, "cli.cjs"), [stubPlugin, withoutDaemon]),
+    buildOne("src/bin.ts", join(dist, "daemon.cjs"), [])
+  ])
+  rmSync(join(dist, "cli.cjs.cache"), { force: true })
+  // Warm the V8 code cache with a typical one-shot command (it fails: no daemon there).
+  spawnSync(process.execPath, [join(root, "scripts", "substrat.js"), "agent", "list"], {
+    env: { ...process.env, SUBSTRAT_HOME: join(tmpdir(), `substrat-build-${process.pid}`) },
+    stdio: "ignore"
+  })
+}
+
+if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
+  const t = performance.now()
+  await build()
+  console.log(`built dist/cli.cjs and dist/daemon.cjs in ${Math.round(performance.now() - t)} ms`)
+}

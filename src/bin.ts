@@ -1,0 +1,11 @@
+#!/usr/bin/env node
+// The `substrat` executable: the only place that runs an Effect (NodeRuntime.runMain).
+// Launched by scripts/substrat.js (bundled build in dist/, or this file through tsx).
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import { Exit } from "effect"
+import { main } from "./cli/main.js"
+
+NodeRuntime.runMain(main(process.argv), {
+  disableErrorReporting: true,
+  teardown: (exit) => process.exit(Exit.isSuccess(exit) && typeof exit.value === "number" ? exit.value : 0)
+})

@@ -1,0 +1,109 @@
+// The CLI side of the admin socket: an @effect/rpc client over the platform Unix socket,
+// NDJSON JSON-RPC framing, and the mapping of every failure to one line + an exit code.
+import * as NodeSocket from "@effect/platform-node/NodeSocket"
+import * as RpcClient from "@effect/rpc/RpcClient"
+import type { RpcClientError } from "@effect/rpc/RpcClientError"
+import type * as RpcGroup from "@effect/rpc/RpcGroup"
+import * as RpcSerialization from "@effect/rpc/RpcSerialization"
+import { Context, Data, Effect, Layer, type Scope } from "effect"
+import * as fs from "node:fs"
+import { AdminRpcs, type RpcError } from "../daemon/Rpcs.js"
+
+/** Exit codes (docs/cli.md). */
+export const ExitCode = {
+  ok: 0,
+  internal: 1,
+  invalidInput: 2,
+  daemonNotRunning: 3,
+  notFound: 4,
+  unavailable: 5,
+  alreadyRunning: 6
+} as const
+
+export type CliErrorKind = "internal" | "invalid-input" | "daemon-not-running" | "not-found" | "unavailable" | "already-running"
+
+/** Everything a command can fail with: printed as `substrat: <message>`, exit code by kind. */
+export class CliError extends Data.TaggedError("CliError")<{
+  readonly kind: CliErrorKind
+  readonly message: string
+}> {}
+
+export const exitCodeOf = (kind: CliErrorKind): number => {
+  switch (kind) {
+    case "internal":
+      return ExitCode.internal
+    case "invalid-input":
+      return ExitCode.invalidInput
+    case "daemon-not-running":
+      return ExitCode.daemonNotRunning
+    case "not-found":
+      return ExitCode.notFound
+    case "unavailable":
+      return ExitCode.unavailable
+    case "already-running":
+      return ExitCode.alreadyRunning
+  }
+}
+
+export type Admin = RpcClient.RpcClient<RpcGroup.Rpcs<typeof AdminRpcs>>
+
+export class AdminClient extends Context.Tag("substrat/cli/AdminClient")<AdminClient, Admin>() {}
+
+const notRunning = (socket: string) =>
+  new CliError({ kind: "daemon-not-running", message: `daemon not running (no answer on ${socket}); start it with: substrat daemon start` })
+
+const codeIn = (u: unknown, depth = 0): string | undefined => {
+  if (depth > 6 || typeof u !== "object" || u === null) return undefined
+  if ("code" in u && typeof u.code === "string") return u.code
+  return "cause" in u ? codeIn(u.cause, depth + 1) : undefined
+}
+
+/** A transport failure: the daemon is not there (no socket, refused) or went away mid-call. */
+export const fromClientError = (socket: string) => (e: RpcClientError): CliError => {
+  const code = codeIn(e.cause)
+  if (code === "ENOENT" || code === "ECONNREFUSED" || code === "ENOTSOCK") return notRunning(socket)
+  return new CliError({ kind: "daemon-not-running", message: `lost the connection to the daemon (${socket}): ${e.message}` })
+}
+
+/** A typed error the daemon answered with. */
+export const fromRpcError = (e: RpcError): CliError => {
+  switch (e._tag) {
+    case "NotFound":
+      return new CliError({ kind: "not-found", message: e.message })
+    case "InvalidInput":
+      return new CliError({ kind: "invalid-input", message: e.message })
+    case "Unavailable":
+      return new CliError({ kind: "unavailable", message: e.message })
+    case "Internal":
+      return new CliError({ kind: "internal", message: e.message })
+  }
+}
+
+/** Map both kinds of failure of one RPC call. */
+export const call = <A, R>(
+  socket: string,
+  effect: Effect.Effect<A, RpcError | RpcClientError, R>
+): Effect.Effect<A, CliError, R> =>
+  Effect.mapError(effect, (e) => (e._tag === "RpcClientError" ? fromClientError(socket)(e) : fromRpcError(e)))
+
+/** A connected client for one command; fails fast with "daemon not running" when there is no socket. */
+export const layer = (socket: string): Layer.Layer<AdminClient, CliError> =>
+  Layer.scoped(
+    AdminClient,
+    Effect.gen(function*() {
+      if (!fs.existsSync(socket)) return yield* notRunning(socket)
+      return yield* RpcClient.make(AdminRpcs)
+    })
+  ).pipe(
+    Layer.provide(RpcClient.layerProtocolSocket()),
+    Layer.provide(NodeSocket.layerNet({ path: socket })),
+    Layer.provide(RpcSerialization.layerNdJsonRpc()),
+    Layer.mapError((e) => (e._tag === "CliError" ? e : notRunning(socket)))
+  )
+
+/** Run `f` with a client for `socket`. */
+export const withClient = <A, R>(
+  socket: string,
+  f: (client: Admin) => Effect.Effect<A, CliError, R>
+): Effect.Effect<A, CliError, Exclude<Exclude<R, AdminClient>, Scope.Scope>> =>
+  Effect.flatMap(AdminClient, f).pipe(Effect.provide(layer(socket)), Effect.scoped)

@@ -1,0 +1,13 @@
+// Options shared by every command, and the paths they resolve to.
+import { Options } from "@effect/cli"
+import { Option } from "effect"
+import { defaultHome, makePaths, type Paths } from "../config/Paths.js"
+
+export const home = Options.text("home").pipe(
+  Options.withDescription("Substrat home directory (default: $SUBSTRAT_HOME, else ~/.substrat)"),
+  Options.optional
+)
+
+export const json = Options.boolean("json").pipe(Options.withDescription("Print machine-readable JSON"))
+
+export const pathsOf = (h: Option.Option<string>): Paths => makePaths(Option.getOrElse(h, () => defaultHome()))

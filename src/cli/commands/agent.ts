@@ -1,0 +1,192 @@
+// `substrat agent create|list|send|attach|inspect|terminate|logs`.
+import { Args, Command, Options } from "@effect/cli"
+import { Console, Effect, Fiber, Option, Stream } from "effect"
+import * as readline from "node:readline"
+import type { OutputEvent } from "../../daemon/Rpcs.js"
+import { call, withClient } from "../Client.js"
+import { home, json, pathsOf } from "../Common.js"
+import { printJson, renderTree, table } from "../Output.js"
+
+const agentArg = Args.text({ name: "agent" }).pipe(Args.withDescription("Agent id, or the name of exactly one live agent"))
+
+const opt = <A>(o: Option.Option<A>, key: string): Record<string, A> =>
+  Option.match(o, { onNone: () => ({}), onSome: (v) => ({ [key]: v }) })
+
+const createCommand = Command.make("create", {
+  home,
+  json,
+  provider: Options.text("provider").pipe(
+    Options.withDescription("Provider (scripted, scripted:<script>, claude, codex, cursor-agent, openai); default: the daemon's"),
+    Options.optional
+  ),
+  name: Options.text("name").pipe(Options.withDescription("Agent name (default: generated)"), Options.optional),
+  instructions: Options.text("instructions").pipe(Options.withDescription("System instructions"), Options.optional),
+  role: Options.text("role").pipe(Options.withDescription("Role label"), Options.optional),
+  workspace: Options.text("workspace").pipe(Options.withDescription("Workspace id to run in"), Options.optional)
+}, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    const agent = yield* withClient(socket, (c) =>
+      call(socket, c.agent.create({
+        ...opt(o.provider, "provider"),
+        ...opt(o.name, "name"),
+        ...opt(o.instructions, "instructions"),
+        ...opt(o.role, "role"),
+        ...opt(o.workspace, "workspace_id")
+      })))
+    if (o.json) return yield* printJson(agent)
+    yield* Console.log(`created ${agent.name} (${agent.id}, provider ${agent.provider})`)
+  })).pipe(Command.withDescription("Create a root agent (and its session)"))
+
+const listCommand = Command.make("list", {
+  home,
+  json,
+  all: Options.boolean("all").pipe(Options.withDescription("Include terminated agents"))
+}, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    const r = yield* withClient(socket, (c) => call(socket, c.agent.list({ include_terminated: o.all })))
+    if (o.json) return yield* printJson(r)
+    yield* Console.log(renderTree(r.agents))
+  })).pipe(Command.withDescription("Show the agent tree (all roots and their children)"))
+
+const sendCommand = Command.make("send", {
+  home,
+  json,
+  notify: Options.boolean("notify").pipe(
+    Options.withDescription("Queue as a notification (the agent sees it on its next turn) instead of a request that wakes it")
+  ),
+  agent: agentArg,
+  message: Args.text({ name: "message" }).pipe(Args.withDescription("The message text"))
+}, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    const r = yield* withClient(socket, (c) =>
+      call(socket, c.agent.send({ agent: o.agent, text: o.message, sync: !o.notify })))
+    if (o.json) return yield* printJson(r)
+    yield* Console.log(`sent ${r.message_id}`)
+  })).pipe(Command.withDescription("Send one message to an agent as USER"))
+
+const clock = (ts: string) => (ts.length >= 19 ? ts.slice(11, 19) : ts)
+
+export const formatOutput = (e: OutputEvent): string => {
+  const t = `[${clock(e.ts)}]`
+  switch (e.kind) {
+    case "message":
+      return `${t} ${e.from ?? "?"} → ${e.to ?? "?"}: ${e.text}`
+    case "text":
+      return `${t} ${e.from ?? "agent"}: ${e.text}`
+    case "turn.start":
+      return `${t} … ${e.text}`
+    case "turn.complete":
+      return `${t} ✓ ${e.text}`
+    case "tool":
+      return `${t} ⚙ ${e.text}`
+    case "error":
+      return `${t} ! ${e.text}`
+    case "state":
+      return `${t} * ${e.text}`
+  }
+}
+
+/** Lines of stdin until EOF or `/quit`. */
+const stdinLines = Stream.asyncPush<string>((emit) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const rl = readline.createInterface({ input: process.stdin, terminal: false })
+      rl.on("line", (line) => {
+        if (line.trim() === "/quit") {
+          emit.end()
+          rl.close()
+        } else emit.single(line)
+      })
+      rl.on("close", () => emit.end())
+      return rl
+    }),
+    (rl) => Effect.sync(() => rl.close())
+  )
+)
+
+const attachCommand = Command.make("attach", { home, agent: agentArg }, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    yield* withClient(socket, (c) =>
+      Effect.gen(function*() {
+        // Resolve first, so a bad id fails with "not found" before anything is read.
+        const info = yield* call(socket, c.agent.inspect({ agent: o.agent }))
+        yield* Console.error(`attached to ${info.agent.name} (${info.agent.id}); type a message, /quit or Ctrl-C to detach`)
+        const output = yield* c.agent.attach({ agent: info.agent.id }).pipe(
+          Stream.runForEach((e) => Console.log(formatOutput(e))),
+          (s) => call(socket, s),
+          Effect.fork
+        )
+        const input = stdinLines.pipe(
+          Stream.filter((l) => l.trim().length > 0),
+          Stream.runForEach((text) => call(socket, c.agent.send({ agent: info.agent.id, text, sync: true }))),
+          Effect.zipRight(Console.error("detached"))
+        )
+        // Ends at /quit or EOF on stdin (detach), or when the daemon ends the stream.
+        yield* Effect.raceFirst(input, Fiber.join(output))
+      }))
+  })).pipe(Command.withDescription("Talk to an agent: its output streams live, each input line is a message; /quit or Ctrl-C detaches"))
+
+const inspectCommand = Command.make("inspect", { home, json, agent: agentArg }, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    const r = yield* withClient(socket, (c) => call(socket, c.agent.inspect({ agent: o.agent })))
+    if (o.json) return yield* printJson(r)
+    const a = r.agent
+    yield* Console.log(table([
+      ["name", a.name],
+      ["id", a.id],
+      ["state", a.state],
+      ["provider", a.provider],
+      ["role", a.role],
+      ["session", r.session ? `${r.session.id} (${r.session.state})` : "-"],
+      ["parent", a.parent_id ?? "-"],
+      ["children", r.children.map((k) => k.name).join(", ") || "-"],
+      ["workspace", a.workspace_id ?? "-"],
+      ["inbox", String(r.inbox)],
+      ["usage", `${r.usage.turns} turns, ${r.usage.input_tokens} in / ${r.usage.output_tokens} out tokens, $${r.usage.cost_usd.toFixed(4)}`]
+    ]))
+    if (r.recent.length > 0) {
+      yield* Console.log("\nrecent:")
+      yield* Console.log(table(r.recent.map((e) => [`  ${clock(e.ts)}`, e.event, e.summary])))
+    }
+  })).pipe(Command.withDescription("Show an agent's state, session, children, inbox, usage and recent activity"))
+
+const terminateCommand = Command.make("terminate", { home, json, agent: agentArg }, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    const r = yield* withClient(socket, (c) => call(socket, c.agent.terminate({ agent: o.agent })))
+    if (o.json) return yield* printJson(r)
+    yield* Console.log(`terminated ${r.agent_id}`)
+  })).pipe(Command.withDescription("Terminate an agent and its subtree"))
+
+const logsCommand = Command.make("logs", {
+  home,
+  follow: Options.boolean("follow").pipe(Options.withAlias("f"), Options.withDescription("Keep printing new lines")),
+  agent: agentArg
+}, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    yield* withClient(socket, (c) =>
+      c.agent.logs({ agent: o.agent, follow: o.follow }).pipe(
+        Stream.runForEach((line) => Console.log(line)),
+        (s) => call(socket, s)
+      ))
+  })).pipe(Command.withDescription("Print an agent's transcript (transcript.txt); -f follows it"))
+
+export const agentCommand = Command.make("agent").pipe(
+  Command.withDescription("Create, list and talk to agents"),
+  Command.withSubcommands([
+    createCommand,
+    listCommand,
+    sendCommand,
+    attachCommand,
+    inspectCommand,
+    terminateCommand,
+    logsCommand
+  ])
+)
+

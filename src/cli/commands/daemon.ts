@@ -1,0 +1,144 @@
+// `substrat daemon start|stop|status|run`.
+import { Command, Options } from "@effect/cli"
+import { Console, Duration, Effect, Option } from "effect"
+import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import { resolveSettings } from "../../daemon/Config.js"
+import { isAlive, readPid, socketAnswers } from "../../daemon/Lifecycle.js"
+import { call, CliError, withClient } from "../Client.js"
+import { home, json, pathsOf } from "../Common.js"
+import { printJson, table } from "../Output.js"
+
+const slots = Options.integer("slots").pipe(
+  Options.withDescription("Live provider slots (default: $SUBSTRAT_SLOTS, else 4)"),
+  Options.optional
+)
+const grace = Options.integer("grace-ms").pipe(
+  Options.withDescription("Shutdown grace period for running turns, in ms (default: $SUBSTRAT_GRACE_MS, else 10000)"),
+  Options.optional
+)
+const maxLine = Options.integer("max-line-bytes").pipe(
+  Options.withDescription("Longest admin request line (default: $SUBSTRAT_MAX_LINE_BYTES, else 1 MiB)"),
+  Options.optional
+)
+
+const settingsOf = (o: {
+  readonly home: Option.Option<string>
+  readonly slots: Option.Option<number>
+  readonly grace: Option.Option<number>
+  readonly maxLine: Option.Option<number>
+}) =>
+  resolveSettings({
+    home: pathsOf(o.home).home,
+    ...Option.match(o.slots, { onNone: () => ({}), onSome: (slots) => ({ slots }) }),
+    ...Option.match(o.grace, { onNone: () => ({}), onSome: (graceMs) => ({ graceMs }) }),
+    ...Option.match(o.maxLine, { onNone: () => ({}), onSome: (maxLineBytes) => ({ maxLineBytes }) })
+  })
+
+const runCommand = Command.make("run", { home, slots, grace, maxLine }, (o) =>
+  Effect.gen(function*() {
+    const settings = settingsOf(o)
+    // Loaded only here: one-shot commands never pay for the daemon's modules.
+    const Daemon = yield* Effect.promise(() => import("../../daemon/Daemon.js"))
+    yield* Daemon.run(settings).pipe(
+      Effect.mapError((e) =>
+        new CliError({ kind: e.reason === "already-running" ? "already-running" : "internal", message: e.message })
+      )
+    )
+  })).pipe(Command.withDescription("Run the daemon in the foreground (for supervisors and tests); stops on SIGTERM/SIGINT"))
+
+const startCommand = Command.make("start", { home, slots, grace, maxLine, json }, (o) =>
+  Effect.gen(function*() {
+    const settings = settingsOf(o)
+    const paths = pathsOf(Option.some(settings.home))
+    const existing = readPid(paths.pidFile)
+    if (existing !== undefined && isAlive(existing)) {
+      return yield* new CliError({ kind: "already-running", message: `daemon already running (pid ${existing}, socket ${paths.socket})` })
+    }
+    const child = yield* Effect.try({
+      try: () => {
+        fs.mkdirSync(paths.home, { recursive: true, mode: 0o700 })
+        const log = fs.openSync(paths.daemonLog, "a", 0o600)
+        const args = [
+          ...process.execArgv,
+          process.argv[1]!,
+          "daemon",
+          "run",
+          "--home",
+          settings.home,
+          "--slots",
+          String(settings.slots),
+          "--grace-ms",
+          String(settings.graceMs),
+          "--max-line-bytes",
+          String(settings.maxLineBytes)
+        ]
+        const c = spawn(process.execPath, args, { detached: true, stdio: ["ignore", log, log], env: process.env })
+        fs.closeSync(log)
+        c.unref()
+        return c
+      },
+      catch: (e) => new CliError({ kind: "internal", message: `cannot start the daemon: ${String(e)}` })
+    })
+    const started = yield* Effect.gen(function*() {
+      for (;;) {
+        if (child.exitCode !== null || child.signalCode !== null) {
+          const tail = fs.readFileSync(paths.daemonLog, "utf8").trim().split("\n").slice(-3).join(" | ")
+          return yield* new CliError({
+            kind: child.exitCode === 6 ? "already-running" : "internal",
+            message: `the daemon exited during start-up (code ${child.exitCode ?? child.signalCode}); ${paths.daemonLog}: ${tail}`
+          })
+        }
+        if (readPid(paths.pidFile) === child.pid && (yield* socketAnswers(paths.socket))) return child.pid!
+        yield* Effect.sleep("25 millis")
+      }
+    }).pipe(
+      Effect.timeoutFail({
+        duration: Duration.seconds(30),
+        onTimeout: () => new CliError({ kind: "internal", message: `the daemon did not answer within 30 s; see ${paths.daemonLog}` })
+      })
+    )
+    if (o.json) yield* printJson({ pid: started, socket: paths.socket, home: paths.home, log: paths.daemonLog })
+    else yield* Console.log(`daemon started (pid ${started}, socket ${paths.socket})`)
+  })).pipe(Command.withDescription("Start the daemon in the background; waits until its socket answers"))
+
+const stopCommand = Command.make("stop", { home, json }, (o) =>
+  Effect.gen(function*() {
+    const paths = pathsOf(o.home)
+    const r = yield* withClient(paths.socket, (c) => call(paths.socket, c.daemon.stop()))
+    // Wait for the process to be gone: its socket and pid file are removed before it exits.
+    yield* Effect.gen(function*() {
+      while (isAlive(r.pid)) yield* Effect.sleep("25 millis")
+    }).pipe(
+      Effect.timeoutFail({
+        duration: Duration.minutes(5),
+        onTimeout: () => new CliError({ kind: "internal", message: `daemon (pid ${r.pid}) still running` })
+      })
+    )
+    if (o.json) yield* printJson({ pid: r.pid, stopped: true })
+    else yield* Console.log(`daemon stopped (pid ${r.pid})`)
+  })).pipe(Command.withDescription("Stop the daemon: running turns finish (grace period), sessions are suspended"))
+
+const statusCommand = Command.make("status", { home, json }, (o) =>
+  Effect.gen(function*() {
+    const paths = pathsOf(o.home)
+    const s = yield* withClient(paths.socket, (c) => call(paths.socket, c.daemon.status()))
+    if (o.json) return yield* printJson(s)
+    yield* Console.log(table([
+      ["pid", String(s.pid)],
+      ["version", s.version],
+      ["home", s.home],
+      ["socket", s.socket],
+      ["started", s.started_at],
+      ["uptime", `${Math.round(s.uptime_ms / 1000)} s`],
+      ["slots", String(s.slots)],
+      ["agents", String(s.agents)],
+      ["sessions", String(s.sessions)],
+      ["connections", String(s.connections)]
+    ]))
+  })).pipe(Command.withDescription("Show the daemon's state (exit code 3 when it is not running)"))
+
+export const daemonCommand = Command.make("daemon").pipe(
+  Command.withDescription("Manage the Substrat daemon"),
+  Command.withSubcommands([startCommand, stopCommand, statusCommand, runCommand])
+)

@@ -1,0 +1,39 @@
+// The `substrat` command tree, and how any outcome becomes one line on stderr + an exit code.
+import { Command, ValidationError } from "@effect/cli"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import * as NodePath from "@effect/platform-node/NodePath"
+import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
+import { Cause, Console, Effect, Layer, Option } from "effect"
+import { CliError, exitCodeOf, ExitCode } from "./Client.js"
+import { agentCommand } from "./commands/agent.js"
+import { daemonCommand } from "./commands/daemon.js"
+import { sessionCommand } from "./commands/session.js"
+import { workspaceCommand } from "./commands/workspace.js"
+import { version } from "./version.js"
+
+export const root = Command.make("substrat").pipe(
+  Command.withDescription("Durable, sandboxed trees of LLM coding agents: a daemon and its CLI"),
+  Command.withSubcommands([daemonCommand, agentCommand, sessionCommand, workspaceCommand])
+)
+
+const cli = Command.run(root, { name: "substrat", version })
+
+const CliEnv = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer, NodeTerminal.layer)
+
+/** Run the CLI on `argv` (process.argv shape); succeeds with the process exit code. */
+export const main = (argv: ReadonlyArray<string>): Effect.Effect<number> =>
+  cli(argv).pipe(
+    Effect.provide(CliEnv),
+    Effect.as(ExitCode.ok),
+    Effect.catchAllCause((cause) => {
+      const failure = Cause.failureOption(cause)
+      if (Option.isSome(failure)) {
+        const e = failure.value
+        if (e instanceof CliError) return Effect.as(Console.error(`substrat: ${e.message}`), exitCodeOf(e.kind))
+        // @effect/cli has already printed what was wrong with the command line.
+        if (ValidationError.isValidationError(e)) return Effect.succeed(ExitCode.invalidInput)
+      }
+      if (Cause.isInterruptedOnly(cause)) return Effect.succeed(ExitCode.ok)
+      return Effect.as(Console.error(`substrat: internal error: ${Cause.pretty(cause)}`), ExitCode.internal)
+    })
+  )

@@ -1,0 +1,77 @@
+// The daemon process (`substrat daemon run`). Start-up, in order — each step scoped, so
+// shutdown (SIGTERM/SIGINT, `daemon.stop`, or a failed start) releases them in reverse:
+//   1. $SUBSTRAT_HOME (0700)          2. pid file (stale removed; live daemon → DaemonError)
+//   3. storage: Durable, EventLog (tapped), SessionStore    4. transcript writer
+//   5. orchestration                  6. recovery hook      7. drain-on-shutdown finalizer
+//   8. admin socket: NodeSocketServer → FrameGuard → @effect/rpc (NDJSON JSON-RPC), 0600
+// Shutdown therefore goes: stop accepting (socket closed and unlinked) → wait for running turns
+// up to the grace period → suspend live sessions → close logs → remove the pid file.
+import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
+import * as RpcSerialization from "@effect/rpc/RpcSerialization"
+import * as RpcServer from "@effect/rpc/RpcServer"
+import { Deferred, Effect, Layer } from "effect"
+import { makePaths, SubstratPaths } from "../config/Paths.js"
+import type { DaemonSettings } from "./Config.js"
+import { DaemonConfig } from "./Config.js"
+import { DaemonControl } from "./DaemonControl.js"
+import * as FrameGuard from "./FrameGuard.js"
+import { HandlersLive } from "./Handlers.js"
+import { acquirePidFile, DaemonError, prepareHome, secureSocket } from "./Lifecycle.js"
+import { AdminRpcs } from "./Rpcs.js"
+import { Drain, RuntimeLive } from "./Runtime.js"
+import { StartupRecovery } from "./StartupRecovery.js"
+
+/** Run a daemon until `daemon.stop` or interruption (signals); every resource released on exit. */
+export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> =>
+  Effect.scoped(Effect.gen(function*() {
+    const paths = makePaths(settings.home)
+    yield* prepareHome(paths)
+    yield* acquirePidFile(paths)
+    const control = yield* DaemonControl.make(settings, paths.socket)
+
+    const base = Layer.mergeAll(SubstratPaths.layer(settings.home), DaemonConfig.layer(settings), DaemonControl.layer(control))
+    // Storage, transcript and orchestration (Runtime.ts decides which implementations).
+    const runtime = yield* Layer.build(RuntimeLive.pipe(Layer.provideMerge(base))).pipe(
+      Effect.mapError((e) => new DaemonError({ reason: "home", message: `start-up failed: ${String(e)}` }))
+    )
+
+    const report = yield* Effect.flatMap(StartupRecovery, (r) => r.run).pipe(
+      Effect.provide(runtime),
+      Effect.mapError((e) => new DaemonError({ reason: "home", message: `recovery failed: ${String(e)}` }))
+    )
+    yield* Effect.logInfo(
+      `recovered ${report.sessions} session(s), ${report.suspended} suspended, ${report.agents} agent(s)` +
+        (report.notes.length > 0 ? `; ${report.notes.join("; ")}` : "")
+    )
+
+    // Runs after the socket is closed (finalizers run in reverse): let turns finish, suspend.
+    yield* Effect.addFinalizer(() => Effect.provide(drain, runtime))
+
+    const guard = FrameGuard.optionsFromGroup(AdminRpcs, settings.maxLineBytes)
+    const SocketLive = FrameGuard.layer(guard, control.connections).pipe(
+      Layer.provide(NodeSocketServer.layer({ path: paths.socket }))
+    )
+    const ServerLive = RpcServer.layer(AdminRpcs, { disableFatalDefects: true, concurrency: "unbounded" }).pipe(
+      Layer.provide(HandlersLive),
+      Layer.provide(RpcServer.layerProtocolSocketServer),
+      Layer.provide(SocketLive),
+      Layer.provide(RpcSerialization.layerNdJsonRpc())
+    )
+    yield* Layer.build(ServerLive.pipe(Layer.provide(Layer.succeedContext(runtime)))).pipe(
+      Effect.mapError((e) => new DaemonError({ reason: "socket", message: `cannot listen on ${paths.socket}: ${String(e.cause)}` }))
+    )
+    yield* secureSocket(paths)
+    yield* Effect.logInfo(`substrat daemon ${process.pid} listening on ${paths.socket}`)
+    yield* Deferred.await(control.stop)
+    yield* Effect.logInfo("stopping")
+  }))
+
+/** Shutdown drain: wait for running turns up to the grace period, then suspend live sessions. */
+const drain = Effect.gen(function*() {
+  const config = yield* DaemonConfig
+  const { awaitIdle, suspendAll } = yield* Drain
+  const idle = yield* awaitIdle.pipe(Effect.interruptible, Effect.timeout(config.graceMs), Effect.option)
+  if (idle._tag === "None") yield* Effect.logWarning(`grace period of ${config.graceMs} ms over; suspending anyway`)
+  const n = yield* suspendAll
+  yield* Effect.logInfo(`suspended ${n} session(s)`)
+}).pipe(Effect.catchAllCause((cause) => Effect.logError("drain failed", cause)))

@@ -1,0 +1,212 @@
+// A thin framing guard in front of @effect/rpc on the admin socket. @effect/rpc does the
+// dispatch; this only makes sure that what reaches it is one well-formed JSON-RPC request per
+// line. Why: its NDJSON parser keeps a bad line in its buffer (one garbage line poisons the
+// connection), closes the socket without a reply on an oversized line, answers unknown methods
+// with a connection-wide "Defect" instead of an error for that id, and throws on non-numeric ids.
+// Here every bad line gets a standard JSON-RPC 2.0 error (-32700/-32600/-32601/-32602) with the
+// request's id when it has one, and the connection stays open.
+import * as Socket from "@effect/platform/Socket"
+import * as SocketServer from "@effect/platform/SocketServer"
+import type * as Rpc from "@effect/rpc/Rpc"
+import { Effect, Either, Layer, ParseResult, Schema } from "effect"
+
+export const JsonRpcCode = {
+  parseError: -32700,
+  invalidRequest: -32600,
+  methodNotFound: -32601,
+  invalidParams: -32602
+} as const
+
+export interface GuardOptions {
+  /** Longest accepted line in bytes (without the newline). */
+  readonly maxLineBytes: number
+  /** Method name → payload decoder (from the RpcGroup). */
+  readonly methods: ReadonlyMap<string, (u: unknown) => Either.Either<unknown, ParseResult.ParseError>>
+}
+
+export const optionsFromGroup = (
+  group: { readonly requests: ReadonlyMap<string, Rpc.AnyWithProps> },
+  maxLineBytes: number
+): GuardOptions => {
+  const methods = new Map<string, (u: unknown) => Either.Either<unknown, ParseResult.ParseError>>()
+  for (const [tag, rpc] of group.requests) {
+    // Admin payload schemas need no services (plain Structs of Schemas).
+    const schema = rpc.payloadSchema as Schema.Schema<unknown, unknown, never>
+    methods.set(tag, Schema.decodeUnknownEither(schema, { errors: "all" }))
+  }
+  return { maxLineBytes, methods }
+}
+
+type JsonId = number | string | null
+
+const errorLine = (id: JsonId, code: number, message: string): string =>
+  JSON.stringify({ jsonrpc: "2.0", id, error: { code, message } }) + "\n"
+
+const isRecord = (u: unknown): u is Record<string, unknown> =>
+  typeof u === "object" && u !== null && !Array.isArray(u)
+
+const isRequestId = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u) && u >= 0
+
+const isDigits = (u: unknown): boolean =>
+  (typeof u === "string" && /^\d{1,15}$/.test(u)) || isRequestId(u)
+
+const echoId = (u: unknown): JsonId => (typeof u === "number" || typeof u === "string" ? u : null)
+
+const controlMethods = new Set(["@effect/rpc/Ping", "@effect/rpc/Eof", "@effect/rpc/Ack", "@effect/rpc/Interrupt"])
+
+/** Check one line. `undefined` = forward it to @effect/rpc; a string = the error line to send back. */
+export const checkLine = (line: string, options: GuardOptions): string | undefined => {
+  let msg: unknown
+  try {
+    msg = JSON.parse(line)
+  } catch (e) {
+    return errorLine(null, JsonRpcCode.parseError, `Parse error: ${e instanceof Error ? e.message : String(e)}`)
+  }
+  if (Array.isArray(msg)) {
+    return errorLine(null, JsonRpcCode.invalidRequest, "Invalid Request: batches are not supported, send one request per line")
+  }
+  if (!isRecord(msg)) return errorLine(null, JsonRpcCode.invalidRequest, "Invalid Request: expected a JSON object")
+  const id = echoId(msg["id"])
+  if (msg["jsonrpc"] !== undefined && msg["jsonrpc"] !== "2.0") {
+    return errorLine(id, JsonRpcCode.invalidRequest, "Invalid Request: jsonrpc must be \"2.0\"")
+  }
+  const method = msg["method"]
+  if (typeof method !== "string") return errorLine(id, JsonRpcCode.invalidRequest, "Invalid Request: method must be a string")
+  if (msg["headers"] !== undefined) {
+    const h = msg["headers"]
+    if (!Array.isArray(h) || !h.every((p) => Array.isArray(p) && p.length === 2 && p.every((s) => typeof s === "string"))) {
+      return errorLine(id, JsonRpcCode.invalidRequest, "Invalid Request: headers must be [name, value] string pairs")
+    }
+  }
+  for (const [k, t] of [["traceId", "string"], ["spanId", "string"], ["sampled", "boolean"]] as const) {
+    if (msg[k] !== undefined && typeof msg[k] !== t) {
+      return errorLine(id, JsonRpcCode.invalidRequest, `Invalid Request: ${k} must be a ${t}`)
+    }
+  }
+  if (method.startsWith("@effect/rpc/")) {
+    // Protocol control messages from @effect/rpc clients (keep-alive, stream acks, cancel).
+    if (!controlMethods.has(method)) return errorLine(id, JsonRpcCode.methodNotFound, `Method not found: ${method}`)
+    if (method === "@effect/rpc/Ack" || method === "@effect/rpc/Interrupt") {
+      const params = msg["params"]
+      if (!isRecord(params) || !isDigits(params["requestId"])) {
+        return errorLine(id, JsonRpcCode.invalidParams, `Invalid params: ${method} needs {"requestId": <integer>}`)
+      }
+    }
+    return undefined
+  }
+  if (!isRequestId(msg["id"])) {
+    return errorLine(
+      id,
+      JsonRpcCode.invalidRequest,
+      "Invalid Request: id must be a non-negative integer (notifications are not supported)"
+    )
+  }
+  const decode = options.methods.get(method)
+  if (decode === undefined) return errorLine(id, JsonRpcCode.methodNotFound, `Method not found: ${method}`)
+  const decoded = decode(msg["params"])
+  if (Either.isLeft(decoded)) {
+    return errorLine(id, JsonRpcCode.invalidParams, `Invalid params: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`)
+  }
+  return undefined
+}
+
+/** Per-connection line framer: bounded buffering, oversized lines skipped up to their newline. */
+export const makeFramer = (options: GuardOptions) => {
+  let parts: Array<Buffer> = []
+  let size = 0
+  let skipping = false
+  const tooLong = (n: number) =>
+    errorLine(null, JsonRpcCode.invalidRequest, `Invalid Request: line longer than ${options.maxLineBytes} bytes (${n}+), discarded`)
+  return (chunk: Uint8Array | string): { readonly forward: string; readonly replies: string } => {
+    const buf = typeof chunk === "string" ? Buffer.from(chunk, "utf8") : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
+    let forward = ""
+    let replies = ""
+    let start = 0
+    while (start <= buf.length) {
+      const nl = buf.indexOf(10, start)
+      if (nl === -1) {
+        const rest = buf.subarray(start)
+        if (!skipping && rest.length > 0) {
+          if (size + rest.length > options.maxLineBytes) {
+            replies += tooLong(size + rest.length)
+            parts = []
+            size = 0
+            skipping = true
+          } else {
+            parts.push(Buffer.from(rest))
+            size += rest.length
+          }
+        }
+        break
+      }
+      const piece = buf.subarray(start, nl)
+      start = nl + 1
+      if (skipping) {
+        skipping = false
+        continue
+      }
+      if (size + piece.length > options.maxLineBytes) {
+        replies += tooLong(size + piece.length)
+        parts = []
+        size = 0
+        continue
+      }
+      const line = (parts.length === 0 ? piece.toString("utf8") : Buffer.concat([...parts, piece]).toString("utf8"))
+        .replace(/\r$/, "")
+      parts = []
+      size = 0
+      if (line.trim().length === 0) continue
+      const error = checkLine(line, options)
+      if (error === undefined) forward += line + "\n"
+      else replies += error
+    }
+    return { forward, replies }
+  }
+}
+
+/** Wrap one accepted socket so its reader only ever hands well-formed request lines on. */
+export const guardSocket = (socket: Socket.Socket, options: GuardOptions): Socket.Socket => {
+  const runRaw = <_, E, R>(
+    handler: (_: string | Uint8Array) => Effect.Effect<_, E, R> | void,
+    opts?: { readonly onOpen?: Effect.Effect<void> | undefined }
+  ): Effect.Effect<void, Socket.SocketError | E, R> =>
+    Effect.scoped(Effect.gen(function*() {
+      const write = yield* socket.writer
+      const framer = makeFramer(options)
+      return yield* socket.runRaw((chunk) => {
+        const { forward, replies } = framer(chunk)
+        const reply = replies.length > 0 ? Effect.ignore(write(replies)) : Effect.void
+        if (forward.length === 0) return reply
+        const handled = handler(forward)
+        return Effect.isEffect(handled) ? Effect.zipRight(reply, handled) : reply
+      }, opts)
+    }))
+  const encoder = new TextEncoder()
+  return Socket.Socket.of({
+    [Socket.TypeId]: Socket.TypeId,
+    run: (handler, opts) => runRaw((data) => handler(typeof data === "string" ? encoder.encode(data) : data), opts),
+    runRaw,
+    writer: socket.writer
+  })
+}
+
+/** Replace the SocketServer in context by one whose sockets are guarded. */
+export const layer = (
+  options: GuardOptions,
+  counter: { open: number } = { open: 0 }
+): Layer.Layer<SocketServer.SocketServer, never, SocketServer.SocketServer> =>
+  Layer.effect(
+    SocketServer.SocketServer,
+    Effect.map(SocketServer.SocketServer, (inner) =>
+      SocketServer.SocketServer.of({
+        address: inner.address,
+        run: (handler) =>
+          inner.run((socket) =>
+            Effect.acquireUseRelease(
+              Effect.sync(() => counter.open++),
+              () => handler(guardSocket(socket, options)),
+              () => Effect.sync(() => counter.open--)
+            )
+          )
+      }))
+  )

@@ -1,0 +1,249 @@
+// The admin protocol (ARCHITECTURE §6): every method of `daemon.sock`, its payload, success and
+// error Schemas. Shared by the daemon (RpcServer handlers) and the CLI (RpcClient); docs/protocol.md
+// shows each one on the wire. Kept free of daemon imports so the CLI bundle stays small.
+import * as Rpc from "@effect/rpc/Rpc"
+import * as RpcGroup from "@effect/rpc/RpcGroup"
+import { Schema } from "effect"
+import { AgentNode, AgentState } from "../domain/agent.js"
+import { AgentId, MessageId, SessionId, WorkspaceId } from "../domain/ids.js"
+import { SessionState } from "../domain/session.js"
+import { BindMode, WorkspaceSpec } from "../domain/workspace.js"
+
+// ---------------------------------------------------------------------------------------------
+// Wire errors. `code` is what a JSON-RPC client sees as `error.code` (@effect/rpc copies a
+// failure's `code` field there); the CLI maps `_tag` to its exit codes (docs/cli.md).
+
+export const ErrorCode = {
+  internal: -32000,
+  notFound: -32001,
+  invalidInput: -32002,
+  unavailable: -32003
+} as const
+
+export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", {
+  code: Schema.optionalWith(Schema.Number, { default: () => ErrorCode.notFound }),
+  kind: Schema.Literal("agent", "session", "workspace", "message", "provider"),
+  id: Schema.String,
+  message: Schema.String
+}) {}
+
+export class InvalidInput extends Schema.TaggedError<InvalidInput>()("InvalidInput", {
+  code: Schema.optionalWith(Schema.Number, { default: () => ErrorCode.invalidInput }),
+  field: Schema.String,
+  message: Schema.String
+}) {}
+
+/** The daemon cannot do this now (feature not available yet, shutting down, …). */
+export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable", {
+  code: Schema.optionalWith(Schema.Number, { default: () => ErrorCode.unavailable }),
+  message: Schema.String
+}) {}
+
+/** Anything else that went wrong inside the daemon; the daemon keeps running. */
+export class Internal extends Schema.TaggedError<Internal>()("Internal", {
+  code: Schema.optionalWith(Schema.Number, { default: () => ErrorCode.internal }),
+  message: Schema.String
+}) {}
+
+export const RpcError = Schema.Union(NotFound, InvalidInput, Unavailable, Internal)
+export type RpcError = typeof RpcError.Type
+
+// ---------------------------------------------------------------------------------------------
+// Shapes
+
+/** An agent id, or a name that designates exactly one live agent. */
+export const AgentRef = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(256))
+
+export const DaemonStatus = Schema.Struct({
+  pid: Schema.Number,
+  version: Schema.String,
+  home: Schema.String,
+  socket: Schema.String,
+  started_at: Schema.String,
+  uptime_ms: Schema.Number,
+  slots: Schema.Number,
+  grace_ms: Schema.Number,
+  agents: Schema.Number,
+  sessions: Schema.Number,
+  connections: Schema.Number
+})
+export type DaemonStatus = typeof DaemonStatus.Type
+
+export const SessionInfo = Schema.Struct({
+  id: SessionId,
+  state: SessionState,
+  provider_name: Schema.String,
+  model: Schema.NullOr(Schema.String),
+  created_at: Schema.String,
+  suspended_at: Schema.NullOr(Schema.String),
+  agent_id: Schema.NullOr(AgentId),
+  agent_name: Schema.NullOr(Schema.String)
+})
+export type SessionInfo = typeof SessionInfo.Type
+
+export const Usage = Schema.Struct({
+  input_tokens: Schema.Number,
+  output_tokens: Schema.Number,
+  cost_usd: Schema.Number,
+  turns: Schema.Number
+})
+export type Usage = typeof Usage.Type
+
+export const InspectResult = Schema.Struct({
+  agent: AgentNode,
+  session: Schema.NullOr(SessionInfo),
+  children: Schema.Array(AgentNode),
+  usage: Usage,
+  /** Messages waiting in the agent's inbox. */
+  inbox: Schema.Number,
+  /** The last entries of its event log, oldest first, as `{ts, event, summary}`. */
+  recent: Schema.Array(Schema.Struct({ ts: Schema.String, event: Schema.String, summary: Schema.String }))
+})
+export type InspectResult = typeof InspectResult.Type
+
+/** One item of `agent.attach`: what the agent says and hears, live. */
+export const OutputEvent = Schema.Struct({
+  ts: Schema.String,
+  agent_id: AgentId,
+  kind: Schema.Literal("text", "message", "turn.start", "turn.complete", "tool", "error", "state"),
+  /** For `message`: the sender's and recipient's names. */
+  from: Schema.optional(Schema.String),
+  to: Schema.optional(Schema.String),
+  text: Schema.String
+})
+export type OutputEvent = typeof OutputEvent.Type
+
+// ---------------------------------------------------------------------------------------------
+// Methods
+
+export class DaemonStatusRpc extends Rpc.make("daemon.status", { success: DaemonStatus }) {}
+export class DaemonStopRpc extends Rpc.make("daemon.stop", {
+  success: Schema.Struct({ pid: Schema.Number, stopping: Schema.Boolean })
+}) {}
+
+export class AgentCreateRpc extends Rpc.make("agent.create", {
+  payload: {
+    name: Schema.optional(Schema.String),
+    instructions: Schema.optional(Schema.String),
+    provider: Schema.optional(Schema.String),
+    role: Schema.optional(Schema.String),
+    workspace_id: Schema.optional(WorkspaceId)
+  },
+  success: AgentNode,
+  error: RpcError
+}) {}
+
+export class AgentListRpc extends Rpc.make("agent.list", {
+  payload: { include_terminated: Schema.optional(Schema.Boolean) },
+  success: Schema.Struct({ agents: Schema.Array(AgentNode) }),
+  error: RpcError
+}) {}
+
+export class AgentSendRpc extends Rpc.make("agent.send", {
+  payload: {
+    agent: AgentRef,
+    text: Schema.String.pipe(Schema.maxLength(512 * 1024)),
+    sync: Schema.optional(Schema.Boolean)
+  },
+  success: Schema.Struct({ message_id: MessageId, agent_id: AgentId }),
+  error: RpcError
+}) {}
+
+export class AgentAttachRpc extends Rpc.make("agent.attach", {
+  payload: { agent: AgentRef },
+  success: OutputEvent,
+  error: RpcError,
+  stream: true
+}) {}
+
+export class AgentInspectRpc extends Rpc.make("agent.inspect", {
+  payload: { agent: AgentRef },
+  success: InspectResult,
+  error: RpcError
+}) {}
+
+export class AgentTerminateRpc extends Rpc.make("agent.terminate", {
+  payload: { agent: AgentRef },
+  success: Schema.Struct({ agent_id: AgentId, state: AgentState }),
+  error: RpcError
+}) {}
+
+/** The transcript (seed 000 §9), line by line; with `follow`, keeps streaming new lines. */
+export class AgentLogsRpc extends Rpc.make("agent.logs", {
+  payload: { agent: AgentRef, follow: Schema.optional(Schema.Boolean) },
+  success: Schema.String,
+  error: RpcError,
+  stream: true
+}) {}
+
+export class SessionListRpc extends Rpc.make("session.list", {
+  success: Schema.Struct({ sessions: Schema.Array(SessionInfo) }),
+  error: RpcError
+}) {}
+export class SessionSuspendRpc extends Rpc.make("session.suspend", {
+  payload: { session: SessionId },
+  success: SessionInfo,
+  error: RpcError
+}) {}
+export class SessionResumeRpc extends Rpc.make("session.resume", {
+  payload: { session: SessionId },
+  success: SessionInfo,
+  error: RpcError
+}) {}
+export class SessionDeleteRpc extends Rpc.make("session.delete", {
+  payload: { session: SessionId },
+  success: Schema.Struct({ session: SessionId, deleted: Schema.Boolean }),
+  error: RpcError
+}) {}
+
+export class WorkspaceCreateRpc extends Rpc.make("workspace.create", {
+  payload: {
+    name: Schema.optional(Schema.String),
+    parent: Schema.optional(WorkspaceId),
+    network: Schema.optional(Schema.Boolean)
+  },
+  success: WorkspaceSpec,
+  error: RpcError
+}) {}
+export class WorkspaceListRpc extends Rpc.make("workspace.list", {
+  success: Schema.Struct({ workspaces: Schema.Array(WorkspaceSpec) }),
+  error: RpcError
+}) {}
+export class WorkspaceLinkRpc extends Rpc.make("workspace.link", {
+  payload: {
+    workspace: WorkspaceId,
+    host_path: Schema.String,
+    mount_path: Schema.String,
+    mode: Schema.optional(BindMode)
+  },
+  success: WorkspaceSpec,
+  error: RpcError
+}) {}
+export class WorkspaceDeleteRpc extends Rpc.make("workspace.delete", {
+  payload: { workspace: WorkspaceId },
+  success: Schema.Struct({ workspace: WorkspaceId, deleted: Schema.Boolean }),
+  error: RpcError
+}) {}
+
+export class AdminRpcs extends RpcGroup.make(
+  DaemonStatusRpc,
+  DaemonStopRpc,
+  AgentCreateRpc,
+  AgentListRpc,
+  AgentSendRpc,
+  AgentAttachRpc,
+  AgentInspectRpc,
+  AgentTerminateRpc,
+  AgentLogsRpc,
+  SessionListRpc,
+  SessionSuspendRpc,
+  SessionResumeRpc,
+  SessionDeleteRpc,
+  WorkspaceCreateRpc,
+  WorkspaceListRpc,
+  WorkspaceLinkRpc,
+  WorkspaceDeleteRpc
+) {}
+
+/** Every method name, for the frame guard and the docs. */
+export const methodNames: ReadonlyArray<string> = Array.from(AdminRpcs.requests.keys())
