@@ -124,6 +124,8 @@ export const make = Effect.gen(function*() {
     Effect.suspend(() => {
       const open = slot.open
       slot.open = undefined
+      // Once closed the file is not ours: repair again on the next use.
+      slot.repaired = false
       return open ? Scope.close(open.scope, Exit.void) : Effect.void
     })
 
@@ -143,7 +145,7 @@ export const make = Effect.gen(function*() {
 
   const onAppendFailure = (slot: Slot) =>
     // After a failed step the file state is unknown: drop the handle, repair on next use.
-    Effect.zipRight(closeLocked(slot), Effect.sync(() => (slot.repaired = false)))
+    closeLocked(slot)
 
   const appendLocked = (session: SessionId, slot: Slot, event: LogEvent): Effect.Effect<LogEntry, EventLogError> =>
     Effect.flatMap(Clock.currentTimeMillis, (ms) => {

@@ -1,0 +1,227 @@
+// EventLog file layer on real temp dirs (real fsync).
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Either, Exit, Schema, Stream } from "effect"
+import * as fs from "node:fs"
+import { join } from "node:path"
+import { makePaths } from "../../src/config/Paths.js"
+import { LogLine } from "../../src/domain/events.js"
+import { EventLog } from "../../src/eventlog/EventLog.js"
+import { ev, fileLayers, promptOf, readAll, sid } from "../support/logs.js"
+import { tmpDir } from "../support/tmp.js"
+
+const S = sid(1)
+
+/** Write a raw log line for `S` as the layer would. */
+const line = (tag: string, ts = "2026-01-01T00:00:00.000Z") =>
+  JSON.stringify({ ts, event: "turn.start", data: ev(tag).data, session_id: S }) + "\n"
+
+describe("EventLog file layer", () => {
+  it.scoped("append then read: entries in order, ts and session_id injected, one JSON line each", () =>
+    Effect.gen(function*() {
+      const home = join(yield* tmpDir(), "home")
+      const paths = makePaths(home)
+      yield* Effect.gen(function*() {
+        const log = yield* EventLog
+        for (const t of ["a", "b", "c"]) {
+          const e = yield* log.append(S, ev(t))
+          expect(e.session_id).toBe(S)
+          expect(new Date(e.ts).toISOString()).toBe(e.ts)
+        }
+        expect((yield* readAll(S)).map(promptOf)).toEqual(["a", "b", "c"])
+      }).pipe(Effect.provide(fileLayers(home)))
+      const text = fs.readFileSync(paths.eventsFile(S), "utf8")
+      const lines = text.split("\n")
+      expect(lines.pop()).toBe("")
+      expect(lines.map((l) => Either.isRight(Schema.decodeEither(LogLine)(l)))).toEqual([true, true, true])
+      for (const l of lines) {
+        const o = JSON.parse(l)
+        expect(Object.keys(o).sort()).toEqual(["data", "event", "session_id", "ts"])
+        expect(o.session_id).toBe(S)
+      }
+      expect(fs.existsSync(paths.pendingFile(S))).toBe(false)
+      expect(fs.statSync(paths.sessionDir(S)).mode & 0o777).toBe(0o700)
+      expect(fs.statSync(home).mode & 0o777).toBe(0o700)
+    }))
+
+  it.scoped("reopen: a torn trailing line is cut, and reported", () =>
+    Effect.gen(function*() {
+      const home = join(yield* tmpDir(), "home")
+      const paths = makePaths(home)
+      fs.mkdirSync(paths.sessionDir(S), { recursive: true })
+      const torn = line("torn").slice(0, 40)
+      fs.writeFileSync(paths.eventsFile(S), line("a") + line("b") + torn)
+      yield* Effect.gen(function*() {
+        const log = yield* EventLog
+        const report = yield* log.repair(S)
+        expect(report).toEqual({ session_id: S, truncatedBytes: 40, pendingReplayed: false, pendingDiscarded: false })
+        expect((yield* readAll(S)).map(promptOf)).toEqual(["a", "b"])
+        yield* log.append(S, ev("c"))
+        expect((yield* readAll(S)).map(promptOf)).toEqual(["a", "b", "c"])
+      }).pipe(Effect.provide(fileLayers(home)))
+    }))
+
+  it.scoped("reopen: a pending entry is replayed after the torn tail is cut", () =>
+    Effect.gen(function*() {
+      const home = join(yield* tmpDir(), "home")
+      const paths = makePaths(home)
+      fs.mkdirSync(paths.sessionDir(S), { recursive: true })
+      fs.writeFileSync(paths.eventsFile(S), line("a") + line("b").slice(0, 17))
+      fs.writeFileSync(paths.pendingFile(S), line("b"))
+      yield* Effect.gen(function*() {
+        const report = yield* Effect.flatMap(EventLog, (log) => log.repair(S))
+        expect(report.pendingReplayed).toBe(true)
+        expect(report.truncatedBytes).toBe(17)
+        expect((yield* readAll(S)).map(promptOf)).toEqual(["a", "b"])
+      }).pipe(Effect.provide(fileLayers(home)))
+      expect(fs.existsSync(paths.pendingFile(S))).toBe(false)
+      expect(fs.readFileSync(paths.eventsFile(S), "utf8")).toBe(line("a") + line("b"))
+    }))
+
+  it.scoped("reopen: tail dedup — a pending entry the log already ends with is not appended twice", () =>
+    Effect.gen(function*() {
+      const home = join(yield* tmpDir(), "home")
+      const paths = makePaths(home)
+      fs.mkdirSync(paths.sessionDir(S), { recursive: true })
+      fs.writeFileSync(paths.eventsFile(S), line("a") + line("b"))
+      fs.writeFileSync(paths.pendingFile(S), line("b"))
+      yield* Effect.gen(function*() {
+        // read() repairs first, too
+        expect((yield* readAll(S)).map(promptOf)).toEqual(["a", "b"])
+      }).pipe(Effect.provide(fileLayers(home)))
+      expect(fs.existsSync(paths.pendingFile(S))).toBe(false)
+    }))
+
+  it.scoped("reopen: a torn or undecodable pending file is discarded, never replayed", () =>
+    Effect.gen(function*() {
+      const home = join(yield* tmpDir(), "home")
+      const paths = makePaths(home)
+      fs.mkdirSync(paths.sessionDir(S), { recursive: true })
+      for (const bad of [line("x").slice(0, 30), "", "{\"not\":\"an entry\"}\n", line("x") + line("y")]) {
+        fs.writeFileSync(paths.eventsFile(S), line("a"))
+        fs.writeFileSync(paths.pendingFile(S), bad)
+        const report = yield* Effect.flatMap(EventLog, (log) => log.repair(S)).pipe(Effect.provide(fileLayers(home)))
+        expect(report.pendingDiscarded).toBe(true)
+        expect(fs.readFileSync(paths.eventsFile(S), "utf8")).toBe(line("a"))
+        expect(fs.existsSync(paths.pendingFile(S))).toBe(false)
+      }
+    }))
+
+  it.scoped("an undecodable line in the middle fails the read with file and line", () =>
+    Effect.gen(function*() {
+      const home = join(yield* tmpDir(), "home")
+      const paths = makePaths(home)
+      fs.mkdirSync(paths.sessionDir(S), { recursive: true })
+      fs.writeFileSync(paths.eventsFile(S), line("a") + "{\"ts\":1,\"garbage\":true}\n" + line("c"))
+      const exit = yield* Effect.exit(readAll(S).pipe(Effect.provide(fileLayers(home))))
+      expect(Exit.isFailure(exit)).toBe(true)
+      if (Exit.isFailure(exit) && exit.cause._tag === "Fail" && exit.cause.error._tag === "EventLogError") {
+        expect(exit.cause.error.reason).toBe("decode")
+        expect(exit.cause.error.line).toBe(2)
+        expect(exit.cause.error.file).toBe(paths.eventsFile(S))
+      } else {
+        expect.fail(`expected a typed failure, got ${String(exit)}`)
+      }
+      // not JSON at all, also in the middle
+      fs.writeFileSync(paths.eventsFile(S), line("a") + line("b") + "}}}\n" + line("d"))
+      const exit2 = yield* Effect.either(readAll(S).pipe(Effect.provide(fileLayers(home))))
+      expect(Either.isLeft(exit2) && exit2.left._tag === "EventLogError" && exit2.left.line).toBe(3)
+    }))
+
+  it.scoped("*.tmp files in the session dir are ignored", () =>
+    Effect.gen(function*() {
+      const home = join(yield* tmpDir(), "home")
+      const paths = makePaths(home)
+      fs.mkdirSync(paths.sessionDir(S), { recursive: true })
+      fs.writeFileSync(`${paths.eventsFile(S)}.tmp`, "garbage{{{")
+      fs.writeFileSync(`${paths.pendingFile(S)}.tmp`, line("zzz"))
+      yield* Effect.gen(function*() {
+        const log = yield* EventLog
+        yield* log.append(S, ev("a"))
+        expect((yield* readAll(S)).map(promptOf)).toEqual(["a"])
+      }).pipe(Effect.provide(fileLayers(home)))
+    }))
+
+  it.scoped("reads a log much larger than one read chunk (lines span chunk boundaries)", () =>
+    Effect.gen(function*() {
+      const home = join(yield* tmpDir(), "home")
+      const paths = makePaths(home)
+      fs.mkdirSync(paths.sessionDir(S), { recursive: true })
+      const n = 4000
+      const lines: Array<string> = []
+      for (let i = 0; i < n; i++) lines.push(line(`entry-${i}-${"é".repeat(i % 50)}`))
+      fs.writeFileSync(paths.eventsFile(S), lines.join(""))
+      expect(fs.statSync(paths.eventsFile(S)).size).toBeGreaterThan(2 * 256 * 1024)
+      const got = yield* readAll(S).pipe(Effect.provide(fileLayers(home)))
+      expect(got.length).toBe(n)
+      got.forEach((e, i) => expect(promptOf(e)).toBe(`entry-${i}-${"é".repeat(i % 50)}`))
+    }))
+
+  it.scoped("close releases the handle; the next append reopens; remove deletes the log", () =>
+    Effect.gen(function*() {
+      const home = join(yield* tmpDir(), "home")
+      const paths = makePaths(home)
+      yield* Effect.gen(function*() {
+        const log = yield* EventLog
+        yield* log.append(S, ev("a"))
+        yield* log.close(S)
+        // Simulate an external torn tail while closed: the reopen repairs it.
+        fs.appendFileSync(paths.eventsFile(S), "{\"partial")
+        yield* log.append(S, ev("b"))
+        expect((yield* readAll(S)).map(promptOf)).toEqual(["a", "b"])
+        yield* log.remove(S)
+        expect(fs.existsSync(paths.eventsFile(S))).toBe(false)
+        expect(yield* readAll(S)).toEqual([])
+        yield* log.append(S, ev("c"))
+        expect((yield* readAll(S)).map(promptOf)).toEqual(["c"])
+      }).pipe(Effect.provide(fileLayers(home)))
+    }))
+
+  it.scoped("64 sessions appending concurrently: every entry present, in order, per session", () =>
+    Effect.gen(function*() {
+      const home = join(yield* tmpDir(), "home")
+      const sessions = Array.from({ length: 64 }, (_, i) => sid(100 + i))
+      const perSession = 12
+      yield* Effect.gen(function*() {
+        const log = yield* EventLog
+        // Each session's appends are themselves issued concurrently: the per-session lock must order them.
+        yield* Effect.forEach(
+          sessions,
+          (s) =>
+            Effect.forEach(
+              Array.from({ length: perSession }, (_, i) => i),
+              (i) => log.append(s, ev(`${s}:${i}`)),
+              { concurrency: 1 }
+            ),
+          { concurrency: "unbounded", discard: true }
+        )
+        // Also: a burst of same-session appends issued at once lands exactly once each.
+        const burst = yield* Effect.forEach(
+          Array.from({ length: 20 }, (_, i) => i),
+          (i) => log.append(sessions[0]!, ev(`burst:${i}`)),
+          { concurrency: "unbounded" }
+        )
+        expect(burst.length).toBe(20)
+        for (const s of sessions) {
+          const got = (yield* readAll(s)).map(promptOf)
+          const expected = Array.from({ length: perSession }, (_, i) => `${s}:${i}`)
+          if (s === sessions[0]) {
+            expect(got.slice(0, perSession)).toEqual(expected)
+            expect(got.slice(perSession).sort()).toEqual(Array.from({ length: 20 }, (_, i) => `burst:${i}`).sort())
+          } else {
+            expect(got).toEqual(expected)
+          }
+        }
+      }).pipe(Effect.provide(fileLayers(home)))
+    }))
+
+  it.scoped("the stream is lazy: reading after appends sees a consistent snapshot", () =>
+    Effect.gen(function*() {
+      const home = join(yield* tmpDir(), "home")
+      yield* Effect.gen(function*() {
+        const log = yield* EventLog
+        for (let i = 0; i < 10; i++) yield* log.append(S, ev(`${i}`))
+        const first3 = yield* Stream.runCollect(Stream.take(log.read(S), 3))
+        expect([...first3].map(promptOf)).toEqual(["0", "1", "2"])
+      }).pipe(Effect.provide(fileLayers(home)))
+    }))
+})

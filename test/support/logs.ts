@@ -1,0 +1,28 @@
+// Layers and helpers for EventLog / SessionStore file-layer tests.
+import { Effect, Layer, Stream } from "effect"
+import { SubstratPaths } from "../../src/config/Paths.js"
+import { type LogEntry, makeEvent } from "../../src/domain/events.js"
+import { type SessionId, TurnId } from "../../src/domain/ids.js"
+import type { Durable } from "../../src/durable/Durable.js"
+import * as DurableLive from "../../src/durable/DurableLive.js"
+import { EventLog } from "../../src/eventlog/EventLog.js"
+import * as EventLogFile from "../../src/eventlog/EventLogFile.js"
+import * as SessionStoreFile from "../../src/session/SessionStoreFile.js"
+
+/** EventLog + SessionStore file layers on `home`, over the given Durable (default: real). */
+export const fileLayers = (home: string, durable: Layer.Layer<Durable> = DurableLive.layer) =>
+  Layer.merge(EventLogFile.layer, SessionStoreFile.layer).pipe(
+    Layer.provideMerge(Layer.merge(durable, SubstratPaths.layer(home)))
+  )
+
+/** A deterministic, recognisable event: turn.start with prompt `tag`. */
+export const ev = (tag: string) =>
+  makeEvent("turn.start", { turn_id: TurnId.make("00000000-0000-4000-8000-000000000001"), prompt: tag })
+
+export const promptOf = (e: LogEntry): string => e.event === "turn.start" ? e.data.prompt : `<${e.event}>`
+
+export const readAll = (session: SessionId) =>
+  Effect.flatMap(EventLog, (log) => Stream.runCollect(log.read(session))).pipe(Effect.map((c) => [...c]))
+
+export const sid = (n: number): SessionId =>
+  `00000000-0000-4000-8000-${n.toString(16).padStart(12, "0")}` as SessionId
