@@ -113,7 +113,8 @@ export const buildBwrapArgs = (input: BwrapInput): Either.Either<ReadonlyArray<s
     const etc = input.spec.network_access ? [...input.host.etcBase, ...input.host.etcNetwork] : input.host.etcBase
     for (const p of etc) argv.push("--ro-bind-try", p, p)
 
-    argv.push("--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
+    // /tmp is sticky and world-writable, so the `inner` identity (bwrap as root, command as another uid) can use it.
+    argv.push("--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp")
     argv.push("--bind", root, WORKSPACE)
     // Parents before children, so a nested bind lands inside its parent bind.
     const byDepth = <T extends { target: string }>(xs: Array<T>) =>
