@@ -95,12 +95,10 @@ export const makeScripted = (
         }))),
       send,
       suspend: guard("suspend").pipe(
-        Effect.andThen(
-          Schema.encode(Blob)({ v: 1, agent: ctx.agent_name, key, turn }).pipe(
+        Effect.andThen(Effect.suspend(() => Schema.encode(Blob)({ v: 1, agent: ctx.agent_name, key, turn })).pipe(
             Effect.map((s) => new TextEncoder().encode(s)),
             Effect.mapError((e) => fail("suspend", e.message))
-          )
-        )
+        ))
       ),
       resume: (state: Uint8Array) =>
         guard("resume").pipe(
