@@ -9,11 +9,13 @@ import { EventLog } from "../../src/eventlog/EventLog.js"
 import * as EventLogFile from "../../src/eventlog/EventLogFile.js"
 import * as SessionStoreFile from "../../src/session/SessionStoreFile.js"
 
-/** EventLog + SessionStore file layers on `home`, over the given Durable (default: real). */
+/** The EventLog file layer on `home`, over the given Durable (default: real). */
 export const fileLayers = (home: string, durable: Layer.Layer<Durable> = DurableLive.layer) =>
-  Layer.merge(EventLogFile.layer, SessionStoreFile.layer).pipe(
-    Layer.provideMerge(Layer.merge(durable, SubstratPaths.layer(home)))
-  )
+  EventLogFile.layer.pipe(Layer.provideMerge(Layer.merge(durable, SubstratPaths.layer(home))))
+
+/** The SessionStore file layer on `home`, over the given Durable (default: real). */
+export const storeLayer = (home: string, durable: Layer.Layer<Durable> = DurableLive.layer) =>
+  SessionStoreFile.layer.pipe(Layer.provideMerge(Layer.merge(durable, SubstratPaths.layer(home))))
 
 /** A deterministic, recognisable event: turn.start with prompt `tag`. */
 export const ev = (tag: string) =>

@@ -1,0 +1,157 @@
+// Crash injection for EventLog appends: crash at every I/O sub-step of a sequence of appends
+// (and at random steps of random sequences), then reopen the same directory with the real
+// layer and check the oracle: every acknowledged entry present exactly once and in order, the
+// log a valid JSONL prefix (only the one in-flight entry may follow), `.tmp` leftovers ignored.
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import fc from "fast-check"
+import * as fs from "node:fs"
+import { join } from "node:path"
+import { makePaths } from "../../src/config/Paths.js"
+import type { SessionId } from "../../src/domain/ids.js"
+import { makeCrashing } from "../../src/durable/DurableCrash.js"
+import { EventLog } from "../../src/eventlog/EventLog.js"
+import { fuzzParams, fuzzProfile } from "../support/fuzz.js"
+import { ev, fileLayers, promptOf, readAll, sid } from "../support/logs.js"
+import { withTmp } from "../support/tmp.js"
+
+type Op = { readonly _tag: "append"; readonly session: number; readonly tag: string } | {
+  readonly _tag: "close"
+  readonly session: number
+}
+
+interface Outcome {
+  readonly acked: Map<number, Array<string>>
+  readonly inflight: { readonly session: number; readonly tag: string } | undefined
+  readonly crashed: boolean
+  readonly steps: number
+}
+
+/** Run `ops` against the file layer over a crashing Durable; stop at the first failure. */
+const runWithCrash = async (home: string, ops: ReadonlyArray<Op>, crashAt: number | undefined, torn: number) => {
+  const crashing = makeCrashing({ crashAt, tornFraction: torn })
+  const acked = new Map<number, Array<string>>()
+  let inflight: Outcome["inflight"]
+  await Effect.runPromise(
+    Effect.gen(function*() {
+      const log = yield* EventLog
+      for (const op of ops) {
+        if (op._tag === "close") {
+          yield* log.close(sid(op.session))
+          continue
+        }
+        inflight = { session: op.session, tag: op.tag }
+        const r = yield* Effect.either(log.append(sid(op.session), ev(op.tag)))
+        if (r._tag === "Left") return
+        inflight = undefined
+        acked.set(op.session, [...(acked.get(op.session) ?? []), op.tag])
+      }
+    }).pipe(Effect.provide(fileLayers(home, crashing.layer)))
+  )
+  return { acked, inflight, crashed: crashing.control.crashed(), steps: crashing.control.stepCount() } satisfies Outcome
+}
+
+/** Reopen with the real layer and check the oracle for every session touched. */
+const checkRecovered = async (home: string, sessions: ReadonlyArray<number>, out: Outcome) => {
+  const paths = makePaths(home)
+  // A stray .tmp in a session dir must not matter.
+  for (const s of sessions) {
+    if (fs.existsSync(paths.sessionDir(sid(s)))) fs.writeFileSync(`${paths.eventsFile(sid(s))}.tmp`, "{{torn")
+  }
+  const got = await Effect.runPromise(
+    Effect.forEach(sessions, (s) => readAll(sid(s)).pipe(Effect.map((es) => [s, es] as const))).pipe(
+      Effect.provide(fileLayers(home))
+    )
+  )
+  for (const [s, entries] of got) {
+    const tags = entries.map(promptOf)
+    const acked = out.acked.get(s) ?? []
+    expect(tags.slice(0, acked.length), `session ${s}: acknowledged prefix`).toEqual(acked)
+    const extra = tags.slice(acked.length)
+    if (out.inflight?.session === s) {
+      expect(extra.length <= 1 && (extra.length === 0 || extra[0] === out.inflight.tag), `session ${s}: ${extra}`)
+        .toBe(true)
+    } else {
+      expect(extra, `session ${s}: nothing beyond the acknowledged entries`).toEqual([])
+    }
+    for (const e of entries) expect(e.session_id).toBe(sid(s) as SessionId)
+    // After repair, the file itself is a valid JSONL: every line complete.
+    const file = paths.eventsFile(sid(s))
+    if (fs.existsSync(file)) {
+      const text = fs.readFileSync(file, "utf8")
+      expect(text === "" || text.endsWith("\n")).toBe(true)
+      expect(text.split("\n").filter((l) => l.length > 0).length).toBe(entries.length)
+      expect(fs.existsSync(paths.pendingFile(sid(s)))).toBe(false)
+    }
+  }
+  // The repaired log takes new appends.
+  const s0 = sessions[0]!
+  const after = await Effect.runPromise(
+    Effect.gen(function*() {
+      const log = yield* EventLog
+      yield* log.append(sid(s0), ev("after-recovery"))
+      return (yield* readAll(sid(s0))).map(promptOf)
+    }).pipe(Effect.provide(fileLayers(home)))
+  )
+  expect(after[after.length - 1]).toBe("after-recovery")
+  expect(after.filter((t) => t === "after-recovery").length).toBe(1)
+}
+
+const scenario: ReadonlyArray<Op> = [
+  { _tag: "append", session: 1, tag: "a1" },
+  { _tag: "append", session: 1, tag: "a2" },
+  { _tag: "append", session: 2, tag: "b1" },
+  { _tag: "append", session: 1, tag: "a3" },
+  { _tag: "close", session: 1 },
+  { _tag: "append", session: 1, tag: "a4" },
+  { _tag: "append", session: 2, tag: "b2" }
+]
+
+describe("EventLog crash injection", () => {
+  it("crashes at every sub-step of 6 appends (+ a close/reopen), torn and clean writes", async () => {
+    // Count the steps of the scenario once (no crash), then crash at each of them.
+    const probe = await withTmp((dir) => runWithCrash(join(dir, "home"), scenario, undefined, 0.5))
+    expect(probe.crashed).toBe(false)
+    const n = probe.steps
+    expect(n).toBeGreaterThan(6 * 5)
+    let exercised = 0
+    for (const torn of [0.5, 0]) {
+      for (let k = 1; k <= n; k++) {
+        await withTmp(async (dir) => {
+          const home = join(dir, "home")
+          const out = await runWithCrash(home, scenario, k, torn)
+          expect(out.crashed).toBe(true)
+          await checkRecovered(home, [1, 2], out)
+          exercised++
+        })
+      }
+    }
+    console.log(`EventLog crash points exercised: ${exercised} (${n} sub-steps x torn/clean writes)`)
+    expect(exercised).toBe(2 * n)
+  })
+
+  it(`property: random append/close sequences crashed at a random step (${fuzzProfile.name} profile)`, async () => {
+    const opArb: fc.Arbitrary<Op> = fc.oneof(
+      { weight: 5, arbitrary: fc.record({ _tag: fc.constant("append" as const), session: fc.integer({ min: 1, max: 3 }), tag: fc.string({ maxLength: 40 }) }) },
+      { weight: 1, arbitrary: fc.record({ _tag: fc.constant("close" as const), session: fc.integer({ min: 1, max: 3 }) }) }
+    )
+    let runs = 0
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(opArb, { minLength: 1, maxLength: 12 }),
+        fc.integer({ min: 1, max: 90 }),
+        fc.double({ min: 0, max: 1, noNaN: true }),
+        async (ops, crashAt, torn) => {
+          runs++
+          await withTmp(async (dir) => {
+            const home = join(dir, "home")
+            const out = await runWithCrash(home, ops, crashAt, torn)
+            await checkRecovered(home, [1, 2, 3], out)
+          })
+        }
+      ),
+      fuzzParams(40)
+    )
+    console.log(`EventLog crash property: ${runs} runs (${fuzzProfile.name})`)
+  })
+})
