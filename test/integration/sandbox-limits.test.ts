@@ -1,0 +1,101 @@
+// Resource limits through the real bwrap layer: each runaway is stopped and reported as a
+// LimitExceededError naming the right limit. Runs under every identity (sandbox.support.ts).
+import { Effect, Either } from "effect"
+import * as fs from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { noLimits, ResourceLimits, type WorkspaceSpec } from "../../src/domain/workspace.js"
+import { Sandbox } from "../../src/sandbox/Sandbox.js"
+import { WorkspaceStore } from "../../src/sandbox/WorkspaceStore.js"
+import { findExact, identities, makeRuntime, openTraversal, type Runtime, sh, waitFor } from "./sandbox.support.js"
+
+const MB = 1024 * 1024
+
+for (const idc of identities) {
+  describe(`limits — ${idc.label}`, () => {
+    let T = ""
+    let rt: Runtime
+    let ws: WorkspaceSpec
+
+    beforeAll(async () => {
+      T = fs.mkdtempSync(join(tmpdir(), "substrat-limits-"))
+      const home = join(T, "home")
+      rt = makeRuntime(home, idc.identity)
+      ws = await rt.runPromise(Effect.flatMap(WorkspaceStore, (s) => s.create({ ...(idc.owner ? { owner: idc.owner } : {}) })))
+      if (idc.needsTraversal) {
+        for (const d of [home, join(home, "workspaces"), join(home, "workspaces", ws.id)]) fs.chmodSync(d, 0o755)
+        openTraversal(T)
+      }
+    })
+    afterAll(async () => {
+      await rt?.dispose()
+      if (T !== "") fs.rmSync(T, { recursive: true, force: true })
+    })
+
+    const run = (script: string, limits: Partial<ResourceLimits>) =>
+      rt.runPromise(
+        Effect.flatMap(Sandbox, (s) =>
+          s.run({ workspace: ws, command: sh(script), limits: new ResourceLimits({ ...noLimits, wall_clock_seconds: 120, ...limits }) })
+        ).pipe(Effect.either)
+      )
+    const limitOf = (r: Awaited<ReturnType<typeof run>>) => {
+      if (Either.isRight(r)) throw new Error(`expected a limit error, got exit ${JSON.stringify(r.right.exit)}; stderr: ${r.right.stderr}`)
+      if (r.left._tag !== "LimitExceededError") throw new Error(`expected LimitExceededError, got ${r.left._tag}: ${r.left.message}`)
+      return r.left
+    }
+
+    it("memory hog (python bytearray) → memory", async () => {
+      const e = limitOf(await run("python3 -c 'x = bytearray(1 << 30); print(len(x))'", { memory_bytes: 256 * MB }))
+      expect(e.limit).toBe("memory")
+      console.log(`[limits ${idc.label}] python memory hog → ${e.limit} (${e.certainty}): ${e.message}`)
+    })
+
+    it("memory hog (shell string) → memory", async () => {
+      const e = limitOf(await run("x=$(head -c 300000000 /dev/zero | tr '\\0' a); echo ${#x}", { memory_bytes: 64 * MB }))
+      expect(e.limit).toBe("memory")
+      console.log(`[limits ${idc.label}] sh memory hog → ${e.limit} (${e.certainty}), signal ${e.signal}`)
+    })
+
+    it.skipIf(!idc.nprocEnforced)("bounded fork bomb → processes", async () => {
+      const marker = `31.${Math.floor(Math.random() * 1e9)}`
+      const e = limitOf(await run(`i=0; while [ $i -lt 200 ]; do sleep ${marker} & i=$((i+1)); done; wait`, { max_processes: 20 }))
+      expect(e.limit).toBe("processes")
+      console.log(`[limits ${idc.label}] fork bomb → ${e.limit} (${e.certainty}): ${e.message}`)
+      expect(await waitFor(() => findExact(["sleep", marker]).length === 0)).toBe(true)
+    })
+
+    it.runIf(!idc.nprocEnforced)("root as-is: max_processes is NOT enforced (kernel exempts kuid 0) — documented limitation", async () => {
+      const r = await run("i=0; while [ $i -lt 40 ]; do sleep 1 & i=$((i+1)); done; wait; echo forked-all", { max_processes: 5 })
+      if (Either.isLeft(r)) throw new Error(r.left.message)
+      expect(r.right.stdout).toContain("forked-all")
+    })
+
+    it("CPU spinner → cpu (SIGXCPU)", async () => {
+      const e = limitOf(await run("while :; do :; done", { cpu_seconds: 1 }))
+      expect(e).toMatchObject({ limit: "cpu", certainty: "certain", signal: "SIGXCPU" })
+    })
+
+    it("huge file → file-size (SIGXFSZ), nothing beyond the limit on disk", async () => {
+      const e = limitOf(await run("head -c 10000000 /dev/zero > /workspace/big.bin", { max_file_bytes: MB }))
+      expect(e).toMatchObject({ limit: "file-size", certainty: "certain", signal: "SIGXFSZ" })
+      expect(fs.statSync(join(ws.root_path, "big.bin")).size).toBeLessThanOrEqual(MB)
+      fs.rmSync(join(ws.root_path, "big.bin"))
+    })
+
+    it("wall clock → wall-clock, and the process is gone", async () => {
+      const marker = `77.${Math.floor(Math.random() * 1e9)}`
+      const e = limitOf(await run(`sleep ${marker}`, { wall_clock_seconds: 1 }))
+      expect(e).toMatchObject({ limit: "wall-clock", certainty: "certain" })
+      expect(await waitFor(() => findExact(["sleep", marker]).length === 0)).toBe(true)
+    })
+
+    it("within limits: ordinary exits are results, not limit errors", async () => {
+      const all = { memory_bytes: 512 * MB, cpu_seconds: 10, max_processes: 50, max_file_bytes: MB, wall_clock_seconds: 60 }
+      const ok = await run("echo fine; head -c 1000 /dev/zero > /tmp/small; exit 3", all)
+      if (Either.isLeft(ok)) throw new Error(ok.left.message)
+      expect(ok.right.exit).toEqual({ code: 3, signal: null })
+      expect(ok.right.stdout).toBe("fine\n")
+    })
+  })
+}
