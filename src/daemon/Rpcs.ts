@@ -4,7 +4,7 @@
 import * as Rpc from "@effect/rpc/Rpc"
 import * as RpcGroup from "@effect/rpc/RpcGroup"
 import { Schema } from "effect"
-import { AgentNode, AgentState } from "../domain/agent.js"
+import { AgentNode } from "../domain/agent.js"
 import { AgentId, MessageId, SessionId, WorkspaceId } from "../domain/ids.js"
 import { SessionState } from "../domain/session.js"
 import { BindMode, WorkspaceSpec } from "../domain/workspace.js"
@@ -92,12 +92,26 @@ export type Usage = typeof Usage.Type
 export const InspectResult = Schema.Struct({
   agent: AgentNode,
   session: Schema.NullOr(SessionInfo),
+  parent: Schema.NullOr(Schema.String),
   children: Schema.Array(AgentNode),
-  usage: Usage,
   /** Messages waiting in the agent's inbox. */
   inbox: Schema.Number,
-  /** The last entries of its event log, oldest first, as `{ts, event, summary}`. */
-  recent: Schema.Array(Schema.Struct({ ts: Schema.String, event: Schema.String, summary: Schema.String }))
+  queued_turns: Schema.Number,
+  waiting_for_replies: Schema.Number,
+  usage: Schema.Struct({ own: Usage, subtree: Usage }),
+  recent_turns: Schema.Array(Schema.Struct({
+    turn_id: Schema.String,
+    prompt: Schema.String,
+    response: Schema.String,
+    error: Schema.NullOr(Schema.String)
+  })),
+  recent_messages: Schema.Array(Schema.Struct({
+    direction: Schema.Literal("in", "out"),
+    peer: Schema.String,
+    kind: Schema.String,
+    message_id: Schema.String,
+    text: Schema.String
+  }))
 })
 export type InspectResult = typeof InspectResult.Type
 
@@ -116,7 +130,7 @@ export type OutputEvent = typeof OutputEvent.Type
 // ---------------------------------------------------------------------------------------------
 // Methods
 
-export class DaemonStatusRpc extends Rpc.make("daemon.status", { success: DaemonStatus }) {}
+export class DaemonStatusRpc extends Rpc.make("daemon.status", { success: DaemonStatus, error: RpcError }) {}
 export class DaemonStopRpc extends Rpc.make("daemon.stop", {
   success: Schema.Struct({ pid: Schema.Number, stopping: Schema.Boolean })
 }) {}
@@ -134,7 +148,6 @@ export class AgentCreateRpc extends Rpc.make("agent.create", {
 }) {}
 
 export class AgentListRpc extends Rpc.make("agent.list", {
-  payload: { include_terminated: Schema.optional(Schema.Boolean) },
   success: Schema.Struct({ agents: Schema.Array(AgentNode) }),
   error: RpcError
 }) {}
@@ -164,7 +177,8 @@ export class AgentInspectRpc extends Rpc.make("agent.inspect", {
 
 export class AgentTerminateRpc extends Rpc.make("agent.terminate", {
   payload: { agent: AgentRef },
-  success: Schema.Struct({ agent_id: AgentId, state: AgentState }),
+  /** The agent first, then its subtree. */
+  success: Schema.Struct({ agent_id: AgentId, terminated: Schema.Array(AgentId) }),
   error: RpcError
 }) {}
 

@@ -1,16 +1,22 @@
 // The daemon's service graph below the socket: storage (Durable, EventLog with the live tap,
-// SessionStore), the transcript writer, orchestration, the recovery hook, and the shutdown
-// drain. One place decides which implementation of each port the daemon runs.
+// SessionStore), the transcript writer, orchestration (scripted provider registry, slots),
+// workspaces, the recovery hook, and the shutdown drain. One place decides which
+// implementation of each port the daemon runs.
+import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Context, Effect, Layer } from "effect"
+import * as Orchestration from "../agent/Orchestrator.js"
 import type { SubstratPaths } from "../config/Paths.js"
 import * as DurableLive from "../durable/DurableLive.js"
-import type { EventLog } from "../eventlog/EventLog.js"
 import * as EventLogFile from "../eventlog/EventLogFile.js"
-import type { SessionStore } from "../session/SessionStore.js"
-import { layerMemory as SessionStoreMemory } from "../session/SessionStoreMemory.js"
-import type { DaemonConfig } from "./Config.js"
+import * as ScriptedProvider from "../provider/scripted/ScriptedProvider.js"
+import { WorkspaceStore } from "../sandbox/WorkspaceStore.js"
+import { WorkspaceUsage } from "../sandbox/WorkspaceUsage.js"
+import { MultiplexerConfig } from "../session/Multiplexer.js"
+import { SessionStore } from "../session/SessionStore.js"
+import * as SessionStoreFile from "../session/SessionStoreFile.js"
+import { DaemonConfig } from "./Config.js"
 import * as EventTap from "./EventTap.js"
-import { StartupRecovery, layerSessionsOnly } from "./StartupRecovery.js"
+import { layerSessionsOnly } from "./StartupRecovery.js"
 import { Transcript } from "./Transcript.js"
 
 /** What shutdown needs from orchestration. */
@@ -23,15 +29,47 @@ export class Drain extends Context.Tag("substrat/daemon/Drain")<Drain, {
 
 const StorageLive = Layer.mergeAll(
   EventTap.layer.pipe(Layer.provide(EventLogFile.layer)),
-  SessionStoreMemory
+  SessionStoreFile.layer
 ).pipe(Layer.provideMerge(DurableLive.layer))
 
-const DrainNoop = Layer.succeed(Drain, Drain.of({ awaitIdle: Effect.void, suspendAll: Effect.succeed(0) }))
+const SlotsLive = Layer.unwrapEffect(Effect.map(DaemonConfig, (c) => MultiplexerConfig.layer(c.slots)))
 
-export type RuntimeServices = EventLog | EventTap.EventTap | SessionStore | Transcript | StartupRecovery | Drain
+/** Providers the daemon knows. Real ones (claude, codex, …) join the registry as they land. */
+const ProvidersLive = ScriptedProvider.layer()
 
-export const RuntimeLive: Layer.Layer<RuntimeServices, never, SubstratPaths | DaemonConfig> = Layer.mergeAll(
-  Transcript.Default,
-  layerSessionsOnly,
-  DrainNoop
-).pipe(Layer.provideMerge(StorageLive))
+const OrchestrationLive = Orchestration.layer.pipe(Layer.provide(Layer.mergeAll(ProvidersLive, SlotsLive)))
+
+const WorkspacesLive = WorkspaceStore.Default.pipe(
+  Layer.provide(Layer.mergeAll(WorkspaceUsage.layerRegistry, NodeContext.layer))
+)
+
+const DrainLive = Layer.effect(
+  Drain,
+  Effect.gen(function*() {
+    const o = yield* Orchestration.Orchestrator
+    const store = yield* SessionStore
+    return Drain.of({
+      awaitIdle: o.awaitIdle,
+      suspendAll: Effect.gen(function*() {
+        const live = (yield* Effect.orElseSucceed(store.scan, () => [])).filter((s) => s.state === "active")
+        let n = 0
+        for (const s of live) {
+          yield* o.suspend(s.id).pipe(
+            Effect.tap(() => Effect.sync(() => n++)),
+            Effect.catchAllCause((c) => Effect.logWarning(`could not suspend ${s.id}`, c))
+          )
+        }
+        return n
+      })
+    })
+  })
+)
+
+export const RuntimeLive = Layer.mergeAll(DrainLive, layerSessionsOnly, WorkspacesLive).pipe(
+  Layer.provideMerge(OrchestrationLive),
+  Layer.provideMerge(Transcript.Default),
+  Layer.provideMerge(StorageLive)
+)
+
+export type RuntimeServices = Layer.Layer.Success<typeof RuntimeLive>
+export type RuntimeRequirements = Layer.Layer.Context<typeof RuntimeLive> | SubstratPaths

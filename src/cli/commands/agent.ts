@@ -38,14 +38,10 @@ const createCommand = Command.make("create", {
     yield* Console.log(`created ${agent.name} (${agent.id}, provider ${agent.provider})`)
   })).pipe(Command.withDescription("Create a root agent (and its session)"))
 
-const listCommand = Command.make("list", {
-  home,
-  json,
-  all: Options.boolean("all").pipe(Options.withDescription("Include terminated agents"))
-}, (o) =>
+const listCommand = Command.make("list", { home, json }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const r = yield* withClient(socket, (c) => call(socket, c.agent.list({ include_terminated: o.all })))
+    const r = yield* withClient(socket, (c) => call(socket, c.agent.list()))
     if (o.json) return yield* printJson(r)
     yield* Console.log(renderTree(r.agents))
   })).pipe(Command.withDescription("Show the agent tree (all roots and their children)"))
@@ -69,23 +65,47 @@ const sendCommand = Command.make("send", {
 
 const clock = (ts: string) => (ts.length >= 19 ? ts.slice(11, 19) : ts)
 
-export const formatOutput = (e: OutputEvent): string => {
-  const t = `[${clock(e.ts)}]`
-  switch (e.kind) {
-    case "message":
-      return `${t} ${e.from ?? "?"} → ${e.to ?? "?"}: ${e.text}`
-    case "text":
-      return `${t} ${e.from ?? "agent"}: ${e.text}`
-    case "turn.start":
-      return `${t} … ${e.text}`
-    case "turn.complete":
-      return `${t} ✓ ${e.text}`
-    case "tool":
-      return `${t} ⚙ ${e.text}`
-    case "error":
-      return `${t} ! ${e.text}`
-    case "state":
-      return `${t} * ${e.text}`
+/**
+ * Prints attach events: text chunks of a turn run on one line (`[t] alpha: …`), everything else
+ * gets its own line. A turn's final text is printed only when no chunk of it was streamed.
+ */
+export const makePrinter = (write: (s: string) => void) => {
+  let inText = false
+  let streamed = false
+  const line = (s: string) => {
+    if (inText) write("\n")
+    inText = false
+    write(`${s}\n`)
+  }
+  return (e: OutputEvent): void => {
+    const t = `[${clock(e.ts)}]`
+    switch (e.kind) {
+      case "text":
+        if (!inText) write(`${t} ${e.from ?? "agent"}: `)
+        write(e.text)
+        inText = true
+        streamed = true
+        return
+      case "message":
+        return line(`${t} ${e.from ?? "?"} → ${e.to ?? "?"}: ${e.text}`)
+      case "turn.start":
+        streamed = false
+        return line(`${t} … ${e.text}`)
+      case "turn.complete":
+        if (!streamed && e.text.length > 0) line(`${t} ${e.text}`)
+        else if (inText) {
+          write("\n")
+          inText = false
+        }
+        streamed = false
+        return
+      case "tool":
+        return line(`${t} ⚙ ${e.text}`)
+      case "error":
+        return line(`${t} ! ${e.text}`)
+      case "state":
+        return line(`${t} * ${e.text}`)
+    }
   }
 }
 
@@ -115,8 +135,9 @@ const attachCommand = Command.make("attach", { home, agent: agentArg }, (o) =>
         // Resolve first, so a bad id fails with "not found" before anything is read.
         const info = yield* call(socket, c.agent.inspect({ agent: o.agent }))
         yield* Console.error(`attached to ${info.agent.name} (${info.agent.id}); type a message, /quit or Ctrl-C to detach`)
+        const print = makePrinter((s) => process.stdout.write(s))
         const output = yield* c.agent.attach({ agent: info.agent.id }).pipe(
-          Stream.runForEach((e) => Console.log(formatOutput(e))),
+          Stream.runForEach((e) => Effect.sync(() => print(e))),
           (s) => call(socket, s),
           Effect.fork
         )
@@ -136,6 +157,8 @@ const inspectCommand = Command.make("inspect", { home, json, agent: agentArg }, 
     const r = yield* withClient(socket, (c) => call(socket, c.agent.inspect({ agent: o.agent })))
     if (o.json) return yield* printJson(r)
     const a = r.agent
+    const u = (x: typeof r.usage.own) =>
+      `${x.turns} turns, ${x.input_tokens} in / ${x.output_tokens} out tokens, $${x.cost_usd.toFixed(4)}`
     yield* Console.log(table([
       ["name", a.name],
       ["id", a.id],
@@ -143,15 +166,22 @@ const inspectCommand = Command.make("inspect", { home, json, agent: agentArg }, 
       ["provider", a.provider],
       ["role", a.role],
       ["session", r.session ? `${r.session.id} (${r.session.state})` : "-"],
-      ["parent", a.parent_id ?? "-"],
+      ["parent", r.parent ?? "-"],
       ["children", r.children.map((k) => k.name).join(", ") || "-"],
       ["workspace", a.workspace_id ?? "-"],
-      ["inbox", String(r.inbox)],
-      ["usage", `${r.usage.turns} turns, ${r.usage.input_tokens} in / ${r.usage.output_tokens} out tokens, $${r.usage.cost_usd.toFixed(4)}`]
+      ["inbox", `${r.inbox} waiting, ${r.queued_turns} queued turn(s), waiting for ${r.waiting_for_replies} repl(ies)`],
+      ["usage", u(r.usage.own)],
+      ["subtree", u(r.usage.subtree)]
     ]))
-    if (r.recent.length > 0) {
-      yield* Console.log("\nrecent:")
-      yield* Console.log(table(r.recent.map((e) => [`  ${clock(e.ts)}`, e.event, e.summary])))
+    if (r.recent_turns.length > 0) {
+      yield* Console.log("\nrecent turns:")
+      for (const t of r.recent_turns) {
+        yield* Console.log(`  > ${t.prompt}\n  < ${t.error === null ? t.response : `error: ${t.error}`}`)
+      }
+    }
+    if (r.recent_messages.length > 0) {
+      yield* Console.log("\nrecent messages:")
+      yield* Console.log(table(r.recent_messages.map((m) => [`  ${m.direction === "in" ? "from" : "to"} ${m.peer}`, m.kind, m.text])))
     }
   })).pipe(Command.withDescription("Show an agent's state, session, children, inbox, usage and recent activity"))
 
