@@ -79,6 +79,10 @@ export class ToolHandler extends Effect.Service<ToolHandler>()("substrat/ToolHan
           )
         case "check_inbox":
           return decode(CheckInboxArgs, tool, args).pipe(
+            Effect.filterOrFail(
+              () => args === null || args === undefined || typeof args !== "object" || Object.keys(args).length === 0,
+              () => new ToolFailure("invalid_arguments", "check_inbox takes no arguments")
+            ),
             Effect.flatMap(() => router.checkInbox(self)),
             Effect.map((msgs) => ({
               messages: msgs.map((m) => ({

@@ -93,7 +93,7 @@ export const replyFor = (
   script: ProgrammaticScript | ((input: ScriptInput) => ScriptStep),
   input: ScriptInput
 ): ScriptStep => {
-  if (typeof script === "function") return script(input)
+  if (typeof script === "function") return template(script(input), input) as ScriptStep
   const raw = script.steps[input.turn] ??
     (script.after === "repeat-last" && script.steps.length > 0
       ? script.steps[script.steps.length - 1]
