@@ -1,0 +1,102 @@
+// How to run Codex for one turn against our own model endpoint: argv and environment as pure
+// functions. Verified against @openai/codex 0.169.0 (docs/providers-real.md).
+//
+//   codex exec [resume] --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox
+//         --disable plugins … -c model_provider=substrat -c model_providers.substrat.base_url=…
+//         -c mcp_servers.substrat.command=… -c mcp_servers.substrat.default_tools_approval_mode="approve"
+//         [<thread_id>] -- "<prompt>"          (stdin: /dev/null)
+//
+// Codex only speaks HTTP(S) over TCP to a model provider (no Unix-socket base URL), so inside a
+// netless sandbox it is started under llm-forward.mjs, which listens on the sandbox's own loopback
+// and relays to the bound Unix socket; `{port}` in the base URL is filled in by the forwarder.
+
+export interface McpServer {
+  readonly command: string
+  readonly args: ReadonlyArray<string>
+  readonly env?: Readonly<Record<string, string>>
+}
+
+export interface CodexTurn {
+  readonly prompt: string
+  /** The thread id from a previous run's `thread.started` (same CODEX_HOME required). */
+  readonly resume?: string
+  /** e.g. `http://127.0.0.1:{port}/v1` under llm-forward, or the scripted endpoint's URL + `/v1`. */
+  readonly baseUrl: string
+  /** A model the bundled catalog knows (e.g. gpt-5.5) avoids a non-fatal "Model metadata … not found" item. */
+  readonly model: string
+  readonly mcpServers: Readonly<Record<string, McpServer>>
+  /** Name of the env var holding the bearer token (sent as `Authorization: Bearer …`). */
+  readonly envKey?: string
+  /** Appended to Codex's own developer instructions (the agent's system prompt). */
+  readonly developerInstructions?: string
+  /** The provider id in `model_providers.<id>`; default "substrat". */
+  readonly providerId?: string
+}
+
+/** A TOML basic string / inline array / inline table; JSON string escapes are valid TOML. */
+const tomlString = (s: string): string => JSON.stringify(s)
+const tomlStrings = (xs: ReadonlyArray<string>): string => `[${xs.map(tomlString).join(", ")}]`
+const tomlTable = (o: Readonly<Record<string, string>>): string =>
+  `{ ${Object.entries(o).map(([k, v]) => `${tomlString(k)} = ${tomlString(v)}`).join(", ")} }`
+
+export const codexArgs = (turn: CodexTurn): ReadonlyArray<string> => {
+  const p = turn.providerId ?? "substrat"
+  const config: Array<string> = [
+    `model_provider=${tomlString(p)}`,
+    `model_providers.${p}.name=${tomlString(p)}`,
+    `model_providers.${p}.base_url=${tomlString(turn.baseUrl)}`,
+    `model_providers.${p}.wire_api="responses"`,
+    `model_providers.${p}.env_key=${tomlString(turn.envKey ?? "SUBSTRAT_LLM_KEY")}`,
+    // Fail the turn at once (turn.failed) instead of retrying with backoff.
+    `model_providers.${p}.request_max_retries=0`,
+    `model_providers.${p}.stream_max_retries=0`,
+    // Nothing phones home: no analytics, no OTLP export, no update check.
+    "analytics.enabled=false",
+    `otel.exporter="none"`,
+    `otel.trace_exporter="none"`,
+    `otel.metrics_exporter="none"`,
+    "check_for_update_on_startup=false",
+    ...(turn.developerInstructions === undefined ? [] : [`developer_instructions=${tomlString(turn.developerInstructions)}`])
+  ]
+  for (const [name, s] of Object.entries(turn.mcpServers)) {
+    config.push(`mcp_servers.${name}.command=${tomlString(s.command)}`)
+    config.push(`mcp_servers.${name}.args=${tomlStrings(s.args)}`)
+    if (s.env !== undefined) config.push(`mcp_servers.${name}.env=${tomlTable(s.env)}`)
+    // MCP tool calls run without an approval prompt (exec mode cannot prompt).
+    config.push(`mcp_servers.${name}.default_tools_approval_mode="approve"`)
+  }
+  return [
+    "exec",
+    ...(turn.resume === undefined ? [] : ["resume"]),
+    "--json",
+    "--skip-git-repo-check",
+    // We sandbox Codex ourselves (bwrap); its own bwrap/landlock sandbox would nest and fail.
+    "--dangerously-bypass-approvals-and-sandbox",
+    // Plugin sync reaches GitHub / chatgpt.com at start-up (5 s of timeouts without network).
+    "--disable", "plugins",
+    "--disable", "remote_plugin",
+    "--disable", "apps",
+    "-m", turn.model,
+    ...config.flatMap((c) => ["-c", c]),
+    ...(turn.resume === undefined ? [] : [turn.resume]),
+    "--",
+    turn.prompt
+  ]
+}
+
+export interface CodexEnvOptions {
+  /** HOME; CODEX_HOME is `<home>/.codex` and must exist before the run. */
+  readonly home: string
+  readonly apiKey?: string
+  readonly envKey?: string
+  readonly path?: string
+  readonly extra?: Readonly<Record<string, string>>
+}
+
+export const codexEnv = (o: CodexEnvOptions): Record<string, string> => ({
+  HOME: o.home,
+  CODEX_HOME: `${o.home}/.codex`,
+  PATH: o.path ?? "/usr/local/bin:/usr/bin:/bin",
+  [o.envKey ?? "SUBSTRAT_LLM_KEY"]: o.apiKey ?? "scripted",
+  ...o.extra
+})
