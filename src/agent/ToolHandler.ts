@@ -4,7 +4,7 @@
 // `tool_call.result` in the calling agent's log.
 import { Effect, Schema } from "effect"
 import { randomUUID } from "node:crypto"
-import { makeEvent } from "../domain/events.js"
+import { type EventData, makeEvent } from "../domain/events.js"
 import { type AgentId, MessageId } from "../domain/ids.js"
 import { EventLog } from "../eventlog/EventLog.js"
 import type { ToolInvoker, ToolResult } from "../provider/Provider.js"
@@ -48,6 +48,10 @@ export const toolCatalog = {
   }
 } as const
 export type ToolName = keyof typeof toolCatalog
+
+type Json = EventData<"tool_call.result">["result"]
+/** Tool arguments/results are logged as plain JSON: round-trip through JSON (drops class prototypes, undefined). */
+const asJson = (u: unknown): Json => JSON.parse(JSON.stringify(u ?? null)) as Json
 
 class ToolFailure {
   constructor(readonly type: string, readonly message: string, readonly extra: Record<string, unknown> = {}) {}
@@ -143,7 +147,7 @@ export class ToolHandler extends Effect.Service<ToolHandler>()("substrat/ToolHan
           const call_id = randomUUID()
           const session = s.tree.get(self)?.session_id
           if (session) {
-            yield* log.append(session, makeEvent("tool_call.invoked", { call_id, tool, arguments: args ?? {} })).pipe(
+            yield* log.append(session, makeEvent("tool_call.invoked", { call_id, tool, arguments: asJson(args ?? {}) })).pipe(
               Effect.ignore
             )
           }
@@ -155,7 +159,7 @@ export class ToolHandler extends Effect.Service<ToolHandler>()("substrat/ToolHan
             : { is_error: true, result: { error: { type: "not_found", message: "this agent was terminated" } } }
           const after = s.tree.get(self)?.session_id
           if (after) {
-            yield* log.append(after, makeEvent("tool_call.result", { call_id, tool, result: out.result, is_error: out.is_error }))
+            yield* log.append(after, makeEvent("tool_call.result", { call_id, tool, result: asJson(out.result), is_error: out.is_error }))
               .pipe(Effect.ignore)
           }
           return out

@@ -2,7 +2,7 @@
 // provider, on the real file EventLog + SessionStore (a temp $SUBSTRAT_HOME) or in memory.
 import { Effect, Layer, Stream } from "effect"
 import { SubstratPaths } from "../../src/config/Paths.js"
-import type { LogEntry } from "../../src/domain/events.js"
+import type { EventData, LogEntry, LogEventName } from "../../src/domain/events.js"
 import type { SessionId } from "../../src/domain/ids.js"
 import * as DurableLive from "../../src/durable/DurableLive.js"
 import { EventLog } from "../../src/eventlog/EventLog.js"
@@ -48,5 +48,5 @@ export const eventsOf = (session: SessionId) =>
 
 export const names = (entries: ReadonlyArray<LogEntry>) => entries.map((e) => e.event)
 
-export const dataOf = <E extends LogEntry["event"]>(entries: ReadonlyArray<LogEntry>, event: E) =>
-  entries.filter((e): e is Extract<LogEntry, { event: E }> => e.event === event).map((e) => e.data)
+export const dataOf = <E extends LogEventName>(entries: ReadonlyArray<LogEntry>, event: E): Array<EventData<E>> =>
+  entries.filter((e) => e.event === event).map((e) => e.data as EventData<E>)
