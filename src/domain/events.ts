@@ -5,6 +5,29 @@ import { Schema } from "effect"
 import { AgentId, MessageId, SessionId, TurnId, WorkspaceId } from "./ids.js"
 import { MessageEnvelope } from "./message.js"
 
+/**
+ * Any JSON value (null, boolean, string, finite number, arrays and plain objects of those).
+ * Tool arguments/results are opaque but must survive the JSON line: a value JSON cannot carry
+ * (NaN, undefined, a function, …) fails the encode instead of being written lossily.
+ */
+export type JsonValue = null | boolean | number | string | ReadonlyArray<JsonValue> | { readonly [k: string]: JsonValue }
+export const isJsonValue = (u: unknown): u is JsonValue => {
+  if (u === null || typeof u === "boolean" || typeof u === "string") return true
+  if (typeof u === "number") return Number.isFinite(u)
+  if (Array.isArray(u)) return u.every(isJsonValue)
+  if (typeof u === "object") {
+    const proto = Object.getPrototypeOf(u)
+    return (proto === Object.prototype || proto === null) && Object.values(u).every(isJsonValue)
+  }
+  return false
+}
+/** Typed `unknown` (callers pass opaque values); checked to be a JsonValue on encode and decode. */
+export const JsonValue: Schema.Schema<unknown> = Schema.declare((u: unknown): u is unknown => isJsonValue(u), {
+  identifier: "JsonValue",
+  description: "a JSON value",
+  arbitrary: () => (fc) => fc.jsonValue()
+})
+
 const event = <const E extends string, D extends Schema.Schema.AnyNoContext>(name: E, data: D) =>
   Schema.Struct({ event: Schema.Literal(name), data })
 
@@ -15,7 +38,7 @@ export const SessionCreatedData = Schema.Struct({
 })
 export const TurnStartData = Schema.Struct({ turn_id: TurnId, prompt: Schema.String })
 export const TurnCompleteData = Schema.Struct({ turn_id: TurnId, response: Schema.String })
-export const SuspendResultData = Schema.Struct({ state_size: Schema.Number })
+export const SuspendResultData = Schema.Struct({ state_size: Schema.JsonNumber })
 export const SessionRestoredData = Schema.Struct({ provider: Schema.String, model: Schema.NullOr(Schema.String) })
 export const AgentCreatedData = Schema.Struct({
   agent_id: AgentId,
@@ -32,12 +55,12 @@ export const MessageDeliveredData = Schema.Struct({ message_id: MessageId })
 export const ToolCallInvokedData = Schema.Struct({
   call_id: Schema.String,
   tool: Schema.String,
-  arguments: Schema.Unknown
+  arguments: JsonValue
 })
 export const ToolCallResultData = Schema.Struct({
   call_id: Schema.String,
   tool: Schema.String,
-  result: Schema.Unknown,
+  result: JsonValue,
   is_error: Schema.Boolean
 })
 export const ProviderErrorData = Schema.Struct({
@@ -47,9 +70,9 @@ export const ProviderErrorData = Schema.Struct({
 })
 export const UsageData = Schema.Struct({
   turn_id: Schema.NullOr(TurnId),
-  input_tokens: Schema.Number,
-  output_tokens: Schema.Number,
-  cost_usd: Schema.Number
+  input_tokens: Schema.JsonNumber,
+  output_tokens: Schema.JsonNumber,
+  cost_usd: Schema.JsonNumber
 })
 export const WorkspaceDiffData = Schema.Struct({
   workspace_id: WorkspaceId,

@@ -16,11 +16,11 @@ export class SymlinkSpec extends Schema.Class<SymlinkSpec>("SymlinkSpec")({
 
 /** Per-command resource limits; null = unlimited. */
 export class ResourceLimits extends Schema.Class<ResourceLimits>("ResourceLimits")({
-  memory_bytes: Schema.NullOr(Schema.Number),
-  cpu_seconds: Schema.NullOr(Schema.Number),
-  max_processes: Schema.NullOr(Schema.Number),
-  max_file_bytes: Schema.NullOr(Schema.Number),
-  wall_clock_seconds: Schema.NullOr(Schema.Number)
+  memory_bytes: Schema.NullOr(Schema.JsonNumber),
+  cpu_seconds: Schema.NullOr(Schema.JsonNumber),
+  max_processes: Schema.NullOr(Schema.JsonNumber),
+  max_file_bytes: Schema.NullOr(Schema.JsonNumber),
+  wall_clock_seconds: Schema.NullOr(Schema.JsonNumber)
 }) {}
 
 export const noLimits = new ResourceLimits({
