@@ -93,10 +93,15 @@ export const spawnScoped = (executor: CommandExecutor.CommandExecutor, opts: Spa
           return
         }
         killGroup(pid, "SIGTERM")
-        const done = yield* Deferred.await(status).pipe(Effect.timeout(Duration.millis(opts.graceMs)), Effect.option)
+        // Finalizers are uninterruptible; the await must be interruptible or the timeout can never fire.
+        const done = yield* Deferred.await(status).pipe(
+          Effect.interruptible,
+          Effect.timeout(Duration.millis(opts.graceMs)),
+          Effect.option
+        )
         if (Option.isNone(done)) {
           killGroup(pid, "SIGKILL")
-          yield* Deferred.await(status).pipe(Effect.timeout(Duration.seconds(10)), Effect.ignore)
+          yield* Deferred.await(status).pipe(Effect.interruptible, Effect.timeout(Duration.seconds(10)), Effect.ignore)
         }
       })
     )
