@@ -17,6 +17,8 @@ import { EventLog, type RepairReport } from "./EventLog.js"
 
 interface Slot {
   readonly lock: Effect.Semaphore
+  readonly file: string
+  readonly pending: string
   /** Repaired since this process first touched it (or created by us). */
   repaired: boolean
   open: { readonly handle: AppendHandle; readonly scope: Scope.CloseableScope } | undefined
@@ -63,7 +65,13 @@ export const make = Effect.gen(function*() {
   const slotOf = (session: SessionId): Slot => {
     let slot = slots.get(session)
     if (slot === undefined) {
-      slot = { lock: Effect.unsafeMakeSemaphore(1), repaired: false, open: undefined }
+      slot = {
+        lock: Effect.unsafeMakeSemaphore(1),
+        file: paths.eventsFile(session),
+        pending: paths.pendingFile(session),
+        repaired: false,
+        open: undefined
+      }
       slots.set(session, slot)
     }
     return slot
@@ -152,10 +160,10 @@ export const make = Effect.gen(function*() {
       const entry = { ts: new Date(ms).toISOString(), event: event.event, data: event.data, session_id: session } as LogEntry
       const line = encodeLine(entry)
       if (Either.isLeft(line)) {
-        return Effect.fail(new EventLogError({ reason: "encode", file: paths.eventsFile(session), message: line.left.message }))
+        return Effect.fail(new EventLogError({ reason: "encode", file: slot.file, message: line.left.message }))
       }
       const bytes = utf8.encode(line.right + "\n")
-      const pending = paths.pendingFile(session)
+      const pending = slot.pending
       const steps = Effect.flatMap(openLocked(session, slot), (handle) =>
         durable.writeSync(pending, bytes).pipe(
           Effect.zipRight(handle.append(bytes)),

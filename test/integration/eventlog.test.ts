@@ -4,7 +4,7 @@ import { Effect, Either, Exit, Schema, Stream } from "effect"
 import * as fs from "node:fs"
 import { join } from "node:path"
 import { makePaths } from "../../src/config/Paths.js"
-import { LogLine } from "../../src/domain/events.js"
+import { LogLine, makeEvent } from "../../src/domain/events.js"
 import { EventLog } from "../../src/eventlog/EventLog.js"
 import { ev, fileLayers, promptOf, readAll, sid } from "../support/logs.js"
 import { tmpDir } from "../support/tmp.js"
@@ -211,6 +211,25 @@ describe("EventLog file layer", () => {
             expect(got).toEqual(expected)
           }
         }
+      }).pipe(Effect.provide(fileLayers(home)))
+    }))
+
+  it.scoped("a value JSON cannot carry fails the append with reason encode; nothing is written", () =>
+    Effect.gen(function*() {
+      const home = join(yield* tmpDir(), "home")
+      yield* Effect.gen(function*() {
+        const log = yield* EventLog
+        yield* log.append(S, ev("a"))
+        const bad = yield* Effect.either(
+          log.append(S, makeEvent("usage", { turn_id: null, input_tokens: 1, output_tokens: 2, cost_usd: Number.NaN }))
+        )
+        expect(Either.isLeft(bad) && bad.left.reason).toBe("encode")
+        const bad2 = yield* Effect.either(
+          log.append(S, makeEvent("tool_call.result", { call_id: "c", tool: "t", result: [undefined], is_error: false }))
+        )
+        expect(Either.isLeft(bad2) && bad2.left.reason).toBe("encode")
+        yield* log.append(S, ev("b"))
+        expect((yield* readAll(S)).map(promptOf)).toEqual(["a", "b"])
       }).pipe(Effect.provide(fileLayers(home)))
     }))
 
