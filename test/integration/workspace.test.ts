@@ -38,7 +38,7 @@ const storeE = <A, E>(f: (s: WorkspaceStore) => Effect.Effect<A, E>) => rt.runPr
 const hist = <A, E>(f: (h: WorkspaceHistory) => Effect.Effect<A, E>) => rt.runPromise(Effect.flatMap(WorkspaceHistory, f))
 const sandboxRun = (ws: WorkspaceSpec, script: string) =>
   rt.runPromise(Effect.flatMap(Sandbox, (s) => s.run({ workspace: ws, command: sh(script) })))
-const errTag = (r: Either.Either<unknown, { _tag: string; reason?: string }>) =>
+const errTag = (r: Either.Either<unknown, { _tag: string; reason?: string | undefined }>) =>
   Either.isLeft(r) ? `${r.left._tag}${r.left.reason ? `:${r.left.reason}` : ""}` : "ok"
 
 describe("WorkspaceStore", () => {
@@ -82,7 +82,8 @@ describe("WorkspaceStore", () => {
     expect(child.root_path).toBe(join(parent.root_path, "team-a"))
     expect(child.parent_id).toBe(parent.id)
     expect(child.limits.memory_bytes).toBe(1e9) // inherited
-    const wider = (e: Awaited<ReturnType<typeof storeE>>) => expect(errTag(e)).toBe("WorkspaceError:wider-than-parent")
+    const wider = (e: Either.Either<unknown, { _tag: string; reason?: string | undefined }>) =>
+      expect(errTag(e)).toBe("WorkspaceError:wider-than-parent")
     wider(await storeE((s) => s.create({ parent: parent.id, subdir: "net", network_access: true })))
     wider(await storeE((s) => s.create({ parent: parent.id, subdir: "mem", limits: new ResourceLimits({ ...noLimits, memory_bytes: 2e9 }) })))
     wider(await storeE((s) => s.create({ parent: parent.id, subdir: "data/x" }))) // under the parent's mount
