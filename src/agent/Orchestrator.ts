@@ -44,6 +44,9 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
     }))
     const fibers = yield* FiberSet.make()
 
+    /** Completes when no turn is queued or running anywhere. */
+    const awaitIdle = s.work.changes.pipe(Stream.filter((n) => n <= 0), Stream.take(1), Stream.runDrain)
+
     const view = (n: AgentNode): AgentNode => new AgentNodeClass({ ...n, state: stateOf(s, n.id) })
     const notFound = (id: string) => new NotFoundError({ kind: "agent", id, message: `no agent ${id}` })
     const nodeOf = (id: AgentId) => {
@@ -180,6 +183,11 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
     /** Live output of one agent (or all when omitted), from subscription on. */
     const output = (agent?: AgentId): Stream.Stream<AgentOutput> =>
       agent === undefined ? bus.stream : bus.stream.pipe(Stream.filter((o) => o.agent_id === agent))
+    /** Like `output`, but subscribed when this effect returns (for attach: nothing is missed). */
+    const subscribe = (agent?: AgentId) =>
+      bus.subscribe.pipe(
+        Effect.map((st) => agent === undefined ? st : st.pipe(Stream.filter((o) => o.agent_id === agent)))
+      )
     /** Messages agents sent to USER (replies and send_message("USER")), oldest first. */
     const userMessages = (agent?: AgentId) =>
       Effect.sync(() => s.userOutbox.filter((m) => agent === undefined || m.sender === agent))
@@ -258,8 +266,12 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
     })
     const sessions = store.scan
 
-    /** Completes when no turn is queued or running anywhere. */
-    const awaitIdle = s.work.changes.pipe(Stream.filter((n) => n <= 0), Stream.take(1), Stream.runDrain)
+    /** Graceful shutdown: wait for running turns, then suspend every live session (blobs saved). */
+    const suspendAll = Effect.fn("Orchestrator.suspendAll")(function*() {
+      yield* awaitIdle
+      yield* mux.suspendAll()
+    })
+
 
     return {
       createRoot,
@@ -272,12 +284,14 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
       inspect,
       usage,
       output,
+      subscribe,
       userMessages,
       terminate,
       suspend,
       resume,
       deleteSession,
       sessions,
+      suspendAll,
       awaitIdle
     } as const
   })

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, Option } from "effect"
+import { Effect, Either, Fiber, Option, Stream } from "effect"
 import { Orchestrator } from "../../src/agent/Orchestrator.js"
 import { ToolHandler } from "../../src/agent/ToolHandler.js"
 import { ProviderRegistry } from "../../src/provider/ProviderRegistry.js"
@@ -158,6 +158,29 @@ describe("lifecycle, tools and errors", () => {
       const bobLog = yield* eventsOf(bob.session_id)
       expect(dataOf(bobLog, "message.enqueued").some((m) => m.kind === "multicast")).toBe(true)
     }).pipe(Effect.provide(stack())))
+
+  it.scoped("output: an attached client sees the turn, its chunks, tool calls and the message to USER", () =>
+    Effect.gen(function*() {
+      const scripts: Scripts = {
+        r: { steps: [{ tools: [{ tool: "check_inbox", args: {} }], text: "two words" }] }
+      }
+      yield* Effect.gen(function*() {
+        const o = yield* Orchestrator
+        const r = yield* o.createRoot({ name: "r", instructions: "", provider: "scripted" })
+        const out = yield* o.subscribe(r.id)
+        const collected = yield* Effect.fork(
+          out.pipe(Stream.takeUntil((e) => e._tag === "TurnCompleted"), Stream.runCollect)
+        )
+        yield* o.send({ agent: r.id, text: "hi" })
+        const events = [...(yield* Fiber.join(collected))]
+        expect(events.map((e) => e._tag)).toEqual(["TurnStarted", "ToolCalled", "Text", "Text", "MessageToUser", "TurnCompleted"])
+        expect(events.filter((e) => e._tag === "Text").map((e) => e.text).join("")).toBe("two words")
+        yield* o.awaitIdle
+        expect((yield* o.userMessages(r.id)).map((m) => m.payload)).toEqual(["two words"])
+        yield* o.suspendAll()
+        expect((yield* (yield* SessionStore).load(r.session_id)).state).toBe("suspended")
+      }).pipe(Effect.provide(stack({ scripts })))
+    }))
 
   it.scoped("session suspend / resume / delete", () =>
     Effect.gen(function*() {
