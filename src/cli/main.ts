@@ -20,9 +20,26 @@ const cli = Command.run(root, { name: "substrat", version })
 
 const CliEnv = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer, NodeTerminal.layer)
 
+const stripAnsi = (s: string) => s.replace(/\x1b\[[0-9;]*m/g, "")
+
+/**
+ * @effect/cli prints what was wrong with the command line (through Console.error) as a
+ * multi-line document; we keep errors to one line: its first line, plus the innermost reason.
+ */
+export const oneLine = (doc: string): string => {
+  const lines = stripAnsi(doc).split("\n").map((l) => l.replace(/^[\s│├└─]+/, "").trim()).filter((l) => l.length > 0)
+  if (lines.length <= 1) return lines[0] ?? "invalid command line"
+  return `${lines[0]}: ${lines[lines.length - 1]}`
+}
+
 /** Run the CLI on `argv` (process.argv shape); succeeds with the process exit code. */
-export const main = (argv: ReadonlyArray<string>): Effect.Effect<number> =>
-  cli(argv).pipe(
+export const main = (argv: ReadonlyArray<string>): Effect.Effect<number> => {
+  const captured: Array<string> = []
+  const capturing = Effect.map(Console.consoleWith(Effect.succeed), (base): Console.Console => ({
+    ...base,
+    error: (...args: ReadonlyArray<unknown>) => Effect.sync(() => void captured.push(args.map(String).join(" ")))
+  }))
+  return Effect.flatMap(capturing, (console) => Console.withConsole(cli(argv), console)).pipe(
     Effect.provide(CliEnv),
     Effect.as(ExitCode.ok),
     Effect.catchAllCause((cause) => {
@@ -30,10 +47,13 @@ export const main = (argv: ReadonlyArray<string>): Effect.Effect<number> =>
       if (Option.isSome(failure)) {
         const e = failure.value
         if (e instanceof CliError) return Effect.as(Console.error(`substrat: ${e.message}`), exitCodeOf(e.kind))
-        // @effect/cli has already printed what was wrong with the command line.
-        if (ValidationError.isValidationError(e)) return Effect.succeed(ExitCode.invalidInput)
+        if (ValidationError.isValidationError(e)) {
+          const text = captured.length > 0 ? oneLine(captured.join("\n")) : "invalid command line"
+          return Effect.as(Console.error(`substrat: ${text} (see --help)`), ExitCode.invalidInput)
+        }
       }
       if (Cause.isInterruptedOnly(cause)) return Effect.succeed(ExitCode.ok)
       return Effect.as(Console.error(`substrat: internal error: ${Cause.pretty(cause)}`), ExitCode.internal)
     })
   )
+}

@@ -63,6 +63,9 @@ const sendCommand = Command.make("send", {
     yield* Console.log(`sent ${r.message_id}`)
   })).pipe(Command.withDescription("Send one message to an agent as USER"))
 
+/** Status lines go straight to stderr (main.ts captures @effect/cli's own Console.error output). */
+const stderr = (line: string) => Effect.sync(() => process.stderr.write(`${line}\n`))
+
 const clock = (ts: string) => (ts.length >= 19 ? ts.slice(11, 19) : ts)
 
 /**
@@ -134,7 +137,7 @@ const attachCommand = Command.make("attach", { home, agent: agentArg }, (o) =>
       Effect.gen(function*() {
         // Resolve first, so a bad id fails with "not found" before anything is read.
         const info = yield* call(socket, c.agent.inspect({ agent: o.agent }))
-        yield* Console.error(`attached to ${info.agent.name} (${info.agent.id}); type a message, /quit or Ctrl-C to detach`)
+        yield* stderr(`attached to ${info.agent.name} (${info.agent.id}); type a message, /quit or Ctrl-C to detach`)
         const print = makePrinter((s) => process.stdout.write(s))
         const output = yield* c.agent.attach({ agent: info.agent.id }).pipe(
           Stream.runForEach((e) => Effect.sync(() => print(e))),
@@ -144,7 +147,7 @@ const attachCommand = Command.make("attach", { home, agent: agentArg }, (o) =>
         const input = stdinLines.pipe(
           Stream.filter((l) => l.trim().length > 0),
           Stream.runForEach((text) => call(socket, c.agent.send({ agent: info.agent.id, text, sync: true }))),
-          Effect.zipRight(Console.error("detached"))
+          Effect.zipRight(stderr("detached"))
         )
         // Ends at /quit or EOF on stdin (detach), or when the daemon ends the stream.
         yield* Effect.raceFirst(input, Fiber.join(output))

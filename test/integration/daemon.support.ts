@@ -1,0 +1,212 @@
+// Real-process helpers for the daemon/CLI suites: run the built `substrat` CLI (scripts/substrat.js,
+// bundle in dist/ — `npm test` builds it first; a stale bundle is rebuilt by the launcher), start
+// and kill daemons we own, talk raw NDJSON JSON-RPC to the socket.
+import { type ChildProcess, execFile, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as net from "node:net"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+
+export const repoRoot = fileURLToPath(new URL("../..", import.meta.url))
+export const launcher = join(repoRoot, "scripts", "substrat.js")
+
+export interface CliResult {
+  readonly code: number
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/** Run one CLI command to completion. */
+export const cli = (home: string, args: ReadonlyArray<string>, input?: string): Promise<CliResult> =>
+  new Promise((resolve) => {
+    const child = execFile(
+      process.execPath,
+      [launcher, ...args],
+      { env: { ...process.env, SUBSTRAT_HOME: home }, maxBuffer: 64 * 1024 * 1024, timeout: 120_000 },
+      (err, stdout, stderr) => {
+        const code = err === null ? 0 : typeof err.code === "number" ? err.code : 1
+        resolve({ code, stdout, stderr })
+      }
+    )
+    if (input !== undefined) child.stdin?.end(input)
+    else child.stdin?.end()
+  })
+
+/** Run a CLI command that must succeed with `--json`, and parse its output. */
+export const cliJson = async <A = unknown>(home: string, args: ReadonlyArray<string>): Promise<A> => {
+  const r = await cli(home, [...args, "--json"])
+  if (r.code !== 0) throw new Error(`substrat ${args.join(" ")} → ${r.code}: ${r.stderr}`)
+  return JSON.parse(r.stdout) as A
+}
+
+/** A CLI process left running (attach, logs -f), with its output accumulated. */
+export interface Running {
+  readonly child: ChildProcess
+  readonly out: () => string
+  readonly err: () => string
+  readonly exit: Promise<number>
+}
+
+export const spawnCli = (home: string, args: ReadonlyArray<string>, command = process.execPath, prefix: ReadonlyArray<string> = [launcher]): Running => {
+  const child = spawn(command, [...prefix, ...args], { env: { ...process.env, SUBSTRAT_HOME: home }, stdio: ["pipe", "pipe", "pipe"] })
+  let out = ""
+  let err = ""
+  child.stdout!.on("data", (d: Buffer) => (out += d.toString("utf8")))
+  child.stderr!.on("data", (d: Buffer) => (err += d.toString("utf8")))
+  const exit = new Promise<number>((resolve) => child.on("exit", (code, signal) => resolve(code ?? (signal ? 128 : 1))))
+  return { child, out: () => out, err: () => err, exit }
+}
+
+export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
+
+/** Poll until `f` returns a value (not undefined), or fail after `timeoutMs`. */
+export const waitFor = async <A>(what: string, f: () => Promise<A | undefined> | A | undefined, timeoutMs = 30_000): Promise<A> => {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const v = await f()
+    if (v !== undefined) return v
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await sleep(50)
+  }
+}
+
+export const isAlive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM"
+  }
+}
+
+/** Daemons started by a suite; `killAll` SIGKILLs the ones still alive (by pid, ours only). */
+export const daemons = () => {
+  const pids = new Set<number>()
+  return {
+    track: (pid: number) => pids.add(pid),
+    killAll: async () => {
+      for (const pid of pids) if (isAlive(pid)) process.kill(pid, "SIGKILL")
+      for (const pid of pids) await waitFor(`pid ${pid} gone`, () => (isAlive(pid) ? undefined : true), 10_000)
+      pids.clear()
+    }
+  }
+}
+
+/** `substrat daemon start --json` in `home`; returns the daemon's pid. */
+export const startDaemon = async (home: string, extra: ReadonlyArray<string> = []): Promise<number> => {
+  const r = await cliJson<{ pid: number }>(home, ["daemon", "start", ...extra])
+  return r.pid
+}
+
+export interface Agent {
+  readonly id: string
+  readonly name: string
+  readonly session_id: string
+  readonly parent_id: string | null
+  readonly provider: string
+  readonly role: string
+  readonly state: string
+}
+
+export interface Inspect {
+  readonly agent: Agent
+  readonly parent: string | null
+  readonly children: ReadonlyArray<Agent>
+  readonly inbox: number
+  readonly queued_turns: number
+  readonly waiting_for_replies: number
+}
+
+/** Every agent idle with nothing queued or awaited, three polls in a row (over one raw connection). */
+export const waitQuiet = async (home: string): Promise<ReadonlyArray<Agent>> => {
+  const c = await rpcClient(join(home, "daemon.sock"))
+  try {
+    let calm = 0
+    return await waitFor("quiescence", async () => {
+      const { agents } = await c.call<{ agents: ReadonlyArray<Agent> }>("agent.list")
+      const infos = await Promise.all(agents.map((a) => c.call<Inspect>("agent.inspect", { agent: a.id })))
+      const busy = infos.some((i) => i.agent.state !== "idle" || i.queued_turns > 0 || i.waiting_for_replies > 0)
+      calm = busy ? 0 : calm + 1
+      return calm >= 3 ? agents : undefined
+    }, 60_000)
+  } finally {
+    c.close()
+  }
+}
+
+/** JSON-RPC calls over one raw connection (ids assigned here; replies matched by id). */
+export const rpcClient = async (socket: string) => {
+  const conn = await rawConnection(socket)
+  let nextId = 1
+  const pending = new Map<number, (reply: { result?: unknown; error?: { code: number; message: string } }) => void>()
+  let pumping = false
+  const pump = async () => {
+    if (pumping) return
+    pumping = true
+    while (pending.size > 0) {
+      const line = await conn.next(60_000)
+      const msg = JSON.parse(line) as { id: number; result?: unknown; error?: { code: number; message: string }; chunk?: boolean }
+      if (msg.chunk) continue
+      const f = pending.get(msg.id)
+      pending.delete(msg.id)
+      f?.(msg)
+    }
+    pumping = false
+  }
+  return {
+    call: <A>(method: string, params?: unknown): Promise<A> =>
+      new Promise<A>((resolve, reject) => {
+        const id = nextId++
+        pending.set(id, (r) => (r.error ? reject(new Error(`${method}: ${r.error.code} ${r.error.message}`)) : resolve(r.result as A)))
+        conn.write(JSON.stringify({ jsonrpc: "2.0", id, method, ...(params === undefined ? {} : { params }) }) + "\n")
+        void pump()
+      }),
+    close: conn.close
+  }
+}
+
+export const modeOf = (path: string): number => fs.statSync(path).mode & 0o777
+
+/** A raw NDJSON connection to the admin socket: write lines, read reply lines one by one. */
+export const rawConnection = (socket: string): Promise<{
+  readonly write: (data: string) => void
+  readonly next: (timeoutMs?: number) => Promise<string>
+  readonly close: () => void
+  readonly closed: () => boolean
+}> =>
+  new Promise((resolve, reject) => {
+    const conn = net.createConnection({ path: socket })
+    const lines: Array<string> = []
+    const waiters: Array<(l: string) => void> = []
+    let buf = ""
+    let isClosed = false
+    conn.on("data", (d: Buffer) => {
+      buf += d.toString("utf8")
+      let nl: number
+      while ((nl = buf.indexOf("\n")) >= 0) {
+        const line = buf.slice(0, nl)
+        buf = buf.slice(nl + 1)
+        const w = waiters.shift()
+        if (w) w(line)
+        else lines.push(line)
+      }
+    })
+    conn.on("close", () => (isClosed = true))
+    conn.once("error", reject)
+    conn.once("connect", () =>
+      resolve({
+        write: (data) => conn.write(data),
+        next: (timeoutMs = 10_000) =>
+          new Promise((res, rej) => {
+            const l = lines.shift()
+            if (l !== undefined) return res(l)
+            const timer = setTimeout(() => rej(new Error("no reply line")), timeoutMs)
+            waiters.push((line) => {
+              clearTimeout(timer)
+              res(line)
+            })
+          }),
+        close: () => conn.destroy(),
+        closed: () => isClosed
+      }))
+  })
