@@ -9,6 +9,7 @@ import type { AgentNode } from "../domain/agent.js"
 import { AgentId, type SessionId } from "../domain/ids.js"
 import type { Session } from "../domain/session.js"
 import { EventLog } from "../eventlog/EventLog.js"
+import { ProviderRegistry } from "../provider/ProviderRegistry.js"
 import { WorkspaceStore } from "../sandbox/WorkspaceStore.js"
 import { SessionStore } from "../session/SessionStore.js"
 import { DaemonControl } from "./DaemonControl.js"
@@ -96,6 +97,7 @@ export const HandlersLive = AdminRpcs.toLayer(Effect.gen(function*() {
   const tap = yield* EventTap
   const transcript = yield* Transcript
   const workspaces = yield* WorkspaceStore
+  const providers = yield* ProviderRegistry
   const defaultProvider = process.env["SUBSTRAT_DEFAULT_PROVIDER"] ?? "scripted"
 
   yield* transcript.learn(yield* orchestrator.list)
@@ -253,12 +255,18 @@ export const HandlersLive = AdminRpcs.toLayer(Effect.gen(function*() {
     "daemon.stop": () => Effect.as(stopSoon, { pid: control.pid, stopping: true }),
 
     "agent.create": (p) =>
-      wire(orchestrator.createRoot({
-        name: p.name ?? `agent-${Math.random().toString(16).slice(2, 6)}`,
-        instructions: p.instructions ?? "",
-        provider: p.provider ?? defaultProvider,
-        ...(p.role === undefined ? {} : { role: p.role }),
-        ...(p.workspace_id === undefined ? {} : { workspace_id: p.workspace_id })
+      wire(Effect.gen(function*() {
+        const provider = p.provider ?? defaultProvider
+        // Refuse an unknown provider now, not at the agent's first turn.
+        yield* providers.get(provider)
+        if (p.workspace_id !== undefined) yield* workspaces.get(p.workspace_id)
+        return yield* orchestrator.createRoot({
+          name: p.name ?? `agent-${Math.random().toString(16).slice(2, 6)}`,
+          instructions: p.instructions ?? "",
+          provider,
+          ...(p.role === undefined ? {} : { role: p.role }),
+          ...(p.workspace_id === undefined ? {} : { workspace_id: p.workspace_id })
+        })
       })),
 
     "agent.list": () => wire(Effect.map(orchestrator.list, (agents) => ({ agents }))),

@@ -37,7 +37,7 @@ const SlotsLive = Layer.unwrapEffect(Effect.map(DaemonConfig, (c) => Multiplexer
 /** Providers the daemon knows. Real ones (claude, codex, …) join the registry as they land. */
 const ProvidersLive = ScriptedProvider.layer()
 
-const OrchestrationLive = Orchestration.layer.pipe(Layer.provide(Layer.mergeAll(ProvidersLive, SlotsLive)))
+const OrchestrationLive = Orchestration.layer.pipe(Layer.provideMerge(Layer.mergeAll(ProvidersLive, SlotsLive)))
 
 const WorkspacesLive = WorkspaceStore.Default.pipe(
   Layer.provide(Layer.mergeAll(WorkspaceUsage.layerRegistry, NodeContext.layer))
