@@ -1,0 +1,291 @@
+// One pass over one session's `events.jsonl` for crash recovery (docs/recovery.md). The log is
+// read once, as raw JSON lines (a full Schema decode of every line would cost more than the read
+// itself); only what recovery needs is kept: the `agent.created` record (Schema-decoded), whether
+// the agent was terminated, the messages still owed to it, the requests it answered, the sync
+// requests it sent, the replies it received, its interrupted turn and its usage. Envelopes stay
+// raw here; the survivors are decoded once by Reconcile.
+import { Effect, Either, Option, Schema, Stream } from "effect"
+import { StringDecoder } from "node:string_decoder"
+import type { DurableError } from "../domain/errors.js"
+import { AgentCreatedData } from "../domain/events.js"
+import type { SessionId } from "../domain/ids.js"
+import type { DurableService } from "../durable/Durable.js"
+
+/** A `message.enqueued` envelope as found in the log, not yet decoded. */
+export interface RawEnvelope {
+  readonly id: string
+  readonly kind: string
+  readonly sender: string
+  readonly timestamp: string
+  /** Position in the log (enqueue order). */
+  readonly seq: number
+  readonly raw: unknown
+}
+
+/** A request this agent consumed in a turn that completed: what its auto-reply was. */
+export interface Answer {
+  readonly requester: string
+  /** The auto-reply text (the turn's response, or the error note the Orchestrator sends). */
+  readonly text: string
+  /** `ts` of the turn's end: the re-delivered reply's timestamp (deterministic across runs). */
+  readonly ts: string
+}
+
+/** A sync request this agent sent (its `send_message` tool result said `waiting_for_reply`). */
+export interface SentRequest {
+  readonly id: string
+  readonly recipient: string
+  readonly ts: string
+}
+
+export interface SessionScan {
+  readonly session_id: SessionId
+  readonly lines: number
+  /** Set when a line is not a JSON log entry (or `agent.created` does not decode): `file:line: why`. */
+  readonly corrupt: string | null
+  readonly created: typeof AgentCreatedData.Type | null
+  readonly terminated: boolean
+  /** Enqueued to this agent and not consumed by a completed turn, in enqueue order. */
+  readonly pending: ReadonlyArray<RawEnvelope>
+  /** Requests consumed by completed turns → their auto-reply. */
+  readonly answers: ReadonlyMap<string, Answer>
+  /** `reply_to` of every response enqueued in this log (replies this agent, or USER via it, got). */
+  readonly replies: ReadonlySet<string>
+  readonly sent: ReadonlyArray<SentRequest>
+  /** Messages this root sent to USER (logged in its own log), in order. */
+  readonly toUser: ReadonlyArray<unknown>
+  /** The last turn started and never ended (crash mid-turn). */
+  readonly interrupted: { readonly prompt: string; readonly consumedMessages: boolean } | null
+  /** `turn.start` events: provider sends so far (the scripted provider's turn counter). */
+  readonly turnsStarted: number
+  readonly turnsEnded: number
+  readonly usage: { readonly input_tokens: number; readonly output_tokens: number; readonly cost_usd: number }
+}
+
+const decodeCreated = Schema.decodeUnknownEither(AgentCreatedData)
+
+type Json = Record<string, unknown>
+const isObj = (u: unknown): u is Json => typeof u === "object" && u !== null && !Array.isArray(u)
+const str = (u: unknown): string | null => typeof u === "string" ? u : null
+const num = (u: unknown): number => typeof u === "number" && Number.isFinite(u) ? u : 0
+
+/** The fold over the lines of one log. Feed lines with `line`, then `finish`. */
+export class ScanFold {
+  private lines = 0
+  private corrupt: string | null = null
+  private created: typeof AgentCreatedData.Type | null = null
+  private terminated = false
+  private seq = 0
+  private readonly pending = new Map<string, RawEnvelope>()
+  /** Consumed since the last turn end: final once a turn ends, back to pending at EOF. */
+  private readonly open = new Map<string, RawEnvelope>()
+  private readonly answers = new Map<string, Answer>()
+  private readonly replies = new Set<string>()
+  private readonly sent: Array<SentRequest> = []
+  private readonly toUser: Array<unknown> = []
+  private readonly invoked = new Map<string, string>()
+  private openTurn: string | null = null
+  private turnsStarted = 0
+  private turnsEnded = 0
+  private input = 0
+  private output = 0
+  private cost = 0
+
+  constructor(readonly session_id: SessionId, readonly file: string) {}
+
+  get failed(): boolean {
+    return this.corrupt !== null
+  }
+
+  private fail(why: string): void {
+    if (this.corrupt === null) this.corrupt = `${this.file}:${this.lines}: ${why}`
+  }
+
+  private endTurn(response: string | null, error: string | null, ts: string): void {
+    for (const [id, env] of this.open) {
+      if (env.kind === "request") {
+        const text = error === null
+          ? response ?? ""
+          : `[error] ${this.created?.name ?? "the agent"} failed to answer: ${error}`
+        this.answers.set(id, { requester: env.sender, text, ts })
+      }
+    }
+    this.open.clear()
+    this.openTurn = null
+    this.turnsEnded++
+  }
+
+  /** One line, without its newline. */
+  line(text: string): void {
+    if (this.corrupt !== null) return
+    this.lines++
+    if (text.length === 0) return this.fail("empty line")
+    let o: unknown
+    try {
+      o = JSON.parse(text)
+    } catch (e) {
+      return this.fail(e instanceof Error ? e.message : String(e))
+    }
+    if (!isObj(o)) return this.fail("not a JSON object")
+    const event = str(o["event"])
+    const ts = str(o["ts"])
+    const data = o["data"]
+    if (event === null || ts === null || !isObj(data)) return this.fail("not a log entry (event, ts, data)")
+    switch (event) {
+      case "agent.created": {
+        if (this.created !== null) return
+        const d = decodeCreated(data)
+        if (Either.isLeft(d)) return this.fail(`agent.created: ${d.left.message}`)
+        this.created = d.right
+        return
+      }
+      case "agent.terminated":
+        this.terminated = true
+        return
+      case "message.enqueued": {
+        const id = str(data["id"])
+        const kind = str(data["kind"])
+        if (id === null || kind === null) return this.fail("message.enqueued without id/kind")
+        const replyTo = str(data["reply_to"])
+        if (kind === "response" && replyTo !== null) this.replies.add(replyTo)
+        // Messages to USER are logged (enqueued + delivered) in the sending root's own log.
+        if (data["recipient"] === "USER") {
+          this.toUser.push(data)
+          return
+        }
+        this.pending.set(id, {
+          id,
+          kind,
+          sender: str(data["sender"]) ?? "",
+          timestamp: str(data["timestamp"]) ?? ts,
+          seq: this.seq++,
+          raw: data
+        })
+        return
+      }
+      case "message.delivered": {
+        const id = str(data["message_id"])
+        if (id === null) return this.fail("message.delivered without message_id")
+        const env = this.pending.get(id)
+        if (env !== undefined) {
+          this.pending.delete(id)
+          this.open.set(id, env)
+        }
+        return
+      }
+      case "turn.start":
+        this.openTurn = str(data["prompt"]) ?? ""
+        this.turnsStarted++
+        return
+      case "turn.complete":
+        return this.endTurn(str(data["response"]) ?? "", null, ts)
+      case "provider.error":
+        if (data["turn_id"] !== null && data["turn_id"] !== undefined) {
+          this.endTurn(null, str(data["message"]) ?? "provider error", ts)
+        }
+        return
+      case "usage":
+        this.input += num(data["input_tokens"])
+        this.output += num(data["output_tokens"])
+        this.cost += num(data["cost_usd"])
+        return
+      case "tool_call.invoked": {
+        if (data["tool"] !== "send_message") return
+        const call = str(data["call_id"])
+        const args = data["arguments"]
+        if (call !== null && isObj(args)) this.invoked.set(call, str(args["recipient"]) ?? "?")
+        return
+      }
+      case "tool_call.result": {
+        if (data["tool"] !== "send_message") return
+        const call = str(data["call_id"])
+        const recipient = call === null ? undefined : this.invoked.get(call)
+        if (call !== null) this.invoked.delete(call)
+        const r = data["result"]
+        if (data["is_error"] === false && isObj(r) && r["waiting_for_reply"] === true) {
+          const id = str(r["message_id"])
+          if (id !== null) this.sent.push({ id, recipient: recipient ?? "?", ts })
+        }
+        return
+      }
+      default:
+        return
+    }
+  }
+
+  finish(): SessionScan {
+    const consumed = this.open.size > 0
+    const pending = this.open.size === 0
+      ? [...this.pending.values()]
+      : [...this.open.values(), ...this.pending.values()].sort((a, b) => a.seq - b.seq)
+    return {
+      session_id: this.session_id,
+      lines: this.lines,
+      corrupt: this.corrupt,
+      created: this.created,
+      terminated: this.terminated,
+      pending,
+      answers: this.answers,
+      replies: this.replies,
+      sent: this.sent,
+      toUser: this.toUser,
+      interrupted: this.openTurn === null ? null : { prompt: this.openTurn, consumedMessages: consumed },
+      turnsStarted: this.turnsStarted,
+      turnsEnded: this.turnsEnded,
+      usage: { input_tokens: this.input, output_tokens: this.output, cost_usd: this.cost }
+    }
+  }
+}
+
+/** Whole-file reads up to this size (one syscall pair); larger logs stream in chunks. */
+const WHOLE_FILE = 4 * 1024 * 1024
+const CHUNK = 1024 * 1024
+
+export interface ScanResult {
+  readonly scan: SessionScan
+  /** The file ends without a newline (a torn tail the EventLog must repair first). */
+  readonly tornTail: boolean
+}
+
+/** Feed decoded text to the fold, splitting lines; returns the unterminated remainder. */
+const feed = (fold: ScanFold, carry: string, text: string): string => {
+  let from = 0
+  let nl = text.indexOf("\n")
+  if (nl < 0) return carry + text
+  fold.line(carry + text.slice(0, nl))
+  from = nl + 1
+  while ((nl = text.indexOf("\n", from)) >= 0 && !fold.failed) {
+    fold.line(text.slice(from, nl))
+    from = nl + 1
+  }
+  return text.slice(from)
+}
+
+/** Read one log once and fold it. An absent file scans as empty. */
+export const scanLog = (
+  durable: DurableService,
+  session_id: SessionId,
+  file: string
+): Effect.Effect<ScanResult, DurableError> =>
+  Effect.gen(function*() {
+    const fold = new ScanFold(session_id, file)
+    const size = Option.getOrElse(yield* durable.size(file), () => 0)
+    let carry = ""
+    if (size <= WHOLE_FILE) {
+      const bytes = Option.getOrElse(yield* durable.readFile(file), () => new Uint8Array(0))
+      const decoder = new StringDecoder("utf8")
+      carry = feed(fold, "", decoder.write(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)))
+      carry += decoder.end()
+    } else {
+      const decoder = new StringDecoder("utf8")
+      yield* Stream.runForEach(
+        durable.stream(file, { chunkSize: CHUNK }),
+        (chunk) =>
+          Effect.sync(() => {
+            if (!fold.failed) carry = feed(fold, carry, decoder.write(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)))
+          })
+      )
+      carry += decoder.end()
+    }
+    return { scan: fold.finish(), tornTail: carry.length > 0 }
+  })

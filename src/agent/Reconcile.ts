@@ -1,0 +1,425 @@
+// Crash recovery, the pure part: from the session records and one scan per log, decide what the
+// recovered daemon looks like (docs/recovery.md). No I/O here; Recovery.ts applies the plan.
+//  - tree: agents with `agent.created`, not terminated, reachable from a root through
+//    `parent_session_id`; roots first, then children (breadth-first).
+//  - orphans (a directory without a record, or a record without `agent.created`): removed.
+//  - dangling (a live-looking child whose parent is not in the tree): terminated.
+//  - quarantined (a log with a corrupt line, and everything below it): left on disk, not loaded.
+//  - inboxes: pending = enqueued − delivered by a completed turn, in enqueue order.
+//  - requests: cross-referenced across logs; see `lostReplies` and `failedRequests`.
+import { Either, Schema } from "effect"
+import { createHash } from "node:crypto"
+import { AgentNode } from "../domain/agent.js"
+import { type AgentId, MessageId, type SessionId } from "../domain/ids.js"
+import { MessageEnvelope } from "../domain/message.js"
+import type { Session } from "../domain/session.js"
+import type { UsageTotals } from "../session/TurnScheduler.js"
+import { AgentTree } from "./AgentTree.js"
+import type { RawEnvelope, SessionScan } from "./LogScan.js"
+import type { AgentUsage, PendingRequest } from "./OrchestratorState.js"
+
+/** A reply recovery sends: a lost auto-reply re-delivered, or an error for a request nobody will answer. */
+export interface PlannedReply {
+  readonly kind: "lost-reply" | "failed-request"
+  /** Whose log gets `message.enqueued`: the requester's, or for USER the answering root's. */
+  readonly logSession: SessionId
+  readonly envelope: MessageEnvelope
+}
+
+export interface RecoveryPlan {
+  readonly tree: AgentTree
+  /** Sessions removed entirely (no record, or no `agent.created`). */
+  readonly orphans: ReadonlyArray<SessionId>
+  /** Children whose parent is gone: log `agent.terminated`, mark the record terminated. */
+  readonly dangling: ReadonlyArray<{ readonly session: SessionId; readonly agent: AgentId }>
+  /** Logged `agent.terminated` but the record still says otherwise: fix the record. */
+  readonly markTerminated: ReadonlyArray<SessionId>
+  /** Sessions whose log is corrupt, and their descendants: left untouched. */
+  readonly quarantined: ReadonlyArray<{ readonly session: SessionId; readonly reason: string }>
+  /** Already terminated (skipped). */
+  readonly terminated: number
+  readonly inboxes: ReadonlyMap<AgentId, ReadonlyArray<MessageEnvelope>>
+  readonly requests: ReadonlyArray<PendingRequest>
+  readonly replies: ReadonlyArray<PlannedReply>
+  /** Re-injected messages that wake their agent (requests, replies, anything from USER), in order. */
+  readonly wakes: ReadonlyArray<{ readonly agent: AgentId; readonly message: MessageId }>
+  /** Roots whose turn the crash interrupted, with their recovery prompt. */
+  readonly prompts: ReadonlyArray<{ readonly agent: AgentId; readonly text: string }>
+  /** Scripted sessions whose resume blob is behind their log: the blob to write. */
+  readonly blobs: ReadonlyArray<{ readonly session: SessionId; readonly blob: Uint8Array }>
+  readonly usage: ReadonlyMap<AgentId, AgentUsage>
+  /** Messages live roots sent to USER, oldest first (the Orchestrator's user outbox). */
+  readonly userOutbox: ReadonlyArray<MessageEnvelope>
+  /** Envelopes that did not decode (dropped). */
+  readonly badMessages: number
+  readonly interrupted: number
+}
+
+/** A name-based (v5-style) UUID: recovery's own messages get the same id on every run. */
+export const stableId = (...parts: ReadonlyArray<string>): MessageId => {
+  const h = createHash("sha256").update(`substrat-recovery:${parts.join(":")}`).digest()
+  h[6] = (h[6]! & 0x0f) | 0x50
+  h[8] = (h[8]! & 0x3f) | 0x80
+  const x = h.subarray(0, 16).toString("hex")
+  return MessageId.make(`${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20, 32)}`)
+}
+
+const decodeEnvelope = Schema.decodeUnknownEither(MessageEnvelope)
+
+const wakes = (env: MessageEnvelope) => env.kind === "request" || env.kind === "response" || env.sender === "USER"
+
+const zero: UsageTotals = { input_tokens: 0, output_tokens: 0, cost_usd: 0 }
+const add = (a: UsageTotals, b: UsageTotals): UsageTotals => ({
+  input_tokens: a.input_tokens + b.input_tokens,
+  output_tokens: a.output_tokens + b.output_tokens,
+  cost_usd: a.cost_usd + b.cost_usd
+})
+
+/** The prompt a root gets when the crash interrupted its turn (docs/recovery.md, "Resume"). */
+export const recoveryPrompt = (args: {
+  readonly prompt: string
+  readonly consumedMessages: boolean
+  readonly children: ReadonlyArray<string>
+}): string => {
+  const lines = [
+    "[substrat] The Substrat daemon stopped unexpectedly (crash) while you were working and has been restarted.",
+    "Your previous turn was interrupted: its output and any tool calls not yet answered were lost."
+  ]
+  if (args.consumedMessages) {
+    lines.push("The messages that turn was handling are queued for you again and follow this note.")
+  } else {
+    lines.push("That turn's prompt was:", "<<<", args.prompt, ">>>")
+  }
+  if (args.children.length > 0) {
+    lines.push(
+      `Your sub-agents (${args.children.join(", ")}) were restored. They stay idle unless they were answering a message; message them to continue.`
+    )
+  }
+  lines.push(
+    "A message may arrive twice after a crash. Check the current state of your work (e.g. files in your workspace) before repeating anything with side effects, then continue."
+  )
+  return lines.join("\n")
+}
+
+/** The scripted provider's resume blob (v1), see provider/scripted/ScriptedProvider.ts. */
+const ScriptedBlob = Schema.parseJson(Schema.Struct({ v: Schema.Literal(1), agent: Schema.String, turn: Schema.Number }))
+const decodeScriptedBlob = Schema.decodeUnknownEither(ScriptedBlob)
+
+const scriptedBlob = (record: Session, scan: SessionScan, name: string): Uint8Array | null => {
+  if (record.provider_name !== "scripted" && !record.provider_name.startsWith("scripted:")) return null
+  // Sends that completed or failed; an interrupted one is sent again.
+  const turn = scan.turnsStarted - (scan.interrupted === null ? 0 : 1)
+  if (turn <= 0 && record.provider_state.byteLength === 0) return null
+  const current = decodeScriptedBlob(new TextDecoder().decode(record.provider_state))
+  if (Either.isRight(current) && current.right.turn === turn && current.right.agent === name) return null
+  return new TextEncoder().encode(JSON.stringify({ v: 1, agent: name, key: "(recovered)", turn }))
+}
+
+export const reconcile = (input: {
+  /** Records after `SessionStore.recover`. */
+  readonly records: ReadonlyArray<Session>
+  /** Every session directory found (a directory without a record is an orphan). */
+  readonly dirs: ReadonlyArray<SessionId>
+  readonly scans: ReadonlyMap<SessionId, SessionScan>
+}): RecoveryPlan => {
+  const records = new Map(input.records.map((r) => [r.id, r] as const))
+  const orphans: Array<SessionId> = []
+  const quarantined: Array<{ session: SessionId; reason: string }> = []
+  const markTerminated: Array<SessionId> = []
+  const dangling: Array<{ session: SessionId; agent: AgentId }> = []
+  let terminated = 0
+
+  // Every session that ever had an agent (terminated included): the session → agent index.
+  const agentOf = new Map<SessionId, AgentId>()
+  const sessionOf = new Map<AgentId, SessionId>()
+  const candidates: Array<SessionId> = []
+  const children = new Map<SessionId | null, Array<SessionId>>()
+  const allIds = [...new Set([...input.dirs, ...records.keys()])].sort()
+  for (const id of allIds) {
+    const rec = records.get(id)
+    const scan = input.scans.get(id)
+    if (rec === undefined) {
+      orphans.push(id)
+      continue
+    }
+    if (scan?.corrupt) {
+      quarantined.push({ session: id, reason: scan.corrupt })
+      if (scan.created) agentOf.set(id, scan.created.agent_id)
+      continue
+    }
+    if (!scan || scan.created === null) {
+      orphans.push(id)
+      continue
+    }
+    agentOf.set(id, scan.created.agent_id)
+    sessionOf.set(scan.created.agent_id, id)
+    const parent = scan.created.parent_session_id
+    const list = children.get(parent) ?? []
+    list.push(id)
+    children.set(parent, list)
+    if (scan.terminated || rec.state === "terminated") {
+      terminated++
+      if (rec.state !== "terminated") markTerminated.push(id)
+      continue
+    }
+    candidates.push(id)
+  }
+
+  // Build the tree breadth-first from the roots; the unreachable are dangling or quarantined.
+  const quarantinedIds = new Set(quarantined.map((q) => q.session))
+  const isCandidate = new Set(candidates)
+  let tree = AgentTree.empty
+  const live = new Set<SessionId>()
+  const queue: Array<SessionId> = (children.get(null) ?? []).filter((id) => isCandidate.has(id))
+  for (let i = 0; i < queue.length; i++) {
+    const id = queue[i]!
+    const c = input.scans.get(id)!.created!
+    const parentAgent = c.parent_session_id === null ? null : agentOf.get(c.parent_session_id) ?? null
+    const node = Either.try(() =>
+      new AgentNode({
+        id: c.agent_id,
+        name: c.name,
+        session_id: id,
+        parent_id: parentAgent,
+        instructions: c.instructions,
+        role: c.role,
+        provider: c.provider,
+        workspace_id: c.workspace,
+        state: "idle"
+      })
+    )
+    const added = Either.flatMap(node, (n) => tree.add(n))
+    if (Either.isLeft(added)) {
+      quarantined.push({ session: id, reason: `cannot rebuild agent ${c.name}: ${String(added.left)}` })
+      quarantinedIds.add(id)
+      continue
+    }
+    tree = added.right
+    live.add(id)
+    for (const k of children.get(id) ?? []) if (isCandidate.has(k)) queue.push(k)
+  }
+  // A candidate not reached: below a quarantined session → quarantined too; else dangling.
+  const underQuarantine = (id: SessionId): boolean => {
+    let p = input.scans.get(id)?.created?.parent_session_id ?? null
+    const seen = new Set<SessionId>()
+    while (p !== null && !seen.has(p)) {
+      if (quarantinedIds.has(p)) return true
+      seen.add(p)
+      p = input.scans.get(p)?.created?.parent_session_id ?? null
+    }
+    return false
+  }
+  for (const id of candidates) {
+    if (live.has(id)) continue
+    if (underQuarantine(id)) {
+      quarantined.push({ session: id, reason: "below a quarantined session" })
+      quarantinedIds.add(id)
+    } else {
+      dangling.push({ session: id, agent: input.scans.get(id)!.created!.agent_id })
+    }
+  }
+
+  const liveAgent = (a: string): a is AgentId => {
+    const s = sessionOf.get(a as AgentId)
+    return s !== undefined && live.has(s)
+  }
+  const alive = (requester: string) => requester === "USER" || liveAgent(requester)
+
+  // Replies already given anywhere (the requester's log, or for USER the root's own).
+  const answered = new Set<string>()
+  for (const scan of input.scans.values()) for (const r of scan.replies) answered.add(r)
+
+  // Inboxes, pending requests, wakes.
+  const inboxes = new Map<AgentId, Array<MessageEnvelope>>()
+  const requests: Array<PendingRequest> = []
+  const wakeList: Array<{ agent: AgentId; message: MessageId }> = []
+  const handled = new Set<string>()
+  let badMessages = 0
+  for (const node of tree.nodes.values()) {
+    const scan = input.scans.get(node.session_id)!
+    const inbox: Array<MessageEnvelope> = []
+    for (const raw of scan.pending) {
+      const env = decodeEnvelope(raw.raw)
+      if (Either.isLeft(env)) {
+        badMessages++
+        continue
+      }
+      inbox.push(env.right)
+      if (env.right.kind === "request") {
+        handled.add(raw.id)
+        const from = env.right.sender
+        if (from !== "SYSTEM" && !answered.has(raw.id) && alive(from)) {
+          requests.push({ id: env.right.id, from, to: node.id })
+        }
+      }
+      if (wakes(env.right)) wakeList.push({ agent: node.id, message: env.right.id })
+    }
+    inboxes.set(node.id, inbox)
+  }
+
+  // The user outbox: what live roots said to USER.
+  const userOutbox: Array<MessageEnvelope> = []
+  for (const node of tree.roots()) {
+    for (const raw of input.scans.get(node.session_id)!.toUser) {
+      const env = decodeEnvelope(raw)
+      if (Either.isLeft(env)) badMessages++
+      else userOutbox.push(env.right)
+    }
+  }
+  userOutbox.sort((a, b) => a.timestamp < b.timestamp ? -1 : a.timestamp > b.timestamp ? 1 : 0)
+
+  // Lost replies: a live agent answered (its turn completed) but the reply never reached the requester.
+  const replies: Array<PlannedReply> = []
+  const replyEnvelope = (args: {
+    id: MessageId
+    sender: AgentId | "SYSTEM"
+    senderName: string
+    recipient: AgentId | "USER"
+    replyTo: string
+    text: string
+    ts: string
+  }) =>
+    new MessageEnvelope({
+      id: args.id,
+      timestamp: args.ts,
+      sender: args.sender,
+      recipient: args.recipient,
+      reply_to: MessageId.make(args.replyTo),
+      kind: "response",
+      payload: args.text,
+      metadata: { sender_name: args.senderName, recovered: "true" }
+    })
+  // (The answering agent may have been terminated since: its answer is still delivered.)
+  for (const [id, scan] of input.scans) {
+    if (scan.created === null || scan.corrupt !== null || !records.has(id)) continue
+    for (const [r, a] of scan.answers) {
+      handled.add(r)
+      if (answered.has(r) || !alive(a.requester)) continue
+      const recipient = a.requester === "USER" ? "USER" : a.requester as AgentId
+      // An answer to USER is logged in the answering root's own log: only while it lives.
+      if (recipient === "USER" && !live.has(id)) continue
+      replies.push({
+        kind: "lost-reply",
+        logSession: recipient === "USER" ? id : sessionOf.get(recipient)!,
+        envelope: replyEnvelope({
+          id: stableId("reply", r),
+          sender: scan.created.agent_id,
+          senderName: scan.created.name,
+          recipient,
+          replyTo: r,
+          text: a.text,
+          ts: a.ts
+        })
+      })
+      answered.add(r)
+    }
+  }
+
+  // Failed requests: a live requester waits on a request no live agent holds or answered.
+  const fail = (r: string, requester: string, recipient: { id: AgentId | null; name: string }, ts: string) => {
+    if (answered.has(r) || handled.has(r) || !alive(requester) || requester === "SYSTEM") return
+    handled.add(r)
+    answered.add(r)
+    const to = requester === "USER" ? "USER" : requester as AgentId
+    // USER's requests go to roots; a dead root has no log to carry the answer.
+    if (to === "USER") return
+    replies.push({
+      kind: "failed-request",
+      logSession: sessionOf.get(to)!,
+      envelope: replyEnvelope({
+        id: stableId("failed", r),
+        sender: recipient.id ?? "SYSTEM",
+        senderName: recipient.name,
+        recipient: to,
+        replyTo: r,
+        text:
+          `[error] ${recipient.name} is gone (lost in a daemon crash or terminated); request ${r} will not be answered`,
+        ts
+      })
+    })
+  }
+  // Requests held by agents that are not in the tree (dangling, terminated): nobody will answer.
+  for (const [id, scan] of input.scans) {
+    if (live.has(id) || scan.created === null || scan.corrupt !== null) continue
+    const who = { id: scan.created.agent_id, name: scan.created.name }
+    for (const env of scan.pending) if (env.kind === "request") fail(env.id, env.sender, who, env.timestamp)
+  }
+  // Requests a live agent sent (tool result acknowledged) that reached no log: the recipient
+  // was never born (deferred spawn lost in the crash) or vanished.
+  for (const node of tree.nodes.values()) {
+    const scan = input.scans.get(node.session_id)!
+    for (const s of scan.sent) fail(s.id, node.id, { id: null, name: s.recipient }, s.ts)
+  }
+  for (const r of replies) {
+    if (r.envelope.recipient !== "USER") {
+      wakeList.push({ agent: r.envelope.recipient as AgentId, message: r.envelope.id })
+    }
+  }
+
+  // Roots interrupted mid-turn get a recovery prompt; scripted blobs catch up with the log.
+  const prompts: Array<{ agent: AgentId; text: string }> = []
+  const blobs: Array<{ session: SessionId; blob: Uint8Array }> = []
+  let interrupted = 0
+  for (const node of tree.nodes.values()) {
+    const scan = input.scans.get(node.session_id)!
+    if (scan.interrupted) {
+      interrupted++
+      if (node.parent_id === null) {
+        prompts.push({
+          agent: node.id,
+          text: recoveryPrompt({
+            prompt: scan.interrupted.prompt,
+            consumedMessages: scan.interrupted.consumedMessages,
+            children: tree.children(node.id).map((c) => c.name)
+          })
+        })
+      }
+    }
+    const blob = scriptedBlob(records.get(node.session_id)!, scan, node.name)
+    if (blob) blobs.push({ session: node.session_id, blob })
+  }
+
+  // Usage: own from the log; terminated descendants roll up into `retired`.
+  const own = new Map<SessionId, { u: UsageTotals; turns: number }>()
+  for (const [id, scan] of input.scans) own.set(id, { u: scan.usage, turns: scan.turnsEnded })
+  const retiredOf = (id: SessionId, seen: Set<SessionId>): { u: UsageTotals; turns: number } => {
+    let u = zero
+    let turns = 0
+    for (const k of children.get(id) ?? []) {
+      if (live.has(k) || seen.has(k)) continue
+      seen.add(k)
+      const o = own.get(k) ?? { u: zero, turns: 0 }
+      const r = retiredOf(k, seen)
+      u = add(u, add(o.u, r.u))
+      turns += o.turns + r.turns
+    }
+    return { u, turns }
+  }
+  const usage = new Map<AgentId, AgentUsage>()
+  for (const node of tree.nodes.values()) {
+    const o = own.get(node.session_id) ?? { u: zero, turns: 0 }
+    const r = retiredOf(node.session_id, new Set())
+    usage.set(node.id, { own: o.u, turns: o.turns, retired: r.u, retiredTurns: r.turns })
+  }
+
+  return {
+    tree,
+    orphans,
+    dangling,
+    markTerminated,
+    quarantined,
+    terminated,
+    inboxes,
+    requests,
+    replies,
+    wakes: wakeList,
+    prompts,
+    blobs,
+    usage,
+    userOutbox,
+    badMessages,
+    interrupted
+  }
+}
+
+export type { RawEnvelope }

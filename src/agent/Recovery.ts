@@ -1,0 +1,231 @@
+// Crash recovery at daemon start-up (seed 001, ARCHITECTURE §10, docs/recovery.md). Run once,
+// on a freshly built (empty) orchestration state, before anything is served:
+//   1. SessionStore.recover (ACTIVE → SUSPENDED; inlined: the records are read once)
+//   2. read every log once (LogScan); a log with a torn tail or a pending WAL file is repaired
+//      through the EventLog first and read again
+//   3. Reconcile (pure): tree, orphans, dangling children, inboxes, requests, lost replies
+//   4. apply: remove orphans, terminate dangling children, fix records, write scripted resume
+//      blobs, seed the OrchestratorState (tree, inboxes, pending requests, usage), enqueue the
+//      replies recovery owes (logged: they are new messages), and — unless `resume: false` —
+//      queue the roots' recovery prompts and the turns the re-injected messages wake.
+// Re-injecting pending messages logs nothing. Every decision is deterministic in the files on
+// disk, so recovering twice (or after a crash during recovery) gives the same state.
+import { Clock, Effect, Option, Schema } from "effect"
+import { SubstratPaths } from "../config/Paths.js"
+import type { DurableError, EventLogError, SessionStoreError } from "../domain/errors.js"
+import { makeEvent } from "../domain/events.js"
+import { SessionId } from "../domain/ids.js"
+import type { MessageEnvelope } from "../domain/message.js"
+import { Session } from "../domain/session.js"
+import { Durable } from "../durable/Durable.js"
+import { EventLog } from "../eventlog/EventLog.js"
+import { SessionStore } from "../session/SessionStore.js"
+import { scanLog, type SessionScan } from "./LogScan.js"
+import { OrchestratorState } from "./OrchestratorState.js"
+import { type RecoveryPlan, reconcile } from "./Reconcile.js"
+import { Router } from "./Router.js"
+
+export interface RecoveryOptions {
+  /**
+   * Default true: queue the turns recovery implies (roots' recovery prompts, agents woken by
+   * re-injected requests/replies). False: seed the state only (tests, inspection).
+   */
+  readonly resume?: boolean
+}
+
+export interface RecoveryReport {
+  /** Session directories found. */
+  readonly sessions: number
+  /** ACTIVE records flipped to SUSPENDED. */
+  readonly suspended: number
+  /** Agents rebuilt into the tree, and how many of them are roots. */
+  readonly agents: number
+  readonly roots: number
+  /** Sessions removed: no record, or no `agent.created`. */
+  readonly orphansCleaned: number
+  /** Children whose parent was gone: terminated. */
+  readonly danglingTerminated: number
+  /** Sessions already terminated (skipped). */
+  readonly terminatedSkipped: number
+  /** Corrupt logs (and their subtrees) left on disk, not loaded. */
+  readonly quarantined: ReadonlyArray<{ readonly session: string; readonly reason: string }>
+  /** Logs that needed a repair (torn tail or pending entry). */
+  readonly logsRepaired: number
+  /** Total lines read. */
+  readonly logLines: number
+  /** Messages put back into inboxes (pending = enqueued − delivered by a completed turn). */
+  readonly messagesReinjected: number
+  /** Replies found in the responder's log but never enqueued to the requester: enqueued now. */
+  readonly repliesRedelivered: number
+  /** Sync requests nobody will answer (recipient gone): answered with an error. */
+  readonly requestsFailed: number
+  /** Turns the crash interrupted. */
+  readonly interruptedTurns: number
+  /** Roots given a recovery prompt. */
+  readonly recoveryPrompts: number
+  /** Turns queued (0 with `resume: false`). */
+  readonly turnsQueued: number
+  readonly notes: ReadonlyArray<string>
+}
+
+export class RecoveryError extends Schema.TaggedError<RecoveryError>()("RecoveryError", {
+  reason: Schema.Literal("not-empty"),
+  message: Schema.String
+}) {}
+
+export type RecoveryFailure = RecoveryError | DurableError | EventLogError | SessionStoreError
+
+const isSessionId = Schema.is(SessionId)
+
+export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
+  effect: Effect.gen(function*() {
+    const s = yield* OrchestratorState
+    const router = yield* Router
+    const log = yield* EventLog
+    const store = yield* SessionStore
+    const durable = yield* Durable
+    const paths = yield* SubstratPaths
+
+    /** Read a log once; repair and read again only when it needs it. */
+    const scanSession = (id: SessionId) =>
+      Effect.gen(function*() {
+        const pending = Option.isSome(yield* durable.size(paths.pendingFile(id)))
+        const first = yield* scanLog(durable, id, paths.eventsFile(id))
+        if (!pending && !first.tornTail) return { scan: first.scan, repaired: false }
+        yield* log.repair(id)
+        const again = yield* scanLog(durable, id, paths.eventsFile(id))
+        return { scan: again.scan, repaired: true }
+      })
+
+    const saveState = (id: SessionId, f: (s: Session) => Session) =>
+      Effect.flatMap(store.load(id), (rec) => store.save(f(rec)))
+
+    /** Write what the plan changes on disk. Each step is idempotent. */
+    const applyDisk = (plan: RecoveryPlan) =>
+      Effect.gen(function*() {
+        for (const id of plan.orphans) {
+          yield* log.close(id)
+          yield* durable.removeTree(paths.sessionDir(id))
+        }
+        for (const d of plan.dangling) {
+          yield* log.append(d.session, makeEvent("agent.terminated", { agent_id: d.agent }))
+          yield* saveState(d.session, (r) => new Session({ ...r, state: "terminated" }))
+          yield* log.close(d.session)
+        }
+        for (const id of plan.markTerminated) {
+          yield* saveState(id, (r) => new Session({ ...r, state: "terminated" }))
+        }
+        for (const b of plan.blobs) {
+          yield* saveState(b.session, (r) => new Session({ ...r, provider_state: b.blob }))
+        }
+      })
+
+    /** Seed the empty state, then enqueue the replies recovery owes (logged first, like any message). */
+    const applyState = (plan: RecoveryPlan) =>
+      Effect.gen(function*() {
+        s.tree = plan.tree
+        for (const [agent, inbox] of plan.inboxes) s.inboxes.set(agent, [...inbox])
+        for (const r of plan.requests) s.requests.set(r.id, r)
+        for (const [agent, u] of plan.usage) s.usage.set(agent, u)
+        s.userOutbox.push(...plan.userOutbox)
+        for (const r of plan.replies) {
+          const env: MessageEnvelope = r.envelope
+          yield* log.append(r.logSession, makeEvent("message.enqueued", env))
+          if (env.recipient === "USER") {
+            yield* log.append(r.logSession, makeEvent("message.delivered", { message_id: env.id }))
+            s.userOutbox.push(env)
+          } else if (env.recipient !== null) {
+            s.inboxes.get(env.recipient)?.push(env)
+          }
+        }
+      })
+
+    const run = Effect.fn("Recovery.run")(function*(options: RecoveryOptions = {}) {
+      if (s.tree.size > 0 || s.inboxes.size > 0) {
+        return yield* new RecoveryError({
+          reason: "not-empty",
+          message: "recovery runs once, on an empty orchestrator state (daemon start-up)"
+        })
+      }
+      // SessionStore.recover, inlined so the records are read once and the flips counted.
+      const now = new Date(yield* Clock.currentTimeMillis).toISOString()
+      const records: Array<Session> = []
+      let suspended = 0
+      for (const rec of yield* store.scan) {
+        if (rec.state !== "active") {
+          records.push(rec)
+          continue
+        }
+        const next = new Session({ ...rec, state: "suspended", suspended_at: now })
+        yield* store.save(next)
+        records.push(next)
+        suspended++
+      }
+      const haveRecord = new Set(records.map((r) => r.id))
+      const entries = yield* durable.readDir(paths.agentsDir)
+      const dirs = entries.filter((e) => e.isDirectory && isSessionId(e.name)).map((e) => SessionId.make(e.name))
+
+      const scans = new Map<SessionId, SessionScan>()
+      let logsRepaired = 0
+      let logLines = 0
+      for (const id of dirs) {
+        if (!haveRecord.has(id)) continue
+        const r = yield* scanSession(id)
+        scans.set(id, r.scan)
+        logLines += r.scan.lines
+        if (r.repaired) logsRepaired++
+      }
+
+      const plan = reconcile({ records, dirs, scans })
+      yield* applyDisk(plan)
+      const reinjected = [...plan.inboxes.values()].reduce((n, i) => n + i.length, 0)
+      yield* applyState(plan)
+
+      let turnsQueued = 0
+      if (options.resume !== false) {
+        for (const p of plan.prompts) {
+          yield* router.queueTurn(p.agent, { _tag: "prompt", text: p.text, done: null })
+          turnsQueued++
+        }
+        for (const w of plan.wakes) {
+          yield* router.queueTurn(w.agent, { _tag: "message", id: w.message })
+          turnsQueued++
+        }
+      }
+
+      const notes: Array<string> = []
+      for (const q of plan.quarantined) notes.push(`quarantined ${q.session}: ${q.reason}`)
+      if (plan.badMessages > 0) notes.push(`${plan.badMessages} undecodable message(s) dropped`)
+      const report: RecoveryReport = {
+        sessions: dirs.length,
+        suspended,
+        agents: plan.tree.size,
+        roots: plan.tree.roots().length,
+        orphansCleaned: plan.orphans.length,
+        danglingTerminated: plan.dangling.length,
+        terminatedSkipped: plan.terminated,
+        quarantined: plan.quarantined,
+        logsRepaired,
+        logLines,
+        messagesReinjected: reinjected,
+        repliesRedelivered: plan.replies.filter((r) => r.kind === "lost-reply").length,
+        requestsFailed: plan.replies.filter((r) => r.kind === "failed-request").length,
+        interruptedTurns: plan.interrupted,
+        recoveryPrompts: plan.prompts.length,
+        turnsQueued,
+        notes
+      }
+      return report
+    })
+
+    return { run } as const
+  })
+}) {}
+
+/** One line for the daemon's start-up log. */
+export const describeReport = (r: RecoveryReport): string =>
+  `recovered ${r.sessions} session(s): ${r.agents} agent(s) (${r.roots} root(s)), ${r.suspended} suspended, ` +
+  `${r.orphansCleaned} orphan(s) cleaned, ${r.danglingTerminated} dangling terminated, ` +
+  `${r.terminatedSkipped} terminated skipped, ${r.logsRepaired} log(s) repaired, ` +
+  `${r.messagesReinjected} message(s) re-injected, ${r.repliesRedelivered} repl(ies) re-delivered, ` +
+  `${r.requestsFailed} request(s) failed, ${r.interruptedTurns} interrupted turn(s), ${r.turnsQueued} turn(s) queued`

@@ -1,0 +1,19 @@
+// The daemon's start-up recovery hook (src/daemon/StartupRecovery.ts) backed by the full
+// Recovery: tree rebuild, orphan cleanup, message re-injection, lost replies, root resume.
+// Use in place of `layerSessionsOnly`; needs the orchestration and storage services.
+import { Effect, Layer } from "effect"
+import { StartupRecovery } from "../daemon/StartupRecovery.js"
+import { describeReport, Recovery } from "./Recovery.js"
+
+export const layerStartupRecovery = Layer.effect(
+  StartupRecovery,
+  Effect.map(Recovery, (recovery) =>
+    StartupRecovery.of({
+      run: Effect.map(recovery.run(), (r) => ({
+        sessions: r.sessions,
+        suspended: r.suspended,
+        agents: r.agents,
+        notes: [describeReport(r), ...r.notes]
+      }))
+    }))
+).pipe(Layer.provide(Recovery.Default))
