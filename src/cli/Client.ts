@@ -1,11 +1,12 @@
 // The CLI side of the admin socket: an @effect/rpc client over the platform Unix socket,
 // NDJSON JSON-RPC framing, and the mapping of every failure to one line + an exit code.
+import * as Socket from "@effect/platform/Socket"
 import * as NodeSocket from "@effect/platform-node/NodeSocket"
 import * as RpcClient from "@effect/rpc/RpcClient"
 import type { RpcClientError } from "@effect/rpc/RpcClientError"
 import type * as RpcGroup from "@effect/rpc/RpcGroup"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
-import { Context, Data, Effect, Layer, type Scope } from "effect"
+import { Context, Data, Effect, Layer, Option, type Scope } from "effect"
 import * as fs from "node:fs"
 import { AdminRpcs, type RpcError } from "../daemon/Rpcs.js"
 
@@ -79,12 +80,22 @@ export const fromRpcError = (e: RpcError): CliError => {
   }
 }
 
-/** Map both kinds of failure of one RPC call. */
+/**
+ * Map both kinds of failure of one RPC call. A write to a socket whose daemon just died
+ * surfaces from @effect/rpc as a defect (SocketError): that too is "the daemon went away".
+ */
 export const call = <A, R>(
   socket: string,
   effect: Effect.Effect<A, RpcError | RpcClientError, R>
 ): Effect.Effect<A, CliError, R> =>
-  Effect.mapError(effect, (e) => (e._tag === "RpcClientError" ? fromClientError(socket)(e) : fromRpcError(e)))
+  effect.pipe(
+    Effect.mapError((e) => (e._tag === "RpcClientError" ? fromClientError(socket)(e) : fromRpcError(e))),
+    Effect.catchSomeDefect((d) =>
+      Socket.isSocketError(d)
+        ? Option.some(Effect.fail(new CliError({ kind: "daemon-not-running", message: `lost the connection to the daemon (${socket}): ${d.message}` })))
+        : Option.none()
+    )
+  )
 
 /** A connected client for one command; fails fast with "daemon not running" when there is no socket. */
 export const layer = (socket: string): Layer.Layer<AdminClient, CliError> =>
