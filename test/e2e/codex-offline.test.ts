@@ -54,7 +54,7 @@ describe("codex (real binary) offline", () => {
       const base = { baseUrl: `${llm.baseUrl}/v1`, model, mcpServers: { substrat: echoMcp(echoLog) } }
 
       const first = yield* run(codex, codexArgs({ ...base, prompt: "Please call the echo tool" }), { env, cwd: work })
-      expect(first.code).toBe(0)
+      expect(first.code, first.stdout + first.stderr).toBe(0)
       const lines = decode(first.stdout)
       const threadId = lines.find(ExecJson.isThreadStarted)!.thread_id
       const items = ExecJson.completedItems(lines)
@@ -106,6 +106,35 @@ describe("codex (real binary) offline", () => {
       expect((yield* llm.modelRequests).length).toBe(1)
     }))
 
+  it.scoped("an unreachable endpoint fails the turn at once; a slow MCP server is waited for", () =>
+    Effect.gen(function*() {
+      const dir = yield* tmpDir("codex-e2e-")
+      Fs.mkdirSync(Path.join(dir, ".codex"))
+      const codex = Path.join(codexVendorDir(), "bin/codex")
+      const env = codexEnv({ home: dir, path: hostPath })
+      // Nothing listens on a port we just closed.
+      const closedPort = yield* Effect.scoped(
+        ScriptedLlm.make({ listen: { port: 0 } }).pipe(Effect.map((l) => l.address._tag === "Tcp" ? l.address.port : 0))
+      )
+      const down = yield* run(codex, codexArgs({ baseUrl: `http://127.0.0.1:${closedPort}/v1`, model, mcpServers: {}, prompt: "hi" }), { env, cwd: dir })
+      expect(down.code).toBe(1)
+      expect(decode(down.stdout).find(ExecJson.isTurnFailed)!.error.message).toContain("Connection failed")
+
+      // An MCP server that takes 2 s to start still has its tools in the first request.
+      const llm = yield* ScriptedLlm.make({ listen: { port: 0 }, script: echoRoundTripScript() })
+      const echoLog = Path.join(dir, "echo.log")
+      const slow = echoMcp(echoLog)
+      const res = yield* run(codex, codexArgs({
+        baseUrl: `${llm.baseUrl}/v1`,
+        model,
+        prompt: "Please call the echo tool",
+        mcpServers: { substrat: { ...slow, command: "sh", args: ["-c", `sleep 2; exec node ${slow.args.map((a) => `'${a}'`).join(" ")}`] } }
+      }), { env, cwd: dir })
+      expect(res.code, res.stdout + res.stderr).toBe(0)
+      expect((yield* llm.modelRequests).map((r) => r.label)).toEqual(["call", "after-tool"])
+      expect(readJsonLines(echoLog)).toEqual([{ tool: "echo", args: { text: "ping-42" } }])
+    }))
+
   it.scoped("inside bwrap with no network: llm-forward to a bound Unix socket, MCP, exec_command, resume", () =>
     Effect.gen(function*() {
       const dir = yield* tmpDir("codex-bwrap-")
@@ -149,7 +178,7 @@ describe("codex (real binary) offline", () => {
       const base = { baseUrl: "http://127.0.0.1:{port}/v1", model, mcpServers: { substrat: echoMcp("/home/agent/echo.log") } }
 
       const first = yield* sandboxed(codexArgs({ ...base, prompt: "Please call the echo tool" }))
-      expect(first.code).toBe(0)
+      expect(first.code, first.stdout + first.stderr).toBe(0)
       const lines = decode(first.stdout)
       const threadId = lines.find(ExecJson.isThreadStarted)!.thread_id
       const calls = ExecJson.completedItems(lines).filter(ExecJson.isMcpToolCall)

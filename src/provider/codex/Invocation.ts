@@ -64,6 +64,10 @@ export const codexArgs = (turn: CodexTurn): ReadonlyArray<string> => {
     if (s.env !== undefined) config.push(`mcp_servers.${name}.env=${tomlTable(s.env)}`)
     // MCP tool calls run without an approval prompt (exec mode cannot prompt).
     config.push(`mcp_servers.${name}.default_tools_approval_mode="approve"`)
+    // Wait for the server before the first model request (and fail if it cannot start). Without
+    // it a slowly starting server (a loaded machine) misses the first request's tool list and the
+    // model's call is refused as "unsupported call". (`startup_readiness` did not help.)
+    config.push(`mcp_servers.${name}.required=true`)
   }
   return [
     "exec",
@@ -76,6 +80,9 @@ export const codexArgs = (turn: CodexTurn): ReadonlyArray<string> => {
     "--disable", "plugins",
     "--disable", "remote_plugin",
     "--disable", "apps",
+    // Otherwise an unreachable endpoint is "Reconnecting... waiting for network" forever,
+    // whatever request_max_retries says; with it the turn fails at once (turn.failed).
+    "--disable", "unbounded_connection_retries",
     "-m", turn.model,
     ...config.flatMap((c) => ["-c", c]),
     ...(turn.resume === undefined ? [] : [turn.resume]),
