@@ -1,0 +1,135 @@
+// The per-agent tool socket `agents/<sid>/agent.sock` (ARCHITECTURE §6): the tool methods of
+// AgentRpcs, served for ONE agent. Identity is the socket: every call runs as `agent` — no
+// payload carries an agent id (unknown keys are rejected), and admin methods do not exist here
+// (the frame guard answers them with JSON-RPC -32601 "Method not found").
+//
+// Permissions: the socket is chmod 0600 right after listen (its directory under $SUBSTRAT_HOME
+// is 0700 too). Connecting needs write permission on the socket inode, i.e. the connecting
+// process must run as the socket's owner. With bwrap's default user namespace the sandboxed
+// process is the daemon's own uid outside the namespace (inside it may look like any uid), so
+// 0600 + daemon ownership is right. When the sandbox runs the agent as another uid (the
+// `outer`/`inner` sandbox identities, daemon as root), pass `owner` and the socket is chowned
+// to that uid: it alone (and root) can connect. A read-only bind mount does not stop connect().
+import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
+import * as RpcSerialization from "@effect/rpc/RpcSerialization"
+import * as RpcServer from "@effect/rpc/RpcServer"
+import { Data, Effect, Layer, Schema, type Scope } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { ToolHandler } from "../agent/ToolHandler.js"
+import * as FrameGuard from "../daemon/FrameGuard.js"
+import type { AgentId } from "../domain/ids.js"
+import { isJsonValue } from "../domain/events.js"
+import type { ToolInvoker } from "../provider/Provider.js"
+import { AgentRpcs, ToolError } from "./AgentRpcs.js"
+import { argsSchemaOf, type ToolName } from "./ToolCatalog.js"
+
+export class AgentSocketError extends Data.TaggedError("AgentSocketError")<{
+  readonly reason: "path" | "listen" | "permissions"
+  readonly path: string
+  readonly message: string
+}> {}
+
+export interface ServeOptions {
+  /** Where to listen (the daemon uses `Paths.agentSocket(session_id)`). */
+  readonly path: string
+  /** Every call through this socket runs as this agent. */
+  readonly agent: AgentId
+  /** chown the socket to this uid/gid (sandbox identities `outer`/`inner`); default: keep the daemon's. */
+  readonly owner?: { readonly uid: number; readonly gid: number } | undefined
+  /** Longest accepted request line in bytes (default 1 MiB). */
+  readonly maxLineBytes?: number | undefined
+}
+
+/** sun_path holds 108 bytes including the terminating NUL. */
+export const maxSocketPathBytes = 107
+
+const errMessage = (e: unknown): string => (e instanceof Error ? e.message : String(e))
+
+/** `{error: {type, message, ...}}` (the ToolHandler's failure shape) → ToolError. */
+export const toToolError = (result: unknown): ToolError => {
+  const inner = typeof result === "object" && result !== null && "error" in result ? result.error : result
+  const rec = typeof inner === "object" && inner !== null ? (inner as Record<string, unknown>) : {}
+  const type = typeof rec["type"] === "string" ? rec["type"] : "internal"
+  const message = typeof rec["message"] === "string" ? rec["message"] : JSON.stringify(inner) ?? "tool failed"
+  return new ToolError({ type, message, error: isJsonValue(inner) ? inner : { type, message } })
+}
+
+/** Run one tool as the socket's agent: re-encode the decoded payload, invoke, split success/failure. */
+const invoke = (tools: ToolInvoker, tool: ToolName, payload: unknown): Effect.Effect<unknown, ToolError> =>
+  Schema.encodeUnknown(argsSchemaOf(tool))(payload).pipe(
+    Effect.mapError((e) => new ToolError({ type: "invalid_arguments", message: `${tool}: ${e.message}`, error: null })),
+    Effect.flatMap((args) => tools.invoke(tool, args)),
+    Effect.flatMap((r) => (r.is_error ? Effect.fail(toToolError(r.result)) : Effect.succeed(r.result)))
+  )
+
+const handlersFor = (tools: ToolInvoker) =>
+  AgentRpcs.of({
+    send_message: (p) => invoke(tools, "send_message", p),
+    broadcast: (p) => invoke(tools, "broadcast", p),
+    check_inbox: (p) => invoke(tools, "check_inbox", p),
+    spawn_agent: (p) => invoke(tools, "spawn_agent", p),
+    inspect_agent: (p) => invoke(tools, "inspect_agent", p)
+  })
+
+/** Remove a leftover socket at `p` (a dead daemon's); refuse to clobber anything else. */
+const clearStale = (p: string) =>
+  Effect.try({
+    try: () => {
+      const st = fs.lstatSync(p, { throwIfNoEntry: false })
+      if (st === undefined) return
+      if (!st.isSocket()) throw new Error(`${p} exists and is not a socket`)
+      fs.rmSync(p, { force: true })
+    },
+    catch: (e) => new AgentSocketError({ reason: "path", path: p, message: errMessage(e) })
+  })
+
+/**
+ * Serve the tool socket for `agent` until the scope closes; then the socket file is removed.
+ * Returns once the socket accepts connections (with its final mode/owner).
+ */
+export const serve = Effect.fn("AgentSocket.serve")(function*(
+  options: ServeOptions
+): Effect.fn.Return<void, AgentSocketError, Scope.Scope | ToolHandler> {
+  const p = options.path
+  if (Buffer.byteLength(p) > maxSocketPathBytes) {
+    return yield* new AgentSocketError({
+      reason: "path",
+      path: p,
+      message: `socket path is ${Buffer.byteLength(p)} bytes, more than a Unix socket allows (${maxSocketPathBytes}); use a shorter $SUBSTRAT_HOME`
+    })
+  }
+  yield* Effect.try({
+    try: () => fs.mkdirSync(path.dirname(p), { recursive: true, mode: 0o700 }),
+    catch: (e) => new AgentSocketError({ reason: "path", path: p, message: errMessage(e) })
+  })
+  yield* clearStale(p)
+
+  const tools = (yield* ToolHandler).forAgent(options.agent)
+  const guard = FrameGuard.optionsFromGroup(AgentRpcs, options.maxLineBytes ?? 1024 * 1024)
+  const server = RpcServer.layer(AgentRpcs, { disableFatalDefects: true, concurrency: "unbounded" }).pipe(
+    Layer.provide(AgentRpcs.toLayer(handlersFor(tools))),
+    Layer.provide(RpcServer.layerProtocolSocketServer),
+    Layer.provide(FrameGuard.layer(guard)),
+    Layer.provide(NodeSocketServer.layer({ path: p })),
+    Layer.provide(RpcSerialization.layerNdJsonRpc())
+  )
+  // Removed on release even if building fails half-way (after listen, before chmod).
+  yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(p, { force: true })))
+  yield* Layer.buildWithScope(server, yield* Effect.scope).pipe(
+    Effect.mapError((e) =>
+      new AgentSocketError({ reason: "listen", path: p, message: `cannot listen on ${p}: ${errMessage(e.cause)}` })
+    )
+  )
+  yield* Effect.try({
+    try: () => {
+      fs.chmodSync(p, 0o600)
+      if (options.owner !== undefined) fs.chownSync(p, options.owner.uid, options.owner.gid)
+    },
+    catch: (e) => new AgentSocketError({ reason: "permissions", path: p, message: errMessage(e) })
+  })
+})
+
+/** `serve` as a layer (for embedders/tests that hold one agent's socket for a layer's lifetime). */
+export const layer = (options: ServeOptions): Layer.Layer<never, AgentSocketError, ToolHandler> =>
+  Layer.scopedDiscard(serve(options))

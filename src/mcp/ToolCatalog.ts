@@ -1,0 +1,94 @@
+// The tool catalog as the outside sees it (MCP listings, the agent socket's payloads): one
+// argument Schema and one description per tool, plus the JSON Schema each exposes over MCP.
+// A leaf module (effect + ids only) so the MCP server's import graph stays small. The same
+// shapes as the ToolHandler's argument Schemas (src/agent/ToolHandler.ts), here with a
+// description per field for the model and unknown keys rejected at every boundary;
+// test/integration/mcp-server.test.ts fails if the two drift apart.
+import { JSONSchema, Schema } from "effect"
+import { MessageId } from "../domain/ids.js"
+
+/** Unknown keys are an error wherever these are decoded (the RPC server, the frame guard, MCP). */
+const strict = { parseOptions: { onExcessProperty: "error" } } as const
+
+export const SendMessageArgs = Schema.Struct({
+  recipient: Schema.String.annotations({
+    description: "Name of your parent, one of your children or a sibling; USER (root agents only) for the human."
+  }),
+  text: Schema.String.annotations({ description: "The message." }),
+  sync: Schema.optionalWith(
+    Schema.Boolean.annotations({
+      description: "true (default): a request; the reply arrives as your next message. false: a notification.",
+      default: true
+    }),
+    { default: () => true }
+  ),
+  reply_to: Schema.optional(
+    MessageId.annotations({ description: "Answer the request with this message id (from \"Message from … (message <id>)\")." })
+  )
+}).annotations(strict)
+
+export const BroadcastArgs = Schema.Struct({
+  text: Schema.String.annotations({ description: "The message for every sibling." })
+}).annotations(strict)
+
+export const CheckInboxArgs = Schema.Struct({}).annotations(strict)
+
+export const SpawnAgentArgs = Schema.Struct({
+  name: Schema.String.annotations({ description: "The child's name: letters, digits, '_', '.', '-'; unique among your children." }),
+  instructions: Schema.String.annotations({ description: "The child's instructions (its system prompt)." }),
+  role: Schema.optionalWith(
+    Schema.String.pipe(Schema.minLength(1)).annotations({ title: "role", description: "worker (default) or reviewer.", default: "worker" }),
+    { default: () => "worker" }
+  ),
+  workspace_subdir: Schema.optional(
+    Schema.NullOr(Schema.String).annotations({ description: "A subdirectory of your workspace for the child (default: share yours)." })
+  )
+}).annotations(strict)
+
+export const InspectAgentArgs = Schema.Struct({
+  name: Schema.String.annotations({ description: "Name of your parent, a child or a sibling." })
+}).annotations(strict)
+
+export const toolArgs = {
+  send_message: SendMessageArgs,
+  broadcast: BroadcastArgs,
+  check_inbox: CheckInboxArgs,
+  spawn_agent: SpawnAgentArgs,
+  inspect_agent: InspectAgentArgs
+} as const
+export type ToolName = keyof typeof toolArgs
+export const toolNames: ReadonlyArray<ToolName> = ["send_message", "broadcast", "check_inbox", "spawn_agent", "inspect_agent"]
+export const isToolName = (u: string): u is ToolName => Object.prototype.hasOwnProperty.call(toolArgs, u)
+/** One tool's argument Schema, for code that handles every tool alike. */
+export const argsSchemaOf = (tool: ToolName): Schema.Schema.AnyNoContext => toolArgs[tool]
+
+/** Same text as the ToolHandler's catalog (a test keeps them equal). */
+export const toolDescriptions: Readonly<Record<ToolName, string>> = {
+  send_message:
+    "Send a message to your parent, a child or a sibling by name (or USER, for root agents). sync=true (default): the reply arrives as your next message; do not wait or poll. reply_to=<message id> answers a request.",
+  broadcast: "Send a message to every sibling (your team). It waits in their inboxes.",
+  check_inbox: "Read (and clear) the notifications and broadcasts waiting for you.",
+  spawn_agent: "Create a child agent. It starts when your turn ends; you can message it right away.",
+  inspect_agent: "See a parent's, child's or sibling's state, recent turns and messages."
+}
+
+/** A JSON Schema object as MCP's `tools/list` carries it (`type: "object"` at the top). */
+export interface ToolInputSchema {
+  readonly type: "object"
+  readonly properties: Record<string, unknown>
+  readonly required?: ReadonlyArray<string>
+  readonly additionalProperties: false
+  readonly [k: string]: unknown
+}
+
+/**
+ * The JSON Schema of a tool's arguments (encoded side), inlined and without `$schema`/`$id`:
+ * MCP clients hand it to the model as is. An empty Struct becomes an object with no properties.
+ */
+export const inputJsonSchema = (tool: ToolName): ToolInputSchema => {
+  if (Object.keys(toolArgs[tool].fields).length === 0) return { type: "object", properties: {}, additionalProperties: false }
+  const { $schema: _s, $id: _i, $defs: _d, ...rest } = JSONSchema.make(argsSchemaOf(tool)) as unknown as
+    & Record<string, unknown>
+    & { readonly properties: Record<string, unknown> }
+  return { ...rest, type: "object", additionalProperties: false, properties: rest.properties }
+}
