@@ -31,7 +31,8 @@ export const BroadcastArgs = Schema.Struct({
   text: Schema.String.annotations({ description: "The message for every sibling." })
 }).annotations(strict)
 
-export const CheckInboxArgs = Schema.Struct({}).annotations(strict)
+/** No arguments. (A bare `Struct({})` is the `{}` type and would let any key through.) */
+export const CheckInboxArgs = Schema.Struct({}, Schema.Record({ key: Schema.String, value: Schema.Never })).annotations(strict)
 
 export const SpawnAgentArgs = Schema.Struct({
   name: Schema.String.annotations({ description: "The child's name: letters, digits, '_', '.', '-'; unique among your children." }),
@@ -86,7 +87,7 @@ export interface ToolInputSchema {
  * MCP clients hand it to the model as is. An empty Struct becomes an object with no properties.
  */
 export const inputJsonSchema = (tool: ToolName): ToolInputSchema => {
-  if (Object.keys(toolArgs[tool].fields).length === 0) return { type: "object", properties: {}, additionalProperties: false }
+  if (tool === "check_inbox") return { type: "object", properties: {}, additionalProperties: false }
   const { $schema: _s, $id: _i, $defs: _d, ...rest } = JSONSchema.make(argsSchemaOf(tool)) as unknown as
     & Record<string, unknown>
     & { readonly properties: Record<string, unknown> }
