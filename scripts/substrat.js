@@ -59,11 +59,35 @@ const tsxCli = () => {
   }
 }
 
+const sleepSync = (ms) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms)
+
+/** Rebuild dist/ once, even when many CLI processes find it stale at the same moment. */
 const rebuild = () => {
   const tsx = tsxCli()
   if (tsx === undefined) return false
-  const r = spawnSync(process.execPath, [tsx, path.join(root, "scripts", "build.ts")], { stdio: ["ignore", "ignore", "inherit"] })
-  return r.status === 0
+  const lock = path.join(root, "dist", ".build.lock")
+  fs.mkdirSync(path.dirname(lock), { recursive: true })
+  for (let waited = 0; waited < 180_000; waited += 100) {
+    try {
+      fs.writeFileSync(lock, String(process.pid), { flag: "wx" })
+    } catch {
+      // Someone else is building: wait for them (a lock older than 3 minutes is abandoned).
+      try {
+        if (Date.now() - fs.statSync(lock).mtimeMs > 180_000) fs.rmSync(lock, { force: true })
+      } catch {}
+      sleepSync(100)
+      if (!fs.existsSync(lock) && isFresh(bundle)) return true
+      continue
+    }
+    try {
+      if (isFresh(bundle)) return true
+      const r = spawnSync(process.execPath, [tsx, path.join(root, "scripts", "build.ts")], { stdio: ["ignore", "ignore", "inherit"] })
+      return r.status === 0
+    } finally {
+      fs.rmSync(lock, { force: true })
+    }
+  }
+  return false
 }
 
 /** Run a CommonJS bundle; the lean client goes through a V8 code cache kept next to it. */

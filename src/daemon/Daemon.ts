@@ -47,12 +47,16 @@ export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> 
     // Runs after the socket is closed (finalizers run in reverse): let turns finish, suspend.
     yield* Effect.addFinalizer(() => Effect.provide(drain, runtime))
 
-    const guard = FrameGuard.optionsFromGroup(AdminRpcs, settings.maxLineBytes)
+    const guard = FrameGuard.optionsFromGroup(AdminRpcs, settings.maxLineBytes, (method, params) =>
+      method === "agent.attach" ||
+      (method === "agent.logs" && typeof params === "object" && params !== null && "follow" in params && params.follow === true))
     const SocketLive = FrameGuard.layer(guard, control.connections).pipe(
-      Layer.provide(NodeSocketServer.layer({ path: paths.socket }))
+      // allowHalfOpen: a client that shuts its side down after writing still gets its answers (FrameGuard).
+      Layer.provide(NodeSocketServer.layer({ path: paths.socket, allowHalfOpen: true }))
     )
-    const ServerLive = RpcServer.layer(AdminRpcs, { disableFatalDefects: true, concurrency: "unbounded" }).pipe(
+    const ServerLive = RpcServer.layer(AdminRpcs, { disableFatalDefects: true, concurrency: "unbounded", disableTracing: true }).pipe(
       Layer.provide(HandlersLive),
+      Layer.provide(withoutClientAcks),
       Layer.provide(RpcServer.layerProtocolSocketServer),
       Layer.provide(SocketLive),
       Layer.provide(RpcSerialization.layerNdJsonRpc())
@@ -65,6 +69,15 @@ export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> 
     yield* Deferred.await(control.stop)
     yield* Effect.logInfo("stopping")
   }))
+
+/**
+ * Stream chunks are sent without waiting for the client's `@effect/rpc/Ack` after each one, so
+ * a plain JSON-RPC client (socat) can read a stream; admin streams are small and slow.
+ */
+const withoutClientAcks = Layer.effect(
+  RpcServer.Protocol,
+  Effect.map(RpcServer.Protocol, (p) => RpcServer.Protocol.of({ ...p, supportsAck: false }))
+)
 
 /** Shutdown drain: wait for running turns up to the grace period, then suspend live sessions. */
 const drain = Effect.gen(function*() {

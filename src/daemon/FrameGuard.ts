@@ -8,7 +8,9 @@
 import * as Socket from "@effect/platform/Socket"
 import * as SocketServer from "@effect/platform/SocketServer"
 import type * as Rpc from "@effect/rpc/Rpc"
-import { Effect, Either, Layer, ParseResult, Schema } from "effect"
+import { NetSocket } from "@effect/platform-node/NodeSocket"
+import type * as Net from "node:net"
+import { Effect, Either, Layer, Option, ParseResult, Schema } from "effect"
 
 export const JsonRpcCode = {
   parseError: -32700,
@@ -22,11 +24,14 @@ export interface GuardOptions {
   readonly maxLineBytes: number
   /** Method name → payload decoder (from the RpcGroup). */
   readonly methods: ReadonlyMap<string, (u: unknown) => Either.Either<unknown, ParseResult.ParseError>>
+  /** Requests that may never finish on their own (live streams); see `guardSocket`. */
+  readonly openEnded: (method: string, params: unknown) => boolean
 }
 
 export const optionsFromGroup = (
   group: { readonly requests: ReadonlyMap<string, Rpc.AnyWithProps> },
-  maxLineBytes: number
+  maxLineBytes: number,
+  openEnded: (method: string, params: unknown) => boolean = () => false
 ): GuardOptions => {
   const methods = new Map<string, (u: unknown) => Either.Either<unknown, ParseResult.ParseError>>()
   for (const [tag, rpc] of group.requests) {
@@ -34,7 +39,7 @@ export const optionsFromGroup = (
     const schema = rpc.payloadSchema as Schema.Schema<unknown, unknown, never>
     methods.set(tag, Schema.decodeUnknownEither(schema, { errors: "all" }))
   }
-  return { maxLineBytes, methods }
+  return { maxLineBytes, methods, openEnded }
 }
 
 type JsonId = number | string | null
@@ -54,8 +59,15 @@ const echoId = (u: unknown): JsonId => (typeof u === "number" || typeof u === "s
 
 const controlMethods = new Set(["@effect/rpc/Ping", "@effect/rpc/Eof", "@effect/rpc/Ack", "@effect/rpc/Interrupt"])
 
-/** Check one line. `undefined` = forward it to @effect/rpc; a string = the error line to send back. */
-export const checkLine = (line: string, options: GuardOptions): string | undefined => {
+/**
+ * Check one line. `undefined` = forward it to @effect/rpc; a string = the error line to send back.
+ * `onRequest` sees the id and method of every request that is forwarded.
+ */
+export const checkLine = (
+  line: string,
+  options: GuardOptions,
+  onRequest?: (id: number, method: string, params: unknown) => void
+): string | undefined => {
   let msg: unknown
   try {
     msg = JSON.parse(line)
@@ -107,11 +119,12 @@ export const checkLine = (line: string, options: GuardOptions): string | undefin
   if (Either.isLeft(decoded)) {
     return errorLine(id, JsonRpcCode.invalidParams, `Invalid params: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`)
   }
+  onRequest?.(msg["id"], method, msg["params"])
   return undefined
 }
 
 /** Per-connection line framer: bounded buffering, oversized lines skipped up to their newline. */
-export const makeFramer = (options: GuardOptions) => {
+export const makeFramer = (options: GuardOptions, onRequest?: (id: number, method: string, params: unknown) => void) => {
   let parts: Array<Buffer> = []
   let size = 0
   let skipping = false
@@ -156,7 +169,7 @@ export const makeFramer = (options: GuardOptions) => {
       parts = []
       size = 0
       if (line.trim().length === 0) continue
-      const error = checkLine(line, options)
+      const error = checkLine(line, options, onRequest)
       if (error === undefined) forward += line + "\n"
       else replies += error
     }
@@ -164,15 +177,59 @@ export const makeFramer = (options: GuardOptions) => {
   }
 }
 
+/** The id of a final response line (`{"jsonrpc":"2.0","id":N,…}`; stream chunks start with "chunk"). */
+const finalResponseId = /^\{"jsonrpc":"2\.0","id":(\d+)[,}]/
+
+/**
+ * Half-close: a client that writes its requests and then shuts its side down (`printf … | socat`)
+ * still gets its answers. The platform socket ends the connection on the first `end` event, which
+ * would interrupt requests in flight; so `end` is held back until every forwarded request has
+ * been answered (or `drainMs` passes) — except open-ended ones (attach, logs -f), which end
+ * with the client.
+ */
+const holdEndWhileAnswering = (conn: Net.Socket, drainMs: number) => {
+  const inFlight = new Set<number>()
+  let held = false
+  let timer: NodeJS.Timeout | undefined
+  const emit = conn.emit.bind(conn)
+  const release = () => {
+    if (!held) return
+    held = false
+    if (timer) clearTimeout(timer)
+    emit("end")
+  }
+  conn.emit = ((event: string | symbol, ...args: Array<unknown>): boolean => {
+    if (event === "end" && inFlight.size > 0) {
+      held = true
+      timer = setTimeout(release, drainMs)
+      return true
+    }
+    return emit(event, ...args)
+  }) as typeof conn.emit
+  return {
+    started: (id: number) => void inFlight.add(id),
+    answered: (line: string) => {
+      const m = finalResponseId.exec(line)
+      if (m && inFlight.delete(Number(m[1])) && inFlight.size === 0) release()
+    }
+  }
+}
+
 /** Wrap one accepted socket so its reader only ever hands well-formed request lines on. */
-export const guardSocket = (socket: Socket.Socket, options: GuardOptions): Socket.Socket => {
+export const guardSocket = (socket: Socket.Socket, options: GuardOptions, conn?: Net.Socket): Socket.Socket => {
+  const tracker = conn === undefined ? undefined : holdEndWhileAnswering(conn, 60_000)
+  const onRequest = tracker === undefined
+    ? undefined
+    : (id: number, method: string, params: unknown) => {
+      if (!options.openEnded(method, params)) tracker.started(id)
+    }
   const runRaw = <_, E, R>(
     handler: (_: string | Uint8Array) => Effect.Effect<_, E, R> | void,
     opts?: { readonly onOpen?: Effect.Effect<void> | undefined }
   ): Effect.Effect<void, Socket.SocketError | E, R> =>
     Effect.scoped(Effect.gen(function*() {
       const write = yield* socket.writer
-      const framer = makeFramer(options)
+      const framer = makeFramer(options, onRequest)
       return yield* socket.runRaw((chunk) => {
         const { forward, replies } = framer(chunk)
         const reply = replies.length > 0 ? Effect.ignore(write(replies)) : Effect.void
@@ -182,11 +239,17 @@ export const guardSocket = (socket: Socket.Socket, options: GuardOptions): Socke
       }, opts)
     }))
   const encoder = new TextEncoder()
+  const writer = tracker === undefined
+    ? socket.writer
+    : Effect.map(socket.writer, (write) => (chunk: Uint8Array | string | Socket.CloseEvent) =>
+      Effect.tap(write(chunk), () => {
+        if (typeof chunk === "string") tracker.answered(chunk)
+      }))
   return Socket.Socket.of({
     [Socket.TypeId]: Socket.TypeId,
     run: (handler, opts) => runRaw((data) => handler(typeof data === "string" ? encoder.encode(data) : data), opts),
     runRaw,
-    writer: socket.writer
+    writer
   })
 }
 
@@ -204,7 +267,11 @@ export const layer = (
           inner.run((socket) =>
             Effect.acquireUseRelease(
               Effect.sync(() => counter.open++),
-              () => handler(guardSocket(socket, options)),
+              () =>
+                Effect.flatMap(
+                  Effect.serviceOption(NetSocket),
+                  (conn) => handler(guardSocket(socket, options, Option.getOrUndefined(conn)))
+                ),
               () => Effect.sync(() => counter.open--)
             )
           )

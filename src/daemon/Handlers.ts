@@ -74,6 +74,13 @@ const wire = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, RpcErro
     Effect.catchAllDefect((d) => Effect.logError("handler defect", d).pipe(Effect.zipRight(Effect.fail(new Internal({ message: message(d) })))))
   )
 
+/**
+ * A mutation runs to completion even if its client disconnects meanwhile (an interrupted
+ * create or terminate would leave half a change behind).
+ */
+const mutation = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, RpcError, R> =>
+  Effect.uninterruptible(wire(effect))
+
 const isUuid = (s: string) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(s)
 
 const clip = (s: string, n = 120) => {
@@ -255,7 +262,7 @@ export const HandlersLive = AdminRpcs.toLayer(Effect.gen(function*() {
     "daemon.stop": () => Effect.as(stopSoon, { pid: control.pid, stopping: true }),
 
     "agent.create": (p) =>
-      wire(Effect.gen(function*() {
+      mutation(Effect.gen(function*() {
         const provider = p.provider ?? defaultProvider
         // Refuse an unknown provider now, not at the agent's first turn.
         yield* providers.get(provider)
@@ -272,7 +279,7 @@ export const HandlersLive = AdminRpcs.toLayer(Effect.gen(function*() {
     "agent.list": () => wire(Effect.map(orchestrator.list, (agents) => ({ agents }))),
 
     "agent.send": (p) =>
-      wire(Effect.gen(function*() {
+      mutation(Effect.gen(function*() {
         const node = yield* resolve(p.agent)
         const r = yield* orchestrator.send({ agent: node.id, text: p.text, sync: p.sync ?? true })
         return { message_id: r.message_id, agent_id: node.id }
@@ -309,7 +316,7 @@ export const HandlersLive = AdminRpcs.toLayer(Effect.gen(function*() {
       })),
 
     "agent.terminate": (p) =>
-      wire(Effect.gen(function*() {
+      mutation(Effect.gen(function*() {
         const node = yield* resolve(p.agent)
         const ids = yield* orchestrator.terminate(node.id)
         return { agent_id: node.id, terminated: ids }
@@ -330,28 +337,28 @@ export const HandlersLive = AdminRpcs.toLayer(Effect.gen(function*() {
       })),
 
     "session.suspend": (p) =>
-      wire(Effect.gen(function*() {
+      mutation(Effect.gen(function*() {
         yield* store.load(p.session)
         yield* orchestrator.suspend(p.session)
         return yield* loadInfo(p.session)
       })),
 
     "session.resume": (p) =>
-      wire(Effect.gen(function*() {
+      mutation(Effect.gen(function*() {
         yield* store.load(p.session)
         yield* orchestrator.resume(p.session)
         return yield* loadInfo(p.session)
       })),
 
     "session.delete": (p) =>
-      wire(Effect.gen(function*() {
+      mutation(Effect.gen(function*() {
         yield* store.load(p.session)
         yield* orchestrator.deleteSession(p.session)
         return { session: p.session, deleted: true }
       })),
 
     "workspace.create": (p) =>
-      wire(workspaces.create({
+      mutation(workspaces.create({
         ...(p.name === undefined ? {} : { name: p.name }),
         ...(p.parent === undefined ? {} : { parent: p.parent }),
         ...(p.network === undefined ? {} : { network_access: p.network })
@@ -360,9 +367,9 @@ export const HandlersLive = AdminRpcs.toLayer(Effect.gen(function*() {
     "workspace.list": () => wire(Effect.map(workspaces.list(), (ws) => ({ workspaces: ws }))),
 
     "workspace.link": (p) =>
-      wire(workspaces.link(p.workspace, { host_path: p.host_path, mount_path: p.mount_path, mode: p.mode ?? "ro" })),
+      mutation(workspaces.link(p.workspace, { host_path: p.host_path, mount_path: p.mount_path, mode: p.mode ?? "ro" })),
 
     "workspace.delete": (p) =>
-      wire(Effect.map(workspaces.delete(p.workspace), () => ({ workspace: p.workspace, deleted: true })))
+      mutation(Effect.map(workspaces.delete(p.workspace), () => ({ workspace: p.workspace, deleted: true })))
   }
 }))
