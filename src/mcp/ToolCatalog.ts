@@ -38,11 +38,11 @@ export const SpawnAgentArgs = Schema.Struct({
   name: Schema.String.annotations({ description: "The child's name: letters, digits, '_', '.', '-'; unique among your children." }),
   instructions: Schema.String.annotations({ description: "The child's instructions (its system prompt)." }),
   role: Schema.optionalWith(
-    Schema.String.pipe(Schema.minLength(1)).annotations({ title: "role", description: "worker (default) or reviewer.", default: "worker" }),
+    Schema.String.pipe(Schema.minLength(1)).annotations({ title: "role", description: "A role name, e.g. worker (default) or reviewer.", default: "worker" }),
     { default: () => "worker" }
   ),
   workspace_subdir: Schema.optional(
-    Schema.NullOr(Schema.String).annotations({ description: "A subdirectory of your workspace for the child (default: share yours)." })
+    Schema.NullOr(Schema.String).annotations({ description: "Reserved: a subdirectory of your workspace for the child. Not applied yet: the child shares your workspace." })
   )
 }).annotations(strict)
 
