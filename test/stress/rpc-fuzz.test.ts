@@ -230,6 +230,28 @@ describe("admin socket under bad input", () => {
     }
   })
 
+  it("a client that half-closes after writing still gets every answer", async () => {
+    const net = await import("node:net")
+    const replies = await new Promise<Array<string>>((resolve, reject) => {
+      const c = net.createConnection({ path: socket })
+      let buf = ""
+      c.on("data", (d: Buffer) => (buf += d.toString("utf8")))
+      c.on("close", () => resolve(buf.trim().split("\n")))
+      c.on("error", reject)
+      c.on("connect", () =>
+        c.end([
+          JSON.stringify(frame("session.list", undefined, 61)),
+          JSON.stringify(frame("agent.logs", { agent: "anchor" }, 62)),
+          JSON.stringify(frame("agent.inspect", { agent: "nobody" }, 63)),
+          "garbage"
+        ].join("\n") + "\n"))
+    })
+    const parsed = replies.map((l) => JSON.parse(l) as Reply & { chunk?: boolean })
+    const finals = parsed.filter((r) => r.chunk !== true)
+    expect(finals.map((r) => r.id).sort()).toEqual([61, 62, 63, null].sort())
+    expect(parsed.some((r) => r.chunk === true && r.id === 62)).toBe(true)
+  })
+
   it("afterwards: same daemon, same state", async () => {
     expect(isAlive(pid)).toBe(true)
     expect(fs.readFileSync(join(home, "daemon.pid"), "utf8").trim()).toBe(String(pid))

@@ -1,0 +1,18 @@
+// The library surface for embedders: provide Layers, run the orchestrator in your own program,
+// or talk to a running daemon with the admin RPC group. A plain re-export list; append yours.
+export * from "./domain/index.js"
+export * from "./config/Paths.js"
+export * from "./eventlog/EventLog.js"
+export * as EventLogFile from "./eventlog/EventLogFile.js"
+export * as EventLogMemory from "./eventlog/EventLogMemory.js"
+export * from "./session/SessionStore.js"
+export * as SessionStoreFile from "./session/SessionStoreFile.js"
+export * as SessionStoreMemory from "./session/SessionStoreMemory.js"
+export * from "./durable/Durable.js"
+export * as DurableLive from "./durable/DurableLive.js"
+export * as Orchestration from "./agent/Orchestrator.js"
+export * from "./provider/ProviderRegistry.js"
+export * as ScriptedProvider from "./provider/scripted/ScriptedProvider.js"
+export * as Daemon from "./daemon/Daemon.js"
+export * as AdminRpcs from "./daemon/Rpcs.js"
+export * as AdminClient from "./cli/Client.js"
