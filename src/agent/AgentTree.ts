@@ -17,6 +17,26 @@ export class AgentTree {
 
   static readonly empty = new AgentTree(new Map(), new Map(), [])
 
+  /**
+   * Bulk build in O(n) (crash recovery rebuilds thousands of agents; `add` copies the maps).
+   * The caller guarantees parents come before children and `add`'s rules hold.
+   */
+  static fromValidNodes(nodes: Iterable<AgentNode>): AgentTree {
+    const map = new Map<AgentId, AgentNode>()
+    const kids = new Map<AgentId, Array<AgentId>>()
+    const roots: Array<AgentId> = []
+    for (const n of nodes) {
+      map.set(n.id, n)
+      if (n.parent_id === null) roots.push(n.id)
+      else {
+        const k = kids.get(n.parent_id)
+        if (k) k.push(n.id)
+        else kids.set(n.parent_id, [n.id])
+      }
+    }
+    return new AgentTree(map, kids, roots)
+  }
+
   get size(): number {
     return this.nodes.size
   }
