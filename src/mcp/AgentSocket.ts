@@ -84,6 +84,11 @@ const clearStale = (p: string) =>
     catch: (e) => new AgentSocketError({ reason: "path", path: p, message: errMessage(e) })
   })
 
+export interface ServeToolsOptions extends Omit<ServeOptions, "agent"> {
+  /** The agent's tools, identity already fixed (`ToolHandler.forAgent(id)`, or `ProviderContext.tools`). */
+  readonly tools: ToolInvoker
+}
+
 /**
  * Serve the tool socket for `agent` until the scope closes; then the socket file is removed.
  * Returns once the socket accepts connections (with its final mode/owner).
@@ -91,6 +96,17 @@ const clearStale = (p: string) =>
 export const serve = Effect.fn("AgentSocket.serve")(function*(
   options: ServeOptions
 ): Effect.fn.Return<void, AgentSocketError, Scope.Scope | ToolHandler> {
+  const tools = (yield* ToolHandler).forAgent(options.agent)
+  return yield* serveTools({ ...options, tools })
+})
+
+/**
+ * Like `serve`, for code that already holds the agent's ToolInvoker — e.g. a CLI provider's
+ * factory, with `ctx.tools`, so the socket lives exactly as long as the provider instance.
+ */
+export const serveTools = Effect.fn("AgentSocket.serveTools")(function*(
+  options: ServeToolsOptions
+): Effect.fn.Return<void, AgentSocketError, Scope.Scope> {
   const p = options.path
   if (Buffer.byteLength(p) > maxSocketPathBytes) {
     return yield* new AgentSocketError({
@@ -105,10 +121,9 @@ export const serve = Effect.fn("AgentSocket.serve")(function*(
   })
   yield* clearStale(p)
 
-  const tools = (yield* ToolHandler).forAgent(options.agent)
   const guard = FrameGuard.optionsFromGroup(AgentRpcs, options.maxLineBytes ?? 1024 * 1024)
   const server = RpcServer.layer(AgentRpcs, { disableFatalDefects: true, concurrency: "unbounded" }).pipe(
-    Layer.provide(AgentRpcs.toLayer(handlersFor(tools))),
+    Layer.provide(AgentRpcs.toLayer(handlersFor(options.tools))),
     Layer.provide(RpcServer.layerProtocolSocketServer),
     Layer.provide(FrameGuard.layer(guard)),
     Layer.provide(NodeSocketServer.layer({ path: p })),
@@ -116,7 +131,11 @@ export const serve = Effect.fn("AgentSocket.serve")(function*(
   )
   // Removed on release even if building fails half-way (after listen, before chmod).
   yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(p, { force: true })))
+  // Interruptible: serve may run inside an acquire (e.g. a provider factory under the
+  // Multiplexer's acquireUseRelease); the server's fibers inherit the region, and uninterruptible
+  // socket fibers would hang every race inside @effect/rpc and the platform socket.
   yield* Layer.buildWithScope(server, yield* Effect.scope).pipe(
+    Effect.interruptible,
     Effect.mapError((e) =>
       new AgentSocketError({ reason: "listen", path: p, message: `cannot listen on ${p}: ${errMessage(e.cause)}` })
     )

@@ -2,13 +2,15 @@
 // made through it change state like in-process ones, errors come back as JSON, admin methods do
 // not exist there, and nobody can act as another agent through it.
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Layer, Queue, Scope } from "effect"
+import { Effect, Exit, Fiber, Layer, Queue, Scope, Stream } from "effect"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import { join } from "node:path"
 import { Orchestrator } from "../../src/agent/Orchestrator.js"
 import { makePaths } from "../../src/config/Paths.js"
+import { ProviderError } from "../../src/domain/errors.js"
 import type { AgentId } from "../../src/domain/ids.js"
+import type { ProviderFactory, ProviderOutput } from "../../src/provider/Provider.js"
 import { EdgeLive } from "../../src/mcp/McpServer.js"
 import { callTool } from "../../src/mcp/AgentClient.js"
 import * as AgentSocket from "../../src/mcp/AgentSocket.js"
@@ -248,4 +250,48 @@ describe("agent socket", () => {
         expect(connectAs(65533)).toBe("EACCES")
       })
     ))
+
+  it.scoped("serveTools: a provider serving the socket for its own lifetime (the CLI-provider seam)", () =>
+    Effect.gen(function*() {
+      const home = yield* tmpDir("substrat-agentsock-")
+      const paths = makePaths(home)
+      // What a CLI provider does: serve ctx.tools on the agent's socket while the instance lives;
+      // its "CLI" (here: the turn itself) calls tools through the socket, as the MCP server would.
+      const sockety: ProviderFactory = {
+        name: "sockety",
+        make: (ctx) =>
+          Effect.gen(function*() {
+            const socket = paths.agentSocket(ctx.session_id)
+            yield* AgentSocket.serveTools({ path: socket, tools: ctx.tools }).pipe(
+              Effect.mapError((e) => new ProviderError({ provider: "sockety", reason: "start", message: e.message }))
+            )
+            return {
+              name: "sockety",
+              start: () => Effect.void,
+              send: (message: string) =>
+                Stream.fromEffect(
+                  call(socket, "spawn_agent", { name: `kid-${message}`, instructions: "help" }).pipe(Effect.provide(EdgeLive))
+                ).pipe(Stream.map((r): ProviderOutput => ({ _tag: "Final", text: JSON.stringify(r.result) }))),
+              suspend: Effect.succeed(new Uint8Array()),
+              resume: () => Effect.void,
+              stop: Effect.void
+            }
+          })
+      }
+      const ctx = yield* Layer.build(stackWith(home, sockety))
+      yield* Effect.gen(function*() {
+        const o = yield* Orchestrator
+        const boss = yield* o.createRoot({ name: "boss", instructions: "manage", provider: "sockety" })
+        const socket = paths.agentSocket(boss.session_id)
+        expect(fs.existsSync(socket)).toBe(false) // no live provider yet
+        yield* o.runTurn(boss.id, "a")
+        expect(fs.statSync(socket).isSocket()).toBe(true) // the provider is live (in its slot)
+        const kid = yield* o.findByName("kid-a", boss.id)
+        expect(dataOf(yield* eventsOf(kid.session_id), "agent.created")).toHaveLength(1)
+        yield* o.suspend(boss.session_id) // evicted: the provider's scope closes, and the socket with it
+        expect(fs.existsSync(socket)).toBe(false)
+        yield* o.runTurn(boss.id, "b") // resumed: served again
+        expect((yield* o.list).map((n) => n.name).sort()).toEqual(["boss", "kid-a", "kid-b"])
+      }).pipe(Effect.provide(ctx))
+    }))
 })

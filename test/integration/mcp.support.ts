@@ -45,11 +45,11 @@ export const makeGate = Effect.gen(function*() {
   return { turns, factory } as const
 })
 
-/** Orchestrator (+ ToolHandler, EventLog, SessionStore, …) on files under `home`. */
-export const stackWith = (home: string, gated: ProviderFactory) =>
+/** Orchestrator (+ ToolHandler, EventLog, SessionStore, …) on files under `home`; scripted + these providers. */
+export const stackWith = (home: string, ...providers: ReadonlyArray<ProviderFactory>) =>
   Orchestration.layer.pipe(
     Layer.provideMerge(
-      Layer.mergeAll(ProviderRegistry.layer(scriptedFactory(), gated), MultiplexerConfig.layer(4), storage(home))
+      Layer.mergeAll(ProviderRegistry.layer(scriptedFactory(), ...providers), MultiplexerConfig.layer(4), storage(home))
     )
   )
 
