@@ -5,7 +5,7 @@
 // handler through MCP and only *report* the calls they made as `ToolCall` output events.
 import { Context, type Effect, Schema, type Scope, type Stream } from "effect"
 import type { ProviderError } from "../domain/errors.js"
-import type { SessionId } from "../domain/ids.js"
+import type { AgentId, SessionId, WorkspaceId } from "../domain/ids.js"
 
 /** What one turn streams back. */
 export const TextChunk = Schema.TaggedStruct("TextChunk", { text: Schema.String })
@@ -45,6 +45,13 @@ export interface ProviderContext {
   /** The part after `:` in the provider string (`scripted:demo` → `demo`), else null. */
   readonly variant: string | null
   readonly tools: ToolInvoker
+  /** The agent's id, when the caller knows it (CLI providers fall back to the event log). */
+  readonly agent_id?: AgentId | undefined
+  /**
+   * The agent's workspace (null: none), when the caller knows it. Sandboxed (CLI) providers need
+   * it; when absent they read it from the session's `agent.created` event.
+   */
+  readonly workspace_id?: WorkspaceId | null | undefined
 }
 
 export interface ProviderService {
@@ -68,6 +75,11 @@ export class Provider extends Context.Tag("substrat/Provider")<Provider, Provide
 export interface ProviderFactory {
   readonly name: string
   readonly make: (ctx: ProviderContext) => Effect.Effect<ProviderService, ProviderError, Scope.Scope>
+  /**
+   * Optional readiness check (e.g. the CLI binary exists): `agent create` and `doctor` call it so
+   * a missing binary is reported up front (`reason: "missing-binary"`), not at the first turn.
+   */
+  readonly check?: Effect.Effect<void, ProviderError>
 }
 
 /** `scripted:demo` → `{ name: "scripted", variant: "demo" }`. */

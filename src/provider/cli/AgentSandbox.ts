@@ -1,0 +1,126 @@
+// What a CLI provider needs from the daemon for one agent: the workspace its sandbox binds at
+// /workspace, a private HOME that persists across turns (Claude/Codex/cursor keep their sessions
+// there, which is what `--resume` reads), and the agent's tool socket (the MCP server inside the
+// sandbox connects to it). On disk, under `$SUBSTRAT_HOME/agents/<session-id>/`:
+//   home/          bound read-write at /home/agent
+//   workspace/     the sandbox's /workspace when the agent has no workspace of its own
+//   agent.sock     the agent socket (bound read-only at /run/substrat/agent.sock)
+//   mcp.json       generated MCP config (cursor-agent: bound at /workspace/.cursor/mcp.json)
+//
+// The agent socket: by default this layer serves it for as long as the provider instance lives
+// (it exists exactly while the agent can run a turn; identity = the socket = ctx.tools). A daemon
+// that serves agent sockets itself passes `serveSocket: false`; the path is then only bound.
+import { Context, Effect, Layer, Option, type Scope, Stream } from "effect"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { ToolHandler } from "../../agent/ToolHandler.js"
+import { SubstratPaths } from "../../config/Paths.js"
+import { ProviderError } from "../../domain/errors.js"
+import { AgentId, type WorkspaceId } from "../../domain/ids.js"
+import { noLimits, type WorkspaceSpec } from "../../domain/workspace.js"
+import { EventLog } from "../../eventlog/EventLog.js"
+import * as AgentSocket from "../../mcp/AgentSocket.js"
+import type { SandboxRequest } from "../../sandbox/Sandbox.js"
+import { WorkspaceStore } from "../../sandbox/WorkspaceStore.js"
+import type { ProviderContext } from "../Provider.js"
+
+export interface AgentSandbox {
+  readonly workspace: SandboxRequest["workspace"]
+  /** `agents/<sid>/` on the host. */
+  readonly agentDir: string
+  /** The private HOME on the host (bound read-write at /home/agent). */
+  readonly homeDir: string
+  /** The agent's tool socket on the host. */
+  readonly socketPath: string
+  /** Where a generated MCP config file goes on the host. */
+  readonly mcpConfigPath: string
+}
+
+export interface AgentSandboxOptions {
+  /** Serve the agent socket from `ctx.tools` while the provider lives (default true). */
+  readonly serveSocket?: boolean
+}
+
+export class AgentSandboxes extends Context.Tag("substrat/provider/AgentSandboxes")<AgentSandboxes, {
+  /** Prepare the agent's directories (and socket) for one provider instance; released with its scope. */
+  readonly prepare: (ctx: ProviderContext, provider: string) => Effect.Effect<AgentSandbox, ProviderError, Scope.Scope>
+}>() {}
+
+/** In-sandbox locations shared by every CLI provider. */
+export const SANDBOX_HOME = "/home/agent"
+export const SANDBOX_AGENT_SOCKET = "/run/substrat/agent.sock"
+export const SANDBOX_LLM_SOCKET = "/run/substrat/llm.sock"
+
+const err = (provider: string, message: string) => new ProviderError({ provider, reason: "start", message })
+
+const mkdir = (provider: string, dir: string) =>
+  Effect.try({
+    try: () => Fs.mkdirSync(dir, { recursive: true, mode: 0o700 }),
+    catch: (e) => err(provider, `cannot create ${dir}: ${e instanceof Error ? e.message : String(e)}`)
+  })
+
+/** The agent's id and workspace from its `agent.created` event (when the context lacks them). */
+const fromLog = (log: EventLog["Type"], ctx: ProviderContext) =>
+  log.read(ctx.session_id).pipe(
+    Stream.filter((e) => e.event === "agent.created"),
+    Stream.runHead,
+    Effect.map(Option.map((e) => e.event === "agent.created" ? { agent_id: e.data.agent_id, workspace: e.data.workspace } : null)),
+    Effect.map(Option.getOrNull),
+    Effect.orElseSucceed(() => null)
+  )
+
+export const make = (options: AgentSandboxOptions = {}) =>
+  Effect.gen(function*() {
+    const paths = yield* SubstratPaths
+    const log = yield* EventLog
+    const workspaces = yield* WorkspaceStore
+    const serveSocket = options.serveSocket ?? true
+
+    const prepare = Effect.fn("AgentSandboxes.prepare")(function*(ctx: ProviderContext, provider: string) {
+      const agentDir = paths.sessionDir(ctx.session_id)
+      const homeDir = Path.join(agentDir, "home")
+      yield* mkdir(provider, homeDir)
+      let agentId = ctx.agent_id
+      let workspaceId: WorkspaceId | null | undefined = ctx.workspace_id
+      if (agentId === undefined || workspaceId === undefined) {
+        const created = yield* fromLog(log, ctx)
+        agentId = agentId ?? created?.agent_id
+        workspaceId = workspaceId === undefined ? created?.workspace ?? null : workspaceId
+      }
+      let workspace: SandboxRequest["workspace"]
+      if (workspaceId === null || workspaceId === undefined) {
+        const root = Path.join(agentDir, "workspace")
+        yield* mkdir(provider, root)
+        workspace = { root_path: root, network_access: false, symlinks: [], limits: noLimits }
+      } else {
+        const spec: WorkspaceSpec = yield* workspaces.get(workspaceId).pipe(
+          Effect.mapError((e) => err(provider, `workspace ${workspaceId}: ${e.message}`))
+        )
+        workspace = spec
+      }
+      const socketPath = paths.agentSocket(ctx.session_id)
+      if (serveSocket) {
+        // AgentSocket.serve takes the agent's tools from a ToolHandler; this one hands out ctx.tools,
+        // which is already bound to this agent (the socket is the identity).
+        const tools = ToolHandler.make({ forAgent: () => ctx.tools })
+        yield* AgentSocket.serve({ path: socketPath, agent: agentId ?? AgentId.make(ctx.session_id) }).pipe(
+          Effect.provideService(ToolHandler, tools),
+          Effect.mapError((e) => err(provider, `agent socket: ${e.message}`))
+        )
+      }
+      const result: AgentSandbox = {
+        workspace,
+        agentDir,
+        homeDir,
+        socketPath,
+        mcpConfigPath: paths.mcpConfig(ctx.session_id)
+      }
+      return result
+    })
+    return AgentSandboxes.of({ prepare })
+  })
+
+export const layer = (
+  options: AgentSandboxOptions = {}
+): Layer.Layer<AgentSandboxes, never, SubstratPaths | EventLog | WorkspaceStore> =>
+  Layer.effect(AgentSandboxes, make(options))

@@ -1,0 +1,161 @@
+// Finding an agent CLI's executable and deciding how it appears inside the sandbox.
+// Order: an explicit path (config), the env var (SUBSTRAT_CLAUDE_BIN, SUBSTRAT_CODEX_BIN,
+// SUBSTRAT_CURSOR_BIN), then PATH. The file is resolved through symlinks; the directory holding
+// it is bound read-only at /opt/substrat/<name> (or its parent when the file sits in a `bin/`,
+// so sibling resources come along), and the sandbox runs it from there.
+// npm's Codex launcher (`node_modules/.bin/codex` → `@openai/codex/bin/codex.js`) is a node
+// script that execs a native binary from a platform package; we resolve that binary instead, so
+// the sandbox needs neither the launcher nor its package tree.
+import { Effect } from "effect"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { ProviderError } from "../../domain/errors.js"
+
+export type CliName = "claude" | "codex" | "cursor-agent"
+
+export const binaryEnvVar: Readonly<Record<CliName, string>> = {
+  claude: "SUBSTRAT_CLAUDE_BIN",
+  codex: "SUBSTRAT_CODEX_BIN",
+  "cursor-agent": "SUBSTRAT_CURSOR_BIN"
+}
+
+/** Executable names looked up on PATH, in order. */
+const pathNames: Readonly<Record<CliName, ReadonlyArray<string>>> = {
+  claude: ["claude"],
+  codex: ["codex"],
+  "cursor-agent": ["cursor-agent", "agent"]
+}
+
+const installHint: Readonly<Record<CliName, string>> = {
+  claude: "npm install -g @anthropic-ai/claude-code (or set SUBSTRAT_CLAUDE_BIN)",
+  codex: "npm install -g @openai/codex (or set SUBSTRAT_CODEX_BIN)",
+  "cursor-agent": "curl https://cursor.com/install -fsS | bash (or set SUBSTRAT_CURSOR_BIN)"
+}
+
+export interface ResolvedBinary {
+  readonly name: CliName
+  /** The real file on the host (symlinks resolved). */
+  readonly hostPath: string
+  /** Host directory bound read-only into the sandbox. */
+  readonly bindDir: string
+  /** Where `bindDir` appears inside the sandbox. */
+  readonly sandboxDir: string
+  /** The executable's path inside the sandbox. */
+  readonly sandboxPath: string
+}
+
+const isExecutableFile = (p: string): boolean => {
+  try {
+    const st = Fs.statSync(p)
+    if (!st.isFile()) return false
+    Fs.accessSync(p, Fs.constants.X_OK)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** npm's codex.js launcher → the native binary of the platform package next to it (or null). */
+const codexNative = (launcher: string): string | null => {
+  const pkgDir = Path.dirname(Path.dirname(launcher)) // …/@openai/codex
+  const scope = Path.dirname(pkgDir)
+  const candidates = [Path.join(pkgDir, "node_modules", "@openai"), scope]
+  for (const base of candidates) {
+    let entries: Array<string> = []
+    try {
+      entries = Fs.readdirSync(base).filter((d) => d.startsWith(`codex-${process.platform}-`))
+    } catch {
+      continue
+    }
+    for (const pkg of entries) {
+      const vendor = Path.join(base, pkg, "vendor")
+      let triples: Array<string> = []
+      try {
+        triples = Fs.readdirSync(vendor)
+      } catch {
+        continue
+      }
+      for (const t of triples) {
+        const bin = Path.join(vendor, t, "bin", "codex")
+        if (isExecutableFile(bin)) return bin
+      }
+    }
+  }
+  return null
+}
+
+const looksLikeNodeScript = (p: string): boolean => {
+  try {
+    const fd = Fs.openSync(p, "r")
+    const buf = Buffer.alloc(64)
+    Fs.readSync(fd, buf, 0, 64, 0)
+    Fs.closeSync(fd)
+    return buf.toString("utf8").startsWith("#!") && buf.toString("utf8").split("\n")[0]!.includes("node")
+  } catch {
+    return false
+  }
+}
+
+const missing = (name: CliName, message: string) =>
+  new ProviderError({ provider: name, reason: "missing-binary", message: `${message}; install it: ${installHint[name]}` })
+
+/** Where a binary is on the host (first hit), or null. Pure lookup, no sandbox decisions. */
+export const locate = (
+  name: CliName,
+  configured: string | undefined,
+  env: NodeJS.ProcessEnv = process.env
+): { readonly path: string; readonly from: string } | null => {
+  if (configured !== undefined && configured !== "") return { path: configured, from: "configuration" }
+  const fromEnv = env[binaryEnvVar[name]]
+  if (fromEnv !== undefined && fromEnv !== "") return { path: fromEnv, from: binaryEnvVar[name] }
+  for (const dir of (env["PATH"] ?? "").split(":").filter((d) => d.length > 0)) {
+    for (const exe of pathNames[name]) {
+      const p = Path.join(dir, exe)
+      if (isExecutableFile(p)) return { path: p, from: "PATH" }
+    }
+  }
+  return null
+}
+
+/** Resolve the binary for `name` and how it is bound into the sandbox; `missing-binary` if absent. */
+export const resolveBinary = (
+  name: CliName,
+  configured?: string,
+  env: NodeJS.ProcessEnv = process.env
+): Effect.Effect<ResolvedBinary, ProviderError> =>
+  Effect.suspend(() => {
+    const hit = locate(name, configured, env)
+    if (hit === null) {
+      return Effect.fail(missing(name, `${name} not found (looked at ${binaryEnvVar[name]} and PATH)`))
+    }
+    let real: string
+    try {
+      real = Fs.realpathSync(hit.path)
+    } catch {
+      return Effect.fail(missing(name, `${name}: ${hit.path} (from ${hit.from}) does not exist`))
+    }
+    if (!isExecutableFile(real)) {
+      return Effect.fail(missing(name, `${name}: ${real} (from ${hit.from}) is not an executable file`))
+    }
+    if (name === "codex" && looksLikeNodeScript(real)) {
+      const native = codexNative(real)
+      if (native === null) {
+        return Effect.fail(missing(name, `codex: ${real} is npm's launcher and no native platform binary was found beside it`))
+      }
+      real = native
+    }
+    const dir = Path.dirname(real)
+    const bindDir = Path.basename(dir) === "bin" ? Path.dirname(dir) : dir
+    const sandboxDir = `/opt/substrat/${name}`
+    return Effect.succeed({
+      name,
+      hostPath: real,
+      bindDir,
+      sandboxDir,
+      sandboxPath: `${sandboxDir}/${Path.relative(bindDir, real)}`
+    })
+  })
+
+/** `check` for a provider factory: the binary is there (used by `agent create` and `doctor`). */
+export const checkBinary = (name: CliName, configured?: string, env: NodeJS.ProcessEnv = process.env) =>
+  Effect.asVoid(resolveBinary(name, configured, env))

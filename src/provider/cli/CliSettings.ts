@@ -1,0 +1,130 @@
+// Settings shared by the CLI providers (claude, codex, cursor-agent), and the parts of a turn's
+// sandbox request they all have in common: binds (substrat's install dir for the MCP server, the
+// CLI's binary, the private HOME, the agent socket, the model socket) and base environment.
+import { Context, Layer } from "effect"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { fileURLToPath } from "node:url"
+import type { ResourceLimits } from "../../domain/workspace.js"
+import type { ExtraBind } from "../../sandbox/Sandbox.js"
+import { type AgentSandbox, SANDBOX_AGENT_SOCKET, SANDBOX_HOME, SANDBOX_LLM_SOCKET } from "./AgentSandbox.js"
+import type { CliName, ResolvedBinary } from "./Binary.js"
+
+export interface McpCommand {
+  readonly command: string
+  readonly args: ReadonlyArray<string>
+}
+
+export interface CliSettingsShape {
+  /** substrat's install dir: bound read-only at the same path (the MCP server and llm-forward run from it). */
+  readonly installDir: string
+  /** node on the host (its directory is bound when it is not under /usr). */
+  readonly nodePath: string
+  /** The MCP server inside the sandbox, without `--socket` (appended). Default: see `defaultMcpServer`. */
+  readonly mcpServer: McpCommand
+  /** Explicit binary paths (else SUBSTRAT_<CLI>_BIN, else PATH). */
+  readonly binaries: Partial<Record<CliName, string>>
+  /** Model names per CLI (default: the CLI's own default; codex: `gpt-5.5`). */
+  readonly models: Partial<Record<CliName, string>>
+  /** Host socket speaking the Anthropic Messages API (the daemon's forwarder, or a scripted endpoint). */
+  readonly anthropicSocket: string | null
+  /** Host socket speaking the OpenAI Responses API. */
+  readonly openaiSocket: string | null
+  /** Extra environment per CLI inside the sandbox (e.g. CURSOR_API_KEY: cursor has no forwarder). */
+  readonly env: Partial<Record<CliName, Readonly<Record<string, string>>>>
+  /** Per-turn limits overriding the workspace's (e.g. a wall clock); default: the workspace's. */
+  readonly limits?: ResourceLimits | undefined
+}
+
+export class CliSettings extends Context.Tag("substrat/provider/CliSettings")<CliSettings, CliSettingsShape>() {
+  static readonly layer = (settings: CliSettingsShape): Layer.Layer<CliSettings> => Layer.succeed(CliSettings, settings)
+}
+
+/** The directory holding package.json of this substrat (works from src/ and from dist/). */
+export const defaultInstallDir = (): string => {
+  let dir = Path.dirname(fileURLToPath(import.meta.url))
+  for (let i = 0; i < 6; i++) {
+    if (Fs.existsSync(Path.join(dir, "package.json"))) return dir
+    dir = Path.dirname(dir)
+  }
+  return process.cwd()
+}
+
+/**
+ * `node <install>/dist/mcp-server.cjs` when the bundle exists, else `node --import tsx
+ * <install>/src/mcp/main.ts` — both are `substrat mcp-server`, minus the CLI's start-up cost.
+ */
+export const defaultMcpServer = (installDir: string, node = "node"): McpCommand => {
+  const bundle = Path.join(installDir, "dist", "mcp-server.cjs")
+  if (Fs.existsSync(bundle)) return { command: node, args: [bundle] }
+  const tsx = Path.join(installDir, "node_modules", "tsx", "dist", "esm", "index.mjs")
+  return { command: node, args: ["--import", tsx, Path.join(installDir, "src", "mcp", "main.ts")] }
+}
+
+const systemPrefixes = ["/usr/", "/bin/", "/lib/", "/lib64/", "/sbin/"]
+
+/** node as the sandbox sees it: its host path when under a system dir, else bound at /opt/substrat/node. */
+export const sandboxNode = (nodePath: string): { readonly path: string; readonly bind: ExtraBind | null } => {
+  let real = nodePath
+  try {
+    real = Fs.realpathSync(nodePath)
+  } catch {
+    // keep as given
+  }
+  if (systemPrefixes.some((p) => real.startsWith(p))) return { path: real, bind: null }
+  return { path: `/opt/substrat/node/${Path.basename(real)}`, bind: { host_path: Path.dirname(real), sandbox_path: "/opt/substrat/node", mode: "ro" } }
+}
+
+export const settingsFromEnv = (
+  env: NodeJS.ProcessEnv,
+  sockets: { readonly anthropic: string | null; readonly openai: string | null },
+  overrides: Partial<CliSettingsShape> = {}
+): CliSettingsShape => {
+  const installDir = overrides.installDir ?? defaultInstallDir()
+  const nodePath = overrides.nodePath ?? process.execPath
+  const node = sandboxNode(nodePath).path
+  const models: Partial<Record<CliName, string>> = {}
+  if (env["SUBSTRAT_CLAUDE_MODEL"]) models.claude = env["SUBSTRAT_CLAUDE_MODEL"]
+  if (env["SUBSTRAT_CODEX_MODEL"]) models.codex = env["SUBSTRAT_CODEX_MODEL"]
+  if (env["SUBSTRAT_CURSOR_MODEL"]) models["cursor-agent"] = env["SUBSTRAT_CURSOR_MODEL"]
+  const cursorEnv: Record<string, string> = {}
+  if (env["CURSOR_API_KEY"]) cursorEnv["CURSOR_API_KEY"] = env["CURSOR_API_KEY"]
+  return {
+    installDir,
+    nodePath,
+    mcpServer: defaultMcpServer(installDir, node),
+    binaries: {},
+    models,
+    anthropicSocket: sockets.anthropic,
+    openaiSocket: sockets.openai,
+    env: { "cursor-agent": cursorEnv },
+    ...overrides
+  }
+}
+
+/** The MCP server entry every CLI gets: our server, pointed at the bound agent socket. */
+export const substratMcp = (s: CliSettingsShape): McpCommand => ({
+  command: s.mcpServer.command,
+  args: [...s.mcpServer.args, "--socket", SANDBOX_AGENT_SOCKET]
+})
+
+/** Binds every CLI turn needs. `modelSocket`: which host socket to bind at /run/substrat/llm.sock. */
+export const commonBinds = (
+  s: CliSettingsShape,
+  agent: AgentSandbox,
+  bin: ResolvedBinary,
+  modelSocket: string | null
+): ReadonlyArray<ExtraBind> => {
+  const node = sandboxNode(s.nodePath)
+  const binds: Array<ExtraBind> = [
+    { host_path: s.installDir, sandbox_path: s.installDir, mode: "ro" },
+    { host_path: bin.bindDir, sandbox_path: bin.sandboxDir, mode: "ro" },
+    { host_path: agent.homeDir, sandbox_path: SANDBOX_HOME, mode: "rw" },
+    { host_path: agent.socketPath, sandbox_path: SANDBOX_AGENT_SOCKET, mode: "ro" }
+  ]
+  if (node.bind !== null) binds.push(node.bind)
+  if (modelSocket !== null) binds.push({ host_path: modelSocket, sandbox_path: SANDBOX_LLM_SOCKET, mode: "ro" })
+  return binds
+}
+
+export const basePath = "/usr/local/bin:/usr/bin:/bin"

@@ -1,0 +1,163 @@
+// The daemon-owned model forwarder: a Unix socket that sandboxes get bound in (at
+// /run/substrat/llm.sock), relaying HTTP to the configured upstream — streaming, byte for byte.
+// The API key lives only in the daemon: the forwarder drops whatever credential the client sent
+// (the sandbox only has a placeholder) and injects the real one. Nothing else is rewritten
+// (metering can be added here later: every model request passes through).
+//
+//   Anthropic: SUBSTRAT_ANTHROPIC_UPSTREAM (default https://api.anthropic.com), key ANTHROPIC_API_KEY
+//              as `x-api-key` (or ANTHROPIC_AUTH_TOKEN as `Authorization: Bearer`)
+//   OpenAI:    SUBSTRAT_OPENAI_UPSTREAM (default https://api.openai.com), key OPENAI_API_KEY as
+//              `Authorization: Bearer`
+// Without a key the client's own credential header passes through unchanged (scripted endpoints).
+import { Data, Effect, type Scope } from "effect"
+import * as Fs from "node:fs"
+import * as Http from "node:http"
+import * as Https from "node:https"
+import * as Path from "node:path"
+
+export class ForwarderError extends Data.TaggedError("ForwarderError")<{
+  readonly socketPath: string
+  readonly message: string
+}> {}
+
+export interface Credential {
+  /** Lower-case header name: `x-api-key` or `authorization`. */
+  readonly header: string
+  readonly value: string
+}
+
+export interface ForwarderOptions {
+  readonly socketPath: string
+  /** Origin plus optional path prefix, e.g. `https://api.anthropic.com` or `http://127.0.0.1:4000/base`. */
+  readonly upstream: string
+  /** Injected in place of any client credential; null: pass the client's through. */
+  readonly credential: Credential | null
+}
+
+export interface Forwarder {
+  readonly socketPath: string
+  readonly upstream: string
+  /** Requests relayed so far (for `doctor`/status; metering will grow from here). */
+  readonly requests: Effect.Effect<number>
+}
+
+const hopByHop = new Set(["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te", "trailer", "host"])
+const credentialHeaders = ["x-api-key", "authorization"]
+
+const errorBody = (message: string) =>
+  JSON.stringify({ type: "error", error: { type: "api_error", message: `substrat model forwarder: ${message}` } })
+
+/** Serve the forwarder until the scope closes (then the socket file is removed). */
+export const serve = (o: ForwarderOptions): Effect.Effect<Forwarder, ForwarderError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const upstream = yield* Effect.try({
+      try: () => new URL(o.upstream),
+      catch: () => new ForwarderError({ socketPath: o.socketPath, message: `invalid upstream URL ${o.upstream}` })
+    })
+    const prefix = upstream.pathname.replace(/\/+$/, "")
+    const client = upstream.protocol === "https:" ? Https : Http
+    let count = 0
+
+    const server = Http.createServer((req, res) => {
+      count++
+      const headers: Record<string, string | Array<string>> = {}
+      for (const [k, v] of Object.entries(req.headers)) {
+        if (v === undefined || hopByHop.has(k)) continue
+        if (o.credential !== null && credentialHeaders.includes(k)) continue
+        headers[k] = v
+      }
+      headers["host"] = upstream.host
+      if (o.credential !== null) headers[o.credential.header] = o.credential.value
+      const up = client.request(
+        {
+          protocol: upstream.protocol,
+          hostname: upstream.hostname,
+          port: upstream.port === "" ? undefined : Number(upstream.port),
+          method: req.method ?? "GET",
+          path: `${prefix}${req.url ?? "/"}`,
+          headers
+        },
+        (upRes) => {
+          const out: Record<string, string | Array<string>> = {}
+          for (const [k, v] of Object.entries(upRes.headers)) {
+            if (v !== undefined && !hopByHop.has(k)) out[k] = v
+          }
+          res.writeHead(upRes.statusCode ?? 502, out)
+          upRes.pipe(res)
+          upRes.on("error", () => res.destroy())
+        }
+      )
+      up.on("error", (e) => {
+        if (res.headersSent) {
+          res.destroy()
+          return
+        }
+        res.writeHead(502, { "content-type": "application/json" })
+        res.end(errorBody(`upstream ${upstream.origin} unreachable: ${e.message}`))
+      })
+      req.pipe(up)
+      req.on("error", () => up.destroy())
+      res.on("close", () => {
+        if (!res.writableFinished) up.destroy()
+      })
+    })
+
+    yield* Effect.acquireRelease(
+      Effect.async<void, ForwarderError>((resume) => {
+        try {
+          Fs.mkdirSync(Path.dirname(o.socketPath), { recursive: true, mode: 0o700 })
+          const st = Fs.lstatSync(o.socketPath, { throwIfNoEntry: false })
+          if (st !== undefined) {
+            if (!st.isSocket()) throw new Error(`${o.socketPath} exists and is not a socket`)
+            Fs.rmSync(o.socketPath, { force: true })
+          }
+        } catch (e) {
+          resume(Effect.fail(new ForwarderError({ socketPath: o.socketPath, message: e instanceof Error ? e.message : String(e) })))
+          return
+        }
+        server.once("error", (e) => resume(Effect.fail(new ForwarderError({ socketPath: o.socketPath, message: e.message }))))
+        server.listen(o.socketPath, () => {
+          try {
+            Fs.chmodSync(o.socketPath, 0o600)
+          } catch {
+            // best effort: the directory is 0700 anyway
+          }
+          resume(Effect.void)
+        })
+      }),
+      () =>
+        Effect.async<void>((resume) => {
+          server.closeAllConnections()
+          server.close(() => resume(Effect.void))
+        }).pipe(Effect.ensuring(Effect.sync(() => Fs.rmSync(o.socketPath, { force: true }))))
+    )
+    const forwarder: Forwarder = { socketPath: o.socketPath, upstream: o.upstream, requests: Effect.sync(() => count) }
+    return forwarder
+  })
+
+export interface UpstreamConfig {
+  readonly anthropic: { readonly upstream: string; readonly credential: Credential | null }
+  readonly openai: { readonly upstream: string; readonly credential: Credential | null }
+}
+
+/** Upstreams and keys from the daemon's environment. */
+export const upstreamsFromEnv = (env: NodeJS.ProcessEnv = process.env): UpstreamConfig => {
+  const nonEmpty = (k: string) => (env[k] !== undefined && env[k] !== "" ? env[k] : undefined)
+  const anthropicKey = nonEmpty("ANTHROPIC_API_KEY")
+  const anthropicToken = nonEmpty("ANTHROPIC_AUTH_TOKEN")
+  const openaiKey = nonEmpty("OPENAI_API_KEY")
+  return {
+    anthropic: {
+      upstream: nonEmpty("SUBSTRAT_ANTHROPIC_UPSTREAM") ?? "https://api.anthropic.com",
+      credential: anthropicKey !== undefined
+        ? { header: "x-api-key", value: anthropicKey }
+        : anthropicToken !== undefined
+        ? { header: "authorization", value: `Bearer ${anthropicToken}` }
+        : null
+    },
+    openai: {
+      upstream: nonEmpty("SUBSTRAT_OPENAI_UPSTREAM") ?? "https://api.openai.com",
+      credential: openaiKey !== undefined ? { header: "authorization", value: `Bearer ${openaiKey}` } : null
+    }
+  }
+}

@@ -1,0 +1,146 @@
+// The `codex` provider: `codex exec --json` (resume: `codex exec resume <thread_id>`), one
+// process per turn inside the agent's sandbox, stdin empty (docs/providers-real.md).
+//   - model: Codex speaks HTTP over TCP only, so inside the netless sandbox it runs under
+//     llm-forward.mjs, which listens on the sandbox's own loopback and relays to the bound model
+//     socket (/run/substrat/llm.sock: the daemon's forwarder, or a scripted endpoint)
+//   - tools: -c mcp_servers.substrat.* (approve, required); Codex's own sandbox is bypassed
+//     (--dangerously-bypass-approvals-and-sandbox): ours is the fence
+//   - instructions: `developer_instructions` on the first turn (the thread keeps them)
+//   - conversation: CODEX_HOME=/home/agent/.codex in the private HOME; blob = the thread id
+import { Effect, Either } from "effect"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { ProviderError } from "../../domain/errors.js"
+import type { ExitStatus } from "../../sandbox/Sandbox.js"
+import { SANDBOX_HOME, SANDBOX_LLM_SOCKET } from "../cli/AgentSandbox.js"
+import { type CliDriver, cliFactory, type TurnPlan } from "../cli/CliProvider.js"
+import { basePath, commonBinds, sandboxNode, substratMcp } from "../cli/CliSettings.js"
+import type { ProviderOutput } from "../Provider.js"
+import * as EJ from "./ExecJson.js"
+import { codexArgs, codexEnv } from "./Invocation.js"
+
+export const defaultCodexModel = "gpt-5.5"
+
+const parseResult = (text: string): unknown => {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return text
+  }
+}
+
+/** Decode one turn's exec --json events into ProviderOutput. */
+export const codexDecoder = (): TurnPlan["decoder"] => {
+  let threadId: string | null = null
+  let completed: EJ.TurnCompleted | null = null
+  let failed: string | null = null
+  let lastError: string | null = null
+  let lastMessage = ""
+
+  const line = (raw: string): ReadonlyArray<ProviderOutput> => {
+    const d = EJ.decodeLine(raw)
+    if (Either.isLeft(d)) return []
+    const l = d.right
+    if (EJ.isThreadStarted(l)) {
+      threadId = l.thread_id
+      return []
+    }
+    if (EJ.isTurnCompleted(l)) {
+      completed = l
+      return []
+    }
+    if (EJ.isTurnFailed(l)) {
+      failed = l.error.message
+      return []
+    }
+    if (EJ.isStreamError(l)) {
+      lastError = l.message
+      return []
+    }
+    if (!EJ.isItemEvent(l) || l.type !== "item.completed") return []
+    const item = l.item
+    if (EJ.isAgentMessage(item)) {
+      lastMessage = item.text
+      return item.text === "" ? [] : [{ _tag: "TextChunk", text: item.text }]
+    }
+    if (EJ.isMcpToolCall(item)) {
+      const isError = item.status === "failed" || (item.error !== undefined && item.error !== null)
+      return [{
+        _tag: "ToolCall",
+        call_id: item.id,
+        tool: item.server === "substrat" ? item.tool : `mcp__${item.server}__${item.tool}`,
+        arguments: item.arguments ?? {},
+        result: item.error ? { error: item.error.message } : parseResult(EJ.mcpResultText(item)),
+        is_error: isError
+      }]
+    }
+    if (EJ.isCommandExecution(item)) {
+      return [{
+        _tag: "ToolCall",
+        call_id: item.id,
+        tool: "exec_command",
+        arguments: { command: item.command },
+        result: { exit_code: item.exit_code ?? null, output: item.aggregated_output },
+        is_error: item.status === "failed" || (item.exit_code !== undefined && item.exit_code !== null && item.exit_code !== 0)
+      }]
+    }
+    return []
+  }
+
+  const end = (exit: ExitStatus): Either.Either<ReadonlyArray<ProviderOutput>, string> => {
+    if (failed !== null) return Either.left(`codex turn failed: ${failed}`)
+    if (completed === null) {
+      return Either.left(`codex ended without turn.completed${lastError === null ? "" : `: ${lastError}`}`)
+    }
+    if (exit.code !== 0) return Either.left("codex exited abnormally after turn.completed")
+    const u = completed.usage
+    return Either.right([
+      { _tag: "Usage", input_tokens: u.input_tokens, output_tokens: u.output_tokens, cost_usd: 0 },
+      { _tag: "Final", text: lastMessage }
+    ])
+  }
+
+  return { line, end, resumeId: () => (completed !== null || failed !== null ? threadId : null) }
+}
+
+export const codexDriver: CliDriver = {
+  name: "codex",
+  plan: (input) =>
+    Effect.gen(function*() {
+      const { settings: s, agent, bin } = input
+      if (s.openaiSocket === null) {
+        return yield* new ProviderError({
+          provider: "codex",
+          reason: "turn",
+          message: "no OpenAI endpoint configured (the daemon's model forwarder socket)"
+        })
+      }
+      // CODEX_HOME must exist before the run.
+      yield* Effect.try({
+        try: () => Fs.mkdirSync(Path.join(agent.homeDir, ".codex"), { recursive: true, mode: 0o700 }),
+        catch: (e) => new ProviderError({ provider: "codex", reason: "turn", message: `CODEX_HOME: ${String(e)}` })
+      })
+      const node = sandboxNode(s.nodePath).path
+      const argv = codexArgs({
+        prompt: input.prompt,
+        ...(input.resumeId === null ? {} : { resume: input.resumeId }),
+        baseUrl: "http://127.0.0.1:{port}/v1",
+        model: s.models.codex ?? defaultCodexModel,
+        mcpServers: { substrat: substratMcp(s) },
+        ...(input.resumeId === null ? { developerInstructions: input.instructions } : {})
+      })
+      const forward = [node, Path.join(s.installDir, "src", "provider", "codex", "llm-forward.mjs"), "--socket", SANDBOX_LLM_SOCKET, "--"]
+      const plan: TurnPlan = {
+        request: {
+          command: [...forward, bin.sandboxPath, ...argv],
+          env: codexEnv({ home: SANDBOX_HOME, path: basePath, apiKey: "substrat-forwarded", extra: { ...s.env.codex } }),
+          extraBinds: commonBinds(s, agent, bin, s.openaiSocket)
+        },
+        decoder: codexDecoder()
+      }
+      return plan
+    })
+}
+
+/** The `codex` factory (needs Sandbox, AgentSandboxes, CliSettings). */
+export const factory = cliFactory(codexDriver)

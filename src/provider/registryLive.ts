@@ -1,0 +1,71 @@
+// The daemon's provider registry: scripted + claude + codex + cursor-agent.
+//
+//   layer(settings)   the registry over given CLI settings (tests: model sockets = a scripted endpoint)
+//   layerDaemon(env)  the same, plus the daemon-owned model forwarders on
+//                     $SUBSTRAT_HOME/llm/anthropic.sock and openai.sock (upstreams and API keys
+//                     from the daemon's environment; see ModelForwarder.ts)
+//
+// Both need: Sandbox (SandboxBwrap.layerBwrap), SubstratPaths, EventLog, WorkspaceStore.
+// Agent sockets are served by the providers themselves unless `serveSocket: false`.
+import { Effect, Layer } from "effect"
+import * as Path from "node:path"
+import { SubstratPaths } from "../config/Paths.js"
+import type { EventLog } from "../eventlog/EventLog.js"
+import type { Sandbox } from "../sandbox/Sandbox.js"
+import type { WorkspaceStore } from "../sandbox/WorkspaceStore.js"
+import * as Claude from "./claude/ClaudeProvider.js"
+import * as AgentSandbox from "./cli/AgentSandbox.js"
+import { CliSettings, type CliSettingsShape, settingsFromEnv } from "./cli/CliSettings.js"
+import * as ModelForwarder from "./cli/ModelForwarder.js"
+import * as Codex from "./codex/CodexProvider.js"
+import * as Cursor from "./cursor/CursorProvider.js"
+import { makeRegistry, ProviderRegistry } from "./ProviderRegistry.js"
+import { scriptedFactory, type ScriptedOptions } from "./scripted/ScriptedProvider.js"
+
+export interface RegistryOptions {
+  readonly scripted?: ScriptedOptions
+  readonly agentSandbox?: AgentSandbox.AgentSandboxOptions
+}
+
+export type RegistryRequirements = Sandbox | SubstratPaths | EventLog | WorkspaceStore
+
+/** The CLI factories, built once their services are there. */
+export const cliFactories = Effect.all([Claude.factory, Codex.factory, Cursor.factory])
+
+/** scripted + claude + codex + cursor-agent over `settings`. */
+export const layer = (
+  settings: CliSettingsShape,
+  options: RegistryOptions = {}
+): Layer.Layer<ProviderRegistry, never, RegistryRequirements> =>
+  Layer.effect(
+    ProviderRegistry,
+    Effect.map(cliFactories, (clis) => makeRegistry([scriptedFactory(options.scripted ?? {}), ...clis]))
+  ).pipe(
+    Layer.provide(Layer.mergeAll(
+      AgentSandbox.layer(options.agentSandbox ?? {}),
+      CliSettings.layer(settings)
+    ))
+  )
+
+/** Where the daemon's forwarder sockets live. */
+export const forwarderSockets = (home: string) => ({
+  anthropic: Path.join(home, "llm", "anthropic.sock"),
+  openai: Path.join(home, "llm", "openai.sock")
+})
+
+/**
+ * The daemon's registry: starts the model forwarders (scoped to the layer), then `layer` with
+ * settings from `env` (SUBSTRAT_CLAUDE_BIN, SUBSTRAT_CODEX_MODEL, CURSOR_API_KEY, …).
+ */
+export const layerDaemon = (
+  env: NodeJS.ProcessEnv = process.env,
+  options: RegistryOptions & { readonly settings?: Partial<CliSettingsShape> } = {}
+): Layer.Layer<ProviderRegistry, ModelForwarder.ForwarderError, RegistryRequirements> =>
+  Layer.unwrapScoped(Effect.gen(function*() {
+    const paths = yield* SubstratPaths
+    const sockets = forwarderSockets(paths.home)
+    const up = ModelForwarder.upstreamsFromEnv(env)
+    yield* ModelForwarder.serve({ socketPath: sockets.anthropic, ...up.anthropic })
+    yield* ModelForwarder.serve({ socketPath: sockets.openai, ...up.openai })
+    return layer(settingsFromEnv(env, sockets, options.settings ?? {}), options)
+  }))
