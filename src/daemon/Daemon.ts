@@ -3,7 +3,8 @@
 //   1. $SUBSTRAT_HOME (0700)          2. pid file (stale removed; live daemon → DaemonError)
 //   3. storage: Durable, EventLog (tapped), SessionStore    4. transcript writer
 //   5. orchestration                  6. recovery hook      7. drain-on-shutdown finalizer
-//   8. admin socket: NodeSocketServer → FrameGuard → @effect/rpc (NDJSON JSON-RPC), 0600
+//   8. admin socket: NodeSocketServer → FrameGuard → @effect/rpc (NDJSON JSON-RPC); it listens
+//      at a staging path, is chmod'ed 0600 there, then renamed to daemon.sock
 // Shutdown therefore goes: stop accepting (socket closed and unlinked) → wait for running turns
 // up to the grace period → suspend live sessions → close logs → remove the pid file.
 import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
@@ -16,7 +17,7 @@ import { DaemonConfig } from "./Config.js"
 import { DaemonControl } from "./DaemonControl.js"
 import * as FrameGuard from "./FrameGuard.js"
 import { HandlersLive } from "./Handlers.js"
-import { acquirePidFile, DaemonError, prepareHome, secureSocket } from "./Lifecycle.js"
+import { acquirePidFile, DaemonError, prepareHome, publishSocket, stagingSocket } from "./Lifecycle.js"
 import { AdminRpcs } from "./Rpcs.js"
 import { Drain, RuntimeLive } from "./Runtime.js"
 import { StartupRecovery } from "./StartupRecovery.js"
@@ -52,7 +53,7 @@ export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> 
       (method === "agent.logs" && typeof params === "object" && params !== null && "follow" in params && params.follow === true))
     const SocketLive = FrameGuard.layer(guard, control.connections).pipe(
       // allowHalfOpen: a client that shuts its side down after writing still gets its answers (FrameGuard).
-      Layer.provide(NodeSocketServer.layer({ path: paths.socket, allowHalfOpen: true }))
+      Layer.provide(NodeSocketServer.layer({ path: stagingSocket(paths), allowHalfOpen: true }))
     )
     const ServerLive = RpcServer.layer(AdminRpcs, { disableFatalDefects: true, concurrency: "unbounded", disableTracing: true }).pipe(
       Layer.provide(HandlersLive),
@@ -64,7 +65,7 @@ export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> 
     yield* Layer.build(ServerLive.pipe(Layer.provide(Layer.succeedContext(runtime)))).pipe(
       Effect.mapError((e) => new DaemonError({ reason: "socket", message: `cannot listen on ${paths.socket}: ${String(e.cause)}` }))
     )
-    yield* secureSocket(paths)
+    yield* publishSocket(paths)
     yield* Effect.logInfo(`substrat daemon ${process.pid} listening on ${paths.socket}`)
     yield* Deferred.await(control.stop)
     yield* Effect.logInfo("stopping")

@@ -89,11 +89,14 @@ export const acquirePidFile = (paths: Paths): Effect.Effect<number, DaemonError,
       if (fs.existsSync(paths.socket) && (yield* socketAnswers(paths.socket))) {
         return yield* alreadyRunning(paths, existing)
       }
-      // Stale: the process is gone (or the file is garbage). Remove both leftovers.
+      // Stale: the process is gone (or the file is garbage). Remove the leftovers.
       yield* Effect.try({
         try: () => {
           fs.rmSync(paths.pidFile, { force: true })
           fs.rmSync(paths.socket, { force: true })
+          for (const f of fs.readdirSync(paths.home)) {
+            if (/^daemon\.sock\.\d+\.tmp$/.test(f)) fs.rmSync(`${paths.home}/${f}`, { force: true })
+          }
         },
         catch: (e) => new DaemonError({ reason: "pidfile", message: `cannot remove stale files: ${errMessage(e)}` })
       })
@@ -112,12 +115,22 @@ export const acquirePidFile = (paths: Paths): Effect.Effect<number, DaemonError,
       })
   )
 
-/** Restrict the listening socket to its owner; remove it on release (node also unlinks on close). */
-export const secureSocket = (paths: Paths): Effect.Effect<void, DaemonError, Scope.Scope> =>
+/** Where the daemon listens first: chmod'ed there, then renamed into place (see `publishSocket`). */
+export const stagingSocket = (paths: Paths): string => `${paths.socket}.${process.pid}.tmp`
+
+/**
+ * Publish the listening socket: chmod 0600 at its staging path, then rename it to
+ * `daemon.sock`, so nobody can ever connect through a socket with a wider mode. Removed on
+ * release (before the server closes: new clients are refused at once).
+ */
+export const publishSocket = (paths: Paths): Effect.Effect<void, DaemonError, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.try({
-      try: () => fs.chmodSync(paths.socket, 0o600),
-      catch: (e) => new DaemonError({ reason: "socket", message: `cannot chmod ${paths.socket}: ${errMessage(e)}` })
+      try: () => {
+        fs.chmodSync(stagingSocket(paths), 0o600)
+        fs.renameSync(stagingSocket(paths), paths.socket)
+      },
+      catch: (e) => new DaemonError({ reason: "socket", message: `cannot publish ${paths.socket}: ${errMessage(e)}` })
     }),
     () => Effect.sync(() => fs.rmSync(paths.socket, { force: true }))
   )

@@ -1,6 +1,6 @@
 // The daemon's service graph below the socket: storage (Durable, EventLog with the live tap,
 // SessionStore), the transcript writer, orchestration (scripted provider registry, slots),
-// workspaces, the recovery hook, and the shutdown drain. One place decides which
+// workspaces, start-up recovery (src/agent/Recovery.ts), and the shutdown drain. One place decides which
 // implementation of each port the daemon runs.
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Context, Effect, Layer } from "effect"
@@ -16,7 +16,7 @@ import { SessionStore } from "../session/SessionStore.js"
 import * as SessionStoreFile from "../session/SessionStoreFile.js"
 import { DaemonConfig } from "./Config.js"
 import * as EventTap from "./EventTap.js"
-import { layerSessionsOnly } from "./StartupRecovery.js"
+import { layerStartupRecovery } from "../agent/RecoveryStartup.js"
 import { Transcript } from "./Transcript.js"
 
 /** What shutdown needs from orchestration. */
@@ -65,7 +65,9 @@ const DrainLive = Layer.effect(
   })
 )
 
-export const RuntimeLive = Layer.mergeAll(DrainLive, layerSessionsOnly, WorkspacesLive).pipe(
+// Start-up recovery: the full Recovery (tree rebuild, orphans, re-injection, resume); the
+// fallback `layerSessionsOnly` (StartupRecovery.ts) only runs SessionStore.recover.
+export const RuntimeLive = Layer.mergeAll(DrainLive, layerStartupRecovery, WorkspacesLive).pipe(
   Layer.provideMerge(OrchestrationLive),
   Layer.provideMerge(Transcript.Default),
   Layer.provideMerge(StorageLive)

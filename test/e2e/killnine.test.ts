@@ -2,8 +2,7 @@
 // SIGKILLed at (seeded) random moments, several times; after each kill the daemon is started
 // again. Then: every send the CLI saw acknowledged is in the recipient's event log, every log
 // repairs to a fully decodable file, every session record decodes, every agent's creation is
-// logged. (Re-injection into inboxes and the tree rebuild belong to the recovery issue: after a
-// restart each round talks to a fresh root, and the old roots are checked through their logs.)
+// logged, and the restarted daemon's tree (rebuilt by start-up recovery) holds every root.
 import { Effect, Layer, Schema, Stream } from "effect"
 import * as fs from "node:fs"
 import { join } from "node:path"
@@ -92,6 +91,8 @@ describe("kill -9 under a load of concurrent CLI sends", () => {
     owned.track(await startDaemon(home))
     const listed = await cliJson<{ sessions: ReadonlyArray<{ id: string; state: string; agent_name: string | null }> }>(home, ["session", "list"])
     expect(listed.sessions.map((s) => s.agent_name).sort()).toEqual(sinks.map((s) => s.name).sort())
+    const tree = await cliJson<{ agents: ReadonlyArray<Agent> }>(home, ["agent", "list"])
+    expect(tree.agents.map((a) => [a.id, a.session_id]).sort()).toEqual(sinks.map((a) => [a.id, a.session_id]).sort())
     await cliJson(home, ["daemon", "stop"])
 
     expect(unexpected).toEqual([])

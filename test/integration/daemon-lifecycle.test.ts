@@ -129,7 +129,7 @@ describe("daemon lifecycle (real processes)", () => {
     expect(r.code).toBe(3)
   })
 
-  it("persistence: after stop and start, the same sessions (suspended) and the same transcripts", async () => {
+  it("persistence: after stop and start, the same tree, the same sessions (suspended) and the same transcripts", async () => {
     const h = home()
     owned.track(await startDaemon(h))
     await cliJson(h, ["agent", "create", "--name", "lead", "--provider", "scripted:demo"])
@@ -143,10 +143,13 @@ describe("daemon lifecycle (real processes)", () => {
     await cliJson(h, ["daemon", "stop"])
 
     owned.track(await startDaemon(h))
+    // The tree is rebuilt from the event logs by start-up recovery (src/agent/Recovery.ts).
+    const tree = await cliJson<{ agents: ReadonlyArray<Agent> }>(h, ["agent", "list"])
+    const shape = (as: ReadonlyArray<Agent>) => as.map((a) => [a.id, a.name, a.parent_id, a.session_id]).sort()
+    expect(shape(tree.agents)).toEqual(shape(agents))
     const after = await cliJson<{ sessions: ReadonlyArray<{ id: string; state: string; agent_name: string | null }> }>(h, ["session", "list"])
     expect(after.sessions.map((s) => [s.id, s.agent_name])).toEqual(before.sessions.map((s) => [s.id, s.agent_name]))
     expect(after.sessions.every((s) => s.state === "suspended")).toBe(true)
-    // Transcripts are found by agent id through the event log even before the tree is rebuilt.
     for (const a of agents) expect((await cli(h, ["agent", "logs", a.id])).stdout).toBe(transcripts.get(a.id))
     for (const a of agents) {
       const lines = fs.readFileSync(join(h, "agents", a.session_id, "events.jsonl"), "utf8").trim().split("\n")
