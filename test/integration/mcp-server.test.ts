@@ -10,7 +10,10 @@ import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { Orchestrator } from "../../src/agent/Orchestrator.js"
 import { makePaths } from "../../src/config/Paths.js"
+import { callTool as callThroughSocket } from "../../src/mcp/AgentClient.js"
 import * as AgentSocket from "../../src/mcp/AgentSocket.js"
+import { parseArgs } from "../../src/mcp/Command.js"
+import { EdgeLive } from "../../src/mcp/McpServer.js"
 import { toolGuidance } from "../../src/mcp/guidance.js"
 import { inputJsonSchema, toolDescriptions, toolNames } from "../../src/mcp/ToolCatalog.js"
 import { tmpDir } from "../support/tmp.js"
@@ -234,4 +237,40 @@ describe("MCP server (SDK client over stdio)", () => {
         expect(stderr()).not.toMatch(/Error|at /)
       })
     ))
+
+  it.scopedLive("a daemon that accepts but never answers: daemon_unavailable after --timeout-ms", () =>
+    Effect.gen(function*() {
+      const dir = yield* tmpDir("substrat-mcp-mute-")
+      const sock = join(dir, "mute.sock")
+      const net = yield* Effect.promise(() => import("node:net"))
+      const conns: Array<import("node:net").Socket> = []
+      const mute = net.createServer((c) => void conns.push(c)).listen(sock)
+      yield* Effect.addFinalizer(() =>
+        Effect.promise(() => new Promise<void>((r) => {
+          for (const c of conns) c.destroy()
+          mute.close(() => r())
+        }))
+      )
+      yield* Effect.promise(() => new Promise<void>((r) => mute.once("listening", () => r())))
+      const r = yield* callThroughSocket({ socket: sock, timeoutMs: 300 }, "check_inbox", {}).pipe(Effect.provide(EdgeLive))
+      expect(r).toEqual({
+        is_error: true,
+        result: { error: { type: "daemon_unavailable", message: expect.stringContaining("did not answer within 300 ms") } }
+      })
+      expect(conns.length).toBeGreaterThanOrEqual(1) // it did connect
+    }))
+
+  it("command line: --socket required, --timeout-ms checked, env fallback, help", () => {
+    expect(parseArgs(["--socket", "/run/a.sock"], {})).toEqual({ _tag: "Right", args: { socket: "/run/a.sock", timeoutMs: 30000 } })
+    expect(parseArgs(["mcp-server", "--socket=/x", "--timeout-ms=5"], {})).toEqual({
+      _tag: "Right",
+      args: { socket: "/x", timeoutMs: 5 }
+    })
+    expect(parseArgs([], { SUBSTRAT_AGENT_SOCKET: "/env.sock" })).toMatchObject({ args: { socket: "/env.sock" } })
+    expect(parseArgs([], {})).toEqual({ _tag: "Left", message: "--socket <path> is required" })
+    expect(parseArgs(["--socket"], {})).toMatchObject({ _tag: "Left" })
+    expect(parseArgs(["--socket", "/x", "--timeout-ms", "0"], {})).toMatchObject({ _tag: "Left" })
+    expect(parseArgs(["--socket", "/x", "--agent-id", "boss"], {})).toEqual({ _tag: "Left", message: "unknown argument: --agent-id" })
+    expect(parseArgs(["--help"], {})).toEqual({ _tag: "Left", message: "help" })
+  })
 })
