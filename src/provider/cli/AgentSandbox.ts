@@ -13,10 +13,9 @@
 import { Context, Effect, Layer, Option, type Scope, Stream } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { ToolHandler } from "../../agent/ToolHandler.js"
 import { SubstratPaths } from "../../config/Paths.js"
 import { ProviderError } from "../../domain/errors.js"
-import { AgentId, type WorkspaceId } from "../../domain/ids.js"
+import type { WorkspaceId } from "../../domain/ids.js"
 import { noLimits, type WorkspaceSpec } from "../../domain/workspace.js"
 import { EventLog } from "../../eventlog/EventLog.js"
 import * as AgentSocket from "../../mcp/AgentSocket.js"
@@ -80,13 +79,8 @@ export const make = (options: AgentSandboxOptions = {}) =>
       const agentDir = paths.sessionDir(ctx.session_id)
       const homeDir = Path.join(agentDir, "home")
       yield* mkdir(provider, homeDir)
-      let agentId = ctx.agent_id
       let workspaceId: WorkspaceId | null | undefined = ctx.workspace_id
-      if (agentId === undefined || workspaceId === undefined) {
-        const created = yield* fromLog(log, ctx)
-        agentId = agentId ?? created?.agent_id
-        workspaceId = workspaceId === undefined ? created?.workspace ?? null : workspaceId
-      }
+      if (workspaceId === undefined) workspaceId = (yield* fromLog(log, ctx))?.workspace ?? null
       let workspace: SandboxRequest["workspace"]
       if (workspaceId === null || workspaceId === undefined) {
         const root = Path.join(agentDir, "workspace")
@@ -100,11 +94,8 @@ export const make = (options: AgentSandboxOptions = {}) =>
       }
       const socketPath = paths.agentSocket(ctx.session_id)
       if (serveSocket) {
-        // AgentSocket.serve takes the agent's tools from a ToolHandler; this one hands out ctx.tools,
-        // which is already bound to this agent (the socket is the identity).
-        const tools = ToolHandler.make({ forAgent: () => ctx.tools })
-        yield* AgentSocket.serve({ path: socketPath, agent: agentId ?? AgentId.make(ctx.session_id) }).pipe(
-          Effect.provideService(ToolHandler, tools),
+        // ctx.tools is already bound to this agent: the socket is its identity.
+        yield* AgentSocket.serveTools({ path: socketPath, tools: ctx.tools }).pipe(
           Effect.mapError((e) => err(provider, `agent socket: ${e.message}`))
         )
       }
