@@ -1,0 +1,113 @@
+// The CLI providers' pure parts on captured real output (test/fixtures/*): stream-json / exec --json
+// → ProviderOutput, failure verdicts; binary discovery and the missing-binary check.
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Either, Exit } from "effect"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { claudeDecoder } from "../../src/provider/claude/ClaudeProvider.js"
+import { checkBinary, resolveBinary } from "../../src/provider/cli/Binary.js"
+import type { TurnPlan } from "../../src/provider/cli/CliProvider.js"
+import { codexDecoder } from "../../src/provider/codex/CodexProvider.js"
+import { cursorDecoder } from "../../src/provider/cursor/CursorProvider.js"
+import type { ProviderOutput } from "../../src/provider/Provider.js"
+import { repoRoot } from "../e2e/support.js"
+
+const fixture = (dir: string, name: string) =>
+  Fs.readFileSync(Path.join(repoRoot, "test/fixtures", dir, name), "utf8").split("\n").filter((l) => l.trim() !== "")
+
+const feed = (d: TurnPlan["decoder"], lines: ReadonlyArray<string>, code = 0) => {
+  const outs: Array<ProviderOutput> = lines.flatMap((l) => [...d.line(l)])
+  return { outs, end: d.end({ code, signal: null }), resume: d.resumeId() }
+}
+
+describe("claude decoder", () => {
+  it("MCP tool call: text, the reported call with its JSON result, usage with cost, final, session id", () => {
+    const r = feed(claudeDecoder(), fixture("claude-stream-json", "mcp-tool-call.jsonl"))
+    const call = r.outs.find((o) => o._tag === "ToolCall")
+    expect(call).toMatchObject({ _tag: "ToolCall", tool: "echo", arguments: { text: "ping-42" }, result: "ECHO: ping-42", is_error: false })
+    expect(Either.isRight(r.end)).toBe(true)
+    const tail = Either.getOrThrow(r.end)
+    expect(tail[0]).toMatchObject({ _tag: "Usage" })
+    expect(tail[1]).toEqual({ _tag: "Final", text: "The tool said ping-42. Done." })
+    expect(r.resume).toMatch(/^[0-9a-f-]{36}$/)
+  })
+
+  it("API error (529): the turn fails with the API's message; junk lines are skipped", () => {
+    const r = feed(claudeDecoder(), ["not json", ...fixture("claude-stream-json", "api-error-529.jsonl")], 1)
+    expect(Either.isLeft(r.end)).toBe(true)
+    expect(Either.isLeft(r.end) ? r.end.left : "").toMatch(/529/)
+  })
+
+  it("no result line (killed mid-turn): a failure, and no resume id", () => {
+    const lines = fixture("claude-stream-json", "mcp-tool-call.jsonl").filter((l) => !l.includes('"type":"result"'))
+    const r = feed(claudeDecoder(), lines, 143)
+    expect(Either.isLeft(r.end)).toBe(true)
+    expect(r.resume).toBeNull()
+  })
+})
+
+describe("codex decoder", () => {
+  it("MCP tool call and agent message; thread id is the resume id", () => {
+    const r = feed(codexDecoder(), fixture("codex-exec-json", "mcp-tool-call.jsonl"))
+    expect(r.outs.some((o) => o._tag === "ToolCall" && o.tool === "echo" && !o.is_error)).toBe(true)
+    const tail = Either.getOrThrow(r.end)
+    expect(tail.map((o) => o._tag)).toEqual(["Usage", "Final"])
+    expect(r.resume).not.toBeNull()
+  })
+
+  it("turn.failed is a failed turn", () => {
+    const r = feed(codexDecoder(), fixture("codex-exec-json", "turn-failed-529.jsonl"), 1)
+    expect(Either.isLeft(r.end) ? r.end.left : "").toMatch(/codex turn failed/)
+  })
+})
+
+describe("cursor-agent decoder (documented format)", () => {
+  const sid = "3f1c2e4a-0000-4000-8000-000000000001"
+  const lines = [
+    { type: "system", subtype: "init", apiKeySource: "env", cwd: "/workspace", session_id: sid, model: "x", permissionMode: "default" },
+    { type: "user", message: { role: "user", content: [{ type: "text", text: "hi" }] }, session_id: sid },
+    { type: "tool_call", subtype: "started", call_id: "c1", tool_call: { mcpToolCall: { args: { name: "substrat-check_inbox", toolName: "check_inbox", providerIdentifier: "substrat", args: {} } } }, session_id: sid },
+    { type: "tool_call", subtype: "completed", call_id: "c1", tool_call: { mcpToolCall: { args: { toolName: "check_inbox", providerIdentifier: "substrat", args: {} }, result: { success: { content: [{ text: { text: "{\"messages\":[]}" } }], isError: false } } } }, session_id: sid },
+    { type: "tool_call", subtype: "completed", call_id: "c2", tool_call: { shellToolCall: { args: { command: "ls" }, result: { rejected: { reason: "not allowed" } } } }, session_id: sid },
+    { type: "assistant", message: { role: "assistant", content: [{ type: "text", text: "done" }] }, session_id: sid },
+    { type: "result", subtype: "success", is_error: false, duration_ms: 5, duration_api_ms: 5, result: "done", session_id: sid }
+  ].map((l) => JSON.stringify(l))
+
+  it("MCP call, rejected shell call, text, result", () => {
+    const r = feed(cursorDecoder(), lines)
+    expect(r.outs).toEqual([
+      { _tag: "ToolCall", call_id: "c1", tool: "check_inbox", arguments: {}, result: { messages: [] }, is_error: false },
+      { _tag: "ToolCall", call_id: "c2", tool: "shell", arguments: { command: "ls" }, result: "not allowed", is_error: true },
+      { _tag: "TextChunk", text: "done" }
+    ])
+    expect(Either.getOrThrow(r.end)).toEqual([{ _tag: "Usage", input_tokens: 0, output_tokens: 0, cost_usd: 0 }, { _tag: "Final", text: "done" }])
+    expect(r.resume).toBe(sid)
+  })
+
+  it("documented failure: non-zero exit and no result line", () => {
+    const r = feed(cursorDecoder(), lines.slice(0, 2), 1)
+    expect(Either.isLeft(r.end)).toBe(true)
+    expect(r.resume).toBeNull()
+  })
+})
+
+describe("binary discovery", () => {
+  it.effect("configured path, env var, PATH; a missing binary is a missing-binary ProviderError", () =>
+    Effect.gen(function*() {
+      const claude = yield* resolveBinary("claude", undefined, { SUBSTRAT_CLAUDE_BIN: Path.join(repoRoot, "node_modules/.bin/claude"), PATH: "" })
+      expect(claude.hostPath.endsWith("bin/claude.exe")).toBe(true)
+      expect(claude.sandboxPath.startsWith("/opt/substrat/claude/")).toBe(true)
+      // npm's node launcher for codex resolves to the native binary of the platform package.
+      const codex = yield* resolveBinary("codex", undefined, { PATH: Path.join(repoRoot, "node_modules/.bin") })
+      expect(codex.hostPath).toMatch(/codex-linux-[^/]+\/vendor\/[^/]+\/bin\/codex$/)
+      expect(codex.sandboxPath).toBe("/opt/substrat/codex/bin/codex")
+      const missing = yield* Effect.exit(checkBinary("cursor-agent", undefined, { PATH: "/nonexistent" }))
+      expect(Exit.isFailure(missing)).toBe(true)
+      if (Exit.isFailure(missing)) {
+        expect(JSON.stringify(missing.cause)).toContain("missing-binary")
+        expect(JSON.stringify(missing.cause)).toContain("SUBSTRAT_CURSOR_BIN")
+      }
+      const bad = yield* Effect.exit(checkBinary("claude", "/nonexistent/claude", {}))
+      expect(Exit.isFailure(bad)).toBe(true)
+    }))
+})
