@@ -3,8 +3,8 @@
 // payload carries an agent id (unknown keys are rejected), and admin methods do not exist here
 // (the frame guard answers them with JSON-RPC -32601 "Method not found").
 //
-// Permissions: the socket is chmod 0600 right after listen (its directory under $SUBSTRAT_HOME
-// is 0700 too). Connecting needs write permission on the socket inode, i.e. the connecting
+// Permissions: the socket listens at a staging name, is chmod 0600 (and chowned) there, then
+// renamed into place (its directory under $SUBSTRAT_HOME is 0700 too). Connecting needs write permission on the socket inode, i.e. the connecting
 // process must run as the socket's owner. With bwrap's default user namespace the sandboxed
 // process is the daemon's own uid outside the namespace (inside it may look like any uid), so
 // 0600 + daemon ownership is right. When the sandbox runs the agent as another uid (the
@@ -40,6 +40,8 @@ export interface ServeOptions {
   /** Longest accepted request line in bytes (default 1 MiB). */
   readonly maxLineBytes?: number | undefined
 }
+
+let stagingCounter = 0
 
 /** sun_path holds 108 bytes including the terminating NUL. */
 export const maxSocketPathBytes = 107
@@ -108,11 +110,15 @@ export const serveTools = Effect.fn("AgentSocket.serveTools")(function*(
   options: ServeToolsOptions
 ): Effect.fn.Return<void, AgentSocketError, Scope.Scope> {
   const p = options.path
-  if (Buffer.byteLength(p) > maxSocketPathBytes) {
+  // Listen at a staging name in the same directory, set the mode and owner there, then rename
+  // into place: the published path never has a wider mode.
+  const staging = path.join(path.dirname(p), `.${process.pid.toString(36)}-${(++stagingCounter).toString(36)}.s`)
+  const longest = Math.max(Buffer.byteLength(p), Buffer.byteLength(staging))
+  if (longest > maxSocketPathBytes) {
     return yield* new AgentSocketError({
       reason: "path",
       path: p,
-      message: `socket path is ${Buffer.byteLength(p)} bytes, more than a Unix socket allows (${maxSocketPathBytes}); use a shorter $SUBSTRAT_HOME`
+      message: `socket path is ${longest} bytes, more than a Unix socket allows (${maxSocketPathBytes}); use a shorter $SUBSTRAT_HOME`
     })
   }
   yield* Effect.try({
@@ -120,17 +126,27 @@ export const serveTools = Effect.fn("AgentSocket.serveTools")(function*(
     catch: (e) => new AgentSocketError({ reason: "path", path: p, message: errMessage(e) })
   })
   yield* clearStale(p)
+  yield* clearStale(staging)
 
   const guard = FrameGuard.optionsFromGroup(AgentRpcs, options.maxLineBytes ?? 1024 * 1024)
   const server = RpcServer.layer(AgentRpcs, { disableFatalDefects: true, concurrency: "unbounded" }).pipe(
     Layer.provide(AgentRpcs.toLayer(handlersFor(options.tools))),
     Layer.provide(RpcServer.layerProtocolSocketServer),
     Layer.provide(FrameGuard.layer(guard)),
-    Layer.provide(NodeSocketServer.layer({ path: p })),
+    // Half-open: a client that writes its requests and then shuts down its side still gets every answer.
+    Layer.provide(NodeSocketServer.layer({ path: staging, allowHalfOpen: true })),
     Layer.provide(RpcSerialization.layerNdJsonRpc())
   )
-  // Removed on release even if building fails half-way (after listen, before chmod).
-  yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(p, { force: true })))
+  // On release remove what is ours: the staging name, and the published path unless another
+  // server has taken it over since (same inode = still ours).
+  let published: bigint | undefined
+  yield* Effect.addFinalizer(() =>
+    Effect.sync(() => {
+      fs.rmSync(staging, { force: true })
+      const st = fs.lstatSync(p, { throwIfNoEntry: false, bigint: true })
+      if (published !== undefined && st !== undefined && st.ino === published) fs.rmSync(p, { force: true })
+    })
+  )
   // Interruptible: serve may run inside an acquire (e.g. a provider factory under the
   // Multiplexer's acquireUseRelease); the server's fibers inherit the region, and uninterruptible
   // socket fibers would hang every race inside @effect/rpc and the platform socket.
@@ -142,8 +158,10 @@ export const serveTools = Effect.fn("AgentSocket.serveTools")(function*(
   )
   yield* Effect.try({
     try: () => {
-      fs.chmodSync(p, 0o600)
-      if (options.owner !== undefined) fs.chownSync(p, options.owner.uid, options.owner.gid)
+      fs.chmodSync(staging, 0o600)
+      if (options.owner !== undefined) fs.chownSync(staging, options.owner.uid, options.owner.gid)
+      published = fs.lstatSync(staging, { bigint: true }).ino
+      fs.renameSync(staging, p)
     },
     catch: (e) => new AgentSocketError({ reason: "permissions", path: p, message: errMessage(e) })
   })

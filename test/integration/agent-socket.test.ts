@@ -138,6 +138,9 @@ describe("agent socket", () => {
         }
         expect(replies.find((r) => r["id"] === null)).toMatchObject({ error: { code: -32700 } })
         expect(byId(5)).toMatchObject({ result: { messages: [] } })
+        // A client that writes and half-closes (socat, `nc -N`) still gets its answers.
+        const halfClosed = yield* rawExchange(sock, [rpcLine(6, "check_inbox", {}), rpcLine(7, "agent.list", {})], 2, true)
+        expect(halfClosed.map((r) => r["id"]).sort()).toEqual([6, 7])
         // Nothing happened: still one agent, the daemon-level effects did not run.
         expect((yield* o.list).map((n) => n.name)).toEqual(["boss"])
       })
@@ -208,6 +211,9 @@ describe("agent socket", () => {
         yield* AgentSocket.serve({ path, agent: boss.id }).pipe(Scope.extend(s2))
         yield* AgentSocket.serve({ path, agent: boss.id }) // takes over the path
         expect((yield* call(path, "check_inbox", {})).is_error).toBe(false)
+        yield* Scope.close(s2, Exit.void) // the first one's release leaves the newer socket alone
+        expect((yield* call(path, "check_inbox", {})).is_error).toBe(false)
+        expect(fs.readdirSync(join(path, "..")).filter((f) => f.endsWith(".s"))).toEqual([]) // no staging leftovers
 
         // A regular file is never clobbered.
         const file = join(home, "not-a-socket")
@@ -220,7 +226,6 @@ describe("agent socket", () => {
         const long = join(home, "x".repeat(120), "agent.sock")
         const tooLong = yield* AgentSocket.serve({ path: long, agent: boss.id }).pipe(Effect.flip)
         expect(tooLong.message).toMatch(/more than a Unix socket allows/)
-        yield* Scope.close(s2, Exit.void)
       })
     ))
 

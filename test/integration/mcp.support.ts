@@ -57,9 +57,9 @@ export const stackWith = (home: string, ...providers: ReadonlyArray<ProviderFact
  * Write raw lines to a Unix socket and collect the first `count` JSON lines that come back
  * (for JSON-RPC-level assertions a typed client cannot make).
  */
-export const rawExchange = (path: string, lines: ReadonlyArray<string>, count: number) =>
+export const rawExchange = (path: string, lines: ReadonlyArray<string>, count: number, halfClose = false) =>
   Effect.async<ReadonlyArray<Record<string, unknown>>, Error>((resume) => {
-    const conn = net.createConnection({ path })
+    const conn = net.createConnection({ path, allowHalfOpen: true })
     const got: Array<Record<string, unknown>> = []
     let buf = ""
     const timer = setTimeout(() => finish(new Error(`only ${got.length}/${count} replies: ${JSON.stringify(got)}`)), 20_000)
@@ -85,6 +85,7 @@ export const rawExchange = (path: string, lines: ReadonlyArray<string>, count: n
     })
     conn.on("connect", () => {
       for (const l of lines) conn.write(l.endsWith("\n") ? l : `${l}\n`)
+      if (halfClose) conn.end() // like `printf … | socat - UNIX-CONNECT:…`
     })
     return Effect.sync(() => {
       clearTimeout(timer)
