@@ -63,9 +63,13 @@ export const build = async (): Promise<void> => {
   mkdirSync(dist, { recursive: true })
   await Promise.all([
     buildOne("src/bin.ts", join(dist, "cli.cjs"), [stubPlugin, withoutDaemon]),
-    buildOne("src/bin.ts", join(dist, "daemon.cjs"), [])
+    buildOne("src/bin.ts", join(dist, "daemon.cjs"), []),
+    // The per-agent MCP stdio server: spawned by the provider CLIs once per turn, so it is a
+    // bundle of its own with only src/mcp in it (see src/mcp/main.ts, docs/tools.md).
+    buildOne("src/mcp/main.ts", join(dist, "mcp-server.cjs"), [stubPlugin])
   ])
   rmSync(join(dist, "cli.cjs.cache"), { force: true })
+  rmSync(join(dist, "mcp-server.cjs.cache"), { force: true })
   // Warm the V8 code cache with a typical one-shot command (it fails: no daemon there).
   spawnSync(process.execPath, [join(root, "scripts", "substrat.js"), "agent", "list"], {
     env: { ...process.env, SUBSTRAT_HOME: join(tmpdir(), `substrat-build-${process.pid}`) },
@@ -76,5 +80,5 @@ export const build = async (): Promise<void> => {
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
   const t = performance.now()
   await build()
-  console.log(`built dist/cli.cjs and dist/daemon.cjs in ${Math.round(performance.now() - t)} ms`)
+  console.log(`built dist/cli.cjs, dist/daemon.cjs and dist/mcp-server.cjs in ${Math.round(performance.now() - t)} ms`)
 }

@@ -2,7 +2,8 @@
 // The `substrat` executable (package.json "bin"). Start-up time matters for one-shot commands,
 // so it runs the esbuild bundle from dist/ (scripts/build.ts) through a V8 code cache: one file
 // read, no module resolution, almost no compiling. `daemon run` gets the whole program
-// (dist/daemon.cjs); everything else the lean client (dist/cli.cjs), which has no daemon code.
+// (dist/daemon.cjs); `mcp-server` its own bundle (dist/mcp-server.cjs); everything else the lean
+// client (dist/cli.cjs), which has no daemon code.
 // When dist/ is missing or older than src/, it rebuilds (dev checkout: esbuild and tsx present);
 // if that is impossible it runs src/bin.ts through tsx. SUBSTRAT_FROM_SOURCE=1 forces tsx.
 import { spawnSync } from "node:child_process"
@@ -16,7 +17,11 @@ const root = path.join(path.dirname(fileURLToPath(import.meta.url)), "..")
 const argv = process.argv.slice(2)
 const daemonAt = argv.indexOf("daemon")
 const wantsDaemon = daemonAt >= 0 && argv.indexOf("run", daemonAt + 1) > daemonAt
-const bundle = path.join(root, "dist", wantsDaemon ? "daemon.cjs" : "cli.cjs")
+// `substrat mcp-server --socket <agent.sock>`: the per-agent MCP stdio server (src/mcp/main.ts),
+// a bundle of its own so a provider CLI's per-turn spawn loads neither @effect/cli nor the daemon.
+const wantsMcp = argv[0] === "mcp-server"
+if (wantsMcp) process.argv.splice(2, 1)
+const bundle = path.join(root, "dist", wantsDaemon ? "daemon.cjs" : wantsMcp ? "mcp-server.cjs" : "cli.cjs")
 
 /** Newest mtime among the sources a bundle is built from (0 when there is no src/: installed package). */
 const newestSource = () => {
@@ -121,7 +126,7 @@ const runBundle = (file) => {
 const runSource = async () => {
   const { register } = await import("tsx/esm/api")
   register()
-  await import(pathToFileURL(path.join(root, "src", "bin.ts")).href)
+  await import(pathToFileURL(path.join(root, "src", wantsMcp ? "mcp/main.ts" : "bin.ts")).href)
 }
 
 if (process.env.SUBSTRAT_FROM_SOURCE === "1") {
