@@ -1,8 +1,10 @@
 // Lifecycle: creating agents. Roots: session first, then the tree, then `agent.created`.
 // Children (spawn_agent): added to the tree at once; when the parent is mid-turn the session
 // is created after that turn ends (deferred spawn, seed 001) and `agent.created` is logged
-// then; messages sent to the child meanwhile are held and delivered at birth.
-import { Effect, Either, Schema } from "effect"
+// then; messages sent to the child meanwhile are held and delivered at birth. A child inherits
+// its parent's workspace, or (`workspace_subdir`) gets the child workspace at that subdirectory
+// of it, through the optional ChildWorkspaces port (refused when absent).
+import { Effect, Either, Option, Schema } from "effect"
 import { AgentName, AgentNode } from "../domain/agent.js"
 import { InvalidInputError, NotFoundError } from "../domain/errors.js"
 import { makeEvent } from "../domain/events.js"
@@ -11,6 +13,7 @@ import { makeSession } from "../domain/session.js"
 import { EventLog } from "../eventlog/EventLog.js"
 import { SessionStore } from "../session/SessionStore.js"
 import { USER } from "./AgentTree.js"
+import { ChildWorkspaces } from "./ChildWorkspaces.js"
 import { OrchestratorState } from "./OrchestratorState.js"
 import { Router } from "./Router.js"
 
@@ -43,6 +46,7 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
     const log = yield* EventLog
     const store = yield* SessionStore
     const router = yield* Router
+    const childWorkspaces = yield* Effect.serviceOption(ChildWorkspaces)
 
     const now = Effect.sync(() => new Date().toISOString())
 
@@ -112,6 +116,23 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
         return yield* new NotFoundError({ kind: "agent", id: parent, message: `no live agent ${parent}` })
       }
       const name = yield* checkName(args.name)
+      const subdir = args.workspace_subdir ?? ""
+      let workspace = p.workspace_id
+      if (subdir !== "") {
+        if (p.workspace_id === null) {
+          return yield* new InvalidInputError({ field: "workspace_subdir", message: "workspace_subdir needs a workspace, and you have none" })
+        }
+        if (Option.isNone(childWorkspaces)) {
+          return yield* new InvalidInputError({ field: "workspace_subdir", message: "workspaces are not available here" })
+        }
+        if (s.tree.childNamed(parent, name)) {
+          return yield* new InvalidInputError({ field: "name", message: `name "${name}" is taken among your children` })
+        }
+        workspace = yield* childWorkspaces.value.forSubdir(p.workspace_id, subdir)
+        if (!s.tree.get(parent) || s.terminating.has(parent)) {
+          return yield* new NotFoundError({ kind: "agent", id: parent, message: `no live agent ${parent}` })
+        }
+      }
       const node = new AgentNode({
         id: newAgentId(),
         name,
@@ -120,7 +141,7 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
         instructions: args.instructions,
         role: args.role ?? "worker",
         provider: p.provider,
-        workspace_id: p.workspace_id,
+        workspace_id: workspace,
         state: "idle"
       })
       const added = s.tree.add(node)

@@ -299,9 +299,10 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
 
 /**
  * The whole orchestration stack over a given state layer. Requires EventLog, SessionStore,
- * ProviderRegistry; optionally MultiplexerConfig (default 4 slots) and TurnHooks (default no-op).
+ * ProviderRegistry; optionally MultiplexerConfig (default 4 slots), TurnHooks (default no-op) and
+ * ChildWorkspaces (default: `workspace_subdir` refused).
  */
-export const layerWithState = (state: Layer.Layer<OrchestratorState>) =>
+export const layerWithState = <E = never, R = never>(state: Layer.Layer<OrchestratorState, E, R>) =>
   Orchestrator.Default.pipe(
     Layer.provideMerge(ToolHandler.Default),
     Layer.provideMerge(Lifecycle.Default),

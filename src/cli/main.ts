@@ -6,14 +6,16 @@ import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
 import { Cause, Console, Effect, Layer, Option } from "effect"
 import { CliError, exitCodeOf, ExitCode } from "./Client.js"
 import { agentCommand } from "./commands/agent.js"
+import { cleanupCommand } from "./commands/cleanup.js"
 import { daemonCommand } from "./commands/daemon.js"
+import { doctorCommand } from "./commands/doctor.js"
 import { sessionCommand } from "./commands/session.js"
 import { workspaceCommand } from "./commands/workspace.js"
 import { version } from "./version.js"
 
 export const root = Command.make("substrat").pipe(
   Command.withDescription("Durable, sandboxed trees of LLM coding agents: a daemon and its CLI"),
-  Command.withSubcommands([daemonCommand, agentCommand, sessionCommand, workspaceCommand])
+  Command.withSubcommands([daemonCommand, agentCommand, sessionCommand, workspaceCommand, doctorCommand, cleanupCommand])
 )
 
 const cli = Command.run(root, { name: "substrat", version })

@@ -10,6 +10,7 @@ import { AgentId, type SessionId } from "../domain/ids.js"
 import type { Session } from "../domain/session.js"
 import { EventLog } from "../eventlog/EventLog.js"
 import { ProviderRegistry } from "../provider/ProviderRegistry.js"
+import { WorkspaceHistory } from "../sandbox/WorkspaceHistory.js"
 import { WorkspaceStore } from "../sandbox/WorkspaceStore.js"
 import { SessionStore } from "../session/SessionStore.js"
 import { DaemonControl } from "./DaemonControl.js"
@@ -35,7 +36,9 @@ export const toRpcError = (e: unknown): RpcError => {
     case "NotFoundError": {
       const kind = field(e, "kind")
       return new NotFound({
-        kind: kind === "agent" || kind === "session" || kind === "workspace" || kind === "message" || kind === "provider" ? kind : "agent",
+        kind: kind === "agent" || kind === "session" || kind === "workspace" || kind === "message" || kind === "provider" || kind === "turn"
+          ? kind
+          : "agent",
         id: field(e, "id") ?? "",
         message: message(e)
       })
@@ -60,8 +63,15 @@ export const toRpcError = (e: unknown): RpcError => {
       const reason = field(e, "reason")
       return reason === "io" || reason === "decode"
         ? new Internal({ message: message(e) })
+        : reason === "in-use"
+        ? new Unavailable({ message: message(e) })
         : new InvalidInput({ field: "workspace", message: message(e) })
     }
+    case "WorkspaceHistoryError":
+      // A revert whose turn overlaps later changes: nothing was changed.
+      return field(e, "reason") === "conflict"
+        ? new InvalidInput({ field: "turn", message: message(e) })
+        : new Internal({ message: message(e) })
     default:
       return new Internal({ message: message(e) })
   }
@@ -104,6 +114,7 @@ export const HandlersLive = AdminRpcs.toLayer(Effect.gen(function*() {
   const tap = yield* EventTap
   const transcript = yield* Transcript
   const workspaces = yield* WorkspaceStore
+  const history = yield* WorkspaceHistory
   const providers = yield* ProviderRegistry
   const defaultProvider = process.env["SUBSTRAT_DEFAULT_PROVIDER"] ?? "scripted"
 
@@ -370,6 +381,36 @@ export const HandlersLive = AdminRpcs.toLayer(Effect.gen(function*() {
       mutation(workspaces.link(p.workspace, { host_path: p.host_path, mount_path: p.mount_path, mode: p.mode ?? "ro" })),
 
     "workspace.delete": (p) =>
-      mutation(Effect.map(workspaces.delete(p.workspace), () => ({ workspace: p.workspace, deleted: true })))
+      mutation(Effect.map(
+        workspaces.delete(p.workspace, { force: p.force ?? false }),
+        (r) => ({ workspace: p.workspace, deleted: true, removed: r.deleted })
+      )),
+
+    "workspace.diff": (p) =>
+      wire(Effect.gen(function*() {
+        yield* workspaces.get(p.workspace)
+        if (p.turn === undefined) {
+          const paths = yield* history.pendingChanges(p.workspace)
+          const diff = yield* history.diff(p.workspace)
+          return { workspace: p.workspace, turn: null, paths, diff }
+        }
+        const paths = yield* history.changes(p.workspace, p.turn)
+        const diff = yield* history.diff(p.workspace, p.turn)
+        return { workspace: p.workspace, turn: p.turn, paths, diff }
+      })),
+
+    "workspace.revert": (p) =>
+      mutation(Effect.gen(function*() {
+        yield* workspaces.get(p.workspace)
+        const r = yield* history.revert(p.workspace, p.turn, { agent: "USER" })
+        return { workspace: p.workspace, turn: p.turn, commit: r.commit, paths: r.paths }
+      })),
+
+    "workspace.log": (p) =>
+      wire(Effect.gen(function*() {
+        yield* workspaces.get(p.workspace)
+        const turns = yield* history.log(p.workspace, { limit: Math.max(1, Math.min(10_000, Math.floor(p.limit ?? 100))) })
+        return { workspace: p.workspace, turns }
+      }))
   }
 }))

@@ -5,7 +5,7 @@ import * as Rpc from "@effect/rpc/Rpc"
 import * as RpcGroup from "@effect/rpc/RpcGroup"
 import { Schema } from "effect"
 import { AgentNode } from "../domain/agent.js"
-import { AgentId, MessageId, SessionId, WorkspaceId } from "../domain/ids.js"
+import { AgentId, MessageId, SessionId, TurnId, WorkspaceId } from "../domain/ids.js"
 import { SessionState } from "../domain/session.js"
 import { BindMode, WorkspaceSpec } from "../domain/workspace.js"
 
@@ -22,7 +22,7 @@ export const ErrorCode = {
 
 export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", {
   code: Schema.optionalWith(Schema.Number, { default: () => ErrorCode.notFound }),
-  kind: Schema.Literal("agent", "session", "workspace", "message", "provider"),
+  kind: Schema.Literal("agent", "session", "workspace", "message", "provider", "turn"),
   id: Schema.String,
   message: Schema.String
 }) {}
@@ -234,8 +234,62 @@ export class WorkspaceLinkRpc extends Rpc.make("workspace.link", {
   error: RpcError
 }) {}
 export class WorkspaceDeleteRpc extends Rpc.make("workspace.delete", {
-  payload: { workspace: WorkspaceId },
-  success: Schema.Struct({ workspace: WorkspaceId, deleted: Schema.Boolean }),
+  /** `force`: delete even while an agent uses it (or a descendant), and with child workspaces. */
+  payload: { workspace: WorkspaceId, force: Schema.optional(Schema.Boolean) },
+  /** `removed`: every workspace deleted (children first, then this one). */
+  success: Schema.Struct({
+    workspace: WorkspaceId,
+    deleted: Schema.Boolean,
+    removed: Schema.optional(Schema.Array(WorkspaceId))
+  }),
+  error: RpcError
+}) {}
+
+/** One changed path of a turn (relative to the workspace's own root). */
+export const ChangedPath = Schema.Struct({
+  path: Schema.String,
+  change: Schema.Literal("added", "modified", "deleted")
+})
+
+/** What one turn changed (with `turn`), or what changed since the last recorded turn (without). */
+export class WorkspaceDiffRpc extends Rpc.make("workspace.diff", {
+  payload: { workspace: WorkspaceId, turn: Schema.optional(TurnId) },
+  success: Schema.Struct({
+    workspace: WorkspaceId,
+    turn: Schema.NullOr(TurnId),
+    paths: Schema.Array(ChangedPath),
+    /** Unified diff (git format), paths relative to the workspace root. */
+    diff: Schema.String
+  }),
+  error: RpcError
+}) {}
+
+/** Undo one recorded turn with a new history commit. */
+export class WorkspaceRevertRpc extends Rpc.make("workspace.revert", {
+  payload: { workspace: WorkspaceId, turn: TurnId },
+  success: Schema.Struct({
+    workspace: WorkspaceId,
+    turn: TurnId,
+    /** The revert commit; null when there was nothing left to undo. */
+    commit: Schema.NullOr(Schema.String),
+    paths: Schema.Array(ChangedPath)
+  }),
+  error: RpcError
+}) {}
+
+/** Recorded turns touching a workspace, newest first. */
+export class WorkspaceLogRpc extends Rpc.make("workspace.log", {
+  payload: { workspace: WorkspaceId, limit: Schema.optional(Schema.Number) },
+  success: Schema.Struct({
+    workspace: WorkspaceId,
+    turns: Schema.Array(Schema.Struct({
+      commit: Schema.String,
+      turn_id: Schema.NullOr(Schema.String),
+      agent: Schema.String,
+      time: Schema.String,
+      subject: Schema.String
+    }))
+  }),
   error: RpcError
 }) {}
 
@@ -256,7 +310,10 @@ export class AdminRpcs extends RpcGroup.make(
   WorkspaceCreateRpc,
   WorkspaceListRpc,
   WorkspaceLinkRpc,
-  WorkspaceDeleteRpc
+  WorkspaceDeleteRpc,
+  WorkspaceDiffRpc,
+  WorkspaceRevertRpc,
+  WorkspaceLogRpc
 ) {}
 
 /** Every method name, for the frame guard and the docs. */

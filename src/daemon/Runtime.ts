@@ -1,23 +1,27 @@
 // The daemon's service graph below the socket: storage (Durable, EventLog with the live tap,
 // SessionStore), the transcript writer, orchestration (scripted provider registry, slots),
-// workspaces, start-up recovery (src/agent/Recovery.ts), and the shutdown drain. One place decides which
+// workspaces (store, per-turn history hook, child workspaces, in-use = live tree), start-up recovery (src/agent/Recovery.ts), and the shutdown drain. One place decides which
 // implementation of each port the daemon runs.
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Context, Effect, Layer } from "effect"
 import * as Orchestration from "../agent/Orchestrator.js"
+import { OrchestratorState } from "../agent/OrchestratorState.js"
 import type { SubstratPaths } from "../config/Paths.js"
 import * as DurableLive from "../durable/DurableLive.js"
 import * as EventLogFile from "../eventlog/EventLogFile.js"
 import * as ScriptedProvider from "../provider/scripted/ScriptedProvider.js"
 import { WorkspaceStore } from "../sandbox/WorkspaceStore.js"
-import { WorkspaceUsage } from "../sandbox/WorkspaceUsage.js"
+import { WorkspaceHistory } from "../sandbox/WorkspaceHistory.js"
 import { MultiplexerConfig } from "../session/Multiplexer.js"
 import { SessionStore } from "../session/SessionStore.js"
 import * as SessionStoreFile from "../session/SessionStoreFile.js"
 import { DaemonConfig } from "./Config.js"
 import * as EventTap from "./EventTap.js"
 import { layerStartupRecovery } from "../agent/RecoveryStartup.js"
+import * as ChildWorkspacesLive from "./ChildWorkspacesLive.js"
 import { Transcript } from "./Transcript.js"
+import * as WorkspaceInUse from "./WorkspaceInUse.js"
+import * as WorkspaceTurnHook from "./WorkspaceTurnHook.js"
 
 /** What shutdown needs from orchestration. */
 export class Drain extends Context.Tag("substrat/daemon/Drain")<Drain, {
@@ -37,10 +41,21 @@ const SlotsLive = Layer.unwrapEffect(Effect.map(DaemonConfig, (c) => Multiplexer
 /** Providers the daemon knows. Real ones (claude, codex, …) join the registry as they land. */
 const ProvidersLive = ScriptedProvider.layer()
 
-const OrchestrationLive = Orchestration.layer.pipe(Layer.provideMerge(Layer.mergeAll(ProvidersLive, SlotsLive)))
+// The orchestrator's state is built below everything that reads it: the workspace in-use
+// registry asks the live tree (WorkspaceInUse.ts), and recovery seeds the same state.
+const StateLive = OrchestratorState.layer
 
-const WorkspacesLive = WorkspaceStore.Default.pipe(
-  Layer.provide(Layer.mergeAll(WorkspaceUsage.layerRegistry, NodeContext.layer))
+const OrchestrationLive = Orchestration.layerWithState(Layer.effect(OrchestratorState, OrchestratorState)).pipe(
+  Layer.provideMerge(Layer.mergeAll(ProvidersLive, SlotsLive))
+)
+
+// Workspaces: the store (in use = a live agent has it), per-turn history + the TurnHooks that
+// records each turn's diff (WorkspaceTurnHook.ts), child workspaces for `spawn_agent(workspace_subdir)`.
+const WorkspaceStoreLive = WorkspaceStore.Default.pipe(Layer.provide(Layer.mergeAll(WorkspaceInUse.layer, NodeContext.layer)))
+const WorkspacesLive = Layer.mergeAll(WorkspaceTurnHook.layer, ChildWorkspacesLive.layer).pipe(
+  Layer.provideMerge(WorkspaceHistory.Default),
+  Layer.provideMerge(WorkspaceStoreLive),
+  Layer.provide(NodeContext.layer)
 )
 
 const DrainLive = Layer.effect(
@@ -67,8 +82,10 @@ const DrainLive = Layer.effect(
 
 // Start-up recovery: the full Recovery (tree rebuild, orphans, re-injection, resume); the
 // fallback `layerSessionsOnly` (StartupRecovery.ts) only runs SessionStore.recover.
-export const RuntimeLive = Layer.mergeAll(DrainLive, layerStartupRecovery, WorkspacesLive).pipe(
+export const RuntimeLive = Layer.mergeAll(DrainLive, layerStartupRecovery).pipe(
   Layer.provideMerge(OrchestrationLive),
+  Layer.provideMerge(WorkspacesLive),
+  Layer.provideMerge(StateLive),
   Layer.provideMerge(Transcript.Default),
   Layer.provideMerge(StorageLive)
 )

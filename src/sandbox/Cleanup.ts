@@ -1,8 +1,10 @@
 // `substrat cleanup`: find leftovers of dead daemons and crashed operations — stale sockets and
-// pidfiles, temp files, git locks, incomplete workspace dirs, orphan sandbox processes — as data.
+// pidfiles (also start-up staging sockets and model-forwarder sockets), temp files (while a
+// daemon runs: only old ones), git locks, incomplete workspace dirs, orphan sandbox processes
+// (workspace sandboxes and agents' own `agents/<session>/workspace` sandboxes) — as data.
 // `purgeLeftovers` deletes exactly what a scan reported (re-checking each process before killing it).
 import * as FileSystem from "@effect/platform/FileSystem"
-import { Effect, Schema } from "effect"
+import { Effect, Option, Schema } from "effect"
 import type { Paths } from "../config/Paths.js"
 
 export const LeftoverKind = Schema.Literal(
@@ -34,12 +36,27 @@ export interface ScanInput {
 const item = (kind: typeof LeftoverKind.Type, detail: string, path: string | null = null, pid: number | null = null) =>
   new Leftover({ kind, path, pid, detail, removed: false })
 
-/** Is `arg` bound at /workspace by this bwrap argv, from under `workspacesDir`? */
-const sandboxRootOf = (argv: ReadonlyArray<string>, workspacesDir: string): string | null => {
+/**
+ * The host dir this bwrap argv binds at /workspace, when it lies under one of `bases` (this home's
+ * workspaces, or an agent's own `agents/<session>/workspace` when it has no workspace).
+ */
+const sandboxRootOf = (argv: ReadonlyArray<string>, bases: ReadonlyArray<string>): string | null => {
   for (let i = 0; i + 2 < argv.length; i++) {
-    if (argv[i] === "--bind" && argv[i + 2] === "/workspace" && argv[i + 1]!.startsWith(workspacesDir + "/")) return argv[i + 1]!
+    if (argv[i] === "--bind" && argv[i + 2] === "/workspace" && bases.some((b) => argv[i + 1]!.startsWith(b + "/"))) return argv[i + 1]!
   }
   return null
+}
+
+/** While a daemon runs, a temp file younger than this may be its write in progress: not reported. */
+const liveTmpGraceMs = 10 * 60 * 1000
+
+const pidAlive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM"
+  }
 }
 
 export const scanLeftovers = (input: ScanInput) =>
@@ -50,8 +67,26 @@ export const scanLeftovers = (input: ScanInput) =>
     const exists = (p: string) => fs.exists(p).pipe(Effect.orElseSucceed(() => false))
     const ls = (p: string) => fs.readDirectory(p).pipe(Effect.orElseSucceed((): Array<string> => []))
     const daemonDead = input.daemonPid === null
+    const now = Date.now()
+    /** A temp file is a leftover when no daemon runs, or when it is old. */
+    const staleTmp = (p: string) =>
+      daemonDead
+        ? Effect.succeed(true)
+        : fs.stat(p).pipe(
+          Effect.map((st) => Option.match(st.mtime, { onNone: () => true, onSome: (m) => now - m.getTime() > liveTmpGraceMs })),
+          Effect.orElseSucceed(() => false)
+        )
+
+    // Staging sockets of daemons that died during start-up (`daemon.sock.<pid>.tmp`).
+    for (const f of yield* ls(paths.home)) {
+      const m = /^daemon\.sock\.(\d+)\.tmp$/.exec(f)
+      if (m !== null && !pidAlive(Number(m[1]))) items.push(item("stale-socket", `staging socket of dead pid ${m[1]}`, `${paths.home}/${f}`))
+    }
 
     if (daemonDead) {
+      for (const f of yield* ls(`${paths.home}/llm`)) {
+        if (f.endsWith(".sock")) items.push(item("stale-socket", "model forwarder socket of a dead daemon", `${paths.home}/llm/${f}`))
+      }
       if (yield* exists(paths.socket)) items.push(item("stale-socket", "no daemon is running", paths.socket))
       if (yield* exists(paths.pidFile)) items.push(item("stale-pidfile", "no daemon is running", paths.pidFile))
       for (const sid of yield* ls(paths.agentsDir)) {
@@ -61,7 +96,8 @@ export const scanLeftovers = (input: ScanInput) =>
     }
     for (const sid of yield* ls(paths.agentsDir)) {
       for (const f of yield* ls(paths.sessionDir(sid))) {
-        if (f.endsWith(".tmp")) items.push(item("tmp-file", "interrupted atomic write", `${paths.sessionDir(sid)}/${f}`))
+        const p = `${paths.sessionDir(sid)}/${f}`
+        if (f.endsWith(".tmp") && (yield* staleTmp(p))) items.push(item("tmp-file", "interrupted atomic write", p))
       }
     }
     for (const id of yield* ls(paths.workspacesDir)) {
@@ -70,10 +106,13 @@ export const scanLeftovers = (input: ScanInput) =>
       if (!entries.includes("workspace.json")) {
         items.push(item("incomplete-workspace", "workspace dir without workspace.json (interrupted create/delete)", dir))
       }
-      for (const f of entries) if (f.endsWith(".tmp")) items.push(item("tmp-file", "interrupted atomic write", `${dir}/${f}`))
+      for (const f of entries) {
+        if (f.endsWith(".tmp") && (yield* staleTmp(`${dir}/${f}`))) items.push(item("tmp-file", "interrupted atomic write", `${dir}/${f}`))
+      }
       if (entries.includes("history.git")) {
         for (const f of yield* ls(`${dir}/history.git`)) {
-          if (f.startsWith("index.diff-")) items.push(item("tmp-file", "temporary diff index", `${dir}/history.git/${f}`))
+          const p = `${dir}/history.git/${f}`
+          if (f.startsWith("index.diff-") && (yield* staleTmp(p))) items.push(item("tmp-file", "temporary diff index", p))
           if (daemonDead && f === "index.lock") items.push(item("git-lock", "git lock left by a dead daemon", `${dir}/history.git/${f}`))
         }
       }
@@ -85,7 +124,7 @@ export const scanLeftovers = (input: ScanInput) =>
       const raw = yield* fs.readFileString(`/proc/${e}/cmdline`).pipe(Effect.orElseSucceed(() => ""))
       const argv = raw.split("\0")
       if (!(argv[0] ?? "").endsWith("bwrap")) continue
-      const root = sandboxRootOf(argv, paths.workspacesDir)
+      const root = sandboxRootOf(argv, [paths.workspacesDir, paths.agentsDir])
       if (root === null) continue
       const stat = yield* fs.readFileString(`/proc/${e}/stat`).pipe(Effect.orElseSucceed(() => ""))
       const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1] ?? NaN)

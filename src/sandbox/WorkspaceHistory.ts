@@ -112,6 +112,16 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
         return r.stdout.trim()
       })
 
+    /** Stage into a throwaway copy of the index so the real one is untouched. */
+    const withTempIndex = <A, E>(loc: HistoryLocation, f: (env: Record<string, string>) => Effect.Effect<A, E>) => {
+      const tmpIndex = `${loc.gitDir}/index.diff-${randomUUID()}`
+      return fs.copyFile(`${loc.gitDir}/index`, tmpIndex).pipe(
+        Effect.ignore,
+        Effect.zipRight(f({ GIT_INDEX_FILE: tmpIndex })),
+        Effect.ensuring(fs.remove(tmpIndex).pipe(Effect.ignore))
+      )
+    }
+
     const relative = (loc: HistoryLocation) => (loc.prefix === "" ? [] : [`--relative=${loc.prefix}/`])
 
     /** Unified diff of one turn, or (no turn) of the changes not yet recorded. */
@@ -123,15 +133,23 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
             const c = yield* commitOf(id, git, turnId)
             return (yield* git(["diff", ...flags, `${c}^`, c, "--", ...scope])).stdout
           }
-          // Pending changes: stage into a throwaway index so the real one is untouched.
-          const tmpIndex = `${loc.gitDir}/index.diff-${randomUUID()}`
-          return yield* Effect.gen(function*() {
-            yield* fs.copyFile(`${loc.gitDir}/index`, tmpIndex).pipe(Effect.ignore)
-            const env = { GIT_INDEX_FILE: tmpIndex }
-            yield* git(["add", "-A", "--", ...scope], { env })
-            return (yield* git(["diff", "--cached", ...flags, "HEAD", "--", ...scope], { env })).stdout
-          }).pipe(Effect.ensuring(fs.remove(tmpIndex).pipe(Effect.ignore)))
+          return yield* withTempIndex(loc, (env) =>
+            Effect.gen(function*() {
+              yield* git(["add", "-A", "--", ...scope], { env })
+              return (yield* git(["diff", "--cached", ...flags, "HEAD", "--", ...scope], { env })).stdout
+            }))
         }))
+    })
+
+    /** Changed paths not recorded yet (what the next commitTurn of this workspace would record). */
+    const pendingChanges = Effect.fn("WorkspaceHistory.pendingChanges")(function*(id: WorkspaceId) {
+      return yield* withRepo(id, (loc, git, scope) =>
+        withTempIndex(loc, (env) =>
+          Effect.gen(function*() {
+            yield* git(["add", "-A", "--", ...scope], { env })
+            const st = yield* git(["diff", "--cached", "--name-status", "-z", "--no-renames", "HEAD", "--", ...scope], { env })
+            return parseNameStatus(st.stdout, loc.prefix)
+          })))
     })
 
     /** Changed paths of one recorded turn. */
@@ -194,7 +212,7 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
         }))
     })
 
-    return { commitTurn, diff, changes, revert, log } as const
+    return { commitTurn, diff, pendingChanges, changes, revert, log } as const
   })
 }) {}
 

@@ -60,6 +60,9 @@ describe("cleanup", () => {
     fs.mkdirSync(paths.sessionDir("s1"), { recursive: true })
     fs.writeFileSync(paths.agentSocket("s1"), "")
     fs.writeFileSync(join(paths.sessionDir("s1"), "session.json.tmp"), "{")
+    // An old temp file; workspace.json.tmp stays fresh (a live daemon may be writing it).
+    const hourAgo = new Date(Date.now() - 3600_000)
+    fs.utimesSync(join(paths.sessionDir("s1"), "session.json.tmp"), hourAgo, hourAgo)
     fs.writeFileSync(paths.socket, "")
     fs.writeFileSync(paths.pidFile, "999999")
     const marker = `44.${Math.floor(Math.random() * 1e9)}`
@@ -72,7 +75,8 @@ describe("cleanup", () => {
       expect(await waitFor(() => findExact(["sleep", marker]).length > 0)).toBe(true)
       // With us as "the live daemon", our own bwrap child is not an orphan and locks/sockets are live.
       const live = await run(scanLeftovers({ paths, daemonPid: process.pid }))
-      expect(live.items.map((i) => i.kind).sort()).toEqual(["incomplete-workspace", "tmp-file", "tmp-file"])
+      expect(live.items.map((i) => i.kind).sort()).toEqual(["incomplete-workspace", "tmp-file"])
+      expect(live.items.find((i) => i.kind === "tmp-file")?.path).toBe(join(paths.sessionDir("s1"), "session.json.tmp"))
       const dead = await run(scanLeftovers({ paths, daemonPid: null }))
       const kinds = dead.items.map((i) => i.kind).sort()
       expect(kinds).toEqual(["git-lock", "incomplete-workspace", "orphan-sandbox-process", "stale-pidfile", "stale-socket", "stale-socket", "tmp-file", "tmp-file"])

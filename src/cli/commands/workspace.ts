@@ -1,10 +1,10 @@
-// `substrat workspace create|list|link|delete`.
+// `substrat workspace create|list|link|delete|diff|revert|log`.
 import { Args, Command, Options } from "@effect/cli"
 import { Console, Effect, Option } from "effect"
-import { WorkspaceId } from "../../domain/ids.js"
+import { TurnId, WorkspaceId } from "../../domain/ids.js"
 import { call, CliError, withClient } from "../Client.js"
 import { home, json, pathsOf } from "../Common.js"
-import { printJson, renderWorkspaces } from "../Output.js"
+import { printJson, renderWorkspaces, table } from "../Output.js"
 
 const workspaceArg = Args.text({ name: "workspace" }).pipe(Args.withSchema(WorkspaceId), Args.withDescription("Workspace id (uuid)"))
 
@@ -62,15 +62,75 @@ const linkCommand = Command.make("link", {
     yield* Console.log(`linked ${o.hostPath} at /workspace/${o.mountPath} (${o.rw ? "rw" : "ro"}) in ${w.id}`)
   })).pipe(Command.withDescription("Bind a host path into a workspace, read-only or read-write"))
 
-const deleteCommand = Command.make("delete", { home, json, workspace: workspaceArg }, (o) =>
+const deleteCommand = Command.make("delete", {
+  home,
+  json,
+  force: Options.boolean("force").pipe(
+    Options.withDescription("Delete even while an agent uses it, and with its child workspaces")
+  ),
+  workspace: workspaceArg
+}, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const r = yield* withClient(socket, (c) => call(socket, c.workspace.delete({ workspace: o.workspace })))
+    const r = yield* withClient(socket, (c) => call(socket, c.workspace.delete({ workspace: o.workspace, force: o.force })))
     if (o.json) return yield* printJson(r)
-    yield* Console.log(`workspace ${r.workspace} deleted`)
-  })).pipe(Command.withDescription("Delete a workspace"))
+    const others = (r.removed ?? []).filter((id) => id !== r.workspace)
+    yield* Console.log(`workspace ${r.workspace} deleted${others.length > 0 ? ` (and ${others.length} child workspace(s))` : ""}`)
+  })).pipe(Command.withDescription("Delete a workspace (refused while an agent uses it, unless --force)"))
+
+const turnOption = Options.text("turn").pipe(
+  Options.withSchema(TurnId),
+  Options.withDescription("Turn id (uuid): see `substrat workspace log` or the workspace.diff events")
+)
+
+const changeMark = { added: "A", modified: "M", deleted: "D" } as const
+
+const diffCommand = Command.make("diff", { home, json, turn: Options.optional(turnOption), workspace: workspaceArg }, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    const r = yield* withClient(socket, (c) =>
+      call(socket, c.workspace.diff({
+        workspace: o.workspace,
+        ...Option.match(o.turn, { onNone: () => ({}), onSome: (turn) => ({ turn }) })
+      })))
+    if (o.json) return yield* printJson(r)
+    if (r.paths.length === 0) {
+      return yield* Console.log(r.turn === null ? "(no changes since the last recorded turn)" : `(turn ${r.turn} changed nothing)`)
+    }
+    yield* Console.log(r.diff.endsWith("\n") ? r.diff.slice(0, -1) : r.diff)
+  })).pipe(Command.withDescription("Show what a turn changed in a workspace (default: the changes not recorded yet)"))
+
+const revertCommand = Command.make("revert", { home, json, turn: turnOption, workspace: workspaceArg }, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    const r = yield* withClient(socket, (c) => call(socket, c.workspace.revert({ workspace: o.workspace, turn: o.turn })))
+    if (o.json) return yield* printJson(r)
+    if (r.commit === null) return yield* Console.log(`turn ${r.turn}: nothing left to revert`)
+    yield* Console.log([`reverted turn ${r.turn} in ${r.workspace}:`, ...r.paths.map((p) => `  ${changeMark[p.change]} ${p.path}`)].join("\n"))
+  })).pipe(Command.withDescription("Undo one turn's changes in a workspace (a new history commit)"))
+
+const logCommand = Command.make("log", {
+  home,
+  json,
+  limit: Options.integer("limit").pipe(Options.withDescription("At most this many turns (default 100)"), Options.optional),
+  workspace: workspaceArg
+}, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    const r = yield* withClient(socket, (c) =>
+      call(socket, c.workspace.log({
+        workspace: o.workspace,
+        ...Option.match(o.limit, { onNone: () => ({}), onSome: (limit) => ({ limit }) })
+      })))
+    if (o.json) return yield* printJson(r)
+    if (r.turns.length === 0) return yield* Console.log("(no recorded turns)")
+    yield* Console.log(table([
+      ["TIME", "AGENT", "TURN", "COMMIT", "SUBJECT"],
+      ...r.turns.map((t) => [t.time, t.agent, t.turn_id ?? "-", t.commit.slice(0, 12), t.subject])
+    ]))
+  })).pipe(Command.withDescription("List the recorded turns of a workspace, newest first"))
 
 export const workspaceCommand = Command.make("workspace").pipe(
   Command.withDescription("Manage sandbox workspaces"),
-  Command.withSubcommands([createCommand, listCommand, linkCommand, deleteCommand])
+  Command.withSubcommands([createCommand, listCommand, linkCommand, deleteCommand, diffCommand, revertCommand, logCommand])
 )

@@ -1,0 +1,12 @@
+// ChildWorkspaces: how `spawn_agent(..., workspace_subdir)` gets the child its own workspace — a
+// child workspace rooted at that subdirectory of the parent's (created, or reused when one already
+// sits there). A port so the orchestration core stays free of the sandbox; the daemon provides it
+// (src/daemon/ChildWorkspacesLive.ts). Without it, `workspace_subdir` is refused.
+import { Context, type Effect } from "effect"
+import type { InvalidInputError } from "../domain/errors.js"
+import type { WorkspaceId } from "../domain/ids.js"
+
+export class ChildWorkspaces extends Context.Tag("substrat/ChildWorkspaces")<ChildWorkspaces, {
+  /** The workspace for `subdir` (validated: relative, normalised, no `..`) under `parent`. */
+  readonly forSubdir: (parent: WorkspaceId, subdir: string) => Effect.Effect<WorkspaceId, InvalidInputError>
+}>() {}

@@ -1,0 +1,36 @@
+// `substrat cleanup [--purge] [--json]`: leftovers of dead daemons and crashed operations (stale
+// sockets and pid files, temp files, git locks, incomplete workspace dirs, orphan sandbox
+// processes — src/sandbox/Cleanup.ts). Reports what it found; deletes/kills only with --purge.
+// Client-side: works with or without a daemon (a live daemon's socket, pid file, sandboxes and
+// recent temp files are never touched).
+import { Command, Options } from "@effect/cli"
+import { Console, Effect } from "effect"
+import { isAlive, readPid } from "../../daemon/Lifecycle.js"
+import { home, json, pathsOf } from "../Common.js"
+import { printJson, table } from "../Output.js"
+
+export const cleanupCommand = Command.make("cleanup", {
+  home,
+  json,
+  purge: Options.boolean("purge").pipe(Options.withDescription("Delete the files and kill the processes found (default: only report)"))
+}, (o) =>
+  Effect.gen(function*() {
+    const paths = pathsOf(o.home)
+    const Cleanup = yield* Effect.promise(() => import("../../sandbox/Cleanup.js"))
+    const pid = readPid(paths.pidFile)
+    const daemonPid = pid !== undefined && isAlive(pid) ? pid : null
+    const found = yield* Cleanup.scanLeftovers({ paths, daemonPid })
+    const report = o.purge ? yield* Cleanup.purgeLeftovers(found) : found
+    if (o.json) return yield* printJson(report)
+    if (report.items.length === 0) return yield* Console.log("nothing to clean up")
+    yield* Console.log(table([
+      ["KIND", "WHAT", "DETAIL", ...(o.purge ? ["REMOVED"] : [])],
+      ...report.items.map((i) => [
+        i.kind,
+        i.pid === null ? i.path ?? "-" : `pid ${i.pid}`,
+        i.detail,
+        ...(o.purge ? [i.removed ? "yes" : "NO"] : [])
+      ])
+    ]))
+    if (!o.purge) yield* Console.log(`\n${report.items.length} leftover(s); run with --purge to remove them`)
+  })).pipe(Command.withDescription("Find leftovers of dead daemons (stale sockets, temp files, orphan sandboxes); --purge removes them"))

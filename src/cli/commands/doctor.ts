@@ -1,0 +1,97 @@
+// `substrat doctor [--json]`: can this machine run Substrat? Client-side, works with no daemon:
+// the sandbox checks (bwrap present and able to create namespaces, prlimit, git, cgroup mode,
+// identity — src/sandbox/Doctor.ts), the provider CLIs the daemon would find (the providers' own
+// binary lookup, src/provider/cli/Binary.ts), and the daemon's socket health. Exit 0 unless a
+// check failed (warnings do not fail), 1 otherwise — the report is printed either way.
+import { Command } from "@effect/cli"
+import * as NodeCommandExecutor from "@effect/platform-node/NodeCommandExecutor"
+import { Console, Duration, Effect } from "effect"
+import * as fs from "node:fs"
+import type { Paths } from "../../config/Paths.js"
+import { isAlive, readPid, socketAnswers } from "../../daemon/Lifecycle.js"
+import { call, CliError, withClient } from "../Client.js"
+import { home, json, pathsOf } from "../Common.js"
+import { printJson, table } from "../Output.js"
+
+interface Check {
+  readonly name: string
+  readonly status: "ok" | "warn" | "fail"
+  readonly detail: string
+  readonly fix: string | null
+}
+
+const providerClis = ["claude", "codex", "cursor-agent"] as const
+
+/** The daemon's socket: answers daemon.status, mode 0600, no stale files. */
+const daemonCheck = (paths: Paths): Effect.Effect<Check> =>
+  Effect.gen(function*() {
+    const pid = readPid(paths.pidFile)
+    const alive = pid !== undefined && isAlive(pid)
+    const socketFile = fs.existsSync(paths.socket)
+    const answers = socketFile && (yield* socketAnswers(paths.socket, 1000))
+    if (!alive && !socketFile) {
+      return pid === undefined
+        ? { name: "daemon", status: "warn", detail: `not running (no ${paths.pidFile})`, fix: "substrat daemon start" }
+        : { name: "daemon", status: "warn", detail: `not running; stale pid file (pid ${pid} is gone)`, fix: "substrat cleanup --purge, or substrat daemon start (it removes stale files)" }
+    }
+    if (!answers) {
+      return alive
+        ? { name: "daemon", status: "fail", detail: `pid ${pid} is alive but ${paths.socket} does not answer`, fix: `look at ${paths.daemonLog}; substrat daemon stop, or kill ${pid}` }
+        : { name: "daemon", status: "warn", detail: `not running; stale socket ${paths.socket}${pid === undefined ? "" : ` and pid file (pid ${pid} is gone)`}`, fix: "substrat cleanup --purge, or substrat daemon start (it removes stale files)" }
+    }
+    const status = yield* withClient(paths.socket, (c) => call(paths.socket, c.daemon.status())).pipe(
+      Effect.timeoutFail({ duration: Duration.seconds(5), onTimeout: () => new CliError({ kind: "daemon-not-running", message: "daemon.status timed out" }) }),
+      Effect.either
+    )
+    if (status._tag === "Left") {
+      return { name: "daemon", status: "fail", detail: `${paths.socket} accepts connections but daemon.status failed: ${status.left.message}`, fix: `look at ${paths.daemonLog}` }
+    }
+    const s = status.right
+    const mode = fs.statSync(paths.socket).mode & 0o777
+    if ((mode & 0o077) !== 0) {
+      return { name: "daemon", status: "fail", detail: `pid ${s.pid}: ${paths.socket} has mode ${mode.toString(8)} (other users can reach it)`, fix: `chmod 600 ${paths.socket}; restart the daemon` }
+    }
+    return {
+      name: "daemon",
+      status: "ok",
+      detail: `pid ${s.pid}, version ${s.version}, up ${Math.round(s.uptime_ms / 1000)} s, ${s.agents} agent(s), socket ${paths.socket} (0${mode.toString(8)})`,
+      fix: null
+    }
+  })
+
+export const doctorCommand = Command.make("doctor", { home, json }, (o) =>
+  Effect.gen(function*() {
+    const paths = pathsOf(o.home)
+    // Loaded on demand: other one-shot commands do not pay for them.
+    const Doctor = yield* Effect.promise(() => import("../../sandbox/Doctor.js"))
+    const Binary = yield* Effect.promise(() => import("../../provider/cli/Binary.js"))
+    const sandbox = yield* Doctor.sandboxChecks().pipe(Effect.provide(NodeCommandExecutor.layer))
+    const providers = yield* Effect.forEach(providerClis, (name) =>
+      Binary.resolveBinary(name).pipe(
+        Effect.match({
+          onFailure: (e): Check => ({
+            name: `provider:${name}`,
+            status: "warn",
+            detail: e.message.split("; install it: ")[0] ?? e.message,
+            fix: e.message.includes("; install it: ") ? e.message.split("; install it: ")[1] ?? null : null
+          }),
+          onSuccess: (b): Check => ({ name: `provider:${name}`, status: "ok", detail: b.hostPath, fix: null })
+        })
+      ))
+    const daemon = yield* daemonCheck(paths)
+    const report = Doctor.makeReport([...sandbox, ...providers, daemon].map((c) => new Doctor.DoctorCheck(c)))
+    if (o.json) {
+      yield* printJson(report)
+    } else {
+      const mark = { ok: "ok", warn: "WARN", fail: "FAIL" } as const
+      yield* Console.log(table(report.checks.map((c) => [mark[c.status], c.name, c.detail])))
+      const fixes = report.checks.filter((c) => c.status !== "ok" && c.fix !== null)
+      if (fixes.length > 0) yield* Console.log(["", "fixes:", ...fixes.map((c) => `  ${c.name}: ${c.fix}`)].join("\n"))
+    }
+    const failed = report.checks.filter((c) => c.status === "fail")
+    if (failed.length > 0) {
+      return yield* new CliError({ kind: "internal", message: `doctor: ${failed.length} check(s) failed: ${failed.map((c) => c.name).join(", ")}` })
+    }
+  })).pipe(
+  Command.withDescription("Check bwrap, namespaces, cgroups, provider CLIs and the daemon socket (works without a daemon)")
+)

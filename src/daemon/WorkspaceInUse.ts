@@ -1,0 +1,26 @@
+// The daemon's WorkspaceUsage: a workspace is in use while a live agent of the tree has it as its
+// workspace (roots created with `--workspace`, children that inherited it or got a child
+// workspace through `workspace_subdir`, unborn children included), or while something holds a
+// scoped `use(id)` on it. Reading the tree at the moment of the question covers agent creation,
+// termination and start-up recovery (which seeds the same state) without any bookkeeping that
+// could drift from the tree.
+import { Effect, Layer } from "effect"
+import { OrchestratorState } from "../agent/OrchestratorState.js"
+import { WorkspaceUsage } from "../sandbox/WorkspaceUsage.js"
+
+export const layer: Layer.Layer<WorkspaceUsage, never, OrchestratorState> = Layer.effect(
+  WorkspaceUsage,
+  Effect.gen(function*() {
+    const s = yield* OrchestratorState
+    const held = yield* Effect.provide(WorkspaceUsage, WorkspaceUsage.layerRegistry)
+    const usedByAgent = (id: string) =>
+      Effect.sync(() => {
+        for (const n of s.tree.nodes.values()) if (n.workspace_id === id) return true
+        return false
+      })
+    return WorkspaceUsage.of({
+      inUse: (id) => Effect.flatMap(usedByAgent(id), (agent) => (agent ? Effect.succeed(true) : held.inUse(id))),
+      use: held.use
+    })
+  })
+)
