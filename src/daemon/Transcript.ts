@@ -2,66 +2,26 @@
 //   [12:00:00] USER → alpha: Please review src/auth.py
 //   [12:00:05] alpha → beta: Check for SQL injection in src/auth.py
 // written by the daemon from the live event stream (EventTap), never by the orchestrator.
-// A message appears in the transcripts of both its sender and its recipient. Not durable: the
-// event log is the source of truth; this file is for people (`substrat agent logs`).
-import { Effect, Option, PubSub, Queue, Stream } from "effect"
+// A message appears in the transcripts of both its sender and its recipient. Appends are not
+// fsync'd: the event log is the source of truth and transcripts are derived from it. The marker
+// `$SUBSTRAT_HOME/transcripts.dirty` exists while a daemon writes transcripts; a clean shutdown
+// writes every line still queued and removes it. Finding it at start-up means the last daemon
+// died (kill -9, crash, power loss): every transcript is then regenerated from the event logs
+// (TranscriptLines.ts) and replaced atomically where it differs — before recovery and before
+// anything new is logged, so nothing races with the live writer.
+import { Effect, Fiber, Option, PubSub, Queue, Schema, Stream } from "effect"
 import * as fsp from "node:fs/promises"
 import { SubstratPaths } from "../config/Paths.js"
 import type { LogEntry } from "../domain/events.js"
-import type { SessionId } from "../domain/ids.js"
+import { SessionId } from "../domain/ids.js"
+import { Durable } from "../durable/Durable.js"
 import { EventTap } from "./EventTap.js"
+import { emptyNames, type KnownAgent, linesFor, logView, type Names, transcriptsFromLogs } from "./TranscriptLines.js"
 
-export interface KnownAgent {
-  readonly id: string
-  readonly name: string
-  readonly session_id: string
-}
+export { type KnownAgent, linesFor } from "./TranscriptLines.js"
 
-interface Names {
-  readonly byAgent: Map<string, KnownAgent>
-  readonly bySession: Map<string, KnownAgent>
-}
-
-const clock = (ts: string): string => (ts.length >= 19 ? ts.slice(11, 19) : ts)
-
-/** One physical line per entry (line numbers are how `agent logs -f` avoids gaps and repeats). */
-const oneLine = (text: string): string => text.replace(/\r?\n/g, " ↵ ")
-
-/** The transcript lines an entry produces, keyed by the session whose transcript gets them. */
-export const linesFor = (entry: LogEntry, names: Names): ReadonlyArray<readonly [string, string]> => {
-  const t = `[${clock(entry.ts)}]`
-  const nameOf = (id: string, fallback?: string): string => names.byAgent.get(id)?.name ?? fallback ?? id.slice(0, 8)
-  switch (entry.event) {
-    case "agent.created": {
-      const d = entry.data
-      return [[entry.session_id, `${t} * ${d.name} created (provider ${d.provider}${d.role ? `, role ${d.role}` : ""})`]]
-    }
-    case "agent.terminated":
-      return [[entry.session_id, `${t} * ${nameOf(entry.data.agent_id)} terminated`]]
-    case "message.enqueued": {
-      const env = entry.data
-      const from = env.sender === "USER" || env.sender === "SYSTEM"
-        ? env.sender
-        : nameOf(env.sender, env.metadata["sender_name"])
-      const to = env.recipient === null ? "*" : env.recipient === "USER" ? "USER" : nameOf(env.recipient)
-      const line = `${t} ${from} → ${to}: ${oneLine(env.payload)}`
-      const out: Array<readonly [string, string]> = [[entry.session_id, line]]
-      if (env.sender !== "USER" && env.sender !== "SYSTEM") {
-        const senderSession = names.byAgent.get(env.sender)?.session_id
-        if (senderSession !== undefined && senderSession !== entry.session_id) {
-          // A multicast is fanned out into one copy per recipient: the sender's transcript
-          // gets each copy's line (one per recipient), which shows who it reached.
-          out.push([senderSession, line])
-        }
-      }
-      return out
-    }
-    case "provider.error":
-      return [[entry.session_id, `${t} ! ${names.bySession.get(entry.session_id)?.name ?? "agent"}: ${entry.data.reason}: ${oneLine(entry.data.message)}`]]
-    default:
-      return []
-  }
-}
+const isSessionId = Schema.is(SessionId)
+const utf8 = new TextDecoder()
 
 export interface TranscriptLine {
   readonly session: string
@@ -74,7 +34,8 @@ export class Transcript extends Effect.Service<Transcript>()("substrat/Transcrip
   scoped: Effect.gen(function*() {
     const paths = yield* SubstratPaths
     const tap = yield* EventTap
-    const names: Names = { byAgent: new Map(), bySession: new Map() }
+    const durable = yield* Durable
+    const names: Names = emptyNames()
     const counts = new Map<string, number>()
     const hub = yield* PubSub.unbounded<TranscriptLine>()
 
@@ -112,9 +73,57 @@ export class Transcript extends Effect.Service<Transcript>()("substrat/Transcrip
       return Effect.forEach(linesFor(entry, names), ([session, line]) => write(session, line), { discard: true })
     }
 
-    // Subscribe now (before anything is appended), process entries one by one in a scoped fiber.
+    /** Regenerate every transcript from the event logs; rewrite (atomically) those that differ. */
+    const rebuildAll = Effect.gen(function*() {
+      const text = (path: string) => Effect.map(durable.readFile(path), Option.map((b) => utf8.decode(b)))
+      const dirs = (yield* durable.readDir(paths.agentsDir)).filter((e) => e.isDirectory && isSessionId(e.name))
+      const logs = yield* Effect.forEach(dirs, (d) =>
+        Effect.gen(function*() {
+          const events = yield* text(paths.eventsFile(d.name))
+          const pending = yield* text(paths.pendingFile(d.name))
+          return { session: d.name, entries: logView(Option.getOrElse(events, () => ""), Option.getOrNull(pending)) }
+        }))
+      const transcripts = transcriptsFromLogs(logs)
+      let rewritten = 0
+      for (const d of dirs) {
+        const lines = transcripts.get(d.name) ?? []
+        const want = lines.length === 0 ? "" : lines.join("\n") + "\n"
+        const have = yield* text(paths.transcriptFile(d.name))
+        if (Option.getOrElse(have, () => "") === want) continue
+        yield* durable.replaceAtomic(paths.transcriptFile(d.name), new TextEncoder().encode(want))
+        rewritten++
+      }
+      return { sessions: dirs.length, rewritten }
+    })
+
+    const dirty = `${paths.home}/transcripts.dirty`
+    if (Option.isSome(yield* Effect.orElseSucceed(durable.size(dirty), () => Option.none()))) {
+      yield* rebuildAll.pipe(
+        Effect.tap((r) => Effect.logInfo(`transcripts: the last daemon did not stop cleanly; regenerated from the event logs: ${r.rewritten} of ${r.sessions} rewritten`)),
+        Effect.catchAllCause((cause) => Effect.logWarning("transcripts: regeneration failed; they may miss lines", cause))
+      )
+    }
+    yield* durable.replaceAtomic(dirty, new TextEncoder().encode(`${process.pid}\n`)).pipe(
+      Effect.catchAllCause((cause) => Effect.logWarning("transcripts: cannot write the dirty marker", cause))
+    )
+
+    // Subscribe now (before anything is appended), process entries one by one in a scoped fiber;
+    // an entry once taken is written even if the fiber is interrupted meanwhile.
     const queue = yield* tap.subscribe
-    yield* Queue.take(queue).pipe(Effect.flatMap(onEntry), Effect.forever, Effect.forkScoped)
+    const writer = yield* Effect.uninterruptibleMask((restore) => Effect.flatMap(restore(Queue.take(queue)), onEntry)).pipe(
+      Effect.forever,
+      Effect.forkScoped
+    )
+    // Clean shutdown (runs before the subscription closes): stop the writer, write what is still
+    // queued, then drop the marker — the transcripts are complete.
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function*() {
+        yield* Fiber.interrupt(writer)
+        const rest = yield* Queue.takeAll(queue)
+        for (const entry of rest) yield* onEntry(entry)
+        yield* durable.unlink(dirty)
+      }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("transcripts: flush at shutdown failed", cause)))
+    )
 
     const learn = Effect.fn("Transcript.learn")(function*(agents: ReadonlyArray<KnownAgent>) {
       for (const a of agents) learnOne(a)

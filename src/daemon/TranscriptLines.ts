@@ -1,0 +1,128 @@
+// What `transcript.txt` holds, as pure functions of the event logs: the lines one entry produces
+// (the live writer, Transcript.ts, uses the same function), and whole transcripts regenerated
+// from every session's log — the event log is the source of truth and the transcript is derived
+// from it, so after a crash the daemon rebuilds transcripts that missed lines.
+import { Either, Schema } from "effect"
+import { LogEntry } from "../domain/events.js"
+
+export interface KnownAgent {
+  readonly id: string
+  readonly name: string
+  readonly session_id: string
+}
+
+export interface Names {
+  readonly byAgent: Map<string, KnownAgent>
+  readonly bySession: Map<string, KnownAgent>
+}
+
+export const emptyNames = (): Names => ({ byAgent: new Map(), bySession: new Map() })
+
+const clock = (ts: string): string => (ts.length >= 19 ? ts.slice(11, 19) : ts)
+
+/** One physical line per entry (line numbers are how `agent logs -f` avoids gaps and repeats). */
+const oneLine = (text: string): string => text.replace(/\r?\n/g, " ↵ ")
+
+/** The transcript lines an entry produces, keyed by the session whose transcript gets them. */
+export const linesFor = (entry: LogEntry, names: Names): ReadonlyArray<readonly [string, string]> => {
+  const t = `[${clock(entry.ts)}]`
+  const nameOf = (id: string, fallback?: string): string => names.byAgent.get(id)?.name ?? fallback ?? id.slice(0, 8)
+  switch (entry.event) {
+    case "agent.created": {
+      const d = entry.data
+      return [[entry.session_id, `${t} * ${d.name} created (provider ${d.provider}${d.role ? `, role ${d.role}` : ""})`]]
+    }
+    case "agent.terminated":
+      return [[entry.session_id, `${t} * ${nameOf(entry.data.agent_id)} terminated`]]
+    case "message.enqueued": {
+      const env = entry.data
+      const from = env.sender === "USER" || env.sender === "SYSTEM"
+        ? env.sender
+        : nameOf(env.sender, env.metadata["sender_name"])
+      const to = env.recipient === null ? "*" : env.recipient === "USER" ? "USER" : nameOf(env.recipient)
+      const line = `${t} ${from} → ${to}: ${oneLine(env.payload)}`
+      const out: Array<readonly [string, string]> = [[entry.session_id, line]]
+      if (env.sender !== "USER" && env.sender !== "SYSTEM") {
+        const senderSession = names.byAgent.get(env.sender)?.session_id
+        if (senderSession !== undefined && senderSession !== entry.session_id) {
+          // A multicast is fanned out into one copy per recipient: the sender's transcript
+          // gets each copy's line (one per recipient), which shows who it reached.
+          out.push([senderSession, line])
+        }
+      }
+      return out
+    }
+    case "provider.error":
+      return [[entry.session_id, `${t} ! ${names.bySession.get(entry.session_id)?.name ?? "agent"}: ${entry.data.reason}: ${oneLine(entry.data.message)}`]]
+    default:
+      return []
+  }
+}
+
+/** The events that produce transcript lines (the others are skipped before decoding). */
+const transcriptEvents = new Set(["agent.created", "agent.terminated", "message.enqueued", "provider.error"])
+const decodeEntry = Schema.decodeUnknownEither(LogEntry)
+
+const parse = (line: string): LogEntry | null => {
+  let json: unknown
+  try {
+    json = JSON.parse(line)
+  } catch {
+    return null
+  }
+  if (typeof json !== "object" || json === null || !("event" in json) || !transcriptEvents.has(String(json.event))) return null
+  const e = decodeEntry(json)
+  return Either.isRight(e) ? e.right : null
+}
+
+/**
+ * The transcript-relevant entries of a log as the EventLog's repair would leave it, without
+ * touching the files: a torn trailing line is ignored, and a valid pending entry (one complete
+ * line) counts unless the log already ends with it. Undecodable lines are skipped.
+ */
+export const logView = (events: string, pending: string | null): ReadonlyArray<LogEntry> => {
+  const cut = events.lastIndexOf("\n")
+  const lines = cut < 0 ? [] : events.slice(0, cut).split("\n")
+  if (pending !== null && pending.length > 1 && pending.indexOf("\n") === pending.length - 1) {
+    const p = pending.slice(0, -1)
+    if (lines[lines.length - 1] !== p && parse(p) !== null) lines.push(p)
+  }
+  const out: Array<LogEntry> = []
+  for (const l of lines) {
+    const e = parse(l)
+    if (e !== null) out.push(e)
+  }
+  return out
+}
+
+/**
+ * Every session's transcript from every session's entries: names are learned from all
+ * `agent.created` first; lines are ordered by their entry's time (stable: a log's own order is
+ * kept), which is the order the live writer sees them in up to same-millisecond ties.
+ */
+export const transcriptsFromLogs = (
+  logs: ReadonlyArray<{ readonly session: string; readonly entries: ReadonlyArray<LogEntry> }>
+): Map<string, Array<string>> => {
+  const names = emptyNames()
+  for (const l of logs) {
+    for (const e of l.entries) {
+      if (e.event === "agent.created") {
+        const a = { id: e.data.agent_id, name: e.data.name, session_id: e.session_id }
+        names.byAgent.set(a.id, a)
+        names.bySession.set(a.session_id, a)
+      }
+    }
+  }
+  const all: Array<{ readonly ts: string; readonly session: string; readonly line: string }> = []
+  for (const l of logs) {
+    for (const e of l.entries) for (const [session, line] of linesFor(e, names)) all.push({ ts: e.ts, session, line })
+  }
+  all.sort((a, b) => (a.ts < b.ts ? -1 : a.ts > b.ts ? 1 : 0))
+  const out = new Map<string, Array<string>>()
+  for (const x of all) {
+    const lines = out.get(x.session)
+    if (lines === undefined) out.set(x.session, [x.line])
+    else lines.push(x.line)
+  }
+  return out
+}
