@@ -6,7 +6,15 @@
 // Suspend blob (JSON): {"v":1,"provider","resume_id","instructions"} — the CLI's session/thread
 // id (null before the first successful turn) and the instructions (with the tool guidance), which
 // some CLIs need on every turn (claude: --append-system-prompt) and `resume` does not receive.
+//
+// Crash safety: the blob reaches session.json only on a suspend, so after a kill -9 the
+// Multiplexer finds no blob and calls `start`. The resume id is therefore also written to
+// agents/<sid>/cli-resume.json (tmp + fsync + rename) after every turn that changes it, and
+// `start` continues that conversation when the file exists — it exists only for a session that
+// already ran turns, so a new agent still starts fresh.
 import { Effect, Schema, Stream } from "effect"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
 import { ProviderError } from "../../domain/errors.js"
 import type { SessionId } from "../../domain/ids.js"
 import { withToolGuidance } from "../../mcp/guidance.js"
@@ -63,6 +71,30 @@ export const cliFactory = (driver: CliDriver) =>
       Effect.gen(function*() {
         const bin = yield* resolveBinary(name, settings.binaries[name])
         const agent = yield* sandboxes.prepare(ctx, name)
+        const resumeFile = Path.join(agent.agentDir, "cli-resume.json")
+        const persist = (id: string) =>
+          Effect.try({
+            try: () => {
+              const tmp = `${resumeFile}.tmp`
+              const fd = Fs.openSync(tmp, "w", 0o600)
+              Fs.writeSync(fd, JSON.stringify({ provider: name, resume_id: id }))
+              Fs.fsyncSync(fd)
+              Fs.closeSync(fd)
+              Fs.renameSync(tmp, resumeFile)
+            },
+            catch: (e) => fail("turn", `cannot record the resume id: ${String(e)}`)
+          }).pipe(Effect.catchAll((e) => Effect.logWarning(e.message)))
+        const persisted = (): string | null => {
+          try {
+            const j: unknown = JSON.parse(Fs.readFileSync(resumeFile, "utf8"))
+            if (typeof j === "object" && j !== null && "provider" in j && "resume_id" in j && j.provider === name && typeof j.resume_id === "string") {
+              return j.resume_id
+            }
+          } catch {
+            // absent or unreadable: a fresh conversation
+          }
+          return null
+        }
         let resumeId: string | null = null
         let instructions = withToolGuidance("")
         let live = false
@@ -79,9 +111,11 @@ export const cliFactory = (driver: CliDriver) =>
               ...(settings.limits === undefined ? {} : { limits: settings.limits })
             }
             return runTurn(sandbox, name, request, plan.decoder).pipe(
-              Stream.ensuring(Effect.sync(() => {
+              Stream.ensuring(Effect.suspend(() => {
                 const next = plan.decoder.resumeId()
-                if (next !== null) resumeId = next
+                if (next === null || next === resumeId) return Effect.void
+                resumeId = next
+                return persist(next)
               }))
             )
           }))
@@ -92,7 +126,7 @@ export const cliFactory = (driver: CliDriver) =>
             Effect.suspend(() => {
               if (stopped) return Effect.fail(fail("start", "provider was stopped"))
               instructions = withToolGuidance(text)
-              resumeId = null
+              resumeId = persisted()
               live = true
               return Effect.void
             }),

@@ -40,9 +40,16 @@ export class CliSettings extends Context.Tag("substrat/provider/CliSettings")<Cl
   static readonly layer = (settings: CliSettingsShape): Layer.Layer<CliSettings> => Layer.succeed(CliSettings, settings)
 }
 
-/** The directory holding package.json of this substrat (works from src/ and from dist/). */
-export const defaultInstallDir = (): string => {
-  let dir = Path.dirname(fileURLToPath(import.meta.url))
+/**
+ * The directory holding package.json of this substrat (works from src/ and from the dist/ bundles,
+ * where esbuild leaves `import.meta.url` undefined: then the running script's path is used).
+ * `SUBSTRAT_INSTALL_DIR` overrides.
+ */
+export const defaultInstallDir = (env: NodeJS.ProcessEnv = process.env): string => {
+  const forced = env["SUBSTRAT_INSTALL_DIR"]
+  if (forced !== undefined && forced !== "") return forced
+  const url: unknown = import.meta.url
+  let dir = Path.dirname(typeof url === "string" ? fileURLToPath(url) : Fs.realpathSync(process.argv[1] ?? process.cwd()))
   for (let i = 0; i < 6; i++) {
     if (Fs.existsSync(Path.join(dir, "package.json"))) return dir
     dir = Path.dirname(dir)
@@ -80,7 +87,7 @@ export const settingsFromEnv = (
   sockets: { readonly anthropic: string | null; readonly openai: string | null },
   overrides: Partial<CliSettingsShape> = {}
 ): CliSettingsShape => {
-  const installDir = overrides.installDir ?? defaultInstallDir()
+  const installDir = overrides.installDir ?? defaultInstallDir(env)
   const nodePath = overrides.nodePath ?? process.execPath
   const node = sandboxNode(nodePath).path
   const models: Partial<Record<CliName, string>> = {}
