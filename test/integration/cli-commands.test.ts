@@ -163,7 +163,7 @@ describe("substrat CLI ↔ daemon (real processes, --json)", () => {
     expect(linked.symlinks).toEqual([{ host_path: hostDir, mount_path: "data", mode: "rw" }])
     const spec = JSON.parse(fs.readFileSync(join(home, "workspaces", w.id, "workspace.json"), "utf8")) as { symlinks: ReadonlyArray<unknown> }
     expect(spec.symlinks).toHaveLength(1)
-    expect(await cliJson(home, ["workspace", "delete", w.id])).toEqual({ workspace: w.id, deleted: true })
+    expect(await cliJson(home, ["workspace", "delete", w.id])).toEqual({ workspace: w.id, deleted: true, removed: [w.id] })
     expect(fs.existsSync(join(home, "workspaces", w.id))).toBe(false)
   })
 
