@@ -102,6 +102,9 @@ export const scanLeftovers = (input: ScanInput) =>
     }
     for (const id of yield* ls(paths.workspacesDir)) {
       const dir = paths.workspaceDir(id)
+      // Only workspace directories (a stray file here is not a workspace, nor ours to delete).
+      const isDir = yield* fs.stat(dir).pipe(Effect.map((st) => st.type === "Directory"), Effect.orElseSucceed(() => false))
+      if (!isDir) continue
       const entries = yield* ls(dir)
       if (!entries.includes("workspace.json")) {
         items.push(item("incomplete-workspace", "workspace dir without workspace.json (interrupted create/delete)", dir))
