@@ -14,7 +14,7 @@ import { type AgentId, MessageId, type SessionId } from "../domain/ids.js"
 import { MessageEnvelope } from "../domain/message.js"
 import type { Session } from "../domain/session.js"
 import type { UsageTotals } from "../session/TurnScheduler.js"
-import { AgentTree } from "./AgentTree.js"
+import { AgentTree, USER } from "./AgentTree.js"
 import type { RawEnvelope, SessionScan } from "./LogScan.js"
 import type { AgentUsage, PendingRequest } from "./OrchestratorState.js"
 
@@ -65,6 +65,8 @@ export const stableId = (...parts: ReadonlyArray<string>): MessageId => {
 }
 
 const decodeEnvelope = Schema.decodeUnknownEither(MessageEnvelope)
+/** AgentName's pattern (domain/agent.ts). */
+const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/
 
 const wakes = (env: MessageEnvelope) => env.kind === "request" || env.kind === "response" || env.sender === "USER"
 
@@ -168,15 +170,21 @@ export const reconcile = (input: {
   // Build the tree breadth-first from the roots; the unreachable are dangling or quarantined.
   const quarantinedIds = new Set(quarantined.map((q) => q.session))
   const isCandidate = new Set(candidates)
-  let tree = AgentTree.empty
+  // `add`'s rules, checked here in O(1) each; the tree is built in one go at the end.
+  const nodes: Array<AgentNode> = []
+  const ids = new Set<AgentId>()
+  const siblingNames = new Map<AgentId | null, Set<string>>()
   const live = new Set<SessionId>()
   const queue: Array<SessionId> = (children.get(null) ?? []).filter((id) => isCandidate.has(id))
   for (let i = 0; i < queue.length; i++) {
     const id = queue[i]!
     const c = input.scans.get(id)!.created!
     const parentAgent = c.parent_session_id === null ? null : agentOf.get(c.parent_session_id) ?? null
-    const node = Either.try(() =>
-      new AgentNode({
+    // Name and role checked here (AgentCreatedData types them as strings); the rest was
+    // decoded by the scan, so the node is built without re-validating (hot for 100k agents).
+    const node = !NAME.test(c.name) || c.role.length < 1 || c.role.length > 64
+      ? Either.left(`invalid name or role "${c.name}"/"${c.role}"`)
+      : Either.right(new AgentNode({
         id: c.agent_id,
         name: c.name,
         session_id: id,
@@ -186,18 +194,30 @@ export const reconcile = (input: {
         provider: c.provider,
         workspace_id: c.workspace,
         state: "idle"
-      })
-    )
-    const added = Either.flatMap(node, (n) => tree.add(n))
-    if (Either.isLeft(added)) {
-      quarantined.push({ session: id, reason: `cannot rebuild agent ${c.name}: ${String(added.left)}` })
+      }, true))
+    const names = siblingNames.get(parentAgent) ?? new Set<string>()
+    const problem = Either.isLeft(node)
+      ? String(node.left)
+      : ids.has(c.agent_id)
+      ? `agent ${c.agent_id} already exists`
+      : c.name === USER
+      ? `"${USER}" is reserved`
+      : names.has(c.name)
+      ? `the name "${c.name}" is taken among its siblings`
+      : null
+    if (problem !== null || Either.isLeft(node)) {
+      quarantined.push({ session: id, reason: `cannot rebuild agent ${c.name}: ${problem}` })
       quarantinedIds.add(id)
       continue
     }
-    tree = added.right
+    nodes.push(node.right)
+    ids.add(c.agent_id)
+    names.add(c.name)
+    siblingNames.set(parentAgent, names)
     live.add(id)
     for (const k of children.get(id) ?? []) if (isCandidate.has(k)) queue.push(k)
   }
+  const tree = AgentTree.fromValidNodes(nodes)
   // A candidate not reached: below a quarantined session → quarantined too; else dangling.
   const underQuarantine = (id: SessionId): boolean => {
     let p = input.scans.get(id)?.created?.parent_session_id ?? null

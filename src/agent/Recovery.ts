@@ -10,7 +10,7 @@
 //      queue the roots' recovery prompts and the turns the re-injected messages wake.
 // Re-injecting pending messages logs nothing. Every decision is deterministic in the files on
 // disk, so recovering twice (or after a crash during recovery) gives the same state.
-import { Clock, Effect, Option, Schema } from "effect"
+import { Clock, Effect, Schema } from "effect"
 import { SubstratPaths } from "../config/Paths.js"
 import type { DurableError, EventLogError, SessionStoreError } from "../domain/errors.js"
 import { makeEvent } from "../domain/events.js"
@@ -89,7 +89,9 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
     /** Read a log once; repair and read again only when it needs it. */
     const scanSession = (id: SessionId) =>
       Effect.gen(function*() {
-        const pending = Option.isSome(yield* durable.size(paths.pendingFile(id)))
+        // One readdir (no exception for an absent file, unlike a stat) says whether a WAL entry is pending.
+        const files = yield* durable.readDir(paths.sessionDir(id))
+        const pending = files.some((f) => f.name === "events.pending")
         const first = yield* scanLog(durable, id, paths.eventsFile(id))
         if (!pending && !first.tornTail) return { scan: first.scan, repaired: false }
         yield* log.repair(id)
