@@ -48,7 +48,8 @@ export const toRpcError = (e: unknown): RpcError => {
         ? new NotFound({ kind: "session", id: field(e, "session_id") ?? "", message: message(e) })
         : new Internal({ message: message(e) })
     case "ProviderError":
-      return field(e, "reason") === "unknown-provider"
+      // An unknown provider or a missing CLI binary is the caller's to fix: invalid input.
+      return field(e, "reason") === "unknown-provider" || field(e, "reason") === "missing-binary"
         ? new InvalidInput({ field: "provider", message: message(e) })
         : new Internal({ message: message(e) })
     case "InvalidInputError":
@@ -275,8 +276,10 @@ export const HandlersLive = AdminRpcs.toLayer(Effect.gen(function*() {
     "agent.create": (p) =>
       mutation(Effect.gen(function*() {
         const provider = p.provider ?? defaultProvider
-        // Refuse an unknown provider now, not at the agent's first turn.
-        yield* providers.get(provider)
+        // Refuse an unknown provider, or one whose CLI binary is missing, now — not at the
+        // agent's first turn.
+        const factory = yield* providers.get(provider)
+        if (factory.check !== undefined) yield* factory.check
         if (p.workspace_id !== undefined) yield* workspaces.get(p.workspace_id)
         return yield* orchestrator.createRoot({
           name: p.name ?? `agent-${Math.random().toString(16).slice(2, 6)}`,

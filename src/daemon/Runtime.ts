@@ -1,5 +1,5 @@
 // The daemon's service graph below the socket: storage (Durable, EventLog with the live tap,
-// SessionStore), the transcript writer, orchestration (scripted provider registry, slots),
+// SessionStore), the transcript writer, orchestration (provider registry + model forwarders, slots),
 // workspaces (store, per-turn history hook, child workspaces, in-use = live tree), start-up recovery (src/agent/Recovery.ts), and the shutdown drain. One place decides which
 // implementation of each port the daemon runs.
 import * as NodeContext from "@effect/platform-node/NodeContext"
@@ -9,7 +9,8 @@ import { OrchestratorState } from "../agent/OrchestratorState.js"
 import type { SubstratPaths } from "../config/Paths.js"
 import * as DurableLive from "../durable/DurableLive.js"
 import * as EventLogFile from "../eventlog/EventLogFile.js"
-import * as ScriptedProvider from "../provider/scripted/ScriptedProvider.js"
+import * as RegistryLive from "../provider/registryLive.js"
+import * as SandboxBwrap from "../sandbox/SandboxBwrap.js"
 import { WorkspaceStore } from "../sandbox/WorkspaceStore.js"
 import { WorkspaceHistory } from "../sandbox/WorkspaceHistory.js"
 import { MultiplexerConfig } from "../session/Multiplexer.js"
@@ -38,8 +39,13 @@ const StorageLive = Layer.mergeAll(
 
 const SlotsLive = Layer.unwrapEffect(Effect.map(DaemonConfig, (c) => MultiplexerConfig.layer(c.slots)))
 
-/** Providers the daemon knows. Real ones (claude, codex, …) join the registry as they land. */
-const ProvidersLive = ScriptedProvider.layer()
+/**
+ * Providers the daemon knows: scripted + claude + codex + cursor-agent (src/provider/registryLive.ts).
+ * The layer also serves the model forwarders on `$SUBSTRAT_HOME/llm/*.sock` (the API keys stay in
+ * the daemon; sandboxes only see the sockets). CLI providers run in bwrap through `SandboxLive`.
+ */
+const ProvidersLive = RegistryLive.layerDaemon(process.env)
+const SandboxLive = SandboxBwrap.layerBwrap().pipe(Layer.provide(NodeContext.layer))
 
 // The orchestrator's state is built below everything that reads it: the workspace in-use
 // registry asks the live tree (WorkspaceInUse.ts), and recovery seeds the same state.
@@ -84,7 +90,7 @@ const DrainLive = Layer.effect(
 // fallback `layerSessionsOnly` (StartupRecovery.ts) only runs SessionStore.recover.
 export const RuntimeLive = Layer.mergeAll(DrainLive, layerStartupRecovery).pipe(
   Layer.provideMerge(OrchestrationLive),
-  Layer.provideMerge(WorkspacesLive),
+  Layer.provideMerge(Layer.mergeAll(WorkspacesLive, SandboxLive)),
   Layer.provideMerge(StateLive),
   Layer.provideMerge(Transcript.Default),
   Layer.provideMerge(StorageLive)

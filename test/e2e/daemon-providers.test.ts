@@ -23,10 +23,6 @@ const uuidIn = (s: string) => /message ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9
 const withLlm = async <A>(script: ReadonlyArray<ScriptedLlm.ScriptEntry>, f: (llm: ScriptedLlm.ScriptedLlmServer) => Promise<A>): Promise<A> =>
   Effect.runPromise(Effect.scoped(Effect.flatMap(ScriptedLlm.make({ listen: { port: 0 }, script }), (llm) => Effect.promise(() => f(llm)))))
 
-// Until the daemon's runtime uses registryLive (the daemon's own files), its registry has no
-// `claude`: these tests switch on by themselves once it does.
-const wired = Fs.readFileSync(Path.join(import.meta.dirname, "../../src/daemon/Runtime.ts"), "utf8").includes("registryLive")
-
 const ds = daemons()
 const homes: Array<string> = []
 const savedEnv = { ...process.env }
@@ -66,7 +62,7 @@ const teamScript = (): Array<ScriptedLlm.ScriptEntry> => {
   ]
 }
 
-describe.skipIf(!wired)("daemon + real Claude Code agents", () => {
+describe("daemon + real Claude Code agents", () => {
   it("a claude root spawns two claude children, sync question, reply_to answer, the root resumes and finishes", () =>
     withLlm(teamScript(), async (llm) => {
       const home = setup(llm)
