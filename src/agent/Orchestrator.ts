@@ -66,6 +66,10 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
 
     const afterTurn = (node: AgentNode, trigger: Trigger, o: TurnOutcome) =>
       Effect.gen(function*() {
+        // Hooks first (e.g. recording the turn's workspace diff): the agent still counts as busy,
+        // and nothing the turn triggers (its reply waking the parent, its children's births)
+        // runs before the turn is fully recorded.
+        yield* hooks.afterTurn(node, o).pipe(Effect.catchAllCause(() => Effect.void))
         const ctx = s.turns.get(node.id)
         s.turns.delete(node.id)
         const u = s.usage.get(node.id) ?? { own: zeroUsage, turns: 0, retired: zeroUsage, retiredTurns: 0 }
@@ -83,7 +87,6 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
             o.error ? `[error] ${node.name} failed to answer: ${o.error.message}` : o.response
           )
         }
-        yield* hooks.afterTurn(node, o).pipe(Effect.catchAllCause(() => Effect.void))
         yield* bus.publish({
           _tag: "TurnCompleted",
           agent_id: node.id,

@@ -62,7 +62,7 @@ const expectedCounts = (): Map<string, number> => {
   for (const [sid, entries] of logs) {
     for (const e of entries) if (e.event === "agent.created") sessionOfAgent.set(String(e.data["agent_id"]), sid)
   }
-  const counts = new Map(sids.map((s) => [s, 0] as const))
+  const counts = new Map<string, number>(sids.map((s) => [s, 0]))
   const bump = (s: string) => counts.set(s, (counts.get(s) ?? 0) + 1)
   for (const [sid, entries] of logs) {
     for (const e of entries) {
