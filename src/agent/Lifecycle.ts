@@ -3,7 +3,9 @@
 // is created after that turn ends (deferred spawn, seed 001) and `agent.created` is logged
 // then; messages sent to the child meanwhile are held and delivered at birth. A child inherits
 // its parent's workspace, or (`workspace_subdir`) gets the child workspace at that subdirectory
-// of it, through the optional ChildWorkspaces port (refused when absent).
+// of it, through the optional ChildWorkspaces port (refused when absent). A child runs on its
+// parent's provider unless `provider` names another one, which must resolve in the
+// ProviderRegistry and pass its readiness check (CLI binary present) when spawn_agent is called.
 import { Effect, Either, Option, Schema } from "effect"
 import { AgentName, AgentNode } from "../domain/agent.js"
 import { InvalidInputError, NotFoundError } from "../domain/errors.js"
@@ -11,6 +13,7 @@ import { makeEvent } from "../domain/events.js"
 import { type AgentId, newAgentId, newSessionId, type WorkspaceId } from "../domain/ids.js"
 import { makeSession } from "../domain/session.js"
 import { EventLog } from "../eventlog/EventLog.js"
+import { ProviderRegistry } from "../provider/ProviderRegistry.js"
 import { SessionStore } from "../session/SessionStore.js"
 import { USER } from "./AgentTree.js"
 import { ChildWorkspaces } from "./ChildWorkspaces.js"
@@ -29,6 +32,8 @@ export interface SpawnArgs {
   readonly instructions: string
   readonly role?: string | undefined
   readonly workspace_subdir?: string | null | undefined
+  /** The child's provider string; absent/null/"": the parent's. */
+  readonly provider?: string | null | undefined
 }
 
 const checkName = (name: string) =>
@@ -47,6 +52,7 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
     const store = yield* SessionStore
     const router = yield* Router
     const childWorkspaces = yield* Effect.serviceOption(ChildWorkspaces)
+    const providers = yield* ProviderRegistry
 
     const now = Effect.sync(() => new Date().toISOString())
 
@@ -109,6 +115,16 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
       for (const env of held) yield* router.deliver(env)
     })
 
+    /**
+     * A provider string a child may run on: known to the registry (variant included, e.g. a
+     * scripted book that exists and decodes) and ready (its CLI binary is there).
+     */
+    const checkProvider = (spec: string) =>
+      providers.get(spec).pipe(
+        Effect.flatMap((f) => f.check ?? Effect.void),
+        Effect.mapError((e) => new InvalidInputError({ field: "provider", message: e.message }))
+      )
+
     /** Add a child; born now, or after the parent's running turn (deferred spawn). */
     const spawn = Effect.fn("Lifecycle.spawn")(function*(parent: AgentId, args: SpawnArgs) {
       const p = s.tree.get(parent)
@@ -116,6 +132,8 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
         return yield* new NotFoundError({ kind: "agent", id: parent, message: `no live agent ${parent}` })
       }
       const name = yield* checkName(args.name)
+      const provider = args.provider === undefined || args.provider === null || args.provider === "" ? p.provider : args.provider
+      if (provider !== p.provider) yield* checkProvider(provider)
       const subdir = args.workspace_subdir ?? ""
       let workspace = p.workspace_id
       if (subdir !== "") {
@@ -140,7 +158,7 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
         parent_id: parent,
         instructions: args.instructions,
         role: args.role ?? "worker",
-        provider: p.provider,
+        provider,
         workspace_id: workspace,
         state: "idle"
       })

@@ -25,7 +25,8 @@ export const SpawnAgentArgs = Schema.Struct({
   name: Schema.String,
   instructions: Schema.String,
   role: Schema.optionalWith(Schema.String.pipe(Schema.minLength(1)), { default: () => "worker" }),
-  workspace_subdir: Schema.optional(Schema.NullOr(Schema.String))
+  workspace_subdir: Schema.optional(Schema.NullOr(Schema.String)),
+  provider: Schema.optional(Schema.NullOr(Schema.String))
 })
 export const InspectAgentArgs = Schema.Struct({ name: Schema.String })
 

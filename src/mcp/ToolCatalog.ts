@@ -42,7 +42,16 @@ export const SpawnAgentArgs = Schema.Struct({
     { default: () => "worker" }
   ),
   workspace_subdir: Schema.optional(
-    Schema.NullOr(Schema.String).annotations({ description: "Reserved: a subdirectory of your workspace for the child. Not applied yet: the child shares your workspace." })
+    Schema.NullOr(Schema.String).annotations({
+      description:
+        "A relative subdirectory of your workspace (e.g. \"team-a\"): the child gets its own workspace rooted there (created if absent; shared with a sibling that asked for the same one). Absent/null: the child shares your workspace."
+    })
+  ),
+  provider: Schema.optional(
+    Schema.NullOr(Schema.String).annotations({
+      description:
+        "The child's provider, e.g. \"claude\", \"codex\", \"cursor-agent\" or \"scripted:<book>\". Absent/null: the same as yours. An unknown provider or one whose CLI is not installed is an error and nothing is created."
+    })
   )
 }).annotations(strict)
 

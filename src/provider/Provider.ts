@@ -80,6 +80,13 @@ export interface ProviderFactory {
    * a missing binary is reported up front (`reason: "missing-binary"`), not at the first turn.
    */
   readonly check?: Effect.Effect<void, ProviderError>
+  /**
+   * Optional check of a provider string's variant (the part after `:`, null when absent), run by
+   * the registry's `get` so a bad variant is refused wherever a provider string is resolved
+   * (`agent create`, `spawn_agent(provider)`, acquire) — e.g. the scripted provider's book must
+   * exist and decode. Fails with `reason: "unknown-provider"`.
+   */
+  readonly checkVariant?: (variant: string | null) => Effect.Effect<void, ProviderError>
 }
 
 /** `scripted:demo` → `{ name: "scripted", variant: "demo" }`. */

@@ -5,7 +5,10 @@ import { ProviderError } from "../domain/errors.js"
 import { parseProviderName, type ProviderFactory } from "./Provider.js"
 
 export interface ProviderRegistryService {
-  /** The factory for a provider string; unknown names fail with `reason: "unknown-provider"`. */
+  /**
+   * The factory for a provider string; unknown names (and variants the factory's `checkVariant`
+   * refuses) fail with `reason: "unknown-provider"`.
+   */
   readonly get: (spec: string) => Effect.Effect<ProviderFactory, ProviderError>
   readonly names: ReadonlyArray<string>
 }
@@ -15,10 +18,10 @@ export const makeRegistry = (factories: ReadonlyArray<ProviderFactory>): Provide
   return {
     names: [...byName.keys()],
     get: (spec) => {
-      const { name } = parseProviderName(spec)
+      const { name, variant } = parseProviderName(spec)
       const f = byName.get(name)
       return f
-        ? Effect.succeed(f)
+        ? f.checkVariant === undefined ? Effect.succeed(f) : Effect.as(f.checkVariant(variant), f)
         : Effect.fail(
           new ProviderError({
             provider: spec,

@@ -1,4 +1,5 @@
-// The daemon's provider registry: scripted + claude + codex + cursor-agent.
+// The daemon's provider registry: scripted (+ JSON books from $SUBSTRAT_HOME/scripts) + claude +
+// codex + cursor-agent.
 //
 //   layer(settings)   the registry over given CLI settings (tests: model sockets = a scripted endpoint)
 //   layerDaemon(env)  the same, plus the daemon-owned model forwarders on
@@ -39,13 +40,21 @@ export const layer = (
 ): Layer.Layer<ProviderRegistry, never, RegistryRequirements> =>
   Layer.effect(
     ProviderRegistry,
-    Effect.map(cliFactories, (clis) => makeRegistry([scriptedFactory(options.scripted ?? {}), ...clis]))
+    Effect.map(Effect.all([cliFactories, SubstratPaths]), ([clis, paths]) =>
+      makeRegistry([
+        // `scripted:<name>` also finds JSON books in $SUBSTRAT_HOME/scripts/<name>.json.
+        scriptedFactory({ booksDir: scriptsDir(paths.home), ...options.scripted }),
+        ...clis
+      ]))
   ).pipe(
     Layer.provide(Layer.mergeAll(
       AgentSandbox.layer(options.agentSandbox ?? {}),
       CliSettings.layer(settings)
     ))
   )
+
+/** Where `scripted:<name>` books live: `$SUBSTRAT_HOME/scripts/<name>.json`. */
+export const scriptsDir = (home: string) => Path.join(home, "scripts")
 
 /** Where the daemon's forwarder sockets live. */
 export const forwarderSockets = (home: string) => ({

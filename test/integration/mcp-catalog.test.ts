@@ -90,4 +90,19 @@ describe("tool catalog (MCP) vs ToolHandler", () => {
       )
     }
   })
+
+  it("spawn_agent: optional provider and workspace_subdir (string or null), described as applied", () => {
+    const spawn = inputJsonSchema("spawn_agent")
+    expect(spawn.required).toEqual(["name", "instructions"])
+    const props = spawn.properties as Record<string, { readonly description?: string }>
+    expect(Object.keys(props).sort()).toEqual(["instructions", "name", "provider", "role", "workspace_subdir"])
+    expect(props["workspace_subdir"]!.description).not.toMatch(/reserved|not applied/i)
+    expect(props["workspace_subdir"]!.description).toMatch(/own workspace/)
+    expect(props["provider"]!.description).toMatch(/codex/)
+    for (const provider of ["codex", null]) {
+      const decoded = catalogDecode("spawn_agent", { name: "kid", instructions: "x", provider })
+      expect(decoded).toEqual(Either.right({ name: "kid", instructions: "x", role: "worker", provider }))
+    }
+    expect(Either.isLeft(catalogDecode("spawn_agent", { name: "kid", instructions: "x", provider: 7 }))).toBe(true)
+  })
 })

@@ -2,7 +2,9 @@
 // docs/providers.md). First-class: used by tests, the demo and embedders' tests.
 // Its suspend blob is `{"v":1,"agent","key","turn"}` as JSON, so an evicted agent resumes at
 // the step where it stopped.
-import { Duration, Effect, Layer, Schema, Stream } from "effect"
+import { Duration, Effect, Layer, ParseResult, Schema, Stream } from "effect"
+import * as Fs from "node:fs/promises"
+import * as Path from "node:path"
 import { ProviderError } from "../../domain/errors.js"
 import type { SessionId } from "../../domain/ids.js"
 import type { ProviderContext, ProviderFactory, ProviderOutput, ProviderService } from "../Provider.js"
@@ -22,7 +24,18 @@ export interface ScriptedOptions {
   readonly scripts?: Scripts
   /** Books picked by `scripted:<name>`. Default: `namedScripts` (echo, demo). */
   readonly named?: Readonly<Record<string, Scripts | ScriptBook>>
+  /**
+   * A directory of JSON books, `<name>.json` (a `ScriptBook`), picked by `scripted:<name>` when
+   * `named` has no book of that name. Read when a provider instance is made (and checked by the
+   * registry whenever the provider string is resolved). The daemon: `$SUBSTRAT_HOME/scripts`.
+   */
+  readonly booksDir?: string | undefined
 }
+
+/** Largest book file read from `booksDir`. */
+export const maxBookBytes = 1024 * 1024
+/** What `scripted:<name>` may name in `booksDir`: one file name, no path. */
+const bookNameRe = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/
 
 const fail = (reason: ProviderError["reason"], message: string) =>
   new ProviderError({ provider: "scripted", reason, message })
@@ -31,16 +44,63 @@ const chunksOf = (text: string): ReadonlyArray<string> => text.match(/\S+\s*|\s+
 
 const estimate = (s: string) => Math.ceil(s.length / 4)
 
+const decodeStrict = Schema.decodeUnknown(ScriptBookJson, { onExcessProperty: "error" })
+
+/** A decode error as one line: `at <path>: <message>` per issue (the CLI prints errors on one line). */
+const oneLine = (e: ParseResult.ParseError): string =>
+  ParseResult.ArrayFormatter.formatErrorSync(e)
+    .map((i) => `${i.path.length > 0 ? `at ${i.path.map(String).join(".")}: ` : ""}${i.message.replaceAll("\n", " ")}`)
+    .join("; ")
+
+/**
+ * Read and decode one JSON book file (unknown keys are errors, so a typo does not go unseen).
+ * `missing` is the error for a file that does not exist.
+ */
+export const loadBook = (
+  file: string,
+  missing: () => ProviderError = () => fail("unknown-provider", `scripted book ${file}: no such file`)
+): Effect.Effect<ScriptBook, ProviderError> =>
+  Effect.gen(function*() {
+    const unknown = (why: string) => fail("unknown-provider", `scripted book ${file}: ${why}`)
+    const st = yield* Effect.tryPromise({
+      try: () => Fs.stat(file),
+      catch: (e) => (e as NodeJS.ErrnoException).code === "ENOENT" ? missing() : unknown(String(e))
+    })
+    if (!st.isFile()) return yield* unknown("not a regular file")
+    if (st.size > maxBookBytes) return yield* unknown(`larger than ${maxBookBytes} bytes`)
+    const text = yield* Effect.tryPromise({ try: () => Fs.readFile(file, "utf8"), catch: (e) => unknown(String(e)) })
+    return yield* decodeStrict(text).pipe(Effect.mapError((e) => unknown(`invalid script book: ${oneLine(e)}`)))
+  })
+
+/**
+ * The book a provider string's variant names: none → `scripts` (default echo); a `named` book;
+ * else `<booksDir>/<variant>.json`. Anything else fails with `reason: "unknown-provider"`.
+ */
+export const bookFor = (variant: string | null, options: ScriptedOptions = {}): Effect.Effect<Scripts, ProviderError> =>
+  Effect.suspend(() => {
+    if (variant === null) return Effect.succeed(options.scripts ?? namedScripts["echo"] ?? {})
+    const named = options.named ?? namedScripts
+    if (Object.prototype.hasOwnProperty.call(named, variant)) return Effect.succeed(named[variant] ?? {})
+    const known = `built in: ${Object.keys(named).join(", ")}`
+    if (options.booksDir === undefined) {
+      return Effect.fail(fail("unknown-provider", `no scripted book named "${variant}" (${known})`))
+    }
+    if (!bookNameRe.test(variant)) {
+      return Effect.fail(fail(
+        "unknown-provider",
+        `"${variant}" is not a scripted book name (1-64 of letters, digits, '_', '.', '-', starting with a letter or digit)`
+      ))
+    }
+    const file = Path.join(options.booksDir, `${variant}.json`)
+    return loadBook(file, () => fail("unknown-provider", `no scripted book named "${variant}" (${known}; no ${file})`))
+  })
+
 export const makeScripted = (
   ctx: ProviderContext,
   options: ScriptedOptions = {}
 ): Effect.Effect<ProviderService, ProviderError> =>
   Effect.gen(function*() {
-    const named = options.named ?? namedScripts
-    const book: Scripts | undefined = ctx.variant === null ? options.scripts ?? namedScripts["echo"] : named[ctx.variant]
-    if (book === undefined) {
-      return yield* fail("start", `no scripted book named "${ctx.variant}" (known: ${Object.keys(named).join(", ")})`)
-    }
+    const book = yield* bookFor(ctx.variant, options)
     const found = lookupScript(book, ctx.agent_name, ctx.role)
     let turn = 0
     let live = false
@@ -125,7 +185,8 @@ export const makeScripted = (
 export const scriptedFactory = (options: ScriptedOptions = {}): ProviderFactory => ({
   name: "scripted",
   make: (ctx) =>
-    Effect.acquireRelease(makeScripted(ctx, options), (p) => p.stop.pipe(Effect.ignore))
+    Effect.acquireRelease(makeScripted(ctx, options), (p) => p.stop.pipe(Effect.ignore)),
+  checkVariant: (variant) => Effect.asVoid(bookFor(variant, options))
 })
 
 /** A registry holding only the scripted provider. */
