@@ -1,6 +1,6 @@
 // Daemon and CLI speed, each next to a baseline measured in the same run:
 //   1. admin RPC round trip (`agent.list`, one open connection, sequential) vs a raw Node
-//      Unix-socket NDJSON echo server — goal ≤ 1.5×;
+//      Unix-socket NDJSON server answering with the same bytes — goal ≤ 1.5×;
 //   2. wall time of a one-shot `substrat agent list` (real process, bundled CLI) vs `node -e 0`
 //      — goal ≤ 1.6×.
 import { execFileSync, spawnSync } from "node:child_process"
@@ -50,7 +50,29 @@ const roundTrips = async (socket: string, line: (i: number) => string, n: number
   return times
 }
 
-const echoServer = async (path: string): Promise<net.Server> => {
+/** One request/reply on a fresh connection; the reply line, parsed. */
+const oneCall = async (socket: string, line: string): Promise<unknown> => {
+  const conn = net.createConnection({ path: socket })
+  let buf = ""
+  const reply = await new Promise<string>((resolve, reject) => {
+    conn.once("error", reject)
+    conn.on("data", (d: Buffer) => {
+      buf += d.toString("utf8")
+      const nl = buf.indexOf("\n")
+      if (nl >= 0) resolve(buf.slice(0, nl))
+    })
+    conn.write(line)
+  })
+  conn.destroy()
+  return JSON.parse(reply)
+}
+
+/**
+ * The baseline: a raw Node NDJSON server doing the same work at the byte level — it parses each
+ * request line and answers with `result`, the daemon's own `agent.list` result (captured once
+ * before the run), serialised per request: the same bytes as the daemon's reply.
+ */
+const echoServer = async (path: string, result: unknown): Promise<net.Server> => {
   const server = net.createServer((c) => {
     let buf = ""
     c.on("data", (d: Buffer) => {
@@ -60,7 +82,7 @@ const echoServer = async (path: string): Promise<net.Server> => {
         const line = buf.slice(0, nl)
         buf = buf.slice(nl + 1)
         // Parse and re-serialise, like any JSON line server would.
-        c.write(JSON.stringify({ jsonrpc: "2.0", id: (JSON.parse(line) as { id: number }).id, result: { agents: [] } }) + "\n")
+        c.write(JSON.stringify({ jsonrpc: "2.0", id: (JSON.parse(line) as { id: number }).id, result }) + "\n")
       }
     })
   })
@@ -87,10 +109,14 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
 
     // 1. RPC round trip vs echo, interleaved in blocks so drift hits both alike.
     const echoPath = join(home, "echo.sock")
-    const echo = await echoServer(echoPath)
     const req = (i: number) => JSON.stringify({ jsonrpc: "2.0", id: i, method: "agent.list" }) + "\n"
-    await roundTrips(join(home, "daemon.sock"), req, 200) // warm-up (JIT)
-    await roundTrips(echoPath, req, 200)
+    const answer = await oneCall(join(home, "daemon.sock"), req(0)) as { result?: unknown }
+    if (answer.result === undefined) throw new Error(`agent.list failed: ${JSON.stringify(answer)}`)
+    const echo = await echoServer(echoPath, answer.result)
+    // Warm-up: both servers JIT-compiled before timing (the daemon's first thousand calls are
+    // 2–3× slower than its steady state).
+    await roundTrips(join(home, "daemon.sock"), req, 2000)
+    await roundTrips(echoPath, req, 2000)
     const rpc: Array<number> = []
     const raw: Array<number> = []
     for (let block = 0; block < 10; block++) {
@@ -120,6 +146,7 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
         { measure: "node -e 0 (ms)", p50: nodeP50, p99: quantile(bare, 0.99), n: bare.length }
       ],
       summary: {
+        response_bytes: JSON.stringify({ jsonrpc: "2.0", id: 0, result: answer.result }).length + 1,
         rpc_p50_us: Math.round(rpcP50),
         rpc_p99_us: Math.round(quantile(rpc, 0.99)),
         echo_p50_us: Math.round(rawP50),
