@@ -1,20 +1,26 @@
-// Sandbox bench: spawn-to-exit of /bin/true through the Sandbox layer vs bare bwrap (same argv)
-// vs a bare spawn, measured in the same run; and the per-turn diff cost (WorkspaceHistory.commitTurn)
-// on a 10k-file workspace.
+// Sandbox bench: spawn-to-exit of /bin/true through the Sandbox layer vs bare bwrap vs a bare spawn,
+// measured in the same run; and the per-turn diff cost (WorkspaceHistory.commitTurn) on a 10k-file
+// workspace.
+//
+// Like with like: bare bwrap gets exactly the layer's host command line (`sandboxCommandLine` with the
+// layer's own probe: the resolved bwrap path, the same bwrap arguments) and the same spawn env and
+// stdio (stdin /dev/null, stdout/stderr piped and drained). No limits are configured (`noLimits`), so
+// neither side has a `prlimit` wrapper or a wall-clock timer. The three cases are interleaved call by
+// call, in several rounds; each round's layer/bwrap ratio is reported too, with the load average.
+import * as CommandExecutor from "@effect/platform/CommandExecutor"
 import * as FileSystem from "@effect/platform/FileSystem"
 import { NodeContext } from "@effect/platform-node"
 import { Effect, Either, Layer, ManagedRuntime } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
-import { tmpdir } from "node:os"
+import { loadavg, tmpdir } from "node:os"
 import { join } from "node:path"
 import { SubstratPaths } from "../../src/config/Paths.js"
 import { newTurnId } from "../../src/domain/ids.js"
 import { noLimits } from "../../src/domain/workspace.js"
 import { layer as DurableLive } from "../../src/durable/DurableLive.js"
-import { buildBwrapArgs } from "../../src/sandbox/BwrapArgs.js"
 import { Sandbox } from "../../src/sandbox/Sandbox.js"
-import { defaultSandboxEnv, layerBwrap, probeHostLayout } from "../../src/sandbox/SandboxBwrap.js"
+import { layerBwrap, probeBwrap, sandboxCommandLine } from "../../src/sandbox/SandboxBwrap.js"
 import { WorkspaceHistory } from "../../src/sandbox/WorkspaceHistory.js"
 import { WorkspaceStore } from "../../src/sandbox/WorkspaceStore.js"
 import { WorkspaceUsage } from "../../src/sandbox/WorkspaceUsage.js"
@@ -22,9 +28,12 @@ import type { BenchOptions, BenchResult } from "./types.js"
 
 export const name = "sandbox"
 
+// The layer's spawn env (SandboxBwrap: PATH only; bwrap then --clearenv's it anyway).
+const spawnEnv = { PATH: process.env["PATH"] ?? "/usr/bin:/bin" }
+
 const spawnWait = (cmd: string, args: ReadonlyArray<string>) =>
   new Promise<void>((resolve, reject) => {
-    const c = spawn(cmd, args, { stdio: ["ignore", "pipe", "pipe"], detached: true })
+    const c = spawn(cmd, args, { stdio: ["ignore", "pipe", "pipe"], detached: true, env: spawnEnv })
     c.stdout.resume()
     c.stderr.resume()
     c.on("error", reject)
@@ -57,29 +66,53 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
   const rows: Array<Record<string, string | number>> = []
   try {
     const ws = await rt.runPromise(Effect.flatMap(WorkspaceStore, (s) => s.create({ name: "bench" })))
-    const host = await Effect.runPromise(Effect.provide(Effect.flatMap(FileSystem.FileSystem, (f) => probeHostLayout(f)), NodeContext.layer))
-    const argv = buildBwrapArgs({ spec: ws, host, command: ["/bin/true"], env: defaultSandboxEnv })
-    if (Either.isLeft(argv)) throw new Error(argv.left.message)
-    const viaLayer = () => rt.runPromise(Effect.flatMap(Sandbox, (s) => s.run({ workspace: ws, command: ["/bin/true"], limits: noLimits })))
-    const n = opts.quick ? 15 : 60
-    // Warm up every path, then interleave blocks so drift hits all three alike.
-    await spawnWait("/bin/true", [])
-    await spawnWait("bwrap", argv.right)
-    await viaLayer()
+    const probe = await Effect.runPromise(
+      Effect.provide(
+        Effect.flatMap(FileSystem.FileSystem, (f) => Effect.flatMap(CommandExecutor.CommandExecutor, (ex) => probeBwrap(f, ex))),
+        NodeContext.layer
+      )
+    )
+    const request = { workspace: ws, command: ["/bin/true"], limits: noLimits }
+    const cmdline = sandboxCommandLine(probe, request, noLimits)
+    if (Either.isLeft(cmdline)) throw new Error(cmdline.left.message)
+    const [bwrap, ...bwrapArgs] = cmdline.right
+    if (bwrap !== probe.bwrap) throw new Error(`unexpected wrapper before bwrap: ${cmdline.right.join(" ")}`)
+    const viaLayer = () => rt.runPromise(Effect.flatMap(Sandbox, (s) => s.run(request)))
+    const rounds = 5
+    const perRound = opts.quick ? 6 : 16
+    const load0 = loadavg()
+    // Warm up every path, then interleave call by call so drift and load hit all three alike.
+    for (let i = 0; i < 3; i++) {
+      await spawnWait("/bin/true", [])
+      await spawnWait(bwrap, bwrapArgs)
+      await viaLayer()
+    }
     const bare: Array<number> = []
     const bw: Array<number> = []
     const layer: Array<number> = []
-    for (let round = 0; round < 5; round++) {
-      bare.push(...(await time(n / 5, () => spawnWait("/bin/true", []))))
-      bw.push(...(await time(n / 5, () => spawnWait("bwrap", argv.right))))
-      layer.push(...(await time(n / 5, viaLayer)))
+    const roundRatios: Array<number> = []
+    for (let round = 0; round < rounds; round++) {
+      const rb: Array<number> = []
+      const rl: Array<number> = []
+      for (let i = 0; i < perRound; i++) {
+        bare.push(...(await time(1, () => spawnWait("/bin/true", []))))
+        rb.push(...(await time(1, () => spawnWait(bwrap, bwrapArgs))))
+        rl.push(...(await time(1, viaLayer)))
+      }
+      roundRatios.push(stats(rl).median / stats(rb).median)
+      bw.push(...rb)
+      layer.push(...rl)
     }
+    const load1 = loadavg()
     const sb = stats(bare)
     const sw = stats(bw)
     const sl = stats(layer)
     rows.push({ case: "bare spawn /bin/true", n: bare.length, median_ms: sb.median, p90_ms: sb.p90 })
     rows.push({ case: "bare bwrap /bin/true", n: bw.length, median_ms: sw.median, p90_ms: sw.p90 })
     rows.push({ case: "Sandbox layer /bin/true", n: layer.length, median_ms: sl.median, p90_ms: sl.p90 })
+    const fmt = (xs: ReadonlyArray<number>) => xs.map((x) => x.toFixed(2)).join(" ")
+    rows.push({ case: `layer/bwrap per round: ${fmt(roundRatios)}`, n: rounds, median_ms: sl.median / sw.median })
+    rows.push({ case: `load average before: ${fmt(load0)}, after: ${fmt(load1)}`, n: 0 })
 
     // Per-turn diff on 10k files.
     const files = opts.quick ? 2_000 : 10_000
@@ -118,6 +151,9 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
         bare_bwrap_median_ms: sw.median,
         layer_median_ms: sl.median,
         layer_vs_bare_bwrap: sl.median / sw.median,
+        layer_vs_bare_bwrap_rounds: fmt(roundRatios),
+        loadavg_1m_before: load0[0]!,
+        loadavg_1m_after: load1[0]!,
         goal_layer_vs_bare_bwrap: 1.3,
         files,
         commit_turn_4_changes_median_ms: ss.median,

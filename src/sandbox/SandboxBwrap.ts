@@ -5,6 +5,7 @@
 import * as CommandExecutor from "@effect/platform/CommandExecutor"
 import * as FileSystem from "@effect/platform/FileSystem"
 import { Effect, Either, Layer } from "effect"
+import { realpathSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
 import type { ResourceLimits } from "../domain/workspace.js"
 import { buildBwrapArgs, type HostEntry, type HostLayout } from "./BwrapArgs.js"
@@ -216,26 +217,66 @@ export const probeBwrap = (
 const pathErr = (field: string, path: string, reason: SandboxPathError["reason"], message: string) =>
   new SandboxPathError({ field, path, reason, message: `${field}: ${message} (${JSON.stringify(path)})` })
 
-/** Existence + "no symlink swapped in" checks for every host path a request binds. */
-export const checkHostPaths = (fs: FileSystem.FileSystem, request: SandboxRequest) =>
-  Effect.gen(function*() {
-    const canonical = (field: string, path: string, wantDir: boolean) =>
-      Effect.gen(function*() {
-        const info = yield* fs.stat(path).pipe(Effect.mapError(() => pathErr(field, path, "missing", "does not exist")))
-        if (wantDir && info.type !== "Directory") return yield* pathErr(field, path, "not-a-directory", "is not a directory")
-        const real = yield* fs.realPath(path).pipe(Effect.mapError(() => pathErr(field, path, "missing", "cannot be resolved")))
-        if (real !== path) {
-          return yield* pathErr(field, path, "symlink-swapped", `resolves through a symlink to ${real}; refusing to bind it`)
-        }
-      })
-    yield* canonical("root_path", request.workspace.root_path, true)
-    for (const [i, s] of request.workspace.symlinks.entries()) yield* canonical(`symlinks[${i}].host_path`, s.host_path, false)
-    for (const [i, b] of (request.extraBinds ?? []).entries()) {
-      yield* fs.stat(b.host_path).pipe(
-        Effect.mapError(() => pathErr(`extraBinds[${i}].host_path`, b.host_path, "missing", "does not exist"))
-      )
+/**
+ * Existence + "no symlink swapped in" checks for every host path a request binds. Synchronous
+ * syscalls on purpose: a stat/realpath of a hot dentry takes microseconds on the main thread, while
+ * the async (thread-pool) versions cost milliseconds per spawn on a busy machine.
+ */
+export const checkHostPaths = (request: SandboxRequest): Effect.Effect<void, SandboxPathError> =>
+  Effect.suspend(() => {
+    const canonical = (field: string, path: string, wantDir: boolean): SandboxPathError | null => {
+      const info = statSync(path, { throwIfNoEntry: false })
+      if (info === undefined) return pathErr(field, path, "missing", "does not exist")
+      if (wantDir && !info.isDirectory()) return pathErr(field, path, "not-a-directory", "is not a directory")
+      let real: string
+      try {
+        real = realpathSync.native(path)
+      } catch {
+        return pathErr(field, path, "missing", "cannot be resolved")
+      }
+      return real === path ? null : pathErr(field, path, "symlink-swapped", `resolves through a symlink to ${real}; refusing to bind it`)
     }
+    const root = canonical("root_path", request.workspace.root_path, true)
+    if (root !== null) return Effect.fail(root)
+    for (const [i, s] of request.workspace.symlinks.entries()) {
+      const e = canonical(`symlinks[${i}].host_path`, s.host_path, false)
+      if (e !== null) return Effect.fail(e)
+    }
+    for (const [i, b] of (request.extraBinds ?? []).entries()) {
+      if (statSync(b.host_path, { throwIfNoEntry: false }) === undefined) {
+        return Effect.fail(pathErr(`extraBinds[${i}].host_path`, b.host_path, "missing", "does not exist"))
+      }
+    }
+    return Effect.void
   })
+
+/**
+ * The full host command line for a request: [setpriv …] bwrap <args> -- [setpriv …] [prlimit …] command.
+ * Pure (no I/O): host paths are checked separately (`checkHostPaths`); a cgroup `prefix`, when one is
+ * used, goes in front. Exported so the benchmark runs bare bwrap with exactly the layer's argv.
+ */
+export const sandboxCommandLine = (
+  p: BwrapProbe,
+  request: SandboxRequest,
+  limits: ResourceLimits,
+  config: BwrapConfig = {}
+): Either.Either<ReadonlyArray<string>, SandboxPathError> => {
+  const identity = config.identity ?? { mode: "as-is" }
+  const inner = [...innerPrefix(identity, p.setpriv), ...prlimitPrefix(limits, p.prlimit ?? "prlimit"), ...request.command]
+  return Either.map(
+    buildBwrapArgs({
+      spec: request.workspace,
+      host: p.host,
+      command: inner,
+      env: { ...defaultSandboxEnv, ...request.env },
+      ...(request.cwd === undefined ? {} : { cwd: request.cwd }),
+      ...(request.extraBinds === undefined ? {} : { extraBinds: request.extraBinds }),
+      userNamespace: identity.mode !== "inner",
+      ...(config.hostname === undefined ? {} : { hostname: config.hostname })
+    }),
+    (args) => [...identityPrefix(identity, p.setpriv), p.bwrap, ...args]
+  )
+}
 
 export const make = (config: BwrapConfig = {}) =>
   Effect.gen(function*() {
@@ -250,7 +291,7 @@ export const make = (config: BwrapConfig = {}) =>
 
     const start = Effect.fn("Sandbox.start")(function*(request: SandboxRequest) {
       const p = yield* probe
-      yield* checkHostPaths(fs, request)
+      yield* checkHostPaths(request)
       const limits: ResourceLimits = request.limits ?? request.workspace.limits
       if (hasRlimits(limits) && p.prlimit === null) {
         return yield* new SandboxUnavailableError({ reason: "prlimit-missing", message: "prlimit not found", fix: fixes.prlimitMissing })
@@ -261,18 +302,8 @@ export const make = (config: BwrapConfig = {}) =>
           "sandbox: running as root with identity 'as-is': max_processes (RLIMIT_NPROC) is not enforced for uid 0; configure identity 'inner' or 'outer'"
         )
       }
-      const inner = [...innerPrefix(identity, p.setpriv), ...prlimitPrefix(limits, p.prlimit ?? "prlimit"), ...request.command]
-      const args = buildBwrapArgs({
-        spec: request.workspace,
-        host: p.host,
-        command: inner,
-        env: { ...defaultSandboxEnv, ...request.env },
-        ...(request.cwd === undefined ? {} : { cwd: request.cwd }),
-        ...(request.extraBinds === undefined ? {} : { extraBinds: request.extraBinds }),
-        userNamespace: identity.mode !== "inner",
-        ...(config.hostname === undefined ? {} : { hostname: config.hostname })
-      })
-      if (Either.isLeft(args)) return yield* args.left
+      const argv = sandboxCommandLine(p, request, limits, config)
+      if (Either.isLeft(argv)) return yield* argv.left
       let prefix: ReadonlyArray<string> = []
       let cgroupEvents: Effect.Effect<{ oomKills: number; pidsMax: number }> | undefined
       if (cgroupBase !== null && (limits.memory_bytes !== null || limits.max_processes !== null)) {
@@ -287,7 +318,7 @@ export const make = (config: BwrapConfig = {}) =>
         }
       }
       return yield* spawnScoped(executor, {
-        argv: [...prefix, ...identityPrefix(identity, p.setpriv), p.bwrap, ...args.right],
+        argv: [...prefix, ...argv.right],
         env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin" },
         ...(request.stdin === undefined ? {} : { stdin: request.stdin }),
         limits,

@@ -1,14 +1,22 @@
-// The scoped process runner shared by the bwrap and unsafe layers.
+// The scoped process runner shared by the bwrap and unsafe layers (and git.ts).
 //
-// Why platform `Command` + an extra finalizer: `Command.start` (NodeCommandExecutor) spawns
-// detached (own process group), gives stdout/stderr as streams and, on scope close, sends SIGTERM to
-// the group and waits. It never escalates, so a child that ignores SIGTERM would hang the release;
-// we add a finalizer (runs first: finalizers are LIFO) that SIGTERMs the group, waits `graceMs`,
-// then SIGKILLs it. Under bwrap the group is just bwrap itself: its death takes the sandbox's pid
-// namespace down (--die-with-parent + --unshare-pid), which is what reaches setsid'd grandchildren.
-import * as Command from "@effect/platform/Command"
+// `node:child_process` directly, not platform `Command`: spawn-to-exit of a trivial command cost
+// ~5 ms more through `Command` (stdin pump fiber, channel-based stream readers, two finalizers,
+// a forked exit-code fiber) than the spawn itself — see docs/sandbox.md "Benchmark".
+//
+// - The child is spawned `detached` (its own process group, pgid = pid). Closing the scope SIGTERMs
+//   the group, waits `graceMs`, then SIGKILLs it. Under bwrap the group is just bwrap itself: its
+//   death takes the sandbox's pid namespace down (--die-with-parent + --unshare-pid), which is what
+//   reaches setsid'd grandchildren.
+// - stdin is /dev/null unless a stream is given (then a pipe, closed when the stream ends).
+// - stdout/stderr are `Stream`s over the pipes (pull-based, so a slow consumer back-pressures the
+//   child); the last 4 KiB of stderr feed limit attribution.
+// - `exit` resolves on the child's `exit` event; the wall-clock limit is a plain timer.
+import * as NodeSink from "@effect/platform-node/NodeSink"
 import type * as CommandExecutor from "@effect/platform/CommandExecutor"
-import { Deferred, Duration, Effect, Option, type Scope, Stream } from "effect"
+import { Chunk, Deferred, Duration, Effect, Exit, Option, type Scope, Stream } from "effect"
+import { type ChildProcess, spawn } from "node:child_process"
+import type { Readable } from "node:stream"
 import type { ResourceLimits } from "../domain/workspace.js"
 import { type LimitExceededError, SandboxProcessError } from "./errors.js"
 import { attributeExit, type CgroupEvents, type ExitStatus, normaliseExit } from "./Limits.js"
@@ -48,84 +56,175 @@ class Tail {
   }
 }
 
-const signalOf = (message: string): string | null => /signal:\s*(SIG[A-Z0-9]+)/.exec(message)?.[1] ?? null
-
-export const killGroup = (pid: number, signal: NodeJS.Signals): void => {
+/** Signal a process group; false when there is no such group (any more). */
+const killPgrp = (pid: number, signal: NodeJS.Signals): boolean => {
   try {
     process.kill(-pid, signal)
+    return true
   } catch {
-    try {
-      process.kill(pid, signal)
-    } catch {
-      // already gone
-    }
+    return false
   }
 }
 
-export const spawnScoped = (executor: CommandExecutor.CommandExecutor, opts: SpawnOptions) =>
+/** Signal the group led by `pid`, or `pid` alone when it has no group of its own. */
+export const killGroup = (pid: number, signal: NodeJS.Signals): void => {
+  if (killPgrp(pid, signal)) return
+  try {
+    process.kill(pid, signal)
+  } catch {
+    // already gone
+  }
+}
+
+const spawnError = (message: string) => new SandboxProcessError({ reason: "spawn", message })
+
+/** Spawn and wait for the `spawn` (or `error`) event; interruption kills the half-started child. */
+const startChild = (
+  program: string,
+  args: ReadonlyArray<string>,
+  opts: SpawnOptions,
+  status: Deferred.Deferred<ExitStatus>
+) =>
+  Effect.async<ChildProcess, SandboxProcessError>((resume) => {
+    let child: ChildProcess
+    try {
+      child = spawn(program, args, {
+        stdio: [opts.stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"],
+        env: opts.env,
+        ...(opts.cwd === undefined ? {} : { cwd: opts.cwd }),
+        detached: true
+      })
+    } catch (e) {
+      resume(Effect.fail(spawnError(`${program}: ${e instanceof Error ? e.message : String(e)}`)))
+      return
+    }
+    let started = false
+    child.on("error", (e) => {
+      // Before `spawn`: the exec failed (ENOENT, EACCES, bad cwd). After: a failed kill(); ignored.
+      if (!started) resume(Effect.fail(spawnError(`${program}: ${e.message}`)))
+    })
+    child.once("exit", (code, signal) => Deferred.unsafeDone(status, Exit.succeed({ code, signal })))
+    child.once("spawn", () => {
+      started = true
+      resume(Effect.succeed(child))
+    })
+    return Effect.sync(() => {
+      if (child.pid !== undefined) killGroup(child.pid, "SIGKILL")
+    })
+  })
+
+/**
+ * A pipe as a stream, pull-based: chunks are read only as fast as the consumer takes them (node
+ * stops reading the pipe at its high-water mark, which back-pressures the child). The `readable`
+ * listener is attached at once, not when the stream is first run: without one, node's child_process
+ * resumes (= discards) unread stdio when the child exits. (`NodeStream.fromReadable` does the same
+ * through a Channel loop and a latch; this direct loop costs a fraction of it per spawn.)
+ */
+const pipeStream = (readable: Readable, which: string): Stream.Stream<Uint8Array, SandboxProcessError> => {
+  let ended = false
+  let failure: SandboxProcessError | undefined
+  let wake: (() => void) | undefined
+  const notify = () => {
+    const w = wake
+    wake = undefined
+    w?.()
+  }
+  readable.on("readable", notify)
+  const onEnd = () => {
+    ended = true
+    notify()
+  }
+  readable.once("end", onEnd)
+  readable.once("close", onEnd) // destroyed (scope closed) before the end was read
+  readable.once("error", (e) => {
+    failure = new SandboxProcessError({ reason: "io", message: `${which}: ${e.message}` })
+    notify()
+  })
+  const pull: Effect.Effect<Chunk.Chunk<Uint8Array>, Option.Option<SandboxProcessError>> = Effect.suspend(() => {
+    let item: Uint8Array | null = readable.read() as Uint8Array | null
+    if (item !== null) {
+      const out: Array<Uint8Array> = []
+      while (item !== null) {
+        out.push(item)
+        item = readable.read() as Uint8Array | null
+      }
+      return Effect.succeed(Chunk.unsafeFromArray(out))
+    }
+    if (failure !== undefined) return Effect.fail(Option.some(failure))
+    if (ended || readable.readableEnded || readable.destroyed) return Effect.fail(Option.none())
+    return Effect.async<Chunk.Chunk<Uint8Array>, Option.Option<SandboxProcessError>>((resume) => {
+      wake = () => resume(pull)
+      return Effect.sync(() => {
+        wake = undefined
+      })
+    })
+  })
+  return Stream.repeatEffectChunkOption(pull)
+}
+
+export const spawnScoped = (
+  _executor: CommandExecutor.CommandExecutor | undefined,
+  opts: SpawnOptions
+): Effect.Effect<SandboxProcess, SandboxProcessError, Scope.Scope> =>
   Effect.gen(function*() {
     const [program, ...args] = opts.argv
-    if (program === undefined) return yield* new SandboxProcessError({ reason: "spawn", message: "empty argv" })
-    let cmd = Command.make(program, ...args).pipe(
-      Command.env(opts.env, { extendEnv: false }),
-      Command.stdin(opts.stdin ?? Stream.empty)
-    )
-    if (opts.cwd !== undefined) cmd = Command.workingDirectory(cmd, opts.cwd)
-    const proc = yield* executor.start(cmd).pipe(
-      Effect.mapError((e) => new SandboxProcessError({ reason: "spawn", message: e.message }))
-    )
-    const pid: number = proc.pid
+    if (program === undefined) return yield* spawnError("empty argv")
     const status = yield* Deferred.make<ExitStatus>()
-    yield* proc.exitCode.pipe(
-      Effect.map((code): ExitStatus => ({ code, signal: null })),
-      Effect.catchAll((e) => Effect.succeed<ExitStatus>({ code: null, signal: signalOf(e.message) ?? "UNKNOWN" })),
-      Effect.flatMap((s) => Deferred.succeed(status, s)),
-      Effect.forkScoped
-    )
     let timedOut = false
-    const tail = new Tail()
+    let timer: ReturnType<typeof setTimeout> | undefined
 
-    // Escalating kill on scope close (runs before the platform's own SIGTERM-and-wait finalizer).
-    yield* Effect.addFinalizer(() =>
-      Effect.gen(function*() {
-        if (yield* Deferred.isDone(status)) {
-          killGroup(pid, "SIGKILL") // stragglers in the group (unsandboxed mode)
-          return
-        }
-        killGroup(pid, "SIGTERM")
-        // Finalizers are uninterruptible; the await must be interruptible or the timeout can never fire.
-        const done = yield* Deferred.await(status).pipe(
-          Effect.interruptible,
-          Effect.timeout(Duration.millis(opts.graceMs)),
-          Effect.option
-        )
-        if (Option.isNone(done)) {
-          killGroup(pid, "SIGKILL")
-          yield* Deferred.await(status).pipe(Effect.interruptible, Effect.timeout(Duration.seconds(10)), Effect.ignore)
-        }
-      })
+    const child = yield* Effect.acquireRelease(
+      startChild(program, args, opts, status),
+      (c) =>
+        Effect.gen(function*() {
+          if (timer !== undefined) clearTimeout(timer)
+          const pid = c.pid!
+          if (yield* Deferred.isDone(status)) {
+            killPgrp(pid, "SIGKILL") // stragglers left in the group (unsandboxed mode)
+          } else {
+            killGroup(pid, "SIGTERM")
+            // Finalizers are uninterruptible; the await must be interruptible or the timeout can never fire.
+            const done = yield* Deferred.await(status).pipe(
+              Effect.interruptible,
+              Effect.timeout(Duration.millis(opts.graceMs)),
+              Effect.option
+            )
+            if (Option.isNone(done)) {
+              killGroup(pid, "SIGKILL")
+              yield* Deferred.await(status).pipe(Effect.interruptible, Effect.timeout(Duration.seconds(10)), Effect.ignore)
+            }
+          }
+          // Unread pipes would otherwise stay open (and keep their fds) until garbage-collected.
+          c.stdout?.destroy()
+          c.stderr?.destroy()
+          c.stdin?.destroy()
+        })
     )
+    const pid = child.pid!
 
     const wall = opts.limits.wall_clock_seconds
     if (wall !== null) {
-      yield* Effect.sleep(Duration.millis(Math.max(1, wall * 1000))).pipe(
-        Effect.zipRight(Effect.gen(function*() {
-          if (!(yield* Deferred.isDone(status))) {
-            timedOut = true
-            killGroup(pid, "SIGKILL")
-          }
-        })),
-        Effect.forkScoped
-      )
+      timer = setTimeout(() => {
+        if (child.exitCode === null && child.signalCode === null) {
+          timedOut = true
+          killGroup(pid, "SIGKILL")
+        }
+      }, Math.max(1, wall * 1000))
+      child.once("exit", () => clearTimeout(timer))
     }
 
-    const io = (which: string) => (e: { readonly message: string }) =>
-      new SandboxProcessError({ reason: "io", message: `${which}: ${e.message}` })
-    const stdout = proc.stdout.pipe(Stream.mapError(io("stdout")))
-    const stderr = proc.stderr.pipe(
-      Stream.mapError(io("stderr")),
-      Stream.tap((chunk) => Effect.sync(() => tail.push(chunk)))
-    )
+    if (opts.stdin !== undefined && child.stdin !== null) {
+      const sink = child.stdin
+      sink.on("error", () => {}) // EPIPE when the child exits without reading everything
+      yield* Stream.run(
+        opts.stdin,
+        NodeSink.fromWritable(() => sink, (e) => new SandboxProcessError({ reason: "io", message: `stdin: ${String(e)}` }))
+      ).pipe(Effect.ignore, Effect.forkScoped)
+    }
+
+    const tail = new Tail()
+    const stdout = pipeStream(child.stdout!, "stdout")
+    const stderr = pipeStream(child.stderr!, "stderr").pipe(Stream.tap((chunk) => Effect.sync(() => tail.push(chunk))))
 
     const exit: Effect.Effect<ExitStatus, LimitExceededError | SandboxProcessError> = Effect.gen(function*() {
       const s = yield* Deferred.await(status)
