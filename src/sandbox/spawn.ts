@@ -114,53 +114,96 @@ const startChild = (
   })
 
 /**
- * A pipe as a stream, pull-based: chunks are read only as fast as the consumer takes them (node
- * stops reading the pipe at its high-water mark, which back-pressures the child). The `readable`
- * listener is attached at once, not when the stream is first run: without one, node's child_process
- * resumes (= discards) unread stdio when the child exits. (`NodeStream.fromReadable` does the same
- * through a Channel loop and a latch; this direct loop costs a fraction of it per spawn.)
+ * One child pipe, read pull-based: chunks are taken only as fast as the consumer asks (node stops
+ * reading the pipe at its high-water mark, which back-pressures the child). The `readable` listener
+ * is attached at once, not when the stream is first run: without one, node's child_process resumes
+ * (= discards) unread stdio when the child exits. One consumer at a time (the stream, or `collect`).
  */
-const pipeStream = (readable: Readable, which: string): Stream.Stream<Uint8Array, SandboxProcessError> => {
-  let ended = false
-  let failure: SandboxProcessError | undefined
-  let wake: (() => void) | undefined
-  const notify = () => {
-    const w = wake
-    wake = undefined
-    w?.()
-  }
-  readable.on("readable", notify)
-  const onEnd = () => {
-    ended = true
-    notify()
-  }
-  readable.once("end", onEnd)
-  readable.once("close", onEnd) // destroyed (scope closed) before the end was read
-  readable.once("error", (e) => {
-    failure = new SandboxProcessError({ reason: "io", message: `${which}: ${e.message}` })
-    notify()
-  })
-  const pull: Effect.Effect<Chunk.Chunk<Uint8Array>, Option.Option<SandboxProcessError>> = Effect.suspend(() => {
-    let item: Uint8Array | null = readable.read() as Uint8Array | null
-    if (item !== null) {
-      const out: Array<Uint8Array> = []
-      while (item !== null) {
-        out.push(item)
-        item = readable.read() as Uint8Array | null
-      }
-      return Effect.succeed(Chunk.unsafeFromArray(out))
+class Pipe {
+  private ended = false
+  private failure: SandboxProcessError | undefined
+  private wake: (() => void) | undefined
+  constructor(private readonly readable: Readable, which: string, private readonly onChunk?: (c: Uint8Array) => void) {
+    const notify = () => {
+      const w = this.wake
+      this.wake = undefined
+      w?.()
     }
-    if (failure !== undefined) return Effect.fail(Option.some(failure))
-    if (ended || readable.readableEnded || readable.destroyed) return Effect.fail(Option.none())
+    const onEnd = () => {
+      this.ended = true
+      notify()
+    }
+    readable.on("readable", notify)
+    readable.once("end", onEnd)
+    readable.once("close", onEnd) // destroyed (scope closed) before the end was read
+    readable.once("error", (e) => {
+      this.failure = new SandboxProcessError({ reason: "io", message: `${which}: ${e.message}` })
+      notify()
+    })
+  }
+  /** Everything buffered now (possibly nothing). */
+  take(): Array<Uint8Array> {
+    const out: Array<Uint8Array> = []
+    let item = this.readable.read() as Uint8Array | null
+    while (item !== null) {
+      this.onChunk?.(item)
+      out.push(item)
+      item = this.readable.read() as Uint8Array | null
+    }
+    return out
+  }
+  /** null while more may come; else how it ended. */
+  done(): "end" | SandboxProcessError | null {
+    if (this.failure !== undefined) return this.failure
+    return this.ended || this.readable.readableEnded || this.readable.destroyed ? "end" : null
+  }
+  /** Call `f` once on the next readable/end/error event (replaces an earlier waiter). */
+  onChange(f: (() => void) | undefined) {
+    this.wake = f
+  }
+  readonly stream: Stream.Stream<Uint8Array, SandboxProcessError> = Stream.repeatEffectChunkOption(
+    Effect.suspend(() => this.pull)
+  )
+  private readonly pull: Effect.Effect<Chunk.Chunk<Uint8Array>, Option.Option<SandboxProcessError>> = Effect.suspend(() => {
+    const out = this.take()
+    if (out.length > 0) return Effect.succeed(Chunk.unsafeFromArray(out))
+    const d = this.done()
+    if (d === "end") return Effect.fail(Option.none())
+    if (d !== null) return Effect.fail(Option.some(d))
     return Effect.async<Chunk.Chunk<Uint8Array>, Option.Option<SandboxProcessError>>((resume) => {
-      wake = () => resume(pull)
-      return Effect.sync(() => {
-        wake = undefined
-      })
+      this.onChange(() => resume(this.pull))
+      return Effect.sync(() => this.onChange(undefined))
     })
   })
-  return Stream.repeatEffectChunkOption(pull)
 }
+
+/** Drain both pipes to text in one callback loop (what `runCollect` needs, without stream fibers). */
+const collectText = (out: Pipe, err: Pipe): Effect.Effect<readonly [string, string], SandboxProcessError> =>
+  Effect.async((resume) => {
+    const d1 = new TextDecoder()
+    const d2 = new TextDecoder()
+    let s1 = ""
+    let s2 = ""
+    const step = () => {
+      for (const c of out.take()) s1 += d1.decode(c, { stream: true })
+      for (const c of err.take()) s2 += d2.decode(c, { stream: true })
+      const a = out.done()
+      const b = err.done()
+      if (a instanceof SandboxProcessError) return resume(Effect.fail(a))
+      if (b instanceof SandboxProcessError) return resume(Effect.fail(b))
+      if (a === "end" && b === "end") return resume(Effect.succeed([s1 + d1.decode(), s2 + d2.decode()] as const))
+      out.onChange(a === null ? step : undefined)
+      err.onChange(b === null ? step : undefined)
+    }
+    step()
+    return Effect.sync(() => {
+      out.onChange(undefined)
+      err.onChange(undefined)
+    })
+  })
+
+/** Handles made here → their direct collector (runCollect's fast path). */
+const collectors = new WeakMap<SandboxProcess, Effect.Effect<readonly [string, string], SandboxProcessError>>()
 
 export const spawnScoped = (
   _executor: CommandExecutor.CommandExecutor | undefined,
@@ -223,8 +266,10 @@ export const spawnScoped = (
     }
 
     const tail = new Tail()
-    const stdout = pipeStream(child.stdout!, "stdout")
-    const stderr = pipeStream(child.stderr!, "stderr").pipe(Stream.tap((chunk) => Effect.sync(() => tail.push(chunk))))
+    const out = new Pipe(child.stdout!, "stdout")
+    const err = new Pipe(child.stderr!, "stderr", (chunk) => tail.push(chunk))
+    const stdout = out.stream
+    const stderr = err.stream
 
     const exit: Effect.Effect<ExitStatus, LimitExceededError | SandboxProcessError> = Effect.gen(function*() {
       const s = yield* Deferred.await(status)
@@ -246,6 +291,7 @@ export const spawnScoped = (
 
     const kill = (signal: NodeJS.Signals = "SIGTERM") => Effect.sync(() => killGroup(pid, signal))
     const handle: SandboxProcess = { pid, stdout, stderr, exit, kill }
+    collectors.set(handle, collectText(out, err))
     return handle
   })
 
@@ -259,7 +305,10 @@ export const runCollect = <E>(
   Effect.scoped(
     Effect.gen(function*() {
       const p = yield* start
-      const [stdout, stderr] = yield* Effect.all([decodeAll(p.stdout), decodeAll(p.stderr)], { concurrency: 2 })
+      const direct = collectors.get(p)
+      const [stdout, stderr] = direct !== undefined
+        ? yield* direct
+        : yield* Effect.all([decodeAll(p.stdout), decodeAll(p.stderr)], { concurrency: 2 })
       const exit = yield* p.exit
       const result: SandboxResult = { exit, stdout, stderr }
       return result
