@@ -100,9 +100,19 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
       if (Either.isLeft(added)) return yield* added.left
       s.tree = added.right
       s.inboxes.set(node.id, [])
-      yield* logCreated(node)
+      // Not durable, not acknowledged: out of memory too (the record left is an orphan recovery removes).
+      yield* logCreated(node).pipe(Effect.tapError(() => forget(node.id)))
       return node
     })
+
+    /** Undo an agent's creation that did not become durable (it has no children yet). */
+    const forget = (id: AgentId) =>
+      Effect.sync(() => {
+        const removed = s.tree.remove(id)
+        if (Either.isRight(removed)) s.tree = removed.right
+        s.inboxes.delete(id)
+        s.unborn.delete(id)
+      })
 
     /** Create the session of a spawned child and deliver what was held for it. */
     const birth = Effect.fn("Lifecycle.birth")(function*(id: AgentId) {
@@ -169,7 +179,7 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
       s.unborn.set(node.id, [])
       const turn = s.turns.get(parent)
       if (turn) turn.deferredSpawns.push(node.id)
-      else yield* birth(node.id)
+      else yield* birth(node.id).pipe(Effect.tapError(() => s.unborn.has(node.id) ? forget(node.id) : Effect.void))
       return node
     })
 

@@ -2,7 +2,7 @@
 // terminate, inspect, usage, live output, session suspend/resume/delete, awaitIdle.
 // A dispatcher fiber runs one turn per wake (see Router); every turn goes through the
 // TurnScheduler (one at a time per agent) and the Multiplexer (bounded slots).
-import { Deferred, Effect, FiberSet, Layer, Option, Queue, Stream } from "effect"
+import { Deferred, Effect, FiberSet, Layer, Option, Queue, Schema, Stream } from "effect"
 import type { AgentNode } from "../domain/agent.js"
 import { AgentNode as AgentNodeClass } from "../domain/agent.js"
 import { NotFoundError } from "../domain/errors.js"
@@ -20,6 +20,12 @@ import { type AgentOutput, OutputBus } from "./OutputBus.js"
 import { Router } from "./Router.js"
 import { ToolHandler } from "./ToolHandler.js"
 import { TurnHooks } from "./TurnHooks.js"
+
+/** A child spawned during a turn could not be born (its session or `agent.created` not durable). */
+export class BirthError extends Schema.TaggedError<BirthError>()("BirthError", {
+  child: Schema.String,
+  message: Schema.String
+}) {}
 
 export interface SendToAgent {
   readonly agent: AgentId
@@ -64,11 +70,63 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
     const settle = (t: Trigger, o: TurnOutcome | null) =>
       t._tag === "prompt" && t.done ? Deferred.succeed(t.done, o).pipe(Effect.asVoid) : Effect.void
 
+    /** Remove an agent that never got a durable birth (and anything spawned below it). */
+    const dropUnborn = (id: AgentId, why: string) =>
+      Effect.gen(function*() {
+        const ids = s.tree.subtree(id).map((n) => n.id)
+        for (const k of ids) s.terminating.add(k)
+        for (const k of [...ids].reverse()) {
+          yield* terminateOne(k, why).pipe(
+            Effect.catchAll((e) => Effect.logWarning(`dropping unborn agent ${k}: ${e.message}`))
+          )
+        }
+        for (const k of ids) s.terminating.delete(k)
+      })
+
+    /**
+     * Birth the children spawned during `node`'s turn (deferred spawn) so that they are durable
+     * before the turn's end is logged: seed 001 — the spawn is acknowledged when the parent's
+     * turn ends, so every child of a durably ended turn must exist after a crash. Messages held
+     * for a child are logged (`message.enqueued`) in its log by the birth too; the child's wakes
+     * are held until `afterTurn` has recorded the parent's turn (releaseWakes).
+     * A child whose birth fails is dropped (its held requests answered with an error) and the
+     * turn fails with BirthError.
+     */
+    const birthChildren = (node: AgentNode) =>
+      Effect.gen(function*() {
+        const ctx = s.turns.get(node.id)
+        let failure: BirthError | null = null
+        for (const child of ctx?.deferredSpawns ?? []) {
+          if (!s.unborn.has(child)) continue
+          yield* router.holdWakes(child)
+          const born = yield* Effect.either(lifecycle.birth(child))
+          if (born._tag === "Right") continue
+          const name = s.tree.get(child)?.name ?? child
+          const message = `could not create ${name}: ${born.left.message}`
+          // Still unborn: nothing durable says it exists; take it out of memory too. (A failure
+          // after `agent.created` — delivering a held message — leaves a born child.)
+          if (s.unborn.has(child)) yield* dropUnborn(child, `${name} could not be created`)
+          else {
+            // Born, but a held message could not be logged: the requests among the lost ones
+            // (pending, not in its inbox) are answered with an error so no sender waits forever.
+            const inbox = new Set((s.inboxes.get(child) ?? []).map((e) => e.id))
+            for (const r of [...s.requests.values()]) {
+              if (r.to === child && !inbox.has(r.id)) {
+                yield* router.reply(r.id, `[error] your message to ${name} could not be delivered: ${born.left.message}`)
+              }
+            }
+          }
+          yield* router.releaseWakes(child)
+          failure ??= new BirthError({ child: name, message })
+        }
+        if (failure !== null) return yield* failure
+      })
+
     const afterTurn = (node: AgentNode, trigger: Trigger, o: TurnOutcome) =>
       Effect.gen(function*() {
         // Hooks first (e.g. recording the turn's workspace diff): the agent still counts as busy,
-        // and nothing the turn triggers (its reply waking the parent, its children's births)
-        // runs before the turn is fully recorded.
+        // and nothing the turn triggers (its reply waking the parent, its children's first
+        // turns) runs before the turn is fully recorded.
         yield* hooks.afterTurn(node, o).pipe(Effect.catchAllCause(() => Effect.void))
         const ctx = s.turns.get(node.id)
         s.turns.delete(node.id)
@@ -80,7 +138,19 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
           response: o.response,
           error: o.error ? `${o.error.reason}: ${o.error.message}` : null
         })
-        for (const child of ctx?.deferredSpawns ?? []) yield* lifecycle.birth(child).pipe(Effect.ignore)
+        for (const child of ctx?.deferredSpawns ?? []) {
+          // Spawned after `birthChildren` ran (an Orchestrator.spawn racing the turn's end): born now.
+          if (s.unborn.has(child)) {
+            yield* lifecycle.birth(child).pipe(
+              Effect.catchAll((e) =>
+                s.unborn.has(child)
+                  ? dropUnborn(child, `${s.tree.get(child)?.name ?? child} could not be created`)
+                  : Effect.logWarning(`birth of ${child}: ${e.message}`)
+              )
+            )
+          }
+          yield* router.releaseWakes(child)
+        }
         if (trigger._tag === "message" && s.requests.get(trigger.id)?.to === node.id) {
           yield* router.reply(
             trigger.id,
@@ -133,6 +203,7 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
                 is_error: out.is_error
               })
               : Effect.void,
+          beforeEnd: () => birthChildren(node),
           after: (o) => taken ? afterTurn(node, taken, o) : Effect.void
         })
       }).pipe(Effect.ensuring(addWork(s, -1)))
@@ -195,15 +266,20 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
     const userMessages = (agent?: AgentId) =>
       Effect.sync(() => s.userOutbox.filter((m) => agent === undefined || m.sender === agent))
 
-    const terminateOne = (id: AgentId) =>
+    /**
+     * Terminate one agent (a leaf by now). `agent.terminated` is logged first: if that append
+     * fails nothing changes and the termination fails (it is not acknowledged). The record's
+     * `terminated` state is best-effort — recovery sets it from the log.
+     */
+    const terminateOne = (id: AgentId, why?: string) =>
       Effect.gen(function*() {
         const node = s.tree.get(id)
         if (!node) return
         const born = !s.unborn.has(id)
-        yield* router.failPending(id, `${node.name} was terminated`)
+        if (born) yield* log.append(node.session_id, makeEvent("agent.terminated", { agent_id: id }))
+        yield* router.failPending(id, why ?? `${node.name} was terminated`)
         for (const t of s.triggers.get(id) ?? []) yield* settle(t, null)
         s.triggers.delete(id)
-        if (born) yield* log.append(node.session_id, makeEvent("agent.terminated", { agent_id: id })).pipe(Effect.ignore)
         const removed = s.tree.remove(id)
         if (removed._tag === "Right") s.tree = removed.right
         s.inboxes.delete(id)
@@ -224,7 +300,7 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
         if (born) {
           yield* store.load(node.session_id).pipe(
             Effect.flatMap((rec) => store.save(new Session({ ...rec, state: "terminated" }))),
-            Effect.ignore
+            Effect.catchAll((e) => Effect.logWarning(`record of ${node.session_id} not set to terminated: ${e.message}`))
           )
           yield* log.close(node.session_id)
         }
@@ -234,16 +310,20 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
     /**
      * Terminate an agent and its whole subtree (children first). Each agent's running turn
      * finishes first; its queued turns are dropped; sync requests waiting on it are answered
-     * with an error. Returns the terminated ids (the agent first).
+     * with an error. Returns the terminated ids (the agent first). Fails, with the agents
+     * terminated so far staying terminated and the rest alive, when an `agent.terminated`
+     * cannot be logged.
      */
     const terminate = Effect.fn("Orchestrator.terminate")(function*(agent: AgentId) {
       yield* nodeOf(agent)
       const ids = s.tree.subtree(agent).map((n) => n.id)
       for (const id of ids) s.terminating.add(id)
-      for (const id of [...ids].reverse()) {
+      yield* Effect.forEach([...ids].reverse(), (id) => {
         const node = s.tree.get(id)
-        if (node) yield* scheduler.serialize(node.session_id, terminateOne(id))
-      }
+        return node ? scheduler.serialize(node.session_id, terminateOne(id)) : Effect.void
+      }, { discard: true }).pipe(Effect.ensuring(Effect.sync(() => {
+        for (const id of ids) s.terminating.delete(id)
+      })))
       return ids
     })
 

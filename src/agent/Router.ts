@@ -6,14 +6,18 @@
 //    multicast waiting there (prepended); `message.delivered` is logged for each once drained.
 //  - Messages to a child whose session does not exist yet (deferred spawn) are held and
 //    replayed when it is born.
+//  - Nothing is acknowledged that is not durable: a `message.enqueued` append that fails fails
+//    the send (the tool / RPC returns the error) and leaves no in-memory delivery. Only
+//    `message.delivered` (a lost one means a duplicate after a crash, never a loss) is
+//    best-effort: a failure is a warning.
 import { Effect, Either, Option, Queue } from "effect"
-import { InvalidInputError, NotFoundError, RoutingError } from "../domain/errors.js"
+import { type EventLogError, InvalidInputError, NotFoundError, RoutingError } from "../domain/errors.js"
 import { type LogEvent, makeEvent } from "../domain/events.js"
 import { type AgentId, type MessageId, newMessageId } from "../domain/ids.js"
 import { MessageEnvelope, type MessageKind } from "../domain/message.js"
 import { EventLog } from "../eventlog/EventLog.js"
 import { USER } from "./AgentTree.js"
-import { addWork, noteMessage, OrchestratorState, type Trigger } from "./OrchestratorState.js"
+import { addWork, noteMessage, OrchestratorState, type PendingRequest, type Trigger } from "./OrchestratorState.js"
 import { OutputBus } from "./OutputBus.js"
 
 export interface SendArgs {
@@ -74,11 +78,26 @@ export class Router extends Effect.Service<Router>()("substrat/Router", {
         }
       })
 
-    /** Append to an agent's session log; an agent already gone from the tree has no log to write. */
-    const logFor = (agent: AgentId, event: LogEvent) => {
+    /**
+     * Append to an agent's session log; fails when the append fails (the caller must not
+     * acknowledge). An agent already gone from the tree has no log to write.
+     */
+    const logFor = (agent: AgentId, event: LogEvent): Effect.Effect<void, EventLogError> => {
       const node = s.tree.get(agent)
-      return node ? log.append(node.session_id, event).pipe(Effect.ignore) : Effect.void
+      return node ? Effect.asVoid(log.append(node.session_id, event)) : Effect.void
     }
+
+    /** For events whose loss costs at most a duplicate after a crash (`message.delivered`). */
+    const logBestEffort = (agent: AgentId, event: LogEvent): Effect.Effect<void> =>
+      logFor(agent, event).pipe(
+        Effect.catchAll((e) => Effect.logWarning(`${event.event} not logged for agent ${agent}: ${e.message}`))
+      )
+
+    /**
+     * Agents whose wakes are held back (a child born at the end of its parent's turn: it must
+     * not start before the parent's turn is fully recorded), with the wakes held.
+     */
+    const heldWakes = new Map<AgentId, number>()
 
     const queueTurn = (agent: AgentId, trigger: Trigger) =>
       Effect.gen(function*() {
@@ -86,21 +105,41 @@ export class Router extends Effect.Service<Router>()("substrat/Router", {
         list.push(trigger)
         s.triggers.set(agent, list)
         yield* addWork(s, 1)
-        yield* Queue.offer(s.wakes, agent)
+        const held = heldWakes.get(agent)
+        if (held !== undefined) heldWakes.set(agent, held + 1)
+        else yield* Queue.offer(s.wakes, agent)
       })
 
-    /** A message from a root to the human: logged in the root's own log, kept in the outbox. */
+    /** Hold `agent`'s wakes (its triggers queue, its turns do not start) until `releaseWakes`. */
+    const holdWakes = (agent: AgentId) =>
+      Effect.sync(() => {
+        if (!heldWakes.has(agent)) heldWakes.set(agent, 0)
+      })
+
+    const releaseWakes = (agent: AgentId) =>
+      Effect.suspend(() => {
+        const n = heldWakes.get(agent)
+        heldWakes.delete(agent)
+        return n ? Queue.offerAll(s.wakes, Array.from({ length: n }, () => agent)) : Effect.void
+      })
+
+    /**
+     * A message from a root to the human: logged in the root's own log (`message.enqueued` is
+     * what recovery rebuilds the outbox from: it must be durable), kept in the outbox.
+     */
     const toUser = (from: AgentId, env: MessageEnvelope) =>
       Effect.gen(function*() {
         yield* logFor(from, makeEvent("message.enqueued", env))
-        yield* logFor(from, makeEvent("message.delivered", { message_id: env.id }))
+        yield* logBestEffort(from, makeEvent("message.delivered", { message_id: env.id }))
         s.userOutbox.push(env)
         noteMessage(s, from, { direction: "out", peer: USER, kind: env.kind, message_id: env.id, text: env.payload })
         yield* bus.publish({ _tag: "MessageToUser", agent_id: from, message: env })
       })
 
     /** Put an envelope addressed to an agent into its log + inbox (or hold it if unborn). */
-    const deliver: (env: MessageEnvelope) => Effect.Effect<boolean> = Effect.fnUntraced(function*(env: MessageEnvelope) {
+    const deliver: (env: MessageEnvelope) => Effect.Effect<boolean, EventLogError> = Effect.fnUntraced(function*(
+      env: MessageEnvelope
+    ) {
       const to = env.recipient
       if (to === null) return false
       if (to === USER) {
@@ -135,15 +174,30 @@ export class Router extends Effect.Service<Router>()("substrat/Router", {
         ? reply(env.id, `[error] the recipient is gone; message ${env.id} was not delivered`)
         : Effect.void
 
-    /** Answer a pending sync request (auto-reply, error reply). No-op when already answered. */
+    /**
+     * Answer a pending sync request (auto-reply, error reply). No-op when already answered.
+     * Never fails: when the reply cannot be logged the request stays pending (a later
+     * termination, or recovery's lost-reply pass after a restart, answers it) and a warning is
+     * logged — nobody was told it was answered.
+     */
     const reply = (requestId: MessageId, text: string): Effect.Effect<void> =>
       Effect.suspend(() => {
         const pending = s.requests.get(requestId)
         if (!pending) return Effect.void
         s.requests.delete(requestId)
         const env = envelope({ sender: pending.to, recipient: pending.from, kind: "response", text, reply_to: requestId })
-        if (pending.from === USER) return toUser(pending.to, env)
-        return s.tree.has(pending.from) ? deliver(env).pipe(Effect.asVoid) : Effect.void
+        const send = pending.from === USER
+          ? toUser(pending.to, env)
+          : s.tree.has(pending.from)
+          ? deliver(env).pipe(Effect.asVoid)
+          : Effect.void
+        return send.pipe(
+          Effect.catchAll((e) =>
+            Effect.sync(() => {
+              if (!s.requests.has(requestId)) s.requests.set(requestId, pending)
+            }).pipe(Effect.zipRight(Effect.logWarning(`reply to request ${requestId} not delivered: ${e.message}`)))
+          )
+        )
       })
 
     const sendFrom = Effect.fn("Router.send")(function*(from: AgentId, args: SendArgs) {
@@ -161,18 +215,20 @@ export class Router extends Effect.Service<Router>()("substrat/Router", {
           )
         }
         const kind: MessageKind = args.reply_to ? "response" : "notification"
+        const env = envelope({ sender: from, recipient: USER, kind, text: args.text, reply_to: args.reply_to ?? null })
+        yield* toUser(from, env)
         if (args.reply_to) {
           const p = s.requests.get(args.reply_to)
           if (p && p.from === USER && p.to === from) s.requests.delete(args.reply_to)
         }
-        const env = envelope({ sender: from, recipient: USER, kind, text: args.text, reply_to: args.reply_to ?? null })
-        yield* toUser(from, env)
         return { message_id: env.id, waiting_for_reply: false } satisfies SendResult
       }
       const target = s.tree.resolve(from, args.recipient)
       if (Either.isLeft(target)) return yield* routeErr(target.left)
       const to = target.right.id
       let kind: MessageKind
+      /** The request this message answers: pending until the answer is durable. */
+      let answers: PendingRequest | undefined
       if (args.reply_to !== undefined) {
         const p = s.requests.get(args.reply_to)
         if (p && p.to !== from) {
@@ -187,19 +243,33 @@ export class Router extends Effect.Service<Router>()("substrat/Router", {
             message: `message ${args.reply_to} came from someone else, not ${args.recipient}`
           })
         }
+        answers = p
         s.requests.delete(args.reply_to)
         kind = "response"
       } else {
         kind = args.sync ? "request" : "notification"
       }
       const env = envelope({ sender: from, recipient: to, kind, text: args.text, reply_to: args.reply_to ?? null })
+      // Registered before delivery (a request that cannot be delivered is answered with an error).
       if (kind === "request") s.requests.set(env.id, { id: env.id, from, to })
+      yield* deliver(env).pipe(Effect.tapError(() =>
+        Effect.sync(() => {
+          // Not durable, not acknowledged: undo the bookkeeping.
+          s.requests.delete(env.id)
+          if (answers !== undefined && !s.requests.has(answers.id)) s.requests.set(answers.id, answers)
+        })
+      ))
       noteMessage(s, from, { direction: "out", peer: target.right.name, kind, message_id: env.id, text: args.text })
-      yield* deliver(env)
+      // To a child spawned during the sender's running turn the message is held in memory and
+      // logged by the child's birth, before that turn ends: like the spawn, it is acknowledged
+      // (durable) when the turn ends.
       return { message_id: env.id, waiting_for_reply: kind === "request" } satisfies SendResult
     })
 
-    /** Multicast: one copy per sibling (same parent), each with its own id; never wakes. */
+    /**
+     * Multicast: one copy per sibling (same parent), each with its own id; never wakes. A copy
+     * that cannot be logged fails the broadcast (copies already logged stay delivered).
+     */
     const broadcast = Effect.fn("Router.broadcast")(function*(from: AgentId, text: string) {
       const team = s.tree.team(from)
       const multicast_id = newMessageId()
@@ -223,15 +293,18 @@ export class Router extends Effect.Service<Router>()("substrat/Router", {
       }
       const env = envelope({ sender: USER, recipient: agent, kind: sync ? "request" : "notification", text })
       if (sync) s.requests.set(env.id, { id: env.id, from: USER, to: agent })
-      yield* deliver(env)
+      yield* deliver(env).pipe(Effect.tapError(() => Effect.sync(() => s.requests.delete(env.id))))
       return { message_id: env.id }
     })
 
     const triggeredIds = (agent: AgentId) =>
       new Set((s.triggers.get(agent) ?? []).flatMap((t) => t._tag === "message" ? [t.id] : []))
 
+    /** Best-effort: a lost `message.delivered` only makes recovery re-inject the message (a duplicate). */
     const markDelivered = (agent: AgentId, envs: ReadonlyArray<MessageEnvelope>) =>
-      Effect.forEach(envs, (e) => logFor(agent, makeEvent("message.delivered", { message_id: e.id })), { discard: true })
+      Effect.forEach(envs, (e) => logBestEffort(agent, makeEvent("message.delivered", { message_id: e.id })), {
+        discard: true
+      })
 
     /** Drain what waits in the inbox without waking the agent (notifications, multicasts). */
     const checkInbox = Effect.fn("Router.checkInbox")(function*(agent: AgentId) {
@@ -280,6 +353,19 @@ export class Router extends Effect.Service<Router>()("substrat/Router", {
       for (const r of [...s.requests.values()]) if (r.from === agent) s.requests.delete(r.id)
     })
 
-    return { sendFrom, broadcast, fromUser, deliver, reply, checkInbox, takeForTurn, failPending, queueTurn, toUser } as const
+    return {
+      sendFrom,
+      broadcast,
+      fromUser,
+      deliver,
+      reply,
+      checkInbox,
+      takeForTurn,
+      failPending,
+      queueTurn,
+      holdWakes,
+      releaseWakes,
+      toUser
+    } as const
   })
 }) {}

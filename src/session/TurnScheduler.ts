@@ -2,7 +2,11 @@
 // FIFO); turns of different sessions run concurrently, bounded by the Multiplexer's slots.
 // A turn logs `turn.start` (prompt) before sending, `usage` and `turn.complete` (response)
 // after; a failure logs `provider.error` instead of `turn.complete` and leaves the session
-// usable (its provider stays live for the next turn).
+// usable (its provider stays live for the next turn). `beforeEnd` runs before either end event
+// is logged: what it makes durable is part of the turn (the Orchestrator births the children
+// the turn spawned there — seed 001: the spawn is acknowledged when the turn ends). If it fails,
+// the turn fails. A failed end-event append makes the turn fail too (nothing is acknowledged
+// that is not durable); `usage` and `provider.error` are best-effort (a warning when lost).
 import { Deferred, Effect, Option, Ref, Stream } from "effect"
 import { ProviderError } from "../domain/errors.js"
 import { makeEvent } from "../domain/events.js"
@@ -36,9 +40,20 @@ export interface TurnOutcome {
 export interface TurnCallbacks {
   readonly onStart?: (turn_id: TurnId, prompt: string) => Effect.Effect<void>
   readonly onOutput?: (turn_id: TurnId, output: ProviderOutput) => Effect.Effect<void>
+  /**
+   * Runs once the provider is done (or failed), before `turn.complete` / `provider.error` is
+   * logged. A failure fails the turn (`provider.error` with the error's tag and message).
+   */
+  readonly beforeEnd?: (turn_id: TurnId) => Effect.Effect<void, { readonly _tag: string; readonly message: string }>
   /** Runs after the turn, still before the session's next turn starts. */
   readonly after?: (outcome: TurnOutcome) => Effect.Effect<void>
 }
+
+/** `beforeEnd` failed: the turn fails with its error (and `beforeEnd` is not run again). */
+class EndingFailed {
+  constructor(readonly cause: unknown) {}
+}
+const ending = <E>(eff: Effect.Effect<void, E>) => Effect.mapError(eff, (e) => new EndingFailed(e))
 
 const describe = (e: unknown): { reason: string; message: string } =>
   e instanceof ProviderError
@@ -95,19 +110,34 @@ export class TurnScheduler extends Effect.Service<TurnScheduler>()("substrat/Tur
               )
             )
             const response = final ?? chunks
-            if (sawUsage) yield* log.append(id, makeEvent("usage", { turn_id, ...usage }))
+            if (sawUsage) {
+              yield* log.append(id, makeEvent("usage", { turn_id, ...usage })).pipe(
+                Effect.catchAll((e) => Effect.logWarning(`usage of turn ${turn_id} not logged: ${e.message}`))
+              )
+            }
+            if (cb.beforeEnd) yield* ending(cb.beforeEnd(turn_id))
             yield* log.append(id, makeEvent("turn.complete", { turn_id, response }))
             return { turn_id, prompt, response, usage, error: null } satisfies TurnOutcome
           })
         )
         return yield* body.pipe(
-          Effect.catchAll((e) => {
-            const error = describe(e)
-            return log.append(id, makeEvent("provider.error", { turn_id, ...error })).pipe(
-              Effect.ignore,
-              Effect.as({ turn_id, prompt, response: "", usage, error } satisfies TurnOutcome)
-            )
-          })
+          Effect.catchAll((e) =>
+            Effect.gen(function*() {
+              // The turn's own side effects (births) are durable before its end is logged, also
+              // when it failed; a second run is a no-op when the first one already ran.
+              const before = e instanceof EndingFailed || !cb.beforeEnd
+                ? Effect.void
+                : cb.beforeEnd(turn_id).pipe(
+                  Effect.catchAll((b) => Effect.logWarning(`turn ${turn_id}: ${b._tag}: ${b.message}`))
+                )
+              yield* before
+              const error = describe(e instanceof EndingFailed ? e.cause : e)
+              yield* log.append(id, makeEvent("provider.error", { turn_id, ...error })).pipe(
+                Effect.catchAll((le) => Effect.logWarning(`provider.error of turn ${turn_id} not logged: ${le.message}`))
+              )
+              return { turn_id, prompt, response: "", usage, error } satisfies TurnOutcome
+            })
+          )
         )
       })
 

@@ -18,12 +18,16 @@ import * as EventLogFile from "../../src/eventlog/EventLogFile.js"
 import type { Scripts } from "../../src/provider/scripted/Script.js"
 import { SessionStore } from "../../src/session/SessionStore.js"
 import * as SessionStoreFile from "../../src/session/SessionStoreFile.js"
+import * as fs from "node:fs"
+import { makePaths } from "../../src/config/Paths.js"
 import { withTmp } from "../support/tmp.js"
 import {
   type AckLog,
+  agentsOnDisk,
   checkOracle,
   type Life,
   lifeLayerWith,
+  readLogEvents,
   recoverLife,
   snapshotDisk,
   syncPrimitives,
@@ -38,7 +42,8 @@ export const POINTS = {
   P4: "after send(), before logging the response",
   P5: "after logging the response, before delivering the reply",
   P6: "after enqueue, before delivery logged",
-  P7: "after agent.terminated, before tree removal"
+  P7: "after agent.terminated, before tree removal",
+  P8: "deferred birth at the end of the parent's turn (child record, agent.created, held messages), before turn.complete"
 } as const
 export type Point = keyof typeof POINTS | "other"
 
@@ -61,9 +66,12 @@ const pointOfEvent = (ev: LogEvent): Point => {
 /** Per session: the operation in flight (set by the EventLog/SessionStore proxies). */
 class Labeller {
   readonly current = new Map<string, { point: Point; event: string }>()
-  readonly labels: Array<{ point: Point; kind: string }> = []
+  readonly labels: Array<{ point: Point; kind: string; session: string | null }> = []
+  /** `turn.complete` appends: session and the index of the next step. */
+  readonly turnEnds: Array<{ session: string; at: number }> = []
   set(session: string, point: Point, event: string) {
     this.current.set(session, { point, event })
+    if (event === "turn.complete") this.turnEnds.push({ session, at: this.labels.length })
   }
   record(kind: string, path: string) {
     const m = /agents\/([0-9a-f-]{36})/.exec(path)
@@ -72,7 +80,22 @@ class Labeller {
     // The pending-file unlink runs once the entry is durable in events.jsonl.
     if (op && kind === "unlink" && op.event === "agent.created") point = "P3"
     if (op && kind === "unlink" && op.event === "turn.complete") point = "P5"
-    this.labels.push({ point, kind })
+    this.labels.push({ point, kind, session: m?.[1] ?? null })
+  }
+  /**
+   * After the probe: a child's steps from its first one to its parent's next `turn.complete`
+   * are its deferred birth (P8) — made durable before the parent's turn ends.
+   */
+  labelBirths(home: string) {
+    for (const d of fs.readdirSync(makePaths(home).agentsDir)) {
+      const created = readLogEvents(home, d).find((e) => e.event === "agent.created")
+      const parent = created?.data["parent_session_id"]
+      if (typeof parent !== "string") continue
+      const first = this.labels.findIndex((x) => x.session === d)
+      const end = this.turnEnds.find((t) => t.session === parent && t.at > first)
+      if (first < 0 || end === undefined) continue
+      for (let i = first; i < end.at; i++) if (this.labels[i]!.session === d) this.labels[i]!.point = "P8"
+    }
   }
 }
 
@@ -124,7 +147,14 @@ const storage = (home: string, durable: Layer.Layer<import("../../src/durable/Du
 const scripts: Scripts = {
   boss: {
     steps: [
-      { tools: [{ tool: "spawn_agent", args: { name: "w1", instructions: "work" } }], text: "spawned" },
+      {
+        tools: [
+          { tool: "spawn_agent", args: { name: "w1", instructions: "work" } },
+          // Held for the unborn child, logged in its log by its birth before this turn ends.
+          { tool: "send_message", args: { recipient: "w1", text: "welcome", sync: false } }
+        ],
+        text: "spawned"
+      },
       {
         tools: [
           { tool: "send_message", args: { recipient: "w1", text: "fyi", sync: false } },
@@ -226,11 +256,12 @@ const runScenario = async (home: string, crashAt: number | undefined, l: Labelle
 }
 
 const verify = async (home: string, run: RunOutcome) => {
+  for (const id of agentsOnDisk(home)) run.mayExist.add(id)
   const registry = trackedScripted(scripts, { messages: [] }, () => true)
   const first = await recoverLife(home, registry)
   const ackedMessages = [
     ...run.userAcks,
-    ...run.acks.messages.map((m) => ({ id: m.id, to: run.names.get(m.to) ?? null }))
+    ...run.acks.messages.filter((m) => !m.held).map((m) => ({ id: m.id, to: run.names.get(m.to) ?? null }))
   ]
   const ackedRequests = run.acks.messages.filter((m) => m.sync).flatMap((m) => {
     const from = run.names.get(m.from)
@@ -260,6 +291,7 @@ describe("recovery: fault injection at the seven seed points × every I/O sub-st
     await withTmp(async (home) => {
       const l = new Labeller()
       const probe = await runScenario(home, undefined, l)
+      l.labelBirths(home)
       expect(probe.crashed).toBe(false)
       expect(l.labels.length).toBe(probe.steps.length)
       const points = new Set(l.labels.map((x) => x.point))
@@ -271,10 +303,11 @@ describe("recovery: fault injection at the seven seed points × every I/O sub-st
     })
   })
 
-  it("crash at every step, recover, oracle holds; recovering again changes nothing", async () => {
+  it("crash at every step, recover, oracle holds; recovering again changes nothing", { timeout: 600_000 }, async () => {
     const l = new Labeller()
     const total = await withTmp(async (home) => {
       const probe = await runScenario(home, undefined, l)
+      l.labelBirths(home)
       return probe.steps.length
     })
     const cases = new Map<string, number>()

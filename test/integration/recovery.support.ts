@@ -3,7 +3,7 @@
 // (real, or crash-injecting). A crash = drop the runtime; recovery = a fresh life on the same
 // directory. Also: deterministic I/O primitives for crash enumeration, acknowledgement
 // tracking for tool calls, and the oracle checks of seed 001.
-import { Effect, Effect as E, Layer, ManagedRuntime, Schema } from "effect"
+import { Effect, Effect as E, Layer, ManagedRuntime, Schema, Stream } from "effect"
 import * as fs from "node:fs"
 import { join } from "node:path"
 import * as Orchestration from "../../src/agent/Orchestrator.js"
@@ -50,7 +50,18 @@ export const syncPrimitives: Primitives = {
 
 /** Records which tool calls were acknowledged (returned to the provider) before any crash. */
 export interface AckLog {
-  readonly messages: Array<{ readonly id: string; readonly from: string; readonly to: string; readonly sync: boolean }>
+  readonly messages: Array<{
+    readonly id: string
+    readonly from: string
+    readonly to: string
+    readonly sync: boolean
+    /**
+     * Held for a child born at the end of the sender's turn: the message is acknowledged (durable)
+     * when that turn ends — checkOracle checks that from the logs — not by the tool answer. A held
+     * sync request still must not wait forever.
+     */
+    readonly held: boolean
+  }>
 }
 
 /** A scripted registry whose tool results are recorded as acknowledged while `alive()`. */
@@ -58,10 +69,17 @@ export const trackedScripted = (scripts: Scripts, acks: AckLog, alive: () => boo
   const factory: ProviderFactory = {
     name: "scripted",
     make: (ctx) => {
+      // Children this agent spawned in its current turn: still unborn (deferred spawn), so a
+      // message to one of them is held until the turn ends.
+      const spawnedThisTurn = new Set<string>()
       const tools: ToolInvoker = {
         invoke: (tool, args) =>
           E.tap(ctx.tools.invoke(tool, args), (r) =>
             E.sync(() => {
+              if (!r.is_error && tool === "spawn_agent") {
+                const name = (args as { name?: unknown }).name
+                if (typeof name === "string") spawnedThisTurn.add(name)
+              }
               if (!alive() || r.is_error || tool !== "send_message") return
               const res = r.result as { message_id?: string; waiting_for_reply?: boolean }
               const a = args as { recipient?: string }
@@ -70,12 +88,18 @@ export const trackedScripted = (scripts: Scripts, acks: AckLog, alive: () => boo
                   id: res.message_id,
                   from: ctx.agent_name,
                   to: a.recipient ?? "?",
-                  sync: res.waiting_for_reply === true
+                  sync: res.waiting_for_reply === true,
+                  held: spawnedThisTurn.has(a.recipient ?? "")
                 })
               }
             }))
       }
-      return E.acquireRelease(makeScripted({ ...ctx, tools }, { scripts }), (p) => E.ignore(p.stop))
+      return E.acquireRelease(makeScripted({ ...ctx, tools }, { scripts }), (p) => E.ignore(p.stop)).pipe(
+        E.map((p) => ({
+          ...p,
+          send: (message: string) => Stream.suspend(() => (spawnedThisTurn.clear(), p.send(message)))
+        }))
+      )
     }
   }
   return ProviderRegistry.layer(factory)
@@ -227,6 +251,61 @@ export const checkOracle = async (o: OracleInput): Promise<Array<string>> => {
     }
   }
   for (const a of o.mustLive) if (!s.tree.has(a)) bad.push(`acknowledged agent ${a} lost`)
+  // Seed 001: a spawn is acknowledged when the parent's turn ends. For every live agent, every
+  // child its durably ended turns spawned exists (or was terminated since, on disk), and every
+  // message those turns sent to a live agent is logged in the recipient's log or in its inbox.
+  const createdOnDisk = new Set<string>()
+  const terminatedOnDisk = new Set<string>()
+  const enqueuedIn = new Map<string, Set<string>>()
+  for (const [d, entries] of logs) {
+    const ids = new Set<string>()
+    for (const e of entries) {
+      if (e.event === "agent.created") createdOnDisk.add(String(e.data["agent_id"]))
+      if (e.event === "agent.terminated") terminatedOnDisk.add(String(e.data["agent_id"]))
+      if (e.event === "message.enqueued") ids.add(String(e.data["id"]))
+    }
+    enqueuedIn.set(d, ids)
+  }
+  for (const n of s.tree.nodes.values()) {
+    let spawned: Array<string> = []
+    let sent: Array<{ id: string; to: string }> = []
+    const invoked = new Map<string, string>()
+    for (const e of logs.get(n.session_id) ?? []) {
+      if (e.event === "turn.start") {
+        spawned = []
+        sent = []
+      } else if (e.event === "tool_call.invoked" && e.data["tool"] === "send_message") {
+        const args = e.data["arguments"] as { recipient?: string } | null
+        invoked.set(String(e.data["call_id"]), args?.recipient ?? "?")
+      } else if (e.event === "tool_call.result" && e.data["is_error"] === false) {
+        const r = e.data["result"] as Record<string, unknown> | null
+        if (e.data["tool"] === "spawn_agent" && typeof r?.["agent_id"] === "string") spawned.push(r["agent_id"])
+        if (e.data["tool"] === "send_message" && typeof r?.["message_id"] === "string") {
+          sent.push({ id: r["message_id"], to: invoked.get(String(e.data["call_id"])) ?? "?" })
+        }
+      } else if (e.event === "turn.complete" || (e.event === "provider.error" && e.data["turn_id"] != null)) {
+        // A turn that failed *because* a birth failed (BirthError) acknowledged no unborn child.
+        const birthFailed = e.event === "provider.error" && e.data["reason"] === "BirthError"
+        for (const c of spawned) {
+          if (terminatedOnDisk.has(c) || o.mustBeGone.includes(c as AgentId)) continue
+          if (birthFailed && !createdOnDisk.has(c)) continue
+          if (!createdOnDisk.has(c)) bad.push(`child ${c} spawned by ${n.name}'s completed turn was never born`)
+          else if (!s.tree.has(c as AgentId)) bad.push(`child ${c} spawned by ${n.name}'s completed turn is not in the tree`)
+        }
+        for (const m of sent) {
+          if (m.to === "USER") continue
+          const to = s.tree.resolve(n.id, m.to)
+          if (to._tag === "Left") continue
+          const inInbox = (s.inboxes.get(to.right.id) ?? []).some((x) => x.id === m.id)
+          if (!inInbox && !(enqueuedIn.get(to.right.session_id)?.has(m.id) ?? false)) {
+            bad.push(`message ${m.id} sent by ${n.name}'s completed turn to ${m.to} is neither logged nor in its inbox`)
+          }
+        }
+        spawned = []
+        sent = []
+      }
+    }
+  }
   for (const a of o.mustBeGone) if (s.tree.has(a)) bad.push(`terminated agent ${a} came back`)
   // Every acknowledged message to a live agent: delivered (logged) or back in its inbox.
   for (const m of o.ackedMessages) {
@@ -270,3 +349,29 @@ export const records = (home: string): Array<Session> => {
   })
 }
 
+
+/**
+ * Agent ids with an `agent.created` line on disk (read before recovery). Such an agent was
+ * attempted even if the in-memory state dropped it: a failed append means "unknown" (the line may
+ * be durable although the append reported an error), so the creator undid it in memory.
+ */
+export const agentsOnDisk = (home: string): Set<string> => {
+  const paths = makePaths(home)
+  const out = new Set<string>()
+  if (!fs.existsSync(paths.agentsDir)) return out
+  for (const d of fs.readdirSync(paths.agentsDir)) {
+    for (const file of [paths.eventsFile(d), paths.pendingFile(d)]) {
+      if (!fs.existsSync(file)) continue
+      for (const l of fs.readFileSync(file, "utf8").split("\n")) {
+        if (!l.includes("\"agent.created\"")) continue
+        try {
+          const o = JSON.parse(l) as { event?: string; data?: { agent_id?: string } }
+          if (o.event === "agent.created" && typeof o.data?.agent_id === "string") out.add(o.data.agent_id)
+        } catch {
+          // a torn line: not durable
+        }
+      }
+    }
+  }
+  return out
+}

@@ -130,7 +130,7 @@ describe("recovery", () => {
     })
   })
 
-  it("a sync request to a child the crash never let be born is answered with an error", async () => {
+  it("a sync request to a child whose birth the crash prevented (mid-turn) is answered with an error", async () => {
     await withTmp(async (home) => {
       const scripts: Scripts = {
         boss: {
@@ -152,24 +152,23 @@ describe("recovery", () => {
           yield* o.awaitIdle
           return { boss, kid: yield* o.findByName("kid", boss.id) }
         }))
-      // Crash after the boss's turn completed, before the deferred birth: no kid session.
+      // Crash mid-turn, after the tool results, before the deferred birth (births are durable
+      // before the turn's end, so the turn is interrupted): no kid session, no turn end. The
+      // tool result acknowledged the request to the boss (the provider saw it).
       fs.rmSync(makePaths(home).sessionDir(ids.kid.session_id), { recursive: true })
       cutFrom(home, ids.boss.session_id, (e) => e.event === "turn.complete")
-      // ... but keep the turn's end, so the request was acknowledged to the boss.
-      const rt0 = startLife(home, DurableLive.layer, registryOf(scripts))
       const sent = readLogEvents(home, ids.boss.session_id).find((e) => e.event === "tool_call.result" && e.data["tool"] === "send_message")!
       const request = (sent.data["result"] as { message_id: string }).message_id
-      await rt0.runPromise(Effect.flatMap(EventLog, (log) =>
-        log.append(ids.boss.session_id, makeEvent("turn.complete", { turn_id: newTurnId(), response: "started" }))))
-      await rt0.dispose()
       const r = await recoverLife(home, registryOf(scripts))
       try {
         expect(r.report.requestsFailed).toBe(1)
+        expect(r.report.interruptedTurns).toBe(1)
         expect(r.report.agents).toBe(1)
         const s = await r.life.runPromise(OrchestratorState)
         const inbox = s.inboxes.get(ids.boss.id) ?? []
-        expect(inbox.map((e) => [e.kind, e.reply_to])).toEqual([["response", request]])
-        expect(inbox[0]!.payload).toMatch(/^\[error\] kid is gone/)
+        // The interrupted turn's message (USER's "go") is back, then the error reply.
+        expect(inbox.map((e) => [e.kind, e.reply_to])).toEqual([["notification", null], ["response", request]])
+        expect(inbox[1]!.payload).toMatch(/^\[error\] kid is gone/)
         const bad = await checkOracle({
           home,
           life: r.life,

@@ -17,7 +17,7 @@ import { makeCrashing } from "../../src/durable/DurableCrash.js"
 import type { ScriptInput, ScriptStep, Scripts } from "../../src/provider/scripted/Script.js"
 import { fuzzParams, fuzzProfile } from "../support/fuzz.js"
 import { withTmp } from "../support/tmp.js"
-import { type AckLog, checkOracle, lifeLayer, syncPrimitives, trackedScripted } from "../integration/recovery.support.js"
+import { type AckLog, agentsOnDisk, checkOracle, lifeLayer, syncPrimitives, trackedScripted } from "../integration/recovery.support.js"
 
 const NAMES = ["a", "b", "c", "d", "e"] as const
 
@@ -102,7 +102,7 @@ export const runSequence = async (steps: ReadonlyArray<Step>): Promise<{ failure
       for (const m of acks.messages) {
         const from = byName(m.from)[0]
         const toCandidates = byName(m.to)
-        model.messages.push({ id: m.id, to: toCandidates.length === 1 ? toCandidates[0]! : null })
+        if (!m.held) model.messages.push({ id: m.id, to: toCandidates.length === 1 ? toCandidates[0]! : null })
         if (m.sync && from) model.requests.push({ id: m.id, from })
       }
       acks.messages.length = 0
@@ -169,6 +169,7 @@ export const runSequence = async (steps: ReadonlyArray<Step>): Promise<{ failure
         // Crash: drop the life, recover in a new one, check the oracle.
         crashes++
         await life.dispose()
+        for (const id of agentsOnDisk(home)) model.attempted.add(id)
         // First a recovery that only rebuilds (resume off) — the oracle is checked on exactly
         // what recovery produced — then the real restart (a second recovery, resume on).
         const probe = ManagedRuntime.make(lifeLayer(home, makeCrashing({}, syncPrimitives).layer, trackedScripted(scripts, { messages: [] }, () => true), 3))
