@@ -81,7 +81,7 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
     const rounds = 5
     const perRound = opts.quick ? 6 : 16
     const load0 = loadavg()
-    // Warm up every path, then interleave call by call so drift and load hit all three alike.
+    // Warm up every path, then interleave call by call (rotating the order) so drift and load hit all three alike.
     for (let i = 0; i < 3; i++) {
       await spawnWait("/bin/true", [])
       await spawnWait(bwrap, bwrapArgs)
@@ -95,9 +95,14 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
       const rb: Array<number> = []
       const rl: Array<number> = []
       for (let i = 0; i < perRound; i++) {
-        bare.push(...(await time(1, () => spawnWait("/bin/true", []))))
-        rb.push(...(await time(1, () => spawnWait(bwrap, bwrapArgs))))
-        rl.push(...(await time(1, viaLayer)))
+        // Rotate the order: a bwrap run leaves namespace teardown work (netns cleanup) to the kernel,
+        // which lands on whatever runs next — a fixed order would always bill it to the same case.
+        for (let k = 0; k < 3; k++) {
+          const which = (i + k) % 3
+          if (which === 0) bare.push(...(await time(1, () => spawnWait("/bin/true", []))))
+          else if (which === 1) rb.push(...(await time(1, () => spawnWait(bwrap, bwrapArgs))))
+          else rl.push(...(await time(1, viaLayer)))
+        }
       }
       roundRatios.push(stats(rl).median / stats(rb).median)
       bw.push(...rb)
