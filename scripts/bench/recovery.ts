@@ -10,7 +10,7 @@
 // the ratio compares that read path with the raw baseline.
 import { Effect, Layer, ManagedRuntime } from "effect"
 import * as fs from "node:fs"
-import { tmpdir } from "node:os"
+import { loadavg, tmpdir } from "node:os"
 import { join } from "node:path"
 import { randomUUID } from "node:crypto"
 import * as Orchestration from "../../src/agent/Orchestrator.js"
@@ -87,7 +87,7 @@ export const generate = (home: string, agents: number, events: number): number =
       })
       n++
       // The last message of every fifth agent stays pending (re-injected by recovery).
-      if (n >= perAgent && i % 5 === 0) break
+      if (i % 5 === 0 && n + 6 >= perAgent) break
       line("message.delivered", { message_id: mid })
       line("turn.start", { turn_id: turn, prompt: `Message from ${sender} (message ${mid}):\nPlease look at item ${k}.` })
       line("tool_call.invoked", { call_id: call, tool: "check_inbox", arguments: {} })
@@ -157,6 +157,8 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
     ]
   const rows: Array<Record<string, string | number>> = []
   const summary: Record<string, number | string> = { mode: opts.quick ? "quick" : full ? "full" : "default" }
+  const load = () => loadavg().map((x) => x.toFixed(2)).join("/")
+  summary["load_start"] = load()
   for (const c of configs) {
     const home = fs.mkdtempSync(join(tmpdir(), "substrat-bench-recovery-"))
     try {
@@ -183,7 +185,8 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
         "µs/event(2nd)": Number(((rec2.ms * 1000) / events).toFixed(2)),
         "µs/agent(2nd)": Number(((rec2.ms * 1000) / c.agents).toFixed(1)),
         reinjected: rec.report.messagesReinjected,
-        suspended: rec.report.suspended
+        suspended: rec.report.suspended,
+        load: load()
       })
       summary[`${key}_events`] = events
       summary[`${key}_raw_ms`] = Math.round(rawMs)
@@ -195,5 +198,6 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
       fs.rmSync(home, { recursive: true, force: true })
     }
   }
+  summary["load_end"] = load()
   return { rows, summary }
 }

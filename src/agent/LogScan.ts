@@ -5,6 +5,7 @@
 // requests it sent, the replies it received, its interrupted turn and its usage. Envelopes stay
 // raw here; the survivors are decoded once by Reconcile.
 import { Effect, Either, Option, Schema, Stream } from "effect"
+import { isAscii } from "node:buffer"
 import { StringDecoder } from "node:string_decoder"
 import type { DurableError } from "../domain/errors.js"
 import { AgentCreatedData } from "../domain/events.js"
@@ -261,31 +262,48 @@ const feed = (fold: ScanFold, carry: string, text: string): string => {
   return text.slice(from)
 }
 
-/** Read one log once and fold it. An absent file scans as empty. */
+/** Fold a whole file's bytes (the fast path: one read, one decode, a plain loop). */
+const foldBytes = (session_id: SessionId, file: string, bytes: Uint8Array): ScanResult => {
+  const fold = new ScanFold(session_id, file)
+  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  // Pure ASCII (most logs: JSON escapes nothing but the content is usually English) decodes as
+  // latin1 — a straight copy, several times faster than UTF-8 decoding and the same string.
+  const text = isAscii(buf) ? buf.toString("latin1") : buf.toString("utf8")
+  const carry = feed(fold, "", text)
+  return { scan: fold.finish(), tornTail: carry.length > 0 }
+}
+
+/**
+ * Read one log once and fold it. An absent file scans as empty. Up to WHOLE_FILE bytes: one
+ * synchronous `readFile` and a plain loop over the lines inside one `Effect.map` (no per-line
+ * Effect; measured faster than asynchronous reads with a few logs in flight — the parse, not the
+ * read, is the cost). Larger logs stream in CHUNK pieces (bounded memory).
+ */
 export const scanLog = (
   durable: DurableService,
   session_id: SessionId,
   file: string
 ): Effect.Effect<ScanResult, DurableError> =>
-  Effect.gen(function*() {
-    const fold = new ScanFold(session_id, file)
-    const size = Option.getOrElse(yield* durable.size(file), () => 0)
-    let carry = ""
+  Effect.flatMap(durable.size(file), (found) => {
+    const size = Option.getOrElse(found, () => 0)
+    if (size === 0) return Effect.succeed(foldBytes(session_id, file, new Uint8Array(0)))
     if (size <= WHOLE_FILE) {
-      const bytes = Option.getOrElse(yield* durable.readFile(file), () => new Uint8Array(0))
+      return Effect.map(durable.readFile(file), (bytes) =>
+        foldBytes(session_id, file, Option.getOrElse(bytes, () => new Uint8Array(0))))
+    }
+    return Effect.suspend(() => {
+      const fold = new ScanFold(session_id, file)
       const decoder = new StringDecoder("utf8")
-      carry = feed(fold, "", decoder.write(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)))
-      carry += decoder.end()
-    } else {
-      const decoder = new StringDecoder("utf8")
-      yield* Stream.runForEach(
+      let carry = ""
+      return Stream.runForEach(
         durable.stream(file, { chunkSize: CHUNK }),
         (chunk) =>
           Effect.sync(() => {
             if (!fold.failed) carry = feed(fold, carry, decoder.write(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)))
           })
-      )
-      carry += decoder.end()
-    }
-    return { scan: fold.finish(), tornTail: carry.length > 0 }
+      ).pipe(Effect.map(() => {
+        carry += decoder.end()
+        return { scan: fold.finish(), tornTail: carry.length > 0 }
+      }))
+    })
   })

@@ -76,6 +76,10 @@ export class RecoveryError extends Schema.TaggedError<RecoveryError>()("Recovery
 export type RecoveryFailure = RecoveryError | DurableError | EventLogError | SessionStoreError
 
 const isSessionId = Schema.is(SessionId)
+/** Logs read at once during recovery (asynchronous reads overlapping the parsing). */
+const READ_CONCURRENCY = 1
+/** ACTIVE → SUSPENDED record writes at once (their fsyncs overlap on the thread pool). */
+const WRITE_CONCURRENCY = 8
 
 export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
   effect: Effect.gen(function*() {
@@ -86,17 +90,21 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
     const durable = yield* Durable
     const paths = yield* SubstratPaths
 
-    /** Read a log once; repair and read again only when it needs it. */
-    const scanSession = (id: SessionId) =>
-      Effect.gen(function*() {
-        // One readdir (no exception for an absent file, unlike a stat) says whether a WAL entry is pending.
-        const files = yield* durable.readDir(paths.sessionDir(id))
+    /** Read a log once; repair and read again only when it needs it. No generator (hot: once per session). */
+    const scanSession = (id: SessionId): Effect.Effect<{ scan: SessionScan; repaired: boolean }, RecoveryFailure> =>
+      // One readdir (no exception for an absent file, unlike a stat) says whether a WAL entry is pending.
+      Effect.flatMap(durable.readDir(paths.sessionDir(id)), (files) => {
         const pending = files.some((f) => f.name === "events.pending")
-        const first = yield* scanLog(durable, id, paths.eventsFile(id))
-        if (!pending && !first.tornTail) return { scan: first.scan, repaired: false }
-        yield* log.repair(id)
-        const again = yield* scanLog(durable, id, paths.eventsFile(id))
-        return { scan: again.scan, repaired: true }
+        return Effect.flatMap(scanLog(durable, id, paths.eventsFile(id)), (first): Effect.Effect<
+          { scan: SessionScan; repaired: boolean },
+          RecoveryFailure
+        > =>
+          !pending && !first.tornTail
+            ? Effect.succeed({ scan: first.scan, repaired: false })
+            : log.repair(id).pipe(
+              Effect.zipRight(scanLog(durable, id, paths.eventsFile(id))),
+              Effect.map((again) => ({ scan: again.scan, repaired: true }))
+            ))
       })
 
     const saveState = (id: SessionId, f: (s: Session) => Session) =>
@@ -151,18 +159,16 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
       }
       // SessionStore.recover, inlined so the records are read once and the flips counted.
       const now = new Date(yield* Clock.currentTimeMillis).toISOString()
-      const records: Array<Session> = []
-      let suspended = 0
-      for (const rec of yield* store.scan) {
-        if (rec.state !== "active") {
-          records.push(rec)
-          continue
-        }
-        const next = new Session({ ...rec, state: "suspended", suspended_at: now })
-        yield* store.save(next)
-        records.push(next)
-        suspended++
-      }
+      const records = [...yield* store.scan]
+      const active = records.flatMap((rec, i) => rec.state === "active" ? [i] : [])
+      // Each save is an atomic replace with two fsyncs: run a few at once so they overlap.
+      yield* Effect.forEach(active, (i) => {
+        const next = new Session({ ...records[i]!, state: "suspended", suspended_at: now })
+        return Effect.map(store.save(next), () => {
+          records[i] = next
+        })
+      }, { concurrency: WRITE_CONCURRENCY, discard: true })
+      const suspended = active.length
       const haveRecord = new Set(records.map((r) => r.id))
       const entries = yield* durable.readDir(paths.agentsDir)
       const dirs = entries.filter((e) => e.isDirectory && isSessionId(e.name)).map((e) => SessionId.make(e.name))
@@ -170,13 +176,13 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
       const scans = new Map<SessionId, SessionScan>()
       let logsRepaired = 0
       let logLines = 0
-      for (const id of dirs) {
-        if (!haveRecord.has(id)) continue
-        const r = yield* scanSession(id)
-        scans.set(id, r.scan)
-        logLines += r.scan.lines
-        if (r.repaired) logsRepaired++
-      }
+      // Bounded concurrency: a few reads in flight while the main thread parses other logs.
+      yield* Effect.forEach(dirs.filter((id) => haveRecord.has(id)), (id) =>
+        Effect.map(scanSession(id), (r) => {
+          scans.set(id, r.scan)
+          logLines += r.scan.lines
+          if (r.repaired) logsRepaired++
+        }), { concurrency: READ_CONCURRENCY, discard: true })
 
       const plan = reconcile({ records, dirs, scans })
       yield* applyDisk(plan)

@@ -3,7 +3,7 @@
 // on disk is always a whole old or a whole new version. `provider_state` is base64 (the
 // Session schema encodes it). `scan` ignores `*.tmp` and directories without a record; a
 // record that does not decode fails the scan with a typed error naming it (docs/recovery.md).
-import { Clock, Effect, Layer, Option, Schema } from "effect"
+import { Clock, Effect, Either, Layer, Option, Schema } from "effect"
 import { TextDecoder } from "node:util"
 import { SubstratPaths } from "../config/Paths.js"
 import { type DurableError, SessionStoreError } from "../domain/errors.js"
@@ -14,8 +14,34 @@ import { SessionStore } from "./SessionStore.js"
 
 const SessionJson = Schema.parseJson(Session)
 const encodeRecord = Schema.encode(SessionJson)
-const decodeRecord = Schema.decodeUnknownEither(SessionJson)
+// Built once: the record is JSON.parse'd, then the whole Session schema is checked (id, state,
+// base64 blob, …) — nothing is skipped; only the per-call setup is.
+const decodeSession = Schema.decodeUnknownEither(Session)
+const utf8Strict = new TextDecoder("utf-8", { fatal: true })
 const isSessionId = Schema.is(SessionId)
+
+const decodeError = (session_id: string, message: string) =>
+  new SessionStoreError({ reason: "decode", session_id, message })
+
+/** One record's bytes → the Session, or a decode error naming the file. Pure, synchronous. */
+export const parseRecord = (id: string, file: string, bytes: Uint8Array): Either.Either<Session, SessionStoreError> => {
+  let text: string
+  try {
+    text = utf8Strict.decode(bytes)
+  } catch {
+    return Either.left(decodeError(id, `${file}: not UTF-8`))
+  }
+  let json: unknown
+  try {
+    json = JSON.parse(text)
+  } catch (e) {
+    return Either.left(decodeError(id, `${file}: ${e instanceof Error ? e.message : String(e)}`))
+  }
+  const decoded = decodeSession(json)
+  if (Either.isLeft(decoded)) return Either.left(decodeError(id, `${file}: ${decoded.left.message}`))
+  if (decoded.right.id !== id) return Either.left(decodeError(id, `${file}: record is for session ${decoded.right.id}`))
+  return Either.right(decoded.right)
+}
 
 const ioError = (session_id: string) => (e: DurableError) =>
   new SessionStoreError({ reason: "io", session_id, message: `${e.op} ${e.path}: ${e.message}` })
@@ -36,31 +62,14 @@ export const make = Effect.gen(function*() {
     )
   })
 
-  /** The record of `id`, None when there is none. */
-  const read = (id: string) =>
-    Effect.gen(function*() {
-      const file = paths.sessionFile(id)
-      const bytes = yield* durable.readFile(file).pipe(Effect.mapError(ioError(id)))
-      if (Option.isNone(bytes)) return Option.none<Session>()
-      let text: string
-      try {
-        text = new TextDecoder("utf-8", { fatal: true }).decode(bytes.value)
-      } catch {
-        return yield* new SessionStoreError({ reason: "decode", session_id: id, message: `${file}: not UTF-8` })
-      }
-      const decoded = decodeRecord(text)
-      if (decoded._tag === "Left") {
-        return yield* new SessionStoreError({ reason: "decode", session_id: id, message: `${file}: ${decoded.left.message}` })
-      }
-      if (decoded.right.id !== id) {
-        return yield* new SessionStoreError({
-          reason: "decode",
-          session_id: id,
-          message: `${file}: record is for session ${decoded.right.id}`
-        })
-      }
-      return Option.some(decoded.right)
-    })
+  /** The record of `id`, None when there is none. No generator: `scan` runs it per record. */
+  const read = (id: string): Effect.Effect<Option.Option<Session>, SessionStoreError> => {
+    const file = paths.sessionFile(id)
+    return Effect.flatMap(
+      Effect.mapError(durable.readFile(file), ioError(id)),
+      (bytes) => Option.isNone(bytes) ? Effect.succeedNone : Effect.map(parseRecord(id, file, bytes.value), Option.some)
+    )
+  }
 
   const load = Effect.fn("SessionStore.load")(function*(id: SessionId) {
     const found = yield* read(id)
@@ -77,10 +86,10 @@ export const make = Effect.gen(function*() {
       .map((e) => e.name)
       .sort()
     const out: Array<Session> = []
-    for (const id of ids) {
-      const s = yield* read(id)
-      if (Option.isSome(s)) out.push(s.value)
-    }
+    yield* Effect.forEach(ids, (id) =>
+      Effect.map(read(id), (s) => {
+        if (Option.isSome(s)) out.push(s.value)
+      }), { discard: true })
     return out as ReadonlyArray<Session>
   }).pipe(Effect.withSpan("SessionStore.scan"))
 
