@@ -14,20 +14,11 @@ import * as DurableLive from "../../src/durable/DurableLive.js"
 import { EventLog } from "../../src/eventlog/EventLog.js"
 import * as EventLogFile from "../../src/eventlog/EventLogFile.js"
 import { type Agent, cli, cliJson, daemons, isAlive, sleep, startDaemon, waitFor } from "../integration/daemon.support.js"
-import { fuzzProfile } from "../support/fuzz.js"
+import { fuzzProfile, prng } from "../support/fuzz.js"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
 
 const rounds = fuzzProfile.name === "nightly" ? 10 : 3
 const workers = 4
-
-/** Small seeded PRNG (mulberry32): derandomised in ci, random seed in nightly. */
-const prng = (seed: number) => () => {
-  seed |= 0
-  seed = (seed + 0x6d2b79f5) | 0
-  let t = Math.imul(seed ^ (seed >>> 15), 1 | seed)
-  t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-}
 
 const owned = daemons()
 const dir = makeTmpDir("substrat-kill9-")

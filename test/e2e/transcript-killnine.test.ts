@@ -10,19 +10,11 @@ import * as fs from "node:fs"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { type Agent, cli, cliJson, daemons, isAlive, sleep, startDaemon, waitFor, waitQuiet } from "../integration/daemon.support.js"
-import { fuzzProfile } from "../support/fuzz.js"
+import { fuzzProfile, prng } from "../support/fuzz.js"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
 
 const rounds = fuzzProfile.name === "nightly" ? 5 : 2
 const workers = 3
-
-const prng = (seed: number) => () => {
-  seed |= 0
-  seed = (seed + 0x6d2b79f5) | 0
-  let t = Math.imul(seed ^ (seed >>> 15), 1 | seed)
-  t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-}
 
 const owned = daemons()
 const dir = makeTmpDir("substrat-transcript9-")

@@ -23,3 +23,12 @@ export const fuzzParams = <T = unknown>(ciRuns: number, extra: fc.Parameters<T> 
   numRuns: Math.max(1, Math.round(ciRuns * fuzzProfile.scale)),
   ...extra
 })
+
+/** Small seeded PRNG (mulberry32) for real-process stress tests that are not fast-check properties. */
+export const prng = (seed: number) => () => {
+  seed |= 0
+  seed = (seed + 0x6d2b79f5) | 0
+  let t = Math.imul(seed ^ (seed >>> 15), 1 | seed)
+  t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
+  return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+}
