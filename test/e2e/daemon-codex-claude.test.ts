@@ -9,12 +9,12 @@
 import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { afterEach, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
 import { Reply } from "../../src/testing/ScriptedLlm.js"
-import { type Agent, cli, cliJson, daemons, startDaemon, waitQuiet } from "../integration/daemon.support.js"
-import { makeTmpDir, removeDir } from "../support/tmp.js"
-import { claudeBin, codexVendorDir } from "./support.js"
+import { type Agent, cli, cliJson, startDaemon, waitQuiet } from "../integration/daemon.support.js"
+import { makeTmpDir } from "../support/tmp.js"
+import { claudeBin, codexVendorDir, daemonTestScope } from "./support.js"
 
 type Entry = { readonly event: string; readonly data: Record<string, unknown> }
 const events = (home: string, sid: string): ReadonlyArray<Entry> =>
@@ -35,17 +35,7 @@ const envKeys = [
   "SUBSTRAT_CODEX_BIN",
   "SUBSTRAT_CODEX_MODEL"
 ]
-const savedEnv = Object.fromEntries(envKeys.map((k) => [k, process.env[k]]))
-const ds = daemons()
-const homes: Array<string> = []
-afterEach(async () => {
-  await ds.killAll()
-  for (const h of homes.splice(0)) removeDir(h)
-  for (const k of envKeys) {
-    if (savedEnv[k] === undefined) delete process.env[k]
-    else process.env[k] = savedEnv[k]
-  }
-})
+const { ds, homes } = daemonTestScope(envKeys)
 
 /** The root's book: spawn the two siblings on their providers, ask cx (sync), report the reply. */
 const boss = {

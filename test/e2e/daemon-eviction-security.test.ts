@@ -9,13 +9,13 @@ import { Duration, Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Net from "node:net"
 import * as Path from "node:path"
-import { afterEach, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
 import { Reply } from "../../src/testing/ScriptedLlm.js"
-import { type Agent, cli, cliJson, daemons, isAlive, startDaemon, waitQuiet } from "../integration/daemon.support.js"
-import { makeTmpDir, removeDir } from "../support/tmp.js"
+import { type Agent, cli, cliJson, isAlive, startDaemon, waitQuiet } from "../integration/daemon.support.js"
+import { makeTmpDir } from "../support/tmp.js"
 import { conversationText, toolResultsOf } from "./providers.support.js"
-import { claudeBin } from "./support.js"
+import { claudeBin, daemonTestScope } from "./support.js"
 
 type Entry = { readonly event: string; readonly data: Record<string, unknown> }
 const events = (home: string, sid: string): ReadonlyArray<Entry> =>
@@ -34,17 +34,7 @@ const awaitLabel = (llm: ScriptedLlm.ScriptedLlmServer, label: string) =>
   )
 
 const envKeys = ["SUBSTRAT_ANTHROPIC_UPSTREAM", "ANTHROPIC_API_KEY", "SUBSTRAT_CLAUDE_BIN", "SUBSTRAT_SLOTS"]
-const savedEnv = Object.fromEntries(envKeys.map((k) => [k, process.env[k]]))
-const ds = daemons()
-const homes: Array<string> = []
-afterEach(async () => {
-  await ds.killAll()
-  for (const h of homes.splice(0)) removeDir(h)
-  for (const k of envKeys) {
-    if (savedEnv[k] === undefined) delete process.env[k]
-    else process.env[k] = savedEnv[k]
-  }
-})
+const { ds, homes } = daemonTestScope(envKeys)
 
 const setup = (llm: ScriptedLlm.ScriptedLlmServer, prefix: string) => {
   const home = makeTmpDir(prefix) // short: agent socket paths must fit in sun_path

@@ -5,13 +5,13 @@
 import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { afterEach, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
 import { Reply } from "../../src/testing/ScriptedLlm.js"
-import { makeTmpDir, removeDir } from "../support/tmp.js"
-import { type Agent, cli, cliJson, daemons, isAlive, startDaemon, waitFor, waitQuiet } from "../integration/daemon.support.js"
+import { makeTmpDir } from "../support/tmp.js"
+import { type Agent, cli, cliJson, isAlive, startDaemon, waitFor, waitQuiet } from "../integration/daemon.support.js"
 import { conversationText } from "./providers.support.js"
-import { claudeBin } from "./support.js"
+import { claudeBin, daemonTestScope } from "./support.js"
 
 type Entry = { readonly event: string; readonly data: Record<string, unknown> }
 const events = (home: string, sid: string): ReadonlyArray<Entry> =>
@@ -23,17 +23,13 @@ const uuidIn = (s: string) => /message ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9
 const withLlm = async <A>(script: ReadonlyArray<ScriptedLlm.ScriptEntry>, f: (llm: ScriptedLlm.ScriptedLlmServer) => Promise<A>): Promise<A> =>
   Effect.runPromise(Effect.scoped(Effect.flatMap(ScriptedLlm.make({ listen: { port: 0 }, script }), (llm) => Effect.promise(() => f(llm)))))
 
-const ds = daemons()
-const homes: Array<string> = []
-const savedEnv = { ...process.env }
-afterEach(async () => {
-  await ds.killAll()
-  for (const h of homes.splice(0)) removeDir(h)
-  for (const k of ["SUBSTRAT_ANTHROPIC_UPSTREAM", "ANTHROPIC_API_KEY", "SUBSTRAT_CLAUDE_BIN", "SUBSTRAT_CODEX_BIN", "SUBSTRAT_SLOTS"]) {
-    if (savedEnv[k] === undefined) delete process.env[k]
-    else process.env[k] = savedEnv[k]
-  }
-})
+const { ds, homes } = daemonTestScope([
+  "SUBSTRAT_ANTHROPIC_UPSTREAM",
+  "ANTHROPIC_API_KEY",
+  "SUBSTRAT_CLAUDE_BIN",
+  "SUBSTRAT_CODEX_BIN",
+  "SUBSTRAT_SLOTS"
+])
 
 const setup = (llm: ScriptedLlm.ScriptedLlmServer) => {
   // Short: agent socket paths must fit in sun_path.

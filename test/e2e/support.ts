@@ -5,7 +5,10 @@ import { Effect } from "effect"
 import * as Child from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import { afterEach } from "vitest"
 import type { McpServer } from "../../src/provider/claude/Invocation.js"
+import { daemons } from "../integration/daemon.support.js"
+import { removeDir } from "../support/tmp.js"
 
 export const repoRoot = Path.resolve(import.meta.dirname, "../..")
 
@@ -111,3 +114,22 @@ export const jsonLines = (stdout: string): ReadonlyArray<Record<string, unknown>
 
 export const readJsonLines = (file: string): ReadonlyArray<Record<string, unknown>> =>
   Fs.existsSync(file) ? jsonLines(Fs.readFileSync(file, "utf8")) : []
+
+/**
+ * Per-test daemons and homes for the daemon e2e files: after each test, kill the daemons it
+ * started, remove its homes, and restore the environment variables it may have set.
+ */
+export const daemonTestScope = (envKeys: ReadonlyArray<string>) => {
+  const ds = daemons()
+  const homes: Array<string> = []
+  const saved = Object.fromEntries(envKeys.map((k) => [k, process.env[k]]))
+  afterEach(async () => {
+    await ds.killAll()
+    for (const h of homes.splice(0)) removeDir(h)
+    for (const k of envKeys) {
+      if (saved[k] === undefined) delete process.env[k]
+      else process.env[k] = saved[k]
+    }
+  })
+  return { ds, homes }
+}
