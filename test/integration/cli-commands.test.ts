@@ -112,7 +112,10 @@ describe("substrat CLI ↔ daemon (real processes, --json)", () => {
   it("agent attach through a pseudo-terminal: Ctrl-C detaches, agent stays", async () => {
     const script = "/usr/bin/script"
     if (!fs.existsSync(script)) return // util-linux `script` not installed: the piped-stdin test covers attach
-    const a = spawnCli(home, ["-qefc", `${JSON.stringify(process.execPath)} ${JSON.stringify(launcher)} agent attach lead`, "/dev/null"], script, [])
+    // `script -c` runs the command through $SHELL (or /bin/sh). dash stays as the parent of a
+    // `-c` command and dies of the terminal's SIGINT itself (exit 130), so `exec` the CLI: the
+    // process on the pty's foreground is then the CLI alone, as under an interactive shell.
+    const a = spawnCli(home, ["-qefc", `exec ${JSON.stringify(process.execPath)} ${JSON.stringify(launcher)} agent attach lead`, "/dev/null"], script, [], { SHELL: "/bin/sh" })
     await waitFor("attached", () => (a.out().includes("attached to lead") ? true : undefined))
     a.child.stdin!.write("ping-from-pty\r")
     await waitFor("reply", () => (a.out().includes("lead → USER: echo:") ? true : undefined))

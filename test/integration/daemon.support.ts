@@ -47,8 +47,14 @@ export interface Running {
   readonly exit: Promise<number>
 }
 
-export const spawnCli = (home: string, args: ReadonlyArray<string>, command = process.execPath, prefix: ReadonlyArray<string> = [launcher]): Running => {
-  const child = spawn(command, [...prefix, ...args], { env: { ...process.env, SUBSTRAT_HOME: home }, stdio: ["pipe", "pipe", "pipe"] })
+export const spawnCli = (
+  home: string,
+  args: ReadonlyArray<string>,
+  command = process.execPath,
+  prefix: ReadonlyArray<string> = [launcher],
+  env: Readonly<Record<string, string>> = {}
+): Running => {
+  const child = spawn(command, [...prefix, ...args], { env: { ...process.env, ...env, SUBSTRAT_HOME: home }, stdio: ["pipe", "pipe", "pipe"] })
   let out = ""
   let err = ""
   child.stdout!.on("data", (d: Buffer) => (out += d.toString("utf8")))
