@@ -2,7 +2,7 @@
 // terminate, inspect, usage, live output, session suspend/resume/delete, awaitIdle.
 // A dispatcher fiber runs one turn per wake (see Router); every turn goes through the
 // TurnScheduler (one at a time per agent) and the Multiplexer (bounded slots).
-import { Deferred, Effect, FiberSet, Layer, Option, Queue, Schema, Stream } from "effect"
+import { Deferred, Effect, Fiber, FiberSet, Layer, Option, Queue, Schema, Stream } from "effect"
 import type { AgentNode } from "../domain/agent.js"
 import { AgentNode as AgentNodeClass } from "../domain/agent.js"
 import { NotFoundError } from "../domain/errors.js"
@@ -208,7 +208,7 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
         })
       }).pipe(Effect.ensuring(addWork(s, -1)))
 
-    yield* Queue.take(s.wakes).pipe(
+    const wakeLoop = yield* Queue.take(s.wakes).pipe(
       Effect.flatMap((agent) => FiberSet.run(fibers, runWake(agent))),
       Effect.forever,
       Effect.forkScoped
@@ -349,6 +349,17 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
     })
     const sessions = store.scan
 
+    /**
+     * Shutdown past the grace period: start no more turns and interrupt the running ones; returns
+     * once they have let go of their sessions. An interrupted turn stays open in its log
+     * (`turn.start` without an end) and queued wakes are not run, so the next start-up handles
+     * them as recovery does after a crash (docs/recovery.md). The orchestrator runs no turns after.
+     */
+    const stopTurns = Effect.fn("Orchestrator.stopTurns")(function*() {
+      yield* Fiber.interrupt(wakeLoop)
+      yield* FiberSet.clear(fibers)
+    })
+
     /** Graceful shutdown: wait for running turns, then suspend every live session (blobs saved). */
     const suspendAll = Effect.fn("Orchestrator.suspendAll")(function*() {
       yield* awaitIdle
@@ -375,6 +386,7 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
       deleteSession,
       sessions,
       suspendAll,
+      stopTurns,
       awaitIdle
     } as const
   })

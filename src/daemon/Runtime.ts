@@ -72,6 +72,9 @@ const DrainLive = Layer.effect(
     return Drain.of({
       awaitIdle: o.awaitIdle,
       suspendAll: Effect.gen(function*() {
+        // Past the grace period turns may still run, and a session mid-turn cannot be suspended:
+        // stop them first (nothing to stop when idle). Their logs keep the open turn for recovery.
+        yield* o.stopTurns()
         const live = (yield* Effect.orElseSucceed(store.scan, () => [])).filter((s) => s.state === "active")
         let n = 0
         for (const s of live) {
