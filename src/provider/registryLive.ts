@@ -1,5 +1,5 @@
 // The daemon's provider registry: scripted (+ JSON books from $SUBSTRAT_HOME/scripts) + claude +
-// codex + cursor-agent.
+// codex + cursor-agent + openai (a bare Chat Completions model, tool loop in the daemon).
 //
 //   layer(settings)   the registry over given CLI settings (tests: model sockets = a scripted endpoint)
 //   layerDaemon(env)  the same, plus the daemon-owned model forwarders on
@@ -20,12 +20,16 @@ import { CliSettings, type CliSettingsShape, settingsFromEnv } from "./cli/CliSe
 import * as ModelForwarder from "./cli/ModelForwarder.js"
 import * as Codex from "./codex/CodexProvider.js"
 import * as Cursor from "./cursor/CursorProvider.js"
+import * as OpenAi from "./openai/OpenAiProvider.js"
+import * as OpenAiSettings from "./openai/Settings.js"
 import { makeRegistry, ProviderRegistry } from "./ProviderRegistry.js"
 import { scriptedFactory, type ScriptedOptions } from "./scripted/ScriptedProvider.js"
 
 export interface RegistryOptions {
   readonly scripted?: ScriptedOptions
   readonly agentSandbox?: AgentSandbox.AgentSandboxOptions
+  /** The `openai` provider's endpoint/key/model (default: none configured — its `check` fails). */
+  readonly openai?: OpenAiSettings.OpenAiSettingsShape
 }
 
 export type RegistryRequirements = Sandbox | SubstratPaths | EventLog | WorkspaceStore
@@ -33,19 +37,23 @@ export type RegistryRequirements = Sandbox | SubstratPaths | EventLog | Workspac
 /** The CLI factories, built once their services are there. */
 export const cliFactories = Effect.all([Claude.factory, Codex.factory, Cursor.factory])
 
-/** scripted + claude + codex + cursor-agent over `settings`. */
+/** scripted + claude + codex + cursor-agent over `settings`, + openai over `options.openai`. */
 export const layer = (
   settings: CliSettingsShape,
   options: RegistryOptions = {}
 ): Layer.Layer<ProviderRegistry, never, RegistryRequirements> =>
   Layer.effect(
     ProviderRegistry,
-    Effect.map(Effect.all([cliFactories, SubstratPaths]), ([clis, paths]) =>
-      makeRegistry([
-        // `scripted:<name>` also finds JSON books in $SUBSTRAT_HOME/scripts/<name>.json.
-        scriptedFactory({ booksDir: scriptsDir(paths.home), ...options.scripted }),
-        ...clis
-      ]))
+    Effect.map(
+      Effect.all([cliFactories, SubstratPaths, OpenAi.factoryWith(options.openai ?? OpenAiSettings.defaults())]),
+      ([clis, paths, openai]) =>
+        makeRegistry([
+          // `scripted:<name>` also finds JSON books in $SUBSTRAT_HOME/scripts/<name>.json.
+          scriptedFactory({ booksDir: scriptsDir(paths.home), ...options.scripted }),
+          ...clis,
+          openai
+        ])
+    )
   ).pipe(
     Layer.provide(Layer.mergeAll(
       AgentSandbox.layer(options.agentSandbox ?? {}),
@@ -64,7 +72,8 @@ export const forwarderSockets = (home: string) => ({
 
 /**
  * The daemon's registry: starts the model forwarders (scoped to the layer), then `layer` with
- * settings from `env` (SUBSTRAT_CLAUDE_BIN, SUBSTRAT_CODEX_MODEL, CURSOR_API_KEY, …).
+ * settings from `env` (SUBSTRAT_CLAUDE_BIN, SUBSTRAT_CODEX_MODEL, CURSOR_API_KEY, …; the openai
+ * provider's SUBSTRAT_OPENAI_BASE_URL / _API_KEY / _MODEL, see openai/Settings.ts).
  */
 export const layerDaemon = (
   env: NodeJS.ProcessEnv = process.env,
@@ -76,5 +85,8 @@ export const layerDaemon = (
     const up = ModelForwarder.upstreamsFromEnv(env)
     yield* ModelForwarder.serve({ socketPath: sockets.anthropic, ...up.anthropic })
     yield* ModelForwarder.serve({ socketPath: sockets.openai, ...up.openai })
-    return layer(settingsFromEnv(env, sockets, options.settings ?? {}), options)
+    return layer(settingsFromEnv(env, sockets, options.settings ?? {}), {
+      ...options,
+      openai: options.openai ?? OpenAiSettings.settingsFromEnv(env)
+    })
   }))

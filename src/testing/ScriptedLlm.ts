@@ -165,7 +165,7 @@ class Core {
       return
     }
     const { entry, index } = picked
-    const status = entry.reply._tag === "Error" ? entry.reply.status : 200
+    const status = entry.reply._tag === "Error" ? entry.reply.status : entry.reply._tag === "Raw" ? entry.reply.status ?? 200 : 200
     this.record({
       ...base,
       ...seen,
@@ -190,6 +190,11 @@ class Core {
     if (res.destroyed) return
     if (reply._tag === "Error") {
       json(res, reply.status, kind === "anthropic" ? Anthropic.errorBody(reply) : OpenAi.openAiErrorBody(reply))
+      return
+    }
+    if (reply._tag === "Raw") {
+      res.writeHead(reply.status ?? 200, { "content-type": reply.contentType })
+      res.end(reply.body)
       return
     }
     if (reply._tag === "Disconnect") {

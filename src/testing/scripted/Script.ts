@@ -40,6 +40,13 @@ export type Reply =
     /** Start a streaming reply, then drop the connection mid-stream (a transport failure). */
     readonly _tag: "Disconnect"
   }
+  | {
+    /** Answer with exactly this body (e.g. a malformed event stream); status 200 unless given. */
+    readonly _tag: "Raw"
+    readonly body: string
+    readonly contentType: string
+    readonly status?: number
+  }
 
 export const Reply = {
   text: (text: string): Reply => ({ _tag: "Message", content: [{ type: "text", text }] }),
@@ -51,7 +58,8 @@ export const Reply = {
     stopReason === undefined ? { _tag: "Message", content } : { _tag: "Message", content, stopReason },
   error: (status: number, message: string, errorType?: string): Reply =>
     errorType === undefined ? { _tag: "Error", status, message } : { _tag: "Error", status, message, errorType },
-  disconnect: (): Reply => ({ _tag: "Disconnect" })
+  disconnect: (): Reply => ({ _tag: "Disconnect" }),
+  raw: (body: string, contentType = "text/event-stream; charset=utf-8"): Reply => ({ _tag: "Raw", body, contentType })
 } as const
 
 export type Api = "anthropic" | "openai-responses" | "openai-chat"
