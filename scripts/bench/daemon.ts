@@ -1,12 +1,16 @@
 // Daemon and CLI speed, each next to a baseline measured in the same run:
 //   1. admin RPC round trip (`agent.list`, one open connection, sequential) vs a raw Node
-//      Unix-socket NDJSON server answering with the same bytes — goal ≤ 1.5×;
+//      Unix-socket NDJSON server answering with the same bytes, in a Node process of its own like
+//      the daemon — goal ≤ 1.5×. Also shown: the same raw server inside the bench process (no
+//      process hop: the baseline before the fast lane), and (b) the same request with an
+//      @effect/rpc header, which goes through @effect/rpc (the path every other method takes)
+//      instead of the frame guard's fast lane (src/daemon/FastLane.ts);
 //   2. wall time of a one-shot `substrat agent list` (real process, bundled CLI) vs `node -e 0`
 //      — goal ≤ 1.6×.
-import { execFileSync, spawnSync } from "node:child_process"
+import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
 import * as net from "node:net"
-import { tmpdir } from "node:os"
+import { loadavg, tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import type { BenchOptions, BenchResult } from "./types.js"
@@ -70,24 +74,44 @@ const oneCall = async (socket: string, line: string): Promise<unknown> => {
 /**
  * The baseline: a raw Node NDJSON server doing the same work at the byte level — it parses each
  * request line and answers with `result`, the daemon's own `agent.list` result (captured once
- * before the run), serialised per request: the same bytes as the daemon's reply.
+ * before the run), serialised per request: the same bytes as the daemon's reply. Plain JS source:
+ * it runs in a Node process of its own, like the daemon (`-e`), and in the bench process.
  */
-const echoServer = async (path: string, result: unknown): Promise<net.Server> => {
+const echoSource = `(net, path, result, ready) => {
   const server = net.createServer((c) => {
     let buf = ""
-    c.on("data", (d: Buffer) => {
+    c.on("data", (d) => {
       buf += d.toString("utf8")
-      let nl: number
-      while ((nl = buf.indexOf("\n")) >= 0) {
+      let nl
+      while ((nl = buf.indexOf("\\n")) >= 0) {
         const line = buf.slice(0, nl)
         buf = buf.slice(nl + 1)
-        // Parse and re-serialise, like any JSON line server would.
-        c.write(JSON.stringify({ jsonrpc: "2.0", id: (JSON.parse(line) as { id: number }).id, result }) + "\n")
+        c.write(JSON.stringify({ jsonrpc: "2.0", id: JSON.parse(line).id, result }) + "\\n")
       }
     })
   })
-  await new Promise<void>((r) => server.listen(path, () => r()))
+  server.listen(path, ready)
   return server
+}`
+
+type Serve = (n: typeof net, path: string, result: unknown, ready: () => void) => net.Server
+
+/** The echo server in the bench process: no process hop between client and server. */
+const echoInProcess = (path: string, result: unknown): Promise<net.Server> =>
+  new Promise((resolve) => {
+    const serve = (0, eval)(echoSource) as Serve
+    const server = serve(net, path, result, () => resolve(server))
+  })
+
+/** The echo server in a Node process of its own (what the daemon is); killed by the caller. */
+const echoProcess = async (path: string, result: unknown): Promise<ChildProcess> => {
+  const main = `(${echoSource})(require("node:net"), process.argv[1], JSON.parse(process.argv[2]), () => console.log("up"))`
+  const child = spawn(process.execPath, ["-e", main, path, JSON.stringify(result)], { stdio: ["ignore", "pipe", "inherit"] })
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.once("data", () => resolve())
+    child.once("exit", (code) => reject(new Error(`echo server exited ${code}`)))
+  })
+  return child
 }
 
 const wall = (cmd: string, args: ReadonlyArray<string>, env: NodeJS.ProcessEnv): number => {
@@ -108,22 +132,45 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
     cli("agent", "create", "--name", "bench", "--provider", "scripted")
 
     // 1. RPC round trip vs echo, interleaved in blocks so drift hits both alike.
+    const daemonPath = join(home, "daemon.sock")
     const echoPath = join(home, "echo.sock")
+    const localPath = join(home, "echo-local.sock")
     const req = (i: number) => JSON.stringify({ jsonrpc: "2.0", id: i, method: "agent.list" }) + "\n"
-    const answer = await oneCall(join(home, "daemon.sock"), req(0)) as { result?: unknown }
+    const viaRpc = (i: number) =>
+      JSON.stringify({ jsonrpc: "2.0", id: i, method: "agent.list", headers: [["x-bench", "rpc"]] }) + "\n"
+    const answer = await oneCall(daemonPath, req(0)) as { result?: unknown }
     if (answer.result === undefined) throw new Error(`agent.list failed: ${JSON.stringify(answer)}`)
-    const echo = await echoServer(echoPath, answer.result)
-    // Warm-up: both servers JIT-compiled before timing (the daemon's first thousand calls are
-    // 2–3× slower than its steady state).
-    await roundTrips(join(home, "daemon.sock"), req, 2000)
-    await roundTrips(echoPath, req, 2000)
+    const echo = await echoProcess(echoPath, answer.result)
+    const local = await echoInProcess(localPath, answer.result)
+    const load1 = loadavg()[0]!
     const rpc: Array<number> = []
     const raw: Array<number> = []
-    for (let block = 0; block < 10; block++) {
-      rpc.push(...await roundTrips(join(home, "daemon.sock"), req, n / 10))
-      raw.push(...await roundTrips(echoPath, req, n / 10))
+    const rawLocal: Array<number> = []
+    const slow: Array<number> = []
+    const raw2: Array<number> = []
+    try {
+      // Warm-up: every server JIT-compiled before timing (the daemon's first thousand calls are
+      // 2–3× slower than its steady state).
+      await roundTrips(daemonPath, req, 2000)
+      await roundTrips(echoPath, req, 2000)
+      await roundTrips(localPath, req, 2000)
+      // (a) the fast lane (what a plain `agent.list` gets) vs the raw servers.
+      for (let block = 0; block < 10; block++) {
+        rpc.push(...await roundTrips(daemonPath, req, n / 10))
+        raw.push(...await roundTrips(echoPath, req, n / 10))
+        rawLocal.push(...await roundTrips(localPath, req, n / 10))
+      }
+      // (b) afterwards (its garbage does not land in (a)): the @effect/rpc path vs the raw server.
+      await roundTrips(daemonPath, viaRpc, 2000)
+      for (let block = 0; block < 10; block++) {
+        slow.push(...await roundTrips(daemonPath, viaRpc, n / 10))
+        raw2.push(...await roundTrips(echoPath, req, n / 10))
+      }
+    } finally {
+      echo.kill()
+      local.close()
     }
-    echo.close()
+    const load2 = loadavg()[0]!
 
     // 2. One-shot CLI vs bare node, alternating.
     wall(process.execPath, [launcher, "agent", "list"], env) // warm the code cache
@@ -134,28 +181,38 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
       bare.push(wall(process.execPath, ["-e", "0"], env))
     }
 
-    const rpcP50 = quantile(rpc, 0.5)
-    const rawP50 = quantile(raw, 0.5)
-    const cliP50 = quantile(oneShot, 0.5)
-    const nodeP50 = quantile(bare, 0.5)
+    const p50 = (xs: ReadonlyArray<number>) => quantile(xs, 0.5)
+    const p99 = (xs: ReadonlyArray<number>) => quantile(xs, 0.99)
+    const ratio = (a: number, b: number) => Number((a / b).toFixed(2))
+    const row = (measure: string, xs: ReadonlyArray<number>) => ({ measure, p50: p50(xs), p99: p99(xs), n: xs.length })
     return {
       rows: [
-        { measure: "admin RPC agent.list (µs)", p50: rpcP50, p99: quantile(rpc, 0.99), n: rpc.length },
-        { measure: "raw NDJSON echo (µs)", p50: rawP50, p99: quantile(raw, 0.99), n: raw.length },
-        { measure: "substrat agent list (ms)", p50: cliP50, p99: quantile(oneShot, 0.99), n: oneShot.length },
-        { measure: "node -e 0 (ms)", p50: nodeP50, p99: quantile(bare, 0.99), n: bare.length }
+        row("(a) admin RPC agent.list, fast lane (µs)", rpc),
+        row("(a) raw NDJSON echo, own process (µs)", raw),
+        row("(a) raw NDJSON echo, bench process (µs)", rawLocal),
+        row("(b) agent.list through @effect/rpc (µs)", slow),
+        row("(b) raw NDJSON echo, own process (µs)", raw2),
+        row("substrat agent list (ms)", oneShot),
+        row("node -e 0 (ms)", bare)
       ],
       summary: {
         response_bytes: JSON.stringify({ jsonrpc: "2.0", id: 0, result: answer.result }).length + 1,
-        rpc_p50_us: Math.round(rpcP50),
-        rpc_p99_us: Math.round(quantile(rpc, 0.99)),
-        echo_p50_us: Math.round(rawP50),
-        echo_p99_us: Math.round(quantile(raw, 0.99)),
-        rpc_vs_echo_p50: Number((rpcP50 / rawP50).toFixed(2)),
-        rpc_vs_echo_p99: Number((quantile(rpc, 0.99) / quantile(raw, 0.99)).toFixed(2)),
-        cli_agent_list_ms: Math.round(cliP50),
-        node_e0_ms: Math.round(nodeP50),
-        cli_vs_node: Number((cliP50 / nodeP50).toFixed(2))
+        rpc_p50_us: Math.round(p50(rpc)),
+        rpc_p99_us: Math.round(p99(rpc)),
+        echo_p50_us: Math.round(p50(raw)),
+        echo_p99_us: Math.round(p99(raw)),
+        rpc_vs_echo_p50: ratio(p50(rpc), p50(raw)),
+        rpc_vs_echo_p99: ratio(p99(rpc), p99(raw)),
+        echo_in_bench_process_p50_us: Math.round(p50(rawLocal)),
+        rpc_vs_echo_in_bench_process_p50: ratio(p50(rpc), p50(rawLocal)),
+        rpc_vs_echo_in_bench_process_p99: ratio(p99(rpc), p99(rawLocal)),
+        via_effect_rpc_p50_us: Math.round(p50(slow)),
+        via_effect_rpc_vs_echo_p50: ratio(p50(slow), p50(raw2)),
+        via_effect_rpc_vs_echo_p99: ratio(p99(slow), p99(raw2)),
+        load_avg_1m: `${load1.toFixed(2)} → ${load2.toFixed(2)}`,
+        cli_agent_list_ms: Math.round(p50(oneShot)),
+        node_e0_ms: Math.round(p50(bare)),
+        cli_vs_node: ratio(p50(oneShot), p50(bare))
       }
     }
   } finally {

@@ -3,18 +3,20 @@
 //   1. $SUBSTRAT_HOME (0700)          2. pid file (stale removed; live daemon → DaemonError)
 //   3. storage: Durable, EventLog (tapped), SessionStore    4. transcript writer
 //   5. orchestration                  6. recovery hook      7. drain-on-shutdown finalizer
-//   8. admin socket: NodeSocketServer → FrameGuard → @effect/rpc (NDJSON JSON-RPC); it listens
+//   8. admin socket: NodeSocketServer → FrameGuard (+ fast lane) → @effect/rpc (NDJSON JSON-RPC); it listens
 //      at a staging path, is chmod'ed 0600 there, then renamed to daemon.sock
 // Shutdown therefore goes: stop accepting (socket closed and unlinked) → wait for running turns
 // up to the grace period → suspend live sessions → close logs → remove the pid file.
 import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as RpcServer from "@effect/rpc/RpcServer"
-import { Deferred, Effect, Layer } from "effect"
+import { Context, Deferred, Effect, Layer } from "effect"
+import { OrchestratorState } from "../agent/OrchestratorState.js"
 import { makePaths, SubstratPaths } from "../config/Paths.js"
 import type { DaemonSettings } from "./Config.js"
 import { DaemonConfig } from "./Config.js"
 import { DaemonControl } from "./DaemonControl.js"
+import * as FastLane from "./FastLane.js"
 import * as FrameGuard from "./FrameGuard.js"
 import { HandlersLive } from "./Handlers.js"
 import { acquirePidFile, DaemonError, prepareHome, publishSocket, stagingSocket } from "./Lifecycle.js"
@@ -48,9 +50,15 @@ export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> 
     // Runs after the socket is closed (finalizers run in reverse): let turns finish, suspend.
     yield* Effect.addFinalizer(() => Effect.provide(drain, runtime))
 
-    const guard = FrameGuard.optionsFromGroup(AdminRpcs, settings.maxLineBytes, (method, params) =>
-      method === "agent.attach" ||
-      (method === "agent.logs" && typeof params === "object" && params !== null && "follow" in params && params.follow === true))
+    const guard = FrameGuard.optionsFromGroup(
+      AdminRpcs,
+      settings.maxLineBytes,
+      (method, params) =>
+        method === "agent.attach" ||
+        (method === "agent.logs" && typeof params === "object" && params !== null && "follow" in params && params.follow === true),
+      // Read-only methods answered from the orchestrator's memory by the guard itself (FastLane.ts).
+      FastLane.make(Context.get(runtime, OrchestratorState))
+    )
     const SocketLive = FrameGuard.layer(guard, control.connections).pipe(
       // allowHalfOpen: a client that shuts its side down after writing still gets its answers (FrameGuard).
       Layer.provide(NodeSocketServer.layer({ path: stagingSocket(paths), allowHalfOpen: true }))

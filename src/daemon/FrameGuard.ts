@@ -5,12 +5,15 @@
 // with a connection-wide "Defect" instead of an error for that id, and throws on non-numeric ids.
 // Here every bad line gets a standard JSON-RPC 2.0 error (-32700/-32600/-32601/-32602) with the
 // request's id when it has one, and the connection stays open.
+// A valid request for a fast-lane method (FastLane.ts: read-only, answered from in-memory state)
+// is answered here, synchronously, and never reaches @effect/rpc.
 import * as Socket from "@effect/platform/Socket"
 import * as SocketServer from "@effect/platform/SocketServer"
 import type * as Rpc from "@effect/rpc/Rpc"
 import { NetSocket } from "@effect/platform-node/NodeSocket"
 import type * as Net from "node:net"
 import { Effect, Either, Layer, Option, ParseResult, Schema } from "effect"
+import type { FastLane } from "./FastLane.js"
 
 export const JsonRpcCode = {
   parseError: -32700,
@@ -26,12 +29,15 @@ export interface GuardOptions {
   readonly methods: ReadonlyMap<string, (u: unknown) => Either.Either<unknown, ParseResult.ParseError>>
   /** Requests that may never finish on their own (live streams); see `guardSocket`. */
   readonly openEnded: (method: string, params: unknown) => boolean
+  /** Methods answered here without @effect/rpc (see FastLane.ts); none when omitted. */
+  readonly fastLane?: FastLane | undefined
 }
 
 export const optionsFromGroup = (
   group: { readonly requests: ReadonlyMap<string, Rpc.AnyWithProps> },
   maxLineBytes: number,
-  openEnded: (method: string, params: unknown) => boolean = () => false
+  openEnded: (method: string, params: unknown) => boolean = () => false,
+  fastLane?: FastLane
 ): GuardOptions => {
   const methods = new Map<string, (u: unknown) => Either.Either<unknown, ParseResult.ParseError>>()
   for (const [tag, rpc] of group.requests) {
@@ -39,7 +45,7 @@ export const optionsFromGroup = (
     const schema = rpc.payloadSchema as Schema.Schema<unknown, unknown, never>
     methods.set(tag, Schema.decodeUnknownEither(schema, { errors: "all" }))
   }
-  return { maxLineBytes, methods, openEnded }
+  return { maxLineBytes, methods, openEnded, fastLane }
 }
 
 type JsonId = number | string | null
@@ -60,8 +66,8 @@ const echoId = (u: unknown): JsonId => (typeof u === "number" || typeof u === "s
 const controlMethods = new Set(["@effect/rpc/Ping", "@effect/rpc/Eof", "@effect/rpc/Ack", "@effect/rpc/Interrupt"])
 
 /**
- * Check one line. `undefined` = forward it to @effect/rpc; a string = the error line to send back.
- * `onRequest` sees the id and method of every request that is forwarded.
+ * Check one line. `undefined` = forward it to @effect/rpc; a string = the line to send back (an
+ * error, or a fast-lane answer). `onRequest` sees the id and method of every request that is forwarded.
  */
 export const checkLine = (
   line: string,
@@ -84,8 +90,8 @@ export const checkLine = (
   }
   const method = msg["method"]
   if (typeof method !== "string") return errorLine(id, JsonRpcCode.invalidRequest, "Invalid Request: method must be a string")
-  if (msg["headers"] !== undefined) {
-    const h = msg["headers"]
+  const h = msg["headers"]
+  if (h !== undefined) {
     if (!Array.isArray(h) || !h.every((p) => Array.isArray(p) && p.length === 2 && p.every((s) => typeof s === "string"))) {
       return errorLine(id, JsonRpcCode.invalidRequest, "Invalid Request: headers must be [name, value] string pairs")
     }
@@ -118,6 +124,12 @@ export const checkLine = (
   const decoded = decode(msg["params"])
   if (Either.isLeft(decoded)) {
     return errorLine(id, JsonRpcCode.invalidParams, `Invalid params: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`)
+  }
+  // Fast lane: plain requests only; requests with headers stay on @effect/rpc (it hands them to
+  // the handlers).
+  if (options.fastLane !== undefined && (h === undefined || (Array.isArray(h) && h.length === 0))) {
+    const result = options.fastLane(method, decoded.right)
+    if (result !== undefined) return `{"jsonrpc":"2.0","id":${msg["id"]},"result":${result}}\n`
   }
   onRequest?.(msg["id"], method, msg["params"])
   return undefined
@@ -232,10 +244,17 @@ export const guardSocket = (socket: Socket.Socket, options: GuardOptions, conn?:
       const framer = makeFramer(options, onRequest)
       return yield* socket.runRaw((chunk) => {
         const { forward, replies } = framer(chunk)
-        const reply = replies.length > 0 ? Effect.ignore(write(replies)) : Effect.void
+        // Replies of the guard (errors, fast-lane answers) go straight onto the connection from
+        // this data callback: no fiber. Without the Node socket, through the platform writer.
+        let reply: Effect.Effect<void> | undefined
+        if (replies.length > 0) {
+          if (conn === undefined) reply = Effect.ignore(write(replies))
+          else if (conn.writable) conn.write(replies)
+        }
         if (forward.length === 0) return reply
         const handled = handler(forward)
-        return Effect.isEffect(handled) ? Effect.zipRight(reply, handled) : reply
+        if (!Effect.isEffect(handled)) return reply
+        return reply === undefined ? handled : Effect.zipRight(reply, handled)
       }, opts)
     }))
   const encoder = new TextEncoder()
