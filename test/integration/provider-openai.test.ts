@@ -148,7 +148,6 @@ describe("openai provider (Chat Completions, tool loop in the daemon)", () => {
         const texts = outputs.flatMap((x) => (x._tag === "Text" ? [x.text] : []))
         expect(texts.length).toBeGreaterThan(1)
         expect(texts.join("")).toBe("one two three four five")
-        yield* llm.modelRequests
       }).pipe(Effect.provide(life(home, settingsFor(llm.baseUrl))))
     }), 30_000)
 
@@ -284,6 +283,32 @@ describe("openai provider (Chat Completions, tool loop in the daemon)", () => {
         const log = yield* eventsOf(loop.session_id)
         expect(dataOf(log, "tool_call.invoked").map((t) => t.tool)).toEqual(["check_inbox", "check_inbox", "check_inbox"])
       }).pipe(Effect.provide(life(home, settingsFor(llm.baseUrl, { maxRetries: 2, maxSteps: 3 }))))
+    }), 30_000)
+
+  it.scopedLive("tool arguments that are not JSON: the error goes back to the model, the tools never see the call", () =>
+    Effect.gen(function*() {
+      const home = yield* tmpDir("prov-openai-")
+      const frame = (o: unknown) => `data: ${JSON.stringify(o)}\n\n`
+      const bad = frame({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, id: "c_bad", type: "function", function: { name: "broadcast", arguments: "{bad" } }] }, finish_reason: null }] }) +
+        frame({ choices: [{ index: 0, delta: {}, finish_reason: "tool_calls" }] }) + "data: [DONE]\n\n"
+      const llm = yield* ScriptedLlm.make({
+        listen: { port: 0 },
+        script: [{ reply: Reply.raw(bad), label: "bad" }, { reply: Reply.text("sorry"), label: "ok" }, { reply: Reply.text("next"), label: "next" }]
+      })
+      yield* Effect.gen(function*() {
+        const o = yield* Orchestrator
+        const a = yield* o.createRoot({ name: "a", instructions: "", provider: "openai:m" })
+        expect((yield* turn(a.id, "go")).response).toBe("sorry")
+        expect((yield* turn(a.id, "again")).response).toBe("next")
+        const [, second, third] = yield* llm.modelRequests
+        const fed = messagesOf(second!).at(-1)!
+        expect(fed.role).toBe("tool")
+        expect(fed.tool_call_id).toBe("c_bad")
+        expect(String(fed.content)).toMatch(/invalid_arguments.*not JSON/)
+        expect(dataOf(yield* eventsOf(a.session_id), "tool_call.invoked")).toEqual([])
+        // Not in the log, so not in the kept conversation either.
+        expect(messagesOf(third!).slice(1).map((m) => m.role)).toEqual(["user", "assistant", "user"])
+      }).pipe(Effect.provide(life(home, settingsFor(llm.baseUrl))))
     }), 30_000)
 
   it.scopedLive("not configured: check and checkVariant refuse up front; agent creation through spawn_agent is refused", () =>
