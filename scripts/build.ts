@@ -8,9 +8,9 @@
 // Usage: `tsx scripts/build.ts` (npm run build; also the pretest/predemo/prebench hook).
 import * as esbuild from "esbuild"
 import { spawnSync } from "node:child_process"
-import { mkdirSync, renameSync, rmSync } from "node:fs"
+import { mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
-import { dirname, join } from "node:path"
+import { dirname, join, relative, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..")
@@ -51,9 +51,15 @@ const common: esbuild.BuildOptions = {
   external: ["msgpackr-extract"]
 }
 
-const buildOne = async (entry: string, out: string, plugins: Array<esbuild.Plugin>) => {
+const buildOne = async (entry: string, out: string, plugins: Array<esbuild.Plugin>, inputsFile?: string) => {
   const tmp = `${out}.${process.pid}.tmp`
-  await esbuild.build({ ...common, entryPoints: [join(root, entry)], outfile: tmp, plugins })
+  const r = await esbuild.build({ ...common, entryPoints: [join(root, entry)], outfile: tmp, plugins, metafile: inputsFile !== undefined })
+  // The files the bundle is made of (relative to the repo), for the launcher's freshness check.
+  if (inputsFile !== undefined && r.metafile !== undefined) {
+    const inputs = Object.keys(r.metafile.inputs).map((i) => relative(root, resolve(i)))
+    writeFileSync(`${inputsFile}.tmp`, JSON.stringify([...inputs, "package.json", "scripts/build.ts"]))
+    renameSync(`${inputsFile}.tmp`, inputsFile)
+  }
   // Atomic: a concurrently starting CLI never sees half a bundle.
   renameSync(`${tmp}.map`, `${out}.map`)
   renameSync(tmp, out)
@@ -66,13 +72,16 @@ export const build = async (): Promise<void> => {
     buildOne("src/bin.ts", join(dist, "daemon.cjs"), []),
     // The per-agent MCP stdio server: spawned by the provider CLIs once per turn, so it is a
     // bundle of its own with only src/mcp in it (see src/mcp/main.ts, docs/tools.md).
-    buildOne("src/mcp/main.ts", join(dist, "mcp-server.cjs"), [stubPlugin])
+    buildOne("src/mcp/main.ts", join(dist, "mcp-server.cjs"), [stubPlugin]),
+    // The fast path of one-shot commands (src/cli/fast/main.ts): no Effect at all.
+    buildOne("src/cli/fast/main.ts", join(dist, "cli-fast.cjs"), [], join(dist, "cli-fast.inputs.json"))
   ])
   rmSync(join(dist, "cli.cjs.cache"), { force: true })
   rmSync(join(dist, "mcp-server.cjs.cache"), { force: true })
-  // Warm the V8 code cache with a typical one-shot command (it fails: no daemon there).
+  // Warm the V8 code cache with a typical one-shot command (it fails: no daemon there), through
+  // the full CLI (SUBSTRAT_CLI_FULL: `agent list` is otherwise answered by dist/cli-fast.cjs).
   spawnSync(process.execPath, [join(root, "scripts", "substrat.js"), "agent", "list"], {
-    env: { ...process.env, SUBSTRAT_HOME: join(tmpdir(), `substrat-build-${process.pid}`) },
+    env: { ...process.env, SUBSTRAT_HOME: join(tmpdir(), `substrat-build-${process.pid}`), SUBSTRAT_CLI_FULL: "1" },
     stdio: "ignore"
   })
 }
@@ -80,5 +89,5 @@ export const build = async (): Promise<void> => {
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
   const t = performance.now()
   await build()
-  console.log(`built dist/cli.cjs, dist/daemon.cjs and dist/mcp-server.cjs in ${Math.round(performance.now() - t)} ms`)
+  console.log(`built dist/cli.cjs, dist/daemon.cjs, dist/mcp-server.cjs and dist/cli-fast.cjs in ${Math.round(performance.now() - t)} ms`)
 }

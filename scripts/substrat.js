@@ -3,7 +3,10 @@
 // so it runs the esbuild bundle from dist/ (scripts/build.ts) through a V8 code cache: one file
 // read, no module resolution, almost no compiling. `daemon run` gets the whole program
 // (dist/daemon.cjs); `mcp-server` its own bundle (dist/mcp-server.cjs); everything else the lean
-// client (dist/cli.cjs), which has no daemon code.
+// client (dist/cli.cjs), which has no daemon code. Before that, the one-shot request/response
+// commands (`agent list`, `agent inspect`, …: src/cli/fast/Argv.ts) go to dist/cli-fast.cjs, a
+// tiny client without Effect that prints the same bytes; it hands every other command line back
+// to the full CLI (`fallback`). SUBSTRAT_CLI_FULL=1 skips it.
 // When dist/ is missing or older than src/, it rebuilds (dev checkout: esbuild and tsx present);
 // if that is impossible it runs src/bin.ts through tsx. SUBSTRAT_FROM_SOURCE=1 forces tsx.
 import { spawnSync } from "node:child_process"
@@ -22,6 +25,9 @@ const wantsDaemon = daemonAt >= 0 && argv.indexOf("run", daemonAt + 1) > daemonA
 const wantsMcp = argv[0] === "mcp-server"
 if (wantsMcp) process.argv.splice(2, 1)
 const bundle = path.join(root, "dist", wantsDaemon ? "daemon.cjs" : wantsMcp ? "mcp-server.cjs" : "cli.cjs")
+// Every other command line goes to the fast path first (src/cli/fast/Argv.ts decides).
+const wantsFast = !wantsDaemon && !wantsMcp && process.env.SUBSTRAT_CLI_FULL !== "1"
+const fastBundle = path.join(root, "dist", "cli-fast.cjs")
 
 /** Newest mtime among the sources a bundle is built from (0 when there is no src/: installed package). */
 const newestSource = () => {
@@ -56,6 +62,28 @@ const isFresh = (file) => {
   }
 }
 
+/**
+ * The fast bundle is fresh when none of the files it was built from (dist/cli-fast.inputs.json,
+ * written by scripts/build.ts) is newer: a handful of stats instead of walking src/. An edit
+ * that adds an import changes a listed file, so the list cannot miss a new input.
+ */
+const isFastFresh = () => {
+  const built = fs.statSync(fastBundle, { throwIfNoEntry: false })
+  if (built === undefined) return false
+  let inputs
+  try {
+    inputs = JSON.parse(fs.readFileSync(path.join(root, "dist", "cli-fast.inputs.json"), "utf8"))
+  } catch {
+    return !fs.existsSync(path.join(root, "src"))
+  }
+  for (const f of inputs) {
+    const st = fs.statSync(path.join(root, f), { throwIfNoEntry: false })
+    if (st === undefined) return !fs.existsSync(path.join(root, "src")) // installed package: no sources
+    if (st.mtimeMs > built.mtimeMs) return false
+  }
+  return true
+}
+
 const tsxCli = () => {
   try {
     return createRequire(import.meta.url).resolve("tsx/cli")
@@ -67,7 +95,7 @@ const tsxCli = () => {
 const sleepSync = (ms) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms)
 
 /** Rebuild dist/ once, even when many CLI processes find it stale at the same moment. */
-const rebuild = () => {
+const rebuild = (fresh) => {
   const tsx = tsxCli()
   if (tsx === undefined) return false
   const lock = path.join(root, "dist", ".build.lock")
@@ -81,11 +109,11 @@ const rebuild = () => {
         if (Date.now() - fs.statSync(lock).mtimeMs > 180_000) fs.rmSync(lock, { force: true })
       } catch {}
       sleepSync(100)
-      if (!fs.existsSync(lock) && isFresh(bundle)) return true
+      if (!fs.existsSync(lock) && fresh()) return true
       continue
     }
     try {
-      if (isFresh(bundle)) return true
+      if (fresh()) return true
       const r = spawnSync(process.execPath, [tsx, path.join(root, "scripts", "build.ts")], { stdio: ["ignore", "ignore", "inherit"] })
       return r.status === 0
     } finally {
@@ -126,18 +154,30 @@ const runBundle = (file) => {
 const runSource = async () => {
   const { register } = await import("tsx/esm/api")
   register()
-  await import(pathToFileURL(path.join(root, "src", wantsMcp ? "mcp/main.ts" : "bin.ts")).href)
+  const src = (file) => pathToFileURL(path.join(root, "src", file)).href
+  const full = () => import(src(wantsMcp ? "mcp/main.ts" : "bin.ts"))
+  if (wantsFast) (await import(src("cli/fast/main.ts"))).run(argv, () => void full())
+  else await full()
+}
+
+/** The full CLI (or the daemon, or the MCP server), from dist/ when it is fresh. */
+const runFull = async () => {
+  if (isFresh(bundle) || (rebuild(() => isFresh(bundle)) && fs.existsSync(bundle))) {
+    runBundle(bundle)
+  } else if (tsxCli() !== undefined) {
+    await runSource()
+  } else if (fs.existsSync(bundle)) {
+    runBundle(bundle) // installed without dev tools: the shipped bundle is all there is
+  } else {
+    console.error("substrat: no build in dist/ and no tsx to run the sources; run `npm run build`")
+    process.exit(1)
+  }
 }
 
 if (process.env.SUBSTRAT_FROM_SOURCE === "1") {
   await runSource()
-} else if (isFresh(bundle) || (rebuild() && fs.existsSync(bundle))) {
-  runBundle(bundle)
-} else if (tsxCli() !== undefined) {
-  await runSource()
-} else if (fs.existsSync(bundle)) {
-  runBundle(bundle) // installed without dev tools: the shipped bundle is all there is
+} else if (wantsFast && (isFastFresh() || (rebuild(isFastFresh) && isFastFresh()))) {
+  createRequire(import.meta.url)(fastBundle).run(argv, () => void runFull())
 } else {
-  console.error("substrat: no build in dist/ and no tsx to run the sources; run `npm run build`")
-  process.exit(1)
+  await runFull()
 }

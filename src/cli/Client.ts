@@ -9,19 +9,9 @@ import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import { Context, Data, Effect, Layer, Option, type Scope } from "effect"
 import * as fs from "node:fs"
 import { AdminRpcs, type RpcError } from "../daemon/Rpcs.js"
+import { type CliErrorKind, isNotRunningCode, kindOfRpcError, lostConnectionMessage, notRunningMessage } from "./Exit.js"
 
-/** Exit codes (docs/cli.md). */
-export const ExitCode = {
-  ok: 0,
-  internal: 1,
-  invalidInput: 2,
-  daemonNotRunning: 3,
-  notFound: 4,
-  unavailable: 5,
-  alreadyRunning: 6
-} as const
-
-export type CliErrorKind = "internal" | "invalid-input" | "daemon-not-running" | "not-found" | "unavailable" | "already-running"
+export { type CliErrorKind, exitCodeOf, ExitCode } from "./Exit.js"
 
 /** Everything a command can fail with: printed as `substrat: <message>`, exit code by kind. */
 export class CliError extends Data.TaggedError("CliError")<{
@@ -29,29 +19,14 @@ export class CliError extends Data.TaggedError("CliError")<{
   readonly message: string
 }> {}
 
-export const exitCodeOf = (kind: CliErrorKind): number => {
-  switch (kind) {
-    case "internal":
-      return ExitCode.internal
-    case "invalid-input":
-      return ExitCode.invalidInput
-    case "daemon-not-running":
-      return ExitCode.daemonNotRunning
-    case "not-found":
-      return ExitCode.notFound
-    case "unavailable":
-      return ExitCode.unavailable
-    case "already-running":
-      return ExitCode.alreadyRunning
-  }
-}
-
 export type Admin = RpcClient.RpcClient<RpcGroup.Rpcs<typeof AdminRpcs>>
 
 export class AdminClient extends Context.Tag("substrat/cli/AdminClient")<AdminClient, Admin>() {}
 
-const notRunning = (socket: string) =>
-  new CliError({ kind: "daemon-not-running", message: `daemon not running (no answer on ${socket}); start it with: substrat daemon start` })
+const notRunning = (socket: string) => new CliError({ kind: "daemon-not-running", message: notRunningMessage(socket) })
+
+const lost = (socket: string, detail: string) =>
+  new CliError({ kind: "daemon-not-running", message: lostConnectionMessage(socket, detail) })
 
 const codeIn = (u: unknown, depth = 0): string | undefined => {
   if (depth > 6 || typeof u !== "object" || u === null) return undefined
@@ -61,24 +36,12 @@ const codeIn = (u: unknown, depth = 0): string | undefined => {
 
 /** A transport failure: the daemon is not there (no socket, refused) or went away mid-call. */
 export const fromClientError = (socket: string) => (e: RpcClientError): CliError => {
-  const code = codeIn(e.cause)
-  if (code === "ENOENT" || code === "ECONNREFUSED" || code === "ENOTSOCK") return notRunning(socket)
-  return new CliError({ kind: "daemon-not-running", message: `lost the connection to the daemon (${socket}): ${e.message}` })
+  return isNotRunningCode(codeIn(e.cause)) ? notRunning(socket) : lost(socket, e.message)
 }
 
 /** A typed error the daemon answered with. */
-export const fromRpcError = (e: RpcError): CliError => {
-  switch (e._tag) {
-    case "NotFound":
-      return new CliError({ kind: "not-found", message: e.message })
-    case "InvalidInput":
-      return new CliError({ kind: "invalid-input", message: e.message })
-    case "Unavailable":
-      return new CliError({ kind: "unavailable", message: e.message })
-    case "Internal":
-      return new CliError({ kind: "internal", message: e.message })
-  }
-}
+export const fromRpcError = (e: RpcError): CliError =>
+  new CliError({ kind: kindOfRpcError(e._tag) ?? "internal", message: e.message })
 
 /**
  * Map both kinds of failure of one RPC call. A write to a socket whose daemon just died
@@ -90,11 +53,7 @@ export const call = <A, R>(
 ): Effect.Effect<A, CliError, R> =>
   effect.pipe(
     Effect.mapError((e) => (e._tag === "RpcClientError" ? fromClientError(socket)(e) : fromRpcError(e))),
-    Effect.catchSomeDefect((d) =>
-      Socket.isSocketError(d)
-        ? Option.some(Effect.fail(new CliError({ kind: "daemon-not-running", message: `lost the connection to the daemon (${socket}): ${d.message}` })))
-        : Option.none()
-    )
+    Effect.catchSomeDefect((d) => Socket.isSocketError(d) ? Option.some(Effect.fail(lost(socket, d.message))) : Option.none())
   )
 
 /** A connected client for one command; fails fast with "daemon not running" when there is no socket. */

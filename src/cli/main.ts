@@ -4,13 +4,14 @@ import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as NodePath from "@effect/platform-node/NodePath"
 import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
 import { Cause, Console, Effect, Layer, Option } from "effect"
-import { CliError, exitCodeOf, ExitCode } from "./Client.js"
+import { CliError } from "./Client.js"
 import { agentCommand } from "./commands/agent.js"
 import { cleanupCommand } from "./commands/cleanup.js"
 import { daemonCommand } from "./commands/daemon.js"
 import { doctorCommand } from "./commands/doctor.js"
 import { sessionCommand } from "./commands/session.js"
 import { workspaceCommand } from "./commands/workspace.js"
+import { errorLine, exitCodeOf, ExitCode } from "./Exit.js"
 import { version } from "./version.js"
 
 export const root = Command.make("substrat").pipe(
@@ -48,14 +49,14 @@ export const main = (argv: ReadonlyArray<string>): Effect.Effect<number> => {
       const failure = Cause.failureOption(cause)
       if (Option.isSome(failure)) {
         const e = failure.value
-        if (e instanceof CliError) return Effect.as(Console.error(`substrat: ${e.message}`), exitCodeOf(e.kind))
+        if (e instanceof CliError) return Effect.as(Console.error(errorLine(e.message)), exitCodeOf(e.kind))
         if (ValidationError.isValidationError(e)) {
           const text = captured.length > 0 ? oneLine(captured.join("\n")) : "invalid command line"
-          return Effect.as(Console.error(`substrat: ${text} (see --help)`), ExitCode.invalidInput)
+          return Effect.as(Console.error(errorLine(`${text} (see --help)`)), ExitCode.invalidInput)
         }
       }
       if (Cause.isInterruptedOnly(cause)) return Effect.succeed(ExitCode.ok)
-      return Effect.as(Console.error(`substrat: internal error: ${Cause.pretty(cause)}`), ExitCode.internal)
+      return Effect.as(Console.error(errorLine(`internal error: ${Cause.pretty(cause)}`)), ExitCode.internal)
     })
   )
 }

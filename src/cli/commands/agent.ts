@@ -5,7 +5,7 @@ import * as readline from "node:readline"
 import type { OutputEvent } from "../../daemon/Rpcs.js"
 import { call, withClient } from "../Client.js"
 import { home, json, pathsOf } from "../Common.js"
-import { printJson, renderTree, table } from "../Output.js"
+import { printJson, renderInspect, renderSent, renderTree } from "../Output.js"
 
 const agentArg = Args.text({ name: "agent" }).pipe(Args.withDescription("Agent id, or the name of exactly one live agent"))
 
@@ -60,7 +60,7 @@ const sendCommand = Command.make("send", {
     const r = yield* withClient(socket, (c) =>
       call(socket, c.agent.send({ agent: o.agent, text: o.message, sync: !o.notify })))
     if (o.json) return yield* printJson(r)
-    yield* Console.log(`sent ${r.message_id}`)
+    yield* Console.log(renderSent(r))
   })).pipe(Command.withDescription("Send one message to an agent as USER"))
 
 /** Status lines go straight to stderr (main.ts captures @effect/cli's own Console.error output). */
@@ -159,33 +159,7 @@ const inspectCommand = Command.make("inspect", { home, json, agent: agentArg }, 
     const socket = pathsOf(o.home).socket
     const r = yield* withClient(socket, (c) => call(socket, c.agent.inspect({ agent: o.agent })))
     if (o.json) return yield* printJson(r)
-    const a = r.agent
-    const u = (x: typeof r.usage.own) =>
-      `${x.turns} turns, ${x.input_tokens} in / ${x.output_tokens} out tokens, $${x.cost_usd.toFixed(4)}`
-    yield* Console.log(table([
-      ["name", a.name],
-      ["id", a.id],
-      ["state", a.state],
-      ["provider", a.provider],
-      ["role", a.role],
-      ["session", r.session ? `${r.session.id} (${r.session.state})` : "-"],
-      ["parent", r.parent ?? "-"],
-      ["children", r.children.map((k) => k.name).join(", ") || "-"],
-      ["workspace", a.workspace_id ?? "-"],
-      ["inbox", `${r.inbox} waiting, ${r.queued_turns} queued turn(s), waiting for ${r.waiting_for_replies} repl(ies)`],
-      ["usage", u(r.usage.own)],
-      ["subtree", u(r.usage.subtree)]
-    ]))
-    if (r.recent_turns.length > 0) {
-      yield* Console.log("\nrecent turns:")
-      for (const t of r.recent_turns) {
-        yield* Console.log(`  > ${t.prompt}\n  < ${t.error === null ? t.response : `error: ${t.error}`}`)
-      }
-    }
-    if (r.recent_messages.length > 0) {
-      yield* Console.log("\nrecent messages:")
-      yield* Console.log(table(r.recent_messages.map((m) => [`  ${m.direction === "in" ? "from" : "to"} ${m.peer}`, m.kind, m.text])))
-    }
+    yield* Console.log(renderInspect(r))
   })).pipe(Command.withDescription("Show an agent's state, session, children, inbox, usage and recent activity"))
 
 const terminateCommand = Command.make("terminate", { home, json, agent: agentArg }, (o) =>

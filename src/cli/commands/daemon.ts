@@ -7,7 +7,7 @@ import { resolveSettings } from "../../daemon/Config.js"
 import { isAlive, readPid, socketAnswers } from "../../daemon/Lifecycle.js"
 import { call, CliError, withClient } from "../Client.js"
 import { home, json, pathsOf } from "../Common.js"
-import { printJson, table } from "../Output.js"
+import { printJson, renderStatus } from "../Output.js"
 
 const slots = Options.integer("slots").pipe(
   Options.withDescription("Live provider slots (default: $SUBSTRAT_SLOTS, else 4)"),
@@ -124,18 +124,7 @@ const statusCommand = Command.make("status", { home, json }, (o) =>
     const paths = pathsOf(o.home)
     const s = yield* withClient(paths.socket, (c) => call(paths.socket, c.daemon.status()))
     if (o.json) return yield* printJson(s)
-    yield* Console.log(table([
-      ["pid", String(s.pid)],
-      ["version", s.version],
-      ["home", s.home],
-      ["socket", s.socket],
-      ["started", s.started_at],
-      ["uptime", `${Math.round(s.uptime_ms / 1000)} s`],
-      ["slots", String(s.slots)],
-      ["agents", String(s.agents)],
-      ["sessions", String(s.sessions)],
-      ["connections", String(s.connections)]
-    ]))
+    yield* Console.log(renderStatus(s))
   })).pipe(Command.withDescription("Show the daemon's state (exit code 3 when it is not running)"))
 
 export const daemonCommand = Command.make("daemon").pipe(

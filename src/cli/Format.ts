@@ -1,0 +1,108 @@
+// Human and JSON renderings of what the daemon returns, as plain strings. Effect-free on purpose:
+// the full CLI (src/cli/commands/*, through Output.ts) and the lean fast path (src/cli/fast/)
+// print exactly these bytes. Only type imports here, so the fast bundle stays tiny.
+import type { DaemonStatus, InspectResult, SessionInfo, Usage } from "../daemon/Rpcs.js"
+import type { AgentNode } from "../domain/agent.js"
+import type { WorkspaceSpec } from "../domain/workspace.js"
+
+/** What `--json` prints (followed by a newline). */
+export const jsonText = (value: unknown): string => JSON.stringify(value, null, 2)
+
+/** Left-aligned columns. */
+export const table = (rows: ReadonlyArray<ReadonlyArray<string>>): string => {
+  const widths: Array<number> = []
+  for (const r of rows) r.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)))
+  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join("  ")).join("\n")
+}
+
+/** The agent forest, roots first, children indented with box-drawing branches. */
+export const renderTree = (agents: ReadonlyArray<AgentNode>): string => {
+  if (agents.length === 0) return "(no agents)"
+  const ids = new Set(agents.map((a) => a.id))
+  const children = new Map<string, Array<AgentNode>>()
+  const roots: Array<AgentNode> = []
+  for (const a of agents) {
+    if (a.parent_id === null || !ids.has(a.parent_id)) roots.push(a)
+    else children.set(a.parent_id, [...(children.get(a.parent_id) ?? []), a])
+  }
+  const lines: Array<ReadonlyArray<string>> = []
+  const walk = (a: AgentNode, prefix: string, branch: string) => {
+    lines.push([`${prefix}${branch}${a.name}`, a.state, a.provider, a.role, a.id])
+    const kids = children.get(a.id) ?? []
+    const nextPrefix = prefix + (branch === "" ? "" : branch === "└─ " ? "   " : "│  ")
+    kids.forEach((k, i) => walk(k, nextPrefix, i === kids.length - 1 ? "└─ " : "├─ "))
+  }
+  for (const r of roots) walk(r, "", "")
+  return table([["NAME", "STATE", "PROVIDER", "ROLE", "ID"], ...lines])
+}
+
+export const renderSessions = (sessions: ReadonlyArray<SessionInfo>): string =>
+  sessions.length === 0
+    ? "(no sessions)"
+    : table([
+      ["SESSION", "STATE", "AGENT", "PROVIDER", "CREATED"],
+      ...sessions.map((s) => [s.id, s.state, s.agent_name ?? "-", s.provider_name, s.created_at])
+    ])
+
+export const renderWorkspaces = (ws: ReadonlyArray<WorkspaceSpec>): string =>
+  ws.length === 0
+    ? "(no workspaces)"
+    : table([
+      ["WORKSPACE", "NAME", "PARENT", "NETWORK", "LINKS", "ROOT"],
+      ...ws.map((w) => [
+        w.id,
+        w.name ?? "-",
+        w.parent_id ?? "-",
+        w.network_access ? "yes" : "no",
+        String(w.symlinks.length),
+        w.root_path
+      ])
+    ])
+
+const usage = (x: Usage) => `${x.turns} turns, ${x.input_tokens} in / ${x.output_tokens} out tokens, $${x.cost_usd.toFixed(4)}`
+
+/** `agent inspect`: the agent's fields, then its recent turns and messages (when any). */
+export const renderInspect = (r: InspectResult): string => {
+  const a = r.agent
+  const out = [table([
+    ["name", a.name],
+    ["id", a.id],
+    ["state", a.state],
+    ["provider", a.provider],
+    ["role", a.role],
+    ["session", r.session ? `${r.session.id} (${r.session.state})` : "-"],
+    ["parent", r.parent ?? "-"],
+    ["children", r.children.map((k) => k.name).join(", ") || "-"],
+    ["workspace", a.workspace_id ?? "-"],
+    ["inbox", `${r.inbox} waiting, ${r.queued_turns} queued turn(s), waiting for ${r.waiting_for_replies} repl(ies)`],
+    ["usage", usage(r.usage.own)],
+    ["subtree", usage(r.usage.subtree)]
+  ])]
+  if (r.recent_turns.length > 0) {
+    out.push("\nrecent turns:")
+    for (const t of r.recent_turns) out.push(`  > ${t.prompt}\n  < ${t.error === null ? t.response : `error: ${t.error}`}`)
+  }
+  if (r.recent_messages.length > 0) {
+    out.push("\nrecent messages:")
+    out.push(table(r.recent_messages.map((m) => [`  ${m.direction === "in" ? "from" : "to"} ${m.peer}`, m.kind, m.text])))
+  }
+  return out.join("\n")
+}
+
+/** `daemon status`. */
+export const renderStatus = (s: DaemonStatus): string =>
+  table([
+    ["pid", String(s.pid)],
+    ["version", s.version],
+    ["home", s.home],
+    ["socket", s.socket],
+    ["started", s.started_at],
+    ["uptime", `${Math.round(s.uptime_ms / 1000)} s`],
+    ["slots", String(s.slots)],
+    ["agents", String(s.agents)],
+    ["sessions", String(s.sessions)],
+    ["connections", String(s.connections)]
+  ])
+
+/** `agent send`. */
+export const renderSent = (r: { readonly message_id: string }): string => `sent ${r.message_id}`
