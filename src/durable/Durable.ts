@@ -11,6 +11,12 @@ import type { DurableError } from "../domain/errors.js"
 export interface AppendHandle {
   readonly path: string
   readonly append: (bytes: Uint8Array) => Effect.Effect<void, DurableError>
+  /**
+   * The pending-file WAL append (seed 001): `writeSync(pending, bytes)` · `append(bytes)` ·
+   * `unlink(pending, { syncDir: false })` — the same sub-steps, as one uninterruptible Effect.
+   * Returns after the log's fsync; a failure leaves the files in an unknown (repairable) state.
+   */
+  readonly appendWal: (pending: string, bytes: Uint8Array) => Effect.Effect<void, DurableError>
 }
 
 /** A directory entry as returned by `readDir`. */

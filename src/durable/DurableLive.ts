@@ -139,12 +139,33 @@ export const makeDurable = (p: Primitives): DurableService => {
       (fd) => closeQuietly(p, fd, path)
     )
 
+  // The EventLog's hot path (scripts/bench/eventlog.ts), written for the fewest fiber steps: one
+  // uninterruptible chain (the pending fd is closed on every exit without acquireUseRelease's
+  // extra frames), no span, no generator. Sub-steps and their order are exactly
+  // writeSync(pending) · append · unlink(pending, { syncDir: false }), so crash injection sees
+  // the same steps. Unlike writeSync, a failed close of the pending file fails the append
+  // (its data is already fsync'd; the caller repairs on the next use either way).
+  const appendWal = (fd: number, path: string, pending: string, bytes: Uint8Array): Effect.Effect<void, DurableError> =>
+    Effect.uninterruptible(Effect.flatMap(p.open(pending, "truncate"), (pfd) =>
+      Effect.matchCauseEffect(Effect.zipRight(p.write(pfd, pending, bytes), p.fsync(pfd, pending)), {
+        onFailure: (cause) => Effect.zipRight(closeQuietly(p, pfd, pending), Effect.failCause(cause)),
+        onSuccess: () =>
+          Effect.zipRight(
+            p.close(pfd, pending),
+            Effect.zipRight(
+              Effect.zipRight(p.write(fd, path, bytes), p.fsync(fd, path)),
+              Effect.asVoid(p.unlink(pending))
+            )
+          )
+      })))
+
   const openAppend = (path: string): Effect.Effect<AppendHandle, DurableError, Scope.Scope> =>
     Effect.acquireRelease(p.open(path, "append"), (fd) => closeQuietly(p, fd, path)).pipe(
       Effect.map((fd): AppendHandle => ({
         path,
         // Hot path: no span, two primitives.
-        append: (bytes) => Effect.zipRight(p.write(fd, path, bytes), p.fsync(fd, path))
+        append: (bytes) => Effect.zipRight(p.write(fd, path, bytes), p.fsync(fd, path)),
+        appendWal: (pending, bytes) => appendWal(fd, path, pending, bytes)
       }))
     )
 

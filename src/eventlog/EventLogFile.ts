@@ -6,19 +6,56 @@
 // Open/repair: cut a torn trailing line, replay a valid pending entry unless the log already
 // ends with it, discard a torn pending file (it was never acknowledged). `*.tmp` is ignored.
 // Each session has its own lock (appends ordered) and its own fds (no cross-session waiting).
-import { Chunk, Clock, Effect, Either, ExecutionStrategy, Exit, Layer, Option, Schema, Scope, Stream } from "effect"
+import { Cause, Chunk, Effect, Either, ExecutionStrategy, Exit, Layer, Option, Schema, Scope, Stream } from "effect"
 import { TextDecoder } from "node:util"
 import { SubstratPaths } from "../config/Paths.js"
 import { type DurableError, EventLogError } from "../domain/errors.js"
-import { LogEntry, type LogEvent, LogLine } from "../domain/events.js"
-import type { SessionId } from "../domain/ids.js"
+import { LogEntry, LogEvent } from "../domain/events.js"
+import { SessionId } from "../domain/ids.js"
 import { type AppendHandle, Durable } from "../durable/Durable.js"
 import { EventLog, type RepairReport } from "./EventLog.js"
 
+/**
+ * A session's lock. Free (the usual case): taken by setting a flag — no fiber suspension, no
+ * Semaphore bookkeeping; the append hot path pays nothing else for it. Busy: the fiber waits in
+ * FIFO order and retries when woken (a later arrival may take a lock freed in between; the
+ * woken one then waits again). Waiting is interruptible; an interrupted waiter passes a wake-up
+ * on (`passOn`), so a release is never lost. Used only through `locked` below.
+ */
+class Mutex {
+  private held = false
+  private readonly waiters: Array<() => void> = []
+  tryTake(): boolean {
+    if (this.held) return false
+    this.held = true
+    return true
+  }
+  release(): void {
+    this.held = false
+    this.waiters.shift()?.()
+  }
+  readonly releaseEffect: Effect.Effect<void> = Effect.sync(() => this.release())
+  /** Wake the next waiter if the lock is free: the interrupted one may have been woken already. */
+  readonly passOn: Effect.Effect<void> = Effect.sync(() => {
+    if (!this.held) this.waiters.shift()?.()
+  })
+  /** Suspend until woken by a release (or passOn); the caller then retries `tryTake`. */
+  readonly wait: Effect.Effect<void> = Effect.async<void>((resume) => {
+    const wake = () => resume(Effect.void)
+    this.waiters.push(wake)
+    return Effect.sync(() => {
+      const i = this.waiters.indexOf(wake)
+      if (i >= 0) this.waiters.splice(i, 1)
+    })
+  })
+}
+
 interface Slot {
-  readonly lock: Effect.Semaphore
+  readonly mutex: Mutex
   readonly file: string
   readonly pending: string
+  /** `"session_id":"…"}\n` — the end of every line of this log; Left: the id does not encode. */
+  readonly lineTail: Either.Either<string, string>
   /** Repaired since this process first touched it (or created by us). */
   repaired: boolean
   open: { readonly handle: AppendHandle; readonly scope: Scope.CloseableScope } | undefined
@@ -37,8 +74,43 @@ const bytesEqual = (a: Uint8Array, b: Uint8Array): boolean => {
 }
 
 const decodeEntry = Schema.decodeUnknownEither(LogEntry)
-const encodeLine = Schema.encodeEither(LogLine)
 const utf8 = new TextEncoder()
+
+/**
+ * Per event name, the encoder of its `data` schema. A line is `{"event","data","ts","session_id"}`
+ * in that order — exactly what `Schema.encode(LogLine)` writes (LogEntry's union member for the
+ * event, key order of the schema, excess keys dropped); `test/integration/eventlog-line.test.ts`
+ * checks the two agree, byte for byte and on what they reject, over arbitrary entries. Encoding
+ * only `data` here skips the union dispatch and the `parseJson` wrapper: on the append hot path
+ * (run cache-cold after every fsync wait) that was ~30 µs per append in scripts/bench/eventlog.ts.
+ */
+const dataEncoders: ReadonlyMap<string, (u: unknown) => Either.Either<unknown, { readonly message: string }>> = new Map(
+  LogEvent.members.map((m) => [m.fields.event.literals[0], Schema.encodeUnknownEither(m.fields.data as Schema.Schema<unknown>)])
+)
+const encodeSessionId = Schema.encodeEither(SessionId)
+
+/** `{"event":…,"data":…,"ts":` — the line up to its timestamp; Left(message) when `event` does not encode. */
+const lineHead = (event: LogEvent): Either.Either<string, string> => {
+  const encode = dataEncoders.get(event.event)
+  if (encode === undefined) return Either.left(`unknown event ${JSON.stringify(event.event)}`)
+  return Either.match(encode(event.data), {
+    onLeft: (e) => Either.left(e.message),
+    onRight: (data) => Either.right(`{"event":${JSON.stringify(event.event)},"data":${JSON.stringify(data)},"ts":`)
+  })
+}
+
+/** `"session_id":"…"}` + newline — the end of every line of one session's log. */
+const lineTail = (session: SessionId): Either.Either<string, string> =>
+  Either.match(encodeSessionId(session), {
+    onLeft: (e) => Either.left(e.message),
+    onRight: (id) => Either.right(`"session_id":${JSON.stringify(id)}}\n`)
+  })
+
+const assembleLine = (head: string, ts: string, tail: string): string => `${head}${JSON.stringify(ts)},${tail}`
+
+/** The whole line (with its newline) of an entry, as `append` writes it. */
+export const encodeEntryLine = (event: LogEvent, ts: string, session: SessionId): Either.Either<string, string> =>
+  Either.flatMap(lineHead(event), (head) => Either.map(lineTail(session), (tail) => assembleLine(head, ts, tail)))
 
 /** Parse one line (without its newline); Left(message) when it is not a valid entry. */
 const parseLine = (decoder: TextDecoder, bytes: Uint8Array): Either.Either<LogEntry, string> => {
@@ -66,9 +138,10 @@ export const make = Effect.gen(function*() {
     let slot = slots.get(session)
     if (slot === undefined) {
       slot = {
-        lock: Effect.unsafeMakeSemaphore(1),
+        mutex: new Mutex(),
         file: paths.eventsFile(session),
         pending: paths.pendingFile(session),
+        lineTail: lineTail(session),
         repaired: false,
         open: undefined
       }
@@ -151,54 +224,70 @@ export const make = Effect.gen(function*() {
         return handle
       })
 
-  const onAppendFailure = (slot: Slot) =>
-    // After a failed step the file state is unknown: drop the handle, repair on next use.
-    closeLocked(slot)
-
-  const appendLocked = (session: SessionId, slot: Slot, event: LogEvent): Effect.Effect<LogEntry, EventLogError> =>
-    Effect.flatMap(Clock.currentTimeMillis, (ms) => {
-      const entry = { ts: new Date(ms).toISOString(), event: event.event, data: event.data, session_id: session } as LogEntry
-      const line = encodeLine(entry)
-      if (Either.isLeft(line)) {
-        return Effect.fail(new EventLogError({ reason: "encode", file: slot.file, message: line.left.message }))
-      }
-      const bytes = utf8.encode(line.right + "\n")
-      const pending = slot.pending
-      const steps = Effect.flatMap(openLocked(session, slot), (handle) =>
-        durable.writeSync(pending, bytes).pipe(
-          Effect.zipRight(handle.append(bytes)),
-          Effect.zipRight(durable.unlink(pending, { syncDir: false }))
-        ))
-      return steps.pipe(
-        Effect.tapError(() => onAppendFailure(slot)),
-        Effect.mapError(ioError),
-        Effect.as(entry)
-      )
+  /**
+   * Run `body` holding the session's lock. The lock is taken with a flag when free; otherwise the
+   * fiber waits (interruptibly) and retries. `body` runs uninterruptibly — a WAL step is never
+   * abandoned halfway — and must release the lock on every exit (`withLock` does it for it).
+   */
+  const locked = <A, E>(slot: Slot, body: () => Effect.Effect<A, E>): Effect.Effect<A, E> =>
+    Effect.uninterruptibleMask((restore) => {
+      const attempt: Effect.Effect<A, E> = Effect.suspend(() => {
+        if (!slot.mutex.tryTake()) {
+          return Effect.zipRight(Effect.onInterrupt(restore(slot.mutex.wait), () => slot.mutex.passOn), attempt)
+        }
+        try {
+          return body()
+        } catch (e) {
+          slot.mutex.release()
+          throw e
+        }
+      })
+      return attempt
     })
 
-  /**
-   * `slot.lock.withPermits(1)` with a fast path: when the lock is free it is taken without
-   * `Semaphore.take`'s async registration (half of the Effect side's CPU per append in
-   * scripts/bench/eventlog.ts). Same semantics: the permit is held while `effect` runs and
-   * released on any exit; a busy lock falls back to the queue of waiters.
-   */
   const withLock = <A, E>(slot: Slot, effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
-    Effect.flatMap(
-      slot.lock.withPermitsIfAvailable(1)(effect),
-      (taken) => taken._tag === "Some" ? Effect.succeed(taken.value) : slot.lock.withPermits(1)(effect)
-    )
+    locked(slot, () => Effect.ensuring(effect, slot.mutex.releaseEffect))
 
-  // The hot path: untraced (a span + call-site capture per append cost ~20% of the Effect
-  // side's CPU in scripts/bench/eventlog.ts), no generator.
+  const clock = yield* Effect.clock
+  const encodeFailure = (slot: Slot, message: string) =>
+    Effect.fail(new EventLogError({ reason: "encode", file: slot.file, message }))
+
+  // The hot path (scripts/bench/eventlog.ts): untraced (a span + call-site capture per append
+  // cost ~20% of the Effect side's CPU), no generator, `data` encoded before the lock, the lock
+  // a flag, the WAL one uninterruptible Durable chain, one handler for both exits. Everything
+  // here runs cache-cold after each fsync wait, so each fiber step and each Schema layer shows.
   const append = (session: SessionId, event: LogEvent): Effect.Effect<LogEntry, EventLogError> =>
     Effect.suspend(() => {
       const slot = slotOf(session)
-      return withLock(slot, appendLocked(session, slot, event))
+      const tail = slot.lineTail
+      if (Either.isLeft(tail)) return encodeFailure(slot, tail.left)
+      const head = lineHead(event)
+      if (Either.isLeft(head)) return encodeFailure(slot, head.left)
+      return locked(slot, () => {
+        // The timestamp is taken under the lock: lines are in `ts` order within a log.
+        const ts = new Date(clock.unsafeCurrentTimeMillis()).toISOString()
+        const bytes = utf8.encode(assembleLine(head.right, ts, tail.right))
+        const steps = slot.open
+          ? slot.open.handle.appendWal(slot.pending, bytes)
+          : Effect.flatMap(openLocked(session, slot), (handle) => handle.appendWal(slot.pending, bytes))
+        return Effect.matchCauseEffect(steps, {
+          onFailure: (cause) =>
+            // After a failed step the file state is unknown: drop the handle, repair on next use.
+            Effect.zipRight(
+              Effect.ensuring(closeLocked(slot), slot.mutex.releaseEffect),
+              Effect.failCause(Cause.map(cause, ioError))
+            ),
+          onSuccess: () => {
+            slot.mutex.release()
+            return Effect.succeed({ ts, event: event.event, data: event.data, session_id: session } as LogEntry)
+          }
+        })
+      })
     })
 
   const repair = Effect.fn("EventLog.repair")(function*(session: SessionId) {
     const slot = slotOf(session)
-    return yield* slot.lock.withPermits(1)(repairLocked(session, slot)).pipe(Effect.mapError(ioError))
+    return yield* withLock(slot, repairLocked(session, slot)).pipe(Effect.mapError(ioError))
   })
 
   const decodeLines = (file: string, bytes: Stream.Stream<Uint8Array, EventLogError>) =>
@@ -246,7 +335,7 @@ export const make = Effect.gen(function*() {
       const file = paths.eventsFile(session)
       // Snapshot the length under the lock: appends after this point are not part of this read,
       // and we never see a half-written line.
-      const end = yield* slot.lock.withPermits(1)(Effect.gen(function*() {
+      const end = yield* withLock(slot, Effect.gen(function*() {
         if (!slot.repaired) yield* repairLocked(session, slot)
         return Option.getOrElse(yield* durable.size(file), () => 0)
       })).pipe(Effect.mapError(ioError))
@@ -255,12 +344,12 @@ export const make = Effect.gen(function*() {
 
   const close = Effect.fn("EventLog.close")(function*(session: SessionId) {
     const slot = slots.get(session)
-    if (slot) yield* slot.lock.withPermits(1)(closeLocked(slot))
+    if (slot) yield* withLock(slot, closeLocked(slot))
   })
 
   const remove = Effect.fn("EventLog.remove")(function*(session: SessionId) {
     const slot = slotOf(session)
-    yield* slot.lock.withPermits(1)(Effect.gen(function*() {
+    yield* withLock(slot, Effect.gen(function*() {
       yield* closeLocked(slot)
       yield* durable.unlink(paths.pendingFile(session))
       yield* durable.unlink(paths.eventsFile(session))

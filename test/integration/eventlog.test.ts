@@ -1,10 +1,12 @@
 // EventLog file layer on real temp dirs (real fsync).
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, Exit, Schema, Stream } from "effect"
+import { Effect, Either, Exit, Fiber, Layer, Schema, Scheduler, Stream } from "effect"
 import * as fs from "node:fs"
 import { join } from "node:path"
 import { makePaths } from "../../src/config/Paths.js"
 import { LogLine, makeEvent } from "../../src/domain/events.js"
+import { Durable } from "../../src/durable/Durable.js"
+import { makeDurable, nodePrimitives } from "../../src/durable/DurableLive.js"
 import { EventLog } from "../../src/eventlog/EventLog.js"
 import { ev, fileLayers, promptOf, readAll, sid } from "../support/logs.js"
 import { tmpDir } from "../support/tmp.js"
@@ -14,6 +16,18 @@ const S = sid(1)
 /** Write a raw log line for `S` as the layer would. */
 const line = (tag: string, ts = "2026-01-01T00:00:00.000Z") =>
   JSON.stringify({ ts, event: "turn.start", data: ev(tag).data, session_id: S }) + "\n"
+
+/** A real Durable whose fsyncs wait for `gate`: an append holds its session lock while the gate is closed. */
+const gatedDurable = Effect.map(Effect.makeLatch(true), (gate) => ({
+  gate,
+  gated: Layer.succeed(
+    Durable,
+    makeDurable({ ...nodePrimitives, fsync: (fd, path) => Effect.zipRight(gate.await, nodePrimitives.fsync(fd, path)) })
+  )
+}))
+
+/** Let forked fibers run up to their next suspension. */
+const settle = Effect.repeatN(Effect.yieldNow(), 20)
 
 describe("EventLog file layer", () => {
   it.scoped("append then read: entries in order, ts and session_id injected, one JSON line each", () =>
@@ -212,6 +226,59 @@ describe("EventLog file layer", () => {
           }
         }
       }).pipe(Effect.provide(fileLayers(home)))
+    }))
+
+  it.scoped("the session lock: waiters queue in order, an interrupted waiter writes nothing and blocks nobody, the holder finishes", () =>
+    Effect.gen(function*() {
+      const home = join(yield* tmpDir(), "home")
+      const { gate, gated } = yield* gatedDurable
+      yield* Effect.gen(function*() {
+        const log = yield* EventLog
+        yield* log.append(S, ev("first")) // opens and repairs with the gate open
+        yield* gate.close
+        const holder = yield* Effect.fork(log.append(S, ev("holder")))
+        yield* settle
+        const waiters = yield* Effect.forEach(["w1", "w2", "w3", "w4", "w5"], (t) =>
+          Effect.fork(log.append(S, ev(t))).pipe(Effect.tap(() => settle)))
+        // Interrupt two waiters while they wait, and the holder in the middle of its WAL steps:
+        // the holder's append is uninterruptible, so interrupting it waits for it to finish.
+        yield* Fiber.interrupt(waiters[0]!)
+        yield* Fiber.interrupt(waiters[3]!)
+        const holderInterrupt = yield* Effect.fork(Fiber.interrupt(holder))
+        yield* settle
+        yield* gate.open
+        yield* Fiber.join(holderInterrupt)
+        for (const i of [1, 2, 4]) yield* Fiber.join(waiters[i]!)
+        expect((yield* readAll(S)).map(promptOf)).toEqual(["first", "holder", "w2", "w3", "w5"])
+        // Nothing is left holding the lock.
+        yield* log.append(S, ev("after"))
+        yield* log.close(S)
+        expect((yield* readAll(S)).map(promptOf)).toEqual(["first", "holder", "w2", "w3", "w5", "after"])
+      }).pipe(Effect.provide(fileLayers(home, gated)))
+    }))
+
+  it.scoped("the session lock: a waiter interrupted after it was woken passes the wake-up on", () =>
+    Effect.gen(function*() {
+      const home = join(yield* tmpDir(), "home")
+      const { gate, gated } = yield* gatedDurable
+      // w1 resumes through a timer, so the test can interrupt it between its wake-up and its retry.
+      const late = Scheduler.timer(0)
+      yield* Effect.gen(function*() {
+        const log = yield* EventLog
+        yield* log.append(S, ev("first"))
+        yield* gate.close
+        const holder = yield* Effect.fork(log.append(S, ev("holder")))
+        yield* settle
+        const w1 = yield* Effect.fork(Effect.withScheduler(log.append(S, ev("w1")), late))
+        yield* settle
+        const w2 = yield* Effect.fork(log.append(S, ev("w2")))
+        yield* settle
+        yield* gate.open
+        yield* Fiber.join(holder) // its release woke w1, whose retry waits for the timer
+        yield* Fiber.interrupt(w1)
+        yield* Fiber.join(w2) // hangs if w1's wake-up was lost
+        expect((yield* readAll(S)).map(promptOf)).toEqual(["first", "holder", "w2"])
+      }).pipe(Effect.provide(fileLayers(home, gated)))
     }))
 
   it.scoped("a value JSON cannot carry fails the append with reason encode; nothing is written", () =>
