@@ -48,8 +48,16 @@ const errno = (e: unknown): string | undefined =>
 export const durableError = (op: Op, path: string, e: unknown): DurableError =>
   new DurableError({ op, path, message: e instanceof Error ? e.message : String(e) })
 
+// Hot-path helpers are written without per-call named closures (`{ try, catch }` objects): under
+// tsx (keepNames, which scripts/bench runs) each one costs an Object.defineProperty per call.
 const attempt = <A>(op: Op, path: string, f: () => A): Effect.Effect<A, DurableError> =>
-  Effect.try({ try: f, catch: (e) => durableError(op, path, e) })
+  Effect.suspend(() => {
+    try {
+      return Effect.succeed(f())
+    } catch (e) {
+      return Effect.fail(durableError(op, path, e))
+    }
+  })
 
 const fsyncAsync = (fd: number, path: string, op: Op): Effect.Effect<void, DurableError> =>
   Effect.async<void, DurableError>((resume) => {
@@ -79,9 +87,14 @@ export const nodePrimitives: Primitives = {
   ftruncate: (fd, path, size) => attempt("truncate", path, () => fs.ftruncateSync(fd, size)),
   rename: (from, to) => attempt("rename", to, () => fs.renameSync(from, to)),
   unlink: (path) =>
-    Effect.try({ try: () => (fs.unlinkSync(path), true), catch: (e) => e }).pipe(
-      Effect.catchAll((e) => errno(e) === "ENOENT" ? Effect.succeed(false) : Effect.fail(durableError("unlink", path, e)))
-    ),
+    Effect.suspend(() => {
+      try {
+        fs.unlinkSync(path)
+        return Effect.succeed(true)
+      } catch (e) {
+        return errno(e) === "ENOENT" ? Effect.succeed(false) : Effect.fail(durableError("unlink", path, e))
+      }
+    }),
   fsyncDir: (path) =>
     Effect.acquireUseRelease(
       attempt("dirsync", path, () => fs.openSync(path, "r")),
@@ -147,17 +160,16 @@ export const makeDurable = (p: Primitives): DurableService => {
   // (its data is already fsync'd; the caller repairs on the next use either way).
   const appendWal = (fd: number, path: string, pending: string, bytes: Uint8Array): Effect.Effect<void, DurableError> =>
     Effect.uninterruptible(Effect.flatMap(p.open(pending, "truncate"), (pfd) =>
-      Effect.matchCauseEffect(Effect.zipRight(p.write(pfd, pending, bytes), p.fsync(pfd, pending)), {
-        onFailure: (cause) => Effect.zipRight(closeQuietly(p, pfd, pending), Effect.failCause(cause)),
-        onSuccess: () =>
-          Effect.zipRight(
-            p.close(pfd, pending),
-            Effect.zipRight(
-              Effect.zipRight(p.write(fd, path, bytes), p.fsync(fd, path)),
-              Effect.asVoid(p.unlink(pending))
-            )
-          )
-      })))
+      Effect.zipRight(
+        Effect.catchAllCause(
+          Effect.zipRight(p.write(pfd, pending, bytes), p.fsync(pfd, pending)),
+          (cause) => Effect.zipRight(closeQuietly(p, pfd, pending), Effect.failCause(cause))
+        ),
+        Effect.zipRight(
+          p.close(pfd, pending),
+          Effect.zipRight(Effect.zipRight(p.write(fd, path, bytes), p.fsync(fd, path)), Effect.asVoid(p.unlink(pending)))
+        )
+      )))
 
   const openAppend = (path: string): Effect.Effect<AppendHandle, DurableError, Scope.Scope> =>
     Effect.acquireRelease(p.open(path, "append"), (fd) => closeQuietly(p, fd, path)).pipe(

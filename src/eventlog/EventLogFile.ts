@@ -93,10 +93,10 @@ const encodeSessionId = Schema.encodeEither(SessionId)
 const lineHead = (event: LogEvent): Either.Either<string, string> => {
   const encode = dataEncoders.get(event.event)
   if (encode === undefined) return Either.left(`unknown event ${JSON.stringify(event.event)}`)
-  return Either.match(encode(event.data), {
-    onLeft: (e) => Either.left(e.message),
-    onRight: (data) => Either.right(`{"event":${JSON.stringify(event.event)},"data":${JSON.stringify(data)},"ts":`)
-  })
+  const data = encode(event.data)
+  return Either.isLeft(data)
+    ? Either.left(data.left.message)
+    : Either.right(`{"event":${JSON.stringify(event.event)},"data":${JSON.stringify(data.right)},"ts":`)
 }
 
 /** `"session_id":"…"}` + newline — the end of every line of one session's log. */
@@ -254,8 +254,9 @@ export const make = Effect.gen(function*() {
 
   // The hot path (scripts/bench/eventlog.ts): untraced (a span + call-site capture per append
   // cost ~20% of the Effect side's CPU), no generator, `data` encoded before the lock, the lock
-  // a flag, the WAL one uninterruptible Durable chain, one handler for both exits. Everything
-  // here runs cache-cold after each fsync wait, so each fiber step and each Schema layer shows.
+  // a flag, the WAL one uninterruptible Durable chain, no per-call named closures (see
+  // DurableLive's `attempt`). Everything here runs cache-cold after each fsync wait, so each
+  // fiber step and each Schema layer shows.
   const append = (session: SessionId, event: LogEvent): Effect.Effect<LogEntry, EventLogError> =>
     Effect.suspend(() => {
       const slot = slotOf(session)
@@ -270,18 +271,18 @@ export const make = Effect.gen(function*() {
         const steps = slot.open
           ? slot.open.handle.appendWal(slot.pending, bytes)
           : Effect.flatMap(openLocked(session, slot), (handle) => handle.appendWal(slot.pending, bytes))
-        return Effect.matchCauseEffect(steps, {
-          onFailure: (cause) =>
+        return Effect.flatMap(
+          Effect.catchAllCause(steps, (cause) =>
             // After a failed step the file state is unknown: drop the handle, repair on next use.
             Effect.zipRight(
               Effect.ensuring(closeLocked(slot), slot.mutex.releaseEffect),
               Effect.failCause(Cause.map(cause, ioError))
-            ),
-          onSuccess: () => {
+            )),
+          () => {
             slot.mutex.release()
             return Effect.succeed({ ts, event: event.event, data: event.data, session_id: session } as LogEntry)
           }
-        })
+        )
       })
     })
 
