@@ -70,6 +70,11 @@ const isObj = (u: unknown): u is Json => typeof u === "object" && u !== null && 
 const str = (u: unknown): string | null => typeof u === "string" ? u : null
 const num = (u: unknown): number => typeof u === "number" && Number.isFinite(u) ? u : 0
 
+// Shared by every scan without answers/replies (read-only views: never mutated).
+const noAnswers: ReadonlyMap<string, Answer> = new Map()
+const noReplies: ReadonlySet<string> = new Set()
+const none: ReadonlyArray<never> = []
+
 /** The fold over the lines of one log. Feed lines with `line`, then `finish`. */
 export class ScanFold {
   private lines = 0
@@ -80,11 +85,13 @@ export class ScanFold {
   private readonly pending = new Map<string, RawEnvelope>()
   /** Consumed since the last turn end: final once a turn ends, back to pending at EOF. */
   private readonly open = new Map<string, RawEnvelope>()
-  private readonly answers = new Map<string, Answer>()
-  private readonly replies = new Set<string>()
-  private readonly sent: Array<SentRequest> = []
-  private readonly toUser: Array<unknown> = []
-  private readonly invoked = new Map<string, string>()
+  // Created on first use: most logs never need them, and at 100k sessions the empty
+  // collections were a measurable share of the heap (and of GC) until Reconcile ran.
+  private answers: Map<string, Answer> | undefined
+  private replies: Set<string> | undefined
+  private sent: Array<SentRequest> | undefined
+  private toUser: Array<unknown> | undefined
+  private invoked: Map<string, string> | undefined
   private openTurn: string | null = null
   private turnsStarted = 0
   private turnsEnded = 0
@@ -108,7 +115,7 @@ export class ScanFold {
         const text = error === null
           ? response ?? ""
           : `[error] ${this.created?.name ?? "the agent"} failed to answer: ${error}`
-        this.answers.set(id, { requester: env.sender, text, ts })
+        ;(this.answers ??= new Map()).set(id, { requester: env.sender, text, ts })
       }
     }
     this.open.clear()
@@ -148,10 +155,10 @@ export class ScanFold {
         const kind = str(data["kind"])
         if (id === null || kind === null) return this.fail("message.enqueued without id/kind")
         const replyTo = str(data["reply_to"])
-        if (kind === "response" && replyTo !== null) this.replies.add(replyTo)
+        if (kind === "response" && replyTo !== null) (this.replies ??= new Set()).add(replyTo)
         // Messages to USER are logged (enqueued + delivered) in the sending root's own log.
         if (data["recipient"] === "USER") {
-          this.toUser.push(data)
+          ;(this.toUser ??= []).push(data)
           return
         }
         this.pending.set(id, {
@@ -194,18 +201,18 @@ export class ScanFold {
         if (data["tool"] !== "send_message") return
         const call = str(data["call_id"])
         const args = data["arguments"]
-        if (call !== null && isObj(args)) this.invoked.set(call, str(args["recipient"]) ?? "?")
+        if (call !== null && isObj(args)) (this.invoked ??= new Map()).set(call, str(args["recipient"]) ?? "?")
         return
       }
       case "tool_call.result": {
         if (data["tool"] !== "send_message") return
         const call = str(data["call_id"])
-        const recipient = call === null ? undefined : this.invoked.get(call)
-        if (call !== null) this.invoked.delete(call)
+        const recipient = call === null ? undefined : this.invoked?.get(call)
+        if (call !== null) this.invoked?.delete(call)
         const r = data["result"]
         if (data["is_error"] === false && isObj(r) && r["waiting_for_reply"] === true) {
           const id = str(r["message_id"])
-          if (id !== null) this.sent.push({ id, recipient: recipient ?? "?", ts })
+          if (id !== null) (this.sent ??= []).push({ id, recipient: recipient ?? "?", ts })
         }
         return
       }
@@ -226,10 +233,10 @@ export class ScanFold {
       created: this.created,
       terminated: this.terminated,
       pending,
-      answers: this.answers,
-      replies: this.replies,
-      sent: this.sent,
-      toUser: this.toUser,
+      answers: this.answers ?? noAnswers,
+      replies: this.replies ?? noReplies,
+      sent: this.sent ?? none,
+      toUser: this.toUser ?? none,
       interrupted: this.openTurn === null ? null : { prompt: this.openTurn, consumedMessages: consumed },
       turnsStarted: this.turnsStarted,
       turnsEnded: this.turnsEnded,
@@ -239,7 +246,7 @@ export class ScanFold {
 }
 
 /** Whole-file reads up to this size (one syscall pair); larger logs stream in chunks. */
-const WHOLE_FILE = 4 * 1024 * 1024
+export const WHOLE_FILE = 4 * 1024 * 1024
 const CHUNK = 1024 * 1024
 
 export interface ScanResult {
@@ -262,10 +269,13 @@ const feed = (fold: ScanFold, carry: string, text: string): string => {
   return text.slice(from)
 }
 
-/** Fold a whole file's bytes (the fast path: one read, one decode, a plain loop). */
-const foldBytes = (session_id: SessionId, file: string, bytes: Uint8Array): ScanResult => {
+/**
+ * Fold a whole file's bytes (the fast path: one read, one decode, a plain loop). The bytes are
+ * decoded before this returns, so they may be a view into a reused buffer.
+ */
+export const foldBytes = (session_id: SessionId, file: string, bytes: Uint8Array): ScanResult => {
   const fold = new ScanFold(session_id, file)
-  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  const buf = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
   // Pure ASCII (most logs: JSON escapes nothing but the content is usually English) decodes as
   // latin1 — a straight copy, several times faster than UTF-8 decoding and the same string.
   const text = isAscii(buf) ? buf.toString("latin1") : buf.toString("utf8")

@@ -117,69 +117,116 @@ const scriptedBlob = (record: Session, scan: SessionScan, name: string): Uint8Ar
   return new TextEncoder().encode(JSON.stringify({ v: 1, agent: name, key: "(recovered)", turn }))
 }
 
+/** One session directory: its record (null: none) and, with a record, its log's scan. */
+export interface ReconcileSession {
+  readonly id: SessionId
+  readonly record: Session | null
+  readonly scan: SessionScan | null
+}
+
+/** Per-session working state (fields instead of a Map per property: 100k sessions). */
+interface Entry {
+  readonly id: SessionId
+  readonly record: Session | null
+  readonly scan: SessionScan | null
+  /** Sessions whose `agent.created` names this one as parent (valid logs only), in id order. */
+  kids: Array<Entry> | undefined
+  /** Set when the breadth-first walk reaches this session: the live parent's entry. */
+  parent: Entry | null
+  candidate: boolean
+  live: boolean
+  quarantined: boolean
+}
+
 export const reconcile = (input: {
-  /** Records after `SessionStore.recover`. */
-  readonly records: ReadonlyArray<Session>
-  /** Every session directory found (a directory without a record is an orphan). */
-  readonly dirs: ReadonlyArray<SessionId>
-  readonly scans: ReadonlyMap<SessionId, SessionScan>
+  /** Every session directory, sorted by id, each once; records after `SessionStore.recover`. */
+  readonly sessions: ReadonlyArray<ReconcileSession>
 }): RecoveryPlan => {
-  const records = new Map(input.records.map((r) => [r.id, r] as const))
   const orphans: Array<SessionId> = []
   const quarantined: Array<{ session: SessionId; reason: string }> = []
   const markTerminated: Array<SessionId> = []
   const dangling: Array<{ session: SessionId; agent: AgentId }> = []
   let terminated = 0
 
-  // Every session that ever had an agent (terminated included): the session → agent index.
-  const agentOf = new Map<SessionId, AgentId>()
-  const sessionOf = new Map<AgentId, SessionId>()
-  const candidates: Array<SessionId> = []
-  const children = new Map<SessionId | null, Array<SessionId>>()
-  const allIds = [...new Set([...input.dirs, ...records.keys()])].sort()
-  for (const id of allIds) {
-    const rec = records.get(id)
-    const scan = input.scans.get(id)
-    if (rec === undefined) {
-      orphans.push(id)
+  const entries: Array<Entry> = []
+  const bySession = new Map<SessionId, Entry>()
+  for (const x of input.sessions) {
+    const e: Entry = {
+      id: x.id,
+      record: x.record,
+      scan: x.record === null ? null : x.scan,
+      kids: undefined,
+      parent: null,
+      candidate: false,
+      live: false,
+      quarantined: false
+    }
+    entries.push(e)
+    bySession.set(x.id, e)
+  }
+  // Every session that ever had an agent (terminated included): agent → session.
+  const sessionOf = new Map<AgentId, Entry>()
+  const topLevel: Array<Entry> = []
+  const candidates: Array<Entry> = []
+  for (const e of entries) {
+    const rec = e.record
+    const scan = e.scan
+    if (rec === null) {
+      orphans.push(e.id)
       continue
     }
     if (scan?.corrupt) {
-      quarantined.push({ session: id, reason: scan.corrupt })
-      if (scan.created) agentOf.set(id, scan.created.agent_id)
+      quarantined.push({ session: e.id, reason: scan.corrupt })
+      e.quarantined = true
       continue
     }
     if (!scan || scan.created === null) {
-      orphans.push(id)
+      orphans.push(e.id)
       continue
     }
-    agentOf.set(id, scan.created.agent_id)
-    sessionOf.set(scan.created.agent_id, id)
+    sessionOf.set(scan.created.agent_id, e)
     const parent = scan.created.parent_session_id
-    const list = children.get(parent) ?? []
-    list.push(id)
-    children.set(parent, list)
+    if (parent === null) topLevel.push(e)
+    else {
+      // A parent without a directory gets a placeholder: its kids are never reached.
+      let p = bySession.get(parent)
+      if (p === undefined) {
+        p = {
+          id: parent,
+          record: null,
+          scan: null,
+          kids: undefined,
+          parent: null,
+          candidate: false,
+          live: false,
+          quarantined: false
+        }
+        bySession.set(parent, p)
+      }
+      ;(p.kids ??= []).push(e)
+    }
     if (scan.terminated || rec.state === "terminated") {
       terminated++
-      if (rec.state !== "terminated") markTerminated.push(id)
+      if (rec.state !== "terminated") markTerminated.push(e.id)
       continue
     }
-    candidates.push(id)
+    e.candidate = true
+    candidates.push(e)
   }
 
   // Build the tree breadth-first from the roots; the unreachable are dangling or quarantined.
-  const quarantinedIds = new Set(quarantined.map((q) => q.session))
-  const isCandidate = new Set(candidates)
   // `add`'s rules, checked here in O(1) each; the tree is built in one go at the end.
   const nodes: Array<AgentNode> = []
+  /** The entries of `nodes`, index for index (tree order). */
+  const liveEntries: Array<Entry> = []
   const ids = new Set<AgentId>()
-  const siblingNames = new Map<AgentId | null, Set<string>>()
-  const live = new Set<SessionId>()
-  const queue: Array<SessionId> = (children.get(null) ?? []).filter((id) => isCandidate.has(id))
+  const siblingNames = new Map<Entry | null, Set<string>>()
+  const queue: Array<Entry> = topLevel.filter((e) => e.candidate)
   for (let i = 0; i < queue.length; i++) {
-    const id = queue[i]!
-    const c = input.scans.get(id)!.created!
-    const parentAgent = c.parent_session_id === null ? null : agentOf.get(c.parent_session_id) ?? null
+    const e = queue[i]!
+    const c = e.scan!.created!
+    const parentEntry = e.parent
+    const parentAgent = parentEntry === null ? null : parentEntry.scan!.created!.agent_id
     // Name and role checked here (AgentCreatedData types them as strings); the rest was
     // decoded by the scan, so the node is built without re-validating (hot for 100k agents).
     const node = !NAME.test(c.name) || c.role.length < 1 || c.role.length > 64
@@ -187,7 +234,7 @@ export const reconcile = (input: {
       : Either.right(new AgentNode({
         id: c.agent_id,
         name: c.name,
-        session_id: id,
+        session_id: e.id,
         parent_id: parentAgent,
         instructions: c.instructions,
         role: c.role,
@@ -195,59 +242,68 @@ export const reconcile = (input: {
         workspace_id: c.workspace,
         state: "idle"
       }, true))
-    const names = siblingNames.get(parentAgent) ?? new Set<string>()
+    let names = siblingNames.get(parentEntry)
     const problem = Either.isLeft(node)
       ? String(node.left)
       : ids.has(c.agent_id)
       ? `agent ${c.agent_id} already exists`
       : c.name === USER
       ? `"${USER}" is reserved`
-      : names.has(c.name)
+      : names?.has(c.name)
       ? `the name "${c.name}" is taken among its siblings`
       : null
     if (problem !== null || Either.isLeft(node)) {
-      quarantined.push({ session: id, reason: `cannot rebuild agent ${c.name}: ${problem}` })
-      quarantinedIds.add(id)
+      quarantined.push({ session: e.id, reason: `cannot rebuild agent ${c.name}: ${problem}` })
+      e.quarantined = true
       continue
     }
     nodes.push(node.right)
+    liveEntries.push(e)
     ids.add(c.agent_id)
+    if (names === undefined) {
+      names = new Set<string>()
+      siblingNames.set(parentEntry, names)
+    }
     names.add(c.name)
-    siblingNames.set(parentAgent, names)
-    live.add(id)
-    for (const k of children.get(id) ?? []) if (isCandidate.has(k)) queue.push(k)
+    e.live = true
+    if (e.kids !== undefined) {
+      for (const k of e.kids) {
+        if (k.candidate) {
+          k.parent = e
+          queue.push(k)
+        }
+      }
+    }
   }
   const tree = AgentTree.fromValidNodes(nodes)
   // A candidate not reached: below a quarantined session → quarantined too; else dangling.
-  const underQuarantine = (id: SessionId): boolean => {
-    let p = input.scans.get(id)?.created?.parent_session_id ?? null
+  const underQuarantine = (e: Entry): boolean => {
+    let p = e.scan?.created?.parent_session_id ?? null
     const seen = new Set<SessionId>()
     while (p !== null && !seen.has(p)) {
-      if (quarantinedIds.has(p)) return true
+      const pe = bySession.get(p)
+      if (pe?.quarantined) return true
       seen.add(p)
-      p = input.scans.get(p)?.created?.parent_session_id ?? null
+      p = pe?.scan?.created?.parent_session_id ?? null
     }
     return false
   }
-  for (const id of candidates) {
-    if (live.has(id)) continue
-    if (underQuarantine(id)) {
-      quarantined.push({ session: id, reason: "below a quarantined session" })
-      quarantinedIds.add(id)
+  for (const e of candidates) {
+    if (e.live) continue
+    if (underQuarantine(e)) {
+      quarantined.push({ session: e.id, reason: "below a quarantined session" })
+      e.quarantined = true
     } else {
-      dangling.push({ session: id, agent: input.scans.get(id)!.created!.agent_id })
+      dangling.push({ session: e.id, agent: e.scan!.created!.agent_id })
     }
   }
 
-  const liveAgent = (a: string): a is AgentId => {
-    const s = sessionOf.get(a as AgentId)
-    return s !== undefined && live.has(s)
-  }
+  const liveAgent = (a: string): a is AgentId => sessionOf.get(a as AgentId)?.live === true
   const alive = (requester: string) => requester === "USER" || liveAgent(requester)
 
   // Replies already given anywhere (the requester's log, or for USER the root's own).
   const answered = new Set<string>()
-  for (const scan of input.scans.values()) for (const r of scan.replies) answered.add(r)
+  for (const e of entries) if (e.scan !== null) for (const r of e.scan.replies) answered.add(r)
 
   // Inboxes, pending requests, wakes.
   const inboxes = new Map<AgentId, Array<MessageEnvelope>>()
@@ -255,8 +311,9 @@ export const reconcile = (input: {
   const wakeList: Array<{ agent: AgentId; message: MessageId }> = []
   const handled = new Set<string>()
   let badMessages = 0
-  for (const node of tree.nodes.values()) {
-    const scan = input.scans.get(node.session_id)!
+  for (let i = 0; i < nodes.length; i++) {
+    const node = nodes[i]!
+    const scan = liveEntries[i]!.scan!
     const inbox: Array<MessageEnvelope> = []
     for (const raw of scan.pending) {
       const env = decodeEnvelope(raw.raw)
@@ -279,8 +336,9 @@ export const reconcile = (input: {
 
   // The user outbox: what live roots said to USER.
   const userOutbox: Array<MessageEnvelope> = []
-  for (const node of tree.roots()) {
-    for (const raw of input.scans.get(node.session_id)!.toUser) {
+  for (const e of liveEntries) {
+    if (e.parent !== null) continue
+    for (const raw of e.scan!.toUser) {
       const env = decodeEnvelope(raw)
       if (Either.isLeft(env)) badMessages++
       else userOutbox.push(env.right)
@@ -310,17 +368,18 @@ export const reconcile = (input: {
       metadata: { sender_name: args.senderName, recovered: "true" }
     })
   // (The answering agent may have been terminated since: its answer is still delivered.)
-  for (const [id, scan] of input.scans) {
-    if (scan.created === null || scan.corrupt !== null || !records.has(id)) continue
+  for (const e of entries) {
+    const scan = e.scan
+    if (scan === null || scan.created === null || scan.corrupt !== null) continue
     for (const [r, a] of scan.answers) {
       handled.add(r)
       if (answered.has(r) || !alive(a.requester)) continue
       const recipient = a.requester === "USER" ? "USER" : a.requester as AgentId
       // An answer to USER is logged in the answering root's own log: only while it lives.
-      if (recipient === "USER" && !live.has(id)) continue
+      if (recipient === "USER" && !e.live) continue
       replies.push({
         kind: "lost-reply",
-        logSession: recipient === "USER" ? id : sessionOf.get(recipient)!,
+        logSession: recipient === "USER" ? e.id : sessionOf.get(recipient)!.id,
         envelope: replyEnvelope({
           id: stableId("reply", r),
           sender: scan.created.agent_id,
@@ -345,7 +404,7 @@ export const reconcile = (input: {
     if (to === "USER") return
     replies.push({
       kind: "failed-request",
-      logSession: sessionOf.get(to)!,
+      logSession: sessionOf.get(to)!.id,
       envelope: replyEnvelope({
         id: stableId("failed", r),
         sender: recipient.id ?? "SYSTEM",
@@ -359,16 +418,17 @@ export const reconcile = (input: {
     })
   }
   // Requests held by agents that are not in the tree (dangling, terminated): nobody will answer.
-  for (const [id, scan] of input.scans) {
-    if (live.has(id) || scan.created === null || scan.corrupt !== null) continue
+  for (const e of entries) {
+    const scan = e.scan
+    if (e.live || scan === null || scan.created === null || scan.corrupt !== null) continue
     const who = { id: scan.created.agent_id, name: scan.created.name }
     for (const env of scan.pending) if (env.kind === "request") fail(env.id, env.sender, who, env.timestamp)
   }
   // Requests a live agent sent (tool result acknowledged) that reached no log: the recipient
   // was never born (deferred spawn lost in the crash) or vanished.
-  for (const node of tree.nodes.values()) {
-    const scan = input.scans.get(node.session_id)!
-    for (const s of scan.sent) fail(s.id, node.id, { id: null, name: s.recipient }, s.ts)
+  for (let i = 0; i < nodes.length; i++) {
+    const node = nodes[i]!
+    for (const s of liveEntries[i]!.scan!.sent) fail(s.id, node.id, { id: null, name: s.recipient }, s.ts)
   }
   for (const r of replies) {
     if (r.envelope.recipient !== "USER") {
@@ -380,8 +440,10 @@ export const reconcile = (input: {
   const prompts: Array<{ agent: AgentId; text: string }> = []
   const blobs: Array<{ session: SessionId; blob: Uint8Array }> = []
   let interrupted = 0
-  for (const node of tree.nodes.values()) {
-    const scan = input.scans.get(node.session_id)!
+  for (let i = 0; i < nodes.length; i++) {
+    const node = nodes[i]!
+    const e = liveEntries[i]!
+    const scan = e.scan!
     if (scan.interrupted) {
       interrupted++
       if (node.parent_id === null) {
@@ -395,31 +457,31 @@ export const reconcile = (input: {
         })
       }
     }
-    const blob = scriptedBlob(records.get(node.session_id)!, scan, node.name)
+    const blob = scriptedBlob(e.record!, scan, node.name)
     if (blob) blobs.push({ session: node.session_id, blob })
   }
 
   // Usage: own from the log; terminated descendants roll up into `retired`.
-  const own = new Map<SessionId, { u: UsageTotals; turns: number }>()
-  for (const [id, scan] of input.scans) own.set(id, { u: scan.usage, turns: scan.turnsEnded })
-  const retiredOf = (id: SessionId, seen: Set<SessionId>): { u: UsageTotals; turns: number } => {
+  const retiredOf = (e: Entry, seen: Set<Entry>): { u: UsageTotals; turns: number } => {
     let u = zero
     let turns = 0
-    for (const k of children.get(id) ?? []) {
-      if (live.has(k) || seen.has(k)) continue
+    for (const k of e.kids ?? []) {
+      if (k.live || seen.has(k)) continue
       seen.add(k)
-      const o = own.get(k) ?? { u: zero, turns: 0 }
       const r = retiredOf(k, seen)
-      u = add(u, add(o.u, r.u))
-      turns += o.turns + r.turns
+      // (Every kid has a scan: only sessions with a valid log are anyone's kid.)
+      u = add(u, add(k.scan!.usage, r.u))
+      turns += k.scan!.turnsEnded + r.turns
     }
     return { u, turns }
   }
   const usage = new Map<AgentId, AgentUsage>()
-  for (const node of tree.nodes.values()) {
-    const o = own.get(node.session_id) ?? { u: zero, turns: 0 }
-    const r = retiredOf(node.session_id, new Set())
-    usage.set(node.id, { own: o.u, turns: o.turns, retired: r.u, retiredTurns: r.turns })
+  for (let i = 0; i < nodes.length; i++) {
+    const e = liveEntries[i]!
+    const scan = e.scan!
+    // A Set only for agents with children (most agents have none).
+    const r = e.kids === undefined ? { u: zero, turns: 0 } : retiredOf(e, new Set())
+    usage.set(nodes[i]!.id, { own: scan.usage, turns: scan.turnsEnded, retired: r.u, retiredTurns: r.turns })
   }
 
   return {

@@ -1,8 +1,9 @@
 // Crash recovery at daemon start-up (seed 001, ARCHITECTURE §10, docs/recovery.md). Run once,
 // on a freshly built (empty) orchestration state, before anything is served:
-//   1. SessionStore.recover (ACTIVE → SUSPENDED; inlined: the records are read once)
-//   2. read every log once (LogScan); a log with a torn tail or a pending WAL file is repaired
-//      through the EventLog first and read again
+//   1. one read pass (RecoveryRead): per session directory its record, a stat of its WAL file
+//      and its log (LogScan), back to back
+//   2. SessionStore.recover, inlined (ACTIVE → SUSPENDED on the records read in 1); a log with a
+//      torn tail or a pending WAL file is repaired through the EventLog and read again
 //   3. Reconcile (pure): tree, orphans, dangling children, inboxes, requests, lost replies
 //   4. apply: remove orphans, terminate dangling children, fix records, write scripted resume
 //      blobs, seed the OrchestratorState (tree, inboxes, pending requests, usage), enqueue the
@@ -10,19 +11,20 @@
 //      queue the roots' recovery prompts and the turns the re-injected messages wake.
 // Re-injecting pending messages logs nothing. Every decision is deterministic in the files on
 // disk, so recovering twice (or after a crash during recovery) gives the same state.
-import { Clock, Effect, Option, Schema } from "effect"
+import { Clock, Effect, Schema } from "effect"
 import { SubstratPaths } from "../config/Paths.js"
 import type { DurableError, EventLogError, SessionStoreError } from "../domain/errors.js"
 import { makeEvent } from "../domain/events.js"
-import { SessionId } from "../domain/ids.js"
+import type { SessionId } from "../domain/ids.js"
 import type { MessageEnvelope } from "../domain/message.js"
 import { Session } from "../domain/session.js"
 import { Durable } from "../durable/Durable.js"
 import { EventLog } from "../eventlog/EventLog.js"
 import { SessionStore } from "../session/SessionStore.js"
-import { scanLog, type SessionScan } from "./LogScan.js"
+import { scanLog } from "./LogScan.js"
+import { readSessions } from "./RecoveryRead.js"
 import { OrchestratorState } from "./OrchestratorState.js"
-import { type RecoveryPlan, reconcile } from "./Reconcile.js"
+import { type ReconcileSession, type RecoveryPlan, reconcile } from "./Reconcile.js"
 import { Router } from "./Router.js"
 
 export interface RecoveryOptions {
@@ -75,7 +77,6 @@ export class RecoveryError extends Schema.TaggedError<RecoveryError>()("Recovery
 
 export type RecoveryFailure = RecoveryError | DurableError | EventLogError | SessionStoreError
 
-const isSessionId = Schema.is(SessionId)
 /** ACTIVE → SUSPENDED record writes at once (their fsyncs overlap on the thread pool). */
 const WRITE_CONCURRENCY = 8
 
@@ -87,25 +88,6 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
     const store = yield* SessionStore
     const durable = yield* Durable
     const paths = yield* SubstratPaths
-
-    /** Read a log once; repair and read again only when it needs it. No generator (hot: once per session). */
-    const scanSession = (id: SessionId): Effect.Effect<{ scan: SessionScan; repaired: boolean }, RecoveryFailure> =>
-      // A stat of the WAL file says whether an entry is pending. (A readdir per session directory
-      // avoids the ENOENT exception but measured 3.5× slower at 100k sessions: an open, getdents
-      // and close against one path lookup.)
-      Effect.flatMap(durable.size(paths.pendingFile(id)), (pendingSize) => {
-        const pending = Option.isSome(pendingSize)
-        return Effect.flatMap(scanLog(durable, id, paths.eventsFile(id)), (first): Effect.Effect<
-          { scan: SessionScan; repaired: boolean },
-          RecoveryFailure
-        > =>
-          !pending && !first.tornTail
-            ? Effect.succeed({ scan: first.scan, repaired: false })
-            : log.repair(id).pipe(
-              Effect.zipRight(scanLog(durable, id, paths.eventsFile(id))),
-              Effect.map((again) => ({ scan: again.scan, repaired: true }))
-            ))
-      })
 
     const saveState = (id: SessionId, f: (s: Session) => Session) =>
       Effect.flatMap(store.load(id), (rec) => store.save(f(rec)))
@@ -157,35 +139,39 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
           message: "recovery runs once, on an empty orchestrator state (daemon start-up)"
         })
       }
+      // One pass over the session directories: record, WAL stat and log, each read once.
+      const reads = yield* readSessions(durable, paths)
       // SessionStore.recover, inlined so the records are read once and the flips counted.
       const now = new Date(yield* Clock.currentTimeMillis).toISOString()
-      const records = [...yield* store.scan]
-      const active = records.flatMap((rec, i) => rec.state === "active" ? [i] : [])
+      const sessions: Array<ReconcileSession> = reads.map((r) => ({ id: r.id, record: r.record, scan: r.scan }))
+      const active: Array<number> = []
+      for (let i = 0; i < sessions.length; i++) if (sessions[i]!.record?.state === "active") active.push(i)
       // Each save is an atomic replace with two fsyncs: run a few at once so they overlap.
       yield* Effect.forEach(active, (i) => {
-        const next = new Session({ ...records[i]!, state: "suspended", suspended_at: now })
+        const x = sessions[i]!
+        const next = new Session({ ...x.record!, state: "suspended", suspended_at: now })
         return Effect.map(store.save(next), () => {
-          records[i] = next
+          sessions[i] = { ...x, record: next }
         })
       }, { concurrency: WRITE_CONCURRENCY, discard: true })
       const suspended = active.length
-      const haveRecord = new Set(records.map((r) => r.id))
-      const entries = yield* durable.readDir(paths.agentsDir)
-      const dirs = entries.filter((e) => e.isDirectory && isSessionId(e.name)).map((e) => SessionId.make(e.name))
 
-      const scans = new Map<SessionId, SessionScan>()
+      // Logs with a pending WAL entry or a torn tail: repaired through the EventLog, read again.
       let logsRepaired = 0
       let logLines = 0
-      // Sequential: the reads are synchronous and cheap next to the parse (asynchronous reads with
-      // 4–16 logs in flight measured slower: a thread-pool round trip per file).
-      yield* Effect.forEach(dirs.filter((id) => haveRecord.has(id)), (id) =>
-        Effect.map(scanSession(id), (r) => {
-          scans.set(id, r.scan)
-          logLines += r.scan.lines
-          if (r.repaired) logsRepaired++
-        }), { discard: true })
+      for (let i = 0; i < sessions.length; i++) {
+        const x = sessions[i]!
+        if (x.scan === null) continue
+        if (reads[i]!.needsRepair) {
+          yield* log.repair(x.id)
+          const again = (yield* scanLog(durable, x.id, paths.eventsFile(x.id))).scan
+          sessions[i] = { ...x, scan: again }
+          logsRepaired++
+        }
+        logLines += sessions[i]!.scan!.lines
+      }
 
-      const plan = reconcile({ records, dirs, scans })
+      const plan = reconcile({ sessions })
       yield* applyDisk(plan)
       const reinjected = [...plan.inboxes.values()].reduce((n, i) => n + i.length, 0)
       yield* applyState(plan)
@@ -206,7 +192,7 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
       for (const q of plan.quarantined) notes.push(`quarantined ${q.session}: ${q.reason}`)
       if (plan.badMessages > 0) notes.push(`${plan.badMessages} undecodable message(s) dropped`)
       const report: RecoveryReport = {
-        sessions: dirs.length,
+        sessions: sessions.length,
         suspended,
         agents: plan.tree.size,
         roots: plan.tree.roots().length,
