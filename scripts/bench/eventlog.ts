@@ -9,11 +9,16 @@
 // own, so a burst of fsync latency from other processes on the disk hits both alike: with
 // block-wise rounds the c/b ratio swung 0.6–1.4 between runs on a shared machine. c/b is
 // reported from the totals, from the medians of the per-append times, and as the median of the
-// per-round ratios; (a) runs in blocks between rounds (a reference, not part of a goal).
+// per-round ratios; c_minus_b_median_pair_us is the median of (c − b) over pairs. (a) runs in
+// blocks between rounds (a reference, not part of a goal).
 // Both sides write the same bytes: (b) a 200-byte line, (c) an entry that encodes to 200 bytes.
+// Both make the same syscalls per append (strace: openat, write, fsync, close, write, fsync,
+// unlink, plus the two thread-pool wake-ups); what (c) adds is user-space CPU, which on a busy
+// 2-core machine runs cache-cold after every fsync wait. The summary carries the fsync latency
+// ((a) per op) and the 1-minute load average before and after, since both move c/b.
 import { Effect, Layer, ManagedRuntime } from "effect"
 import * as fs from "node:fs"
-import { tmpdir } from "node:os"
+import { loadavg, tmpdir } from "node:os"
 import { join } from "node:path"
 import { SubstratPaths } from "../../src/config/Paths.js"
 import { makeEvent } from "../../src/domain/events.js"
@@ -105,6 +110,7 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
         const log = yield* EventLog
         for (let i = 0; i < n; i++) yield* log.append(session, ev)
       })
+    const load1 = loadavg()[0]!
     // Warm-up: JIT, first open + repair of the session, directory creation.
     await rawWal(dir, 20, line)
     await runtime.runPromise(appendN(one, 20))
@@ -157,6 +163,7 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
     )
     const d = performance.now() - t0
 
+    const load2 = loadavg()[0]!
     const n = rounds * perRound
     const nd = concSessions * perSession
     const ops = (count: number, ms: number) => count / (ms / 1000)
@@ -183,8 +190,13 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
       c_over_b_median_append: Number((median(bTimes) / median(cTimes)).toFixed(3)),
       b_median_append_us: Math.round(median(bTimes) * 1000),
       c_median_append_us: Math.round(median(cTimes) * 1000),
+      // (b) and (c) of the same pair ran back to back: the median of their differences is what
+      // (c) adds per append, least disturbed by bursts that hit a whole stretch of pairs.
+      c_minus_b_median_pair_us: Math.round(median(cTimes.map((t, i) => t - bTimes[i]!)) * 1000),
       d_over_b: Number((ops(nd, d) / ops(n, b)).toFixed(3)),
-      b_over_a: Number((ops(n, b) / ops(n, a)).toFixed(3))
+      b_over_a: Number((ops(n, b) / ops(n, a)).toFixed(3)),
+      a_write_fsync_us: Math.round((a * 1000) / n),
+      load_avg_1m: `${load1.toFixed(2)} → ${load2.toFixed(2)}`
     }
     return { rows, summary }
   } finally {
