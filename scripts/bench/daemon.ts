@@ -4,7 +4,9 @@
 //      the daemon — goal ≤ 1.5×. Also shown: the same raw server inside the bench process (no
 //      process hop: the baseline before the fast lane), and (b) the same request with an
 //      @effect/rpc header, which goes through @effect/rpc (the path every other method takes)
-//      instead of the frame guard's fast lane (src/daemon/FastLane.ts);
+//      instead of the frame guard's fast lane (src/daemon/FastLane.ts). Each block runs on a new
+//      connection; its first round trip (which waits for the server's connection set-up) is
+//      reported in rows of its own, not in the open-connection figures;
 //   2. wall time of a one-shot `substrat agent list` (real process, bundled CLI) vs `node -e 0`
 //      — goal ≤ 1.6×.
 import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process"
@@ -25,8 +27,16 @@ const quantile = (xs: ReadonlyArray<number>, q: number): number => {
   return s[Math.min(s.length - 1, Math.floor(q * s.length))]!
 }
 
-/** Sequential request/reply round trips over one connection; microseconds each. */
-const roundTrips = async (socket: string, line: (i: number) => string, n: number): Promise<Array<number>> => {
+/**
+ * Sequential request/reply round trips over one new connection; microseconds each. `open`: the
+ * `n` round trips on the open connection; `first`: the first one (id `n`), which also waits
+ * for the server to set the connection up — reported apart.
+ */
+const roundTrips = async (
+  socket: string,
+  line: (i: number) => string,
+  n: number
+): Promise<{ readonly first: number; readonly open: Array<number> }> => {
   const conn = net.createConnection({ path: socket })
   await new Promise<void>((r, j) => conn.once("connect", () => r()).once("error", j))
   let buf = ""
@@ -42,16 +52,16 @@ const roundTrips = async (socket: string, line: (i: number) => string, n: number
     }
   })
   const times: Array<number> = []
-  for (let i = 0; i < n; i++) {
+  for (let i = 0; i <= n; i++) {
     const t = process.hrtime.bigint()
     await new Promise<void>((r) => {
       waiting = r
-      conn.write(line(i))
+      conn.write(line(i === 0 ? n : i - 1))
     })
     times.push(Number(process.hrtime.bigint() - t) / 1000)
   }
   conn.destroy()
-  return times
+  return { first: times[0]!, open: times.slice(1) }
 }
 
 /** One request/reply on a fresh connection; the reply line, parsed. */
@@ -148,6 +158,14 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
     const rawLocal: Array<number> = []
     const slow: Array<number> = []
     const raw2: Array<number> = []
+    const firstRpc: Array<number> = []
+    const firstRaw: Array<number> = []
+    /** One block on a new connection: open-connection times into `into`, the first into `first`. */
+    const block = async (path: string, line: (i: number) => string, into: Array<number>, first?: Array<number>) => {
+      const r = await roundTrips(path, line, n / 10)
+      into.push(...r.open)
+      first?.push(r.first)
+    }
     try {
       // Warm-up: every server JIT-compiled before timing (the daemon's first thousand calls are
       // 2–3× slower than its steady state).
@@ -155,16 +173,16 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
       await roundTrips(echoPath, req, 2000)
       await roundTrips(localPath, req, 2000)
       // (a) the fast lane (what a plain `agent.list` gets) vs the raw servers.
-      for (let block = 0; block < 10; block++) {
-        rpc.push(...await roundTrips(daemonPath, req, n / 10))
-        raw.push(...await roundTrips(echoPath, req, n / 10))
-        rawLocal.push(...await roundTrips(localPath, req, n / 10))
+      for (let b = 0; b < 10; b++) {
+        await block(daemonPath, req, rpc, firstRpc)
+        await block(echoPath, req, raw, firstRaw)
+        await block(localPath, req, rawLocal)
       }
       // (b) afterwards (its garbage does not land in (a)): the @effect/rpc path vs the raw server.
       await roundTrips(daemonPath, viaRpc, 2000)
-      for (let block = 0; block < 10; block++) {
-        slow.push(...await roundTrips(daemonPath, viaRpc, n / 10))
-        raw2.push(...await roundTrips(echoPath, req, n / 10))
+      for (let b = 0; b < 10; b++) {
+        await block(daemonPath, viaRpc, slow)
+        await block(echoPath, req, raw2)
       }
     } finally {
       echo.kill()
@@ -192,6 +210,8 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
         row("(a) raw NDJSON echo, bench process (µs)", rawLocal),
         row("(b) agent.list through @effect/rpc (µs)", slow),
         row("(b) raw NDJSON echo, own process (µs)", raw2),
+        row("first request on a new connection, daemon (µs)", firstRpc),
+        row("first request on a new connection, raw echo own process (µs)", firstRaw),
         row("substrat agent list (ms)", oneShot),
         row("node -e 0 (ms)", bare)
       ],
@@ -209,6 +229,8 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
         via_effect_rpc_p50_us: Math.round(p50(slow)),
         via_effect_rpc_vs_echo_p50: ratio(p50(slow), p50(raw2)),
         via_effect_rpc_vs_echo_p99: ratio(p99(slow), p99(raw2)),
+        first_request_p50_us: Math.round(p50(firstRpc)),
+        first_request_echo_p50_us: Math.round(p50(firstRaw)),
         load_avg_1m: `${load1.toFixed(2)} → ${load2.toFixed(2)}`,
         cli_agent_list_ms: Math.round(p50(oneShot)),
         node_e0_ms: Math.round(p50(bare)),
