@@ -8,9 +8,10 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either, Option, Schema } from "effect"
 import * as fs from "node:fs"
 import { join } from "node:path"
-import { scanLog, WHOLE_FILE } from "../../src/agent/LogScan.js"
+import { ScanFold, scanLog, WHOLE_FILE } from "../../src/agent/LogScan.js"
 import { readSessions } from "../../src/agent/RecoveryRead.js"
 import { makePaths } from "../../src/config/Paths.js"
+import { AgentCreatedData } from "../../src/domain/events.js"
 import type { SessionId } from "../../src/domain/ids.js"
 import { Session } from "../../src/domain/session.js"
 import * as DurableLive from "../../src/durable/DurableLive.js"
@@ -196,5 +197,49 @@ describe("session record decode", () => {
     expect(Either.isRight(bom)).toBe(true)
     const uni = parseRecord(id, "f", Buffer.from(record(id, { provider_name: "prövider" })))
     expect(Either.map(uni, (s) => s.provider_name)).toEqual(Either.right("prövider"))
+  })
+})
+
+describe("agent.created decode in the log scan", () => {
+  const decodeFull = Schema.decodeUnknownEither(AgentCreatedData)
+  const base = {
+    agent_id: sid(7),
+    name: "worker-1",
+    parent_session_id: sid(8),
+    instructions: "be brief",
+    role: "worker",
+    provider: "scripted",
+    workspace: null
+  }
+  const variants: Array<unknown> = [
+    base,
+    { ...base, parent_session_id: null, workspace: sid(9) },
+    { ...base, agent_id: sid(7).toUpperCase() },
+    { ...base, extra: 1, name: "" },
+    ...["nope", 5, null].map((agent_id) => ({ ...base, agent_id })),
+    ...["nope", 5].map((parent_session_id) => ({ ...base, parent_session_id })),
+    ...["nope", 5].map((workspace) => ({ ...base, workspace })),
+    ...[null, 5].map((name) => ({ ...base, name })),
+    ...[null, 5].map((role) => ({ ...base, role })),
+    { ...base, instructions: null },
+    { ...base, provider: 3 },
+    Object.fromEntries(Object.entries(base).filter(([k]) => k !== "workspace"))
+  ]
+
+  it("keeps what the Schema decode keeps (the same object) and fails the scan where it fails", () => {
+    for (const data of variants) {
+      const fold = new ScanFold(sid(1), "events.jsonl")
+      fold.line(JSON.stringify({ ts: TS, event: "agent.created", data, session_id: sid(1) }))
+      const scan = fold.finish()
+      const want = decodeFull(data)
+      if (Either.isRight(want)) {
+        expect(scan.corrupt, JSON.stringify(data)).toBeNull()
+        expect(scan.created).toStrictEqual(want.right)
+        expect(Object.keys(scan.created!)).toEqual(Object.keys(want.right))
+      } else {
+        expect(scan.created, JSON.stringify(data)).toBeNull()
+        expect(scan.corrupt).toBe(`events.jsonl:1: agent.created: ${want.left.message}`)
+      }
+    }
   })
 })
