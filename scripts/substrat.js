@@ -116,7 +116,12 @@ const rebuild = (fresh) => {
     }
     try {
       if (fresh()) return true
-      const r = require("node:child_process").spawnSync(process.execPath, [tsx, path.join(root, "scripts", "build.ts")], { stdio: ["ignore", "ignore", "inherit"] })
+      // The build's output (esbuild warnings included) is shown only when it fails: a command
+      // prints one error line at most on stderr, rebuilt or not.
+      const r = require("node:child_process").spawnSync(process.execPath, [tsx, path.join(root, "scripts", "build.ts")], {
+        stdio: ["ignore", "ignore", "pipe"]
+      })
+      if (r.status !== 0) process.stderr.write(r.stderr ?? "")
       return r.status === 0
     } finally {
       fs.rmSync(lock, { force: true })
