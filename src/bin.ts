@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // The `substrat` executable: the only place that runs an Effect (NodeRuntime.runMain).
-// Launched by scripts/substrat.js (bundled build in dist/, or this file through tsx).
+// Launched by scripts/substrat.cjs (bundled build in dist/, or this file through tsx).
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Exit } from "effect"
 import { main } from "./cli/main.js"

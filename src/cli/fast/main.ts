@@ -2,7 +2,7 @@
 // commands of Argv.ts, answered with one JSON-RPC line over node:net and printed through the
 // same Format.ts/Exit.ts as the full CLI — same stdout, stderr and exit code — without loading
 // Effect or @effect/cli. Bundled alone into dist/cli-fast.cjs (scripts/build.ts); the launcher
-// (scripts/substrat.js) calls `run`, with the full CLI as `fallback` for every other command
+// (scripts/substrat.cjs) calls `run`, with the full CLI as `fallback` for every other command
 // line and for replies it cannot reproduce exactly. SUBSTRAT_CLI_FULL=1 skips it.
 import { homedir } from "node:os"
 import { join } from "node:path"

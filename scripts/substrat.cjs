@@ -1,0 +1,195 @@
+#!/usr/bin/env node
+// The `substrat` executable (package.json "bin"; scripts/substrat.js runs it too). CommonJS on
+// purpose: an ESM entry point costs Node ~5–8 ms more CPU at start-up than a CJS one (its
+// module loader), about 6% of `node -e 0`. Start-up time matters for one-shot commands,
+// so it runs the esbuild bundle from dist/ (scripts/build.ts) through a V8 code cache: one file
+// read, no module resolution, almost no compiling. `daemon run` gets the whole program
+// (dist/daemon.cjs); `mcp-server` its own bundle (dist/mcp-server.cjs); everything else the lean
+// client (dist/cli.cjs), which has no daemon code. Before that, the one-shot request/response
+// commands (`agent list`, `agent inspect`, …: src/cli/fast/Argv.ts) go to dist/cli-fast.cjs, a
+// tiny client without Effect that prints the same bytes; it hands every other command line back
+// to the full CLI (`fallback`). SUBSTRAT_CLI_FULL=1 skips it.
+// When dist/ is missing or older than src/, it rebuilds (dev checkout: esbuild and tsx present);
+// if that is impossible it runs src/bin.ts through tsx. SUBSTRAT_FROM_SOURCE=1 forces tsx.
+// child_process and vm are required only where used: the fast path needs neither.
+const fs = require("node:fs")
+const path = require("node:path")
+
+const root = path.join(__dirname, "..")
+const argv = process.argv.slice(2)
+const daemonAt = argv.indexOf("daemon")
+const wantsDaemon = daemonAt >= 0 && argv.indexOf("run", daemonAt + 1) > daemonAt
+// `substrat mcp-server --socket <agent.sock>`: the per-agent MCP stdio server (src/mcp/main.ts),
+// a bundle of its own so a provider CLI's per-turn spawn loads neither @effect/cli nor the daemon.
+const wantsMcp = argv[0] === "mcp-server"
+if (wantsMcp) process.argv.splice(2, 1)
+const bundle = path.join(root, "dist", wantsDaemon ? "daemon.cjs" : wantsMcp ? "mcp-server.cjs" : "cli.cjs")
+// Every other command line goes to the fast path first (src/cli/fast/Argv.ts decides).
+const wantsFast = !wantsDaemon && !wantsMcp && process.env.SUBSTRAT_CLI_FULL !== "1"
+const fastBundle = path.join(root, "dist", "cli-fast.cjs")
+
+/** Newest mtime among the sources a bundle is built from (0 when there is no src/: installed package). */
+const newestSource = () => {
+  let newest = 0
+  const visit = (dir) => {
+    let entries
+    try {
+      entries = fs.readdirSync(dir, { withFileTypes: true })
+    } catch {
+      return
+    }
+    for (const e of entries) {
+      const p = path.join(dir, e.name)
+      if (e.isDirectory()) visit(p)
+      else if (e.name.endsWith(".ts")) newest = Math.max(newest, fs.statSync(p).mtimeMs)
+    }
+  }
+  visit(path.join(root, "src"))
+  for (const f of ["package.json", "scripts/build.ts"]) {
+    try {
+      newest = Math.max(newest, fs.statSync(path.join(root, f)).mtimeMs)
+    } catch {}
+  }
+  return newest
+}
+
+const isFresh = (file) => {
+  try {
+    return fs.statSync(file).mtimeMs >= newestSource()
+  } catch {
+    return false
+  }
+}
+
+/**
+ * The fast bundle is fresh when none of the files it was built from (dist/cli-fast.inputs.json,
+ * written by scripts/build.ts) is newer: a handful of stats instead of walking src/. An edit
+ * that adds an import changes a listed file, so the list cannot miss a new input.
+ */
+const isFastFresh = () => {
+  const built = fs.statSync(fastBundle, { throwIfNoEntry: false })
+  if (built === undefined) return false
+  let inputs
+  try {
+    inputs = JSON.parse(fs.readFileSync(path.join(root, "dist", "cli-fast.inputs.json"), "utf8"))
+  } catch {
+    return !fs.existsSync(path.join(root, "src"))
+  }
+  for (const f of inputs) {
+    const st = fs.statSync(path.join(root, f), { throwIfNoEntry: false })
+    if (st === undefined) return !fs.existsSync(path.join(root, "src")) // installed package: no sources
+    if (st.mtimeMs > built.mtimeMs) return false
+  }
+  return true
+}
+
+const tsxCli = () => {
+  try {
+    return require.resolve("tsx/cli")
+  } catch {
+    return undefined
+  }
+}
+
+const sleepSync = (ms) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms)
+
+/** Rebuild dist/ once, even when many CLI processes find it stale at the same moment. */
+const rebuild = (fresh) => {
+  const tsx = tsxCli()
+  if (tsx === undefined) return false
+  const lock = path.join(root, "dist", ".build.lock")
+  fs.mkdirSync(path.dirname(lock), { recursive: true })
+  for (let waited = 0; waited < 180_000; waited += 100) {
+    try {
+      fs.writeFileSync(lock, String(process.pid), { flag: "wx" })
+    } catch {
+      // Someone else is building: wait for them (a lock older than 3 minutes is abandoned).
+      try {
+        if (Date.now() - fs.statSync(lock).mtimeMs > 180_000) fs.rmSync(lock, { force: true })
+      } catch {}
+      sleepSync(100)
+      if (!fs.existsSync(lock) && fresh()) return true
+      continue
+    }
+    try {
+      if (fresh()) return true
+      // The build's output (esbuild warnings included) is shown only when it fails: a command
+      // prints one error line at most on stderr, rebuilt or not.
+      const r = require("node:child_process").spawnSync(process.execPath, [tsx, path.join(root, "scripts", "build.ts")], {
+        stdio: ["ignore", "ignore", "pipe"]
+      })
+      if (r.status !== 0) process.stderr.write(r.stderr ?? "")
+      return r.status === 0
+    } finally {
+      fs.rmSync(lock, { force: true })
+    }
+  }
+  return false
+}
+
+/** Run a CommonJS bundle; the lean client goes through a V8 code cache kept next to it. */
+const runBundle = (file) => {
+  if (wantsDaemon) {
+    require(file)
+    return
+  }
+  const source = fs.readFileSync(file, "utf8")
+  const cacheFile = `${file}.cache`
+  let cachedData
+  try {
+    cachedData = fs.readFileSync(cacheFile)
+  } catch {}
+  const body = source.startsWith("#!") ? `//${source.slice(2)}` : source
+  const script = new (require("node:vm").Script)(require("node:module").wrap(body), { filename: file, cachedData })
+  if (cachedData === undefined || script.cachedDataRejected) {
+    // Written at exit, so it covers every function this run compiled, not just the top level.
+    process.once("exit", () => {
+      try {
+        const tmp = `${cacheFile}.${process.pid}.tmp`
+        fs.writeFileSync(tmp, script.createCachedData())
+        fs.renameSync(tmp, cacheFile)
+      } catch {}
+    })
+  }
+  const mod = { exports: {} }
+  script.runInThisContext()(mod.exports, require("node:module").createRequire(file), mod, file, path.dirname(file))
+}
+
+/** The sources through tsx: the fast path first when `fast`, as with dist/. */
+const runSource = async (fast) => {
+  const { register } = await import("tsx/esm/api")
+  register()
+  const src = (file) => require("node:url").pathToFileURL(path.join(root, "src", file)).href
+  const full = () => import(src(wantsMcp ? "mcp/main.ts" : "bin.ts"))
+  if (fast) (await import(src("cli/fast/main.ts"))).run(argv, () => void full())
+  else await full()
+}
+
+/** The full CLI (or the daemon, or the MCP server), from dist/ when it is fresh. */
+const runFull = async () => {
+  if (isFresh(bundle) || (rebuild(() => isFresh(bundle)) && fs.existsSync(bundle))) {
+    runBundle(bundle)
+  } else if (tsxCli() !== undefined) {
+    await runSource(false)
+  } else if (fs.existsSync(bundle)) {
+    runBundle(bundle) // installed without dev tools: the shipped bundle is all there is
+  } else {
+    console.error("substrat: no build in dist/ and no tsx to run the sources; run `npm run build`")
+    process.exit(1)
+  }
+}
+
+const main = async () => {
+  if (process.env.SUBSTRAT_FROM_SOURCE === "1") {
+    await runSource(wantsFast)
+  } else if (wantsFast && (isFastFresh() || (rebuild(isFastFresh) && isFastFresh()))) {
+    require(fastBundle).run(argv, () => void runFull())
+  } else {
+    await runFull()
+  }
+}
+
+main().catch((e) => {
+  console.error(e)
+  process.exit(1)
+})
