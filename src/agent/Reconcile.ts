@@ -38,7 +38,8 @@ export interface RecoveryPlan {
   readonly quarantined: ReadonlyArray<{ readonly session: SessionId; readonly reason: string }>
   /** Already terminated (skipped). */
   readonly terminated: number
-  readonly inboxes: ReadonlyMap<AgentId, ReadonlyArray<MessageEnvelope>>
+  /** Fresh arrays, one per live agent: Recovery hands them to the state as they are. */
+  readonly inboxes: ReadonlyMap<AgentId, Array<MessageEnvelope>>
   readonly requests: ReadonlyArray<PendingRequest>
   readonly replies: ReadonlyArray<PlannedReply>
   /** Re-injected messages that wake their agent (requests, replies, anything from USER), in order. */

@@ -116,7 +116,7 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
     const applyState = (plan: RecoveryPlan) =>
       Effect.gen(function*() {
         s.tree = plan.tree
-        for (const [agent, inbox] of plan.inboxes) s.inboxes.set(agent, [...inbox])
+        for (const [agent, inbox] of plan.inboxes) s.inboxes.set(agent, inbox)
         for (const r of plan.requests) s.requests.set(r.id, r)
         for (const [agent, u] of plan.usage) s.usage.set(agent, u)
         s.userOutbox.push(...plan.userOutbox)
@@ -173,7 +173,8 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
 
       const plan = reconcile({ sessions })
       yield* applyDisk(plan)
-      const reinjected = [...plan.inboxes.values()].reduce((n, i) => n + i.length, 0)
+      let reinjected = 0
+      for (const inbox of plan.inboxes.values()) reinjected += inbox.length
       yield* applyState(plan)
 
       let turnsQueued = 0
