@@ -20,7 +20,8 @@ import type { BenchOptions, BenchResult } from "./types.js"
 export const name = "daemon"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..")
-const launcher = join(root, "scripts", "substrat.js")
+// The package's bin (package.json "bin"): what `substrat` runs once installed.
+const launcher = join(root, "scripts", "substrat.cjs")
 
 const quantile = (xs: ReadonlyArray<number>, q: number): number => {
   const s = [...xs].sort((a, b) => a - b)
