@@ -50,7 +50,7 @@ export const SpawnAgentArgs = Schema.Struct({
   provider: Schema.optional(
     Schema.NullOr(Schema.String).annotations({
       description:
-        "The child's provider, e.g. \"claude\", \"codex\", \"cursor-agent\" or \"scripted:<book>\". Absent/null: the same as yours. An unknown provider or one whose CLI is not installed is an error and nothing is created."
+        "The child's provider, e.g. \"claude\", \"codex\", \"cursor-agent\", \"openai:<model>\" or \"scripted:<book>\". Absent/null: the same as yours. An unknown provider or one whose CLI is not installed (or, for openai, no endpoint configured) is an error and nothing is created."
     })
   )
 }).annotations(strict)

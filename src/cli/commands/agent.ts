@@ -16,7 +16,7 @@ const createCommand = Command.make("create", {
   home,
   json,
   provider: Options.text("provider").pipe(
-    Options.withDescription("Provider: scripted[:<book>] (built-in demo, echo, or $SUBSTRAT_HOME/scripts/<book>.json), claude, codex, cursor-agent; default: the daemon's"),
+    Options.withDescription("Provider: scripted[:<book>] (built-in demo, echo, or $SUBSTRAT_HOME/scripts/<book>.json), claude, codex, cursor-agent, openai[:<model>] (an OpenAI-compatible HTTP model; SUBSTRAT_OPENAI_* in the daemon's environment); default: the daemon's"),
     Options.optional
   ),
   name: Options.text("name").pipe(Options.withDescription("Agent name (default: generated)"), Options.optional),
