@@ -143,7 +143,9 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
       const reads = yield* readSessions(durable, paths)
       // SessionStore.recover, inlined so the records are read once and the flips counted.
       const now = new Date(yield* Clock.currentTimeMillis).toISOString()
-      const sessions: Array<ReconcileSession> = reads.map((r) => ({ id: r.id, record: r.record, scan: r.scan }))
+      // The reads themselves (a SessionRead is a ReconcileSession); replaced where a flip or a
+      // repair changes one.
+      const sessions: Array<ReconcileSession> = reads.slice()
       const active: Array<number> = []
       for (let i = 0; i < sessions.length; i++) if (sessions[i]!.record?.state === "active") active.push(i)
       // Each save is an atomic replace with two fsyncs: run a few at once so they overlap.
