@@ -85,7 +85,7 @@ export const recoveryPrompt = (args: {
   readonly children: ReadonlyArray<string>
 }): string => {
   const lines = [
-    "[substrat] The Substrat daemon stopped unexpectedly (crash) while you were working and has been restarted.",
+    "[substrat] The Substrat daemon stopped unexpectedly (a crash, or a shutdown that could not wait for your turn) while you were working and has been restarted.",
     "Your previous turn was interrupted: its output and any tool calls not yet answered were lost."
   ]
   if (args.consumedMessages) {
