@@ -72,7 +72,8 @@ const controlMethods = new Set(["@effect/rpc/Ping", "@effect/rpc/Eof", "@effect/
 export const checkLine = (
   line: string,
   options: GuardOptions,
-  onRequest?: (id: number, method: string, params: unknown) => void
+  onRequest?: (id: number, method: string, params: unknown) => void,
+  fastLane: FastLane | undefined = options.fastLane
 ): string | undefined => {
   let msg: unknown
   try {
@@ -127,19 +128,42 @@ export const checkLine = (
   }
   // Fast lane: plain requests only; requests with headers stay on @effect/rpc (it hands them to
   // the handlers).
-  if (options.fastLane !== undefined && (h === undefined || (Array.isArray(h) && h.length === 0))) {
-    const result = options.fastLane(method, decoded.right)
+  if (fastLane !== undefined && (h === undefined || (Array.isArray(h) && h.length === 0))) {
+    const result = fastLane(method, decoded.right)
     if (result !== undefined) return `{"jsonrpc":"2.0","id":${msg["id"]},"result":${result}}\n`
   }
   onRequest?.(msg["id"], method, msg["params"])
   return undefined
 }
 
+/**
+ * How many bytes of fast-lane answers one read may produce. The answers of a read are written
+ * together from the socket's data callback, without yielding; past this budget the read's
+ * remaining fast-lane requests go to @effect/rpc instead (same bytes, one fiber each), so a client
+ * pipelining thousands of `agent.list` lines cannot make the daemon build one giant string or
+ * hold the event loop for the whole batch.
+ */
+export const fastLaneBytesPerRead = 256 * 1024
+
 /** Per-connection line framer: bounded buffering, oversized lines skipped up to their newline. */
 export const makeFramer = (options: GuardOptions, onRequest?: (id: number, method: string, params: unknown) => void) => {
   let parts: Array<Buffer> = []
   let size = 0
   let skipping = false
+  let fastLeft = 0
+  const lane = options.fastLane
+  // The fast lane within this read's budget; a lane that throws leaves the request to @effect/rpc.
+  const budgeted: FastLane | undefined = lane === undefined ? undefined : (method, params) => {
+    if (fastLeft <= 0) return undefined
+    let result: string | undefined
+    try {
+      result = lane(method, params)
+    } catch {
+      return undefined
+    }
+    if (result !== undefined) fastLeft -= result.length
+    return result
+  }
   const tooLong = (n: number) =>
     errorLine(null, JsonRpcCode.invalidRequest, `Invalid Request: line longer than ${options.maxLineBytes} bytes (${n}+), discarded`)
   return (chunk: Uint8Array | string): { readonly forward: string; readonly replies: string } => {
@@ -147,6 +171,7 @@ export const makeFramer = (options: GuardOptions, onRequest?: (id: number, metho
     let forward = ""
     let replies = ""
     let start = 0
+    fastLeft = fastLaneBytesPerRead
     while (start <= buf.length) {
       const nl = buf.indexOf(10, start)
       if (nl === -1) {
@@ -181,7 +206,7 @@ export const makeFramer = (options: GuardOptions, onRequest?: (id: number, metho
       parts = []
       size = 0
       if (line.trim().length === 0) continue
-      const error = checkLine(line, options, onRequest)
+      const error = checkLine(line, options, onRequest, budgeted)
       if (error === undefined) forward += line + "\n"
       else replies += error
     }

@@ -227,16 +227,20 @@ export const make = Effect.gen(function*() {
   /**
    * Run `body` holding the session's lock. The lock is taken with a flag when free; otherwise the
    * fiber waits (interruptibly) and retries. `body` runs uninterruptibly — a WAL step is never
-   * abandoned halfway — and must release the lock on every exit (`withLock` does it for it).
+   * abandoned halfway — unless it uses `restore`, and must release the lock on every exit
+   * (`withLock` does it for it).
    */
-  const locked = <A, E>(slot: Slot, body: () => Effect.Effect<A, E>): Effect.Effect<A, E> =>
+  const locked = <A, E>(
+    slot: Slot,
+    body: (restore: <X, Y>(eff: Effect.Effect<X, Y>) => Effect.Effect<X, Y>) => Effect.Effect<A, E>
+  ): Effect.Effect<A, E> =>
     Effect.uninterruptibleMask((restore) => {
       const attempt: Effect.Effect<A, E> = Effect.suspend(() => {
         if (!slot.mutex.tryTake()) {
           return Effect.zipRight(Effect.onInterrupt(restore(slot.mutex.wait), () => slot.mutex.passOn), attempt)
         }
         try {
-          return body()
+          return body(restore)
         } catch (e) {
           slot.mutex.release()
           throw e
@@ -245,8 +249,9 @@ export const make = Effect.gen(function*() {
       return attempt
     })
 
+  /** Run `effect` holding the lock, interruptible as its caller is (reads, repair, close, remove). */
   const withLock = <A, E>(slot: Slot, effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
-    locked(slot, () => Effect.ensuring(effect, slot.mutex.releaseEffect))
+    locked(slot, (restore) => Effect.ensuring(restore(effect), slot.mutex.releaseEffect))
 
   const clock = yield* Effect.clock
   const encodeFailure = (slot: Slot, message: string) =>

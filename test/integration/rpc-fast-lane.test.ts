@@ -151,6 +151,25 @@ describe("admin socket fast lane (agent.list without @effect/rpc)", () => {
     expect(agentsIn(afterTerminate.fast)).toEqual([])
   })
 
+  it("thousands of lists pipelined in one write: every id answered once, same bytes, daemon still serving", async () => {
+    // More fast-lane answers than one read's budget (fastLaneBytesPerRead): the rest of the read
+    // goes through @effect/rpc, so the replies are the same bytes whichever path served them.
+    const n = 3000
+    const reference = (await both("agent.list", undefined, 7777)).fast.replace('"id":7777', '"id":ID')
+    fast.write(Array.from({ length: n }, (_, i) => line(10_000 + i, "agent.list", undefined, false)).join(""))
+    const seen = new Set<number>()
+    for (let i = 0; i < n; i++) {
+      const reply = await fast.next()
+      const id = (JSON.parse(reply) as { id: number }).id
+      expect(seen.has(id)).toBe(false)
+      seen.add(id)
+      expect(reply).toBe(reference.replace('"id":ID', `"id":${id}`))
+    }
+    expect(seen.size).toBe(n)
+    const after = await both("agent.list")
+    expect(after.fast).toBe(after.slow)
+  })
+
   it("a list pipelined right behind a create on the same connection is answered, and the next one sees the agent", async () => {
     fast.write(line(950, "agent.create", { name: "late", provider: "scripted" }, false) + line(951, "agent.list", undefined, false))
     const replies = [JSON.parse(await fast.next()), JSON.parse(await fast.next())] as Array<{ id: number; result: unknown }>
