@@ -52,6 +52,8 @@ describe("CLI providers through the orchestrator (real binaries, bwrap, network 
           }
         }
         const reqs = yield* llm.modelRequests
+        // A failed turn explains a missing request: show its provider.error first.
+        for (const a of agents) expect({ agent: a.name, errors: (yield* turnsOf(a.session_id)).errors }).toEqual({ agent: a.name, errors: [] })
         expect(reqs.map((r) => r.label)).toEqual(["a-1", "b-1", "c-1", "a-2", "b-2", "c-2"])
         for (const a of agents) {
           const t = yield* turnsOf(a.session_id)
