@@ -3,11 +3,10 @@
 //   1. $SUBSTRAT_HOME (0700)          2. pid file (stale removed; live daemon → DaemonError)
 //   3. storage: Durable, EventLog (tapped), SessionStore    4. transcript writer
 //   5. orchestration                  6. recovery hook      7. drain-on-shutdown finalizer
-//   8. admin socket: NodeSocketServer → FrameGuard (+ fast lane) → @effect/rpc (NDJSON JSON-RPC); it listens
+//   8. admin socket: Node server + FrameGuard (+ fast lane) → @effect/rpc (NDJSON JSON-RPC), SocketProtocol.ts; it listens
 //      at a staging path, is chmod'ed 0600 there, then renamed to daemon.sock
 // Shutdown therefore goes: stop accepting (socket closed and unlinked) → wait for running turns
 // up to the grace period → suspend live sessions → close logs → remove the pid file.
-import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as RpcServer from "@effect/rpc/RpcServer"
 import { Context, Deferred, Effect, Layer } from "effect"
@@ -22,6 +21,7 @@ import { HandlersLive } from "./Handlers.js"
 import { acquirePidFile, DaemonError, prepareHome, publishSocket, stagingSocket } from "./Lifecycle.js"
 import { AdminRpcs } from "./Rpcs.js"
 import { Drain, RuntimeLive } from "./Runtime.js"
+import * as SocketProtocol from "./SocketProtocol.js"
 import { StartupRecovery } from "./StartupRecovery.js"
 
 /** Run a daemon until `daemon.stop` or interruption (signals); every resource released on exit. */
@@ -59,15 +59,12 @@ export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> 
       // Read-only methods answered from the orchestrator's memory by the guard itself (FastLane.ts).
       FastLane.make(Context.get(runtime, OrchestratorState))
     )
-    const SocketLive = FrameGuard.layer(guard, control.connections).pipe(
-      // allowHalfOpen: a client that shuts its side down after writing still gets its answers (FrameGuard).
-      Layer.provide(NodeSocketServer.layer({ path: stagingSocket(paths), allowHalfOpen: true }))
-    )
+    // The socket (SocketProtocol.ts: a Node server, the guard in its data listener, no fiber per
+    // connection); half-open clients still get their answers (FrameGuard).
+    const ProtocolLive = SocketProtocol.layer({ path: stagingSocket(paths), guard, counter: control.connections })
     const ServerLive = RpcServer.layer(AdminRpcs, { disableFatalDefects: true, concurrency: "unbounded", disableTracing: true }).pipe(
       Layer.provide(HandlersLive),
-      Layer.provide(withoutClientAcks),
-      Layer.provide(RpcServer.layerProtocolSocketServer),
-      Layer.provide(SocketLive),
+      Layer.provide(ProtocolLive),
       Layer.provide(RpcSerialization.layerNdJsonRpc())
     )
     yield* Layer.build(ServerLive.pipe(Layer.provide(Layer.succeedContext(runtime)))).pipe(
@@ -78,15 +75,6 @@ export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> 
     yield* Deferred.await(control.stop)
     yield* Effect.logInfo("stopping")
   }))
-
-/**
- * Stream chunks are sent without waiting for the client's `@effect/rpc/Ack` after each one, so
- * a plain JSON-RPC client (socat) can read a stream; admin streams are small and slow.
- */
-const withoutClientAcks = Layer.effect(
-  RpcServer.Protocol,
-  Effect.map(RpcServer.Protocol, (p) => RpcServer.Protocol.of({ ...p, supportsAck: false }))
-)
 
 /** Shutdown drain: wait for running turns up to the grace period, then suspend live sessions. */
 const drain = Effect.gen(function*() {

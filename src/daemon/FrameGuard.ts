@@ -252,14 +252,38 @@ const holdEndWhileAnswering = (conn: Net.Socket, drainMs: number) => {
   }
 }
 
+/** How long a held `end` waits for the answers at most. */
+const endDrainMs = 60_000
+
+/** The framer's `onRequest` that counts the requests the held `end` waits for. */
+const trackRequests = (tracker: ReturnType<typeof holdEndWhileAnswering>, options: GuardOptions) =>
+(id: number, method: string, params: unknown) => {
+  if (!options.openEnded(method, params)) tracker.started(id)
+}
+
+/**
+ * The guard of one Node connection without a platform Socket (SocketProtocol.ts): `read` frames
+ * a chunk, writes the guard's own replies (errors, fast-lane answers) on `conn` at once and
+ * returns the lines for @effect/rpc; `answered` must see every line @effect/rpc writes (it
+ * releases a held `end`).
+ */
+export const guardConnection = (conn: Net.Socket, options: GuardOptions) => {
+  const tracker = holdEndWhileAnswering(conn, endDrainMs)
+  const framer = makeFramer(options, trackRequests(tracker, options))
+  return {
+    read: (chunk: Uint8Array): string => {
+      const { forward, replies } = framer(chunk)
+      if (replies.length > 0 && conn.writable) conn.write(replies)
+      return forward
+    },
+    answered: tracker.answered
+  }
+}
+
 /** Wrap one accepted socket so its reader only ever hands well-formed request lines on. */
 export const guardSocket = (socket: Socket.Socket, options: GuardOptions, conn?: Net.Socket): Socket.Socket => {
-  const tracker = conn === undefined ? undefined : holdEndWhileAnswering(conn, 60_000)
-  const onRequest = tracker === undefined
-    ? undefined
-    : (id: number, method: string, params: unknown) => {
-      if (!options.openEnded(method, params)) tracker.started(id)
-    }
+  const tracker = conn === undefined ? undefined : holdEndWhileAnswering(conn, endDrainMs)
+  const onRequest = tracker === undefined ? undefined : trackRequests(tracker, options)
   const runRaw = <_, E, R>(
     handler: (_: string | Uint8Array) => Effect.Effect<_, E, R> | void,
     opts?: { readonly onOpen?: Effect.Effect<void> | undefined }
