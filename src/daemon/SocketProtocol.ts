@@ -80,6 +80,9 @@ const make = (options: SocketProtocolOptions) =>
       const parser = serialization.unsafeMake()
       const guard = guardConnection(conn, options.guard)
       let open = true
+      // Whether @effect/rpc has seen this client; if not (fast-lane answers only, the common
+      // one-shot `agent list`), it has nothing to forget when the connection goes.
+      let known = false
       /** Write one chunk; done once Node has taken it. A closed connection drops it. */
       const writeRaw = (chunk: string | Uint8Array): Effect.Effect<void> =>
         Effect.async<void>((resume) => {
@@ -109,7 +112,7 @@ const make = (options: SocketProtocolOptions) =>
         clientIds.delete(id)
         clients.delete(id)
         counter.open--
-        disconnects.unsafeOffer(id)
+        if (known) disconnects.unsafeOffer(id)
       }
       const onData = (chunk: Buffer) => {
         const forward = guard.read(chunk)
@@ -127,6 +130,7 @@ const make = (options: SocketProtocolOptions) =>
           return
         }
         if (messages.length === 0) return
+        known = true
         runFork(Effect.forEach(messages, (m) => writeRequest(id, m as FromClientEncoded), { discard: true }))
       }
       counter.open++
