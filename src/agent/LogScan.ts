@@ -193,6 +193,12 @@ export class ScanFold {
         })
         return
       }
+      case "message.timed_out": {
+        // A sync request of this agent's that timed out: answered, no longer pending.
+        const id = str(data["message_id"])
+        if (id !== null) (this.replies ??= new Set()).add(id)
+        return
+      }
       case "message.delivered": {
         const id = str(data["message_id"])
         if (id === null) return this.fail("message.delivered without message_id")

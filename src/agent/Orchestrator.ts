@@ -151,7 +151,8 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
           }
           yield* router.releaseWakes(child)
         }
-        if (trigger._tag === "message" && s.requests.get(trigger.id)?.to === node.id) {
+        // (A request that timed out meanwhile still gets its reply, delivered as a late one.)
+        if (trigger._tag === "message" && router.awaitsReply(trigger.id, node.id)) {
           yield* router.reply(
             trigger.id,
             o.error ? `[error] ${node.name} failed to answer: ${o.error.message}` : o.response

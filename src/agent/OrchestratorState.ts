@@ -23,6 +23,8 @@ export interface PendingRequest {
   readonly id: MessageId
   readonly from: AgentId | "USER"
   readonly to: AgentId
+  /** The request's reply timeout (`timeout` metadata), seconds; absent: waits indefinitely. */
+  readonly timeout_s?: number | undefined
 }
 
 /** What a running turn collects for after the turn. */

@@ -189,6 +189,8 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
           yield* router.queueTurn(w.agent, { _tag: "message", id: w.message })
           turnsQueued++
         }
+        // Pending sync requests with a reply timeout: re-armed with their remaining time.
+        yield* router.armTimeouts
       }
 
       const notes: Array<string> = []

@@ -10,7 +10,12 @@
 //    the send (the tool / RPC returns the error) and leaves no in-memory delivery. Only
 //    `message.delivered` (a lost one means a duplicate after a crash, never a loss) is
 //    best-effort: a failure is a warning.
-import { Effect, Either, Option, Queue } from "effect"
+//  - A sync request may carry a reply timeout (`timeout` metadata, seconds): a scoped timer per
+//    request (FiberMap keyed by message id, on the Clock). When it fires first, the daemon logs
+//    `message.timed_out` in the sender's log, stops tracking the request and wakes the sender
+//    with a notice (a SYSTEM response, `timed_out` metadata); a reply that still comes is
+//    delivered as an ordinary message, marked `late`.
+import { Clock, Duration, Effect, Either, FiberMap, Option, Queue } from "effect"
 import { type EventLogError, InvalidInputError, NotFoundError, RoutingError } from "../domain/errors.js"
 import { type LogEvent, makeEvent } from "../domain/events.js"
 import { type AgentId, type MessageId, newMessageId } from "../domain/ids.js"
@@ -25,6 +30,8 @@ export interface SendArgs {
   readonly text: string
   readonly sync: boolean
   readonly reply_to?: MessageId | undefined
+  /** Sync requests only: stop waiting after this many seconds (positive). */
+  readonly timeout_seconds?: number | undefined
 }
 export interface SendResult {
   readonly message_id: MessageId
@@ -35,11 +42,24 @@ const wakes = (env: MessageEnvelope) => env.kind === "request" || env.kind === "
 
 const senderName = (env: MessageEnvelope) => env.metadata["sender_name"] ?? String(env.sender)
 
+/** A request's reply timeout (`timeout` metadata) in seconds; undefined when absent or not positive. */
+export const timeoutOf = (env: MessageEnvelope): number | undefined => {
+  const raw = env.metadata["timeout"]
+  const t = raw === undefined ? Number.NaN : Number(raw)
+  return Number.isFinite(t) && t > 0 ? t : undefined
+}
+
 /** How a message reads in a prompt. */
 export const formatMessage = (env: MessageEnvelope): string => {
   const from = senderName(env)
   switch (env.kind) {
     case "response":
+      if (env.metadata["timed_out"] === "true") {
+        return `Notice: ${env.payload}. You are no longer waiting for it; a late reply would still arrive as a message.`
+      }
+      if (env.metadata["late"] === "true") {
+        return `Late reply from ${from} (to message ${env.reply_to ?? "?"}, after it timed out): ${env.payload}`
+      }
       return `Reply from ${from} (to message ${env.reply_to ?? "?"}): ${env.payload}`
     case "request":
       return `Message from ${from} (message ${env.id}, reply expected):\n${env.payload}`
@@ -51,13 +71,13 @@ export const formatMessage = (env: MessageEnvelope): string => {
 }
 
 export class Router extends Effect.Service<Router>()("substrat/Router", {
-  effect: Effect.gen(function*() {
+  scoped: Effect.gen(function*() {
     const s = yield* OrchestratorState
     const log = yield* EventLog
     const bus = yield* OutputBus
 
     const envelope = (args: {
-      sender: AgentId | "USER"
+      sender: AgentId | "USER" | "SYSTEM"
       recipient: AgentId | "USER"
       kind: MessageKind
       text: string
@@ -73,7 +93,7 @@ export class Router extends Effect.Service<Router>()("substrat/Router", {
         kind: args.kind,
         payload: args.text,
         metadata: {
-          sender_name: args.sender === USER ? USER : s.tree.get(args.sender)?.name ?? args.sender,
+          sender_name: args.sender === USER || args.sender === "SYSTEM" ? args.sender : s.tree.get(args.sender)?.name ?? args.sender,
           ...args.extra
         }
       })
@@ -168,6 +188,82 @@ export class Router extends Effect.Service<Router>()("substrat/Router", {
       return true
     })
 
+    /** Reply-timeout timers of pending sync requests, by request id (scoped: interrupted at shutdown). */
+    const timers = yield* FiberMap.make<MessageId>()
+    /**
+     * Requests that timed out: their sender no longer waits, but the recipient's reply (explicit,
+     * or its turn's final text) is still delivered, marked `late`. In memory only: after a
+     * restart a timed-out request is answered (recovery), so a reply to it is not sent.
+     */
+    const late = new Map<MessageId, PendingRequest>()
+
+    const cancelTimer = (id: MessageId) => FiberMap.remove(timers, id)
+
+    /** Arm `p`'s timer to fire in `remainingMs` (0 or less: at once). */
+    const armTimer = (p: PendingRequest, remainingMs: number): Effect.Effect<void> =>
+      p.timeout_s === undefined || p.from === USER
+        ? Effect.void
+        : FiberMap.run(
+          timers,
+          p.id,
+          Effect.sleep(Duration.millis(Math.max(0, remainingMs))).pipe(Effect.zipRight(Effect.uninterruptible(timeOut(p.id))))
+        ).pipe(Effect.asVoid)
+
+    /**
+     * A request's timer fired: `message.timed_out` in the sender's log first (when that append
+     * fails nothing changes: the sender keeps waiting, and recovery re-arms the request after a
+     * restart), then the request is no longer tracked and the sender gets the notice, a SYSTEM
+     * response that wakes it like a reply.
+     */
+    const timeOut = (id: MessageId): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        const p = s.requests.get(id)
+        if (p === undefined || p.from === USER || p.timeout_s === undefined) return Effect.void
+        const from = p.from
+        const timeout_s = p.timeout_s
+        const name = s.tree.get(p.to)?.name ?? String(p.to)
+        const timedOut = makeEvent("message.timed_out", { message_id: id, recipient: p.to, recipient_name: name, timeout_s })
+        return logFor(from, timedOut).pipe(
+          Effect.zipRight(Effect.suspend(() => {
+            // Answered while the event was being written: the reply went through as usual.
+            if (s.requests.get(id) !== p) return Effect.void
+            s.requests.delete(id)
+            late.set(id, p)
+            return deliver(envelope({
+              sender: "SYSTEM",
+              recipient: from,
+              kind: "response",
+              text: `no reply from ${name} to message ${id} within ${timeout_s} s`,
+              reply_to: id,
+              extra: { timed_out: "true", timeout: String(timeout_s) }
+            }))
+          })),
+          Effect.catchAll((e) => Effect.logWarning(`timeout of request ${id} not recorded or not delivered: ${e.message}`)),
+          Effect.asVoid
+        )
+      })
+
+    /**
+     * After recovery: arm the timers of the pending requests that carry a timeout. The deadline
+     * is the request's timestamp + its timeout; one already past fires at once.
+     */
+    const armTimeouts = Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      for (const p of [...s.requests.values()]) {
+        if (p.from === USER) continue
+        const env = (s.inboxes.get(p.to) ?? []).find((e) => e.id === p.id)
+        const timeout_s = p.timeout_s ?? (env === undefined ? undefined : timeoutOf(env))
+        if (timeout_s === undefined) continue
+        const sent = env === undefined ? Number.NaN : Date.parse(env.timestamp)
+        const armed: PendingRequest = { ...p, timeout_s }
+        s.requests.set(p.id, armed)
+        yield* armTimer(armed, Number.isFinite(sent) ? sent + timeout_s * 1000 - now : 0)
+      }
+    })
+
+    /** Whether the turn that took request `id` owes it a reply (pending, or timed out: late). */
+    const awaitsReply = (id: MessageId, agent: AgentId): boolean => (s.requests.get(id) ?? late.get(id))?.to === agent
+
     /** A message that can no longer be delivered: a sync request among them is answered with an error. */
     const dropped = (env: MessageEnvelope): Effect.Effect<void> =>
       env.kind === "request" && s.requests.has(env.id) && env.recipient !== null && env.recipient !== USER
@@ -182,19 +278,30 @@ export class Router extends Effect.Service<Router>()("substrat/Router", {
      */
     const reply = (requestId: MessageId, text: string): Effect.Effect<void> =>
       Effect.suspend(() => {
-        const pending = s.requests.get(requestId)
+        const live = s.requests.get(requestId)
+        const pending = live ?? late.get(requestId)
         if (!pending) return Effect.void
         s.requests.delete(requestId)
-        const env = envelope({ sender: pending.to, recipient: pending.from, kind: "response", text, reply_to: requestId })
+        late.delete(requestId)
+        const env = envelope({
+          sender: pending.to,
+          recipient: pending.from,
+          kind: "response",
+          text,
+          reply_to: requestId,
+          ...(live === undefined ? { extra: { late: "true" } } : {})
+        })
         const send = pending.from === USER
           ? toUser(pending.to, env)
           : s.tree.has(pending.from)
           ? deliver(env).pipe(Effect.asVoid)
           : Effect.void
         return send.pipe(
+          Effect.zipRight(cancelTimer(requestId)),
           Effect.catchAll((e) =>
             Effect.sync(() => {
-              if (!s.requests.has(requestId)) s.requests.set(requestId, pending)
+              if (live === undefined) late.set(requestId, pending)
+              else if (!s.requests.has(requestId)) s.requests.set(requestId, pending)
             }).pipe(Effect.zipRight(Effect.logWarning(`reply to request ${requestId} not delivered: ${e.message}`)))
           )
         )
@@ -203,6 +310,17 @@ export class Router extends Effect.Service<Router>()("substrat/Router", {
     const sendFrom = Effect.fn("Router.send")(function*(from: AgentId, args: SendArgs) {
       const sender = s.tree.get(from)
       const routeErr = (e: RoutingError) => Effect.fail(e)
+      const timeout_s = args.timeout_seconds
+      if (timeout_s !== undefined) {
+        const why = typeof timeout_s !== "number" || !Number.isFinite(timeout_s) || timeout_s <= 0
+          ? `must be a positive number of seconds, got ${String(timeout_s)}`
+          : !args.sync
+          ? "only applies to sync requests (sync=true)"
+          : args.reply_to !== undefined
+          ? "does not apply to a reply (reply_to)"
+          : null
+        if (why !== null) return yield* new InvalidInputError({ field: "timeout_seconds", message: `timeout_seconds ${why}` })
+      }
       if (args.recipient === USER && sender && !s.tree.childNamed(from, USER)) {
         if (sender.parent_id !== null) {
           return yield* routeErr(
@@ -213,6 +331,12 @@ export class Router extends Effect.Service<Router>()("substrat/Router", {
               message: "only root agents talk to USER; send to your parent instead"
             })
           )
+        }
+        if (timeout_s !== undefined) {
+          return yield* new InvalidInputError({
+            field: "timeout_seconds",
+            message: "timeout_seconds does not apply to messages to USER (they are never requests)"
+          })
         }
         const kind: MessageKind = args.reply_to ? "response" : "notification"
         const env = envelope({ sender: from, recipient: USER, kind, text: args.text, reply_to: args.reply_to ?? null })
@@ -229,8 +353,11 @@ export class Router extends Effect.Service<Router>()("substrat/Router", {
       let kind: MessageKind
       /** The request this message answers: pending until the answer is durable. */
       let answers: PendingRequest | undefined
+      /** The request answered had timed out: the reply is late. */
+      let answersLate = false
       if (args.reply_to !== undefined) {
-        const p = s.requests.get(args.reply_to)
+        const live = s.requests.get(args.reply_to)
+        const p = live ?? late.get(args.reply_to)
         if (p && p.to !== from) {
           return yield* new InvalidInputError({
             field: "reply_to",
@@ -244,21 +371,36 @@ export class Router extends Effect.Service<Router>()("substrat/Router", {
           })
         }
         answers = p
+        answersLate = p !== undefined && live === undefined
         s.requests.delete(args.reply_to)
+        late.delete(args.reply_to)
         kind = "response"
       } else {
         kind = args.sync ? "request" : "notification"
       }
-      const env = envelope({ sender: from, recipient: to, kind, text: args.text, reply_to: args.reply_to ?? null })
+      const timed = kind === "request" && timeout_s !== undefined
+      const env = envelope({
+        sender: from,
+        recipient: to,
+        kind,
+        text: args.text,
+        reply_to: args.reply_to ?? null,
+        ...(timed ? { extra: { timeout: String(timeout_s) } } : answersLate ? { extra: { late: "true" } } : {})
+      })
       // Registered before delivery (a request that cannot be delivered is answered with an error).
-      if (kind === "request") s.requests.set(env.id, { id: env.id, from, to })
+      if (kind === "request") s.requests.set(env.id, { id: env.id, from, to, ...(timed ? { timeout_s } : {}) })
       yield* deliver(env).pipe(Effect.tapError(() =>
         Effect.sync(() => {
           // Not durable, not acknowledged: undo the bookkeeping.
           s.requests.delete(env.id)
-          if (answers !== undefined && !s.requests.has(answers.id)) s.requests.set(answers.id, answers)
+          if (answers !== undefined && answersLate) late.set(answers.id, answers)
+          else if (answers !== undefined && !s.requests.has(answers.id)) s.requests.set(answers.id, answers)
         })
       ))
+      if (answers !== undefined) yield* cancelTimer(answers.id)
+      // Durable now: the timer runs from here (unless the request was already answered with an error).
+      const registered = s.requests.get(env.id)
+      if (timed && registered !== undefined) yield* armTimer(registered, timeout_s * 1000)
       noteMessage(s, from, { direction: "out", peer: target.right.name, kind, message_id: env.id, text: args.text })
       // To a child spawned during the sender's running turn the message is held in memory and
       // logged by the child's birth, before that turn ends: like the spawn, it is acknowledged
@@ -350,7 +492,12 @@ export class Router extends Effect.Service<Router>()("substrat/Router", {
       const mine = [...s.requests.values()].filter((r) => r.to === agent)
       for (const r of mine) yield* reply(r.id, `[error] ${why}; request ${r.id} will not be answered`)
       // Requests this agent is waiting on: their replies would have nowhere to go.
-      for (const r of [...s.requests.values()]) if (r.from === agent) s.requests.delete(r.id)
+      for (const r of [...s.requests.values()]) {
+        if (r.from !== agent) continue
+        s.requests.delete(r.id)
+        yield* cancelTimer(r.id)
+      }
+      for (const [id, r] of [...late]) if (r.from === agent || r.to === agent) late.delete(id)
     })
 
     return {
@@ -362,6 +509,8 @@ export class Router extends Effect.Service<Router>()("substrat/Router", {
       checkInbox,
       takeForTurn,
       failPending,
+      armTimeouts,
+      awaitsReply,
       queueTurn,
       holdWakes,
       releaseWakes,

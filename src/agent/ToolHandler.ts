@@ -17,7 +17,8 @@ export const SendMessageArgs = Schema.Struct({
   recipient: Schema.String,
   text: Schema.String,
   sync: Schema.optionalWith(Schema.Boolean, { default: () => true }),
-  reply_to: Schema.optional(MessageId)
+  reply_to: Schema.optional(MessageId),
+  timeout_seconds: Schema.optional(Schema.Number)
 })
 export const BroadcastArgs = Schema.Struct({ text: Schema.String })
 export const CheckInboxArgs = Schema.Struct({})
@@ -35,7 +36,7 @@ export const toolCatalog = {
   send_message: {
     args: SendMessageArgs,
     description:
-      "Send a message to your parent, a child or a sibling by name (or USER, for root agents). sync=true (default): the reply arrives as your next message; do not wait or poll. reply_to=<message id> answers a request."
+      "Send a message to your parent, a child or a sibling by name (or USER, for root agents). sync=true (default): the reply arrives as your next message; do not wait or poll. timeout_seconds=N (sync only): if no reply came within N seconds you get a notice instead and stop waiting (a late reply still arrives as a message). reply_to=<message id> answers a request."
   },
   broadcast: { args: BroadcastArgs, description: "Send a message to every sibling (your team). It waits in their inboxes." },
   check_inbox: { args: CheckInboxArgs, description: "Read (and clear) the notifications and broadcasts waiting for you." },

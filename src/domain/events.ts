@@ -52,6 +52,13 @@ export const AgentCreatedData = Schema.Struct({
 export const AgentTerminatedData = Schema.Struct({ agent_id: AgentId })
 export const MessageEnqueuedData = MessageEnvelope
 export const MessageDeliveredData = Schema.Struct({ message_id: MessageId })
+/** A sync request (logged in the SENDER's log) got no reply within its `timeout` metadata. */
+export const MessageTimedOutData = Schema.Struct({
+  message_id: MessageId,
+  recipient: AgentId,
+  recipient_name: Schema.String,
+  timeout_s: Schema.JsonNumber
+})
 export const ToolCallInvokedData = Schema.Struct({
   call_id: Schema.String,
   tool: Schema.String,
@@ -92,6 +99,7 @@ export const LogEvent = Schema.Union(
   event("agent.terminated", AgentTerminatedData),
   event("message.enqueued", MessageEnqueuedData),
   event("message.delivered", MessageDeliveredData),
+  event("message.timed_out", MessageTimedOutData),
   event("tool_call.invoked", ToolCallInvokedData),
   event("tool_call.result", ToolCallResultData),
   event("provider.error", ProviderErrorData),

@@ -20,6 +20,10 @@ export class MessageEnvelope extends Schema.Class<MessageEnvelope>("MessageEnvel
   reply_to: Schema.NullOr(MessageId),
   kind: MessageKind,
   payload: Schema.String,
-  /** Known keys: `sender_name`, `timeout`, `priority`, `multicast_id`. */
+  /**
+   * Known keys: `sender_name`, `timeout` (a request's reply timeout, seconds), `priority`,
+   * `multicast_id`; on responses `timed_out` ("true": the daemon's notice that a request timed
+   * out) and `late` ("true": a reply that came after its request timed out).
+   */
   metadata: Schema.Record({ key: Schema.String, value: Schema.String })
 }) {}

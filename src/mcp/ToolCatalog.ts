@@ -24,6 +24,12 @@ export const SendMessageArgs = Schema.Struct({
   ),
   reply_to: Schema.optional(
     MessageId.annotations({ description: "Answer the request with this message id (from \"Message from … (message <id>)\")." })
+  ),
+  timeout_seconds: Schema.optional(
+    Schema.Number.annotations({
+      description:
+        "sync=true only: a positive number of seconds. No reply within it: you get a notice as your next message and stop waiting (a late reply still arrives). Absent: wait indefinitely."
+    })
   )
 }).annotations(strict)
 
@@ -75,7 +81,7 @@ export const argsSchemaOf = (tool: ToolName): Schema.Schema.AnyNoContext => tool
 /** Same text as the ToolHandler's catalog (a test keeps them equal). */
 export const toolDescriptions: Readonly<Record<ToolName, string>> = {
   send_message:
-    "Send a message to your parent, a child or a sibling by name (or USER, for root agents). sync=true (default): the reply arrives as your next message; do not wait or poll. reply_to=<message id> answers a request.",
+    "Send a message to your parent, a child or a sibling by name (or USER, for root agents). sync=true (default): the reply arrives as your next message; do not wait or poll. timeout_seconds=N (sync only): if no reply came within N seconds you get a notice instead and stop waiting (a late reply still arrives as a message). reply_to=<message id> answers a request.",
   broadcast: "Send a message to every sibling (your team). It waits in their inboxes.",
   check_inbox: "Read (and clear) the notifications and broadcasts waiting for you.",
   spawn_agent: "Create a child agent. It starts when your turn ends; you can message it right away.",

@@ -83,7 +83,7 @@ describe("MCP server (SDK client over stdio)", () => {
       }
       const send = tools.find((t) => t.name === "send_message")!
       expect(send.inputSchema.required).toEqual(["recipient", "text"])
-      expect(Object.keys(send.inputSchema.properties ?? {})).toEqual(["recipient", "text", "sync", "reply_to"])
+      expect(Object.keys(send.inputSchema.properties ?? {})).toEqual(["recipient", "text", "sync", "reply_to", "timeout_seconds"])
       expect(client.getInstructions()).toBe(toolGuidance)
       expect(client.getServerVersion()?.name).toBe("substrat")
     }))
