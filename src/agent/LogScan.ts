@@ -2,8 +2,9 @@
 // read once, as raw JSON lines (a full Schema decode of every line would cost more than the read
 // itself); only what recovery needs is kept: the `agent.created` record (Schema-decoded), whether
 // the agent was terminated, the messages still owed to it, the requests it answered, the sync
-// requests it sent, the replies it received, its interrupted turn and its usage. Envelopes stay
-// raw here; the survivors are decoded once by Reconcile.
+// requests it sent, the replies it received, its interrupted turn, its usage and its recent
+// activity (what `inspect_agent` shows: the last turns and messages, in small ring buffers).
+// Envelopes stay raw here; the survivors are decoded once by Reconcile.
 import { Effect, Either, Option, Schema, Stream } from "effect"
 import { isAscii } from "node:buffer"
 import { StringDecoder } from "node:string_decoder"
@@ -11,6 +12,8 @@ import type { DurableError } from "../domain/errors.js"
 import { AgentCreatedData } from "../domain/events.js"
 import type { SessionId } from "../domain/ids.js"
 import type { DurableService } from "../durable/Durable.js"
+import { excerpt } from "./Inspection.js"
+import { type MessageSummary, RECENT_MESSAGES, RECENT_TURNS, type TurnSummary } from "./OrchestratorState.js"
 
 /** A `message.enqueued` envelope as found in the log, not yet decoded. */
 export interface RawEnvelope {
@@ -39,6 +42,14 @@ export interface SentRequest {
   readonly ts: string
 }
 
+/**
+ * A message of the recent-activity ring as the log tells it. `peer: null`: a broadcast (the
+ * log records only how many siblings got it; Reconcile names the agent's siblings).
+ */
+export interface RecentMessage extends Omit<MessageSummary, "peer"> {
+  readonly peer: string | null
+}
+
 export interface SessionScan {
   readonly session_id: SessionId
   readonly lines: number
@@ -61,6 +72,10 @@ export interface SessionScan {
   readonly turnsStarted: number
   readonly turnsEnded: number
   readonly usage: { readonly input_tokens: number; readonly output_tokens: number; readonly cost_usd: number }
+  /** The last RECENT_TURNS ended turns, oldest first (texts excerpted), as `noteTurn` records them. */
+  readonly recentTurns: ReadonlyArray<TurnSummary>
+  /** The last RECENT_MESSAGES messages in and out, in log order (texts excerpted), as `noteMessage` records them. */
+  readonly recentMessages: ReadonlyArray<RecentMessage>
 }
 
 const decodeCreatedSchema = Schema.decodeUnknownEither(AgentCreatedData)
@@ -97,6 +112,39 @@ const noAnswers: ReadonlyMap<string, Answer> = new Map()
 const noReplies: ReadonlySet<string> = new Set()
 const none: ReadonlyArray<never> = []
 
+/** A message a tool call sent (to an agent, or a broadcast), for the recent-activity ring. */
+class OutNote {
+  constructor(readonly m: RecentMessage) {}
+}
+
+/** What `noteTurn` (Orchestrator) records for a turn that ended with `end` (`turn.complete` or `provider.error`). */
+const turnSummary = (end: Json, prompt: string): TurnSummary => {
+  const failed = end["response"] === undefined
+  return {
+    turn_id: str(end["turn_id"]) ?? "",
+    prompt: excerpt(prompt),
+    response: failed ? "" : excerpt(str(end["response"]) ?? ""),
+    error: failed ? `${str(end["reason"]) ?? "error"}: ${str(end["message"]) ?? "provider error"}` : null
+  }
+}
+
+/**
+ * What `noteMessage` (Router) records: a tool call's send as noted, a `message.enqueued` as
+ * `in` (peer: the sender's name) or, addressed to USER, as `out`.
+ */
+const messageSummary = (x: Json | OutNote): RecentMessage => {
+  if (x instanceof OutNote) return { ...x.m, text: excerpt(x.m.text) }
+  const meta = x["metadata"]
+  const out = x["recipient"] === "USER"
+  return {
+    direction: out ? "out" : "in",
+    peer: out ? "USER" : (isObj(meta) ? str(meta["sender_name"]) : null) ?? String(x["sender"] ?? ""),
+    kind: str(x["kind"]) ?? "",
+    message_id: str(x["id"]) ?? "",
+    text: excerpt(str(x["payload"]) ?? "")
+  }
+}
+
 /** The fold over the lines of one log. Feed lines with `line`, then `finish`. */
 export class ScanFold {
   private lines = 0
@@ -113,8 +161,16 @@ export class ScanFold {
   private replies: Set<string> | undefined
   private sent: Array<SentRequest> | undefined
   private toUser: Array<unknown> | undefined
-  private invoked: Map<string, string> | undefined
+  /** `send_message` / `broadcast` calls waiting for their result: call id → arguments. */
+  private invoked: Map<string, Json> | undefined
   private openTurn: string | null = null
+  // Recent activity: bounded rings of what the log lines already hold (no object per line:
+  // summaries are built by `finish`, for the few kept), created on first use.
+  /** `turn.complete` / `provider.error` data of the last turns, and their prompts. */
+  private turnEnds: Array<Json> | undefined
+  private turnPrompts: Array<string> | undefined
+  /** `message.enqueued` data (in, or out to USER), or an OutNote (a tool call's send). */
+  private messages: Array<Json | OutNote> | undefined
   private turnsStarted = 0
   private turnsEnded = 0
   private input = 0
@@ -129,6 +185,24 @@ export class ScanFold {
 
   private fail(why: string): void {
     if (this.corrupt === null) this.corrupt = `${this.file}:${this.lines}: ${why}`
+  }
+
+  private noteMessage(m: Json | OutNote): void {
+    const ring = this.messages ??= []
+    ring.push(m)
+    if (ring.length > RECENT_MESSAGES) ring.shift()
+  }
+
+  /** A turn ended (`data`: its `turn.complete` or `provider.error`); call before `endTurn`. */
+  private noteTurn(data: Json): void {
+    const ends = this.turnEnds ??= []
+    const prompts = this.turnPrompts ??= []
+    ends.push(data)
+    prompts.push(this.openTurn ?? "")
+    if (ends.length > RECENT_TURNS) {
+      ends.shift()
+      prompts.shift()
+    }
   }
 
   private endTurn(response: string | null, error: string | null, ts: string): void {
@@ -178,6 +252,7 @@ export class ScanFold {
         if (id === null || kind === null) return this.fail("message.enqueued without id/kind")
         const replyTo = str(data["reply_to"])
         if (kind === "response" && replyTo !== null) (this.replies ??= new Set()).add(replyTo)
+        this.noteMessage(data)
         // Messages to USER are logged (enqueued + delivered) in the sending root's own log.
         if (data["recipient"] === "USER") {
           ;(this.toUser ??= []).push(data)
@@ -214,9 +289,11 @@ export class ScanFold {
         this.turnsStarted++
         return
       case "turn.complete":
+        this.noteTurn(data)
         return this.endTurn(str(data["response"]) ?? "", null, ts)
       case "provider.error":
         if (data["turn_id"] !== null && data["turn_id"] !== undefined) {
+          this.noteTurn(data)
           this.endTurn(null, str(data["message"]) ?? "provider error", ts)
         }
         return
@@ -226,21 +303,38 @@ export class ScanFold {
         this.cost += num(data["cost_usd"])
         return
       case "tool_call.invoked": {
-        if (data["tool"] !== "send_message") return
+        const tool = data["tool"]
+        if (tool !== "send_message" && tool !== "broadcast") return
         const call = str(data["call_id"])
         const args = data["arguments"]
-        if (call !== null && isObj(args)) (this.invoked ??= new Map()).set(call, str(args["recipient"]) ?? "?")
+        if (call !== null && isObj(args)) (this.invoked ??= new Map()).set(call, args)
         return
       }
       case "tool_call.result": {
-        if (data["tool"] !== "send_message") return
+        const tool = data["tool"]
+        if (tool !== "send_message" && tool !== "broadcast") return
         const call = str(data["call_id"])
-        const recipient = call === null ? undefined : this.invoked?.get(call)
+        const args = call === null ? undefined : this.invoked?.get(call)
         if (call !== null) this.invoked?.delete(call)
         const r = data["result"]
-        if (data["is_error"] === false && isObj(r) && r["waiting_for_reply"] === true) {
-          const id = str(r["message_id"])
-          if (id !== null) (this.sent ??= []).push({ id, recipient: recipient ?? "?", ts })
+        if (data["is_error"] !== false || !isObj(r)) return
+        const id = str(r["message_id"])
+        if (id === null) return
+        const text = args === undefined ? "" : str(args["text"]) ?? ""
+        if (tool === "broadcast") {
+          return this.noteMessage(new OutNote({ direction: "out", peer: null, kind: "multicast", message_id: id, text }))
+        }
+        const recipient = args === undefined ? null : str(args["recipient"])
+        const waiting = r["waiting_for_reply"] === true
+        if (waiting) (this.sent ??= []).push({ id, recipient: recipient ?? "?", ts })
+        // A message to USER is noted by its own `message.enqueued` (in this log, before this result).
+        if (recipient !== "USER") {
+          const kind = args !== undefined && str(args["reply_to"]) !== null
+            ? "response"
+            : waiting
+            ? "request"
+            : "notification"
+          this.noteMessage(new OutNote({ direction: "out", peer: recipient ?? "?", kind, message_id: id, text }))
         }
         return
       }
@@ -268,7 +362,9 @@ export class ScanFold {
       interrupted: this.openTurn === null ? null : { prompt: this.openTurn, consumedMessages: consumed },
       turnsStarted: this.turnsStarted,
       turnsEnded: this.turnsEnded,
-      usage: { input_tokens: this.input, output_tokens: this.output, cost_usd: this.cost }
+      usage: { input_tokens: this.input, output_tokens: this.output, cost_usd: this.cost },
+      recentTurns: this.turnEnds === undefined ? none : this.turnEnds.map((d, i) => turnSummary(d, this.turnPrompts![i]!)),
+      recentMessages: this.messages === undefined ? none : this.messages.map(messageSummary)
     }
   }
 }

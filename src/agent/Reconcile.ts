@@ -7,6 +7,7 @@
 //  - quarantined (a log with a corrupt line, and everything below it): left on disk, not loaded.
 //  - inboxes: pending = enqueued − delivered by a completed turn, in enqueue order.
 //  - requests: cross-referenced across logs; see `lostReplies` and `failedRequests`.
+//  - activity: the recent turns and messages each live agent's scan kept (`inspect_agent`).
 import { Either, Schema } from "effect"
 import { createHash } from "node:crypto"
 import { AgentNode } from "../domain/agent.js"
@@ -16,7 +17,7 @@ import type { Session } from "../domain/session.js"
 import type { UsageTotals } from "../session/TurnScheduler.js"
 import { AgentTree, USER } from "./AgentTree.js"
 import type { RawEnvelope, SessionScan } from "./LogScan.js"
-import type { AgentUsage, PendingRequest } from "./OrchestratorState.js"
+import type { Activity, AgentUsage, PendingRequest } from "./OrchestratorState.js"
 
 /** A reply recovery sends: a lost auto-reply re-delivered, or an error for a request nobody will answer. */
 export interface PlannedReply {
@@ -49,6 +50,8 @@ export interface RecoveryPlan {
   /** Scripted sessions whose resume blob is behind their log: the blob to write. */
   readonly blobs: ReadonlyArray<{ readonly session: SessionId; readonly blob: Uint8Array }>
   readonly usage: ReadonlyMap<AgentId, AgentUsage>
+  /** Recent activity of the live agents that have any (fresh arrays, handed to the state as they are). */
+  readonly activity: ReadonlyMap<AgentId, Activity>
   /** Messages live roots sent to USER, oldest first (the Orchestrator's user outbox). */
   readonly userOutbox: ReadonlyArray<MessageEnvelope>
   /** Envelopes that did not decode (dropped). */
@@ -485,6 +488,22 @@ export const reconcile = (input: {
     usage.set(nodes[i]!.id, { own: scan.usage, turns: scan.turnsEnded, retired: r.u, retiredTurns: r.turns })
   }
 
+  // Recent activity: the scans' rings; a broadcast's peers are the sender's siblings now (the
+  // log records only how many got it).
+  const activity = new Map<AgentId, Activity>()
+  for (let i = 0; i < nodes.length; i++) {
+    const scan = liveEntries[i]!.scan!
+    if (scan.recentTurns.length === 0 && scan.recentMessages.length === 0) continue
+    const id = nodes[i]!.id
+    activity.set(id, {
+      turns: [...scan.recentTurns],
+      messages: scan.recentMessages.map((m) => ({
+        ...m,
+        peer: m.peer ?? (tree.team(id).map((t) => t.name).join(",") || "(nobody)")
+      }))
+    })
+  }
+
   return {
     tree,
     orphans,
@@ -499,6 +518,7 @@ export const reconcile = (input: {
     prompts,
     blobs,
     usage,
+    activity,
     userOutbox,
     badMessages,
     interrupted

@@ -6,8 +6,9 @@
 //      torn tail or a pending WAL file is repaired through the EventLog and read again
 //   3. Reconcile (pure): tree, orphans, dangling children, inboxes, requests, lost replies
 //   4. apply: remove orphans, terminate dangling children, fix records, write scripted resume
-//      blobs, seed the OrchestratorState (tree, inboxes, pending requests, usage), enqueue the
-//      replies recovery owes (logged: they are new messages), and — unless `resume: false` —
+//      blobs, seed the OrchestratorState (tree, inboxes, pending requests, usage, recent
+//      activity for `inspect_agent`), enqueue the replies recovery owes (logged: they are new
+//      messages, and noted in the recent activity like deliveries), and — unless `resume: false` —
 //      queue the roots' recovery prompts and the turns the re-injected messages wake.
 // Re-injecting pending messages logs nothing. Every decision is deterministic in the files on
 // disk, so recovering twice (or after a crash during recovery) gives the same state.
@@ -23,7 +24,7 @@ import { EventLog } from "../eventlog/EventLog.js"
 import { SessionStore } from "../session/SessionStore.js"
 import { scanLog } from "./LogScan.js"
 import { readSessions } from "./RecoveryRead.js"
-import { OrchestratorState } from "./OrchestratorState.js"
+import { noteMessage, OrchestratorState } from "./OrchestratorState.js"
 import { type ReconcileSession, type RecoveryPlan, reconcile } from "./Reconcile.js"
 import { Router } from "./Router.js"
 
@@ -119,15 +120,26 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
         for (const [agent, inbox] of plan.inboxes) s.inboxes.set(agent, inbox)
         for (const r of plan.requests) s.requests.set(r.id, r)
         for (const [agent, u] of plan.usage) s.usage.set(agent, u)
+        for (const [agent, a] of plan.activity) s.activity.set(agent, a)
         s.userOutbox.push(...plan.userOutbox)
         for (const r of plan.replies) {
           const env: MessageEnvelope = r.envelope
           yield* log.append(r.logSession, makeEvent("message.enqueued", env))
+          // Noted in the recent activity like the Router notes a delivery (and as the next
+          // recovery reads it back from the log).
+          const summary = { kind: env.kind, message_id: env.id, text: env.payload }
           if (env.recipient === "USER") {
             yield* log.append(r.logSession, makeEvent("message.delivered", { message_id: env.id }))
             s.userOutbox.push(env)
+            const root = env.sender
+            if (root !== "USER" && root !== "SYSTEM") noteMessage(s, root, { direction: "out", peer: "USER", ...summary })
           } else if (env.recipient !== null) {
-            s.inboxes.get(env.recipient)?.push(env)
+            const inbox = s.inboxes.get(env.recipient)
+            if (inbox !== undefined) {
+              inbox.push(env)
+              const peer = env.metadata["sender_name"] ?? String(env.sender)
+              noteMessage(s, env.recipient, { direction: "in", peer, ...summary })
+            }
           }
         }
       })
