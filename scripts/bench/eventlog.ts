@@ -1,8 +1,8 @@
 // EventLog append throughput vs raw Node loops, measured in one run on the same directory.
 //   (a) raw: write + fsync of a 200-byte line per iteration (log fd kept open)
-//   (b) raw: the 3-step pending WAL, exactly the syscalls EventLogFile makes per append:
+//   (b) raw: the 3-step pending WAL, exactly the syscalls EventLog.layerFile makes per append:
 //       open(pending, O_CREAT|O_TRUNC) · write · fsync · close · write(log, O_APPEND) · fsync(log) · unlink(pending)
-//       (open/write/close/unlink synchronous, fsync on the libuv pool — the same split as DurableLive)
+//       (open/write/close/unlink synchronous, fsync on the libuv pool — the same split as Durable.layer)
 //   (c) EventLog.append through the file layer (Durable live), one session
 //   (d) the same, 64 sessions appending concurrently (total throughput)
 // (b) and (c) alternate append by append (b,c,c,b,b,c,…) inside one fiber, each timed on its
@@ -23,9 +23,8 @@ import { join } from "node:path"
 import { SubstratPaths } from "../../src/config/Paths.js"
 import { makeEvent } from "../../src/domain/events.js"
 import { newSessionId, newTurnId, type SessionId } from "../../src/domain/ids.js"
-import * as DurableLive from "../../src/durable/DurableLive.js"
-import { EventLog } from "../../src/eventlog/EventLog.js"
-import * as EventLogFile from "../../src/eventlog/EventLogFile.js"
+import { Durable } from "../../src/storage/Durable.js"
+import { EventLog } from "../../src/storage/EventLog.js"
 import type { BenchOptions, BenchResult } from "./types.js"
 
 export const name = "eventlog"
@@ -46,7 +45,7 @@ const rawFsync = async (dir: string, n: number, line: Buffer): Promise<number> =
   return ms
 }
 
-/** The three WAL steps of one append (the syscalls of EventLogFile's append). */
+/** The three WAL steps of one append (the syscalls of EventLog.layerFile's append). */
 const walSteps = async (fd: number, pending: string, line: Buffer): Promise<void> => {
   const p = fs.openSync(pending, "w", 0o600)
   fs.writeSync(p, line)
@@ -97,7 +96,7 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
   const line = Buffer.alloc(LINE, 0x61)
   line[LINE - 1] = 0x0a
   const runtime = ManagedRuntime.make(
-    EventLogFile.layer.pipe(Layer.provide(Layer.merge(DurableLive.layer, SubstratPaths.layer(join(dir, "home")))))
+    EventLog.layerFile.pipe(Layer.provide(Layer.merge(Durable.layer, SubstratPaths.layer(join(dir, "home")))))
   )
   try {
     const one = newSessionId()

@@ -13,12 +13,12 @@ import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import * as Orchestration from "../../src/agent/Orchestrator.js"
 import { Orchestrator } from "../../src/agent/Orchestrator.js"
-import * as EventLogMemory from "../../src/eventlog/EventLogMemory.js"
 import * as AgentSocket from "../../src/mcp/AgentSocket.js"
 import * as ScriptedProvider from "../../src/provider/scripted/ScriptedProvider.js"
 import { MultiplexerConfig } from "../../src/session/Multiplexer.js"
-import * as SessionStoreMemory from "../../src/session/SessionStoreMemory.js"
 import type { BenchOptions, BenchResult } from "./types.js"
+import { EventLog } from "../../src/storage/EventLog.js"
+import { SessionStore } from "../../src/storage/SessionStore.js"
 
 export const name = "mcp"
 
@@ -108,8 +108,8 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
         Layer.mergeAll(
           ScriptedProvider.layer(),
           MultiplexerConfig.layer(4),
-          EventLogMemory.layerMemory,
-          SessionStoreMemory.layerMemory
+          EventLog.layerMemory,
+          SessionStore.layerMemory
         )
       )
     )

@@ -17,21 +17,20 @@ import { Router } from "../../src/agent/Router.js"
 import { SubstratPaths } from "../../src/config/Paths.js"
 import { makeEvent } from "../../src/domain/events.js"
 import { newSessionId, newTurnId } from "../../src/domain/ids.js"
-import * as DurableLive from "../../src/durable/DurableLive.js"
-import { EventLog } from "../../src/eventlog/EventLog.js"
-import * as EventLogFile from "../../src/eventlog/EventLogFile.js"
+import { Durable } from "../../src/storage/Durable.js"
+import { EventLog } from "../../src/storage/EventLog.js"
 import * as ScriptedProvider from "../../src/provider/scripted/ScriptedProvider.js"
 import { MultiplexerConfig } from "../../src/session/Multiplexer.js"
-import * as SessionStoreFile from "../../src/session/SessionStoreFile.js"
 import type { BenchOptions, BenchResult } from "./types.js"
+import { SessionStore } from "../../src/storage/SessionStore.js"
 
 export const name = "orchestration"
 
 const AGENTS = 100
 
 const storage = (home: string) =>
-  Layer.mergeAll(EventLogFile.layer, SessionStoreFile.layer).pipe(
-    Layer.provide(Layer.mergeAll(DurableLive.layer, SubstratPaths.layer(home))),
+  Layer.mergeAll(EventLog.layerFile, SessionStore.layerFile).pipe(
+    Layer.provide(Layer.mergeAll(Durable.layer, SubstratPaths.layer(home))),
     Layer.orDie
   )
 

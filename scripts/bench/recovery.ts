@@ -18,12 +18,12 @@ import { randomUUID } from "node:crypto"
 import * as Orchestration from "../../src/agent/Orchestrator.js"
 import { Recovery } from "../../src/agent/Recovery.js"
 import { makePaths, SubstratPaths } from "../../src/config/Paths.js"
-import * as DurableLive from "../../src/durable/DurableLive.js"
-import * as EventLogFile from "../../src/eventlog/EventLogFile.js"
+import { Durable } from "../../src/storage/Durable.js"
 import * as ScriptedProvider from "../../src/provider/scripted/ScriptedProvider.js"
 import { MultiplexerConfig } from "../../src/session/Multiplexer.js"
-import * as SessionStoreFile from "../../src/session/SessionStoreFile.js"
 import type { BenchOptions, BenchResult } from "./types.js"
+import { EventLog } from "../../src/storage/EventLog.js"
+import { SessionStore } from "../../src/storage/SessionStore.js"
 
 export const name = "recovery"
 
@@ -132,8 +132,8 @@ const rawRead = (home: string): { ms: number; cpuMs: number; lines: number; byte
 const cpuMs = (u: NodeJS.CpuUsage): number => (u.user + u.system) / 1000
 
 const recover = async (home: string) => {
-  const storage = Layer.mergeAll(EventLogFile.layer, SessionStoreFile.layer).pipe(
-    Layer.provideMerge(Layer.mergeAll(DurableLive.layer, SubstratPaths.layer(home))),
+  const storage = Layer.mergeAll(EventLog.layerFile, SessionStore.layerFile).pipe(
+    Layer.provideMerge(Layer.mergeAll(Durable.layer, SubstratPaths.layer(home))),
     Layer.orDie
   )
   const rt = ManagedRuntime.make(

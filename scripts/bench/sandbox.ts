@@ -18,7 +18,7 @@ import { join } from "node:path"
 import { SubstratPaths } from "../../src/config/Paths.js"
 import { newTurnId } from "../../src/domain/ids.js"
 import { noLimits } from "../../src/domain/workspace.js"
-import { layer as DurableLive } from "../../src/durable/DurableLive.js"
+import { Durable } from "../../src/storage/Durable.js"
 import { Sandbox } from "../../src/sandbox/Sandbox.js"
 import { layerBwrap, probeBwrap, sandboxCommandLine } from "../../src/sandbox/SandboxBwrap.js"
 import { WorkspaceHistory } from "../../src/sandbox/WorkspaceHistory.js"
@@ -59,7 +59,7 @@ const time = async (n: number, f: () => Promise<unknown>) => {
 export const run = async (opts: BenchOptions): Promise<BenchResult> => {
   const T = fs.mkdtempSync(join(tmpdir(), "substrat-bench-sbx-"))
   const home = join(T, "home")
-  const base = Layer.mergeAll(DurableLive, SubstratPaths.layer(home), NodeContext.layer, WorkspaceUsage.layerNone)
+  const base = Layer.mergeAll(Durable.layer, SubstratPaths.layer(home), NodeContext.layer, WorkspaceUsage.layerNone)
   const store = WorkspaceStore.Default.pipe(Layer.provide(base))
   const history = WorkspaceHistory.Default.pipe(Layer.provide(store), Layer.provide(base))
   const rt = ManagedRuntime.make(Layer.mergeAll(store, history, layerBwrap().pipe(Layer.provide(NodeContext.layer))))

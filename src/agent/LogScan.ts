@@ -11,7 +11,7 @@ import { StringDecoder } from "node:string_decoder"
 import type { DurableError } from "../domain/errors.js"
 import { AgentCreatedData } from "../domain/events.js"
 import type { SessionId } from "../domain/ids.js"
-import type { DurableService } from "../durable/Durable.js"
+import type { DurableService } from "../storage/Durable.js"
 import { excerpt } from "./Inspection.js"
 import { type MessageSummary, RECENT_MESSAGES, RECENT_TURNS, type TurnSummary } from "./OrchestratorState.js"
 

@@ -23,8 +23,8 @@ import type { Paths } from "../config/Paths.js"
 import { DurableError, SessionStoreError } from "../domain/errors.js"
 import { SessionId } from "../domain/ids.js"
 import type { Session } from "../domain/session.js"
-import type { DurableService } from "../durable/Durable.js"
-import { ioError, parseRecord } from "../session/SessionStoreFile.js"
+import type { DurableService } from "../storage/Durable.js"
+import { ioError, parseRecord } from "../storage/SessionStore.js"
 import { foldBytes, scanLog, type SessionScan, WHOLE_FILE } from "./LogScan.js"
 
 /** One session directory as the read pass found it. */

@@ -20,7 +20,7 @@ import { type EventLogError, InvalidInputError, NotFoundError, RoutingError } fr
 import { type LogEvent, makeEvent } from "../domain/events.js"
 import { type AgentId, type MessageId, newMessageId } from "../domain/ids.js"
 import { MessageEnvelope, type MessageKind } from "../domain/message.js"
-import { EventLog } from "../eventlog/EventLog.js"
+import { EventLog } from "../storage/EventLog.js"
 import { USER } from "./AgentTree.js"
 import { addWork, noteMessage, OrchestratorState, type PendingRequest, type Trigger } from "./OrchestratorState.js"
 import { OutputBus } from "./OutputBus.js"

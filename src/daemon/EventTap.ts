@@ -3,7 +3,7 @@
 // EventLog port and knows nothing of this; subscribers see an entry only once it is durable.
 import { Context, Effect, Layer, PubSub, type Queue, type Scope } from "effect"
 import type { LogEntry } from "../domain/events.js"
-import { EventLog } from "../eventlog/EventLog.js"
+import { EventLog } from "../storage/EventLog.js"
 
 export interface EventTapService {
   /** A queue of every entry appended after this call, in append order per session. */

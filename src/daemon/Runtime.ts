@@ -7,15 +7,13 @@ import { Context, Effect, Layer } from "effect"
 import * as Orchestration from "../agent/Orchestrator.js"
 import { OrchestratorState } from "../agent/OrchestratorState.js"
 import type { SubstratPaths } from "../config/Paths.js"
-import * as DurableLive from "../durable/DurableLive.js"
-import * as EventLogFile from "../eventlog/EventLogFile.js"
+import { Durable } from "../storage/Durable.js"
 import * as RegistryLive from "../provider/registryLive.js"
 import * as SandboxBwrap from "../sandbox/SandboxBwrap.js"
 import { WorkspaceStore } from "../sandbox/WorkspaceStore.js"
 import { WorkspaceHistory } from "../sandbox/WorkspaceHistory.js"
 import { MultiplexerConfig } from "../session/Multiplexer.js"
-import { SessionStore } from "../session/SessionStore.js"
-import * as SessionStoreFile from "../session/SessionStoreFile.js"
+import { SessionStore } from "../storage/SessionStore.js"
 import { DaemonConfig } from "./Config.js"
 import * as EventTap from "./EventTap.js"
 import { layerStartupRecovery } from "../agent/RecoveryStartup.js"
@@ -23,6 +21,7 @@ import * as ChildWorkspacesLive from "./ChildWorkspacesLive.js"
 import { Transcript } from "./Transcript.js"
 import * as WorkspaceInUse from "./WorkspaceInUse.js"
 import * as WorkspaceTurnHook from "./WorkspaceTurnHook.js"
+import { EventLog } from "../storage/EventLog.js"
 
 /** What shutdown needs from orchestration. */
 export class Drain extends Context.Tag("substrat/daemon/Drain")<Drain, {
@@ -33,9 +32,9 @@ export class Drain extends Context.Tag("substrat/daemon/Drain")<Drain, {
 }>() {}
 
 const StorageLive = Layer.mergeAll(
-  EventTap.layer.pipe(Layer.provide(EventLogFile.layer)),
-  SessionStoreFile.layer
-).pipe(Layer.provideMerge(DurableLive.layer))
+  EventTap.layer.pipe(Layer.provide(EventLog.layerFile)),
+  SessionStore.layerFile
+).pipe(Layer.provideMerge(Durable.layer))
 
 const SlotsLive = Layer.unwrapEffect(Effect.map(DaemonConfig, (c) => MultiplexerConfig.layer(c.slots)))
 

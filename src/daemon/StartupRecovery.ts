@@ -3,7 +3,7 @@
 // (`SessionStore.recover`: ACTIVE → SUSPENDED); the recovery module (its own issue) provides a
 // layer that rebuilds the tree and re-injects pending messages.
 import { Context, Effect, Layer } from "effect"
-import { SessionStore } from "../session/SessionStore.js"
+import { SessionStore } from "../storage/SessionStore.js"
 
 export interface RecoveryReport {
   readonly sessions: number

@@ -14,7 +14,7 @@ import * as fsp from "node:fs/promises"
 import { SubstratPaths } from "../config/Paths.js"
 import type { LogEntry } from "../domain/events.js"
 import { SessionId } from "../domain/ids.js"
-import { Durable } from "../durable/Durable.js"
+import { Durable } from "../storage/Durable.js"
 import { EventTap } from "./EventTap.js"
 import { emptyNames, type KnownAgent, linesFor, logView, type Names, transcriptsFromLogs } from "./TranscriptLines.js"
 

@@ -6,7 +6,7 @@
 import { Effect, Layer } from "effect"
 import { TurnHooks } from "../agent/TurnHooks.js"
 import { makeEvent } from "../domain/events.js"
-import { EventLog } from "../eventlog/EventLog.js"
+import { EventLog } from "../storage/EventLog.js"
 import { WorkspaceHistory } from "../sandbox/WorkspaceHistory.js"
 
 export const layer: Layer.Layer<TurnHooks, never, WorkspaceHistory | EventLog> = Layer.effect(

@@ -11,7 +11,7 @@
 import { Effect, Layer } from "effect"
 import * as Path from "node:path"
 import { SubstratPaths } from "../config/Paths.js"
-import type { EventLog } from "../eventlog/EventLog.js"
+import type { EventLog } from "../storage/EventLog.js"
 import type { Sandbox } from "../sandbox/Sandbox.js"
 import type { WorkspaceStore } from "../sandbox/WorkspaceStore.js"
 import * as Claude from "./claude/ClaudeProvider.js"

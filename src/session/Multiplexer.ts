@@ -8,10 +8,10 @@ import type { EventLogError, ProviderError, SessionStoreError } from "../domain/
 import { makeEvent } from "../domain/events.js"
 import type { SessionId } from "../domain/ids.js"
 import { Session } from "../domain/session.js"
-import { EventLog } from "../eventlog/EventLog.js"
+import { EventLog } from "../storage/EventLog.js"
 import { parseProviderName, type ProviderContext, type ProviderService } from "../provider/Provider.js"
 import { ProviderRegistry } from "../provider/ProviderRegistry.js"
-import { SessionStore } from "./SessionStore.js"
+import { SessionStore } from "../storage/SessionStore.js"
 
 export class MultiplexerConfig extends Context.Tag("substrat/MultiplexerConfig")<MultiplexerConfig, {
   readonly slots: number

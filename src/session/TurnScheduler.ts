@@ -11,7 +11,7 @@ import { Deferred, Effect, Option, Ref, Stream } from "effect"
 import { ProviderError } from "../domain/errors.js"
 import { makeEvent } from "../domain/events.js"
 import { newTurnId, type SessionId, type TurnId } from "../domain/ids.js"
-import { EventLog } from "../eventlog/EventLog.js"
+import { EventLog } from "../storage/EventLog.js"
 import type { ProviderOutput } from "../provider/Provider.js"
 import { Multiplexer, type SessionBinding } from "./Multiplexer.js"
 

@@ -10,9 +10,8 @@ import { afterAll, describe, expect, it } from "vitest"
 import { SubstratPaths } from "../../src/config/Paths.js"
 import type { SessionId } from "../../src/domain/ids.js"
 import { Session } from "../../src/domain/session.js"
-import * as DurableLive from "../../src/durable/DurableLive.js"
-import { EventLog } from "../../src/eventlog/EventLog.js"
-import * as EventLogFile from "../../src/eventlog/EventLogFile.js"
+import { Durable } from "../../src/storage/Durable.js"
+import { EventLog } from "../../src/storage/EventLog.js"
 import { type Agent, cli, cliJson, daemons, isAlive, sleep, startDaemon, waitFor } from "../integration/daemon.support.js"
 import { fuzzProfile, prng } from "../support/fuzz.js"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
@@ -106,7 +105,7 @@ describe("kill -9 under a load of concurrent CLI sends", () => {
       }
       return result
     }).pipe(
-      Effect.provide(EventLogFile.layer.pipe(Layer.provide(Layer.mergeAll(DurableLive.layer, SubstratPaths.layer(home))))),
+      Effect.provide(EventLog.layerFile.pipe(Layer.provide(Layer.mergeAll(Durable.layer, SubstratPaths.layer(home))))),
       Effect.scoped
     )
     const logs = await Effect.runPromise(check)

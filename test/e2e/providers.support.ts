@@ -8,9 +8,8 @@ import * as Orchestration from "../../src/agent/Orchestrator.js"
 import { SubstratPaths } from "../../src/config/Paths.js"
 import type { EventData, LogEntry, LogEventName } from "../../src/domain/events.js"
 import type { SessionId } from "../../src/domain/ids.js"
-import * as DurableLive from "../../src/durable/DurableLive.js"
-import { EventLog } from "../../src/eventlog/EventLog.js"
-import * as EventLogFile from "../../src/eventlog/EventLogFile.js"
+import { Durable } from "../../src/storage/Durable.js"
+import { EventLog } from "../../src/storage/EventLog.js"
 import type { CliSettingsShape } from "../../src/provider/cli/CliSettings.js"
 import { defaultMcpServer } from "../../src/provider/cli/CliSettings.js"
 import * as RegistryLive from "../../src/provider/registryLive.js"
@@ -18,9 +17,9 @@ import * as SandboxBwrap from "../../src/sandbox/SandboxBwrap.js"
 import { WorkspaceStore } from "../../src/sandbox/WorkspaceStore.js"
 import { WorkspaceUsage } from "../../src/sandbox/WorkspaceUsage.js"
 import { MultiplexerConfig } from "../../src/session/Multiplexer.js"
-import * as SessionStoreFile from "../../src/session/SessionStoreFile.js"
 import type * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
 import { claudeBin, codexVendorDir, repoRoot } from "./support.js"
+import { SessionStore } from "../../src/storage/SessionStore.js"
 
 export const cursorStandIn = `${repoRoot}/test/fixtures/cursor-agent`
 
@@ -38,8 +37,8 @@ export const testSettings = (sockets: { readonly anthropic: string | null; reado
 })
 
 export const stackWith = (home: string, settings: CliSettingsShape, slots = 4) => {
-  const base = Layer.mergeAll(SubstratPaths.layer(home), DurableLive.layer, NodeContext.layer)
-  const storage = Layer.mergeAll(EventLogFile.layer, SessionStoreFile.layer)
+  const base = Layer.mergeAll(SubstratPaths.layer(home), Durable.layer, NodeContext.layer)
+  const storage = Layer.mergeAll(EventLog.layerFile, SessionStore.layerFile)
   const workspaces = WorkspaceStore.Default.pipe(Layer.provide(WorkspaceUsage.layerRegistry))
   const sandbox = SandboxBwrap.layerBwrap()
   return Orchestration.layer.pipe(

@@ -7,7 +7,7 @@ import { Arbitrary, Either, Schema } from "effect"
 import fc from "fast-check"
 import { LogEntry, LogEvent, LogLine, makeEvent } from "../../src/domain/events.js"
 import { SessionId } from "../../src/domain/ids.js"
-import { encodeEntryLine } from "../../src/eventlog/EventLogFile.js"
+import { encodeEntryLine } from "../../src/storage/EventLog.js"
 import { fuzzParams } from "../support/fuzz.js"
 
 const encodeLine = Schema.encodeEither(LogLine)

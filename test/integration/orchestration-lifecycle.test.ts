@@ -5,7 +5,7 @@ import { ToolHandler } from "../../src/agent/ToolHandler.js"
 import { ProviderRegistry } from "../../src/provider/ProviderRegistry.js"
 import type { Scripts } from "../../src/provider/scripted/Script.js"
 import { Multiplexer } from "../../src/session/Multiplexer.js"
-import { SessionStore } from "../../src/session/SessionStore.js"
+import { SessionStore } from "../../src/storage/SessionStore.js"
 import { dataOf, eventsOf, names, stack } from "./orchestration.support.js"
 
 describe("lifecycle, tools and errors", () => {

@@ -3,7 +3,7 @@ import { Effect, Option, Schema } from "effect"
 import { Orchestrator } from "../../src/agent/Orchestrator.js"
 import { ToolHandler } from "../../src/agent/ToolHandler.js"
 import type { ScriptInput, Scripts } from "../../src/provider/scripted/Script.js"
-import { SessionStore } from "../../src/session/SessionStore.js"
+import { SessionStore } from "../../src/storage/SessionStore.js"
 import { tmpDir } from "../support/tmp.js"
 import { dataOf, eventsOf, names, stack } from "./orchestration.support.js"
 

@@ -9,7 +9,7 @@ import { Orchestrator } from "../../src/agent/Orchestrator.js"
 import { Recovery } from "../../src/agent/Recovery.js"
 import { ToolHandler } from "../../src/agent/ToolHandler.js"
 import type { SessionId } from "../../src/domain/ids.js"
-import * as DurableLive from "../../src/durable/DurableLive.js"
+import { Durable } from "../../src/storage/Durable.js"
 import type { ScriptInput, Scripts } from "../../src/provider/scripted/Script.js"
 import * as ScriptedProvider from "../../src/provider/scripted/ScriptedProvider.js"
 import { MultiplexerConfig } from "../../src/session/Multiplexer.js"
@@ -195,7 +195,7 @@ describe("sync request timeouts (scripted provider, file EventLog, TestClock)", 
         Layer.provideMerge(Layer.mergeAll(
           ScriptedProvider.layer({ scripts }),
           MultiplexerConfig.layer(4),
-          storageOver(home, DurableLive.layer)
+          storageOver(home, Durable.layer)
         ))
       )
       // Life 1: two requests to w (busy for an hour): 30 s and 5 s. Then the daemon stops.

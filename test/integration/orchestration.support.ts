@@ -4,16 +4,13 @@ import { Effect, Layer, Stream } from "effect"
 import { SubstratPaths } from "../../src/config/Paths.js"
 import type { EventData, LogEntry, LogEventName } from "../../src/domain/events.js"
 import type { SessionId } from "../../src/domain/ids.js"
-import * as DurableLive from "../../src/durable/DurableLive.js"
-import { EventLog } from "../../src/eventlog/EventLog.js"
-import * as EventLogFile from "../../src/eventlog/EventLogFile.js"
-import * as EventLogMemory from "../../src/eventlog/EventLogMemory.js"
+import { Durable } from "../../src/storage/Durable.js"
+import { EventLog } from "../../src/storage/EventLog.js"
 import * as Orchestration from "../../src/agent/Orchestrator.js"
 import * as ScriptedProvider from "../../src/provider/scripted/ScriptedProvider.js"
 import type { Scripts } from "../../src/provider/scripted/Script.js"
 import { MultiplexerConfig } from "../../src/session/Multiplexer.js"
-import * as SessionStoreFile from "../../src/session/SessionStoreFile.js"
-import * as SessionStoreMemory from "../../src/session/SessionStoreMemory.js"
+import { SessionStore } from "../../src/storage/SessionStore.js"
 
 export interface StackOptions {
   readonly slots?: number
@@ -24,9 +21,9 @@ export interface StackOptions {
 
 export const storage = (home?: string) =>
   home === undefined
-    ? Layer.mergeAll(EventLogMemory.layerMemory, SessionStoreMemory.layerMemory)
-    : Layer.mergeAll(EventLogFile.layer, SessionStoreFile.layer).pipe(
-      Layer.provide(Layer.mergeAll(DurableLive.layer, SubstratPaths.layer(home))),
+    ? Layer.mergeAll(EventLog.layerMemory, SessionStore.layerMemory)
+    : Layer.mergeAll(EventLog.layerFile, SessionStore.layerFile).pipe(
+      Layer.provide(Layer.mergeAll(Durable.layer, SubstratPaths.layer(home))),
       Layer.orDie
     )
 

@@ -8,7 +8,7 @@ import * as Orchestration from "../../src/agent/Orchestrator.js"
 import { Orchestrator } from "../../src/agent/Orchestrator.js"
 import { Recovery } from "../../src/agent/Recovery.js"
 import type { AgentId } from "../../src/domain/ids.js"
-import * as DurableLive from "../../src/durable/DurableLive.js"
+import { Durable } from "../../src/storage/Durable.js"
 import { toolNames } from "../../src/mcp/ToolCatalog.js"
 import * as OpenAi from "../../src/provider/openai/OpenAiProvider.js"
 import { defaults, type OpenAiSettingsShape } from "../../src/provider/openai/Settings.js"
@@ -31,7 +31,7 @@ const settingsFor = (baseUrl: string, extra: Partial<OpenAiSettingsShape> = {}):
 
 /** Orchestrator + Recovery over the file layers of `home`; the registry: scripted + openai. */
 const life = (home: string, settings: OpenAiSettingsShape) => {
-  const storage = storageOver(home, DurableLive.layer)
+  const storage = storageOver(home, Durable.layer)
   const registry = Layer.effect(ProviderRegistry, Effect.map(OpenAi.factoryWith(settings), (f) => makeRegistry([scriptedFactory(), f])))
   return Recovery.Default.pipe(
     Layer.provideMerge(Orchestration.layer),

@@ -9,7 +9,7 @@ import type { AgentInspection } from "../../src/agent/Inspection.js"
 import { Orchestrator } from "../../src/agent/Orchestrator.js"
 import { makePaths } from "../../src/config/Paths.js"
 import type { AgentId } from "../../src/domain/ids.js"
-import * as DurableLive from "../../src/durable/DurableLive.js"
+import { Durable } from "../../src/storage/Durable.js"
 import type { Scripts } from "../../src/provider/scripted/Script.js"
 import { withTmp } from "../support/tmp.js"
 import { readLogEvents, recoverLife, startLife, trackedScripted } from "./recovery.support.js"
@@ -71,7 +71,7 @@ const inspectAll = (o: Orchestrator, ids: ReadonlyArray<AgentId>) =>
 describe("recovery: recent activity", () => {
   it("inspect shows the same recent turns and messages after a restart (and after a second one)", async () => {
     await withTmp(async (home) => {
-      const life = startLife(home, DurableLive.layer, registryOf(scripts))
+      const life = startLife(home, Durable.layer, registryOf(scripts))
       let ids: ReadonlyArray<AgentId>
       let before: ReadonlyArray<Recent>
       try {
@@ -149,7 +149,7 @@ describe("recovery: recent activity", () => {
         },
         w1: { steps: [{ text: "done" }], after: "silent" }
       }
-      const life = startLife(home, DurableLive.layer, registryOf(ask))
+      const life = startLife(home, Durable.layer, registryOf(ask))
       const ids = await life.runPromise(Effect.flatMap(Orchestrator, (o) =>
         Effect.gen(function*() {
           const boss = yield* o.createRoot({ name: "boss", instructions: "manage", provider: "scripted" })

@@ -11,13 +11,11 @@ import { OrchestratorState } from "../../src/agent/OrchestratorState.js"
 import { SubstratPaths } from "../../src/config/Paths.js"
 import type { LogEvent } from "../../src/domain/events.js"
 import type { AgentId } from "../../src/domain/ids.js"
-import { makeCrashing, type Step } from "../../src/durable/DurableCrash.js"
-import type { Primitives } from "../../src/durable/DurableLive.js"
-import { EventLog } from "../../src/eventlog/EventLog.js"
-import * as EventLogFile from "../../src/eventlog/EventLogFile.js"
+import { makeCrashing, type Step } from "../../src/storage/DurableCrash.js"
+import type { Primitives } from "../../src/storage/Durable.js"
+import { EventLog } from "../../src/storage/EventLog.js"
 import type { Scripts } from "../../src/provider/scripted/Script.js"
-import { SessionStore } from "../../src/session/SessionStore.js"
-import * as SessionStoreFile from "../../src/session/SessionStoreFile.js"
+import { SessionStore } from "../../src/storage/SessionStore.js"
 import * as fs from "node:fs"
 import { makePaths } from "../../src/config/Paths.js"
 import { withTmp } from "../support/tmp.js"
@@ -115,9 +113,9 @@ const labelling = (base: Primitives, l: Labeller): Primitives => ({
 })
 
 /** File storage over `durable`, with proxies that tell the labeller which operation runs. */
-const storage = (home: string, durable: Layer.Layer<import("../../src/durable/Durable.js").Durable>, l: Labeller | null) => {
+const storage = (home: string, durable: Layer.Layer<import("../../src/storage/Durable.js").Durable>, l: Labeller | null) => {
   const base = Layer.mergeAll(durable, SubstratPaths.layer(home))
-  const files = Layer.mergeAll(EventLogFile.layer, SessionStoreFile.layer).pipe(Layer.provide(base), Layer.orDie)
+  const files = Layer.mergeAll(EventLog.layerFile, SessionStore.layerFile).pipe(Layer.provide(base), Layer.orDie)
   if (l === null) return Layer.merge(files, base)
   const proxies = Layer.mergeAll(
     Layer.effect(

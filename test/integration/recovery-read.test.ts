@@ -3,7 +3,7 @@
 // Durable stat of each WAL file — on real files covering its branches: orphan directory, absent
 // log, torn tail, pending file, a log larger than the whole-file buffer (streamed), a record
 // larger than that buffer, non-ASCII bytes, stray entries. And the hand-checked record decode
-// (SessionStoreFile.parseRecord) accepts and builds exactly what the Schema decode does.
+// (SessionStore.parseRecord) accepts and builds exactly what the Schema decode does.
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either, Option, Schema } from "effect"
 import * as fs from "node:fs"
@@ -14,14 +14,14 @@ import { makePaths } from "../../src/config/Paths.js"
 import { AgentCreatedData } from "../../src/domain/events.js"
 import type { SessionId } from "../../src/domain/ids.js"
 import { Session } from "../../src/domain/session.js"
-import * as DurableLive from "../../src/durable/DurableLive.js"
-import { SessionStore } from "../../src/session/SessionStore.js"
-import { parseRecord } from "../../src/session/SessionStoreFile.js"
+import { live as durableLive } from "../../src/storage/Durable.js"
+import { SessionStore } from "../../src/storage/SessionStore.js"
+import { parseRecord } from "../../src/storage/SessionStore.js"
 import { sid, storeLayer } from "../support/logs.js"
 import { tmpDir } from "../support/tmp.js"
 
 const TS = "2026-01-01T00:00:00.000Z"
-const durable = DurableLive.live
+const durable = durableLive
 
 const record = (id: string, extra: Record<string, unknown> = {}) =>
   JSON.stringify({

@@ -13,20 +13,17 @@ import { makePaths, SubstratPaths } from "../../src/config/Paths.js"
 import { LogLine } from "../../src/domain/events.js"
 import type { AgentId, SessionId } from "../../src/domain/ids.js"
 import { Session } from "../../src/domain/session.js"
-import type { Durable } from "../../src/durable/Durable.js"
-import { makeCrashing } from "../../src/durable/DurableCrash.js"
-import * as DurableLive from "../../src/durable/DurableLive.js"
-import { nodePrimitives, type Primitives } from "../../src/durable/DurableLive.js"
+import { Durable } from "../../src/storage/Durable.js"
+import { makeCrashing } from "../../src/storage/DurableCrash.js"
+import { nodePrimitives, type Primitives } from "../../src/storage/Durable.js"
 import { DurableError } from "../../src/domain/errors.js"
-import type { EventLog } from "../../src/eventlog/EventLog.js"
-import * as EventLogFile from "../../src/eventlog/EventLogFile.js"
 import type { ProviderFactory, ToolInvoker } from "../../src/provider/Provider.js"
 import { ProviderRegistry } from "../../src/provider/ProviderRegistry.js"
 import type { Scripts } from "../../src/provider/scripted/Script.js"
 import { makeScripted } from "../../src/provider/scripted/ScriptedProvider.js"
 import { MultiplexerConfig } from "../../src/session/Multiplexer.js"
-import { SessionStore } from "../../src/session/SessionStore.js"
-import * as SessionStoreFile from "../../src/session/SessionStoreFile.js"
+import { SessionStore } from "../../src/storage/SessionStore.js"
+import { EventLog } from "../../src/storage/EventLog.js"
 
 /**
  * Deterministic primitives for crash enumeration: every call synchronous (no libuv callbacks,
@@ -106,7 +103,7 @@ export const trackedScripted = (scripts: Scripts, acks: AckLog, alive: () => boo
 }
 
 export const storageOver = (home: string, durable: Layer.Layer<Durable>) =>
-  Layer.mergeAll(EventLogFile.layer, SessionStoreFile.layer).pipe(
+  Layer.mergeAll(EventLog.layerFile, SessionStore.layerFile).pipe(
     Layer.provideMerge(Layer.mergeAll(durable, SubstratPaths.layer(home))),
     Layer.orDie
   )
@@ -180,7 +177,7 @@ export const recoverLife = async (
   home: string,
   registry: Layer.Layer<ProviderRegistry>,
   options: RecoveryOptions = { resume: false },
-  durable: Layer.Layer<Durable> = DurableLive.layer
+  durable: Layer.Layer<Durable> = Durable.layer
 ) => {
   const life = startLife(home, durable, registry)
   const report: RecoveryReport = await life.runPromise(Effect.flatMap(Recovery, (r) => r.run(options)))

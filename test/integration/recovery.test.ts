@@ -12,12 +12,12 @@ import { makePaths } from "../../src/config/Paths.js"
 import { makeEvent } from "../../src/domain/events.js"
 import { type AgentId, newSessionId, newTurnId, type SessionId } from "../../src/domain/ids.js"
 import { makeSession } from "../../src/domain/session.js"
-import { makeCrashing } from "../../src/durable/DurableCrash.js"
-import * as DurableLive from "../../src/durable/DurableLive.js"
-import { EventLog } from "../../src/eventlog/EventLog.js"
+import { makeCrashing } from "../../src/storage/DurableCrash.js"
+import { Durable } from "../../src/storage/Durable.js"
+import { EventLog } from "../../src/storage/EventLog.js"
 import { StartupRecovery } from "../../src/daemon/StartupRecovery.js"
 import type { Scripts } from "../../src/provider/scripted/Script.js"
-import { SessionStore } from "../../src/session/SessionStore.js"
+import { SessionStore } from "../../src/storage/SessionStore.js"
 import { withTmp } from "../support/tmp.js"
 import {
   checkOracle,
@@ -35,7 +35,7 @@ const registryOf = (scripts: Scripts) => trackedScripted(scripts, { messages: []
 
 /** Run `f` in one daemon life on `home` (real layers), wait for idle, drop the life. */
 const life = async <A>(home: string, scripts: Scripts, f: (o: Orchestrator) => Effect.Effect<A, unknown>) => {
-  const rt = startLife(home, DurableLive.layer, registryOf(scripts))
+  const rt = startLife(home, Durable.layer, registryOf(scripts))
   try {
     return await rt.runPromise(Effect.flatMap(Orchestrator, (o) => Effect.zipLeft(f(o), o.awaitIdle)))
   } finally {
@@ -113,7 +113,7 @@ describe("recovery", () => {
         e.event === "message.enqueued" && e.data["kind"] === "request"
       )!.data["id"] as string
       cutFrom(home, ids.boss.session_id, (e) => e.event === "message.enqueued" && e.data["reply_to"] === request)
-      const rt = startLife(home, DurableLive.layer, registryOf(askScripts))
+      const rt = startLife(home, Durable.layer, registryOf(askScripts))
       try {
         const report = await rt.runPromise(Effect.flatMap(Recovery, (r) => r.run()))
         expect(report.repliesRedelivered).toBeGreaterThanOrEqual(1)
@@ -198,11 +198,11 @@ describe("recovery", () => {
           return n
         }))
       // Crash mid-turn: turn.start of a third turn is durable, nothing after it.
-      const rt0 = startLife(home, DurableLive.layer, registryOf(scripts))
+      const rt0 = startLife(home, Durable.layer, registryOf(scripts))
       await rt0.runPromise(Effect.flatMap(EventLog, (log) =>
         log.append(solo.session_id, makeEvent("turn.start", { turn_id: newTurnId(), prompt: "write the report" }))))
       await rt0.dispose()
-      const rt = startLife(home, DurableLive.layer, registryOf(scripts))
+      const rt = startLife(home, Durable.layer, registryOf(scripts))
       try {
         const report = await rt.runPromise(Effect.flatMap(Recovery, (r) => r.run()))
         expect(report.interruptedTurns).toBe(1)
@@ -233,7 +233,7 @@ describe("recovery", () => {
         }))
       // Simulate: the turn that consumed `a` was interrupted (cut from its turn.complete).
       cutFrom(home, boss.session_id, (e) => e.event === "turn.complete")
-      const rt1 = startLife(home, DurableLive.layer, registryOf(scripts))
+      const rt1 = startLife(home, Durable.layer, registryOf(scripts))
       const bId = await rt1.runPromise(Effect.flatMap(EventLog, (log) =>
         Effect.gen(function*() {
           const env = {
@@ -279,7 +279,7 @@ describe("recovery", () => {
       const paths = makePaths(home)
       // Orphan 1: a record and session.created, no agent.created (crash at P2).
       const orphan = newSessionId()
-      const rt0 = startLife(home, DurableLive.layer, registryOf(scripts))
+      const rt0 = startLife(home, Durable.layer, registryOf(scripts))
       await rt0.runPromise(Effect.gen(function*() {
         const st = yield* SessionStore
         yield* st.save(makeSession({ id: orphan, provider_name: "scripted", now: new Date().toISOString() }))
@@ -440,7 +440,7 @@ describe("recovery", () => {
           yield* o.spawn(a.id, { name: "b", instructions: "y" })
         }))
       const rt = ManagedRuntime.make(
-        layerStartupRecovery.pipe(Layer.provideMerge(lifeLayer(home, DurableLive.layer, registryOf({}))))
+        layerStartupRecovery.pipe(Layer.provideMerge(lifeLayer(home, Durable.layer, registryOf({}))))
       )
       try {
         const report = await rt.runPromise(Effect.flatMap(StartupRecovery, (r) => r.run))

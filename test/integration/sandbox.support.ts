@@ -4,7 +4,7 @@ import { NodeContext } from "@effect/platform-node"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import * as fs from "node:fs"
 import { SubstratPaths } from "../../src/config/Paths.js"
-import { layer as DurableLive } from "../../src/durable/DurableLive.js"
+import { Durable } from "../../src/storage/Durable.js"
 import { Sandbox } from "../../src/sandbox/Sandbox.js"
 import { layerBwrap, type SandboxIdentity } from "../../src/sandbox/SandboxBwrap.js"
 import { WorkspaceHistory } from "../../src/sandbox/WorkspaceHistory.js"
@@ -47,7 +47,7 @@ export const identities: ReadonlyArray<IdentityCase> = isRoot
   : [{ label: `uid ${process.getuid?.() ?? "?"} (as-is, unprivileged)`, identity: { mode: "as-is" }, needsTraversal: false, nprocEnforced: true }]
 
 export const makeRuntime = (home: string, identity: SandboxIdentity, usage: Layer.Layer<WorkspaceUsage> = WorkspaceUsage.layerNone) => {
-  const base = Layer.mergeAll(DurableLive, SubstratPaths.layer(home), NodeContext.layer, usage)
+  const base = Layer.mergeAll(Durable.layer, SubstratPaths.layer(home), NodeContext.layer, usage)
   const store = WorkspaceStore.Default.pipe(Layer.provide(base))
   const history = WorkspaceHistory.Default.pipe(Layer.provide(store), Layer.provide(base))
   const sandbox = layerBwrap({ identity, killGraceMs: 1000 }).pipe(Layer.provide(NodeContext.layer))

@@ -5,7 +5,7 @@ import * as fs from "node:fs"
 import { join } from "node:path"
 import { makePaths } from "../../src/config/Paths.js"
 import { makeSession, Session } from "../../src/domain/session.js"
-import { SessionStore } from "../../src/session/SessionStore.js"
+import { SessionStore } from "../../src/storage/SessionStore.js"
 import { sid, storeLayer } from "../support/logs.js"
 import { tmpDir } from "../support/tmp.js"
 

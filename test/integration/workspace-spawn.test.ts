@@ -16,16 +16,16 @@ import * as WorkspaceInUse from "../../src/daemon/WorkspaceInUse.js"
 import * as WorkspaceTurnHook from "../../src/daemon/WorkspaceTurnHook.js"
 import type { LogEntry } from "../../src/domain/events.js"
 import { type AgentId, type SessionId, WorkspaceId } from "../../src/domain/ids.js"
-import * as DurableLive from "../../src/durable/DurableLive.js"
-import * as EventLogFile from "../../src/eventlog/EventLogFile.js"
+import { Durable } from "../../src/storage/Durable.js"
 import type { Scripts } from "../../src/provider/scripted/Script.js"
 import * as ScriptedProvider from "../../src/provider/scripted/ScriptedProvider.js"
 import { WorkspaceHistory } from "../../src/sandbox/WorkspaceHistory.js"
 import { WorkspaceStore } from "../../src/sandbox/WorkspaceStore.js"
 import { MultiplexerConfig } from "../../src/session/Multiplexer.js"
-import * as SessionStoreFile from "../../src/session/SessionStoreFile.js"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
 import { dataOf, eventsOf, stack } from "./orchestration.support.js"
+import { EventLog } from "../../src/storage/EventLog.js"
+import { SessionStore } from "../../src/storage/SessionStore.js"
 
 const spawn = (name: string, workspace_subdir?: string | null) => ({
   tool: "spawn_agent",
@@ -55,8 +55,8 @@ const scripts: Scripts = {
 
 /** The daemon's composition (src/daemon/Runtime.ts) over a scripted provider with our book. */
 const runtimeFor = (home: string) => {
-  const base = Layer.mergeAll(DurableLive.layer, SubstratPaths.layer(home))
-  const storage = Layer.mergeAll(EventLogFile.layer, SessionStoreFile.layer).pipe(Layer.provideMerge(base))
+  const base = Layer.mergeAll(Durable.layer, SubstratPaths.layer(home))
+  const storage = Layer.mergeAll(EventLog.layerFile, SessionStore.layerFile).pipe(Layer.provideMerge(base))
   const store = WorkspaceStore.Default.pipe(Layer.provide(Layer.mergeAll(WorkspaceInUse.layer, NodeContext.layer)))
   const workspaces = Layer.mergeAll(WorkspaceTurnHook.layer, ChildWorkspacesLive.layer).pipe(
     Layer.provideMerge(WorkspaceHistory.Default),

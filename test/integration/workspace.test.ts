@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { SubstratPaths } from "../../src/config/Paths.js"
 import { newTurnId } from "../../src/domain/ids.js"
 import { noLimits, ResourceLimits, WorkspaceSpec } from "../../src/domain/workspace.js"
-import { layer as DurableLive } from "../../src/durable/DurableLive.js"
+import { Durable } from "../../src/storage/Durable.js"
 import { Sandbox } from "../../src/sandbox/Sandbox.js"
 import { layerBwrap } from "../../src/sandbox/SandboxBwrap.js"
 import { WorkspaceHistory } from "../../src/sandbox/WorkspaceHistory.js"
@@ -23,7 +23,7 @@ const home = () => join(T, "home")
 
 beforeAll(() => {
   T = fs.mkdtempSync(join(tmpdir(), "substrat-ws-"))
-  const base = Layer.mergeAll(DurableLive, SubstratPaths.layer(home()), NodeContext.layer, WorkspaceUsage.layerRegistry)
+  const base = Layer.mergeAll(Durable.layer, SubstratPaths.layer(home()), NodeContext.layer, WorkspaceUsage.layerRegistry)
   const store = WorkspaceStore.Default.pipe(Layer.provide(base))
   const history = WorkspaceHistory.Default.pipe(Layer.provide(store), Layer.provide(base))
   rt = ManagedRuntime.make(Layer.mergeAll(store, history, layerBwrap().pipe(Layer.provide(NodeContext.layer)), base))

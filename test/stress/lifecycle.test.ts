@@ -10,7 +10,7 @@ import { OrchestratorState } from "../../src/agent/OrchestratorState.js"
 import { ToolHandler } from "../../src/agent/ToolHandler.js"
 import type { AgentId } from "../../src/domain/ids.js"
 import { Multiplexer } from "../../src/session/Multiplexer.js"
-import { SessionStore } from "../../src/session/SessionStore.js"
+import { SessionStore } from "../../src/storage/SessionStore.js"
 import { stack } from "../integration/orchestration.support.js"
 import { fuzzParams } from "../support/fuzz.js"
 

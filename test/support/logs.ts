@@ -3,19 +3,17 @@ import { Effect, Layer, Stream } from "effect"
 import { SubstratPaths } from "../../src/config/Paths.js"
 import { type LogEntry, makeEvent } from "../../src/domain/events.js"
 import { type SessionId, TurnId } from "../../src/domain/ids.js"
-import type { Durable } from "../../src/durable/Durable.js"
-import * as DurableLive from "../../src/durable/DurableLive.js"
-import { EventLog } from "../../src/eventlog/EventLog.js"
-import * as EventLogFile from "../../src/eventlog/EventLogFile.js"
-import * as SessionStoreFile from "../../src/session/SessionStoreFile.js"
+import { Durable } from "../../src/storage/Durable.js"
+import { EventLog } from "../../src/storage/EventLog.js"
+import { SessionStore } from "../../src/storage/SessionStore.js"
 
 /** The EventLog file layer on `home`, over the given Durable (default: real). */
-export const fileLayers = (home: string, durable: Layer.Layer<Durable> = DurableLive.layer) =>
-  EventLogFile.layer.pipe(Layer.provideMerge(Layer.merge(durable, SubstratPaths.layer(home))))
+export const fileLayers = (home: string, durable: Layer.Layer<Durable> = Durable.layer) =>
+  EventLog.layerFile.pipe(Layer.provideMerge(Layer.merge(durable, SubstratPaths.layer(home))))
 
 /** The SessionStore file layer on `home`, over the given Durable (default: real). */
-export const storeLayer = (home: string, durable: Layer.Layer<Durable> = DurableLive.layer) =>
-  SessionStoreFile.layer.pipe(Layer.provideMerge(Layer.merge(durable, SubstratPaths.layer(home))))
+export const storeLayer = (home: string, durable: Layer.Layer<Durable> = Durable.layer) =>
+  SessionStore.layerFile.pipe(Layer.provideMerge(Layer.merge(durable, SubstratPaths.layer(home))))
 
 /** A deterministic, recognisable event: turn.start with prompt `tag`. */
 export const ev = (tag: string) =>

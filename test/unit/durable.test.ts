@@ -2,8 +2,8 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Option, Stream } from "effect"
 import * as fs from "node:fs"
 import { join } from "node:path"
-import { makeCrashing } from "../../src/durable/DurableCrash.js"
-import { live } from "../../src/durable/DurableLive.js"
+import { makeCrashing } from "../../src/storage/DurableCrash.js"
+import { live } from "../../src/storage/Durable.js"
 import { tmpDir } from "../support/tmp.js"
 
 const bytes = (s: string) => new TextEncoder().encode(s)

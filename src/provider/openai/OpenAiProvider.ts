@@ -14,7 +14,7 @@
 import { Effect, Schema, Stream } from "effect"
 import { ProviderError } from "../../domain/errors.js"
 import type { SessionId } from "../../domain/ids.js"
-import { EventLog, type EventLogService } from "../../eventlog/EventLog.js"
+import { EventLog, type EventLogService } from "../../storage/EventLog.js"
 import type { ProviderContext, ProviderFactory, ProviderOutput, ProviderService } from "../Provider.js"
 import { ChatAccumulator, type ChatError, streamCompletion } from "./ChatClient.js"
 import type { AssembledCall, ChatUsage } from "./ChatStream.js"

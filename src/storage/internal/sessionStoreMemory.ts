@@ -1,14 +1,14 @@
 // In-memory SessionStore: same contract as the file layer, no durability.
-import { Effect, Layer, Ref } from "effect"
-import { SessionStoreError } from "../domain/errors.js"
-import type { SessionId } from "../domain/ids.js"
-import { Session } from "../domain/session.js"
-import { SessionStore } from "./SessionStore.js"
+import { Effect, Ref } from "effect"
+import { SessionStoreError } from "../../domain/errors.js"
+import type { SessionId } from "../../domain/ids.js"
+import { Session } from "../../domain/session.js"
+import type { SessionStoreService } from "../SessionStore.js"
 
 export const makeMemory = Effect.gen(function*() {
   const records = yield* Ref.make(new Map<SessionId, Session>())
   const scan = Ref.get(records).pipe(Effect.map((m) => [...m.values()]))
-  return SessionStore.of({
+  const service: SessionStoreService = {
     save: (session) => Ref.update(records, (m) => new Map(m).set(session.id, session)),
     load: (id) =>
       Ref.get(records).pipe(
@@ -34,7 +34,6 @@ export const makeMemory = Effect.gen(function*() {
       }
       return next
     }).pipe(Effect.map((m) => [...m.values()]))
-  })
+  }
+  return service
 })
-
-export const layerMemory: Layer.Layer<SessionStore> = Layer.effect(SessionStore, makeMemory)

@@ -1,4 +1,4 @@
-// File layer of the EventLog port: `agents/<sid>/events.jsonl`, one JSON entry per line,
+// File implementation of the EventLog port (`EventLog.layerFile`, ../EventLog.ts): `agents/<sid>/events.jsonl`, one JSON entry per line,
 // appended through the pending-file WAL of seed 001 (docs/recovery.md):
 //   1. write the line to `events.pending`, fsync      (Durable.writeSync)
 //   2. append it to `events.jsonl`, fsync             (the session's AppendHandle, kept open)
@@ -6,14 +6,14 @@
 // Open/repair: cut a torn trailing line, replay a valid pending entry unless the log already
 // ends with it, discard a torn pending file (it was never acknowledged). `*.tmp` is ignored.
 // Each session has its own lock (appends ordered) and its own fds (no cross-session waiting).
-import { Cause, Chunk, Effect, Either, ExecutionStrategy, Exit, Layer, Option, Schema, Scope, Stream } from "effect"
+import { Cause, Chunk, Effect, Either, ExecutionStrategy, Exit, Option, Schema, Scope, Stream } from "effect"
 import { TextDecoder } from "node:util"
-import { SubstratPaths } from "../config/Paths.js"
-import { type DurableError, EventLogError } from "../domain/errors.js"
-import { LogEntry, LogEvent } from "../domain/events.js"
-import { SessionId } from "../domain/ids.js"
-import { type AppendHandle, Durable } from "../durable/Durable.js"
-import { EventLog, type RepairReport } from "./EventLog.js"
+import { SubstratPaths } from "../../config/Paths.js"
+import { type DurableError, EventLogError } from "../../domain/errors.js"
+import { LogEntry, LogEvent } from "../../domain/events.js"
+import { SessionId } from "../../domain/ids.js"
+import { type AppendHandle, Durable } from "../Durable.js"
+import type { EventLogService, RepairReport } from "../EventLog.js"
 
 /**
  * A session's lock. Free (the usual case): taken by setting a flag — no fiber suspension, no
@@ -260,7 +260,7 @@ export const make = Effect.gen(function*() {
   // The hot path (scripts/bench/eventlog.ts): untraced (a span + call-site capture per append
   // cost ~20% of the Effect side's CPU), no generator, `data` encoded before the lock, the lock
   // a flag, the WAL one uninterruptible Durable chain, no per-call named closures (see
-  // DurableLive's `attempt`). Everything here runs cache-cold after each fsync wait, so each
+  // durableNode's `attempt`). Everything here runs cache-cold after each fsync wait, so each
   // fiber step and each Schema layer shows.
   const append = (session: SessionId, event: LogEvent): Effect.Effect<LogEntry, EventLogError> =>
     Effect.suspend(() => {
@@ -363,8 +363,7 @@ export const make = Effect.gen(function*() {
     })).pipe(Effect.mapError(ioError))
   })
 
-  return EventLog.of({ append, read, repair, close, remove })
+  const service: EventLogService = { append, read, repair, close, remove }
+  return service
 })
 
-/** The file-backed EventLog; open handles are released with the layer's scope. */
-export const layer: Layer.Layer<EventLog, never, Durable | SubstratPaths> = Layer.scoped(EventLog, make)

@@ -1,13 +1,13 @@
-// The real Durable layer (node:fs). Composite operations are written once, in `makeDurable`,
-// over a small set of primitives (`Primitives`): the real ones here, the crash-injecting ones
-// in DurableCrash.ts. Cheap calls that only touch the page cache (open, write, rename, unlink)
-// are synchronous; fsync runs on the libuv pool so a slow flush never blocks the event loop
+// The real Durable implementation (node:fs), provided by `Durable.layer` (../Durable.ts). Composite
+// operations are written once, in `makeDurable`, over a small set of primitives (`Primitives`):
+// the real ones here, the crash-injecting ones in ../DurableCrash.ts. Cheap calls that only touch
+// the page cache (open, write, rename, unlink) are synchronous; fsync runs on the libuv pool so a slow flush never blocks the event loop
 // and different files' fsyncs overlap (the EventLog relies on that across sessions).
-import { Chunk, Effect, Layer, Option, type Scope, Stream } from "effect"
+import { Chunk, Effect, Option, type Scope, Stream } from "effect"
 import * as fs from "node:fs"
 import { dirname } from "node:path"
-import { DurableError } from "../domain/errors.js"
-import { type AppendHandle, type DirEntry, Durable, type DurableService } from "./Durable.js"
+import { DurableError } from "../../domain/errors.js"
+import type { AppendHandle, DirEntry, DurableService } from "../Durable.js"
 
 type Op = DurableError["op"]
 
@@ -277,4 +277,3 @@ export const makeDurable = (p: Primitives): DurableService => {
 /** The real, node:fs-backed Durable service. */
 export const live: DurableService = makeDurable(nodePrimitives)
 
-export const layer: Layer.Layer<Durable> = Layer.succeed(Durable, live)

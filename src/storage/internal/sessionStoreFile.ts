@@ -1,17 +1,17 @@
-// File layer of the SessionStore port: `agents/<session-id>/session.json` under $SUBSTRAT_HOME,
+// File implementation of the SessionStore port (`SessionStore.layerFile`, ../SessionStore.ts): `agents/<session-id>/session.json` under $SUBSTRAT_HOME,
 // each save an atomic replace (tmp → fsync → rename → fsync dir) through Durable, so a record
 // on disk is always a whole old or a whole new version. `provider_state` is base64 (the
 // Session schema encodes it). `scan` ignores `*.tmp` and directories without a record; a
 // record that does not decode fails the scan with a typed error naming it (docs/recovery.md).
-import { Clock, Effect, Either, Layer, Option, Schema } from "effect"
+import { Clock, Effect, Either, Option, Schema } from "effect"
 import { isAscii } from "node:buffer"
 import { TextDecoder } from "node:util"
-import { SubstratPaths } from "../config/Paths.js"
-import { type DurableError, SessionStoreError } from "../domain/errors.js"
-import { SessionId } from "../domain/ids.js"
-import { Session, transition } from "../domain/session.js"
-import { Durable, type DurableService } from "../durable/Durable.js"
-import { SessionStore } from "./SessionStore.js"
+import { SubstratPaths } from "../../config/Paths.js"
+import { type DurableError, SessionStoreError } from "../../domain/errors.js"
+import { SessionId } from "../../domain/ids.js"
+import { Session, transition } from "../../domain/session.js"
+import { Durable, type DurableService } from "../Durable.js"
+import type { SessionStoreService } from "../SessionStore.js"
 
 const SessionJson = Schema.parseJson(Session)
 const encodeRecord = Schema.encode(SessionJson)
@@ -170,11 +170,7 @@ export const make = Effect.gen(function*() {
     return out as ReadonlyArray<Session>
   }).pipe(Effect.withSpan("SessionStore.recover"))
 
-  return SessionStore.of({ save, load, scan, delete: del, recover })
+  const service: SessionStoreService = { save, load, scan, delete: del, recover }
+  return service
 })
 
-/** File-backed SessionStore; creates `$SUBSTRAT_HOME/agents` (0700) when it starts. */
-export const layer: Layer.Layer<SessionStore, SessionStoreError, Durable | SubstratPaths> = Layer.effect(
-  SessionStore,
-  make
-)

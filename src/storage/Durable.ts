@@ -1,10 +1,11 @@
 // Durable file writes (port). Every record and log write in the project goes through this
 // service so the crash-injecting test layer can intercept each I/O sub-step
-// (write, fsync, rename, unlink, dir fsync). Implementations: `layer` (real, node:fs) in
-// DurableLive.ts and `makeCrashing` (test: crashes at the Nth sub-step) in DurableCrash.ts.
+// (write, fsync, rename, unlink, dir fsync). Layers: `Durable.layer` (real, node:fs;
+// internal/durableNode.ts) and `makeCrashing` (test: crashes at the Nth sub-step) in DurableCrash.ts.
 // Both are built from the same `makeDurable(primitives)`, so the composite operations
 // (replaceAtomic, …) are byte-for-byte the same code in production and under crash injection.
-import { Context, type Effect, type Option, type Scope, type Stream } from "effect"
+import { Context, type Effect, Layer, type Option, type Scope, type Stream } from "effect"
+import { live } from "./internal/durableNode.js"
 import type { DurableError } from "../domain/errors.js"
 
 /** An open append-only file. `append` returns only after the bytes are fsync'd. */
@@ -63,4 +64,9 @@ export interface DurableService {
   ) => Stream.Stream<Uint8Array, DurableError>
 }
 
-export class Durable extends Context.Tag("substrat/Durable")<Durable, DurableService>() {}
+export class Durable extends Context.Tag("substrat/Durable")<Durable, DurableService>() {
+  /** The real layer: node:fs, fsync on the libuv pool (internal/durableNode.ts). */
+  static readonly layer: Layer.Layer<Durable> = Layer.succeed(Durable, live)
+}
+
+export { live, makeDurable, nodePrimitives, type OpenMode, type Primitives } from "./internal/durableNode.js"

@@ -12,7 +12,7 @@
 import { Effect, Layer } from "effect"
 import { DurableError } from "../domain/errors.js"
 import { Durable, type DurableService } from "./Durable.js"
-import { makeDurable, nodePrimitives, type Primitives } from "./DurableLive.js"
+import { makeDurable, nodePrimitives, type Primitives } from "./internal/durableNode.js"
 
 export type StepKind =
   | "open"

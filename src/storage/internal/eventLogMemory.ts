@@ -1,13 +1,13 @@
 // In-memory EventLog: same contract as the file layer, no durability. For embedders' tests and
 // the pure orchestration tests.
-import { Clock, Effect, Layer, Ref, Stream } from "effect"
-import type { LogEntry, LogEvent } from "../domain/events.js"
-import type { SessionId } from "../domain/ids.js"
-import { EventLog } from "./EventLog.js"
+import { Clock, Effect, Ref, Stream } from "effect"
+import type { LogEntry, LogEvent } from "../../domain/events.js"
+import type { SessionId } from "../../domain/ids.js"
+import type { EventLogService } from "../EventLog.js"
 
 export const makeMemory = Effect.gen(function*() {
   const logs = yield* Ref.make(new Map<SessionId, ReadonlyArray<LogEntry>>())
-  return EventLog.of({
+  const service: EventLogService = {
     append: Effect.fn("EventLog.append")(function*(session: SessionId, event: LogEvent) {
       const ms = yield* Clock.currentTimeMillis
       const entry = { ...event, ts: new Date(ms).toISOString(), session_id: session } as LogEntry
@@ -25,7 +25,6 @@ export const makeMemory = Effect.gen(function*() {
         next.delete(session)
         return next
       })
-  })
+  }
+  return service
 })
-
-export const layerMemory: Layer.Layer<EventLog> = Layer.effect(EventLog, makeMemory)

@@ -1,9 +1,13 @@
-// EventLog (port): per-session append-only JSONL with a pending-file WAL.
-// File layer: EventLogFile.ts. In-memory layer: EventLogMemory.ts.
-import { Context, type Effect, type Stream } from "effect"
+// EventLog (port): per-session append-only JSONL with a pending-file WAL, and its layers:
+// `EventLog.layerFile` (internal/eventLogFile.ts) and `EventLog.layerMemory` (internal/eventLogMemory.ts).
+import { Context, type Effect, Layer, type Stream } from "effect"
+import type { SubstratPaths } from "../config/Paths.js"
 import type { EventLogError } from "../domain/errors.js"
 import type { LogEntry, LogEvent } from "../domain/events.js"
 import type { SessionId } from "../domain/ids.js"
+import type { Durable } from "./Durable.js"
+import { make as makeFile } from "./internal/eventLogFile.js"
+import { makeMemory } from "./internal/eventLogMemory.js"
 
 /** What open/recover did to a log: bytes cut from a torn tail, whether a pending entry was replayed. */
 export interface RepairReport {
@@ -30,4 +34,11 @@ export interface EventLogService {
   readonly remove: (session: SessionId) => Effect.Effect<void, EventLogError>
 }
 
-export class EventLog extends Context.Tag("substrat/EventLog")<EventLog, EventLogService>() {}
+export class EventLog extends Context.Tag("substrat/EventLog")<EventLog, EventLogService>() {
+  /** `agents/<sid>/events.jsonl` under $SUBSTRAT_HOME; open handles are released with the layer's scope. */
+  static readonly layerFile: Layer.Layer<EventLog, never, Durable | SubstratPaths> = Layer.scoped(EventLog, makeFile)
+  /** In memory, same contract, no durability (embedders' tests, pure orchestration tests). */
+  static readonly layerMemory: Layer.Layer<EventLog> = Layer.effect(EventLog, makeMemory)
+}
+
+export { encodeEntryLine } from "./internal/eventLogFile.js"
