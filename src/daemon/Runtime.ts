@@ -8,6 +8,7 @@ import * as Orchestration from "../agent/Orchestrator.js"
 import { OrchestratorState } from "../agent/OrchestratorState.js"
 import type { SubstratPaths } from "../config/Paths.js"
 import { Durable } from "../storage/Durable.js"
+import * as AgentSocket from "../mcp/AgentSocket.js"
 import * as RegistryLive from "../provider/registryLive.js"
 import * as SandboxBwrap from "../sandbox/SandboxBwrap.js"
 import { WorkspaceStore } from "../sandbox/WorkspaceStore.js"
@@ -43,7 +44,7 @@ const SlotsLive = Layer.unwrapEffect(Effect.map(DaemonConfig, (c) => Multiplexer
  * The layer also serves the model forwarders on `$SUBSTRAT_HOME/llm/*.sock` (the API keys stay in
  * the daemon; sandboxes only see the sockets). CLI providers run in bwrap through `SandboxLive`.
  */
-const ProvidersLive = RegistryLive.layerDaemon(process.env)
+const ProvidersLive = RegistryLive.layerDaemon(process.env).pipe(Layer.provide(AgentSocket.toolEndpoint))
 const SandboxLive = SandboxBwrap.layerBwrap().pipe(Layer.provide(NodeContext.layer))
 
 // The orchestrator's state is built below everything that reads it: the workspace in-use

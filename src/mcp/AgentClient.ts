@@ -21,7 +21,7 @@ import {
   SpawnAgentArgs,
   type ToolName,
   toolNames
-} from "./ToolCatalog.js"
+} from "../domain/tools.js"
 
 export type AgentRpcClient = RpcClient.RpcClient<RpcGroup.Rpcs<typeof AgentRpcs>, RpcClientError>
 

@@ -7,7 +7,7 @@ import * as Rpc from "@effect/rpc/Rpc"
 import * as RpcGroup from "@effect/rpc/RpcGroup"
 import { Schema } from "effect"
 import { JsonValue } from "../domain/events.js"
-import { BroadcastArgs, CheckInboxArgs, InspectAgentArgs, SendMessageArgs, SpawnAgentArgs } from "./ToolCatalog.js"
+import { BroadcastArgs, CheckInboxArgs, InspectAgentArgs, SendMessageArgs, SpawnAgentArgs } from "../domain/tools.js"
 
 /** JSON-RPC `error.code` of a tool failure (the admin socket uses -32000…-32003). */
 export const ToolErrorCode = -32010

@@ -21,8 +21,9 @@ import * as FrameGuard from "../daemon/FrameGuard.js"
 import type { AgentId } from "../domain/ids.js"
 import { isJsonValue } from "../domain/events.js"
 import type { ToolInvoker } from "../provider/Provider.js"
+import { ToolEndpoint, ToolEndpointError } from "../provider/ToolEndpoint.js"
 import { AgentRpcs, ToolError } from "./AgentRpcs.js"
-import { argsSchemaOf, type ToolName } from "./ToolCatalog.js"
+import { argsSchemaOf, type ToolName } from "../domain/tools.js"
 
 export class AgentSocketError extends Data.TaggedError("AgentSocketError")<{
   readonly reason: "path" | "listen" | "permissions"
@@ -170,3 +171,9 @@ export const serveTools = Effect.fn("AgentSocket.serveTools")(function*(
 /** `serve` as a layer (for embedders/tests that hold one agent's socket for a layer's lifetime). */
 export const layer = (options: ServeOptions): Layer.Layer<never, AgentSocketError, ToolHandler> =>
   Layer.scopedDiscard(serve(options))
+
+/** The ToolEndpoint port (src/provider/ToolEndpoint.ts) served by this module: what CLI providers' sandboxes connect to. */
+export const toolEndpoint: Layer.Layer<ToolEndpoint> = Layer.succeed(ToolEndpoint, {
+  serve: (path, tools) =>
+    serveTools({ path, tools }).pipe(Effect.mapError((e) => new ToolEndpointError({ message: e.message })))
+})

@@ -19,8 +19,8 @@ import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema } fr
 import { type Effect, Layer, Logger, ManagedRuntime } from "effect"
 import type { Readable, Writable } from "node:stream"
 import { callTool, type CallOptions, type ToolOutcome } from "./AgentClient.js"
-import { toolGuidance } from "./guidance.js"
-import { inputJsonSchema, toolDescriptions, toolNames } from "./ToolCatalog.js"
+import { toolGuidance } from "../domain/guidance.js"
+import { inputJsonSchema, toolDescriptions, toolNames } from "../domain/tools.js"
 
 export const serverName = "substrat"
 export const serverVersion = "0.1.0"

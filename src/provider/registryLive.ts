@@ -6,7 +6,8 @@
 //                     $SUBSTRAT_HOME/llm/anthropic.sock and openai.sock (upstreams and API keys
 //                     from the daemon's environment; see ModelForwarder.ts)
 //
-// Both need: Sandbox (SandboxBwrap.layerBwrap), SubstratPaths, EventLog, WorkspaceStore.
+// Both need: Sandbox (SandboxBwrap.layerBwrap), SubstratPaths, EventLog, WorkspaceStore, and the
+// ToolEndpoint that serves agent sockets (the daemon provides src/mcp/AgentSocket.ts `toolEndpoint`).
 // Agent sockets are served by the providers themselves unless `serveSocket: false`.
 import { Effect, Layer } from "effect"
 import * as Path from "node:path"
@@ -24,6 +25,7 @@ import * as OpenAi from "./openai/OpenAiProvider.js"
 import * as OpenAiSettings from "./openai/Settings.js"
 import { makeRegistry, ProviderRegistry } from "./ProviderRegistry.js"
 import { scriptedFactory, type ScriptedOptions } from "./scripted/ScriptedProvider.js"
+import type { ToolEndpoint } from "./ToolEndpoint.js"
 
 export interface RegistryOptions {
   readonly scripted?: ScriptedOptions
@@ -32,7 +34,7 @@ export interface RegistryOptions {
   readonly openai?: OpenAiSettings.OpenAiSettingsShape
 }
 
-export type RegistryRequirements = Sandbox | SubstratPaths | EventLog | WorkspaceStore
+export type RegistryRequirements = Sandbox | SubstratPaths | EventLog | WorkspaceStore | ToolEndpoint
 
 /** The CLI factories, built once their services are there. */
 export const cliFactories = Effect.all([Claude.factory, Codex.factory, Cursor.factory])

@@ -12,6 +12,7 @@ import { Durable } from "../../src/storage/Durable.js"
 import { EventLog } from "../../src/storage/EventLog.js"
 import type { CliSettingsShape } from "../../src/provider/cli/CliSettings.js"
 import { defaultMcpServer } from "../../src/provider/cli/CliSettings.js"
+import * as AgentSocket from "../../src/mcp/AgentSocket.js"
 import * as RegistryLive from "../../src/provider/registryLive.js"
 import * as SandboxBwrap from "../../src/sandbox/SandboxBwrap.js"
 import { WorkspaceStore } from "../../src/sandbox/WorkspaceStore.js"
@@ -37,7 +38,7 @@ export const testSettings = (sockets: { readonly anthropic: string | null; reado
 })
 
 export const stackWith = (home: string, settings: CliSettingsShape, slots = 4) => {
-  const base = Layer.mergeAll(SubstratPaths.layer(home), Durable.layer, NodeContext.layer)
+  const base = Layer.mergeAll(SubstratPaths.layer(home), Durable.layer, NodeContext.layer, AgentSocket.toolEndpoint)
   const storage = Layer.mergeAll(EventLog.layerFile, SessionStore.layerFile)
   const workspaces = WorkspaceStore.Default.pipe(Layer.provide(WorkspaceUsage.layerRegistry))
   const sandbox = SandboxBwrap.layerBwrap()

@@ -1,4 +1,4 @@
-// The MCP-facing catalog (src/mcp/ToolCatalog.ts) must say exactly what the ToolHandler
+// The MCP-facing catalog (src/domain/tools.ts) must say exactly what the ToolHandler
 // accepts (src/agent/ToolHandler.ts): same tools, same descriptions, same fields, and — checked
 // by a property over arbitrary argument objects — the same accept/reject decision and the same
 // decoded value. If either side changes alone, this fails.
@@ -8,7 +8,7 @@ import fc from "fast-check"
 import * as Handler from "../../src/agent/ToolHandler.js"
 import { BroadcastRpc, CheckInboxRpc, InspectAgentRpc, SendMessageRpc, SpawnAgentRpc } from "../../src/mcp/AgentRpcs.js"
 import { AgentRpcs } from "../../src/mcp/AgentRpcs.js"
-import { argsSchemaOf, inputJsonSchema, toolDescriptions, toolNames, type ToolName } from "../../src/mcp/ToolCatalog.js"
+import { argsSchemaOf, inputJsonSchema, toolDescriptions, toolNames, type ToolName } from "../../src/domain/tools.js"
 import { fuzzParams, fuzzProfile } from "../support/fuzz.js"
 
 const handlerArgs: Record<ToolName, Schema.Schema.AnyNoContext> = {

@@ -7,7 +7,7 @@
 //   agent.sock     the agent socket (bound read-only at /run/substrat/agent.sock)
 //   mcp.json       generated MCP config (cursor-agent: bound at /workspace/.cursor/mcp.json)
 //
-// The agent socket: by default this layer serves it for as long as the provider instance lives
+// The agent socket: by default this layer serves it (through the ToolEndpoint port) for as long as the provider instance lives
 // (it exists exactly while the agent can run a turn; identity = the socket = ctx.tools). A daemon
 // that serves agent sockets itself passes `serveSocket: false`; the path is then only bound.
 import { Context, Effect, Layer, Option, type Scope, Stream } from "effect"
@@ -18,10 +18,10 @@ import { ProviderError } from "../../domain/errors.js"
 import type { WorkspaceId } from "../../domain/ids.js"
 import { noLimits, type WorkspaceSpec } from "../../domain/workspace.js"
 import { EventLog } from "../../storage/EventLog.js"
-import * as AgentSocket from "../../mcp/AgentSocket.js"
 import type { SandboxRequest } from "../../sandbox/Sandbox.js"
 import { WorkspaceStore } from "../../sandbox/WorkspaceStore.js"
 import type { ProviderContext } from "../Provider.js"
+import { ToolEndpoint } from "../ToolEndpoint.js"
 
 export interface AgentSandbox {
   readonly workspace: SandboxRequest["workspace"]
@@ -73,6 +73,7 @@ export const make = (options: AgentSandboxOptions = {}) =>
     const paths = yield* SubstratPaths
     const log = yield* EventLog
     const workspaces = yield* WorkspaceStore
+    const endpoint = yield* ToolEndpoint
     const serveSocket = options.serveSocket ?? true
 
     const prepare = Effect.fn("AgentSandboxes.prepare")(function*(ctx: ProviderContext, provider: string) {
@@ -95,7 +96,7 @@ export const make = (options: AgentSandboxOptions = {}) =>
       const socketPath = paths.agentSocket(ctx.session_id)
       if (serveSocket) {
         // ctx.tools is already bound to this agent: the socket is its identity.
-        yield* AgentSocket.serveTools({ path: socketPath, tools: ctx.tools }).pipe(
+        yield* endpoint.serve(socketPath, ctx.tools).pipe(
           Effect.mapError((e) => err(provider, `agent socket: ${e.message}`))
         )
       }
@@ -113,5 +114,5 @@ export const make = (options: AgentSandboxOptions = {}) =>
 
 export const layer = (
   options: AgentSandboxOptions = {}
-): Layer.Layer<AgentSandboxes, never, SubstratPaths | EventLog | WorkspaceStore> =>
+): Layer.Layer<AgentSandboxes, never, SubstratPaths | EventLog | WorkspaceStore | ToolEndpoint> =>
   Layer.effect(AgentSandboxes, make(options))

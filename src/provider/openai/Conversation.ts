@@ -13,8 +13,8 @@
 // calls grouped, interim text); what is kept afterwards is this canonical form — the interim text
 // of a step that called tools is not in the log, so it is not kept.
 import type { LogEntry } from "../../domain/events.js"
-import { withToolGuidance } from "../../mcp/guidance.js"
-import { inputJsonSchema, toolDescriptions, toolNames } from "../../mcp/ToolCatalog.js"
+import { withToolGuidance } from "../../domain/guidance.js"
+import { inputJsonSchema, toolDescriptions, toolNames } from "../../domain/tools.js"
 
 export interface ToolExchange {
   readonly tool: string

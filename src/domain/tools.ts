@@ -1,11 +1,11 @@
 // The tool catalog as the outside sees it (MCP listings, the agent socket's payloads): one
 // argument Schema and one description per tool, plus the JSON Schema each exposes over MCP.
-// A leaf module (effect + ids only) so the MCP server's import graph stays small. The same
-// shapes as the ToolHandler's argument Schemas (src/agent/ToolHandler.ts), here with a
-// description per field for the model and unknown keys rejected at every boundary;
-// test/integration/mcp-server.test.ts fails if the two drift apart.
+// A leaf module of the domain (effect + ids only): the MCP server, the agent socket and the openai
+// provider read it. The same shapes as the ToolHandler's argument Schemas
+// (src/agent/ToolHandler.ts), here with a description per field for the model and unknown keys
+// rejected at every boundary; test/integration/mcp-server.test.ts fails if the two drift apart.
 import { JSONSchema, Schema } from "effect"
-import { MessageId } from "../domain/ids.js"
+import { MessageId } from "./ids.js"
 
 /** Unknown keys are an error wherever these are decoded (the RPC server, the frame guard, MCP). */
 const strict = { parseOptions: { onExcessProperty: "error" } } as const
