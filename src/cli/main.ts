@@ -12,7 +12,7 @@ import { doctorCommand } from "./commands/doctor.js"
 import { sessionCommand } from "./commands/session.js"
 import { workspaceCommand } from "./commands/workspace.js"
 import { errorLine, exitCodeOf, ExitCode } from "./Exit.js"
-import { version } from "./version.js"
+import { version } from "../version.js"
 
 export const root = Command.make("substrat").pipe(
   Command.withDescription("Durable, sandboxed trees of LLM coding agents: a daemon and its CLI"),

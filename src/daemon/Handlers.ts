@@ -4,7 +4,7 @@
 import { Deferred, Effect, Option, Stream } from "effect"
 import { Orchestrator } from "../agent/Orchestrator.js"
 import type { AgentOutput } from "../agent/OutputBus.js"
-import { version } from "../cli/version.js"
+import { version } from "../version.js"
 import type { AgentNode } from "../domain/agent.js"
 import { AgentId, type SessionId } from "../domain/ids.js"
 import type { Session } from "../domain/session.js"
