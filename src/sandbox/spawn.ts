@@ -1,8 +1,8 @@
 // The scoped process runner shared by the bwrap and unsafe layers (and git.ts).
 //
 // `node:child_process` directly, not platform `Command`: spawn-to-exit of a trivial command cost
-// ~5 ms more through `Command` (stdin pump fiber, channel-based stream readers, two finalizers,
-// a forked exit-code fiber) than the spawn itself — see docs/sandbox.md "Benchmark".
+// more through `Command` (stdin pump fiber, channel-based stream readers, two finalizers, a forked
+// exit-code fiber) than the spawn itself — figures in docs/sandbox.md "Benchmark".
 //
 // - The child is spawned `detached` (its own process group, pgid = pid). Closing the scope SIGTERMs
 //   the group, waits `graceMs`, then SIGKILLs it. Under bwrap the group is just bwrap itself: its

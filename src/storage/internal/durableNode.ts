@@ -144,7 +144,7 @@ const closeQuietly = (p: Primitives, fd: number, path: string) => Effect.ignore(
 /** The composite operations of the port, over any set of primitives. */
 export const makeDurable = (p: Primitives): DurableService => {
   // writeSync and unlink are on the EventLog append path (inside its `EventLog.append` span):
-  // untraced, no generator — a span per sub-step cost ~10% of an append in the benchmark.
+  // untraced, no generator (a span per sub-step shows in scripts/bench/eventlog.ts).
   const writeSync = (path: string, bytes: Uint8Array): Effect.Effect<void, DurableError> =>
     Effect.acquireUseRelease(
       p.open(path, "truncate"),

@@ -81,8 +81,8 @@ const utf8 = new TextEncoder()
  * in that order — exactly what `Schema.encode(LogLine)` writes (LogEntry's union member for the
  * event, key order of the schema, excess keys dropped); `test/integration/eventlog-line.test.ts`
  * checks the two agree, byte for byte and on what they reject, over arbitrary entries. Encoding
- * only `data` here skips the union dispatch and the `parseJson` wrapper: on the append hot path
- * (run cache-cold after every fsync wait) that was ~30 µs per append in scripts/bench/eventlog.ts.
+ * only `data` here skips the union dispatch and the `parseJson` wrapper, which show on the append
+ * hot path (run cache-cold after every fsync wait; scripts/bench/eventlog.ts, docs/recovery.md).
  */
 const dataEncoders: ReadonlyMap<string, (u: unknown) => Either.Either<unknown, { readonly message: string }>> = new Map(
   LogEvent.members.map((m) => [m.fields.event.literals[0], Schema.encodeUnknownEither(m.fields.data as Schema.Schema<unknown>)])
@@ -258,7 +258,7 @@ export const make = Effect.gen(function*() {
     Effect.fail(new EventLogError({ reason: "encode", file: slot.file, message }))
 
   // The hot path (scripts/bench/eventlog.ts): untraced (a span + call-site capture per append
-  // cost ~20% of the Effect side's CPU), no generator, `data` encoded before the lock, the lock
+  // shows in the benchmark), no generator, `data` encoded before the lock, the lock
   // a flag, the WAL one uninterruptible Durable chain, no per-call named closures (see
   // durableNode's `attempt`). Everything here runs cache-cold after each fsync wait, so each
   // fiber step and each Schema layer shows.

@@ -1,10 +1,9 @@
-// File implementation of the SessionStore port (`SessionStore.layerFile`, ../SessionStore.ts): `agents/<session-id>/session.json` under $SUBSTRAT_HOME,
-// each save an atomic replace (tmp → fsync → rename → fsync dir) through Durable, so a record
+// File implementation of the SessionStore port (`SessionStore.layerFile`, ../SessionStore.ts):
+// `agents/<session-id>/session.json` under $SUBSTRAT_HOME, each save an atomic replace (tmp → fsync → rename → fsync dir) through Durable, so a record
 // on disk is always a whole old or a whole new version. `provider_state` is base64 (the
 // Session schema encodes it). `scan` ignores `*.tmp` and directories without a record; a
 // record that does not decode fails the scan with a typed error naming it (docs/recovery.md).
 import { Clock, Effect, Either, Option, Schema } from "effect"
-import { isAscii } from "node:buffer"
 import { TextDecoder } from "node:util"
 import { SubstratPaths } from "../../config/Paths.js"
 import { type DurableError, SessionStoreError } from "../../domain/errors.js"
@@ -24,52 +23,13 @@ const isSessionId = Schema.is(SessionId)
 const decodeError = (session_id: string, message: string) =>
   new SessionStoreError({ reason: "decode", session_id, message })
 
-/** Schema.UUID's pattern (effect/Schema), which SessionId refines. */
-const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/i
-const isState = (u: unknown): u is Session["state"] =>
-  u === "active" || u === "suspended" || u === "terminated" || u === "created"
-const nullOrString = (u: unknown): u is string | null => u === null || typeof u === "string"
-const noBlob = new Uint8Array(0)
-
-/**
- * The common record — the expected id, an empty provider blob, every other field of the right
- * type — checked by hand and built without the Schema decoder (≈10× cheaper; recovery reads
- * every record). It accepts only records the Schema decode accepts, and builds the same Session
- * (unknown keys dropped); anything else (a blob to base64-decode, a wrong field) returns
- * undefined and takes the full decode, which also words the errors.
- */
-const fastRecord = (id: string, json: unknown): Session | undefined => {
-  if (typeof json !== "object" || json === null) return undefined
-  const o = json as Record<string, unknown>
-  const { state, provider_name, model, created_at, suspended_at } = o
-  if (
-    o["id"] !== id || o["provider_state"] !== "" || !isState(state) || typeof provider_name !== "string" ||
-    !nullOrString(model) || typeof created_at !== "string" || !nullOrString(suspended_at) || !UUID.test(id)
-  ) return undefined
-  return new Session({
-    id: id as SessionId,
-    state,
-    provider_name,
-    model,
-    created_at,
-    suspended_at,
-    provider_state: noBlob
-  }, true)
-}
-
 /** One record's bytes → the Session, or a decode error naming the file. Pure, synchronous. */
 export const parseRecord = (id: string, file: string, bytes: Uint8Array): Either.Either<Session, SessionStoreError> => {
   let text: string
-  const buf = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
-  if (isAscii(buf)) {
-    // ASCII (the usual record: ids, dates, base64) is valid UTF-8: a straight copy.
-    text = buf.toString("latin1")
-  } else {
-    try {
-      text = utf8Strict.decode(bytes)
-    } catch {
-      return Either.left(decodeError(id, `${file}: not UTF-8`))
-    }
+  try {
+    text = utf8Strict.decode(bytes)
+  } catch {
+    return Either.left(decodeError(id, `${file}: not UTF-8`))
   }
   let json: unknown
   try {
@@ -77,8 +37,6 @@ export const parseRecord = (id: string, file: string, bytes: Uint8Array): Either
   } catch (e) {
     return Either.left(decodeError(id, `${file}: ${e instanceof Error ? e.message : String(e)}`))
   }
-  const fast = fastRecord(id, json)
-  if (fast !== undefined) return Either.right(fast)
   const decoded = decodeSession(json)
   if (Either.isLeft(decoded)) return Either.left(decodeError(id, `${file}: ${decoded.left.message}`))
   if (decoded.right.id !== id) return Either.left(decodeError(id, `${file}: record is for session ${decoded.right.id}`))
