@@ -70,7 +70,8 @@ describe("substrat doctor", () => {
     ])
     for (const n of ["bwrap", "sandbox", "prlimit", "git"]) expect(check(report, n).status).toBe("ok")
     expect(check(report, "cgroup").detail).toMatch(/^(v2-writable|v2-readonly|v1-or-hybrid|none):/)
-    expect(check(report, "provider:claude")).toMatchObject({ status: "ok", detail: fs.realpathSync(fake) })
+    // Where each CLI was found: the env var here; codex's broken override is reported, not replaced.
+    expect(check(report, "provider:claude")).toMatchObject({ status: "ok", detail: `${fs.realpathSync(fake)} (from SUBSTRAT_CLAUDE_BIN)` })
     expect(check(report, "provider:codex").status).toBe("warn")
     expect(check(report, "provider:codex").detail).toContain(join(dir, "no-such-codex"))
     expect(check(report, "daemon")).toMatchObject({ status: "warn", fix: "substrat daemon start" })
@@ -102,10 +103,13 @@ describe("substrat doctor", () => {
 
   it("no bwrap on PATH: the report fails (exit 1) with the install hint, and is still printed", async () => {
     const home = join(dir, "nobwrap")
-    const r = await run(home, ["doctor", "--json"], { PATH: join(dir, "empty-path") })
+    const r = await run(home, ["doctor", "--json"], { PATH: join(dir, "empty-path"), SUBSTRAT_CLAUDE_BIN: "", SUBSTRAT_CODEX_BIN: "" })
     expect(r.code).toBe(1)
     const report = JSON.parse(r.stdout) as Report
     expect(report.ok).toBe(false)
+    // Nothing on PATH, no env var: the CLIs installed with substrat are found, and doctor says so.
+    expect(check(report, "provider:claude")).toMatchObject({ status: "ok", detail: expect.stringMatching(/@anthropic-ai\/claude-code.* \(from package\)$/) })
+    expect(check(report, "provider:codex")).toMatchObject({ status: "ok", detail: expect.stringMatching(/\/bin\/codex \(from package\)$/) })
     expect(check(report, "bwrap").status).toBe("fail")
     expect(check(report, "sandbox").fix).toContain("apt-get install bubblewrap")
     expect(r.stderr.trim()).toMatch(/^substrat: doctor: \d+ check\(s\) failed: bwrap, sandbox/)

@@ -110,4 +110,35 @@ describe("binary discovery", () => {
       const bad = yield* Effect.exit(checkBinary("claude", "/nonexistent/claude", {}))
       expect(Exit.isFailure(bad)).toBe(true)
     }))
+
+  it.effect("the CLIs installed with substrat are found by default (no env var, nothing on PATH); the env var overrides; PATH comes after the package", () =>
+    Effect.gen(function*() {
+      // A PATH holding other `claude`/`codex` executables: the package's own copies win over them.
+      const other = Fs.mkdtempSync(Path.join(Fs.realpathSync("/tmp"), "bin-order-"))
+      for (const n of ["claude", "codex"]) Fs.writeFileSync(Path.join(other, n), "#!/bin/sh\necho other\n", { mode: 0o755 })
+      try {
+        for (const PATH of ["", other]) {
+          const claude = yield* resolveBinary("claude", undefined, { PATH }, repoRoot)
+          expect(claude.from).toBe("package")
+          expect(claude.hostPath).toMatch(/@anthropic-ai\/claude-code[^/]*\/(bin\/claude\.exe|claude)$/)
+          expect(Fs.statSync(claude.hostPath).size).toBeGreaterThan(1024 * 1024)
+          const codex = yield* resolveBinary("codex", undefined, { PATH }, repoRoot)
+          expect(codex.from).toBe("package")
+          expect(codex.hostPath).toMatch(/codex-linux-[^/]+\/vendor\/[^/]+\/bin\/codex$/)
+        }
+        // The env var still overrides the package…
+        const forced = yield* resolveBinary("claude", undefined, { SUBSTRAT_CLAUDE_BIN: Path.join(other, "claude"), PATH: "" }, repoRoot)
+        expect([forced.hostPath, forced.from]).toEqual([Path.join(other, "claude"), "SUBSTRAT_CLAUDE_BIN"])
+        // …and an install without the packages falls back to PATH.
+        const bare = Fs.mkdtempSync(Path.join(Fs.realpathSync("/tmp"), "bare-install-"))
+        Fs.writeFileSync(Path.join(bare, "package.json"), "{}")
+        const fromPath = yield* resolveBinary("claude", undefined, { PATH: other }, bare)
+        expect([fromPath.hostPath, fromPath.from]).toEqual([Path.join(other, "claude"), "PATH"])
+        const none = yield* Effect.exit(checkBinary("codex", undefined, { PATH: "" }, bare))
+        expect(Exit.isFailure(none)).toBe(true)
+        Fs.rmSync(bare, { recursive: true, force: true })
+      } finally {
+        Fs.rmSync(other, { recursive: true, force: true })
+      }
+    }))
 })

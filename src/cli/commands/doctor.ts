@@ -75,7 +75,7 @@ export const doctorCommand = Command.make("doctor", { home, json }, (o) =>
             detail: e.message.split("; install it: ")[0] ?? e.message,
             fix: e.message.includes("; install it: ") ? e.message.split("; install it: ")[1] ?? null : null
           }),
-          onSuccess: (b): Check => ({ name: `provider:${name}`, status: "ok", detail: b.hostPath, fix: null })
+          onSuccess: (b): Check => ({ name: `provider:${name}`, status: "ok", detail: `${b.hostPath} (from ${b.from})`, fix: null })
         })
       ))
     const daemon = yield* daemonCheck(paths)

@@ -1,6 +1,9 @@
 // Finding an agent CLI's executable and deciding how it appears inside the sandbox.
 // Order: an explicit path (config), the env var (SUBSTRAT_CLAUDE_BIN, SUBSTRAT_CODEX_BIN,
-// SUBSTRAT_CURSOR_BIN), then PATH. The file is resolved through symlinks; the directory holding
+// SUBSTRAT_CURSOR_BIN), the copy installed with substrat itself (its own node_modules:
+// @anthropic-ai/claude-code, @openai/codex — the versions substrat is tested with), then PATH.
+// An explicit choice that is broken is an error, never silently replaced by a later source.
+// The file is resolved through symlinks; the directory holding
 // it is bound read-only at /opt/substrat/<name> (or its parent when the file sits in a `bin/`,
 // so sibling resources come along), and the sandbox runs it from there.
 // npm's Codex launcher (`node_modules/.bin/codex` → `@openai/codex/bin/codex.js`) is a node
@@ -8,8 +11,10 @@
 // the sandbox needs neither the launcher nor its package tree.
 import { Effect } from "effect"
 import * as Fs from "node:fs"
+import { createRequire } from "node:module"
 import * as Path from "node:path"
 import { ProviderError } from "../../domain/errors.js"
+import { defaultInstallDir } from "./CliSettings.js"
 
 export type CliName = "claude" | "codex" | "cursor-agent"
 
@@ -32,10 +37,15 @@ const installHint: Readonly<Record<CliName, string>> = {
   "cursor-agent": "curl https://cursor.com/install -fsS | bash (or set SUBSTRAT_CURSOR_BIN)"
 }
 
+/** Where a binary was found: `configuration`, the env var's name, `package` (substrat's own node_modules) or `PATH`. */
+export type BinarySource = string
+
 export interface ResolvedBinary {
   readonly name: CliName
   /** The real file on the host (symlinks resolved). */
   readonly hostPath: string
+  /** Where it was found (see `BinarySource`). */
+  readonly from: BinarySource
   /** Host directory bound read-only into the sandbox. */
   readonly bindDir: string
   /** Where `bindDir` appears inside the sandbox. */
@@ -96,6 +106,51 @@ const looksLikeNodeScript = (p: string): boolean => {
   }
 }
 
+/** A native executable, not npm's placeholder or a launcher script (those are small text files). */
+const isNativeBinary = (p: string): boolean => {
+  if (!isExecutableFile(p)) return false
+  try {
+    return Fs.statSync(p).size > 1024 * 1024
+  } catch {
+    return false
+  }
+}
+
+/** `pkg`'s directory as node would resolve it from `fromDir` (hoisted, nested or symlinked), or null. */
+const packageDir = (fromDir: string, pkg: string): string | null => {
+  try {
+    return Path.dirname(createRequire(Path.join(fromDir, "package.json")).resolve(`${pkg}/package.json`))
+  } catch {
+    return null
+  }
+}
+
+/**
+ * The CLI installed with substrat (its package's own dependencies), or null. Claude Code: the
+ * native binary npm's postinstall put at `bin/claude.exe`, else the platform package's `claude`.
+ * Codex: npm's launcher `bin/codex.js` (resolved to the native binary by `resolveBinary`).
+ */
+export const bundled = (name: CliName, installDir: string): string | null => {
+  if (name === "claude") {
+    const pkg = packageDir(installDir, "@anthropic-ai/claude-code")
+    if (pkg === null) return null
+    const exe = Path.join(pkg, "bin", "claude.exe")
+    if (isNativeBinary(exe)) return exe
+    const arch = `${process.platform}-${process.arch}`
+    for (const platformPkg of [`@anthropic-ai/claude-code-${arch}`, `@anthropic-ai/claude-code-${arch}-musl`]) {
+      const dir = packageDir(pkg, platformPkg)
+      if (dir !== null && isNativeBinary(Path.join(dir, "claude"))) return Path.join(dir, "claude")
+    }
+    return null
+  }
+  if (name === "codex") {
+    const pkg = packageDir(installDir, "@openai/codex")
+    const launcher = pkg === null ? null : Path.join(pkg, "bin", "codex.js")
+    return launcher !== null && Fs.existsSync(launcher) ? launcher : null
+  }
+  return null
+}
+
 const missing = (name: CliName, message: string) =>
   new ProviderError({ provider: name, reason: "missing-binary", message: `${message}; install it: ${installHint[name]}` })
 
@@ -103,11 +158,14 @@ const missing = (name: CliName, message: string) =>
 export const locate = (
   name: CliName,
   configured: string | undefined,
-  env: NodeJS.ProcessEnv = process.env
-): { readonly path: string; readonly from: string } | null => {
+  env: NodeJS.ProcessEnv = process.env,
+  installDir: string = defaultInstallDir(env)
+): { readonly path: string; readonly from: BinarySource } | null => {
   if (configured !== undefined && configured !== "") return { path: configured, from: "configuration" }
   const fromEnv = env[binaryEnvVar[name]]
   if (fromEnv !== undefined && fromEnv !== "") return { path: fromEnv, from: binaryEnvVar[name] }
+  const own = bundled(name, installDir)
+  if (own !== null) return { path: own, from: "package" }
   for (const dir of (env["PATH"] ?? "").split(":").filter((d) => d.length > 0)) {
     for (const exe of pathNames[name]) {
       const p = Path.join(dir, exe)
@@ -121,12 +179,13 @@ export const locate = (
 export const resolveBinary = (
   name: CliName,
   configured?: string,
-  env: NodeJS.ProcessEnv = process.env
+  env: NodeJS.ProcessEnv = process.env,
+  installDir?: string
 ): Effect.Effect<ResolvedBinary, ProviderError> =>
   Effect.suspend(() => {
-    const hit = locate(name, configured, env)
+    const hit = locate(name, configured, env, installDir ?? defaultInstallDir(env))
     if (hit === null) {
-      return Effect.fail(missing(name, `${name} not found (looked at ${binaryEnvVar[name]} and PATH)`))
+      return Effect.fail(missing(name, `${name} not found (looked at ${binaryEnvVar[name]}, substrat's node_modules and PATH)`))
     }
     let real: string
     try {
@@ -150,6 +209,7 @@ export const resolveBinary = (
     return Effect.succeed({
       name,
       hostPath: real,
+      from: hit.from,
       bindDir,
       sandboxDir,
       sandboxPath: `${sandboxDir}/${Path.relative(bindDir, real)}`
@@ -157,5 +217,5 @@ export const resolveBinary = (
   })
 
 /** `check` for a provider factory: the binary is there (used by `agent create` and `doctor`). */
-export const checkBinary = (name: CliName, configured?: string, env: NodeJS.ProcessEnv = process.env) =>
-  Effect.asVoid(resolveBinary(name, configured, env))
+export const checkBinary = (name: CliName, configured?: string, env: NodeJS.ProcessEnv = process.env, installDir?: string) =>
+  Effect.asVoid(resolveBinary(name, configured, env, installDir))

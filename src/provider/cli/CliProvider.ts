@@ -69,7 +69,7 @@ export const cliFactory = (driver: CliDriver) =>
 
     const make = (ctx: ProviderContext) =>
       Effect.gen(function*() {
-        const bin = yield* resolveBinary(name, settings.binaries[name])
+        const bin = yield* resolveBinary(name, settings.binaries[name], process.env, settings.installDir)
         const agent = yield* sandboxes.prepare(ctx, name)
         const resumeFile = Path.join(agent.agentDir, "cli-resume.json")
         const persist = (id: string) =>
@@ -159,7 +159,7 @@ export const cliFactory = (driver: CliDriver) =>
     const factory: ProviderFactory = {
       name,
       make: (ctx) => Effect.acquireRelease(make(ctx), (p) => p.stop.pipe(Effect.ignore)),
-      check: checkBinary(name, settings.binaries[name])
+      check: checkBinary(name, settings.binaries[name], process.env, settings.installDir)
     }
     return factory
   })
