@@ -5,19 +5,13 @@
 // the last 5 messages sent or received; plus how many messages wait in the inbox, how many sync
 // requests the agent is still waiting on.
 import { Schema } from "effect"
+import { UsageReport as UsageReportSchema } from "../domain/usage.js"
 import { AgentState } from "../domain/agent.js"
 import type { AgentId } from "../domain/ids.js"
-import { addUsage, type UsageTotals, zeroUsage } from "../session/TurnScheduler.js"
+import { addWithTurns as plus, type UsageReport, type UsageWithTurns as Totals, zeroWithTurns as zero } from "../domain/usage.js"
 import type { OrchestratorStateService } from "./OrchestratorState.js"
 
-export const UsageTotalsSchema = Schema.Struct({
-  input_tokens: Schema.Number,
-  output_tokens: Schema.Number,
-  cost_usd: Schema.Number,
-  turns: Schema.Number
-})
-export const UsageReport = Schema.Struct({ agent_id: Schema.String, own: UsageTotalsSchema, subtree: UsageTotalsSchema })
-export type UsageReport = typeof UsageReport.Type
+export { UsageReport } from "../domain/usage.js"
 
 export const AgentInspection = Schema.Struct({
   agent_id: Schema.String,
@@ -44,7 +38,7 @@ export const AgentInspection = Schema.Struct({
     message_id: Schema.String,
     text: Schema.String
   })),
-  usage: UsageReport
+  usage: UsageReportSchema
 })
 export type AgentInspection = typeof AgentInspection.Type
 
@@ -59,9 +53,6 @@ export const stateOf = (s: OrchestratorStateService, id: AgentId): AgentState =>
   return "idle"
 }
 
-type Totals = UsageTotals & { readonly turns: number }
-const plus = (a: Totals, b: Totals): Totals => ({ ...addUsage(a, b), turns: a.turns + b.turns })
-const zero: Totals = { ...zeroUsage, turns: 0 }
 
 /** Own totals, and subtree totals (own + live descendants + terminated descendants). */
 export const usageOf = (s: OrchestratorStateService, id: AgentId): UsageReport => {

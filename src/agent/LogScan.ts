@@ -13,7 +13,7 @@ import { AgentCreatedData } from "../domain/events.js"
 import type { SessionId } from "../domain/ids.js"
 import type { DurableService } from "../storage/Durable.js"
 import { excerpt } from "./Inspection.js"
-import { type MessageSummary, RECENT_MESSAGES, RECENT_TURNS, type TurnSummary } from "./OrchestratorState.js"
+import { type MessageSummary, RECENT_MESSAGES, RECENT_TURNS, type TurnSummary } from "./Activity.js"
 
 /** A `message.enqueued` envelope as found in the log, not yet decoded. */
 export interface RawEnvelope {

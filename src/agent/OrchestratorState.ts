@@ -6,7 +6,9 @@
 import { Context, Deferred, Effect, Layer, Queue, SubscriptionRef } from "effect"
 import type { MessageEnvelope } from "../domain/message.js"
 import type { AgentId, MessageId } from "../domain/ids.js"
-import type { TurnOutcome, UsageTotals } from "../session/TurnScheduler.js"
+import type { TurnOutcome } from "../session/TurnScheduler.js"
+import { type AgentUsage, type MessageSummary, type RecentActivity, type TurnSummary, withMessage, withTurn } from "./Activity.js"
+import type { PendingRequest } from "./Requests.js"
 import { AgentTree } from "./AgentTree.js"
 
 /** Why a turn runs: a message that wakes the agent, or an explicit prompt. */
@@ -18,14 +20,7 @@ export type Trigger =
     readonly done: Deferred.Deferred<TurnOutcome | null> | null
   }
 
-/** A sync request waiting for its reply. */
-export interface PendingRequest {
-  readonly id: MessageId
-  readonly from: AgentId | "USER"
-  readonly to: AgentId
-  /** The request's reply timeout (`timeout` metadata), seconds; absent: waits indefinitely. */
-  readonly timeout_s?: number | undefined
-}
+export type { PendingRequest }
 
 /** What a running turn collects for after the turn. */
 export interface TurnContext {
@@ -34,30 +29,8 @@ export interface TurnContext {
   readonly deferredSpawns: Array<AgentId>
 }
 
-export interface TurnSummary {
-  readonly turn_id: string
-  readonly prompt: string
-  readonly response: string
-  readonly error: string | null
-}
-export interface MessageSummary {
-  readonly direction: "in" | "out"
-  readonly peer: string
-  readonly kind: string
-  readonly message_id: string
-  readonly text: string
-}
-export interface Activity {
-  turns: Array<TurnSummary>
-  messages: Array<MessageSummary>
-}
-export interface AgentUsage {
-  own: UsageTotals
-  turns: number
-  /** Totals of terminated descendants, so subtree totals survive termination. */
-  retired: UsageTotals
-  retiredTurns: number
-}
+export type { AgentUsage, MessageSummary, TurnSummary }
+export type Activity = RecentActivity
 
 export interface StateSeed {
   readonly tree?: AgentTree
@@ -84,8 +57,7 @@ export interface OrchestratorStateService {
   readonly wakes: Queue.Queue<AgentId>
 }
 
-export const RECENT_TURNS = 3
-export const RECENT_MESSAGES = 5
+export { RECENT_MESSAGES, RECENT_TURNS } from "./Activity.js"
 
 export const makeState = (seed: StateSeed = {}): Effect.Effect<OrchestratorStateService> =>
   Effect.gen(function*() {
@@ -118,25 +90,12 @@ export class OrchestratorState extends Context.Tag("substrat/OrchestratorState")
     Layer.effect(OrchestratorState, makeState(seed))
 }
 
-export const activityOf = (s: OrchestratorStateService, id: AgentId): Activity => {
-  let a = s.activity.get(id)
-  if (!a) {
-    a = { turns: [], messages: [] }
-    s.activity.set(id, a)
-  }
-  return a
-}
-
 export const noteMessage = (s: OrchestratorStateService, id: AgentId, m: MessageSummary): void => {
-  const a = activityOf(s, id)
-  a.messages.push(m)
-  if (a.messages.length > RECENT_MESSAGES) a.messages.splice(0, a.messages.length - RECENT_MESSAGES)
+  s.activity.set(id, withMessage(s.activity.get(id), m))
 }
 
 export const noteTurn = (s: OrchestratorStateService, id: AgentId, t: TurnSummary): void => {
-  const a = activityOf(s, id)
-  a.turns.push(t)
-  if (a.turns.length > RECENT_TURNS) a.turns.splice(0, a.turns.length - RECENT_TURNS)
+  s.activity.set(id, withTurn(s.activity.get(id), t))
 }
 
 /** Count one more unit of outstanding work (a queued turn, a pending birth). */

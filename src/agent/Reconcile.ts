@@ -14,10 +14,12 @@ import { AgentNode } from "../domain/agent.js"
 import { type AgentId, MessageId, type SessionId } from "../domain/ids.js"
 import { MessageEnvelope } from "../domain/message.js"
 import type { Session } from "../domain/session.js"
-import type { UsageTotals } from "../session/TurnScheduler.js"
+import { addUsage as add, type UsageTotals, zeroUsage as zero } from "../domain/usage.js"
 import { AgentTree, USER } from "./AgentTree.js"
 import type { RawEnvelope, SessionScan } from "./LogScan.js"
-import type { Activity, AgentUsage, PendingRequest } from "./OrchestratorState.js"
+import type { AgentUsage, RecentActivity as Activity } from "./Activity.js"
+import { recoveryPrompt } from "./Prompt.js"
+import type { PendingRequest } from "./Requests.js"
 
 /** A reply recovery sends: a lost auto-reply re-delivered, or an error for a request nobody will answer. */
 export interface PlannedReply {
@@ -74,38 +76,7 @@ const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/
 
 const wakes = (env: MessageEnvelope) => env.kind === "request" || env.kind === "response" || env.sender === "USER"
 
-const zero: UsageTotals = { input_tokens: 0, output_tokens: 0, cost_usd: 0 }
-const add = (a: UsageTotals, b: UsageTotals): UsageTotals => ({
-  input_tokens: a.input_tokens + b.input_tokens,
-  output_tokens: a.output_tokens + b.output_tokens,
-  cost_usd: a.cost_usd + b.cost_usd
-})
-
-/** The prompt a root gets when the crash interrupted its turn (docs/recovery.md, "Resume"). */
-export const recoveryPrompt = (args: {
-  readonly prompt: string
-  readonly consumedMessages: boolean
-  readonly children: ReadonlyArray<string>
-}): string => {
-  const lines = [
-    "[substrat] The Substrat daemon stopped unexpectedly (a crash, or a shutdown that could not wait for your turn) while you were working and has been restarted.",
-    "Your previous turn was interrupted: its output and any tool calls not yet answered were lost."
-  ]
-  if (args.consumedMessages) {
-    lines.push("The messages that turn was handling are queued for you again and follow this note.")
-  } else {
-    lines.push("That turn's prompt was:", "<<<", args.prompt, ">>>")
-  }
-  if (args.children.length > 0) {
-    lines.push(
-      `Your sub-agents (${args.children.join(", ")}) were restored. They stay idle unless they were answering a message; message them to continue.`
-    )
-  }
-  lines.push(
-    "A message may arrive twice after a crash. Check the current state of your work (e.g. files in your workspace) before repeating anything with side effects, then continue."
-  )
-  return lines.join("\n")
-}
+export { recoveryPrompt }
 
 /** The scripted provider's resume blob (v1), see provider/scripted/ScriptedProvider.ts. */
 const ScriptedBlob = Schema.parseJson(Schema.Struct({ v: Schema.Literal(1), agent: Schema.String, turn: Schema.Number }))

@@ -6,7 +6,7 @@
 //      torn tail or a pending WAL file is repaired through the EventLog and read again
 //   3. Reconcile (pure): tree, orphans, dangling children, inboxes, requests, lost replies
 //   4. apply: remove orphans, terminate dangling children, fix records, write scripted resume
-//      blobs, seed the OrchestratorState (tree, inboxes, pending requests, usage, recent
+//      blobs, seed the agent services through StateSeeding (tree, inboxes, pending requests, usage, recent
 //      activity for `inspect_agent`), enqueue the replies recovery owes (logged: they are new
 //      messages, and noted in the recent activity like deliveries), and — unless `resume: false` —
 //      queue the roots' recovery prompts and the turns the re-injected messages wake.
@@ -16,7 +16,7 @@ import { Clock, Effect, Schema } from "effect"
 import { SubstratPaths } from "../config/Paths.js"
 import type { DurableError, EventLogError, SessionStoreError } from "../domain/errors.js"
 import { makeEvent } from "../domain/events.js"
-import type { SessionId } from "../domain/ids.js"
+import type { AgentId, SessionId } from "../domain/ids.js"
 import type { MessageEnvelope } from "../domain/message.js"
 import { Session } from "../domain/session.js"
 import { Durable } from "../storage/Durable.js"
@@ -24,9 +24,10 @@ import { EventLog } from "../storage/EventLog.js"
 import { SessionStore } from "../storage/SessionStore.js"
 import { scanLog } from "./LogScan.js"
 import { readSessions } from "./RecoveryRead.js"
-import { noteMessage, OrchestratorState } from "./OrchestratorState.js"
+import { type RecentActivity, withMessage } from "./Activity.js"
+import { senderName } from "./Prompt.js"
+import { StateSeeding } from "./RecoveredState.js"
 import { type ReconcileSession, type RecoveryPlan, reconcile } from "./Reconcile.js"
-import { Router } from "./Router.js"
 
 export interface RecoveryOptions {
   /**
@@ -82,9 +83,9 @@ export type RecoveryFailure = RecoveryError | DurableError | EventLogError | Ses
 const WRITE_CONCURRENCY = 8
 
 export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
+  dependencies: [StateSeeding.Default],
   effect: Effect.gen(function*() {
-    const s = yield* OrchestratorState
-    const router = yield* Router
+    const seeding = yield* StateSeeding
     const log = yield* EventLog
     const store = yield* SessionStore
     const durable = yield* Durable
@@ -113,39 +114,48 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
         }
       })
 
-    /** Seed the empty state, then enqueue the replies recovery owes (logged first, like any message). */
+    /**
+     * Enqueue the replies recovery owes (logged first, like any message; noted in the recent
+     * activity as the Router notes a delivery, and as the next recovery reads it back from the
+     * log), then seed the agent services with the result.
+     */
     const applyState = (plan: RecoveryPlan) =>
       Effect.gen(function*() {
-        s.tree = plan.tree
-        for (const [agent, inbox] of plan.inboxes) s.inboxes.set(agent, inbox)
-        for (const r of plan.requests) s.requests.set(r.id, r)
-        for (const [agent, u] of plan.usage) s.usage.set(agent, u)
-        for (const [agent, a] of plan.activity) s.activity.set(agent, a)
-        s.userOutbox.push(...plan.userOutbox)
+        const inboxes = new Map<AgentId, ReadonlyArray<MessageEnvelope>>(plan.inboxes)
+        const activity = new Map<AgentId, RecentActivity>(plan.activity)
+        const userOutbox: Array<MessageEnvelope> = [...plan.userOutbox]
         for (const r of plan.replies) {
           const env: MessageEnvelope = r.envelope
           yield* log.append(r.logSession, makeEvent("message.enqueued", env))
-          // Noted in the recent activity like the Router notes a delivery (and as the next
-          // recovery reads it back from the log).
           const summary = { kind: env.kind, message_id: env.id, text: env.payload }
           if (env.recipient === "USER") {
             yield* log.append(r.logSession, makeEvent("message.delivered", { message_id: env.id }))
-            s.userOutbox.push(env)
+            userOutbox.push(env)
             const root = env.sender
-            if (root !== "USER" && root !== "SYSTEM") noteMessage(s, root, { direction: "out", peer: "USER", ...summary })
+            if (root !== "USER" && root !== "SYSTEM") {
+              activity.set(root, withMessage(activity.get(root), { direction: "out", peer: "USER", ...summary }))
+            }
           } else if (env.recipient !== null) {
-            const inbox = s.inboxes.get(env.recipient)
+            const to = env.recipient
+            const inbox = inboxes.get(to)
             if (inbox !== undefined) {
-              inbox.push(env)
-              const peer = env.metadata["sender_name"] ?? String(env.sender)
-              noteMessage(s, env.recipient, { direction: "in", peer, ...summary })
+              inboxes.set(to, [...inbox, env])
+              activity.set(to, withMessage(activity.get(to), { direction: "in", peer: senderName(env), ...summary }))
             }
           }
         }
+        yield* seeding.seed({
+          tree: plan.tree,
+          inboxes,
+          requests: plan.requests,
+          usage: plan.usage,
+          activity,
+          userOutbox
+        })
       })
 
     const run = Effect.fn("Recovery.run")(function*(options: RecoveryOptions = {}) {
-      if (s.tree.size > 0 || s.inboxes.size > 0) {
+      if (!(yield* seeding.isEmpty)) {
         return yield* new RecoveryError({
           reason: "not-empty",
           message: "recovery runs once, on an empty orchestrator state (daemon start-up)"
@@ -193,16 +203,13 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
 
       let turnsQueued = 0
       if (options.resume !== false) {
-        for (const p of plan.prompts) {
-          yield* router.queueTurn(p.agent, { _tag: "prompt", text: p.text, done: null })
-          turnsQueued++
-        }
-        for (const w of plan.wakes) {
-          yield* router.queueTurn(w.agent, { _tag: "message", id: w.message })
-          turnsQueued++
-        }
+        yield* seeding.queueTurns([
+          ...plan.prompts.map((p) => ({ _tag: "prompt", agent: p.agent, text: p.text }) as const),
+          ...plan.wakes.map((w) => ({ _tag: "message", agent: w.agent, id: w.message }) as const)
+        ])
+        turnsQueued = plan.prompts.length + plan.wakes.length
         // Pending sync requests with a reply timeout: re-armed with their remaining time.
-        yield* router.armTimeouts
+        yield* seeding.armTimeouts
       }
 
       const notes: Array<string> = []

@@ -22,6 +22,7 @@ import { type AgentId, type MessageId, newMessageId } from "../domain/ids.js"
 import { MessageEnvelope, type MessageKind } from "../domain/message.js"
 import { EventLog } from "../storage/EventLog.js"
 import { USER } from "./AgentTree.js"
+import { formatMessage, senderName, timeoutOf } from "./Prompt.js"
 import { addWork, noteMessage, OrchestratorState, type PendingRequest, type Trigger } from "./OrchestratorState.js"
 import { OutputBus } from "./OutputBus.js"
 
@@ -39,36 +40,6 @@ export interface SendResult {
 }
 
 const wakes = (env: MessageEnvelope) => env.kind === "request" || env.kind === "response" || env.sender === USER
-
-const senderName = (env: MessageEnvelope) => env.metadata["sender_name"] ?? String(env.sender)
-
-/** A request's reply timeout (`timeout` metadata) in seconds; undefined when absent or not positive. */
-export const timeoutOf = (env: MessageEnvelope): number | undefined => {
-  const raw = env.metadata["timeout"]
-  const t = raw === undefined ? Number.NaN : Number(raw)
-  return Number.isFinite(t) && t > 0 ? t : undefined
-}
-
-/** How a message reads in a prompt. */
-export const formatMessage = (env: MessageEnvelope): string => {
-  const from = senderName(env)
-  switch (env.kind) {
-    case "response":
-      if (env.metadata["timed_out"] === "true") {
-        return `Notice: ${env.payload}. You are no longer waiting for it; a late reply would still arrive as a message.`
-      }
-      if (env.metadata["late"] === "true") {
-        return `Late reply from ${from} (to message ${env.reply_to ?? "?"}, after it timed out): ${env.payload}`
-      }
-      return `Reply from ${from} (to message ${env.reply_to ?? "?"}): ${env.payload}`
-    case "request":
-      return `Message from ${from} (message ${env.id}, reply expected):\n${env.payload}`
-    case "multicast":
-      return `Broadcast from ${from} (message ${env.id}):\n${env.payload}`
-    case "notification":
-      return `Message from ${from} (message ${env.id}):\n${env.payload}`
-  }
-}
 
 export class Router extends Effect.Service<Router>()("substrat/Router", {
   scoped: Effect.gen(function*() {

@@ -11,21 +11,10 @@ import { Deferred, Effect, Option, Ref, Stream } from "effect"
 import { ProviderError } from "../domain/errors.js"
 import { makeEvent } from "../domain/events.js"
 import { newTurnId, type SessionId, type TurnId } from "../domain/ids.js"
+import { addUsage, type UsageTotals, zeroUsage } from "../domain/usage.js"
 import { EventLog } from "../storage/EventLog.js"
 import type { ProviderOutput } from "../provider/Provider.js"
 import { Multiplexer, type SessionBinding } from "./Multiplexer.js"
-
-export interface UsageTotals {
-  readonly input_tokens: number
-  readonly output_tokens: number
-  readonly cost_usd: number
-}
-export const zeroUsage: UsageTotals = { input_tokens: 0, output_tokens: 0, cost_usd: 0 }
-export const addUsage = (a: UsageTotals, b: UsageTotals): UsageTotals => ({
-  input_tokens: a.input_tokens + b.input_tokens,
-  output_tokens: a.output_tokens + b.output_tokens,
-  cost_usd: a.cost_usd + b.cost_usd
-})
 
 export interface TurnOutcome {
   readonly turn_id: TurnId

@@ -1,0 +1,61 @@
+// Prompt text (pure): how messages read in an agent's prompt, and the note a root gets when a
+// crash interrupted its turn. Everything an agent reads from the daemon is worded here.
+import type { MessageEnvelope } from "../domain/message.js"
+
+/** The name a message is from, as prompts and `check_inbox` show it. */
+export const senderName = (env: MessageEnvelope) => env.metadata["sender_name"] ?? String(env.sender)
+
+/** A request's reply timeout (`timeout` metadata) in seconds; undefined when absent or not positive. */
+export const timeoutOf = (env: MessageEnvelope): number | undefined => {
+  const raw = env.metadata["timeout"]
+  const t = raw === undefined ? Number.NaN : Number(raw)
+  return Number.isFinite(t) && t > 0 ? t : undefined
+}
+
+/** How a message reads in a prompt. */
+export const formatMessage = (env: MessageEnvelope): string => {
+  const from = senderName(env)
+  switch (env.kind) {
+    case "response":
+      if (env.metadata["timed_out"] === "true") {
+        return `Notice: ${env.payload}. You are no longer waiting for it; a late reply would still arrive as a message.`
+      }
+      if (env.metadata["late"] === "true") {
+        return `Late reply from ${from} (to message ${env.reply_to ?? "?"}, after it timed out): ${env.payload}`
+      }
+      return `Reply from ${from} (to message ${env.reply_to ?? "?"}): ${env.payload}`
+    case "request":
+      return `Message from ${from} (message ${env.id}, reply expected):\n${env.payload}`
+    case "multicast":
+      return `Broadcast from ${from} (message ${env.id}):\n${env.payload}`
+    case "notification":
+      return `Message from ${from} (message ${env.id}):\n${env.payload}`
+  }
+}
+
+/** The prompt a root gets when the crash interrupted its turn (docs/recovery.md, "Resume"). */
+export const recoveryPrompt = (args: {
+  readonly prompt: string
+  readonly consumedMessages: boolean
+  readonly children: ReadonlyArray<string>
+}): string => {
+  const lines = [
+    "[substrat] The Substrat daemon stopped unexpectedly (a crash, or a shutdown that could not wait for your turn) while you were working and has been restarted.",
+    "Your previous turn was interrupted: its output and any tool calls not yet answered were lost."
+  ]
+  if (args.consumedMessages) {
+    lines.push("The messages that turn was handling are queued for you again and follow this note.")
+  } else {
+    lines.push("That turn's prompt was:", "<<<", args.prompt, ">>>")
+  }
+  if (args.children.length > 0) {
+    lines.push(
+      `Your sub-agents (${args.children.join(", ")}) were restored. They stay idle unless they were answering a message; message them to continue.`
+    )
+  }
+  lines.push(
+    "A message may arrive twice after a crash. Check the current state of your work (e.g. files in your workspace) before repeating anything with side effects, then continue."
+  )
+  return lines.join("\n")
+}
+
