@@ -1,7 +1,9 @@
 // Start-up and shutdown chores of the daemon process: `$SUBSTRAT_HOME` (0700), the pid file
-// (single-instance lock; a stale one is removed), the stale socket file, and the socket's mode.
-// Each acquisition is scoped, so a failed start-up or any shutdown releases them the same way.
+// (single-instance lock: an exclusive flock(2) the kernel drops when the daemon dies), the stale
+// socket file, and the socket's mode. Each acquisition is scoped, so a failed start-up or any
+// shutdown releases them the same way.
 import { Data, Effect, type Scope } from "effect"
+import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import type { Paths } from "../config/Paths.js"
@@ -14,15 +16,26 @@ export class DaemonError extends Data.TaggedError("DaemonError")<{
 
 const errMessage = (e: unknown): string => (e instanceof Error ? e.message : String(e))
 
-/** Is a process with this pid alive (EPERM = alive but not ours)? */
+/** Has this process exited but not been reaped yet (state Z in /proc)? */
+const isZombie = (pid: number): boolean => {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    // "pid (comm) S …": comm may hold spaces and parentheses, the state follows the last ")".
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) === "Z"
+  } catch {
+    return false
+  }
+}
+
+/** Is a process with this pid alive (EPERM = alive but not ours; a zombie is dead)? */
 export const isAlive = (pid: number): boolean => {
   if (!Number.isInteger(pid) || pid <= 0) return false
   try {
     process.kill(pid, 0)
-    return true
   } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM"
+    if ((e as NodeJS.ErrnoException).code !== "EPERM") return false
   }
+  return !isZombie(pid)
 }
 
 /** The pid in the pid file, if it is readable and well-formed. */
@@ -74,46 +87,128 @@ const alreadyRunning = (paths: Paths, pid: number | undefined) =>
     ...(pid === undefined ? {} : { pid })
   })
 
+// The lock. Node has no flock(2); util-linux `flock(1)` takes it for us on a descriptor we pass
+// as its fd 3. A flock belongs to the open file description, which the daemon keeps open after
+// the helper exits, so the lock lives exactly as long as the daemon's descriptor: the kernel
+// drops it when the daemon dies, whether or not anybody reaps the dead process (a zombie has
+// already closed its files). Node opens every descriptor close-on-exec, so sandboxes and other
+// children never inherit it. docs/cli.md ("Single instance") says why this and not the others.
+
+/** flock(1)'s exit code when the lock is held elsewhere (its -E option; 1 is also its usage error). */
+const CONFLICT = 75
+
+type LockResult = "locked" | "held" | { readonly error: string }
+
+/** flock(1) on `fd`: exclusive (waiting up to `waitSeconds`) or shared (not waiting). */
+const flockFd = (fd: number, mode: "exclusive" | "probe", waitSeconds = 0): LockResult => {
+  const r = spawnSync(
+    "flock",
+    [mode === "exclusive" ? "--exclusive" : "--shared", ...(waitSeconds > 0 ? ["--timeout", String(waitSeconds)] : ["--nonblock"]), "--conflict-exit-code", String(CONFLICT), "3"],
+    { stdio: ["ignore", "ignore", "pipe", fd], timeout: 10_000 }
+  )
+  if (r.status === 0) return "locked"
+  if (r.status === CONFLICT) return "held"
+  const why = r.error !== undefined ? errMessage(r.error) : `exit ${r.status ?? r.signal}: ${r.stderr.toString("utf8").trim()}`
+  return { error: `flock(1) (util-linux) failed: ${why}` }
+}
+
 /**
- * Take the single-instance lock: refuse if a live daemon holds it, remove a stale pid file and
- * socket, then create `daemon.pid` exclusively (two racing starts cannot both win). Released
- * with the scope: the pid file is removed if it is still ours.
+ * Does a daemon hold the lock of this home? Probes with a shared lock taken and dropped at once
+ * (a starting daemon waits briefly for its exclusive one, so a probe never makes it fail).
+ * Returns the holder's pid when a daemon runs (or `true` if its pid file is not written yet).
+ */
+export const lockHolder = (paths: Paths): Effect.Effect<number | true | undefined, DaemonError> =>
+  Effect.suspend(() => {
+    let fd: number
+    try {
+      fd = fs.openSync(paths.pidFile, "r")
+    } catch (e) {
+      return (e as NodeJS.ErrnoException).code === "ENOENT"
+        ? Effect.succeed(undefined)
+        : Effect.fail(new DaemonError({ reason: "pidfile", message: `cannot open ${paths.pidFile}: ${errMessage(e)}` }))
+    }
+    try {
+      const r = flockFd(fd, "probe")
+      if (r === "locked") return Effect.succeed(undefined)
+      if (r === "held") return Effect.succeed(readPid(paths.pidFile) ?? true)
+      return Effect.fail(new DaemonError({ reason: "pidfile", message: r.error }))
+    } finally {
+      fs.closeSync(fd)
+    }
+  })
+
+/** Open `daemon.pid` and take its exclusive lock; the descriptor is returned to be kept open. */
+const lockPidFile = (paths: Paths): Effect.Effect<number, DaemonError> =>
+  Effect.suspend(() => {
+    // Retried when the locked file is no longer the one at the path: a daemon that stopped
+    // between our open and our lock unlinked it, and the next start would create a new one.
+    for (let attempt = 0; attempt < 10; attempt++) {
+      let fd: number
+      try {
+        fd = fs.openSync(paths.pidFile, fs.constants.O_RDWR | fs.constants.O_CREAT, 0o600)
+      } catch (e) {
+        return Effect.fail(new DaemonError({ reason: "pidfile", message: `cannot open ${paths.pidFile}: ${errMessage(e)}` }))
+      }
+      const r = flockFd(fd, "exclusive", 0.5)
+      if (r !== "locked") {
+        fs.closeSync(fd)
+        return Effect.fail(
+          r === "held" ? alreadyRunning(paths, readPid(paths.pidFile)) : new DaemonError({ reason: "pidfile", message: r.error })
+        )
+      }
+      let same = false
+      try {
+        same = fs.statSync(paths.pidFile).ino === fs.fstatSync(fd).ino
+      } catch {
+        same = false
+      }
+      if (same) return Effect.succeed(fd)
+      fs.closeSync(fd)
+    }
+    return Effect.fail(new DaemonError({ reason: "pidfile", message: `${paths.pidFile} keeps changing under us` }))
+  })
+
+/**
+ * Take the single-instance lock: an exclusive flock on `daemon.pid` (refused while another
+ * daemon holds it — only a live process can), then the leftovers of a dead daemon (stale socket,
+ * staging sockets) are removed and our pid is written. Released with the scope: the pid file is
+ * removed while the lock is still held, then the descriptor (and so the lock) is closed.
  */
 export const acquirePidFile = (paths: Paths): Effect.Effect<number, DaemonError, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.gen(function*() {
-      const existing = readPid(paths.pidFile)
-      if (existing !== undefined && existing !== process.pid && isAlive(existing)) {
-        return yield* alreadyRunning(paths, existing)
-      }
-      if (fs.existsSync(paths.socket) && (yield* socketAnswers(paths.socket))) {
-        return yield* alreadyRunning(paths, existing)
-      }
-      // Stale: the process is gone (or the file is garbage). Remove the leftovers.
-      yield* Effect.try({
-        try: () => {
-          fs.rmSync(paths.pidFile, { force: true })
-          fs.rmSync(paths.socket, { force: true })
-          for (const f of fs.readdirSync(paths.home)) {
-            if (/^daemon\.sock\.\d+\.tmp$/.test(f)) fs.rmSync(`${paths.home}/${f}`, { force: true })
-          }
-        },
-        catch: (e) => new DaemonError({ reason: "pidfile", message: `cannot remove stale files: ${errMessage(e)}` })
-      })
-      yield* Effect.try({
-        try: () => fs.writeFileSync(paths.pidFile, `${process.pid}\n`, { flag: "wx", mode: 0o600 }),
-        catch: (e) =>
-          (e as NodeJS.ErrnoException).code === "EEXIST"
-            ? alreadyRunning(paths, readPid(paths.pidFile))
-            : new DaemonError({ reason: "pidfile", message: `cannot write ${paths.pidFile}: ${errMessage(e)}` })
-      })
-      return process.pid
+      const fd = yield* lockPidFile(paths)
+      return yield* Effect.gen(function*() {
+        // A daemon of a build without the lock would still answer on the socket.
+        if (fs.existsSync(paths.socket) && (yield* socketAnswers(paths.socket))) {
+          return yield* alreadyRunning(paths, readPid(paths.pidFile))
+        }
+        // The lock is ours, so whoever left these is dead. Remove the leftovers.
+        yield* Effect.try({
+          try: () => {
+            fs.rmSync(paths.socket, { force: true })
+            for (const f of fs.readdirSync(paths.home)) {
+              if (/^daemon\.sock\.\d+\.tmp$/.test(f)) fs.rmSync(`${paths.home}/${f}`, { force: true })
+            }
+          },
+          catch: (e) => new DaemonError({ reason: "pidfile", message: `cannot remove stale files: ${errMessage(e)}` })
+        })
+        yield* Effect.try({
+          try: () => {
+            fs.ftruncateSync(fd, 0)
+            fs.writeSync(fd, `${process.pid}\n`, 0)
+          },
+          catch: (e) => new DaemonError({ reason: "pidfile", message: `cannot write ${paths.pidFile}: ${errMessage(e)}` })
+        })
+        return fd
+      }).pipe(Effect.tapError(() => Effect.sync(() => fs.closeSync(fd))))
     }),
-    () =>
+    (fd) =>
       Effect.sync(() => {
         if (readPid(paths.pidFile) === process.pid) fs.rmSync(paths.pidFile, { force: true })
+        fs.closeSync(fd)
       })
-  )
+  ).pipe(Effect.as(process.pid))
 
 /** Where the daemon listens first: chmod'ed there, then renamed into place (see `publishSocket`). */
 export const stagingSocket = (paths: Paths): string => `${paths.socket}.${process.pid}.tmp`

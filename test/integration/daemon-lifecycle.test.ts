@@ -6,7 +6,7 @@ import * as net from "node:net"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
-import { type Agent, cli, cliJson, daemons, isAlive, modeOf, spawnCli, startDaemon, waitFor, waitQuiet } from "./daemon.support.js"
+import { type Agent, cli, cliJson, daemons, isAlive, launcher, modeOf, spawnCli, startDaemon, waitFor, waitQuiet } from "./daemon.support.js"
 
 const owned = daemons()
 const homes: Array<string> = []
@@ -83,6 +83,41 @@ describe("daemon lifecycle (real processes)", () => {
     owned.track(pid)
     expect(fs.readFileSync(join(h, "daemon.pid"), "utf8").trim()).toBe(String(pid))
     await cliJson(h, ["daemon", "stop"])
+  })
+
+  it("a SIGKILLed daemon its parent never reaps (a zombie) does not block the next start", async () => {
+    const h = home()
+    fs.mkdirSync(h, { recursive: true, mode: 0o700 })
+    // The daemon's parent is `sleep` (the shell execs it), which never wait()s: once killed, the
+    // daemon stays a zombie, as under a container init that does not reap orphans.
+    const parent = spawn("sh", ["-c", '"$0" "$1" daemon run --home "$2" >"$2/fg.log" 2>&1 & echo $!; exec sleep 300', process.execPath, launcher, h], {
+      env: { ...process.env, SUBSTRAT_HOME: h },
+      stdio: ["ignore", "pipe", "inherit"]
+    })
+    owned.track(parent.pid!)
+    const first = Number(await new Promise<string>((r) => parent.stdout!.once("data", (d: Buffer) => r(d.toString("utf8").trim()))))
+    await waitFor("the first daemon answers", async () => ((await cli(h, ["daemon", "status"])).code === 0 ? true : undefined))
+    expect(fs.readFileSync(join(h, "daemon.pid"), "utf8").trim()).toBe(String(first))
+
+    process.kill(first, "SIGKILL")
+    const state = () => {
+      const stat = fs.readFileSync(`/proc/${first}/stat`, "utf8")
+      return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3)
+    }
+    await waitFor("the first daemon a zombie", () => (state() === "Z" ? true : undefined), 10_000)
+
+    const second = await cli(h, ["daemon", "start", "--json"])
+    expect(second.stderr).toBe("")
+    expect(second.code).toBe(0)
+    const pid = (JSON.parse(second.stdout) as { pid: number }).pid
+    owned.track(pid)
+    expect(pid).not.toBe(first)
+    expect(state()).toBe("Z")
+    expect((await cliJson<{ pid: number }>(h, ["daemon", "status"])).pid).toBe(pid)
+    // And the lock is the new daemon's now: a third start is refused.
+    expect((await cli(h, ["daemon", "start"])).code).toBe(6)
+    await cliJson(h, ["daemon", "stop"])
+    parent.kill("SIGKILL")
   })
 
   for (const signal of ["SIGTERM", "SIGINT"] as const) {

@@ -76,12 +76,18 @@ export const waitFor = async <A>(what: string, f: () => Promise<A | undefined> |
   }
 }
 
+/** Has `pid` not exited? A zombie (exited, not yet reaped by its parent) counts as exited. */
 export const isAlive = (pid: number): boolean => {
   try {
     process.kill(pid, 0)
-    return true
   } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM"
+    if ((e as NodeJS.ErrnoException).code !== "EPERM") return false
+  }
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z"
+  } catch {
+    return false
   }
 }
 

@@ -4,7 +4,7 @@ import { Console, Duration, Effect, Option } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import { resolveSettings } from "../../daemon/Config.js"
-import { isAlive, readPid, socketAnswers } from "../../daemon/Lifecycle.js"
+import { isAlive, lockHolder, readPid, socketAnswers } from "../../daemon/Lifecycle.js"
 import { call, CliError, withClient } from "../Client.js"
 import { home, json, pathsOf } from "../Common.js"
 import { printJson, renderStatus } from "../Output.js"
@@ -51,9 +51,12 @@ const startCommand = Command.make("start", { home, slots, grace, maxLine, json }
   Effect.gen(function*() {
     const settings = settingsOf(o)
     const paths = pathsOf(Option.some(settings.home))
-    const existing = readPid(paths.pidFile)
-    if (existing !== undefined && isAlive(existing)) {
-      return yield* new CliError({ kind: "already-running", message: `daemon already running (pid ${existing}, socket ${paths.socket})` })
+    // The daemon's flock on its pid file, not the pid's liveness: a killed daemon nobody has
+    // reaped yet (a zombie) holds nothing.
+    const existing = yield* lockHolder(paths).pipe(Effect.mapError((e) => new CliError({ kind: "internal", message: e.message })))
+    if (existing !== undefined) {
+      const who = existing === true ? "" : `pid ${existing}, `
+      return yield* new CliError({ kind: "already-running", message: `daemon already running (${who}socket ${paths.socket})` })
     }
     const child = yield* Effect.try({
       try: () => {
