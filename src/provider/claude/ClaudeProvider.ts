@@ -28,8 +28,18 @@ export const parseResult = (text: string): unknown => {
   }
 }
 
-/** Decode one turn's stream-json into ProviderOutput. Pure state machine over lines. */
-export const claudeDecoder = (): TurnPlan["decoder"] => {
+/** Money in the log: no float dust from subtracting running totals (0.018 - 0.006). */
+const roundUsd = (x: number): number => Math.round(x * 1e10) / 1e10
+
+/**
+ * Decode one turn's stream-json into ProviderOutput. Pure state machine over lines.
+ * `total_cost_usd` in claude's `result` is the session's running total across `--resume`, so the
+ * turn's own cost is the difference from `base.costBase`, the total after the previous turn of
+ * the resumed session `base.resumeId` (a different or new session starts from 0).
+ */
+export const claudeDecoder = (
+  base: { readonly resumeId: string | null; readonly costBase: number } = { resumeId: null, costBase: 0 }
+): TurnPlan["decoder"] => {
   let sessionId: string | null = null
   let result: SJ.Result | null = null
   let apiError: string | null = null
@@ -94,13 +104,26 @@ export const claudeDecoder = (): TurnPlan["decoder"] => {
         _tag: "Usage",
         input_tokens: u.input_tokens + (u.cache_creation_input_tokens ?? 0) + (u.cache_read_input_tokens ?? 0),
         output_tokens: u.output_tokens,
-        cost_usd: result.total_cost_usd
+        cost_usd: turnCost(result)
       },
       { _tag: "Final", text: result.result ?? "" }
     ])
   }
 
-  return { line, end, resumeId: () => (result === null ? null : result.session_id ?? sessionId) }
+  const continues = (r: SJ.Result): boolean => base.resumeId !== null && r.session_id === base.resumeId
+  /** The turn's own cost: the running total minus the total before it (a total that went down was reset). */
+  const turnCost = (r: SJ.Result): number => {
+    const before = continues(r) ? base.costBase : 0
+    return r.total_cost_usd >= before ? roundUsd(r.total_cost_usd - before) : r.total_cost_usd
+  }
+
+  return {
+    line,
+    end,
+    resumeId: () => (result === null ? null : result.session_id ?? sessionId),
+    // Only a successful turn moves the base: a failed turn's cost is counted with the next one.
+    costTotal: () => (result === null || result.is_error ? null : result.total_cost_usd)
+  }
 }
 
 export const claudeDriver: CliDriver = {
@@ -139,7 +162,7 @@ export const claudeDriver: CliDriver = {
           env,
           extraBinds: commonBinds(s, agent, bin, s.anthropicSocket)
         },
-        decoder: claudeDecoder()
+        decoder: claudeDecoder({ resumeId: input.resumeId, costBase: input.costBase })
       }
       return plan
     })

@@ -3,15 +3,20 @@
 // the argv/env/binds of a turn and the stdout decoder. The conversation itself lives in the CLI's
 // own session store under the agent's private HOME; what we keep is its resume id.
 //
-// Suspend blob (JSON): {"v":1,"provider","resume_id","instructions"} — the CLI's session/thread
-// id (null before the first successful turn) and the instructions (with the tool guidance), which
-// some CLIs need on every turn (claude: --append-system-prompt) and `resume` does not receive.
+// Suspend blob (JSON): {"v":1,"provider","resume_id","instructions","cost_total"?} — the CLI's
+// session/thread id (null before the first successful turn), the instructions (with the tool
+// guidance), which some CLIs need on every turn (claude: --append-system-prompt) and `resume`
+// does not receive, and the CLI's own running cost total for that session (claude reports the
+// session's total so far, not the turn's: each turn's cost is the difference, so the total must
+// survive with the resume id; absent in older blobs = 0).
 //
 // Crash safety: the blob reaches session.json only on a suspend, so after a kill -9 the
-// Multiplexer finds no blob and calls `start`. The resume id is therefore also written to
-// agents/<sid>/cli-resume.json (tmp + fsync + rename) after every turn that changes it, and
+// Multiplexer finds no blob and calls `start`. The resume id (and the running cost total) is
+// therefore also written to agents/<sid>/cli-resume.json (tmp + fsync + rename) after every
+// turn that changes it, and
 // `start` continues that conversation when the file exists — it exists only for a session that
-// already ran turns, so a new agent still starts fresh.
+// already ran turns, so a new agent still starts fresh. `resume` prefers the file over the blob
+// for the same reason (a blob from an earlier eviction can be stale after a kill -9).
 import { Effect, Schema, Stream } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
@@ -31,6 +36,8 @@ export interface TurnInput {
   readonly resumeId: string | null
   /** The agent's instructions, tool guidance included. */
   readonly instructions: string
+  /** The CLI's running cost total of the `resumeId` conversation so far (0 for a new one). */
+  readonly costBase: number
   readonly agent: AgentSandbox
   readonly bin: ResolvedBinary
   readonly settings: CliSettingsShape
@@ -43,6 +50,11 @@ export interface TurnPlan {
   readonly decoder: TurnDecoder & {
     /** The id to resume next turn, once the CLI has persisted the conversation (else null). */
     readonly resumeId: () => string | null
+    /**
+     * The conversation's running cost total after a successful turn, for CLIs that report a
+     * running total (claude); null when there is none (then the base is left unchanged).
+     */
+    readonly costTotal?: () => number | null
   }
 }
 
@@ -55,7 +67,8 @@ const Blob = Schema.parseJson(Schema.Struct({
   v: Schema.Literal(1),
   provider: Schema.String,
   resume_id: Schema.NullOr(Schema.String),
-  instructions: Schema.String
+  instructions: Schema.String,
+  cost_total: Schema.optional(Schema.Number)
 }))
 
 /** The factory for one CLI; needs the Sandbox, the agent sandboxes and the CLI settings. */
@@ -72,23 +85,24 @@ export const cliFactory = (driver: CliDriver) =>
         const bin = yield* resolveBinary(name, settings.binaries[name], process.env, settings.installDir)
         const agent = yield* sandboxes.prepare(ctx, name)
         const resumeFile = Path.join(agent.agentDir, "cli-resume.json")
-        const persist = (id: string) =>
+        const persist = (id: string, cost_total: number) =>
           Effect.try({
             try: () => {
               const tmp = `${resumeFile}.tmp`
               const fd = Fs.openSync(tmp, "w", 0o600)
-              Fs.writeSync(fd, JSON.stringify({ provider: name, resume_id: id }))
+              Fs.writeSync(fd, JSON.stringify({ provider: name, resume_id: id, cost_total }))
               Fs.fsyncSync(fd)
               Fs.closeSync(fd)
               Fs.renameSync(tmp, resumeFile)
             },
             catch: (e) => fail("turn", `cannot record the resume id: ${String(e)}`)
           }).pipe(Effect.catchAll((e) => Effect.logWarning(e.message)))
-        const persisted = (): string | null => {
+        const persisted = (): { readonly resumeId: string; readonly costTotal: number } | null => {
           try {
             const j: unknown = JSON.parse(Fs.readFileSync(resumeFile, "utf8"))
             if (typeof j === "object" && j !== null && "provider" in j && "resume_id" in j && j.provider === name && typeof j.resume_id === "string") {
-              return j.resume_id
+              const cost = "cost_total" in j && typeof j.cost_total === "number" && Number.isFinite(j.cost_total) ? j.cost_total : 0
+              return { resumeId: j.resume_id, costTotal: cost }
             }
           } catch {
             // absent or unreadable: a fresh conversation
@@ -96,6 +110,8 @@ export const cliFactory = (driver: CliDriver) =>
           return null
         }
         let resumeId: string | null = null
+        /** The CLI's running cost total of the `resumeId` conversation (claude), 0 for a new one. */
+        let costTotal = 0
         let instructions = withToolGuidance("")
         let live = false
         let stopped = false
@@ -104,7 +120,8 @@ export const cliFactory = (driver: CliDriver) =>
           Stream.unwrap(Effect.gen(function*() {
             if (stopped) return yield* fail("turn", "provider was stopped")
             if (!live) return yield* fail("turn", "send before start/resume")
-            const plan = yield* driver.plan({ prompt: message, resumeId, instructions, agent, bin, settings, ctx })
+            const costBase = resumeId === null ? 0 : costTotal
+            const plan = yield* driver.plan({ prompt: message, resumeId, instructions, costBase, agent, bin, settings, ctx })
             const request: SandboxRequest = {
               workspace: agent.workspace,
               ...plan.request,
@@ -113,9 +130,12 @@ export const cliFactory = (driver: CliDriver) =>
             return runTurn(sandbox, name, request, plan.decoder).pipe(
               Stream.ensuring(Effect.suspend(() => {
                 const next = plan.decoder.resumeId()
-                if (next === null || next === resumeId) return Effect.void
+                const total = plan.decoder.costTotal?.() ?? null
+                const nextCost = total ?? (next === resumeId ? costTotal : 0)
+                if (next === null || (next === resumeId && nextCost === costTotal)) return Effect.void
                 resumeId = next
-                return persist(next)
+                costTotal = nextCost
+                return persist(next, nextCost)
               }))
             )
           }))
@@ -126,12 +146,14 @@ export const cliFactory = (driver: CliDriver) =>
             Effect.suspend(() => {
               if (stopped) return Effect.fail(fail("start", "provider was stopped"))
               instructions = withToolGuidance(text)
-              resumeId = persisted()
+              const p = persisted()
+              resumeId = p?.resumeId ?? null
+              costTotal = p?.costTotal ?? 0
               live = true
               return Effect.void
             }),
           send,
-          suspend: Effect.suspend(() => Schema.encode(Blob)({ v: 1, provider: name, resume_id: resumeId, instructions })).pipe(
+          suspend: Effect.suspend(() => Schema.encode(Blob)({ v: 1, provider: name, resume_id: resumeId, instructions, cost_total: costTotal })).pipe(
             Effect.map((s) => new TextEncoder().encode(s)),
             Effect.mapError((e) => fail("suspend", e.message))
           ),
@@ -141,7 +163,12 @@ export const cliFactory = (driver: CliDriver) =>
               Effect.flatMap((b) =>
                 b.provider === name
                   ? Effect.sync(() => {
-                    resumeId = b.resume_id
+                    // cli-resume.json is rewritten after every turn, so it is never older than a
+                    // blob; a blob can be (an eviction's, left in session.json when the daemon
+                    // was later killed mid-conversation).
+                    const p = persisted()
+                    resumeId = p?.resumeId ?? b.resume_id
+                    costTotal = p?.costTotal ?? b.cost_total ?? 0
                     instructions = b.instructions
                     live = true
                   })
