@@ -48,6 +48,8 @@ const common: esbuild.BuildOptions = {
   sourcemap: "linked",
   legalComments: "none",
   logLevel: "warning",
+  // src/http/Static.ts reads import.meta.url only when __dirname is missing (ESM), never in the bundle.
+  logOverride: { "empty-import-meta": "silent" },
   external: ["msgpackr-extract"]
 }
 

@@ -12,6 +12,8 @@ export interface DaemonSettings {
   readonly graceMs: number
   /** Longest admin-socket request line. */
   readonly maxLineBytes: number
+  /** `HOST:PORT` of the optional HTTP listener on TCP (http.sock is always served). */
+  readonly http?: string | undefined
 }
 
 export const defaults = { slots: 4, graceMs: 10_000, maxLineBytes: 1024 * 1024 } as const
@@ -31,6 +33,7 @@ export const resolveSettings = (
   home: overrides.home ?? defaultHome(env),
   slots: Math.max(1, overrides.slots ?? intFromEnv(env, "SUBSTRAT_SLOTS") ?? defaults.slots),
   graceMs: overrides.graceMs ?? intFromEnv(env, "SUBSTRAT_GRACE_MS") ?? defaults.graceMs,
+  ...(overrides.http === undefined ? {} : { http: overrides.http }),
   maxLineBytes: Math.max(
     1024,
     overrides.maxLineBytes ?? intFromEnv(env, "SUBSTRAT_MAX_LINE_BYTES") ?? defaults.maxLineBytes

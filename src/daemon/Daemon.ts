@@ -18,6 +18,7 @@ import { DaemonControl } from "./DaemonControl.js"
 import * as FastLane from "./FastLane.js"
 import * as FrameGuard from "./FrameGuard.js"
 import { HandlersLive } from "./Handlers.js"
+import * as Http from "../http/Server.js"
 import { acquirePidFile, DaemonError, prepareHome, publishSocket, stagingSocket } from "./Lifecycle.js"
 import { AdminRpcs } from "./Rpcs.js"
 import { Drain, RuntimeLive } from "./Runtime.js"
@@ -70,6 +71,7 @@ export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> 
     yield* Layer.build(ServerLive.pipe(Layer.provide(Layer.succeedContext(runtime)))).pipe(
       Effect.mapError((e) => new DaemonError({ reason: "socket", message: `cannot listen on ${paths.socket}: ${String(e.cause)}` }))
     )
+    yield* Http.serve(paths, settings.http).pipe(Effect.provide(runtime)) // http.sock (+ TCP): src/http/Server.ts
     yield* publishSocket(paths)
     yield* Effect.logInfo(`substrat daemon ${process.pid} listening on ${paths.socket}`)
     yield* Deferred.await(control.stop)

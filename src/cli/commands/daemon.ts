@@ -22,7 +22,13 @@ const maxLine = Options.integer("max-line-bytes").pipe(
   Options.optional
 )
 
+const http = Options.text("http").pipe(
+  Options.withDescription("Also serve the HTTP API and dashboard on this loopback HOST:PORT, with the token in $SUBSTRAT_HOME/http.token"),
+  Options.optional
+)
+
 const settingsOf = (o: {
+  readonly http?: Option.Option<string>
   readonly home: Option.Option<string>
   readonly slots: Option.Option<number>
   readonly grace: Option.Option<number>
@@ -32,10 +38,11 @@ const settingsOf = (o: {
     home: pathsOf(o.home).home,
     ...Option.match(o.slots, { onNone: () => ({}), onSome: (slots) => ({ slots }) }),
     ...Option.match(o.grace, { onNone: () => ({}), onSome: (graceMs) => ({ graceMs }) }),
-    ...Option.match(o.maxLine, { onNone: () => ({}), onSome: (maxLineBytes) => ({ maxLineBytes }) })
+    ...Option.match(o.maxLine, { onNone: () => ({}), onSome: (maxLineBytes) => ({ maxLineBytes }) }),
+    ...Option.match(o.http ?? Option.none(), { onNone: () => ({}), onSome: (http) => ({ http }) })
   })
 
-const runCommand = Command.make("run", { home, slots, grace, maxLine }, (o) =>
+const runCommand = Command.make("run", { home, slots, grace, maxLine, http }, (o) =>
   Effect.gen(function*() {
     const settings = settingsOf(o)
     // Loaded only here: one-shot commands never pay for the daemon's modules.
@@ -47,7 +54,7 @@ const runCommand = Command.make("run", { home, slots, grace, maxLine }, (o) =>
     )
   })).pipe(Command.withDescription("Run the daemon in the foreground (for supervisors and tests); stops on SIGTERM/SIGINT"))
 
-const startCommand = Command.make("start", { home, slots, grace, maxLine, json }, (o) =>
+const startCommand = Command.make("start", { home, slots, grace, maxLine, http, json }, (o) =>
   Effect.gen(function*() {
     const settings = settingsOf(o)
     const paths = pathsOf(Option.some(settings.home))
@@ -74,7 +81,8 @@ const startCommand = Command.make("start", { home, slots, grace, maxLine, json }
           "--grace-ms",
           String(settings.graceMs),
           "--max-line-bytes",
-          String(settings.maxLineBytes)
+          String(settings.maxLineBytes),
+          ...(settings.http === undefined ? [] : ["--http", settings.http])
         ]
         const c = spawn(process.execPath, args, { detached: true, stdio: ["ignore", log, log], env: process.env })
         fs.closeSync(log)

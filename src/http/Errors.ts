@@ -1,0 +1,34 @@
+// HTTP errors: the admin protocol's four wire errors (src/daemon/Rpcs.ts: same `_tag`, `code` and
+// words as the CLI shows) plus Unauthorized, as JSON `{"error": {...}}` with a status per kind.
+import { HttpServerResponse } from "@effect/platform"
+import { ParseResult, Schema } from "effect"
+import { toRpcError } from "../daemon/Handlers.js"
+import { InvalidInput, RpcError } from "../daemon/Rpcs.js"
+
+const status: Record<RpcError["_tag"], number> = {
+  NotFound: 404,
+  InvalidInput: 400,
+  Unavailable: 503,
+  Internal: 500
+}
+
+/** A Schema failure of a request's params or body, in words (path: what was expected). */
+export const invalidInput = (field: string, e: ParseResult.ParseError): InvalidInput => {
+  const issues = ParseResult.ArrayFormatter.formatErrorSync(e)
+  const message = issues.map((i) => (i.path.length > 0 ? `${i.path.join(".")}: ${i.message}` : i.message)).join("; ")
+  const first = issues[0]?.path[0]
+  return new InvalidInput({ field: first === undefined ? field : String(first), message })
+}
+
+const encodeError = Schema.encodeSync(RpcError)
+
+/** Any failure of a route → its JSON response (never a defect). */
+export const errorResponse = (e: unknown): HttpServerResponse.HttpServerResponse => {
+  const err = toRpcError(e)
+  return HttpServerResponse.unsafeJson({ error: encodeError(err) }, { status: status[err._tag] })
+}
+
+export const unauthorized: HttpServerResponse.HttpServerResponse = HttpServerResponse.unsafeJson(
+  { error: { _tag: "Unauthorized", code: 401, message: "missing or wrong bearer token (see $SUBSTRAT_HOME/http.token)" } },
+  { status: 401, headers: { "www-authenticate": "Bearer" } }
+)

@@ -1,0 +1,252 @@
+// The REST routes under /v1/ (docs/http.md). Each route decodes its params/body with the payload
+// Schema of the matching admin RPC (src/daemon/Rpcs.ts) and calls that RPC's own handler
+// (`AdminRpcs.accessHandler`, built from src/daemon/Handlers.ts): one implementation of every
+// operation for the CLI and HTTP alike, with the same errors. What HTTP adds: `?all=1` on the
+// agent list, `wait` on messages (the answer, from the event feed) and the SSE stream (Sse.ts).
+import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Duration, Effect, Queue, Schema, Stream } from "effect"
+import type { MessageEnvelope } from "../domain/message.js"
+import * as Cursor from "../feed/Cursor.js"
+import { EventFeed } from "../feed/EventFeed.js"
+import {
+  AdminRpcs,
+  AgentCreateRpc,
+  AgentSendRpc,
+  InvalidInput,
+  SessionDeleteRpc,
+  Unavailable,
+  WorkspaceCreateRpc,
+  WorkspaceDeleteRpc,
+  WorkspaceDiffRpc,
+  WorkspaceLogRpc,
+  WorkspaceRevertRpc
+} from "../daemon/Rpcs.js"
+import { errorResponse, invalidInput } from "./Errors.js"
+import * as Sse from "./Sse.js"
+
+/** Longest wait of `POST /v1/agents/{ref}/messages` with `wait: true` (overridable per request). */
+const defaultWaitSeconds = 600
+
+const decode = <A, I>(schema: Schema.Schema<A, I>, field: string) => (u: unknown) =>
+  Schema.decodeUnknown(schema)(u, { onExcessProperty: "ignore" }).pipe(Effect.mapError((e) => invalidInput(field, e)))
+
+const body = Effect.flatMap(HttpServerRequest.HttpServerRequest, (r) => r.json).pipe(
+  Effect.catchAll(() => Effect.fail(new InvalidInput({ field: "body", message: "the body must be a JSON object" })))
+)
+
+const bodyOrEmpty = Effect.flatMap(HttpServerRequest.HttpServerRequest, (r) =>
+  Effect.flatMap(r.text, (t) =>
+    t.trim() === "" ? Effect.succeed({}) : Effect.try({ try: () => JSON.parse(t) as unknown, catch: () => "bad" }))).pipe(
+    Effect.catchAll(() => Effect.fail(new InvalidInput({ field: "body", message: "the body must be a JSON object" })))
+  )
+
+const param = (name: string) => Effect.map(HttpRouter.params, (p) => p[name] ?? "")
+
+const query = Effect.map(HttpServerRequest.HttpServerRequest, (r) => new URL(r.url, "http://x").searchParams)
+
+const flag = (v: string | null) => v !== null && v !== "0" && v !== "false"
+
+const json = (status = 200) => (a: unknown) => HttpServerResponse.unsafeJson(a, { status })
+
+/** Run a route; every failure becomes its JSON error response. */
+const respond = <E, R>(effect: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
+  effect.pipe(
+    Effect.catchAll((e) => Effect.succeed(errorResponse(e))),
+    Effect.catchAllDefect((d) => Effect.as(Effect.logError("http route defect", d), errorResponse(d)))
+  )
+
+const SendBody = Schema.Struct({
+  text: AgentSendRpc.payloadSchema.fields.text,
+  wait: Schema.optional(Schema.Boolean),
+  /** With `wait`: seconds to wait for the answer. */
+  timeout_s: Schema.optional(Schema.Number.pipe(Schema.positive()))
+})
+
+export const make = Effect.gen(function*() {
+  const feed = yield* EventFeed
+  const status = yield* AdminRpcs.accessHandler("daemon.status")
+  const create = yield* AdminRpcs.accessHandler("agent.create")
+  const list = yield* AdminRpcs.accessHandler("agent.list")
+  const send = yield* AdminRpcs.accessHandler("agent.send")
+  const inspect = yield* AdminRpcs.accessHandler("agent.inspect")
+  const terminate = yield* AdminRpcs.accessHandler("agent.terminate")
+  const sessionList = yield* AdminRpcs.accessHandler("session.list")
+  const suspend = yield* AdminRpcs.accessHandler("session.suspend")
+  const resume = yield* AdminRpcs.accessHandler("session.resume")
+  const sessionDelete = yield* AdminRpcs.accessHandler("session.delete")
+  const wsCreate = yield* AdminRpcs.accessHandler("workspace.create")
+  const wsList = yield* AdminRpcs.accessHandler("workspace.list")
+  const wsDelete = yield* AdminRpcs.accessHandler("workspace.delete")
+  const wsDiff = yield* AdminRpcs.accessHandler("workspace.diff")
+  const wsRevert = yield* AdminRpcs.accessHandler("workspace.revert")
+  const wsLog = yield* AdminRpcs.accessHandler("workspace.log")
+  const headers = {} as Parameters<typeof status>[1]
+
+  /** Live agents, and with `all` the agents of the other sessions (terminated or not recovered). */
+  const agents = (all: boolean) =>
+    Effect.gen(function*() {
+      const live = (yield* list(undefined, headers)).agents
+      if (!all) return { agents: live }
+      const known = new Set<string>(live.map((a) => a.id))
+      const gone = (yield* sessionList(undefined, headers)).sessions
+        .filter((s) => s.agent_id !== null && !known.has(s.agent_id))
+        .map((s) => ({
+          id: s.agent_id,
+          name: s.agent_name,
+          session_id: s.id,
+          parent_id: null,
+          provider: s.provider_name,
+          state: "terminated" as const
+        }))
+      return { agents: [...live, ...gone] }
+    })
+
+  /** The answer to a USER message: the agent's reply in its log (message.enqueued to USER). */
+  const sendAndWait = (ref: string, text: string, timeoutS: number) =>
+    Effect.scoped(Effect.gen(function*() {
+      const node = (yield* inspect({ agent: ref }, headers)).agent
+      const replies = yield* Queue.unbounded<MessageEnvelope>()
+      const ready = yield* Effect.makeLatch(false)
+      // Follow the agent's log from now on before sending, so the reply cannot slip by.
+      yield* feed.stream({ scope: { _tag: "agent", agent: node.id }, from: "end" }).pipe(
+        Stream.runForEach((i) =>
+          i._tag === "Live"
+            ? ready.open
+            : i.entry.event === "message.enqueued" && i.entry.data.recipient === "USER"
+            ? Queue.offer(replies, i.entry.data)
+            : Effect.void
+        ),
+        Effect.forkScoped
+      )
+      yield* ready.await
+      const sent = yield* send({ agent: node.id, text, sync: true }, headers)
+      const answer = yield* Queue.take(replies).pipe(
+        Effect.repeat({ until: (m) => m.reply_to === sent.message_id }),
+        Effect.timeoutFail({
+          duration: Duration.seconds(timeoutS),
+          onTimeout: () => new Unavailable({ message: `no answer from ${node.name} within ${timeoutS} s (message ${sent.message_id})` })
+        })
+      )
+      return { ...sent, answer: { message_id: answer.id, text: answer.payload, timestamp: answer.timestamp } }
+    }))
+
+  const events = Effect.gen(function*() {
+    const q = yield* query
+    const req = yield* HttpServerRequest.HttpServerRequest
+    const agent = q.get("agent")
+    const tree = q.get("tree")
+    const ref = tree ?? agent
+    // A live agent by name or id; else an agent id or session id from the logs (terminated).
+    const target = ref === null
+      ? null
+      : yield* inspect({ agent: ref }, headers).pipe(
+        Effect.map((i) => i.agent.id as string),
+        Effect.catchTag("NotFound", (nf) =>
+          // Not live: an agent id or session id of a session on disk, or 404 now (not in the stream).
+          Effect.flatMap(sessionList(undefined, headers), (l) =>
+            l.sessions.some((s) => s.id === ref || s.agent_id === ref) ? Effect.succeed(ref) : Effect.fail(nf)))
+      )
+    const lastId = req.headers["last-event-id"] ?? q.get("last_event_id") ?? undefined
+    const from = lastId !== undefined ? Cursor.decode(lastId) : q.get("from") === "end" ? "end" as const : Cursor.empty
+    if (from === undefined) {
+      return yield* new InvalidInput({ field: "Last-Event-ID", message: `not an event id of this stream: ${lastId}` })
+    }
+    const scope = target === null
+      ? { _tag: "all" as const }
+      : tree !== null
+      ? { _tag: "tree" as const, agent: target }
+      : { _tag: "agent" as const, agent: target }
+    const items = feed.stream({ scope, from })
+    return Sse.response(items, from === "end" ? Cursor.empty : from)
+  })
+
+  return HttpRouter.empty.pipe(
+    HttpRouter.get("/v1/daemon", respond(Effect.map(status(undefined, headers), json()))),
+    HttpRouter.get("/v1/agents", respond(Effect.flatMap(query, (q) => Effect.map(agents(flag(q.get("all"))), json())))),
+    HttpRouter.post(
+      "/v1/agents",
+      respond(Effect.gen(function*() {
+        const p = yield* Effect.flatMap(bodyOrEmpty, decode(AgentCreateRpc.payloadSchema, "body"))
+        return json(201)(yield* create(p, headers))
+      }))
+    ),
+    HttpRouter.get("/v1/agents/:ref", respond(Effect.flatMap(param("ref"), (ref) => Effect.map(inspect({ agent: ref }, headers), (i) => json()(i.agent))))),
+    HttpRouter.get("/v1/agents/:ref/inspect", respond(Effect.flatMap(param("ref"), (ref) => Effect.map(inspect({ agent: ref }, headers), json())))),
+    HttpRouter.del("/v1/agents/:ref", respond(Effect.flatMap(param("ref"), (ref) => Effect.map(terminate({ agent: ref }, headers), json())))),
+    HttpRouter.post(
+      "/v1/agents/:ref/messages",
+      respond(Effect.gen(function*() {
+        const ref = yield* param("ref")
+        const p = yield* Effect.flatMap(body, decode(SendBody, "body"))
+        if (p.wait === true) return json()(yield* sendAndWait(ref, p.text, p.timeout_s ?? defaultWaitSeconds))
+        return json(202)(yield* send({ agent: ref, text: p.text, sync: true }, headers))
+      }))
+    ),
+    HttpRouter.get("/v1/sessions", respond(Effect.map(sessionList(undefined, headers), json()))),
+    HttpRouter.post(
+      "/v1/sessions/:session/suspend",
+      respond(Effect.flatMap(Effect.flatMap(param("session"), decode(SessionDeleteRpc.payloadSchema.fields.session, "session")), (session) =>
+        Effect.map(suspend({ session }, headers), json())))
+    ),
+    HttpRouter.post(
+      "/v1/sessions/:session/resume",
+      respond(Effect.flatMap(Effect.flatMap(param("session"), decode(SessionDeleteRpc.payloadSchema.fields.session, "session")), (session) =>
+        Effect.map(resume({ session }, headers), json())))
+    ),
+    HttpRouter.del(
+      "/v1/sessions/:session",
+      respond(Effect.flatMap(Effect.flatMap(param("session"), decode(SessionDeleteRpc.payloadSchema.fields.session, "session")), (session) =>
+        Effect.map(sessionDelete({ session }, headers), json())))
+    ),
+    HttpRouter.get("/v1/workspaces", respond(Effect.map(wsList(undefined, headers), json()))),
+    HttpRouter.post(
+      "/v1/workspaces",
+      respond(Effect.gen(function*() {
+        const p = yield* Effect.flatMap(bodyOrEmpty, decode(WorkspaceCreateRpc.payloadSchema, "body"))
+        return json(201)(yield* wsCreate(p, headers))
+      }))
+    ),
+    HttpRouter.del(
+      "/v1/workspaces/:workspace",
+      respond(Effect.gen(function*() {
+        const q = yield* query
+        const p = yield* decode(WorkspaceDeleteRpc.payloadSchema, "workspace")({ workspace: yield* param("workspace"), force: flag(q.get("force")) })
+        return json()(yield* wsDelete(p, headers))
+      }))
+    ),
+    HttpRouter.get(
+      "/v1/workspaces/:workspace/turns",
+      respond(Effect.gen(function*() {
+        const q = yield* query
+        const limit = q.get("limit")
+        const p = yield* decode(WorkspaceLogRpc.payloadSchema, "workspace")({
+          workspace: yield* param("workspace"),
+          ...(limit === null ? {} : { limit: Number(limit) })
+        })
+        return json()(yield* wsLog(p, headers))
+      }))
+    ),
+    HttpRouter.get(
+      "/v1/workspaces/:workspace/diff",
+      respond(Effect.gen(function*() {
+        const p = yield* decode(WorkspaceDiffRpc.payloadSchema, "workspace")({ workspace: yield* param("workspace") })
+        return json()(yield* wsDiff(p, headers))
+      }))
+    ),
+    HttpRouter.get(
+      "/v1/workspaces/:workspace/turns/:turn/diff",
+      respond(Effect.gen(function*() {
+        const p = yield* decode(WorkspaceDiffRpc.payloadSchema, "turn")({ workspace: yield* param("workspace"), turn: yield* param("turn") })
+        return json()(yield* wsDiff(p, headers))
+      }))
+    ),
+    HttpRouter.post(
+      "/v1/workspaces/:workspace/turns/:turn/revert",
+      respond(Effect.gen(function*() {
+        const p = yield* decode(WorkspaceRevertRpc.payloadSchema, "turn")({ workspace: yield* param("workspace"), turn: yield* param("turn") })
+        return json()(yield* wsRevert(p, headers))
+      }))
+    ),
+    HttpRouter.get("/v1/events", respond(events))
+  )
+})

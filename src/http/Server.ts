@@ -1,0 +1,135 @@
+// The daemon's HTTP surface (ARCHITECTURE §6, docs/http.md): the routes (Routes.ts), the SSE feed
+// and the dashboard (Static.ts), served
+//   - always on `$SUBSTRAT_HOME/http.sock` (0600: listened at a staging path, chmod'ed, renamed —
+//     like daemon.sock), no token: the file mode is the access control;
+//   - with `--http HOST:PORT`, on TCP too, every /v1 request needing `Authorization: Bearer <token>`
+//     (`$SUBSTRAT_HOME/http.token`, 0600, made once and kept) — 401 otherwise. No cookies; no CORS
+//     headers, so browsers refuse cross-origin calls.
+// The admin RPC handlers are built once more here (HandlersLive over the same services): HTTP calls
+// the very functions the admin socket serves.
+import { HttpMiddleware, HttpRouter, HttpServer, HttpServerRequest } from "@effect/platform"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import { Context, Effect, Layer, Option } from "effect"
+import { randomBytes, timingSafeEqual } from "node:crypto"
+import * as fs from "node:fs"
+import { createServer } from "node:http"
+import { join } from "node:path"
+import type { Paths } from "../config/Paths.js"
+import { HandlersLive } from "../daemon/Handlers.js"
+import { DaemonError } from "../daemon/Lifecycle.js"
+import { EventFeed } from "../feed/EventFeed.js"
+import { unauthorized } from "./Errors.js"
+import * as Routes from "./Routes.js"
+import * as Static from "./Static.js"
+
+export const socketPath = (paths: Paths): string => join(paths.home, "http.sock")
+export const tokenPath = (paths: Paths): string => join(paths.home, "http.token")
+/** Where the TCP listener is, for `substrat ui` (removed on shutdown). */
+export const urlPath = (paths: Paths): string => join(paths.home, "http.url")
+
+export interface TcpAddress {
+  readonly host: string
+  readonly port: number
+}
+
+/** `127.0.0.1:8080`, `[::1]:8080`, `localhost:0`; undefined when it is none of these. */
+export const parseAddress = (s: string): TcpAddress | undefined => {
+  const m = /^(?:\[([0-9a-fA-F:]+)\]|([A-Za-z0-9.-]+)):(\d{1,5})$/.exec(s.trim())
+  if (m === null) return undefined
+  const port = Number(m[3])
+  return port > 65535 ? undefined : { host: m[1] ?? m[2]!, port }
+}
+
+const fail = (message: string) => new DaemonError({ reason: "socket", message })
+
+/** The bearer token: kept in http.token (0600), made on first use. */
+export const ensureToken = (paths: Paths): Effect.Effect<string, DaemonError> =>
+  Effect.try({
+    try: () => {
+      const file = tokenPath(paths)
+      try {
+        const t = fs.readFileSync(file, "utf8").trim()
+        if (t.length >= 32) return t
+      } catch {
+        // none yet
+      }
+      const token = randomBytes(32).toString("base64url")
+      fs.writeFileSync(`${file}.tmp`, token + "\n", { mode: 0o600 })
+      fs.renameSync(`${file}.tmp`, file)
+      return token
+    },
+    catch: (e) => fail(`cannot write ${tokenPath(paths)}: ${String(e)}`)
+  })
+
+const sameSecret = (a: string, b: string): boolean => {
+  const x = Buffer.from(a)
+  const y = Buffer.from(b)
+  return x.length === y.length && timingSafeEqual(x, y)
+}
+
+/** TCP only: /v1 and /openapi.json need the bearer token; the dashboard's static files do not. */
+const bearer = (token: string) =>
+  HttpMiddleware.make((app) =>
+    Effect.gen(function*() {
+      const req = yield* HttpServerRequest.HttpServerRequest
+      const path = new URL(req.url, "http://x").pathname
+      if (Static.isAsset(path)) return yield* app
+      const auth = req.headers["authorization"] ?? ""
+      return auth.startsWith("Bearer ") && sameSecret(auth.slice(7).trim(), token) ? yield* app : unauthorized
+    })
+  )
+
+const listen = <E, R>(app: HttpRouter.HttpRouter<E, R>, options: { readonly path: string } | TcpAddress) =>
+  HttpServer.serve(app).pipe(
+    Layer.provideMerge(NodeHttpServer.layer(() => createServer({ keepAliveTimeout: 5_000 }), options))
+  )
+
+/**
+ * Serve HTTP until the scope closes. Needs the daemon's runtime services (those of HandlersLive
+ * and EventFeed). Returns the TCP address actually bound (port 0 picks one), if any.
+ */
+export const serve = (paths: Paths, tcp: string | undefined) =>
+  Effect.gen(function*() {
+    const address = tcp === undefined ? undefined : parseAddress(tcp)
+    if (tcp !== undefined && address === undefined) return yield* fail(`--http wants HOST:PORT (e.g. 127.0.0.1:8080), not ${tcp}`)
+    const services = yield* Layer.build(Layer.mergeAll(HandlersLive, EventFeed.Default))
+    const routes = yield* Effect.provide(Routes.make, services)
+    const app = Static.routes(yield* Static.load).pipe(HttpRouter.concat(routes))
+
+    const sock = socketPath(paths)
+    const staging = `${sock}.${process.pid}.tmp`
+    fs.rmSync(staging, { force: true })
+    yield* Layer.build(listen(app, { path: staging })).pipe(Effect.mapError((e) => fail(`cannot listen on ${sock}: ${String(e)}`)))
+    yield* Effect.acquireRelease(
+      Effect.try({
+        try: () => {
+          fs.chmodSync(staging, 0o600)
+          fs.renameSync(staging, sock)
+        },
+        catch: (e) => fail(`cannot publish ${sock}: ${String(e)}`)
+      }),
+      () => Effect.sync(() => fs.rmSync(sock, { force: true }))
+    )
+
+    if (address === undefined) {
+      fs.rmSync(urlPath(paths), { force: true })
+      return Option.none<TcpAddress>()
+    }
+    const token = yield* ensureToken(paths)
+    const tcpApp = HttpRouter.use(app, bearer(token))
+    const ctx = yield* Layer.build(listen(tcpApp, address)).pipe(Effect.mapError((e) => fail(`cannot listen on ${tcp}: ${String(e)}`)))
+    const bound = Context.get(ctx, HttpServer.HttpServer).address
+    const actual: TcpAddress = bound._tag === "TcpAddress" ? { host: address.host, port: bound.port } : address
+    const url = `http://${actual.host.includes(":") ? `[${actual.host}]` : actual.host}:${actual.port}/`
+    yield* Effect.acquireRelease(
+      Effect.try({
+        try: () => {
+          fs.writeFileSync(`${urlPath(paths)}.tmp`, url + "\n", { mode: 0o600 })
+          fs.renameSync(`${urlPath(paths)}.tmp`, urlPath(paths))
+        },
+        catch: (e) => fail(`cannot write ${urlPath(paths)}: ${String(e)}`)
+      }),
+      () => Effect.sync(() => fs.rmSync(urlPath(paths), { force: true }))
+    )
+    return Option.some(actual)
+  })

@@ -1,0 +1,48 @@
+// The dashboard's files (src/http/static/: one HTML page, one ES module, one stylesheet — no
+// framework, no build step; docs/http.md says why), read once at start-up and served from memory.
+// Found next to this module when run from src/ (tsx, tests) and from dist/ (the bundle's
+// __dirname is dist/, the files stay in src/http/static/).
+import { HttpRouter, HttpServerResponse } from "@effect/platform"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { DaemonError } from "../daemon/Lifecycle.js"
+
+const assets = {
+  "/": { file: "index.html", type: "text/html; charset=utf-8" },
+  "/app.js": { file: "app.js", type: "text/javascript; charset=utf-8" },
+  "/style.css": { file: "style.css", type: "text/css; charset=utf-8" }
+} as const
+
+type AssetPath = keyof typeof assets
+
+export const isAsset = (path: string): boolean => Object.hasOwn(assets, path)
+
+const staticDir = (): string => {
+  const here = typeof __dirname === "string" ? __dirname : dirname(fileURLToPath(import.meta.url))
+  const candidates = [join(here, "static"), join(here, "..", "src", "http", "static")]
+  return candidates.find((d) => fs.existsSync(join(d, "index.html"))) ?? candidates[0]!
+}
+
+export const load: Effect.Effect<ReadonlyMap<AssetPath, Uint8Array>, DaemonError> = Effect.try({
+  try: () => {
+    const dir = staticDir()
+    return new Map(Object.entries(assets).map(([path, a]) => [path as AssetPath, fs.readFileSync(join(dir, a.file))]))
+  },
+  catch: (e) => new DaemonError({ reason: "home", message: `dashboard files missing: ${String(e)}` })
+})
+
+const headers = {
+  "cache-control": "no-cache",
+  "x-content-type-options": "nosniff",
+  "content-security-policy": "default-src 'self'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
+  "referrer-policy": "no-referrer"
+}
+
+export const routes = (files: ReadonlyMap<AssetPath, Uint8Array>): HttpRouter.HttpRouter =>
+  (Object.keys(assets) as Array<AssetPath>).reduce(
+    (router, path) =>
+      HttpRouter.get(router, path, Effect.succeed(HttpServerResponse.uint8Array(files.get(path)!, { contentType: assets[path].type, headers }))),
+    HttpRouter.empty
+  )
