@@ -4,7 +4,7 @@
 import { Either } from "effect"
 import type { BindMode, WorkspaceSpec } from "../domain/workspace.js"
 import { SandboxPathError } from "./errors.js"
-import { absolutePath, relativePath, sandboxTarget } from "./PathPolicy.js"
+import { absolutePath, linkRefusal, relativePath, sandboxTarget } from "./PathPolicy.js"
 
 /** One system path on the host as `lstat` saw it. Symlinks are recreated as symlinks (usrmerge: /bin → usr/bin). */
 export interface HostEntry {
@@ -71,6 +71,8 @@ export const buildBwrapArgs = (input: BwrapInput): Either.Either<ReadonlyArray<s
     for (const [i, s] of input.spec.symlinks.entries()) {
       const host = yield* absolutePath(`symlinks[${i}].host_path`, s.host_path)
       const mount = yield* relativePath(`symlinks[${i}].mount_path`, s.mount_path)
+      const refusal = linkRefusal(host, mount, s.mode, { host: `symlinks[${i}].host_path`, mount: `symlinks[${i}].mount_path` })
+      if (refusal !== null) return yield* Either.left(refusal)
       const target = `${WORKSPACE}/${mount}`
       if (seen.has(target)) {
         return yield* Either.left(pathError(`symlinks[${i}].mount_path`, s.mount_path, "duplicate", "mount path used twice"))

@@ -17,7 +17,7 @@ import { type BindMode, noLimits, ResourceLimits, SymlinkSpec, WorkspaceSpec } f
 import { Durable } from "../storage/Durable.js"
 import { SandboxPathError, WorkspaceError } from "./errors.js"
 import { initHistory } from "./git.js"
-import { absolutePath, isWithin, relativePath, relativeTo } from "./PathPolicy.js"
+import { absolutePath, isWithin, linkRefusal, relativePath, relativeTo } from "./PathPolicy.js"
 import { WorkspaceUsage } from "./WorkspaceUsage.js"
 
 export interface CreateWorkspace {
@@ -256,6 +256,8 @@ export class WorkspaceStore extends Effect.Service<WorkspaceStore>()("substrat/W
       if (spec.symlinks.some((s) => s.mount_path === mount)) {
         return yield* pathError("mount_path", mount, "duplicate", "already linked")
       }
+      const refusal = linkRefusal(host, mount, request.mode)
+      if (refusal !== null) return yield* refusal
       if (spec.parent_id !== null) {
         const parent = yield* get(spec.parent_id)
         const why = parentAllows(parent, host, request.mode)

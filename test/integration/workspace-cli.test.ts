@@ -152,6 +152,42 @@ describe("per-turn workspace history through the CLI", () => {
   })
 })
 
+describe("workspace link policy", () => {
+  it("refuses /proc, /sys, /dev, /run, RW system dirs and mounts over .git or tool files: exit 2, why, spec unchanged", async () => {
+    const ws = await cliJson<Workspace>(home, ["workspace", "create", "--name", "policy"])
+    const proj = join(dir, "proj")
+    fs.mkdirSync(proj, { recursive: true })
+    const refused: ReadonlyArray<readonly [ReadonlyArray<string>, RegExp]> = [
+      [["/proc", "p"], /\/proc cannot be linked: it exposes every host process/],
+      [["/proc/self", "p"], /\/proc cannot be linked/],
+      [["/sys", "s"], /\/sys cannot be linked/],
+      [["/dev", "d"], /\/dev cannot be linked/],
+      [["/run", "r"], /\/run cannot be linked: it holds host daemons' sockets/],
+      [["/", "all"], /refused: it contains \/proc/],
+      [["--rw", "/etc", "etc"], /\/etc is a system directory; link it read-only/],
+      [["--rw", "/usr/lib", "lib"], /\/usr is a system directory/],
+      [["--rw", "/var", "var"], /\/var is a system directory/],
+      [["--rw", "/root", "root"], /a whole home directory/],
+      [[proj, ".git"], /mount_path: refused: it would shadow the workspace's git metadata/],
+      [[proj, ".git/hooks"], /shadow the workspace's git metadata/],
+      [[proj, ".cursor"], /it would cover \.cursor\/mcp\.json/]
+    ]
+    for (const [args, why] of refused) {
+      const r = await cli(home, ["workspace", "link", ws.id, ...args])
+      expect(r.code, args.join(" ")).toBe(2)
+      expect(r.stderr, args.join(" ")).toMatch(why)
+    }
+    const spec = JSON.parse(fs.readFileSync(join(home, "workspaces", ws.id, "workspace.json"), "utf8")) as { symlinks: ReadonlyArray<unknown> }
+    expect(spec.symlinks).toEqual([])
+    // Still allowed: system dirs read-only, a project read-write, a dot-dir that is no tool file.
+    await cliJson(home, ["workspace", "link", ws.id, "/etc", "etc"])
+    await cliJson(home, ["workspace", "link", ws.id, "--rw", proj, "proj"])
+    await cliJson(home, ["workspace", "link", ws.id, proj, ".cache"])
+    const after = JSON.parse(fs.readFileSync(join(home, "workspaces", ws.id, "workspace.json"), "utf8")) as { symlinks: ReadonlyArray<{ mount_path: string }> }
+    expect(after.symlinks.map((l) => l.mount_path)).toEqual(["etc", "proj", ".cache"])
+  })
+})
+
 describe("workspace delete while in use", () => {
   it("refused (exit 5) while a live agent uses it; allowed once it is terminated; --force overrides", async () => {
     const ws = await cliJson<Workspace>(home, ["workspace", "create", "--name", "busy"])

@@ -5,7 +5,7 @@ import fc from "fast-check"
 import { noLimits, ResourceLimits, SymlinkSpec } from "../../src/domain/workspace.js"
 import { type BwrapInput, buildBwrapArgs, type HostLayout } from "../../src/sandbox/BwrapArgs.js"
 import { attributeExit, normaliseExit, prlimitPrefix } from "../../src/sandbox/Limits.js"
-import { absolutePath, isWithin, relativePath, sandboxTarget } from "../../src/sandbox/PathPolicy.js"
+import { absolutePath, isWithin, linkRefusal, relativePath, sandboxTarget } from "../../src/sandbox/PathPolicy.js"
 import { fuzzParams } from "../support/fuzz.js"
 
 const host: HostLayout = {
@@ -193,6 +193,24 @@ describe("PathPolicy", () => {
     expect(isWithin("/a", "/a/b")).toBe(true)
     expect(isWithin("/a", "/ab")).toBe(false)
     expect(isWithin("/", "/x")).toBe(true)
+  })
+
+  it("link policy: host trees never linked, system dirs never RW, no mounts over .git or tool files", () => {
+    const why = (host: string, mount: string, mode: "ro" | "rw") => linkRefusal(host, mount, mode)?.message ?? null
+    for (const h of ["/proc", "/proc/1/environ", "/sys/kernel", "/dev", "/dev/sda", "/run", "/run/docker.sock", "/"]) {
+      expect(why(h, "x", "ro"), h).toMatch(/refused: .*cannot be linked/)
+      expect(linkRefusal(h, "x", "ro")?.reason).toBe("reserved")
+    }
+    for (const h of ["/etc", "/etc/ssl", "/usr", "/usr/lib", "/lib64", "/var/lib", "/boot", "/opt/x", "/root", "/home", "/home/u", "/home/u/.ssh", "/root/.bashrc"]) {
+      expect(why(h, "x", "rw"), h).toMatch(/refused: /)
+      expect(why(h, "x", "ro"), h).toBeNull()
+    }
+    for (const h of ["/srvx", "/home/u/proj", "/root/proj", "/tmp/x", "/etcetera", "/procs"]) expect(why(h, "x", "rw"), h).toBeNull()
+    for (const m of [".git", ".git/hooks", ".cursor", ".cursor/mcp.json"]) expect(why("/tmp/p", m, "ro"), m).toMatch(/^mount_path: refused/)
+    for (const m of [".gitignore", ".github", "src/.git", ".cursor/rules"]) expect(why("/tmp/p", m, "ro"), m).toBeNull()
+    // Checked again when the sandbox is built, so older specs cannot bind them either.
+    const old = [new SymlinkSpec({ host_path: "/proc", mount_path: "p", mode: "ro" })]
+    expect(err({ spec: { ...base.spec, symlinks: old } }).message).toMatch(/^symlinks\[0\]\.host_path: refused: \/proc cannot be linked/)
   })
 })
 
