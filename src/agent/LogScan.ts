@@ -138,7 +138,8 @@ const messageSummary = (x: Json | OutNote): RecentMessage => {
   const out = x["recipient"] === "USER"
   return {
     direction: out ? "out" : "in",
-    peer: out ? "USER" : (isObj(meta) ? str(meta["sender_name"]) : null) ?? String(x["sender"] ?? ""),
+    // The typed field, or (logs written before it) the `metadata` string.
+    peer: out ? "USER" : str(x["sender_name"]) ?? (isObj(meta) ? str(meta["sender_name"]) : null) ?? String(x["sender"] ?? ""),
     kind: str(x["kind"]) ?? "",
     message_id: str(x["id"]) ?? "",
     text: excerpt(str(x["payload"]) ?? "")

@@ -3,24 +3,17 @@
 import type { MessageEnvelope } from "../domain/message.js"
 
 /** The name a message is from, as prompts and `check_inbox` show it. */
-export const senderName = (env: MessageEnvelope) => env.metadata["sender_name"] ?? String(env.sender)
-
-/** A request's reply timeout (`timeout` metadata) in seconds; undefined when absent or not positive. */
-export const timeoutOf = (env: MessageEnvelope): number | undefined => {
-  const raw = env.metadata["timeout"]
-  const t = raw === undefined ? Number.NaN : Number(raw)
-  return Number.isFinite(t) && t > 0 ? t : undefined
-}
+export const senderName = (env: MessageEnvelope): string => env.sender_name ?? String(env.sender)
 
 /** How a message reads in a prompt. */
 export const formatMessage = (env: MessageEnvelope): string => {
   const from = senderName(env)
   switch (env.kind) {
     case "response":
-      if (env.metadata["timed_out"] === "true") {
+      if (env.timed_out === true) {
         return `Notice: ${env.payload}. You are no longer waiting for it; a late reply would still arrive as a message.`
       }
-      if (env.metadata["late"] === "true") {
+      if (env.late === true) {
         return `Late reply from ${from} (to message ${env.reply_to ?? "?"}, after it timed out): ${env.payload}`
       }
       return `Reply from ${from} (to message ${env.reply_to ?? "?"}): ${env.payload}`

@@ -12,7 +12,7 @@ import { Either, Schema } from "effect"
 import { createHash } from "node:crypto"
 import { AgentNode } from "../domain/agent.js"
 import { type AgentId, MessageId, type SessionId } from "../domain/ids.js"
-import { MessageEnvelope } from "../domain/message.js"
+import { MessageEnvelope, MessageEnvelopeFromLog } from "../domain/message.js"
 import type { Session } from "../domain/session.js"
 import { addUsage as add, type UsageTotals, zeroUsage as zero } from "../domain/usage.js"
 import { AgentTree, USER } from "./AgentTree.js"
@@ -70,7 +70,7 @@ export const stableId = (...parts: ReadonlyArray<string>): MessageId => {
   return MessageId.make(`${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20, 32)}`)
 }
 
-const decodeEnvelope = Schema.decodeUnknownEither(MessageEnvelope)
+const decodeEnvelope = Schema.decodeUnknownEither(MessageEnvelopeFromLog)
 /** AgentName's pattern (domain/agent.ts). */
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/
 
@@ -340,7 +340,8 @@ export const reconcile = (input: {
       reply_to: MessageId.make(args.replyTo),
       kind: "response",
       payload: args.text,
-      metadata: { sender_name: args.senderName, recovered: "true" }
+      sender_name: args.senderName,
+      recovered: true
     })
   // (The answering agent may have been terminated since: its answer is still delivered.)
   for (const e of entries) {

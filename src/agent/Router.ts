@@ -10,10 +10,10 @@
 //    the send (the tool / RPC returns the error) and leaves no in-memory delivery. Only
 //    `message.delivered` (a lost one means a duplicate after a crash, never a loss) is
 //    best-effort: a failure is a warning.
-//  - A sync request may carry a reply timeout (`timeout` metadata, seconds): a scoped timer per
+//  - A sync request may carry a reply timeout (`timeout_s`, seconds): a scoped timer per
 //    request (FiberMap keyed by message id, on the Clock). When it fires first, the daemon logs
 //    `message.timed_out` in the sender's log, stops tracking the request and wakes the sender
-//    with a notice (a SYSTEM response, `timed_out` metadata); a reply that still comes is
+//    with a notice (a SYSTEM response, `timed_out`); a reply that still comes is
 //    delivered as an ordinary message, marked `late`.
 import { Clock, Duration, Effect, Either, FiberMap, Option, Queue } from "effect"
 import { type EventLogError, InvalidInputError, NotFoundError, RoutingError } from "../domain/errors.js"
@@ -22,7 +22,7 @@ import { type AgentId, type MessageId, newMessageId } from "../domain/ids.js"
 import { MessageEnvelope, type MessageKind } from "../domain/message.js"
 import { EventLog } from "../storage/EventLog.js"
 import { USER } from "./AgentTree.js"
-import { formatMessage, senderName, timeoutOf } from "./Prompt.js"
+import { formatMessage, senderName } from "./Prompt.js"
 import { addWork, noteMessage, OrchestratorState, type PendingRequest, type Trigger } from "./OrchestratorState.js"
 import { OutputBus } from "./OutputBus.js"
 
@@ -53,7 +53,7 @@ export class Router extends Effect.Service<Router>()("substrat/Router", {
       kind: MessageKind
       text: string
       reply_to?: MessageId | null
-      extra?: Record<string, string>
+      extra?: Pick<MessageEnvelope, "timeout_s" | "timed_out" | "late" | "multicast_id">
     }) =>
       new MessageEnvelope({
         id: newMessageId(),
@@ -63,10 +63,8 @@ export class Router extends Effect.Service<Router>()("substrat/Router", {
         reply_to: args.reply_to ?? null,
         kind: args.kind,
         payload: args.text,
-        metadata: {
-          sender_name: args.sender === USER || args.sender === "SYSTEM" ? args.sender : s.tree.get(args.sender)?.name ?? args.sender,
-          ...args.extra
-        }
+        sender_name: args.sender === USER || args.sender === "SYSTEM" ? args.sender : s.tree.get(args.sender)?.name ?? args.sender,
+        ...args.extra
       })
 
     /**
@@ -206,7 +204,7 @@ export class Router extends Effect.Service<Router>()("substrat/Router", {
               kind: "response",
               text: `no reply from ${name} to message ${id} within ${timeout_s} s`,
               reply_to: id,
-              extra: { timed_out: "true", timeout: String(timeout_s) }
+              extra: { timed_out: true, timeout_s }
             }))
           })),
           Effect.catchAll((e) => Effect.logWarning(`timeout of request ${id} not recorded or not delivered: ${e.message}`)),
@@ -223,7 +221,7 @@ export class Router extends Effect.Service<Router>()("substrat/Router", {
       for (const p of [...s.requests.values()]) {
         if (p.from === USER) continue
         const env = (s.inboxes.get(p.to) ?? []).find((e) => e.id === p.id)
-        const timeout_s = p.timeout_s ?? (env === undefined ? undefined : timeoutOf(env))
+        const timeout_s = p.timeout_s ?? env?.timeout_s
         if (timeout_s === undefined) continue
         const sent = env === undefined ? Number.NaN : Date.parse(env.timestamp)
         const armed: PendingRequest = { ...p, timeout_s }
@@ -260,7 +258,7 @@ export class Router extends Effect.Service<Router>()("substrat/Router", {
           kind: "response",
           text,
           reply_to: requestId,
-          ...(live === undefined ? { extra: { late: "true" } } : {})
+          ...(live === undefined ? { extra: { late: true } } : {})
         })
         const send = pending.from === USER
           ? toUser(pending.to, env)
@@ -356,7 +354,7 @@ export class Router extends Effect.Service<Router>()("substrat/Router", {
         kind,
         text: args.text,
         reply_to: args.reply_to ?? null,
-        ...(timed ? { extra: { timeout: String(timeout_s) } } : answersLate ? { extra: { late: "true" } } : {})
+        ...(timed ? { extra: { timeout_s } } : answersLate ? { extra: { late: true } } : {})
       })
       // Registered before delivery (a request that cannot be delivered is answered with an error).
       if (kind === "request") s.requests.set(env.id, { id: env.id, from, to, ...(timed ? { timeout_s } : {}) })

@@ -11,6 +11,7 @@ import type { ToolInvoker, ToolResult } from "../provider/Provider.js"
 import { inspectionOf } from "./Inspection.js"
 import { Lifecycle } from "./Lifecycle.js"
 import { OrchestratorState } from "./OrchestratorState.js"
+import { senderName } from "./Prompt.js"
 import { Router } from "./Router.js"
 
 export const SendMessageArgs = Schema.Struct({
@@ -92,7 +93,7 @@ export class ToolHandler extends Effect.Service<ToolHandler>()("substrat/ToolHan
             Effect.flatMap(() => router.checkInbox(self)),
             Effect.map((msgs) => ({
               messages: msgs.map((m) => ({
-                from: m.metadata["sender_name"] ?? String(m.sender),
+                from: senderName(m),
                 kind: m.kind,
                 text: m.payload,
                 message_id: m.id

@@ -38,7 +38,7 @@ export const linesFor = (entry: LogEntry, names: Names): ReadonlyArray<readonly 
       const env = entry.data
       const from = env.sender === "USER" || env.sender === "SYSTEM"
         ? env.sender
-        : nameOf(env.sender, env.metadata["sender_name"])
+        : nameOf(env.sender, env.sender_name)
       const to = env.recipient === null ? "*" : env.recipient === "USER" ? "USER" : nameOf(env.recipient)
       const line = `${t} ${from} → ${to}: ${oneLine(env.payload)}`
       const out: Array<readonly [string, string]> = [[entry.session_id, line]]

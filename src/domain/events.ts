@@ -3,7 +3,7 @@
 // keep decoding. Add events and optional fields; never rename or retype an existing one.
 import { Schema } from "effect"
 import { AgentId, MessageId, SessionId, TurnId, WorkspaceId } from "./ids.js"
-import { MessageEnvelope } from "./message.js"
+import { MessageEnvelopeFromLog } from "./message.js"
 
 /**
  * Any JSON value (null, boolean, string, finite number, arrays and plain objects of those).
@@ -50,9 +50,10 @@ export const AgentCreatedData = Schema.Struct({
   workspace: Schema.NullOr(WorkspaceId)
 })
 export const AgentTerminatedData = Schema.Struct({ agent_id: AgentId })
-export const MessageEnqueuedData = MessageEnvelope
+/** The envelope; older lines carry its typed fields in `metadata` (domain/message.ts). */
+export const MessageEnqueuedData = MessageEnvelopeFromLog
 export const MessageDeliveredData = Schema.Struct({ message_id: MessageId })
-/** A sync request (logged in the SENDER's log) got no reply within its `timeout` metadata. */
+/** A sync request (logged in the SENDER's log) got no reply within its `timeout_s`. */
 export const MessageTimedOutData = Schema.Struct({
   message_id: MessageId,
   recipient: AgentId,

@@ -1,5 +1,9 @@
 // The message envelope (seed 000 §7). The same Schema encodes the log line (`message.enqueued`
-// data), the RPC payload and the test arbitrary.
+// data), the RPC payload and the test arbitrary. What the daemon says about a message is in
+// typed fields (`sender_name`, `timeout_s`, `timed_out`, `late`, `multicast_id`, `recovered`).
+// Logs written before those fields existed carry them as strings in `metadata`
+// (`{"sender_name": "w", "timeout": "10", "timed_out": "true", …}`): `MessageEnvelopeFromLog`
+// reads both forms and always writes the typed one (docs/events.md).
 import { Schema } from "effect"
 import { AgentId, MessageId } from "./ids.js"
 
@@ -10,7 +14,7 @@ export type Sender = typeof Sender.Type
 export const MessageKind = Schema.Literal("request", "response", "notification", "multicast")
 export type MessageKind = typeof MessageKind.Type
 
-export class MessageEnvelope extends Schema.Class<MessageEnvelope>("MessageEnvelope")({
+const base = {
   id: MessageId,
   /** ISO 8601. */
   timestamp: Schema.String,
@@ -19,11 +23,61 @@ export class MessageEnvelope extends Schema.Class<MessageEnvelope>("MessageEnvel
   recipient: Schema.NullOr(Schema.Union(AgentId, Schema.Literal("USER"))),
   reply_to: Schema.NullOr(MessageId),
   kind: MessageKind,
-  payload: Schema.String,
-  /**
-   * Known keys: `sender_name`, `timeout` (a request's reply timeout, seconds), `priority`,
-   * `multicast_id`; on responses `timed_out` ("true": the daemon's notice that a request timed
-   * out) and `late` ("true": a reply that came after its request timed out).
-   */
-  metadata: Schema.Record({ key: Schema.String, value: Schema.String })
-}) {}
+  payload: Schema.String
+}
+
+const fields = {
+  ...base,
+  /** The sender's name when it was sent (agents are addressed by name). */
+  sender_name: Schema.optional(Schema.String),
+  /** A sync request's reply timeout, seconds (positive). */
+  timeout_s: Schema.optional(Schema.Number),
+  /** A SYSTEM response: the daemon's notice that request `reply_to` timed out. */
+  timed_out: Schema.optional(Schema.Boolean),
+  /** A reply that came after its request timed out. */
+  late: Schema.optional(Schema.Boolean),
+  /** A multicast copy: the broadcast's id (each copy has its own `id`). */
+  multicast_id: Schema.optional(MessageId),
+  /** A reply recovery sent (a lost auto-reply re-delivered, or an error for a request nobody will answer). */
+  recovered: Schema.optional(Schema.Boolean)
+}
+
+export class MessageEnvelope extends Schema.Class<MessageEnvelope>("MessageEnvelope")(fields) {}
+
+/** The envelope as logs written before the typed fields carried it. */
+const LegacyEnvelope = Schema.Struct({ ...base, metadata: Schema.Record({ key: Schema.String, value: Schema.String }) })
+const Typed = Schema.Struct(fields)
+
+const positive = (raw: string | undefined): number | undefined => {
+  const t = raw === undefined ? Number.NaN : Number(raw)
+  return Number.isFinite(t) && t > 0 ? t : undefined
+}
+const isId = Schema.is(MessageId)
+
+const fromLegacy = ({ metadata: m, ...rest }: typeof LegacyEnvelope.Type): typeof Typed.Type => {
+  const timeout_s = positive(m["timeout"])
+  const multicast_id = m["multicast_id"]
+  return {
+    ...rest,
+    ...(m["sender_name"] !== undefined ? { sender_name: m["sender_name"] } : {}),
+    ...(timeout_s !== undefined ? { timeout_s } : {}),
+    ...(m["timed_out"] === "true" ? { timed_out: true } : {}),
+    ...(m["late"] === "true" ? { late: true } : {}),
+    ...(multicast_id !== undefined && isId(multicast_id) ? { multicast_id } : {}),
+    ...(m["recovered"] === "true" ? { recovered: true } : {})
+  }
+}
+
+/**
+ * The envelope in a log line: decodes the typed form and the older `metadata` form (a line with
+ * a `metadata` object is read as the older form), encodes the typed form.
+ */
+export const MessageEnvelopeFromLog = Schema.transform(
+  Schema.Union(LegacyEnvelope, Typed),
+  Schema.typeSchema(MessageEnvelope),
+  {
+    strict: true,
+    decode: (x) => new MessageEnvelope("metadata" in x ? fromLegacy(x) : x),
+    encode: (env) => Typed.make({ ...env })
+  }
+)

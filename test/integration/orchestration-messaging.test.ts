@@ -102,7 +102,7 @@ describe("messaging scenarios (scripted provider, file EventLog)", () => {
           if (name === "b" || name === "c") {
             expect(copies).toHaveLength(1)
             expect(copies[0]!.payload).toBe("hello team")
-            expect(copies[0]!.metadata["multicast_id"]).toBe(multicastId)
+            expect(copies[0]!.multicast_id).toBe(multicastId)
             expect(copies[0]!.recipient).toBe(byName[name]!.id)
           } else {
             expect(copies).toHaveLength(0)

@@ -77,9 +77,9 @@ describe("sync request timeouts (scripted provider, file EventLog, TestClock)", 
         const sent = yield* tools.invoke("send_message", { recipient: "w", text: "q?", sync: true, timeout_seconds: 10 })
         expect(sent.result).toMatchObject({ status: "sent", waiting_for_reply: true })
         const id = messageIdOf(sent)
-        // The request carries its timeout, as the seed's `timeout` metadata (string seconds).
+        // The request carries its timeout (seconds) in the envelope's typed field.
         const enq = dataOf(yield* eventsOf(w.session_id), "message.enqueued").find((m) => m.id === id)!
-        expect(enq.metadata["timeout"]).toBe("10")
+        expect(enq.timeout_s).toBe(10)
         expect((yield* o.inspect(boss.id)).waiting_for_replies).toBe(1)
         // w's turn (an hour long) and the 10 s timer are both waiting on the clock.
         yield* sleepsRegistered([t0 + 10_000, t0 + HOUR])
@@ -91,7 +91,7 @@ describe("sync request timeouts (scripted provider, file EventLog, TestClock)", 
         expect(dataOf(blog, "message.timed_out")).toEqual([{ message_id: id, recipient: w.id, recipient_name: "w", timeout_s: 10 }])
         const notice = dataOf(blog, "message.enqueued").find((m) => m.reply_to === id)!
         expect(notice).toMatchObject({ sender: "SYSTEM", kind: "response", recipient: boss.id })
-        expect(notice.metadata["timed_out"]).toBe("true")
+        expect(notice.timed_out).toBe(true)
         // Durable first: the event precedes the notice in the log.
         const iTimedOut = blog.findIndex((e) => e.event === "message.timed_out")
         const iNotice = blog.findIndex((e) => e.event === "message.enqueued" && e.data.id === notice.id)
@@ -115,7 +115,7 @@ describe("sync request timeouts (scripted provider, file EventLog, TestClock)", 
         const replies = dataOf(blog2, "message.enqueued").filter((m) => m.reply_to === id)
         expect(replies).toHaveLength(2)
         expect(replies[1]).toMatchObject({ sender: w.id, kind: "response", payload: "slow answer" })
-        expect(replies[1]!.metadata["late"]).toBe("true")
+        expect(replies[1]!.late).toBe(true)
         expect((yield* promptsOf(boss.session_id)).at(-1)).toBe(
           `Late reply from w (to message ${id}, after it timed out): slow answer`
         )
