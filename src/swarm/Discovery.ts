@@ -37,6 +37,7 @@ export const dirNodes = (files: Iterable<string>): Array<SwarmNode> => {
     lines: null,
     hash: emptyHash,
     fileHash: null,
+    syntaxError: false,
     agentName: agentNameOf("dir", d === "." ? "" : d)
   }))
 }

@@ -13,6 +13,7 @@ interface Decl {
   readonly start: number
   readonly end: number
   readonly lines: LineRange
+  readonly syntaxError: boolean
   readonly children: Array<Decl>
   qualified: string
 }
@@ -65,9 +66,9 @@ const lineCount = (text: string): number => {
   return n
 }
 
-const collectDecls = (grammar: Grammar, text: string): Array<Decl> => {
+const collectDecls = (grammar: Grammar, text: string): { decls: Array<Decl>; syntaxError: boolean } => {
   const tree = grammar.parser.parse(text)
-  if (tree === null) return []
+  if (tree === null) return { decls: [], syntaxError: true }
   try {
     const decls: Array<Decl> = []
     const seen = new Set<string>()
@@ -93,11 +94,12 @@ const collectDecls = (grammar: Grammar, text: string): Array<Decl> => {
         start: span.startIndex,
         end: span.endIndex,
         lines: { start: span.startPosition.row + 1, end: span.endPosition.row + 1 },
+        syntaxError: span.hasError,
         children: [],
         qualified: name
       })
     }
-    return decls
+    return { decls, syntaxError: tree.rootNode.hasError }
   } finally {
     tree.delete()
   }
@@ -105,7 +107,8 @@ const collectDecls = (grammar: Grammar, text: string): Array<Decl> => {
 
 /** The file node and its code nodes, in source order (parents before children). */
 export const extractFile = (grammar: Grammar, path: string, text: string): Array<SwarmNode> => {
-  const decls = collectDecls(grammar, text).sort((a, b) => a.start - b.start || b.end - a.end)
+  const parsed = collectDecls(grammar, text)
+  const decls = parsed.decls.sort((a, b) => a.start - b.start || b.end - a.end)
   const top: Array<Decl> = []
   const stack: Array<Decl> = []
   for (const d of decls) {
@@ -131,6 +134,7 @@ export const extractFile = (grammar: Grammar, path: string, text: string): Array
     lines: { start: 1, end: lineCount(text) },
     hash: sha256(ownText(text, 0, text.length, top)),
     fileHash: sha256(text),
+    syntaxError: parsed.syntaxError,
     agentName: agentNameOf("file", path)
   }]
   const taken = new Map<string, number>()
@@ -149,6 +153,7 @@ export const extractFile = (grammar: Grammar, path: string, text: string): Array
       lines: d.lines,
       hash: sha256(ownText(text, d.start, d.end, d.children)),
       fileHash: null,
+      syntaxError: d.syntaxError,
       agentName: agentNameOf(d.kind, d.qualified)
     })
     for (const c of d.children) visit(c, id)

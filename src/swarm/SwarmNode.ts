@@ -41,6 +41,8 @@ export const SwarmNode = Schema.Struct({
   hash: Schema.String,
   /** Files only: sha256 (hex) of the whole file, to reuse an unchanged file's nodes unparsed. */
   fileHash: Schema.NullOr(Schema.String),
+  /** The grammar could not parse all of the node's text (its children may be incomplete). */
+  syntaxError: Schema.Boolean,
   /** Display name after the seed (`file_main_py`, `class_user`, `func_format_date`); not unique. */
   agentName: Schema.String
 })

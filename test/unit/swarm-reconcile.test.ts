@@ -260,6 +260,7 @@ layer(TestLayer)("swarm reconcile diff", (it) => {
       lines: { start: 1, end: 2 },
       hash,
       fileHash: null,
+      syntaxError: false,
       agentName: `func_${name}`
     })
     const d = diffNodes([node("a", "1"), node("b", "2"), node("c", "3")], [node("c", "3"), node("b", "9"), node("d", "4")])
