@@ -11,12 +11,13 @@ import { daemonCommand } from "./commands/daemon.js"
 import { doctorCommand } from "./commands/doctor.js"
 import { sessionCommand } from "./commands/session.js"
 import { workspaceCommand } from "./commands/workspace.js"
+import { uiCommand } from "./commands/ui.js"
 import { errorLine, exitCodeOf, ExitCode } from "./Exit.js"
 import { version } from "../version.js"
 
 export const root = Command.make("substrat").pipe(
   Command.withDescription("Durable, sandboxed trees of LLM coding agents: a daemon and its CLI"),
-  Command.withSubcommands([daemonCommand, agentCommand, sessionCommand, workspaceCommand, doctorCommand, cleanupCommand])
+  Command.withSubcommands([daemonCommand, agentCommand, sessionCommand, workspaceCommand, doctorCommand, cleanupCommand, uiCommand])
 )
 
 const cli = Command.run(root, { name: "substrat", version })
