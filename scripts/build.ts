@@ -74,16 +74,15 @@ export const build = async (): Promise<void> => {
     buildOne("src/bin.ts", join(dist, "daemon.cjs"), []),
     // The per-agent MCP stdio server: spawned by the provider CLIs once per turn, so it is a
     // bundle of its own with only src/mcp in it (see src/mcp/main.ts, docs/tools.md).
-    buildOne("src/mcp/main.ts", join(dist, "mcp-server.cjs"), [stubPlugin]),
-    // The fast path of one-shot commands (src/cli/fast/main.ts): no Effect at all.
-    buildOne("src/cli/fast/main.ts", join(dist, "cli-fast.cjs"), [], join(dist, "cli-fast.inputs.json"))
+    buildOne("src/mcp/main.ts", join(dist, "mcp-server.cjs"), [stubPlugin])
   ])
+  // Leftovers of the former Effect-free fast path.
+  for (const f of ["cli-fast.cjs", "cli-fast.cjs.map", "cli-fast.inputs.json"]) rmSync(join(dist, f), { force: true })
   rmSync(join(dist, "cli.cjs.cache"), { force: true })
   rmSync(join(dist, "mcp-server.cjs.cache"), { force: true })
-  // Warm the V8 code cache with a typical one-shot command (it fails: no daemon there), through
-  // the full CLI (SUBSTRAT_CLI_FULL: `agent list` is otherwise answered by dist/cli-fast.cjs).
+  // Warm the V8 code cache with a typical one-shot command (it fails: no daemon there).
   spawnSync(process.execPath, [join(root, "scripts", "substrat.js"), "agent", "list"], {
-    env: { ...process.env, SUBSTRAT_HOME: join(tmpdir(), `substrat-build-${process.pid}`), SUBSTRAT_CLI_FULL: "1" },
+    env: { ...process.env, SUBSTRAT_HOME: join(tmpdir(), `substrat-build-${process.pid}`) },
     stdio: "ignore"
   })
 }
@@ -91,5 +90,5 @@ export const build = async (): Promise<void> => {
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
   const t = performance.now()
   await build()
-  console.log(`built dist/cli.cjs, dist/daemon.cjs, dist/mcp-server.cjs and dist/cli-fast.cjs in ${Math.round(performance.now() - t)} ms`)
+  console.log(`built dist/cli.cjs, dist/daemon.cjs and dist/mcp-server.cjs in ${Math.round(performance.now() - t)} ms`)
 }

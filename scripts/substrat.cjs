@@ -5,13 +5,10 @@
 // so it runs the esbuild bundle from dist/ (scripts/build.ts) through a V8 code cache: one file
 // read, no module resolution, almost no compiling. `daemon run` gets the whole program
 // (dist/daemon.cjs); `mcp-server` its own bundle (dist/mcp-server.cjs); everything else the lean
-// client (dist/cli.cjs), which has no daemon code. Before that, the one-shot request/response
-// commands (`agent list`, `agent inspect`, …: src/cli/fast/Argv.ts) go to dist/cli-fast.cjs, a
-// tiny client without Effect that prints the same bytes; it hands every other command line back
-// to the full CLI (`fallback`). SUBSTRAT_CLI_FULL=1 skips it.
+// client (dist/cli.cjs), which has no daemon code.
 // When dist/ is missing or older than src/, it rebuilds (dev checkout: esbuild and tsx present);
 // if that is impossible it runs src/bin.ts through tsx. SUBSTRAT_FROM_SOURCE=1 forces tsx.
-// child_process and vm are required only where used: the fast path needs neither.
+// child_process is required only when a rebuild is needed.
 const fs = require("node:fs")
 const path = require("node:path")
 
@@ -24,9 +21,6 @@ const wantsDaemon = daemonAt >= 0 && argv.indexOf("run", daemonAt + 1) > daemonA
 const wantsMcp = argv[0] === "mcp-server"
 if (wantsMcp) process.argv.splice(2, 1)
 const bundle = path.join(root, "dist", wantsDaemon ? "daemon.cjs" : wantsMcp ? "mcp-server.cjs" : "cli.cjs")
-// Every other command line goes to the fast path first (src/cli/fast/Argv.ts decides).
-const wantsFast = !wantsDaemon && !wantsMcp && process.env.SUBSTRAT_CLI_FULL !== "1"
-const fastBundle = path.join(root, "dist", "cli-fast.cjs")
 
 /** Newest mtime among the sources a bundle is built from (0 when there is no src/: installed package). */
 const newestSource = () => {
@@ -59,28 +53,6 @@ const isFresh = (file) => {
   } catch {
     return false
   }
-}
-
-/**
- * The fast bundle is fresh when none of the files it was built from (dist/cli-fast.inputs.json,
- * written by scripts/build.ts) is newer: a handful of stats instead of walking src/. An edit
- * that adds an import changes a listed file, so the list cannot miss a new input.
- */
-const isFastFresh = () => {
-  const built = fs.statSync(fastBundle, { throwIfNoEntry: false })
-  if (built === undefined) return false
-  let inputs
-  try {
-    inputs = JSON.parse(fs.readFileSync(path.join(root, "dist", "cli-fast.inputs.json"), "utf8"))
-  } catch {
-    return !fs.existsSync(path.join(root, "src"))
-  }
-  for (const f of inputs) {
-    const st = fs.statSync(path.join(root, f), { throwIfNoEntry: false })
-    if (st === undefined) return !fs.existsSync(path.join(root, "src")) // installed package: no sources
-    if (st.mtimeMs > built.mtimeMs) return false
-  }
-  return true
 }
 
 const tsxCli = () => {
@@ -155,14 +127,11 @@ const runBundle = (file) => {
   script.runInThisContext()(mod.exports, require("node:module").createRequire(file), mod, file, path.dirname(file))
 }
 
-/** The sources through tsx: the fast path first when `fast`, as with dist/. */
-const runSource = async (fast) => {
+/** The sources through tsx. */
+const runSource = async () => {
   const { register } = await import("tsx/esm/api")
   register()
-  const src = (file) => require("node:url").pathToFileURL(path.join(root, "src", file)).href
-  const full = () => import(src(wantsMcp ? "mcp/main.ts" : "bin.ts"))
-  if (fast) (await import(src("cli/fast/main.ts"))).run(argv, () => void full())
-  else await full()
+  await import(require("node:url").pathToFileURL(path.join(root, "src", wantsMcp ? "mcp/main.ts" : "bin.ts")).href)
 }
 
 /** The full CLI (or the daemon, or the MCP server), from dist/ when it is fresh. */
@@ -170,7 +139,7 @@ const runFull = async () => {
   if (isFresh(bundle) || (rebuild(() => isFresh(bundle)) && fs.existsSync(bundle))) {
     runBundle(bundle)
   } else if (tsxCli() !== undefined) {
-    await runSource(false)
+    await runSource()
   } else if (fs.existsSync(bundle)) {
     runBundle(bundle) // installed without dev tools: the shipped bundle is all there is
   } else {
@@ -180,13 +149,8 @@ const runFull = async () => {
 }
 
 const main = async () => {
-  if (process.env.SUBSTRAT_FROM_SOURCE === "1") {
-    await runSource(wantsFast)
-  } else if (wantsFast && (isFastFresh() || (rebuild(isFastFresh) && isFastFresh()))) {
-    require(fastBundle).run(argv, () => void runFull())
-  } else {
-    await runFull()
-  }
+  if (process.env.SUBSTRAT_FROM_SOURCE === "1") await runSource()
+  else await runFull()
 }
 
 main().catch((e) => {

@@ -1,5 +1,5 @@
 // Exit codes and the wording of the errors every client path prints (docs/cli.md "Exit codes").
-// Effect-free: shared by the full CLI (Client.ts, main.ts) and the fast path (src/cli/fast/).
+// Effect-free, used by Client.ts and main.ts.
 
 /** Exit codes (docs/cli.md). */
 export const ExitCode = {

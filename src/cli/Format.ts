@@ -1,6 +1,5 @@
-// Human and JSON renderings of what the daemon returns, as plain strings. Effect-free on purpose:
-// the full CLI (src/cli/commands/*, through Output.ts) and the lean fast path (src/cli/fast/)
-// print exactly these bytes. Only type imports here, so the fast bundle stays tiny.
+// Human and JSON renderings of what the daemon returns, as plain strings (printed by the
+// commands through Output.ts). Pure functions, only type imports.
 import type { DaemonStatus, InspectResult, SessionInfo, Usage } from "../daemon/Rpcs.js"
 import type { AgentNode } from "../domain/agent.js"
 import type { WorkspaceSpec } from "../domain/workspace.js"

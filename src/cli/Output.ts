@@ -1,5 +1,4 @@
-// Printing through Effect's Console; the renderings themselves are in Format.ts (effect-free,
-// shared with the fast path in src/cli/fast/).
+// Printing through Effect's Console; the renderings themselves are in Format.ts (effect-free).
 import { Console, type Effect } from "effect"
 import { jsonText } from "./Format.js"
 

@@ -3,26 +3,25 @@
 //   1. $SUBSTRAT_HOME (0700)          2. pid file (stale removed; live daemon → DaemonError)
 //   3. storage: Durable, EventLog (tapped), SessionStore    4. transcript writer
 //   5. orchestration                  6. recovery hook      7. drain-on-shutdown finalizer
-//   8. admin socket: Node server + FrameGuard (+ fast lane) → @effect/rpc (NDJSON JSON-RPC), SocketProtocol.ts; it listens
+//   8. admin socket: stock @effect/rpc (`RpcServer.layerProtocolSocketServer`, NDJSON JSON-RPC)
+//      over `NodeSocketServer`, with the transport guard (SocketGuard.ts) in between; it listens
 //      at a staging path, is chmod'ed 0600 there, then renamed to daemon.sock
 // Shutdown therefore goes: stop accepting (socket closed and unlinked) → wait for running turns
 // up to the grace period → suspend live sessions → close logs → remove the pid file.
+import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as RpcServer from "@effect/rpc/RpcServer"
-import { Context, Deferred, Effect, Layer } from "effect"
-import { OrchestratorState } from "../agent/OrchestratorState.js"
+import { Deferred, Effect, Layer } from "effect"
 import { makePaths, SubstratPaths } from "../config/Paths.js"
 import type { DaemonSettings } from "./Config.js"
 import { DaemonConfig } from "./Config.js"
 import { DaemonControl } from "./DaemonControl.js"
-import * as FastLane from "./FastLane.js"
-import * as FrameGuard from "./FrameGuard.js"
 import { HandlersLive } from "./Handlers.js"
 import * as Http from "../http/Server.js"
 import { acquirePidFile, DaemonError, prepareHome, publishSocket, stagingSocket } from "./Lifecycle.js"
 import { AdminRpcs } from "./Rpcs.js"
 import { Drain, RuntimeLive } from "./Runtime.js"
-import * as SocketProtocol from "./SocketProtocol.js"
+import * as SocketGuard from "./SocketGuard.js"
 import { StartupRecovery } from "./StartupRecovery.js"
 
 /** Run a daemon until `daemon.stop` or interruption (signals); every resource released on exit. */
@@ -51,21 +50,17 @@ export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> 
     // Runs after the socket is closed (finalizers run in reverse): let turns finish, suspend.
     yield* Effect.addFinalizer(() => Effect.provide(drain, runtime))
 
-    const guard = FrameGuard.optionsFromGroup(
-      AdminRpcs,
-      settings.maxLineBytes,
-      (method, params) =>
+    const guard = SocketGuard.optionsFromGroup(AdminRpcs, {
+      maxLineBytes: settings.maxLineBytes,
+      // Live streams end with the client, not with its answers (see SocketGuard's half-close).
+      openEnded: (method, params) =>
         method === "agent.attach" ||
-        (method === "agent.logs" && typeof params === "object" && params !== null && "follow" in params && params.follow === true),
-      // Read-only methods answered from the orchestrator's memory by the guard itself (FastLane.ts).
-      FastLane.make(Context.get(runtime, OrchestratorState))
-    )
-    // The socket (SocketProtocol.ts: a Node server, the guard in its data listener, no fiber per
-    // connection); half-open clients still get their answers (FrameGuard).
-    const ProtocolLive = SocketProtocol.layer({ path: stagingSocket(paths), guard, counter: control.connections })
+        (method === "agent.logs" && typeof params === "object" && params !== null && "follow" in params && params.follow === true)
+    })
     const ServerLive = RpcServer.layer(AdminRpcs, { disableFatalDefects: true, concurrency: "unbounded", disableTracing: true }).pipe(
       Layer.provide(HandlersLive),
-      Layer.provide(ProtocolLive),
+      Layer.provide(SocketGuard.layerProtocol(guard, control.connections)),
+      Layer.provide(NodeSocketServer.layer({ path: stagingSocket(paths), allowHalfOpen: true })),
       Layer.provide(RpcSerialization.layerNdJsonRpc())
     )
     yield* Layer.build(ServerLive.pipe(Layer.provide(Layer.succeedContext(runtime)))).pipe(

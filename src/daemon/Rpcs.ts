@@ -54,6 +54,9 @@ export type RpcError = typeof RpcError.Type
 /** An agent id, or a name that designates exactly one live agent. */
 export const AgentRef = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(256))
 
+/** The text of one message from USER. */
+export const MessageText = Schema.String.pipe(Schema.maxLength(512 * 1024))
+
 export const DaemonStatus = Schema.Struct({
   pid: Schema.Number,
   version: Schema.String,
@@ -155,7 +158,7 @@ export class AgentListRpc extends Rpc.make("agent.list", {
 export class AgentSendRpc extends Rpc.make("agent.send", {
   payload: {
     agent: AgentRef,
-    text: Schema.String.pipe(Schema.maxLength(512 * 1024)),
+    text: MessageText,
     sync: Schema.optional(Schema.Boolean)
   },
   success: Schema.Struct({ message_id: MessageId, agent_id: AgentId }),

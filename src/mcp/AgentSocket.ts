@@ -1,7 +1,8 @@
 // The per-agent tool socket `agents/<sid>/agent.sock` (ARCHITECTURE §6): the tool methods of
 // AgentRpcs, served for ONE agent. Identity is the socket: every call runs as `agent` — no
 // payload carries an agent id (unknown keys are rejected), and admin methods do not exist here
-// (the frame guard answers them with JSON-RPC -32601 "Method not found").
+// (the transport guard, src/daemon/SocketGuard.ts, answers them with JSON-RPC -32601
+// "Method not found"; it also bounds line length and JSON nesting depth before decoding).
 //
 // Permissions: the socket listens at a staging name, is chmod 0600 (and chowned) there, then
 // renamed into place (its directory under $SUBSTRAT_HOME is 0700 too). Connecting needs write permission on the socket inode, i.e. the connecting
@@ -17,7 +18,7 @@ import { Data, Effect, Layer, Schema, type Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { ToolHandler } from "../agent/ToolHandler.js"
-import * as FrameGuard from "../daemon/FrameGuard.js"
+import * as SocketGuard from "../daemon/SocketGuard.js"
 import type { AgentId } from "../domain/ids.js"
 import { isJsonValue } from "../domain/events.js"
 import type { ToolInvoker } from "../provider/Provider.js"
@@ -129,11 +130,10 @@ export const serveTools = Effect.fn("AgentSocket.serveTools")(function*(
   yield* clearStale(p)
   yield* clearStale(staging)
 
-  const guard = FrameGuard.optionsFromGroup(AgentRpcs, options.maxLineBytes ?? 1024 * 1024)
+  const guard = SocketGuard.optionsFromGroup(AgentRpcs, { maxLineBytes: options.maxLineBytes ?? 1024 * 1024 })
   const server = RpcServer.layer(AgentRpcs, { disableFatalDefects: true, concurrency: "unbounded" }).pipe(
     Layer.provide(AgentRpcs.toLayer(handlersFor(options.tools))),
-    Layer.provide(RpcServer.layerProtocolSocketServer),
-    Layer.provide(FrameGuard.layer(guard)),
+    Layer.provide(SocketGuard.layerProtocol(guard)),
     // Half-open: a client that writes its requests and then shuts down its side still gets every answer.
     Layer.provide(NodeSocketServer.layer({ path: staging, allowHalfOpen: true })),
     Layer.provide(RpcSerialization.layerNdJsonRpc())

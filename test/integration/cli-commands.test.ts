@@ -190,13 +190,19 @@ describe("substrat CLI ↔ daemon (real processes, --json)", () => {
       [["agent", "create", "--name", "x", "--provider", "no-such-provider"], 2],
       [["agent", "create", "--name", "lead", "--provider", "scripted"], 2], // duplicate root name
       [["workspace", "link", "00000000-0000-4000-8000-000000000000", "/tmp", "x", "--ro", "--rw"], 2],
-      [["agent", "frobnicate"], 2]
+      [["agent", "frobnicate"], 2],
+      // Arguments the daemon's Schemas would refuse are refused by the CLI: readable, exit 2.
+      [["agent", "send", "", "hi"], 2],
+      [["agent", "send", "x".repeat(300), "hi"], 2],
+      [["agent", "inspect", "x".repeat(300)], 2],
+      [["agent", "create", "--name", "w", "--workspace", "not-a-uuid"], 2]
     ]
     for (const [args, code] of cases) {
       const r = await cli(home, args)
       expect(r.code, `${args.join(" ")}: ${r.stderr}`).toBe(code)
       expect(r.stderr.trim().split("\n"), args.join(" ")).toHaveLength(1)
       expect(r.stderr, args.join(" ")).toMatch(/^substrat: /)
+      expect(r.stderr, args.join(" ")).not.toMatch(/internal error|ParseError/)
     }
   })
 

@@ -151,6 +151,48 @@ describe("daemon lifecycle (real processes)", () => {
     }
   })
 
+  it("without a daemon: the exact line, for a missing socket, a plain file in its place and the default home", async () => {
+    const h = home()
+    fs.mkdirSync(h, { recursive: true, mode: 0o700 })
+    const line = (sock: string) => `substrat: daemon not running (no answer on ${sock}); start it with: substrat daemon start\n`
+    for (const args of [["agent", "list"], ["agent", "list", "--json"], ["agent", "inspect", "x"], ["agent", "send", "x", "y"], ["agent", "logs", "x"]]) {
+      expect(await cli(h, args), args.join(" ")).toEqual({ code: 3, stdout: "", stderr: line(join(h, "daemon.sock")) })
+    }
+    fs.writeFileSync(join(h, "daemon.sock"), "")
+    expect(await cli(h, ["agent", "list"])).toEqual({ code: 3, stdout: "", stderr: line(join(h, "daemon.sock")) })
+    // No --home, no SUBSTRAT_HOME: ~/.substrat.
+    const user = join(h, "user")
+    fs.mkdirSync(user)
+    const r = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      const env: NodeJS.ProcessEnv = { ...process.env, HOME: user }
+      delete env["SUBSTRAT_HOME"]
+      const child = spawn(process.execPath, [launcher, "agent", "list"], { env, stdio: ["ignore", "ignore", "pipe"] })
+      let err = ""
+      child.stderr.on("data", (d: Buffer) => (err += d.toString("utf8")))
+      child.on("exit", (code) => resolve({ code, stderr: err }))
+    })
+    expect(r).toEqual({ code: 3, stderr: line(join(user, ".substrat", "daemon.sock")) })
+  })
+
+  it("a daemon that hangs up, or answers garbage: 'lost the connection', exit 3, one line", async () => {
+    for (const mode of ["hang-up", "garbage"] as const) {
+      const h = home()
+      fs.mkdirSync(h, { recursive: true, mode: 0o700 })
+      const server = net.createServer((c) => c.once("data", () => (mode === "hang-up" ? c.destroy() : c.write("garbage\n"))))
+      await new Promise<void>((r) => server.listen(join(h, "daemon.sock"), () => r()))
+      try {
+        for (const args of [["agent", "list"], ["agent", "send", "x", "y"]]) {
+          const r = await cli(h, args)
+          expect(r.code, `${mode}: ${args.join(" ")}`).toBe(3)
+          expect(r.stdout).toBe("")
+          expect(r.stderr).toMatch(/^substrat: lost the connection to the daemon \(.*daemon\.sock\): .*\n$/)
+        }
+      } finally {
+        await new Promise<void>((r) => server.close(() => r()))
+      }
+    }
+  })
+
   it("a socket file with nobody behind it is reported as 'daemon not running'", async () => {
     const h = home()
     fs.mkdirSync(h, { recursive: true, mode: 0o700 })

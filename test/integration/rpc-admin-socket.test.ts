@@ -1,9 +1,11 @@
-// The admin socket's transport (src/daemon/SocketProtocol.ts: a Node server with the frame guard
-// in its data listener, in front of @effect/rpc) on one real daemon: connection life cycle on
-// the wire — half-closed clients still get every answer (guard and @effect/rpc alike), several
-// requests in one write on a new connection are all answered, connections that go away in any
-// manner (destroyed mid-request, half-closed, reset right after connecting) are no longer counted
-// by `daemon.status`, and an idle open connection does not keep `daemon stop` from finishing.
+// The admin socket's transport (stock @effect/rpc over NodeSocketServer, with the guard of
+// src/daemon/SocketGuard.ts in between) on one real daemon: connection life cycle on the wire —
+// half-closed clients still get every answer (guard errors and @effect/rpc answers alike),
+// several requests in one write on a new connection are all answered, thousands pipelined on
+// one connection are each answered once, ids at the edges of the range come back intact, a read
+// right after a mutation's reply sees it, connections that go away in any manner (destroyed
+// mid-request, half-closed, reset right after connecting) are no longer counted by
+// `daemon.status`, and an idle open connection does not keep `daemon stop` from finishing.
 import * as fs from "node:fs"
 import * as net from "node:net"
 import { join } from "node:path"
@@ -69,7 +71,7 @@ afterAll(async () => {
 })
 
 describe("admin socket transport", () => {
-  it("half-closed client: every request answered (fast lane, @effect/rpc, a bad line), ids intact", async () => {
+  it("half-closed client: every request answered (@effect/rpc answers and a guard error), ids intact", async () => {
     const data = line(1, "daemon.status") + line(2, "agent.list") + "{not json\n" + line(3, "session.list") +
       line(4, "agent.inspect", { agent: "solo" })
     const got = await exchange(data, 5, true)
@@ -89,6 +91,62 @@ describe("admin socket transport", () => {
     const strip = (rs: Array<Record<string, unknown>>) =>
       rs.map((r) => JSON.stringify(r["id"] === 1 ? { ...r, result: { ...(r["result"] as object), uptime_ms: 0 } } : r)).sort()
     expect(strip(half)).toEqual(strip(open))
+  })
+
+  it("ids 0 and 2^53-1 come back intact; a bad envelope is -32600 with the request's id", async () => {
+    const c = await rawConnection(socket)
+    try {
+      c.write(line(0, "agent.list"))
+      expect(JSON.parse(await c.next())).toMatchObject({ jsonrpc: "2.0", id: 0, result: { agents: [{ name: "solo" }] } })
+      c.write(line(2 ** 53 - 1, "agent.list"))
+      expect(JSON.parse(await c.next())["id"]).toBe(2 ** 53 - 1)
+      for (const extra of [{ jsonrpc: "1.0" }, { traceId: 5 }, { headers: "x" }]) {
+        c.write(JSON.stringify({ jsonrpc: "2.0", id: 77, method: "agent.list", ...extra }) + "\n")
+        expect(JSON.parse(await c.next()), JSON.stringify(extra)).toMatchObject({ id: 77, error: { code: -32600 } })
+      }
+    } finally {
+      c.close()
+    }
+  })
+
+  it("thousands of requests pipelined in one write: every id answered once, same bytes", async () => {
+    const c = await rawConnection(socket)
+    try {
+      c.write(line(7777, "agent.list"))
+      const reference = (await c.next()).replace("\"id\":7777", "\"id\":ID")
+      const n = 3000
+      c.write(Array.from({ length: n }, (_, i) => line(10_000 + i, "agent.list")).join(""))
+      const seen = new Set<number>()
+      for (let i = 0; i < n; i++) {
+        const reply = await c.next(60_000)
+        const id = (JSON.parse(reply) as { id: number }).id
+        expect(seen.has(id)).toBe(false)
+        seen.add(id)
+        expect(reply).toBe(reference.replace("\"id\":ID", `"id":${id}`))
+      }
+      expect(seen.size).toBe(n)
+    } finally {
+      c.close()
+    }
+  }, 120_000)
+
+  it("a list sent right after a create's reply on the same connection sees the new agent", async () => {
+    const c = await rawConnection(socket)
+    try {
+      c.write(line(1, "agent.create", { name: "late", provider: "scripted" }))
+      const created = JSON.parse(await c.next()) as { id: number; result: { id: string } }
+      expect(created.id).toBe(1)
+      c.write(line(2, "agent.list"))
+      const listed = JSON.parse(await c.next()) as { result: { agents: ReadonlyArray<{ id: string }> } }
+      expect(listed.result.agents.map((a) => a.id)).toContain(created.result.id)
+      c.write(line(3, "agent.terminate", { agent: "late" }))
+      expect(JSON.parse(await c.next())["id"]).toBe(3)
+      c.write(line(4, "agent.list"))
+      const after = JSON.parse(await c.next()) as { result: { agents: ReadonlyArray<{ id: string }> } }
+      expect(after.result.agents.map((a) => a.id)).not.toContain(created.result.id)
+    } finally {
+      c.close()
+    }
   })
 
   it("connections that go away in any manner are no longer counted", async () => {

@@ -2,12 +2,16 @@
 import { Args, Command, Options } from "@effect/cli"
 import { Console, Effect, Fiber, Option, Stream } from "effect"
 import * as readline from "node:readline"
-import type { OutputEvent } from "../../daemon/Rpcs.js"
+import { AgentRef, MessageText, type OutputEvent } from "../../daemon/Rpcs.js"
+import { WorkspaceId } from "../../domain/ids.js"
 import { call, withClient } from "../Client.js"
 import { home, json, pathsOf } from "../Common.js"
 import { printJson, renderInspect, renderSent, renderTree } from "../Output.js"
 
-const agentArg = Args.text({ name: "agent" }).pipe(Args.withDescription("Agent id, or the name of exactly one live agent"))
+const agentArg = Args.text({ name: "agent" }).pipe(
+  Args.withSchema(AgentRef),
+  Args.withDescription("Agent id, or the name of exactly one live agent")
+)
 
 const opt = <A>(o: Option.Option<A>, key: string): Record<string, A> =>
   Option.match(o, { onNone: () => ({}), onSome: (v) => ({ [key]: v }) })
@@ -22,7 +26,11 @@ const createCommand = Command.make("create", {
   name: Options.text("name").pipe(Options.withDescription("Agent name (default: generated)"), Options.optional),
   instructions: Options.text("instructions").pipe(Options.withDescription("System instructions"), Options.optional),
   role: Options.text("role").pipe(Options.withDescription("Role label"), Options.optional),
-  workspace: Options.text("workspace").pipe(Options.withDescription("Workspace id to run in"), Options.optional)
+  workspace: Options.text("workspace").pipe(
+    Options.withSchema(WorkspaceId),
+    Options.withDescription("Workspace id to run in (uuid)"),
+    Options.optional
+  )
 }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
@@ -53,7 +61,7 @@ const sendCommand = Command.make("send", {
     Options.withDescription("Queue as a notification (the agent sees it on its next turn) instead of a request that wakes it")
   ),
   agent: agentArg,
-  message: Args.text({ name: "message" }).pipe(Args.withDescription("The message text"))
+  message: Args.text({ name: "message" }).pipe(Args.withSchema(MessageText), Args.withDescription("The message text"))
 }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
