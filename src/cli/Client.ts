@@ -6,10 +6,10 @@ import * as RpcClient from "@effect/rpc/RpcClient"
 import type { RpcClientError } from "@effect/rpc/RpcClientError"
 import type * as RpcGroup from "@effect/rpc/RpcGroup"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
-import { Context, Data, Effect, Layer, Option, type Scope } from "effect"
+import { Context, Data, Effect, Layer, Match, Option, type Scope } from "effect"
 import * as fs from "node:fs"
 import { AdminRpcs, type RpcError } from "../daemon/Rpcs.js"
-import { type CliErrorKind, isNotRunningCode, kindOfRpcError, lostConnectionMessage, notRunningMessage } from "./Exit.js"
+import { type CliErrorKind, isNotRunningCode, lostConnectionMessage, notRunningMessage } from "./Exit.js"
 
 export { type CliErrorKind, exitCodeOf, ExitCode } from "./Exit.js"
 
@@ -39,9 +39,19 @@ export const fromClientError = (socket: string) => (e: RpcClientError): CliError
   return isNotRunningCode(codeIn(e.cause)) ? notRunning(socket) : lost(socket, e.message)
 }
 
-/** A typed error the daemon answered with. */
+/** A typed error the daemon answered with, by its kind (exit codes: docs/cli.md). */
 export const fromRpcError = (e: RpcError): CliError =>
-  new CliError({ kind: kindOfRpcError(e._tag) ?? "internal", message: e.message })
+  new CliError({
+    kind: Match.value(e).pipe(
+      Match.tagsExhaustive({
+        NotFound: (): CliErrorKind => "not-found",
+        InvalidInput: (): CliErrorKind => "invalid-input",
+        Unavailable: (): CliErrorKind => "unavailable",
+        Internal: (): CliErrorKind => "internal"
+      })
+    ),
+    message: e.message
+  })
 
 /**
  * Map both kinds of failure of one RPC call. A write to a socket whose daemon just died

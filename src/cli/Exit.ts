@@ -43,19 +43,3 @@ export const lostConnectionMessage = (socket: string, detail: string): string =>
 /** Connect errors that mean "no daemon there" (no socket file, refused, not a socket). */
 export const isNotRunningCode = (code: string | undefined): boolean =>
   code === "ENOENT" || code === "ECONNREFUSED" || code === "ENOTSOCK"
-
-/** The kind of each typed error the daemon answers with (`_tag` of src/daemon/Rpcs.ts RpcError). */
-export const kindOfRpcError = (tag: string): CliErrorKind | undefined => {
-  switch (tag) {
-    case "NotFound":
-      return "not-found"
-    case "InvalidInput":
-      return "invalid-input"
-    case "Unavailable":
-      return "unavailable"
-    case "Internal":
-      return "internal"
-    default:
-      return undefined
-  }
-}

@@ -1,11 +1,23 @@
 // RPC handlers of the admin socket: one per method of Rpcs.ts, each a thin adapter from the
 // wire shapes to the Orchestrator / SessionStore / WorkspaceStore, with every error mapped to
 // a wire error (NotFound, InvalidInput, Unavailable, Internal) — never a defect.
-import { Deferred, Effect, Option, Stream } from "effect"
-import { Orchestrator } from "../agent/Orchestrator.js"
+import { Deferred, Effect, Match, Option, Stream } from "effect"
+import { type BirthError, Orchestrator } from "../agent/Orchestrator.js"
 import type { AgentOutput } from "../agent/OutputBus.js"
 import { version } from "../version.js"
 import type { AgentNode } from "../domain/agent.js"
+import type {
+  DurableError,
+  EventLogError,
+  InvalidInputError,
+  NotFoundError,
+  ProviderError,
+  RoutingError,
+  SessionStateError,
+  SessionStoreError
+} from "../domain/errors.js"
+import type { SandboxPathError, WorkspaceError, WorkspaceHistoryError } from "../sandbox/errors.js"
+import type { SessionBusyError } from "../session/Multiplexer.js"
 import { AgentId, type SessionId } from "../domain/ids.js"
 import type { Session } from "../domain/session.js"
 import { EventLog } from "../storage/EventLog.js"
@@ -18,68 +30,69 @@ import { EventTap } from "./EventTap.js"
 import { AdminRpcs, Internal, InvalidInput, NotFound, type OutputEvent, type RpcError, type SessionInfo, Unavailable } from "./Rpcs.js"
 import { Transcript } from "./Transcript.js"
 
-const message = (e: unknown): string =>
-  typeof e === "object" && e !== null && "message" in e && typeof e.message === "string" ? e.message : String(e)
-
-const field = (e: object, key: string): string | undefined =>
-  key in e && typeof (e as Record<string, unknown>)[key] === "string" ? (e as Record<string, string>)[key] : undefined
-
-/** Any error of the services below → one of the four wire errors. */
-export const toRpcError = (e: unknown): RpcError => {
-  if (typeof e !== "object" || e === null || !("_tag" in e)) return new Internal({ message: message(e) })
-  switch (e._tag) {
-    case "NotFound":
-    case "InvalidInput":
-    case "Unavailable":
-    case "Internal":
-      return e as RpcError
-    case "NotFoundError": {
-      const kind = field(e, "kind")
-      return new NotFound({
-        kind: kind === "agent" || kind === "session" || kind === "workspace" || kind === "message" || kind === "provider" || kind === "turn"
-          ? kind
-          : "agent",
-        id: field(e, "id") ?? "",
-        message: message(e)
-      })
-    }
-    case "SessionStoreError":
-      return field(e, "reason") === "not-found"
-        ? new NotFound({ kind: "session", id: field(e, "session_id") ?? "", message: message(e) })
-        : new Internal({ message: message(e) })
-    case "ProviderError":
-      // An unknown provider or a missing CLI binary is the caller's to fix: invalid input.
-      return field(e, "reason") === "unknown-provider" || field(e, "reason") === "missing-binary"
-        ? new InvalidInput({ field: "provider", message: message(e) })
-        : new Internal({ message: message(e) })
-    case "InvalidInputError":
-      return new InvalidInput({ field: field(e, "field") ?? "", message: message(e) })
-    case "RoutingError":
-    case "SessionStateError":
-    case "SandboxPathError":
-      return new InvalidInput({ field: field(e, "field") ?? "", message: message(e) })
-    case "SessionBusyError":
-      return new Unavailable({ message: message(e) })
-    case "WorkspaceError": {
-      const reason = field(e, "reason")
-      return reason === "io" || reason === "decode"
-        ? new Internal({ message: message(e) })
-        : reason === "in-use"
-        ? new Unavailable({ message: message(e) })
-        : new InvalidInput({ field: "workspace", message: message(e) })
-    }
-    case "WorkspaceHistoryError":
-      // A revert whose turn overlaps later changes: nothing was changed.
-      return field(e, "reason") === "conflict"
-        ? new InvalidInput({ field: "turn", message: message(e) })
-        : new Internal({ message: message(e) })
-    default:
-      return new Internal({ message: message(e) })
+const message = (e: unknown): string => {
+  try {
+    return typeof e === "object" && e !== null && "message" in e && typeof e.message === "string" ? e.message : String(e)
+  } catch {
+    return "unprintable error"
   }
 }
 
+/** Every typed failure the services below can answer a handler with. */
+export type ServiceError =
+  | RpcError
+  | NotFoundError
+  | InvalidInputError
+  | RoutingError
+  | SessionStateError
+  | SessionStoreError
+  | SessionBusyError
+  | EventLogError
+  | DurableError
+  | ProviderError
+  | BirthError
+  | SandboxPathError
+  | WorkspaceError
+  | WorkspaceHistoryError
+
+const internal = (e: { readonly message: string }) => new Internal({ message: e.message })
+
+/** The one mapping of service errors to the four wire errors (docs/protocol.md, "Errors"). */
+export const toRpcError: (e: ServiceError) => RpcError = Match.type<ServiceError>().pipe(
+  Match.tagsExhaustive({
+    NotFound: (e) => e,
+    InvalidInput: (e) => e,
+    Unavailable: (e) => e,
+    Internal: (e) => e,
+    NotFoundError: (e) => new NotFound({ kind: e.kind, id: e.id, message: e.message }),
+    InvalidInputError: (e) => new InvalidInput({ field: e.field, message: e.message }),
+    RoutingError: (e) => new InvalidInput({ field: "", message: e.message }),
+    SessionStateError: (e) => new InvalidInput({ field: "", message: e.message }),
+    SandboxPathError: (e) => new InvalidInput({ field: e.field, message: e.message }),
+    SessionStoreError: (e) =>
+      e.reason === "not-found" ? new NotFound({ kind: "session", id: e.session_id, message: e.message }) : internal(e),
+    SessionBusyError: (e) => new Unavailable({ message: e.message }),
+    // An unknown provider or a missing CLI binary is the caller's to fix.
+    ProviderError: (e) =>
+      e.reason === "unknown-provider" || e.reason === "missing-binary"
+        ? new InvalidInput({ field: "provider", message: e.message })
+        : internal(e),
+    WorkspaceError: (e) =>
+      e.reason === "io" || e.reason === "decode"
+        ? internal(e)
+        : e.reason === "in-use"
+        ? new Unavailable({ message: e.message })
+        : new InvalidInput({ field: "workspace", message: e.message }),
+    // A revert whose turn overlaps later changes: nothing was changed.
+    WorkspaceHistoryError: (e) => e.reason === "conflict" ? new InvalidInput({ field: "turn", message: e.message }) : internal(e),
+    EventLogError: internal,
+    DurableError: internal,
+    BirthError: internal
+  })
+)
+
 /** Map failures to wire errors, and defects to Internal (the daemon never dies of a request). */
-const wire = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, RpcError, R> =>
+const wire = <A, E extends ServiceError, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, RpcError, R> =>
   effect.pipe(
     Effect.mapError(toRpcError),
     Effect.catchAllDefect((d) => Effect.logError("handler defect", d).pipe(Effect.zipRight(Effect.fail(new Internal({ message: message(d) })))))
@@ -89,7 +102,7 @@ const wire = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, RpcErro
  * A mutation runs to completion even if its client disconnects meanwhile (an interrupted
  * create or terminate would leave half a change behind).
  */
-const mutation = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, RpcError, R> =>
+const mutation = <A, E extends ServiceError, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, RpcError, R> =>
   Effect.uninterruptible(wire(effect))
 
 const isUuid = (s: string) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(s)
