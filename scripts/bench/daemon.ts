@@ -1,14 +1,13 @@
 // Daemon and CLI speed, each next to a baseline measured in the same run:
-//   1. admin RPC round trip (`agent.list`, one open connection, sequential) vs a raw Node
-//      Unix-socket NDJSON server answering with the same bytes, in a Node process of its own like
-//      the daemon — goal ≤ 1.5×. Also shown: the same raw server inside the bench process (no
-//      process hop: the baseline before the fast lane), and (b) the same request with an
-//      @effect/rpc header, which goes through @effect/rpc (the path every other method takes)
-//      instead of the frame guard's fast lane (src/daemon/FastLane.ts). Each block runs on a new
-//      connection; its first round trip (which waits for the server's connection set-up) is
-//      reported in rows of its own, not in the open-connection figures;
+//   1. admin RPC round trip (`agent.list`, one open connection, sequential) through the stock
+//      @effect/rpc stack vs a raw Node Unix-socket NDJSON server answering with the same bytes, in
+//      a Node process of its own like the daemon — goal ≤ 3×. Also shown: the same raw server
+//      inside the bench process (no process hop). Each block runs on a new connection; its first
+//      round trip (which waits for the server's connection set-up) is reported in rows of its own;
 //   2. wall time of a one-shot `substrat agent list` (real process, bundled CLI) vs `node -e 0`
-//      — goal ≤ 1.6×.
+//      — goal ≤ 1.5×.
+// SUBSTRAT_BENCH_BEFORE=<another checkout, built> runs that checkout's daemon and launcher in the
+// same run, interleaved with these (before/after figures from one run).
 import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
 import * as net from "node:net"
@@ -132,58 +131,65 @@ const wall = (cmd: string, args: ReadonlyArray<string>, env: NodeJS.ProcessEnv):
   return Number(process.hrtime.bigint() - t) / 1e6
 }
 
-export const run = async (opts: BenchOptions): Promise<BenchResult> => {
+/** One daemon under test: its launcher, home and socket. */
+interface Subject {
+  readonly label: string
+  readonly launcher: string
+  readonly env: NodeJS.ProcessEnv
+  readonly socket: string
+}
+
+const startSubject = (label: string, launcherPath: string): Subject => {
   const home = mkdtempSync(join(tmpdir(), "substrat-bench-"))
   const env = { ...process.env, SUBSTRAT_HOME: home }
-  const cli = (...args: Array<string>) => execFileSync(process.execPath, [launcher, ...args], { env, encoding: "utf8" })
+  execFileSync(process.execPath, [launcherPath, "daemon", "start"], { env, encoding: "utf8" })
+  execFileSync(process.execPath, [launcherPath, "agent", "create", "--name", "bench", "--provider", "scripted"], { env, encoding: "utf8" })
+  return { label, launcher: launcherPath, env, socket: join(home, "daemon.sock") }
+}
+
+const stopSubject = (s: Subject) => {
+  try {
+    execFileSync(process.execPath, [s.launcher, "daemon", "stop"], { env: s.env, encoding: "utf8" })
+  } catch {}
+  rmSync(s.env["SUBSTRAT_HOME"]!, { recursive: true, force: true })
+}
+
+export const run = async (opts: BenchOptions): Promise<BenchResult> => {
   const n = opts.quick ? 300 : 3000
   const shots = opts.quick ? 6 : 30
-  cli("daemon", "start")
+  const beforeRoot = process.env["SUBSTRAT_BENCH_BEFORE"]
+  const subjects: Array<Subject> = [startSubject("after", launcher)]
   try {
-    cli("agent", "create", "--name", "bench", "--provider", "scripted")
-
-    // 1. RPC round trip vs echo, interleaved in blocks so drift hits both alike.
-    const daemonPath = join(home, "daemon.sock")
+    if (beforeRoot !== undefined && beforeRoot !== "") subjects.push(startSubject("before", join(beforeRoot, "scripts", "substrat.cjs")))
+    const home = subjects[0]!.env["SUBSTRAT_HOME"]!
+    const req = (i: number) => JSON.stringify({ jsonrpc: "2.0", id: i, method: "agent.list" }) + "\n"
+    const answer = await oneCall(subjects[0]!.socket, req(0)) as { result?: unknown }
+    if (answer.result === undefined) throw new Error(`agent.list failed: ${JSON.stringify(answer)}`)
     const echoPath = join(home, "echo.sock")
     const localPath = join(home, "echo-local.sock")
-    const req = (i: number) => JSON.stringify({ jsonrpc: "2.0", id: i, method: "agent.list" }) + "\n"
-    const viaRpc = (i: number) =>
-      JSON.stringify({ jsonrpc: "2.0", id: i, method: "agent.list", headers: [["x-bench", "rpc"]] }) + "\n"
-    const answer = await oneCall(daemonPath, req(0)) as { result?: unknown }
-    if (answer.result === undefined) throw new Error(`agent.list failed: ${JSON.stringify(answer)}`)
     const echo = await echoProcess(echoPath, answer.result)
     const local = await echoInProcess(localPath, answer.result)
     const load1 = loadavg()[0]!
-    const rpc: Array<number> = []
+    const rpc = new Map(subjects.map((s) => [s.label, [] as Array<number>]))
+    const first = new Map(subjects.map((s) => [s.label, [] as Array<number>]))
     const raw: Array<number> = []
     const rawLocal: Array<number> = []
-    const slow: Array<number> = []
-    const raw2: Array<number> = []
-    const firstRpc: Array<number> = []
     const firstRaw: Array<number> = []
-    /** One block on a new connection: open-connection times into `into`, the first into `first`. */
-    const block = async (path: string, line: (i: number) => string, into: Array<number>, first?: Array<number>) => {
-      const r = await roundTrips(path, line, n / 10)
+    /** One block on a new connection: open-connection times into `into`, the first into `firstInto`. */
+    const block = async (path: string, into: Array<number>, firstInto?: Array<number>) => {
+      const r = await roundTrips(path, req, n / 10)
       into.push(...r.open)
-      first?.push(r.first)
+      firstInto?.push(r.first)
     }
     try {
-      // Warm-up: every server JIT-compiled before timing (the daemon's first thousand calls are
-      // 2–3× slower than its steady state).
-      await roundTrips(daemonPath, req, 2000)
+      // Warm-up: every server JIT-compiled before timing.
+      for (const s of subjects) await roundTrips(s.socket, req, 2000)
       await roundTrips(echoPath, req, 2000)
       await roundTrips(localPath, req, 2000)
-      // (a) the fast lane (what a plain `agent.list` gets) vs the raw servers.
       for (let b = 0; b < 10; b++) {
-        await block(daemonPath, req, rpc, firstRpc)
-        await block(echoPath, req, raw, firstRaw)
-        await block(localPath, req, rawLocal)
-      }
-      // (b) afterwards (its garbage does not land in (a)): the @effect/rpc path vs the raw server.
-      await roundTrips(daemonPath, viaRpc, 2000)
-      for (let b = 0; b < 10; b++) {
-        await block(daemonPath, viaRpc, slow)
-        await block(echoPath, req, raw2)
+        for (const s of subjects) await block(s.socket, rpc.get(s.label)!, first.get(s.label)!)
+        await block(echoPath, raw, firstRaw)
+        await block(localPath, rawLocal)
       }
     } finally {
       echo.kill()
@@ -192,56 +198,48 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
     const load2 = loadavg()[0]!
 
     // 2. One-shot CLI vs bare node, alternating.
-    wall(process.execPath, [launcher, "agent", "list"], env) // warm the code cache
-    const oneShot: Array<number> = []
+    const shot = new Map(subjects.map((s) => [s.label, [] as Array<number>]))
+    for (const s of subjects) wall(process.execPath, [s.launcher, "agent", "list"], s.env) // warm the code cache
     const bare: Array<number> = []
     for (let i = 0; i < shots; i++) {
-      oneShot.push(wall(process.execPath, [launcher, "agent", "list"], env))
-      bare.push(wall(process.execPath, ["-e", "0"], env))
+      for (const s of subjects) shot.get(s.label)!.push(wall(process.execPath, [s.launcher, "agent", "list"], s.env))
+      bare.push(wall(process.execPath, ["-e", "0"], subjects[0]!.env))
     }
 
     const p50 = (xs: ReadonlyArray<number>) => quantile(xs, 0.5)
     const p99 = (xs: ReadonlyArray<number>) => quantile(xs, 0.99)
     const ratio = (a: number, b: number) => Number((a / b).toFixed(2))
     const row = (measure: string, xs: ReadonlyArray<number>) => ({ measure, p50: p50(xs), p99: p99(xs), n: xs.length })
-    return {
-      rows: [
-        row("(a) admin RPC agent.list, fast lane (µs)", rpc),
-        row("(a) raw NDJSON echo, own process (µs)", raw),
-        row("(a) raw NDJSON echo, bench process (µs)", rawLocal),
-        row("(b) agent.list through @effect/rpc (µs)", slow),
-        row("(b) raw NDJSON echo, own process (µs)", raw2),
-        row("first request on a new connection, daemon (µs)", firstRpc),
-        row("first request on a new connection, raw echo own process (µs)", firstRaw),
-        row("substrat agent list (ms)", oneShot),
-        row("node -e 0 (ms)", bare)
-      ],
-      summary: {
-        response_bytes: JSON.stringify({ jsonrpc: "2.0", id: 0, result: answer.result }).length + 1,
-        rpc_p50_us: Math.round(p50(rpc)),
-        rpc_p99_us: Math.round(p99(rpc)),
-        echo_p50_us: Math.round(p50(raw)),
-        echo_p99_us: Math.round(p99(raw)),
-        rpc_vs_echo_p50: ratio(p50(rpc), p50(raw)),
-        rpc_vs_echo_p99: ratio(p99(rpc), p99(raw)),
-        echo_in_bench_process_p50_us: Math.round(p50(rawLocal)),
-        rpc_vs_echo_in_bench_process_p50: ratio(p50(rpc), p50(rawLocal)),
-        rpc_vs_echo_in_bench_process_p99: ratio(p99(rpc), p99(rawLocal)),
-        via_effect_rpc_p50_us: Math.round(p50(slow)),
-        via_effect_rpc_vs_echo_p50: ratio(p50(slow), p50(raw2)),
-        via_effect_rpc_vs_echo_p99: ratio(p99(slow), p99(raw2)),
-        first_request_p50_us: Math.round(p50(firstRpc)),
-        first_request_echo_p50_us: Math.round(p50(firstRaw)),
-        load_avg_1m: `${load1.toFixed(2)} → ${load2.toFixed(2)}`,
-        cli_agent_list_ms: Math.round(p50(oneShot)),
-        node_e0_ms: Math.round(p50(bare)),
-        cli_vs_node: ratio(p50(oneShot), p50(bare))
-      }
+    const summary: Record<string, number | string> = {
+      response_bytes: JSON.stringify({ jsonrpc: "2.0", id: 0, result: answer.result }).length + 1,
+      echo_p50_us: Math.round(p50(raw)),
+      echo_p99_us: Math.round(p99(raw)),
+      echo_in_bench_process_p50_us: Math.round(p50(rawLocal)),
+      first_request_echo_p50_us: Math.round(p50(firstRaw)),
+      load_avg_1m: `${load1.toFixed(2)} → ${load2.toFixed(2)}`,
+      node_e0_ms: Math.round(p50(bare))
     }
+    const rows: Array<Record<string, string | number>> = []
+    for (const s of subjects) {
+      const r = rpc.get(s.label)!
+      const suffix = s.label === "after" ? "" : `_${s.label}`
+      rows.push(row(`admin RPC agent.list, ${s.label} (µs)`, r))
+      rows.push(row(`first request on a new connection, ${s.label} (µs)`, first.get(s.label)!))
+      summary[`rpc_p50_us${suffix}`] = Math.round(p50(r))
+      summary[`rpc_p99_us${suffix}`] = Math.round(p99(r))
+      summary[`rpc_vs_echo_p50${suffix}`] = ratio(p50(r), p50(raw))
+      summary[`rpc_vs_echo_p99${suffix}`] = ratio(p99(r), p99(raw))
+      summary[`first_request_p50_us${suffix}`] = Math.round(p50(first.get(s.label)!))
+      summary[`cli_agent_list_ms${suffix}`] = Math.round(p50(shot.get(s.label)!))
+      summary[`cli_vs_node${suffix}`] = ratio(p50(shot.get(s.label)!), p50(bare))
+    }
+    rows.push(row("raw NDJSON echo, own process (µs)", raw))
+    rows.push(row("raw NDJSON echo, bench process (µs)", rawLocal))
+    rows.push(row("first request on a new connection, raw echo own process (µs)", firstRaw))
+    for (const s of subjects) rows.push(row(`substrat agent list, ${s.label} (ms)`, shot.get(s.label)!))
+    rows.push(row("node -e 0 (ms)", bare))
+    return { rows, summary }
   } finally {
-    try {
-      cli("daemon", "stop")
-    } catch {}
-    rmSync(home, { recursive: true, force: true })
+    for (const s of subjects) stopSubject(s)
   }
 }
