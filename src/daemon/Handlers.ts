@@ -1,12 +1,12 @@
 // RPC handlers of the admin socket: one per method of Rpcs.ts, each a thin adapter from the
 // wire shapes to the Orchestrator / SessionStore / WorkspaceStore, with every error mapped to
 // a wire error (NotFound, InvalidInput, Unavailable, Internal) — never a defect.
-import { Deferred, Effect, Match, Option, Stream } from "effect"
-import { type BirthError, Orchestrator } from "../agent/Orchestrator.js"
+import { Deferred, Effect, Match, Option, Schema, Stream } from "effect"
+import { BirthError, Orchestrator } from "../agent/Orchestrator.js"
 import type { AgentOutput } from "../agent/OutputBus.js"
 import { version } from "../version.js"
 import type { AgentNode } from "../domain/agent.js"
-import type {
+import {
   DurableError,
   EventLogError,
   InvalidInputError,
@@ -16,8 +16,8 @@ import type {
   SessionStateError,
   SessionStoreError
 } from "../domain/errors.js"
-import type { SandboxPathError, WorkspaceError, WorkspaceHistoryError } from "../sandbox/errors.js"
-import type { SessionBusyError } from "../session/Multiplexer.js"
+import { SandboxPathError, WorkspaceError, WorkspaceHistoryError } from "../sandbox/errors.js"
+import { SessionBusyError } from "../session/Multiplexer.js"
 import { AgentId, type SessionId } from "../domain/ids.js"
 import type { Session } from "../domain/session.js"
 import { EventLog } from "../storage/EventLog.js"
@@ -58,7 +58,7 @@ export type ServiceError =
 const internal = (e: { readonly message: string }) => new Internal({ message: e.message })
 
 /** The one mapping of service errors to the four wire errors (docs/protocol.md, "Errors"). */
-export const toRpcError: (e: ServiceError) => RpcError = Match.type<ServiceError>().pipe(
+export const fromServiceError: (e: ServiceError) => RpcError = Match.type<ServiceError>().pipe(
   Match.tagsExhaustive({
     NotFound: (e) => e,
     InvalidInput: (e) => e,
@@ -91,10 +91,33 @@ export const toRpcError: (e: ServiceError) => RpcError = Match.type<ServiceError
   })
 )
 
+const isServiceError = Schema.is(Schema.Union(
+  NotFound,
+  InvalidInput,
+  Unavailable,
+  Internal,
+  NotFoundError,
+  InvalidInputError,
+  RoutingError,
+  SessionStateError,
+  SessionStoreError,
+  SessionBusyError,
+  EventLogError,
+  DurableError,
+  ProviderError,
+  BirthError,
+  SandboxPathError,
+  WorkspaceError,
+  WorkspaceHistoryError
+))
+
+/** For callers holding a failure of unknown type (HTTP routes): a service error as above, anything else Internal. */
+export const toRpcError = (e: unknown): RpcError => isServiceError(e) ? fromServiceError(e) : new Internal({ message: message(e) })
+
 /** Map failures to wire errors, and defects to Internal (the daemon never dies of a request). */
 const wire = <A, E extends ServiceError, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, RpcError, R> =>
   effect.pipe(
-    Effect.mapError(toRpcError),
+    Effect.mapError(fromServiceError),
     Effect.catchAllDefect((d) => Effect.logError("handler defect", d).pipe(Effect.zipRight(Effect.fail(new Internal({ message: message(d) })))))
   )
 
