@@ -35,16 +35,16 @@ const settingsOf = (o: {
   readonly maxLine: Option.Option<number>
 }) =>
   resolveSettings({
-    home: pathsOf(o.home).home,
-    ...Option.match(o.slots, { onNone: () => ({}), onSome: (slots) => ({ slots }) }),
-    ...Option.match(o.grace, { onNone: () => ({}), onSome: (graceMs) => ({ graceMs }) }),
-    ...Option.match(o.maxLine, { onNone: () => ({}), onSome: (maxLineBytes) => ({ maxLineBytes }) }),
-    ...Option.match(o.http ?? Option.none(), { onNone: () => ({}), onSome: (http) => ({ http }) })
-  })
+    home: Option.getOrUndefined(o.home),
+    slots: Option.getOrUndefined(o.slots),
+    graceMs: Option.getOrUndefined(o.grace),
+    maxLineBytes: Option.getOrUndefined(o.maxLine),
+    http: Option.getOrUndefined(o.http ?? Option.none())
+  }).pipe(Effect.mapError((e) => new CliError({ kind: "invalid-input", message: e.message })))
 
 const runCommand = Command.make("run", { home, slots, grace, maxLine, http }, (o) =>
   Effect.gen(function*() {
-    const settings = settingsOf(o)
+    const settings = yield* settingsOf(o)
     // Loaded only here: one-shot commands never pay for the daemon's modules.
     const Daemon = yield* Effect.promise(() => import("../../daemon/Daemon.js"))
     yield* Daemon.run(settings).pipe(
@@ -56,7 +56,7 @@ const runCommand = Command.make("run", { home, slots, grace, maxLine, http }, (o
 
 const startCommand = Command.make("start", { home, slots, grace, maxLine, http, json }, (o) =>
   Effect.gen(function*() {
-    const settings = settingsOf(o)
+    const settings = yield* settingsOf(o)
     const paths = pathsOf(Option.some(settings.home))
     // The daemon's flock on its pid file, not the pid's liveness: a killed daemon nobody has
     // reaped yet (a zombie) holds nothing.
@@ -84,7 +84,7 @@ const startCommand = Command.make("start", { home, slots, grace, maxLine, http, 
           String(settings.maxLineBytes),
           ...(settings.http === undefined ? [] : ["--http", settings.http])
         ]
-        const c = spawn(process.execPath, args, { detached: true, stdio: ["ignore", log, log], env: process.env })
+        const c = spawn(process.execPath, args, { detached: true, stdio: ["ignore", log, log] })
         fs.closeSync(log)
         c.unref()
         return c

@@ -1,0 +1,428 @@
+// Substrat's configuration: every setting defined once with `effect/Config` (a name, a type, a
+// default, a description), read from flags ▸ environment (`SUBSTRAT_*`) ▸ `$SUBSTRAT_HOME/config.toml`
+// ▸ defaults, the way @effect/cluster's ShardingConfig does it. A value that does not parse fails
+// with a message naming the key and where it came from (SettingsError → exit code 2 in the CLI).
+//
+// This is the only module under src/ that reads `process.env`. Besides the settings it hands out
+// the parent environment (`parentEnv`): what child processes inherit (PATH for git, bwrap and
+// prlimit, HOME, TMPDIR), which is not configuration.
+//
+// Names: a key's path, e.g. ["openai", "baseUrl"], is `SUBSTRAT_OPENAI_BASE_URL` in the environment
+// (ConfigProvider.constantCase under the `SUBSTRAT` prefix) and `base_url` in the `[openai]` table
+// of config.toml (ConfigProvider.snakeCase). Credentials keep their usual unprefixed names
+// (ANTHROPIC_API_KEY, OPENAI_API_KEY, …) and are read from the environment only.
+import * as FileSystem from "@effect/platform/FileSystem"
+import { Config, type ConfigError, ConfigProvider, Context, Data, Effect, Layer, Option, Redacted } from "effect"
+import { homedir } from "node:os"
+import * as Path from "node:path"
+import { parse as parseToml } from "smol-toml"
+
+/** An environment: variable name → value (`process.env`'s shape). */
+export type ProcessEnv = Readonly<Record<string, string | undefined>>
+
+/** The daemon's/CLI's own environment, as handed down to child processes. Not configuration. */
+export const parentEnv = (): ProcessEnv => process.env
+
+/** Where an effective value came from. */
+export type Source = "flag" | "env" | "file" | "default"
+
+/** One setting, as documented and as printed by `substrat config`. */
+export interface KeyInfo {
+  /** Dotted path in the settings object, e.g. `openai.baseUrl`. */
+  readonly key: string
+  /** The environment variable. */
+  readonly env: string
+  /** The key in config.toml (`table.key`), or null when the file cannot set it. */
+  readonly file: string | null
+  /** The command-line flag, when there is one. */
+  readonly flag: string | null
+  /** The default as text, or null: unset unless configured. */
+  readonly default: string | null
+  readonly description: string
+  /** Printed as `<redacted>`. */
+  readonly secret: boolean
+}
+
+const keys: Array<KeyInfo> = []
+
+const constant = (s: string) => s.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toUpperCase()
+const snake = (s: string) => s.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toLowerCase()
+
+interface KeyOptions {
+  readonly description: string
+  readonly flag?: string
+  readonly secret?: boolean
+  /** Environment only (home: the file lives in it). */
+  readonly envOnly?: boolean
+}
+
+const register = (path: ReadonlyArray<string>, o: KeyOptions, def: string | null) => {
+  keys.push({
+    key: path.join("."),
+    env: `SUBSTRAT_${path.map(constant).join("_")}`,
+    file: o.envOnly === true ? null : path.map(snake).join("."),
+    flag: o.flag ?? null,
+    default: def,
+    description: o.description,
+    secret: o.secret ?? false
+  })
+}
+
+const at = <A>(path: ReadonlyArray<string>, config: Config.Config<A>): Config.Config<A> =>
+  path.slice(0, -1).reduceRight((c, segment) => Config.nested(c, segment), config)
+
+const leafName = (path: ReadonlyArray<string>) => path[path.length - 1]!
+
+/** A setting with a default. */
+const setting = <A>(
+  path: ReadonlyArray<string>,
+  make: (name: string) => Config.Config<A>,
+  def: A,
+  o: KeyOptions
+): Config.Config<A> => {
+  register(path, o, String(def))
+  return at(path, make(leafName(path)).pipe(Config.withDescription(o.description), Config.withDefault(def)))
+}
+
+/** A setting that is unset unless configured. */
+const optional = <A>(
+  path: ReadonlyArray<string>,
+  make: (name: string) => Config.Config<A>,
+  o: KeyOptions
+): Config.Config<Option.Option<A>> => {
+  register(path, o, null)
+  return at(path, Config.option(make(leafName(path)).pipe(Config.withDescription(o.description))))
+}
+
+const int = (min: number) => (name: string) =>
+  Config.integer(name).pipe(Config.validate({ message: `Expected an integer ≥ ${min}`, validation: (n) => n >= min }))
+
+const text = (name: string) => Config.string(name)
+
+const url = (name: string) =>
+  Config.string(name).pipe(Config.validate({
+    message: "Expected an http(s) URL",
+    validation: (s) => {
+      try {
+        const u = new URL(s)
+        return u.protocol === "http:" || u.protocol === "https:"
+      } catch {
+        return false
+      }
+    }
+  }))
+
+const cli = (name: string, label: string, binDefault: string) =>
+  Config.all({
+    bin: optional([name, "bin"], text, { description: `${label} executable (default: ${binDefault} on PATH)` }),
+    model: optional([name, "model"], text, { description: `${label} model (default: the CLI's own default)` })
+  })
+
+// Home is read first (config.toml lives in it), from flags and the environment only.
+const homeConfig = setting(["home"], text, Path.join(homedir(), ".substrat"), {
+  description: "Substrat home: daemon socket, agents, workspaces, config.toml",
+  flag: "--home",
+  envOnly: true
+})
+
+/** Every setting but the home directory and the credentials. */
+const settingsConfig = Config.all({
+  slots: setting(["slots"], int(1), 4, { description: "Live provider slots: turns that run at the same time", flag: "--slots" }),
+  graceMs: setting(["graceMs"], int(0), 10_000, {
+    description: "On shutdown, how long running turns may finish before they are stopped (ms)",
+    flag: "--grace-ms"
+  }),
+  maxLineBytes: setting(["maxLineBytes"], int(1024), 1024 * 1024, {
+    description: "Longest request line the admin socket accepts (bytes)",
+    flag: "--max-line-bytes"
+  }),
+  http: Config.map(
+    optional(["http"], text, {
+      description: "Also serve the HTTP API and dashboard on this loopback HOST:PORT (token in $SUBSTRAT_HOME/http.token)",
+      flag: "--http"
+    }),
+    Option.getOrUndefined
+  ),
+  defaultProvider: setting(["defaultProvider"], text, "scripted", { description: "Provider of `agent create` without --provider" }),
+  installDir: optional(["installDir"], text, {
+    description: "Substrat's install directory, bound read-only into sandboxes (default: this package)"
+  }),
+  claude: cli("claude", "Claude Code", "claude"),
+  codex: cli("codex", "Codex", "codex"),
+  cursor: cli("cursor", "cursor-agent", "cursor-agent or agent"),
+  anthropic: Config.all({
+    upstream: setting(["anthropic", "upstream"], url, "https://api.anthropic.com", {
+      description: "Where the daemon's Anthropic forwarder sends Claude Code's model requests"
+    })
+  }),
+  openai: Config.all({
+    upstream: setting(["openai", "upstream"], url, "https://api.openai.com", {
+      description: "Where the daemon's OpenAI forwarder sends Codex's model requests"
+    }),
+    baseUrl: optional(["openai", "baseUrl"], text, {
+      description: "API base of the openai provider (default https://api.openai.com/v1; OpenRouter's when only OPENROUTER_API_KEY is set)"
+    }),
+    apiKey: optional(["openai", "apiKey"], Config.redacted, {
+      description: "API key of the openai provider (else OPENAI_API_KEY, else OPENROUTER_API_KEY)",
+      secret: true
+    }),
+    model: optional(["openai", "model"], text, { description: "Model of the provider string `openai` (`openai:<model>` names one per agent)" }),
+    maxSteps: setting(["openai", "maxSteps"], int(1), 25, { description: "openai provider: model calls per turn before the turn fails" }),
+    timeoutMs: setting(["openai", "timeoutMs"], int(1), 120_000, {
+      description: "openai provider: wait for response headers, and at most this long between two streamed chunks (ms)"
+    }),
+    maxRetries: setting(["openai", "maxRetries"], int(0), 2, {
+      description: "openai provider: retries of a request that failed before its body started"
+    }),
+    retryDelayMs: setting(["openai", "retryDelayMs"], int(0), 500, { description: "openai provider: first retry backoff (ms)" })
+  })
+})
+
+const credential = (field: string, env: string, description: string) => {
+  keys.push({ key: `credentials.${field}`, env, file: null, flag: null, default: null, description, secret: true })
+  return Config.option(Config.redacted(env).pipe(Config.withDescription(description)))
+}
+
+const credentialsConfig = Config.all({
+  anthropicApiKey: credential("anthropicApiKey", "ANTHROPIC_API_KEY", "Anthropic key the daemon's forwarder adds to Claude Code's requests"),
+  anthropicAuthToken: credential("anthropicAuthToken", "ANTHROPIC_AUTH_TOKEN", "Anthropic bearer token (when there is no ANTHROPIC_API_KEY)"),
+  openaiApiKey: credential("openaiApiKey", "OPENAI_API_KEY", "OpenAI key: the forwarder for Codex, and the openai provider"),
+  openrouterApiKey: credential("openrouterApiKey", "OPENROUTER_API_KEY", "OpenRouter key of the openai provider"),
+  cursorApiKey: credential("cursorApiKey", "CURSOR_API_KEY", "Passed to cursor-agent inside its sandbox")
+})
+
+/** Every setting, in documentation order. */
+export const allKeys: ReadonlyArray<KeyInfo> = keys
+
+export type Settings = Config.Config.Success<typeof settingsConfig> & {
+  readonly home: string
+  readonly credentials: Config.Config.Success<typeof credentialsConfig>
+}
+
+/** Command-line values, by settings path (`{ slots: 8, home: "/x" }`). */
+export interface Flags {
+  readonly home?: string | undefined
+  readonly slots?: number | undefined
+  readonly graceMs?: number | undefined
+  readonly maxLineBytes?: number | undefined
+  readonly http?: string | undefined
+}
+
+/** A setting that does not parse, or a config.toml that cannot be used. */
+export class SettingsError extends Data.TaggedError("SettingsError")<{
+  /** The variable, flag or file key at fault (null: the file as a whole). */
+  readonly key: string | null
+  readonly message: string
+}> {}
+
+export interface Loaded {
+  readonly settings: Settings
+  /** Where each key's value came from (`allKeys[i].key` → source). */
+  readonly sources: Readonly<Record<string, Source>>
+  readonly file: { readonly path: string; readonly exists: boolean }
+}
+
+/** The environment as a provider: empty values count as unset, values are trimmed. */
+const envProvider = (env: ProcessEnv): ConfigProvider.ConfigProvider => {
+  const map = new Map<string, string>()
+  for (const [k, v] of Object.entries(env)) if (v !== undefined && v.trim() !== "") map.set(k, v.trim())
+  return ConfigProvider.fromMap(map, { pathDelim: "_" })
+}
+
+const prefixed = (env: ConfigProvider.ConfigProvider) => env.pipe(ConfigProvider.constantCase, ConfigProvider.nested("SUBSTRAT"))
+
+const flagsProvider = (flags: Flags) =>
+  ConfigProvider.fromJson(Object.fromEntries(Object.entries(flags).filter(([, v]) => v !== undefined)))
+
+/** `~/.substrat` spelled out. */
+export const defaultHomeDir = (): string => Path.join(homedir(), ".substrat")
+
+/** The home directory: `--home` ▸ `$SUBSTRAT_HOME` ▸ `~/.substrat`. Plain (no file is read). */
+export const resolveHome = (flag?: string | undefined, env: ProcessEnv = process.env): string => {
+  if (flag !== undefined && flag !== "") return flag
+  const e = env["SUBSTRAT_HOME"]?.trim()
+  return e !== undefined && e !== "" ? e : defaultHomeDir()
+}
+
+/** Dotted keys of a parsed TOML document (tables flattened). */
+const flatten = (o: Readonly<Record<string, unknown>>, prefix = ""): Array<string> =>
+  Object.entries(o).flatMap(([k, v]) =>
+    typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Date)
+      ? flatten(v as Record<string, unknown>, `${prefix}${k}.`)
+      : [`${prefix}${k}`]
+  )
+
+const tomlProblem = (e: unknown): string => {
+  if (!(e instanceof Error)) return String(e)
+  const first = e.message.split("\n")[0] ?? e.message
+  const at = e as Error & { readonly line?: unknown; readonly column?: unknown }
+  return typeof at.line === "number" && typeof at.column === "number" ? `${first} (line ${at.line}, column ${at.column})` : first
+}
+
+/** InvalidData leaves of a ConfigError (MissingData is not an error here: every key is optional). */
+const invalid = (e: ConfigError.ConfigError): Array<{ readonly path: ReadonlyArray<string>; readonly message: string }> => {
+  switch (e._op) {
+    case "And":
+    case "Or":
+      return [...invalid(e.left), ...invalid(e.right)]
+    case "InvalidData":
+      return [{ path: e.path, message: e.message }]
+    case "SourceUnavailable":
+      return [{ path: e.path, message: e.message }]
+    case "Unsupported":
+      return [{ path: e.path, message: e.message }]
+    case "MissingData":
+      return []
+  }
+}
+
+const squash = (s: string) => s.toLowerCase().replace(/[._]/g, "")
+
+/** The key an error path points at, whatever case mapping it went through. */
+const keyOfPath = (path: ReadonlyArray<string>): KeyInfo | undefined => {
+  const p = squash((path[0] === "SUBSTRAT" ? path.slice(1) : path).join("."))
+  return keys.find((k) => squash(k.key) === p)
+}
+
+/** Check one source alone, so that a bad value cannot hide behind a good one further down. */
+const check = (
+  provider: ConfigProvider.ConfigProvider,
+  name: (k: KeyInfo) => string | null,
+  where: string
+): Effect.Effect<void, SettingsError> =>
+  provider.load(settingsConfig).pipe(
+    Effect.asVoid,
+    Effect.catchAll((e) => {
+      const bad = invalid(e)[0]
+      if (bad === undefined) return Effect.void
+      const info = keyOfPath(bad.path)
+      const key = (info === undefined ? null : name(info)) ?? bad.path.join(".")
+      return Effect.fail(new SettingsError({ key, message: `invalid ${key} (${where}): ${bad.message}` }))
+    })
+  )
+
+/** The file's path for a home directory. */
+export const configFile = (home: string) => Path.join(home, "config.toml")
+
+/**
+ * Load the settings: flags ▸ environment ▸ `$SUBSTRAT_HOME/config.toml` ▸ defaults. Each source is
+ * checked on its own first (an invalid value anywhere fails, naming the key); then one
+ * `ConfigProvider.orElse` chain resolves them.
+ */
+export const load = (
+  options: { readonly flags?: Flags; readonly env?: ProcessEnv } = {}
+): Effect.Effect<Loaded, SettingsError, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const flags = options.flags ?? {}
+    const env = options.env ?? process.env
+    const fs = yield* FileSystem.FileSystem
+    const rawEnv = envProvider(env)
+    const envP = prefixed(rawEnv)
+    const flagsP = flagsProvider(flags)
+
+    const home = yield* flagsP.pipe(ConfigProvider.orElse(() => envP)).load(homeConfig).pipe(
+      Effect.orElseSucceed(() => resolveHome(flags.home, env))
+    )
+    const path = configFile(home)
+    const exists = yield* fs.exists(path).pipe(Effect.orElseSucceed(() => false))
+    let doc: Record<string, unknown> = {}
+    if (exists) {
+      const source = yield* fs.readFileString(path).pipe(
+        Effect.mapError((e) => new SettingsError({ key: null, message: `cannot read ${path}: ${e.message}` }))
+      )
+      doc = yield* Effect.try({
+        try: () => parseToml(source) as Record<string, unknown>,
+        catch: (e) => new SettingsError({ key: null, message: `${path} is not valid TOML: ${tomlProblem(e)}` })
+      })
+    }
+    const fileKeys = flatten(doc)
+    const known = new Set(keys.flatMap((k) => (k.file === null ? [] : [k.file])))
+    const unknown = fileKeys.find((k) => !known.has(k))
+    if (unknown === "home") {
+      return yield* new SettingsError({ key: unknown, message: `${path}: home cannot be set in the file it is read from; use --home or SUBSTRAT_HOME` })
+    }
+    if (unknown !== undefined) {
+      return yield* new SettingsError({
+        key: unknown,
+        message: `${path}: unknown key "${unknown}" (known keys: ${[...known].join(", ")}; see \`substrat config\`)`
+      })
+    }
+    const fileP = ConfigProvider.fromJson(doc).pipe(ConfigProvider.snakeCase)
+
+    yield* check(flagsP, (k) => k.flag, "command line")
+    yield* check(envP, (k) => k.env, "environment")
+    yield* check(fileP, (k) => k.file, path)
+
+    const chain = flagsP.pipe(ConfigProvider.orElse(() => envP), ConfigProvider.orElse(() => fileP))
+    const rest = yield* chain.load(settingsConfig).pipe(
+      Effect.mapError((e) => new SettingsError({ key: null, message: `invalid configuration: ${String(e)}` }))
+    )
+    const credentials = yield* rawEnv.load(credentialsConfig).pipe(
+      Effect.mapError((e) => new SettingsError({ key: null, message: `invalid credentials: ${String(e)}` }))
+    )
+
+    const setFlags = new Set(Object.entries(flags).flatMap(([k, v]) => (v === undefined ? [] : [k])))
+    const fileSet = new Set(fileKeys)
+    const sources: Record<string, Source> = {}
+    for (const k of keys) {
+      const envSet = (env[k.env]?.trim() ?? "") !== ""
+      sources[k.key] = setFlags.has(k.key)
+        ? "flag"
+        : envSet
+        ? "env"
+        : k.file !== null && fileSet.has(k.file)
+        ? "file"
+        : "default"
+    }
+    return { settings: { ...rest, home, credentials }, sources, file: { path, exists } }
+  })
+
+/** A settings value at a dotted key, as text (secrets redacted; unset: null). */
+export const valueAt = (settings: Settings, key: string): string | null => {
+  let v: unknown = settings
+  for (const segment of key.split(".")) {
+    v = typeof v === "object" && v !== null ? (v as Record<string, unknown>)[segment] : undefined
+  }
+  if (Option.isOption(v)) v = Option.getOrNull(v)
+  if (v === undefined || v === null) return null
+  if (Redacted.isRedacted(v)) return "<redacted>"
+  return String(v)
+}
+
+/** The loaded settings as a service (the daemon provides them once, at start-up). */
+export class SubstratConfig extends Context.Tag("substrat/Config")<SubstratConfig, Settings>() {
+  static readonly layer = (settings: Settings): Layer.Layer<SubstratConfig> => Layer.succeed(SubstratConfig, settings)
+}
+
+/** Settings with every default and nothing configured (tests, embedders). */
+export const defaults = (overrides: Partial<Settings> = {}): Settings => ({
+  home: defaultHomeDir(),
+  slots: 4,
+  graceMs: 10_000,
+  maxLineBytes: 1024 * 1024,
+  http: undefined,
+  defaultProvider: "scripted",
+  installDir: Option.none(),
+  claude: { bin: Option.none(), model: Option.none() },
+  codex: { bin: Option.none(), model: Option.none() },
+  cursor: { bin: Option.none(), model: Option.none() },
+  anthropic: { upstream: "https://api.anthropic.com" },
+  openai: {
+    upstream: "https://api.openai.com",
+    baseUrl: Option.none(),
+    apiKey: Option.none(),
+    model: Option.none(),
+    maxSteps: 25,
+    timeoutMs: 120_000,
+    maxRetries: 2,
+    retryDelayMs: 500
+  },
+  credentials: {
+    anthropicApiKey: Option.none(),
+    anthropicAuthToken: Option.none(),
+    openaiApiKey: Option.none(),
+    openrouterApiKey: Option.none(),
+    cursorApiKey: Option.none()
+  },
+  ...overrides
+})
