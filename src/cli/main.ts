@@ -7,6 +7,7 @@ import { Cause, Console, Effect, Layer, Option } from "effect"
 import { CliError } from "./Client.js"
 import { agentCommand } from "./commands/agent.js"
 import { cleanupCommand } from "./commands/cleanup.js"
+import { configCommand } from "./commands/config.js"
 import { daemonCommand } from "./commands/daemon.js"
 import { doctorCommand } from "./commands/doctor.js"
 import { sessionCommand } from "./commands/session.js"
@@ -17,7 +18,7 @@ import { version } from "../version.js"
 
 export const root = Command.make("substrat").pipe(
   Command.withDescription("Durable, sandboxed trees of LLM coding agents: a daemon and its CLI"),
-  Command.withSubcommands([daemonCommand, agentCommand, sessionCommand, workspaceCommand, doctorCommand, cleanupCommand, uiCommand])
+  Command.withSubcommands([daemonCommand, agentCommand, sessionCommand, workspaceCommand, doctorCommand, cleanupCommand, uiCommand, configCommand])
 )
 
 const cli = Command.run(root, { name: "substrat", version })

@@ -377,16 +377,16 @@ export const load = (
     return { settings: { ...rest, home, credentials }, sources, file: { path, exists } }
   })
 
-/** A settings value at a dotted key, as text (secrets redacted; unset: null). */
-export const valueAt = (settings: Settings, key: string): string | null => {
+/** A settings value at a dotted key, as JSON (secrets `<redacted>`; unset: null). */
+export const valueAt = (settings: Settings, key: string): string | number | null => {
   let v: unknown = settings
   for (const segment of key.split(".")) {
     v = typeof v === "object" && v !== null ? (v as Record<string, unknown>)[segment] : undefined
   }
   if (Option.isOption(v)) v = Option.getOrNull(v)
-  if (v === undefined || v === null) return null
   if (Redacted.isRedacted(v)) return "<redacted>"
-  return String(v)
+  if (typeof v === "number" || typeof v === "string") return v
+  return v === undefined || v === null ? null : String(v)
 }
 
 /** The loaded settings as a service (the daemon provides them once, at start-up). */

@@ -123,7 +123,7 @@ describe("configuration", () => {
         const sample = /Ms|Steps|Retries|slots|Bytes/i.test(k.key) ? "2048" : k.key.endsWith("upstream") ? "http://x" : "v"
         const l = yield* loadWith({ env: { [k.env]: sample } })
         expect([k.env, l.sources[k.key]]).toEqual([k.env, "env"])
-        expect([k.env, valueAt(l.settings, k.key)]).toEqual([k.env, k.secret ? "<redacted>" : sample])
+        expect([k.env, String(valueAt(l.settings, k.key))]).toEqual([k.env, k.secret ? "<redacted>" : sample])
         if (k.file !== null) {
           const [table, key] = k.file.includes(".") ? k.file.split(".") : [null, k.file]
           const toml = table === null ? `${key} = "${sample}"\n` : `[${table}]\n${key} = "${sample}"\n`
