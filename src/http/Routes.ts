@@ -11,7 +11,6 @@ import { EventFeed } from "../feed/EventFeed.js"
 import {
   AdminRpcs,
   AgentCreateRpc,
-  AgentSendRpc,
   InvalidInput,
   SessionDeleteRpc,
   Unavailable,
@@ -22,6 +21,7 @@ import {
   WorkspaceRevertRpc
 } from "../daemon/Rpcs.js"
 import { errorResponse, invalidInput } from "./Errors.js"
+import * as OpenApi from "./OpenApi.js"
 import * as Sse from "./Sse.js"
 
 /** Longest wait of `POST /v1/agents/{ref}/messages` with `wait: true` (overridable per request). */
@@ -55,12 +55,6 @@ const respond = <E, R>(effect: Effect.Effect<HttpServerResponse.HttpServerRespon
     Effect.catchAllDefect((d) => Effect.as(Effect.logError("http route defect", d), errorResponse(d)))
   )
 
-const SendBody = Schema.Struct({
-  text: AgentSendRpc.payloadSchema.fields.text,
-  wait: Schema.optional(Schema.Boolean),
-  /** With `wait`: seconds to wait for the answer. */
-  timeout_s: Schema.optional(Schema.Number.pipe(Schema.positive()))
-})
 
 export const make = Effect.gen(function*() {
   const feed = yield* EventFeed
@@ -81,6 +75,7 @@ export const make = Effect.gen(function*() {
   const wsRevert = yield* AdminRpcs.accessHandler("workspace.revert")
   const wsLog = yield* AdminRpcs.accessHandler("workspace.log")
   const headers = {} as Parameters<typeof status>[1]
+  const openapi = OpenApi.document()
 
   /** Live agents, and with `all` the agents of the other sessions (terminated or not recovered). */
   const agents = (all: boolean) =>
@@ -177,7 +172,7 @@ export const make = Effect.gen(function*() {
       "/v1/agents/:ref/messages",
       respond(Effect.gen(function*() {
         const ref = yield* param("ref")
-        const p = yield* Effect.flatMap(body, decode(SendBody, "body"))
+        const p = yield* Effect.flatMap(body, decode(OpenApi.SendBody, "body"))
         if (p.wait === true) return json()(yield* sendAndWait(ref, p.text, p.timeout_s ?? defaultWaitSeconds))
         return json(202)(yield* send({ agent: ref, text: p.text, sync: true }, headers))
       }))
@@ -247,6 +242,7 @@ export const make = Effect.gen(function*() {
         return json()(yield* wsRevert(p, headers))
       }))
     ),
-    HttpRouter.get("/v1/events", respond(events))
+    HttpRouter.get("/v1/events", respond(events)),
+    HttpRouter.get("/openapi.json", Effect.sync(() => HttpServerResponse.unsafeJson(openapi)))
   )
 })

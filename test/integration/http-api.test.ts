@@ -115,6 +115,21 @@ describe("HTTP API (real daemon)", () => {
     expect(all.find((a) => a.id === alice.id)?.state).toBe("terminated")
   })
 
+  it("GET /openapi.json describes every route from the RPC Schemas (token needed on TCP)", async () => {
+    const doc = await request(unix, "GET", "/openapi.json")
+    expect(doc.status).toBe(200)
+    const d = doc.json<{ openapi: string; paths: Record<string, Record<string, { requestBody?: unknown }>> }>()
+    expect(d.openapi).toBe("3.1.0")
+    expect(Object.keys(d.paths)).toEqual(expect.arrayContaining([
+      "/v1/daemon", "/v1/agents", "/v1/agents/{ref}", "/v1/agents/{ref}/inspect", "/v1/agents/{ref}/messages", "/v1/sessions",
+      "/v1/workspaces", "/v1/workspaces/{workspace}/turns", "/v1/workspaces/{workspace}/turns/{turn}/diff",
+      "/v1/workspaces/{workspace}/turns/{turn}/revert", "/v1/events"
+    ]))
+    expect(Object.keys(d.paths["/v1/agents"]!).sort()).toEqual(["get", "post"])
+    expect(d.paths["/v1/agents/{ref}/messages"]!["post"]!.requestBody).toBeDefined()
+    expect((await request({ base: tcp.base! }, "GET", "/openapi.json")).status).toBe(401)
+  })
+
   it("errors: the CLI's wire errors as JSON (404 NotFound, 400 InvalidInput), in words", async () => {
     const nf = await request(unix, "GET", "/v1/agents/nobody")
     expect(nf.status).toBe(404)
