@@ -1,7 +1,7 @@
 // What `inspect_agent` / `Orchestrator.inspect` return, and the usage totals per agent and
 // subtree. "Recent activity" is kept in memory (OrchestratorState: noted by the Orchestrator and
 // the Router as turns end and messages go) and rebuilt from the logs by recovery after a restart
-// (LogScan's rings, docs/messaging.md): the last 3 turns (prompt/response excerpts of 200 chars),
+// (the recovery fold's rings, docs/messaging.md): the last 3 turns (prompt/response excerpts of 200 chars),
 // the last 5 messages sent or received; plus how many messages wait in the inbox, how many sync
 // requests the agent is still waiting on.
 import { Schema } from "effect"

@@ -22,7 +22,7 @@ import { acquirePidFile, DaemonError, prepareHome, publishSocket, stagingSocket 
 import { AdminRpcs } from "./Rpcs.js"
 import { Drain, RuntimeLive } from "./Runtime.js"
 import * as SocketGuard from "./SocketGuard.js"
-import { StartupRecovery } from "./StartupRecovery.js"
+import { StartupRecovery } from "../recovery/StartupRecovery.js"
 
 /** Run a daemon until `daemon.stop` or interruption (signals); every resource released on exit. */
 export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> =>

@@ -1,6 +1,6 @@
 // The daemon's service graph below the socket: storage (Durable, EventLog with the live tap,
 // SessionStore), the transcript writer, orchestration (provider registry + model forwarders, slots),
-// workspaces (store, per-turn history hook, child workspaces, in-use = live tree), start-up recovery (src/agent/Recovery.ts), and the shutdown drain. One place decides which
+// workspaces (store, per-turn history hook, child workspaces, in-use = live tree), start-up recovery (src/recovery/Recovery.ts), and the shutdown drain. One place decides which
 // implementation of each port the daemon runs.
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Context, Effect, Layer } from "effect"
@@ -17,7 +17,7 @@ import { MultiplexerConfig } from "../session/Multiplexer.js"
 import { SessionStore } from "../storage/SessionStore.js"
 import { DaemonConfig } from "./Config.js"
 import * as EventTap from "./EventTap.js"
-import { layerStartupRecovery } from "../agent/RecoveryStartup.js"
+import { layerStartupRecovery } from "../recovery/Startup.js"
 import * as ChildWorkspacesLive from "./ChildWorkspacesLive.js"
 import { Transcript } from "./Transcript.js"
 import * as WorkspaceInUse from "./WorkspaceInUse.js"
@@ -90,7 +90,7 @@ const DrainLive = Layer.effect(
 )
 
 // Start-up recovery: the full Recovery (tree rebuild, orphans, re-injection, resume); the
-// fallback `layerSessionsOnly` (StartupRecovery.ts) only runs SessionStore.recover.
+// fallback `layerSessionsOnly` (src/recovery/StartupRecovery.ts) only runs SessionStore.recover.
 export const RuntimeLive = Layer.mergeAll(DrainLive, layerStartupRecovery).pipe(
   Layer.provideMerge(OrchestrationLive),
   Layer.provideMerge(Layer.mergeAll(WorkspacesLive, SandboxLive)),

@@ -3,7 +3,7 @@
 // Tools reach the daemon through `ProviderContext.tools` (the agent's ToolHandler): in-process
 // providers (scripted, bare-LLM tool loops) call it directly; CLI providers reach the same
 // handler through MCP and only *report* the calls they made as `ToolCall` output events.
-import { Context, type Effect, Schema, type Scope, type Stream } from "effect"
+import { Context, type Effect, type Option, Schema, type Scope, type Stream } from "effect"
 import type { ProviderError } from "../domain/errors.js"
 import type { AgentId, SessionId, WorkspaceId } from "../domain/ids.js"
 
@@ -71,6 +71,15 @@ export interface ProviderService {
 /** One live provider instance. */
 export class Provider extends Context.Tag("substrat/Provider")<Provider, ProviderService>() {}
 
+/** Where a session's event log says its conversation stands (crash recovery, docs/recovery.md). */
+export interface LogPosition {
+  readonly agent_name: string
+  /** `turn.start` events: messages sent to the provider so far. */
+  readonly turnsStarted: number
+  /** The last turn started and never ended: the crash interrupted it (it will be sent again). */
+  readonly interrupted: boolean
+}
+
 /** name → scoped constructor. The instance is stopped when the scope closes. */
 export interface ProviderFactory {
   readonly name: string
@@ -87,6 +96,13 @@ export interface ProviderFactory {
    * exist and decode. Fails with `reason: "unknown-provider"`.
    */
   readonly checkVariant?: (variant: string | null) => Effect.Effect<void, ProviderError>
+  /**
+   * Optional, for crash recovery: the resume state (`suspend` blob) a session should have, given
+   * the one in its record (`state`, empty when none) and where its log says the conversation
+   * stands. None: keep `state`. Pure. Providers whose state is saved every turn (or that replay
+   * the log) need none: their record is already right.
+   */
+  readonly recoverState?: (state: Uint8Array, position: LogPosition) => Option.Option<Uint8Array>
 }
 
 /** `scripted:demo` → `{ name: "scripted", variant: "demo" }`. */

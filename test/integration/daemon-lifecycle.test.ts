@@ -220,7 +220,7 @@ describe("daemon lifecycle (real processes)", () => {
     await cliJson(h, ["daemon", "stop"])
 
     owned.track(await startDaemon(h))
-    // The tree is rebuilt from the event logs by start-up recovery (src/agent/Recovery.ts).
+    // The tree is rebuilt from the event logs by start-up recovery (src/recovery/Recovery.ts).
     const tree = await cliJson<{ agents: ReadonlyArray<Agent> }>(h, ["agent", "list"])
     const shape = (as: ReadonlyArray<Agent>) => as.map((a) => [a.id, a.name, a.parent_id, a.session_id]).sort()
     expect(shape(tree.agents)).toEqual(shape(agents))

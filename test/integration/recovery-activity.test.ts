@@ -1,5 +1,5 @@
 // `inspect_agent`'s recent activity (last turns, last messages) survives a restart: recovery
-// rebuilds it from the logs (LogScan's rings, Reconcile, Recovery). One daemon life runs a
+// rebuilds it from the logs (the log fold's rings, the plan, Recovery: src/recovery). One daemon life runs a
 // scripted tree through every kind of message and turn and inspects every agent; a fresh life
 // recovers from the same $SUBSTRAT_HOME and must show the same recent activity.
 import { describe, expect, it } from "@effect/vitest"

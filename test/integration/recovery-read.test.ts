@@ -1,23 +1,25 @@
-// The recovery read pass (src/agent/RecoveryRead.ts) reads exactly what the port-based path
-// reads — SessionStore.scan for the records, a Durable read of each log (LogScan.scanLog), a
+// The recovery read pass (src/recovery/Read.ts) reads exactly what the port-based path
+// reads — SessionStore.scan for the records, a Durable read of each log (Read.readLog), a
 // Durable stat of each WAL file — on real files covering its branches: orphan directory, absent
 // log, torn tail, pending file, a log larger than the whole-file buffer (streamed), a record
-// larger than that buffer, non-ASCII bytes, stray entries. And the hand-checked record decode
-// (SessionStore.parseRecord) accepts and builds exactly what the Schema decode does.
+// larger than that buffer, non-ASCII bytes, stray entries. The record decode
+// (SessionStore.parseRecord) accepts and builds exactly what the Schema decode does. The log
+// fold (src/recovery/Fold.ts) decodes every line with its event's Schema: it accepts exactly
+// the lines EventLog.read accepts and keeps the envelopes EventLog.read decodes.
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either, Option, Schema } from "effect"
 import * as fs from "node:fs"
 import { join } from "node:path"
-import { ScanFold, scanLog, WHOLE_FILE } from "../../src/agent/LogScan.js"
-import { readSessions } from "../../src/agent/RecoveryRead.js"
+import { SessionFold } from "../../src/recovery/Fold.js"
+import { readLog, readSessions, WHOLE_FILE } from "../../src/recovery/Read.js"
 import { makePaths } from "../../src/config/Paths.js"
-import { AgentCreatedData } from "../../src/domain/events.js"
+import { AgentCreatedData, LogEntry } from "../../src/domain/events.js"
 import type { SessionId } from "../../src/domain/ids.js"
 import { Session } from "../../src/domain/session.js"
 import { live as durableLive } from "../../src/storage/Durable.js"
 import { SessionStore } from "../../src/storage/SessionStore.js"
 import { parseRecord } from "../../src/storage/SessionStore.js"
-import { sid, storeLayer } from "../support/logs.js"
+import { fileLayers, readAll, sid, storeLayer } from "../support/logs.js"
 import { tmpDir } from "../support/tmp.js"
 
 const TS = "2026-01-01T00:00:00.000Z"
@@ -65,7 +67,7 @@ const logOf = (id: string, name: string, messages: number, payload = "hello") =>
 }
 
 describe("recovery read pass", () => {
-  it.scoped("reads what SessionStore.scan, Durable.size and scanLog read, for every kind of session directory", () =>
+  it.scoped("reads what SessionStore.scan, Durable.size and readLog read, for every kind of session directory", () =>
     Effect.gen(function*() {
       const home = join(yield* tmpDir(), "home")
       const paths = makePaths(home)
@@ -114,25 +116,28 @@ describe("recovery read pass", () => {
       for (const r of reads) {
         if (r.record === null) {
           expect(r.id).toBe(orphan)
-          expect(r.scan).toBeNull()
+          expect(r.log).toBeNull()
           continue
         }
-        const reference = yield* scanLog(durable, r.id as SessionId, paths.eventsFile(r.id))
+        const reference = yield* readLog(durable, r.id as SessionId, paths.eventsFile(r.id))
         const pending = Option.isSome(yield* durable.size(paths.pendingFile(r.id)))
-        expect(r.scan).toEqual(reference.scan)
+        expect(r.log).toEqual(reference.log)
         expect(r.needsRepair).toBe(pending || reference.tornTail)
       }
       const byId = new Map(reads.map((r) => [r.id, r]))
-      expect(byId.get(plain!)!.scan!.pending).toHaveLength(3)
+      expect(byId.get(plain!)!.log!.pending).toHaveLength(3)
       expect(byId.get(plain!)!.needsRepair).toBe(false)
       expect(byId.get(torn!)!.needsRepair).toBe(true)
-      expect(byId.get(noLog!)!.scan!.lines).toBe(0)
-      expect(byId.get(large!)!.scan!.pending.length).toBe(Math.ceil(WHOLE_FILE / 300) + 10)
+      expect(byId.get(noLog!)!.log!.lines).toBe(0)
+      expect(byId.get(large!)!.log!.pending.length).toBe(Math.ceil(WHOLE_FILE / 300) + 10)
       expect(byId.get(large!)!.needsRepair).toBe(true)
       expect(byId.get(bigRecord!)!.record!.provider_state.byteLength).toBe(WHOLE_FILE)
       expect(byId.get(bigRecord!)!.record!.provider_state.every((b) => b === 7)).toBe(true)
       expect(byId.get(unicode!)!.record!.model).toBe("módèl-ünï")
-      expect((byId.get(unicode!)!.scan!.pending[0]!.raw as { payload: string }).payload).toBe("héllo wörld — ✓")
+      expect(byId.get(unicode!)!.log!.pending[0]!.envelope.payload).toBe("héllo wörld — ✓")
+      // Every complete line folded; the torn one is left for the EventLog's repair.
+      expect(byId.get(torn!)!.log!.lines).toBe(3)
+      expect(byId.get(torn!)!.log!.corrupt).toBeNull()
       expect(byId.get(pendingOnly!)!.needsRepair).toBe(true)
     }))
 
@@ -200,8 +205,8 @@ describe("session record decode", () => {
   })
 })
 
-describe("agent.created decode in the log scan", () => {
-  const decodeFull = Schema.decodeUnknownEither(AgentCreatedData)
+describe("the log fold decodes every line with its event's Schema", () => {
+  const decodeCreated = Schema.decodeUnknownEither(AgentCreatedData)
   const base = {
     agent_id: sid(7),
     name: "worker-1",
@@ -225,21 +230,72 @@ describe("agent.created decode in the log scan", () => {
     { ...base, provider: 3 },
     Object.fromEntries(Object.entries(base).filter(([k]) => k !== "workspace"))
   ]
+  const foldOf = (lines: ReadonlyArray<string>) => {
+    const fold = new SessionFold(sid(1), "events.jsonl")
+    for (const l of lines) fold.entry(JSON.parse(l))
+    return fold.finish()
+  }
 
-  it("keeps what the Schema decode keeps (the same object) and fails the scan where it fails", () => {
+  it("keeps the agent.created data the Schema decode builds, and stops where it fails", () => {
     for (const data of variants) {
-      const fold = new ScanFold(sid(1), "events.jsonl")
-      fold.line(JSON.stringify({ ts: TS, event: "agent.created", data, session_id: sid(1) }))
-      const scan = fold.finish()
-      const want = decodeFull(data)
+      const log = foldOf([JSON.stringify({ ts: TS, event: "agent.created", data, session_id: sid(1) })])
+      const want = decodeCreated(data)
       if (Either.isRight(want)) {
-        expect(scan.corrupt, JSON.stringify(data)).toBeNull()
-        expect(scan.created).toStrictEqual(want.right)
-        expect(Object.keys(scan.created!)).toEqual(Object.keys(want.right))
+        expect(log.corrupt, JSON.stringify(data)).toBeNull()
+        expect(log.created).toStrictEqual(want.right)
       } else {
-        expect(scan.created, JSON.stringify(data)).toBeNull()
-        expect(scan.corrupt).toBe(`events.jsonl:1: agent.created: ${want.left.message}`)
+        expect(log.created, JSON.stringify(data)).toBeNull()
+        expect(log.corrupt).toMatch(/^events\.jsonl:1: agent\.created: /)
       }
     }
   })
+
+  const envelope = (over: Record<string, unknown> = {}) => ({
+    id: sid(20),
+    timestamp: TS,
+    sender: "USER",
+    recipient: sid(7),
+    reply_to: null,
+    kind: "request",
+    payload: "p",
+    metadata: { sender_name: "USER" },
+    ...over
+  })
+  /** Lines EventLog.read accepts (the first) and lines it refuses (the rest). */
+  const good = line(sid(1), "message.enqueued", envelope())
+  const bad: ReadonlyArray<[string, string]> = [
+    ["unknown event", line(sid(1), "message.teleported", { id: sid(20) })],
+    ["an envelope with a bad sender", line(sid(1), "message.enqueued", envelope({ sender: "nobody" }))],
+    ["an envelope without a kind", line(sid(1), "message.enqueued", envelope({ kind: undefined }))],
+    ["usage with a string count", line(sid(1), "usage", { turn_id: null, input_tokens: "9", output_tokens: 1, cost_usd: 0 })],
+    ["a delivery without a message id", line(sid(1), "message.delivered", {})],
+    ["no ts", JSON.stringify({ event: "agent.terminated", data: { agent_id: sid(7) }, session_id: sid(1) })],
+    ["a tool call without a tool", line(sid(1), "tool_call.invoked", { call_id: "c", arguments: {} })]
+  ]
+
+  it.effect("accepts the lines EventLog.read accepts and refuses the ones it refuses", () =>
+    Effect.gen(function*() {
+      const home = join(yield* tmpDir(), "home")
+      const paths = makePaths(home)
+      const write = (id: SessionId, lines: ReadonlyArray<string>) => {
+        fs.mkdirSync(paths.sessionDir(id), { recursive: true })
+        fs.writeFileSync(paths.eventsFile(id), lines.join("\n") + "\n")
+      }
+      write(sid(1), [good])
+      const ok = yield* readLog(durable, sid(1), paths.eventsFile(sid(1)))
+      const read = yield* readAll(sid(1)).pipe(Effect.provide(fileLayers(home)))
+      expect(ok.log.corrupt).toBeNull()
+      // The envelope the fold keeps is the one EventLog.read decodes (a MessageEnvelope).
+      expect(ok.log.pending.map((p) => p.envelope)).toEqual(read.flatMap((e) => e.event === "message.enqueued" ? [e.data] : []))
+      for (const [n, [why, text]] of bad.entries()) {
+        const id = sid(100 + n)
+        write(id, [good, text, good])
+        const r = yield* readLog(durable, id, paths.eventsFile(id))
+        expect(r.log.corrupt, why).toMatch(/^.*events\.jsonl:2: /)
+        const theirs = yield* Effect.either(readAll(id).pipe(Effect.provide(fileLayers(home))))
+        expect(Either.isLeft(theirs), why).toBe(true)
+        // Schema.decodeUnknownEither(LogEntry) agrees line by line.
+        expect(Either.isLeft(Schema.decodeUnknownEither(LogEntry)(JSON.parse(text))), why).toBe(true)
+      }
+    }).pipe(Effect.scoped))
 })

@@ -8,7 +8,7 @@ import * as fs from "node:fs"
 import { join } from "node:path"
 import * as Orchestration from "../../src/agent/Orchestrator.js"
 import { OrchestratorState } from "../../src/agent/OrchestratorState.js"
-import { Recovery, type RecoveryOptions, type RecoveryReport } from "../../src/agent/Recovery.js"
+import { Recovery, type RecoveryOptions, type RecoveryReport } from "../../src/recovery/Recovery.js"
 import { makePaths, SubstratPaths } from "../../src/config/Paths.js"
 import { LogLine } from "../../src/domain/events.js"
 import type { AgentId, SessionId } from "../../src/domain/ids.js"
@@ -20,7 +20,7 @@ import { DurableError } from "../../src/domain/errors.js"
 import type { ProviderFactory, ToolInvoker } from "../../src/provider/Provider.js"
 import { ProviderRegistry } from "../../src/provider/ProviderRegistry.js"
 import type { Scripts } from "../../src/provider/scripted/Script.js"
-import { makeScripted } from "../../src/provider/scripted/ScriptedProvider.js"
+import { makeScripted, recoverState } from "../../src/provider/scripted/ScriptedProvider.js"
 import { MultiplexerConfig } from "../../src/session/Multiplexer.js"
 import { SessionStore } from "../../src/storage/SessionStore.js"
 import { EventLog } from "../../src/storage/EventLog.js"
@@ -65,6 +65,8 @@ export interface AckLog {
 export const trackedScripted = (scripts: Scripts, acks: AckLog, alive: () => boolean): Layer.Layer<ProviderRegistry> => {
   const factory: ProviderFactory = {
     name: "scripted",
+    // The scripted provider's recovery hook (its blob catches up with the log).
+    recoverState,
     make: (ctx) => {
       // Children this agent spawned in its current turn: still unborn (deferred spawn), so a
       // message to one of them is held until the turn ends.

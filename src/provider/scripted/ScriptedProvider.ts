@@ -2,12 +2,12 @@
 // docs/providers.md). First-class: used by tests, the demo and embedders' tests.
 // Its suspend blob is `{"v":1,"agent","key","turn"}` as JSON, so an evicted agent resumes at
 // the step where it stopped.
-import { Duration, Effect, Layer, ParseResult, Schema, Stream } from "effect"
+import { Duration, Effect, Either, Layer, Option, ParseResult, Schema, Stream } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import { ProviderError } from "../../domain/errors.js"
 import type { SessionId } from "../../domain/ids.js"
-import type { ProviderContext, ProviderFactory, ProviderOutput, ProviderService } from "../Provider.js"
+import type { LogPosition, ProviderContext, ProviderFactory, ProviderOutput, ProviderService } from "../Provider.js"
 import { ProviderRegistry } from "../ProviderRegistry.js"
 import { lookupScript, replyFor, type ScriptBook, ScriptBookJson, type Scripts } from "./Script.js"
 import { namedScripts } from "./scripts.js"
@@ -181,12 +181,31 @@ export const makeScripted = (
     return service
   })
 
+const decodeBlob = Schema.decodeUnknownEither(Blob)
+const encodeBlob = Schema.encodeSync(Blob)
+
+/**
+ * Crash recovery: the blob lags the log when the agent ran turns since its last suspend. Its
+ * `turn` becomes the sends that completed or failed (an interrupted one is sent again), so the
+ * agent continues at the script step after the last one it finished.
+ */
+export const recoverState = (state: Uint8Array, position: LogPosition): Option.Option<Uint8Array> => {
+  const turn = position.turnsStarted - (position.interrupted ? 1 : 0)
+  if (turn <= 0 && state.byteLength === 0) return Option.none()
+  const current = decodeBlob(new TextDecoder().decode(state))
+  if (Either.isRight(current) && current.right.turn === turn && current.right.agent === position.agent_name) {
+    return Option.none()
+  }
+  return Option.some(new TextEncoder().encode(encodeBlob({ v: 1, agent: position.agent_name, key: "(recovered)", turn })))
+}
+
 /** The `scripted` factory, for `ProviderRegistry.layer(...)` next to other providers. */
 export const scriptedFactory = (options: ScriptedOptions = {}): ProviderFactory => ({
   name: "scripted",
   make: (ctx) =>
     Effect.acquireRelease(makeScripted(ctx, options), (p) => p.stop.pipe(Effect.ignore)),
-  checkVariant: (variant) => Effect.asVoid(bookFor(variant, options))
+  checkVariant: (variant) => Effect.asVoid(bookFor(variant, options)),
+  recoverState
 })
 
 /** A registry holding only the scripted provider. */

@@ -49,7 +49,7 @@ export const ioError = (session_id: string) => (e: DurableError) =>
 
 /**
  * The record `file` of session `id`, None when there is none. No generator: run once per record
- * by `scan` and by the recovery pass (src/agent/RecoveryRead.ts).
+ * by `scan` and by the recovery pass (src/recovery/Read.ts).
  */
 export const readRecord = (
   durable: DurableService,

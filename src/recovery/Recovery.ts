@@ -1,33 +1,31 @@
 // Crash recovery at daemon start-up (seed 001, ARCHITECTURE §10, docs/recovery.md). Run once,
 // on a freshly built (empty) orchestration state, before anything is served:
-//   1. one read pass (RecoveryRead): per session directory its record, a stat of its WAL file
-//      and its log (LogScan), back to back
+//   1. read (Read.ts): per session directory its record, a stat of its WAL file and its log,
+//      folded entry by entry over Schema-decoded lines (Fold.ts)
 //   2. SessionStore.recover, inlined (ACTIVE → SUSPENDED on the records read in 1); a log with a
 //      torn tail or a pending WAL file is repaired through the EventLog and read again
-//   3. Reconcile (pure): tree, orphans, dangling children, inboxes, requests, lost replies
-//   4. apply: remove orphans, terminate dangling children, fix records, write scripted resume
-//      blobs, seed the agent services through StateSeeding (tree, inboxes, pending requests, usage, recent
-//      activity for `inspect_agent`), enqueue the replies recovery owes (logged: they are new
-//      messages, and noted in the recent activity like deliveries), and — unless `resume: false` —
-//      queue the roots' recovery prompts and the turns the re-injected messages wake.
+//   3. plan (Plan.ts, pure): tree, orphans, dangling children, inboxes, requests, lost replies,
+//      provider states (through the Provider port's `recoverState`), usage, activity
+//   4. apply: remove orphans, terminate dangling children, fix records, write provider states,
+//      log the replies recovery owes (they are new messages), seed the agent services with the
+//      plan's state (StateSeeding), and — unless `resume: false` — queue the roots' recovery
+//      prompts and the turns the re-injected messages and replies wake.
 // Re-injecting pending messages logs nothing. Every decision is deterministic in the files on
 // disk, so recovering twice (or after a crash during recovery) gives the same state.
-import { Clock, Effect, Schema } from "effect"
+import { Clock, Effect, Either, Option, Schema } from "effect"
 import { SubstratPaths } from "../config/Paths.js"
 import type { DurableError, EventLogError, SessionStoreError } from "../domain/errors.js"
 import { makeEvent } from "../domain/events.js"
-import type { AgentId, SessionId } from "../domain/ids.js"
-import type { MessageEnvelope } from "../domain/message.js"
+import type { SessionId } from "../domain/ids.js"
 import { Session } from "../domain/session.js"
+import type { LogPosition } from "../provider/Provider.js"
+import { ProviderRegistry } from "../provider/ProviderRegistry.js"
 import { Durable } from "../storage/Durable.js"
 import { EventLog } from "../storage/EventLog.js"
 import { SessionStore } from "../storage/SessionStore.js"
-import { scanLog } from "./LogScan.js"
-import { readSessions } from "./RecoveryRead.js"
-import { type RecentActivity, withMessage } from "./Activity.js"
-import { senderName } from "./Prompt.js"
-import { StateSeeding } from "./RecoveredState.js"
-import { type ReconcileSession, type RecoveryPlan, reconcile } from "./Reconcile.js"
+import { StateSeeding } from "../agent/RecoveredState.js"
+import { plan, type PlanSession, type RecoveryPlan } from "./Plan.js"
+import { readLog, readSessions } from "./Read.js"
 
 export interface RecoveryOptions {
   /**
@@ -90,69 +88,79 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
     const store = yield* SessionStore
     const durable = yield* Durable
     const paths = yield* SubstratPaths
+    const registry = yield* ProviderRegistry
 
     const saveState = (id: SessionId, f: (s: Session) => Session) =>
       Effect.flatMap(store.load(id), (rec) => store.save(f(rec)))
 
-    /** Write what the plan changes on disk. Each step is idempotent. */
-    const applyDisk = (plan: RecoveryPlan) =>
+    /** ACTIVE → SUSPENDED (SessionStore.recover on the records already read), a few at once. */
+    const suspendActive = (sessions: Array<PlanSession>) =>
       Effect.gen(function*() {
-        for (const id of plan.orphans) {
+        const now = new Date(yield* Clock.currentTimeMillis).toISOString()
+        const active: Array<number> = []
+        for (let i = 0; i < sessions.length; i++) if (sessions[i]!.record?.state === "active") active.push(i)
+        // Each save is an atomic replace with two fsyncs: run a few at once so they overlap.
+        yield* Effect.forEach(active, (i) => {
+          const x = sessions[i]!
+          const next = new Session({ ...x.record!, state: "suspended", suspended_at: now })
+          return Effect.map(store.save(next), () => {
+            sessions[i] = { ...x, record: next }
+          })
+        }, { concurrency: WRITE_CONCURRENCY, discard: true })
+        return active.length
+      })
+
+    /**
+     * The Provider port's recovery hook of every provider the live-looking sessions use (a
+     * provider string the registry refuses has none: its state is kept).
+     */
+    const providerHooks = (sessions: ReadonlyArray<PlanSession>) =>
+      Effect.gen(function*() {
+        const hooks = new Map<string, (state: Uint8Array, position: LogPosition) => Option.Option<Uint8Array>>()
+        const seen = new Set<string>()
+        for (const x of sessions) {
+          const name = x.record?.provider_name
+          if (name === undefined || seen.has(name) || x.log?.created == null) continue
+          seen.add(name)
+          const factory = yield* Effect.either(registry.get(name))
+          if (Either.isRight(factory) && factory.right.recoverState !== undefined) hooks.set(name, factory.right.recoverState)
+        }
+        return (record: Session, position: LogPosition): Uint8Array | null => {
+          const hook = hooks.get(record.provider_name)
+          return hook === undefined ? null : Option.getOrNull(hook(record.provider_state, position))
+        }
+      })
+
+    /** Write what the plan changes on disk. Each step is idempotent. */
+    const applyDisk = (p: RecoveryPlan) =>
+      Effect.gen(function*() {
+        for (const id of p.orphans) {
           yield* log.close(id)
           yield* durable.removeTree(paths.sessionDir(id))
         }
-        for (const d of plan.dangling) {
+        for (const d of p.dangling) {
           yield* log.append(d.session, makeEvent("agent.terminated", { agent_id: d.agent }))
           yield* saveState(d.session, (r) => new Session({ ...r, state: "terminated" }))
           yield* log.close(d.session)
         }
-        for (const id of plan.markTerminated) {
+        for (const id of p.markTerminated) {
           yield* saveState(id, (r) => new Session({ ...r, state: "terminated" }))
         }
-        for (const b of plan.blobs) {
+        for (const b of p.blobs) {
           yield* saveState(b.session, (r) => new Session({ ...r, provider_state: b.blob }))
         }
       })
 
-    /**
-     * Enqueue the replies recovery owes (logged first, like any message; noted in the recent
-     * activity as the Router notes a delivery, and as the next recovery reads it back from the
-     * log), then seed the agent services with the result.
-     */
-    const applyState = (plan: RecoveryPlan) =>
-      Effect.gen(function*() {
-        const inboxes = new Map<AgentId, ReadonlyArray<MessageEnvelope>>(plan.inboxes)
-        const activity = new Map<AgentId, RecentActivity>(plan.activity)
-        const userOutbox: Array<MessageEnvelope> = [...plan.userOutbox]
-        for (const r of plan.replies) {
-          const env: MessageEnvelope = r.envelope
-          yield* log.append(r.logSession, makeEvent("message.enqueued", env))
-          const summary = { kind: env.kind, message_id: env.id, text: env.payload }
-          if (env.recipient === "USER") {
-            yield* log.append(r.logSession, makeEvent("message.delivered", { message_id: env.id }))
-            userOutbox.push(env)
-            const root = env.sender
-            if (root !== "USER" && root !== "SYSTEM") {
-              activity.set(root, withMessage(activity.get(root), { direction: "out", peer: "USER", ...summary }))
-            }
-          } else if (env.recipient !== null) {
-            const to = env.recipient
-            const inbox = inboxes.get(to)
-            if (inbox !== undefined) {
-              inboxes.set(to, [...inbox, env])
-              activity.set(to, withMessage(activity.get(to), { direction: "in", peer: senderName(env), ...summary }))
-            }
-          }
-        }
-        yield* seeding.seed({
-          tree: plan.tree,
-          inboxes,
-          requests: plan.requests,
-          usage: plan.usage,
-          activity,
-          userOutbox
-        })
-      })
+    /** Log the replies recovery owes (new messages: logged like any message, before they count). */
+    const logReplies = (p: RecoveryPlan) =>
+      Effect.forEach(p.replies, (r) =>
+        Effect.zipRight(
+          log.append(r.logSession, makeEvent("message.enqueued", r.envelope)),
+          // A reply to USER is delivered at once (the user outbox), like the Router does.
+          r.envelope.recipient === "USER"
+            ? log.append(r.logSession, makeEvent("message.delivered", { message_id: r.envelope.id }))
+            : Effect.void
+        ), { discard: true })
 
     const run = Effect.fn("Recovery.run")(function*(options: RecoveryOptions = {}) {
       if (!(yield* seeding.isEmpty)) {
@@ -163,76 +171,52 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
       }
       // One pass over the session directories: record, WAL stat and log, each read once.
       const reads = yield* readSessions(durable, paths)
-      // SessionStore.recover, inlined so the records are read once and the flips counted.
-      const now = new Date(yield* Clock.currentTimeMillis).toISOString()
-      // The reads themselves (a SessionRead is a ReconcileSession); replaced where a flip or a
-      // repair changes one.
-      const sessions: Array<ReconcileSession> = reads.slice()
-      const active: Array<number> = []
-      for (let i = 0; i < sessions.length; i++) if (sessions[i]!.record?.state === "active") active.push(i)
-      // Each save is an atomic replace with two fsyncs: run a few at once so they overlap.
-      yield* Effect.forEach(active, (i) => {
-        const x = sessions[i]!
-        const next = new Session({ ...x.record!, state: "suspended", suspended_at: now })
-        return Effect.map(store.save(next), () => {
-          sessions[i] = { ...x, record: next }
-        })
-      }, { concurrency: WRITE_CONCURRENCY, discard: true })
-      const suspended = active.length
+      // Replaced where a flip or a repair changes one.
+      const sessions: Array<PlanSession> = reads.slice()
+      const suspended = yield* suspendActive(sessions)
 
       // Logs with a pending WAL entry or a torn tail: repaired through the EventLog, read again.
       let logsRepaired = 0
       let logLines = 0
       for (let i = 0; i < sessions.length; i++) {
         const x = sessions[i]!
-        if (x.scan === null) continue
+        if (x.log === null) continue
         if (reads[i]!.needsRepair) {
           yield* log.repair(x.id)
-          const again = (yield* scanLog(durable, x.id, paths.eventsFile(x.id))).scan
-          sessions[i] = { ...x, scan: again }
+          sessions[i] = { ...x, log: (yield* readLog(durable, x.id, paths.eventsFile(x.id))).log }
           logsRepaired++
         }
-        logLines += sessions[i]!.scan!.lines
+        logLines += sessions[i]!.log!.lines
       }
 
-      const plan = reconcile({ sessions })
-      yield* applyDisk(plan)
-      let reinjected = 0
-      for (const inbox of plan.inboxes.values()) reinjected += inbox.length
-      yield* applyState(plan)
-
-      let turnsQueued = 0
+      const p = plan({ sessions, recoverState: yield* providerHooks(sessions) })
+      yield* applyDisk(p)
+      yield* logReplies(p)
+      yield* seeding.seed(p.seed)
       if (options.resume !== false) {
-        yield* seeding.queueTurns([
-          ...plan.prompts.map((p) => ({ _tag: "prompt", agent: p.agent, text: p.text }) as const),
-          ...plan.wakes.map((w) => ({ _tag: "message", agent: w.agent, id: w.message }) as const)
-        ])
-        turnsQueued = plan.prompts.length + plan.wakes.length
+        yield* seeding.queueTurns(p.turns)
         // Pending sync requests with a reply timeout: re-armed with their remaining time.
         yield* seeding.armTimeouts
       }
 
-      const notes: Array<string> = []
-      for (const q of plan.quarantined) notes.push(`quarantined ${q.session}: ${q.reason}`)
-      if (plan.badMessages > 0) notes.push(`${plan.badMessages} undecodable message(s) dropped`)
       const report: RecoveryReport = {
         sessions: sessions.length,
         suspended,
-        agents: plan.tree.size,
-        roots: plan.tree.roots().length,
-        orphansCleaned: plan.orphans.length,
-        danglingTerminated: plan.dangling.length,
-        terminatedSkipped: plan.terminated,
-        quarantined: plan.quarantined,
+        agents: p.seed.tree.size,
+        roots: p.seed.tree.roots().length,
+        orphansCleaned: p.orphans.length,
+        danglingTerminated: p.dangling.length,
+        terminatedSkipped: p.terminated,
+        quarantined: p.quarantined,
         logsRepaired,
         logLines,
-        messagesReinjected: reinjected,
-        repliesRedelivered: plan.replies.filter((r) => r.kind === "lost-reply").length,
-        requestsFailed: plan.replies.filter((r) => r.kind === "failed-request").length,
-        interruptedTurns: plan.interrupted,
-        recoveryPrompts: plan.prompts.length,
-        turnsQueued,
-        notes
+        messagesReinjected: p.reinjected,
+        repliesRedelivered: p.replies.filter((r) => r.kind === "lost-reply").length,
+        requestsFailed: p.replies.filter((r) => r.kind === "failed-request").length,
+        interruptedTurns: p.interrupted,
+        recoveryPrompts: p.prompts,
+        turnsQueued: options.resume === false ? 0 : p.turns.length,
+        notes: p.quarantined.map((q) => `quarantined ${q.session}: ${q.reason}`)
       }
       return report
     })

@@ -1,8 +1,8 @@
-// The daemon's start-up recovery hook (src/daemon/StartupRecovery.ts) backed by the full
+// The daemon's start-up recovery hook (StartupRecovery.ts) backed by the full
 // Recovery: tree rebuild, orphan cleanup, message re-injection, lost replies, root resume.
 // Use in place of `layerSessionsOnly`; needs the orchestration and storage services.
 import { Effect, Layer } from "effect"
-import { StartupRecovery } from "../daemon/StartupRecovery.js"
+import { StartupRecovery } from "./StartupRecovery.js"
 import { describeReport, Recovery } from "./Recovery.js"
 
 export const layerStartupRecovery = Layer.effect(

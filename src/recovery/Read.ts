@@ -1,46 +1,125 @@
 // The read pass of crash recovery (docs/recovery.md): ONE listing of `agents/` and, per session
-// directory, everything recovery reads from it back to back — the record (`session.json`), a
-// stat of the WAL file (`events.pending`) and one read of the log (`events.jsonl`, LogScan).
+// directory, everything recovery reads from it back to back — the record (`session.json`,
+// decoded by SessionStore.parseRecord with the Session Schema), a stat of the WAL file
+// (`events.pending`) and one read of the log (`events.jsonl`), folded entry by entry (Fold.ts).
 // Nothing is written here; Recovery flips records and repairs logs afterwards (through the
 // SessionStore and the EventLog, i.e. through Durable, like every write).
 //
-// Measured at 100k sessions (scripts/bench/recovery.ts --full), against the previous shape
-// (SessionStore.scan over every record, then per log: Durable.size of the WAL file, Durable.size
-// and Durable.readFile of the log, each its own Effect):
-//  - one walk over the directories instead of two: at 100k the directory/inode caches no longer
-//    hold them between two walks;
-//  - files are read straight into one reused buffer (open, read to EOF, close; no Buffer per
-//    file), and the WAL stat does not throw on ENOENT (`throwIfNoEntry: false`: no exception
-//    object per session);
-//  - sessions are read in synchronous batches, one Effect per batch rather than four per session.
-// These reads bypass the Durable port on purpose. They change nothing on disk (not crash points)
-// and run before recovery's first write, so the crash-injecting layer — which only refuses reads
-// after an injected crash — would pass them through unchanged. Logs larger than the buffer are
-// still streamed through Durable (bounded memory), and every write goes through Durable.
-import { Effect, Either, Option, Schema } from "effect"
+// Shaped for 10k–100k sessions (the numbers are in docs/recovery.md): one walk over the
+// directories (a second walk pays the directory and inode lookups again), files read into one
+// reused buffer (open, read to EOF, close), a WAL stat that does not throw on ENOENT,
+// and sessions in synchronous batches (one Effect per batch). These reads use `node:fs` rather than the Durable
+// port: they change nothing on disk (not crash points) and run before recovery's first write,
+// where the crash-injecting layer would pass them through anyway. Logs larger than the buffer
+// are streamed through Durable (bounded memory).
+import { Effect, Either, Option, Schema, Stream } from "effect"
+import { isAscii } from "node:buffer"
 import * as fs from "node:fs"
+import { StringDecoder } from "node:string_decoder"
 import type { Paths } from "../config/Paths.js"
 import { DurableError, SessionStoreError } from "../domain/errors.js"
 import { SessionId } from "../domain/ids.js"
 import type { Session } from "../domain/session.js"
 import type { DurableService } from "../storage/Durable.js"
 import { ioError, parseRecord } from "../storage/SessionStore.js"
-import { foldBytes, scanLog, type SessionScan, WHOLE_FILE } from "./LogScan.js"
+import { SessionFold, type SessionLog } from "./Fold.js"
 
 /** One session directory as the read pass found it. */
 export interface SessionRead {
   readonly id: SessionId
   /** The record; null when the directory has none (an orphan: its log is not read). */
   readonly record: Session | null
-  /** The log's scan (null without a record). */
-  readonly scan: SessionScan | null
+  /** The folded log (null without a record). */
+  readonly log: SessionLog | null
   /** A pending WAL file exists or the log ends in a torn line: repair, then read the log again. */
   readonly needsRepair: boolean
 }
 
-const isSessionId = Schema.is(SessionId)
+export interface LogRead {
+  readonly log: SessionLog
+  /** The file ends without a newline (a torn tail the EventLog must repair first). */
+  readonly tornTail: boolean
+}
+
+/** Whole-file reads up to this size (one syscall pair); larger logs stream in chunks. */
+export const WHOLE_FILE = 4 * 1024 * 1024
+const CHUNK = 1024 * 1024
 /** Sessions read per synchronous batch (the event loop turns between batches). */
 const BATCH = 256
+
+/** Feed one line (without its newline) to the fold. */
+const foldLine = (fold: SessionFold, line: string): void => {
+  if (line.length === 0) return fold.badLine("empty line")
+  let json: unknown
+  try {
+    json = JSON.parse(line)
+  } catch (e) {
+    return fold.badLine(e instanceof Error ? e.message : String(e))
+  }
+  fold.entry(json)
+}
+
+/** Feed the complete lines of `text` to the fold; returns the unterminated remainder. */
+const foldText = (fold: SessionFold, text: string): string => {
+  let from = 0
+  for (let nl = text.indexOf("\n"); nl >= 0 && !fold.failed; nl = text.indexOf("\n", from)) {
+    foldLine(fold, text.slice(from, nl))
+    from = nl + 1
+  }
+  // After a bad line the rest is not read; the remainder is still what follows the last newline.
+  return fold.failed ? text.slice(text.lastIndexOf("\n") + 1) : text.slice(from)
+}
+
+/**
+ * Fold a whole file's bytes (the fast path: one read, one decode). The bytes are decoded to a
+ * string before this returns, so they may be a view into a reused buffer.
+ */
+export const foldBytes = (session_id: SessionId, file: string, bytes: Uint8Array): LogRead => {
+  const fold = new SessionFold(session_id, file)
+  const buf = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  // Pure ASCII (most logs) decodes as latin1 — a straight copy, several times faster than
+  // UTF-8 decoding and the same string.
+  const text = isAscii(buf) ? buf.toString("latin1") : buf.toString("utf8")
+  const rest = foldText(fold, text)
+  return { log: fold.finish(), tornTail: rest.length > 0 }
+}
+
+/**
+ * Read one log and fold it (an absent file folds as empty): up to WHOLE_FILE bytes in one read,
+ * larger logs streamed through Durable in CHUNK pieces, each chunk's complete lines folded.
+ */
+export const readLog = (
+  durable: DurableService,
+  session_id: SessionId,
+  file: string
+): Effect.Effect<LogRead, DurableError> =>
+  Effect.flatMap(durable.size(file), (found) => {
+    const size = Option.getOrElse(found, () => 0)
+    if (size <= WHOLE_FILE) {
+      return size === 0
+        ? Effect.succeed(foldBytes(session_id, file, new Uint8Array(0)))
+        : Effect.map(durable.readFile(file), (bytes) =>
+          foldBytes(session_id, file, Option.getOrElse(bytes, () => new Uint8Array(0))))
+    }
+    return Effect.suspend(() => {
+      const fold = new SessionFold(session_id, file)
+      const decoder = new StringDecoder("utf8")
+      let carry = ""
+      return Stream.runForEach(
+        durable.stream(file, { chunkSize: CHUNK }),
+        (chunk) =>
+          Effect.sync(() => {
+            const text = decoder.write(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength))
+            carry = foldText(fold, carry + text)
+          })
+      ).pipe(Effect.map(() => {
+        carry += decoder.end()
+        return { log: fold.finish(), tornTail: carry.length > 0 }
+      }))
+    })
+  })
+
+const isSessionId = Schema.is(SessionId)
 
 const errno = (e: unknown): string | undefined =>
   typeof e === "object" && e !== null && "code" in e && typeof e.code === "string" ? e.code : undefined
@@ -68,8 +147,8 @@ class FileReader {
       throw readError("open", path, e)
     }
     try {
-      // Read to EOF (a read returning 0) or until the buffer is full; no fstat (measured: the
-      // extra read at EOF is cheaper than fstat and its Stats object).
+      // Read to EOF (a read returning 0) or until the buffer is full; no fstat (the extra read
+      // at EOF is cheaper than fstat and its Stats object).
       let n = 0
       for (;;) {
         const got = fs.readSync(fd, this.buf, n, this.buf.length - n, n)
@@ -97,9 +176,9 @@ class FileReader {
 type Read = SessionRead | { readonly id: SessionId; readonly record: Session; readonly large: true }
 
 /**
- * The three files of a session directory, by string concatenation: `Paths` joins (and
- * normalises) twice per file, measurable at 100k sessions. The names come from `Paths` itself
- * (the suffix after the session directory), so the two cannot drift apart.
+ * The three files of a session directory, by string concatenation (`Paths` joins and
+ * normalises per call, measurable at 100k sessions). The names come from `Paths` itself, so
+ * the two cannot drift apart.
  */
 const fileNames = (paths: Paths) => {
   const probe = "00000000-0000-4000-8000-000000000000"
@@ -127,25 +206,23 @@ const readOne = (
   id: SessionId
 ): Read | SessionStoreError => {
   const f = files(id)
-  const recordFile = f.record
   let bytes: Buffer | null | typeof LARGE
   try {
-    bytes = reader.read(recordFile)
+    bytes = reader.read(f.record)
     // A record bigger than the buffer (a large provider blob): read it on its own.
-    if (bytes === LARGE) bytes = fs.readFileSync(recordFile)
+    if (bytes === LARGE) bytes = fs.readFileSync(f.record)
   } catch (e) {
-    return ioError(id)(e instanceof DurableError ? e : readError("read", recordFile, e))
+    return ioError(id)(e instanceof DurableError ? e : readError("read", f.record, e))
   }
-  if (bytes === null) return { id, record: null, scan: null, needsRepair: false }
-  const record = parseRecord(id, recordFile, bytes)
+  if (bytes === null) return { id, record: null, log: null, needsRepair: false }
+  const record = parseRecord(id, f.record, bytes)
   if (Either.isLeft(record)) return record.left
   const pending = reader.exists(f.pending)
-  const logFile = f.log
-  const log = reader.read(logFile)
+  const log = reader.read(f.log)
   if (log === LARGE) return { id, record: record.right, large: true }
-  // An absent log scans as empty.
-  const r = foldBytes(id, logFile, log ?? new Uint8Array(0))
-  return { id, record: record.right, scan: r.scan, needsRepair: pending || r.tornTail }
+  // An absent log folds as empty.
+  const r = foldBytes(id, f.log, log ?? new Uint8Array(0))
+  return { id, record: record.right, log: r.log, needsRepair: pending || r.tornTail }
 }
 
 /**
@@ -179,7 +256,7 @@ export const readSessions = (
           if (r instanceof SessionStoreError) return Effect.fail(r)
           if ("large" in r) {
             large.push({ at: out.length, id: r.id, record: r.record })
-            out.push({ id: r.id, record: r.record, scan: null, needsRepair: false })
+            out.push({ id: r.id, record: r.record, log: null, needsRepair: false })
           } else {
             out.push(r)
           }
@@ -189,8 +266,8 @@ export const readSessions = (
     // Logs bigger than the buffer: streamed in chunks through Durable (bounded memory).
     const streamed = Effect.forEach(large, (l) =>
       Effect.flatMap(durable.size(paths.pendingFile(l.id)), (pending) =>
-        Effect.map(scanLog(durable, l.id, paths.eventsFile(l.id)), (r) => {
-          out[l.at] = { id: l.id, record: l.record, scan: r.scan, needsRepair: Option.isSome(pending) || r.tornTail }
+        Effect.map(readLog(durable, l.id, paths.eventsFile(l.id)), (r) => {
+          out[l.at] = { id: l.id, record: l.record, log: r.log, needsRepair: Option.isSome(pending) || r.tornTail }
         })), { discard: true })
     return Effect.forEach(batches, batch, { discard: true }).pipe(Effect.zipRight(streamed), Effect.as(out))
   })

@@ -1,7 +1,7 @@
 // The recovery step of daemon start-up (ARCHITECTURE §10), as a hook the daemon calls after
-// the orchestrator is built and before the socket serves. The default only does step 1
-// (`SessionStore.recover`: ACTIVE → SUSPENDED); the recovery module (its own issue) provides a
-// layer that rebuilds the tree and re-injects pending messages.
+// the orchestrator is built and before the socket serves. The fallback only does step 1
+// (`SessionStore.recover`: ACTIVE → SUSPENDED); `layerStartupRecovery` (Startup.ts) runs the
+// full recovery.
 import { Context, Effect, Layer } from "effect"
 import { SessionStore } from "../storage/SessionStore.js"
 
@@ -16,7 +16,7 @@ export class StartupRecovery extends Context.Tag("substrat/StartupRecovery")<Sta
   readonly run: Effect.Effect<RecoveryReport, unknown>
 }>() {}
 
-/** Default: `SessionStore.recover` only; the tree is not rebuilt (that is the recovery issue). */
+/** Fallback: `SessionStore.recover` only; the tree is not rebuilt. */
 export const layerSessionsOnly: Layer.Layer<StartupRecovery, never, SessionStore> = Layer.effect(
   StartupRecovery,
   Effect.map(SessionStore, (store) =>

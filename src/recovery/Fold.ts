@@ -1,0 +1,362 @@
+// Crash recovery's view of one session's log (docs/recovery.md): a typed fold. Every line is
+// decoded with its event's Schema from the event catalog (src/domain/events.ts, the Schemas
+// the log is written with): the line's `event` tag picks the one member of the `LogEvent` union
+// to decode with, extended by `ts`. The decoded entry goes to that event's handler, which
+// updates the session's accumulator. A line that does not decode stops the fold and marks the
+// session corrupt (recovery quarantines it). `finish` hands back plain data (`SessionLog`).
+//
+// What is kept: the `agent.created` record, whether the agent was terminated, the messages
+// still owed to it, the requests it answered, the sync requests it sent, the replies it got,
+// its interrupted turn, its turn counts and usage, and its recent activity for
+// `inspect_agent` (the last turns and messages, in small rings).
+import { Either, ParseResult, Schema } from "effect"
+import { type EventData, LogEvent, type LogEventName } from "../domain/events.js"
+import { MessageId, type SessionId, type TurnId } from "../domain/ids.js"
+import type { MessageEnvelope } from "../domain/message.js"
+import { BroadcastArgs, SendMessageArgs } from "../domain/tools.js"
+import type { UsageTotals } from "../domain/usage.js"
+import { type MessageSummary, RECENT_MESSAGES, RECENT_TURNS, type TurnSummary } from "../agent/Activity.js"
+import { excerpt } from "../agent/Inspection.js"
+import { senderName } from "../agent/Prompt.js"
+
+/** A message enqueued to this agent and not consumed by a completed turn. */
+export interface PendingMessage {
+  readonly envelope: MessageEnvelope
+  /** Position in the log (enqueue order). */
+  readonly seq: number
+}
+
+/** A request this agent consumed in a turn that completed: what its auto-reply was. */
+export interface Answer {
+  readonly requester: MessageEnvelope["sender"]
+  /** The auto-reply text (the turn's response, or the error note the Orchestrator sends). */
+  readonly text: string
+  /** `ts` of the turn's end: the re-delivered reply's timestamp (deterministic across runs). */
+  readonly ts: string
+}
+
+/** A sync request this agent sent (its `send_message` result said `waiting_for_reply`). */
+export interface SentRequest {
+  readonly id: MessageId
+  readonly recipient: string
+  readonly ts: string
+}
+
+/**
+ * A message of the recent-activity ring. `peer: null`: a broadcast (the log records only how
+ * many siblings got it; the plan names the agent's siblings).
+ */
+export interface RecentMessage extends Omit<MessageSummary, "peer"> {
+  readonly peer: string | null
+}
+
+/** Where the log says the conversation stands: what a provider needs to line its resume state up. */
+export interface TurnPosition {
+  /** `turn.start` events: sends to the provider so far. */
+  readonly started: number
+  /** Turns that ended (`turn.complete`, or `provider.error` of a turn). */
+  readonly ended: number
+  /** The last turn started and never ended (the crash interrupted it). */
+  readonly interrupted: { readonly prompt: string; readonly consumedMessages: boolean } | null
+}
+
+/** One session's log, folded. */
+export interface SessionLog {
+  readonly session_id: SessionId
+  readonly lines: number
+  /** Set when a line does not decode: `file:line: why`. Nothing else is meaningful then. */
+  readonly corrupt: string | null
+  readonly created: EventData<"agent.created"> | null
+  readonly terminated: boolean
+  /** Enqueued to this agent and not consumed by a completed turn, in enqueue order. */
+  readonly pending: ReadonlyArray<PendingMessage>
+  /** Requests consumed by completed turns → their auto-reply. */
+  readonly answers: ReadonlyMap<MessageId, Answer>
+  /** `reply_to` of every response enqueued in this log, and requests of this agent that timed out. */
+  readonly replies: ReadonlySet<MessageId>
+  readonly sent: ReadonlyArray<SentRequest>
+  /** Messages this root sent to USER (logged in its own log), in order. */
+  readonly toUser: ReadonlyArray<MessageEnvelope>
+  readonly turns: TurnPosition
+  readonly usage: UsageTotals
+  /** The last RECENT_TURNS ended turns, oldest first (texts excerpted), as `noteTurn` records them. */
+  readonly recentTurns: ReadonlyArray<TurnSummary>
+  /** The last RECENT_MESSAGES messages in and out, in log order (texts excerpted), as `noteMessage` records them. */
+  readonly recentMessages: ReadonlyArray<RecentMessage>
+}
+
+/** One decoded line of event `E`. */
+interface Entry<E extends LogEventName> {
+  readonly ts: string
+  readonly event: E
+  readonly data: EventData<E>
+}
+type AnyEntry = { readonly [E in LogEventName]: Entry<E> }[LogEventName]
+
+/**
+ * Per event name, the decoder of a whole line: the event's member of the `LogEvent` union
+ * (`event` literal + `data` Schema) plus `ts`. Built once; `session_id` (context the log
+ * instance injects) is not re-checked: the session is the directory's.
+ */
+const entryDecoders: ReadonlyMap<string, (u: unknown) => Either.Either<AnyEntry, ParseResult.ParseIssue>> = new Map(
+  LogEvent.members.map((member) => {
+    const decode = ParseResult.decodeUnknownEither(Schema.Struct({ ts: Schema.String, ...member.fields }))
+    return [member.fields.event.literals[0], decode as (u: unknown) => Either.Either<AnyEntry, ParseResult.ParseIssue>]
+  })
+)
+
+/** The successful result of `send_message` / `broadcast` as ToolHandler logs it (Router's SendResult). */
+const decodeSendResult = Schema.decodeUnknownEither(
+  Schema.Struct({ message_id: MessageId, waiting_for_reply: Schema.Boolean })
+)
+const decodeBroadcastResult = Schema.decodeUnknownEither(Schema.Struct({ message_id: MessageId }))
+const decodeSendArgs = Schema.decodeUnknownEither(SendMessageArgs)
+const decodeBroadcastArgs = Schema.decodeUnknownEither(BroadcastArgs)
+
+// Shared by every log without answers/replies (read-only views: never mutated).
+const noAnswers: ReadonlyMap<MessageId, Answer> = new Map()
+const noReplies: ReadonlySet<MessageId> = new Set()
+const none: ReadonlyArray<never> = []
+
+/** How a turn ended, as its recent-activity entry needs it. */
+type TurnEnd =
+  | { readonly _tag: "complete"; readonly data: EventData<"turn.complete"> }
+  | { readonly _tag: "failed"; readonly turn_id: TurnId; readonly data: EventData<"provider.error"> }
+
+/** What `noteTurn` (Orchestrator) records for a turn that ended with `end`. */
+const turnSummary = (end: TurnEnd, prompt: string): TurnSummary =>
+  end._tag === "complete"
+    ? { turn_id: end.data.turn_id, prompt: excerpt(prompt), response: excerpt(end.data.response), error: null }
+    : { turn_id: end.turn_id, prompt: excerpt(prompt), response: "", error: `${end.data.reason}: ${end.data.message}` }
+
+/** A message of the ring: a `message.enqueued` (in, or out to USER) or a tool call's send. */
+type Noted = { readonly _tag: "enqueued"; readonly envelope: MessageEnvelope } | { readonly _tag: "sent"; readonly m: RecentMessage }
+
+/** What `noteMessage` (Router) records. */
+const messageSummary = (n: Noted): RecentMessage => {
+  if (n._tag === "sent") return { ...n.m, text: excerpt(n.m.text) }
+  const env = n.envelope
+  const out = env.recipient === "USER"
+  return {
+    direction: out ? "out" : "in",
+    peer: out ? "USER" : senderName(env),
+    kind: env.kind,
+    message_id: env.id,
+    text: excerpt(env.payload)
+  }
+}
+
+/** The accumulator of one session's fold. Its handlers (below) are the only writers. */
+class Acc {
+  created: EventData<"agent.created"> | null = null
+  terminated = false
+  seq = 0
+  readonly pending = new Map<MessageId, PendingMessage>()
+  /** Consumed since the last turn end: final once a turn ends, back to pending at EOF. */
+  readonly open = new Map<MessageId, PendingMessage>()
+  // Created on first use: most logs never need them, and at 100k sessions the empty
+  // collections are a measurable share of the heap (and of GC) until the plan runs.
+  answers: Map<MessageId, Answer> | undefined
+  replies: Set<MessageId> | undefined
+  sent: Array<SentRequest> | undefined
+  toUser: Array<MessageEnvelope> | undefined
+  /** `send_message` / `broadcast` calls waiting for their result: call id → tool and arguments. */
+  invoked: Map<string, { readonly tool: string; readonly args: unknown }> | undefined
+  openTurn: string | null = null
+  /** The last turns' ends and prompts (summaries are built by `finish`, for the few kept). */
+  turnEnds: Array<TurnEnd> | undefined
+  turnPrompts: Array<string> | undefined
+  messages: Array<Noted> | undefined
+  started = 0
+  ended = 0
+  input = 0
+  output = 0
+  cost = 0
+
+  noteMessage(m: Noted): void {
+    const ring = this.messages ??= []
+    ring.push(m)
+    if (ring.length > RECENT_MESSAGES) ring.shift()
+  }
+
+  /** A turn ended: its summary noted, the requests it consumed answered with `reply`. */
+  endTurn(end: TurnEnd, ts: string): void {
+    const ends = this.turnEnds ??= []
+    const prompts = this.turnPrompts ??= []
+    ends.push(end)
+    prompts.push(this.openTurn ?? "")
+    if (ends.length > RECENT_TURNS) {
+      ends.shift()
+      prompts.shift()
+    }
+    for (const [id, p] of this.open) {
+      if (p.envelope.kind !== "request") continue
+      const text = end._tag === "complete"
+        ? end.data.response
+        : `[error] ${this.created?.name ?? "the agent"} failed to answer: ${end.data.message}`
+      ;(this.answers ??= new Map()).set(id, { requester: p.envelope.sender, text, ts })
+    }
+    this.open.clear()
+    this.openTurn = null
+    this.ended++
+  }
+
+  /** A `send_message` / `broadcast` call's result (logged after its `tool_call.invoked`). */
+  sendResult(data: EventData<"tool_call.result">, ts: string): void {
+    const call = this.invoked?.get(data.call_id)
+    this.invoked?.delete(data.call_id)
+    if (data.is_error) return
+    if (data.tool === "broadcast") {
+      const r = decodeBroadcastResult(data.result)
+      if (Either.isLeft(r)) return
+      const args = call === undefined ? undefined : Either.getRight(decodeBroadcastArgs(call.args))
+      const text = args === undefined || args._tag === "None" ? "" : args.value.text
+      return this.noteMessage({
+        _tag: "sent",
+        m: { direction: "out", peer: null, kind: "multicast", message_id: r.right.message_id, text }
+      })
+    }
+    const r = decodeSendResult(data.result)
+    if (Either.isLeft(r)) return
+    const decoded = call === undefined ? undefined : decodeSendArgs(call.args)
+    const args = decoded === undefined || Either.isLeft(decoded) ? null : decoded.right
+    const { message_id, waiting_for_reply } = r.right
+    if (waiting_for_reply) (this.sent ??= []).push({ id: message_id, recipient: args?.recipient ?? "?", ts })
+    // A message to USER is noted by its own `message.enqueued` (in this log, before this result).
+    if (args?.recipient === "USER") return
+    const kind = args?.reply_to !== undefined ? "response" : waiting_for_reply ? "request" : "notification"
+    this.noteMessage({
+      _tag: "sent",
+      m: { direction: "out", peer: args?.recipient ?? "?", kind, message_id, text: args?.text ?? "" }
+    })
+  }
+}
+
+type Handler<E extends LogEventName> = (acc: Acc, data: EventData<E>, ts: string) => void
+const ignore = (): void => {}
+
+/** One function per event: how it changes the accumulator. */
+const handlers: { readonly [E in LogEventName]: Handler<E> } = {
+  "session.created": ignore,
+  "session.restored": ignore,
+  "suspend.result": ignore,
+  "workspace.diff": ignore,
+  "agent.created": (acc, data) => {
+    if (acc.created === null) acc.created = data
+  },
+  "agent.terminated": (acc) => {
+    acc.terminated = true
+  },
+  "message.enqueued": (acc, env) => {
+    if (env.kind === "response" && env.reply_to !== null) (acc.replies ??= new Set()).add(env.reply_to)
+    acc.noteMessage({ _tag: "enqueued", envelope: env })
+    // Messages to USER are logged (enqueued + delivered) in the sending root's own log.
+    if (env.recipient === "USER") {
+      ;(acc.toUser ??= []).push(env)
+      return
+    }
+    acc.pending.set(env.id, { envelope: env, seq: acc.seq++ })
+  },
+  // A sync request of this agent's that timed out: answered, no longer owed.
+  "message.timed_out": (acc, data) => {
+    ;(acc.replies ??= new Set()).add(data.message_id)
+  },
+  "message.delivered": (acc, data) => {
+    const p = acc.pending.get(data.message_id)
+    if (p !== undefined) {
+      acc.pending.delete(data.message_id)
+      acc.open.set(data.message_id, p)
+    }
+  },
+  "turn.start": (acc, data) => {
+    acc.openTurn = data.prompt
+    acc.started++
+  },
+  "turn.complete": (acc, data, ts) => acc.endTurn({ _tag: "complete", data }, ts),
+  "provider.error": (acc, data, ts) => {
+    if (data.turn_id !== null) acc.endTurn({ _tag: "failed", turn_id: data.turn_id, data }, ts)
+  },
+  usage: (acc, data) => {
+    acc.input += data.input_tokens
+    acc.output += data.output_tokens
+    acc.cost += data.cost_usd
+  },
+  "tool_call.invoked": (acc, data) => {
+    if (data.tool === "send_message" || data.tool === "broadcast") {
+      ;(acc.invoked ??= new Map()).set(data.call_id, { tool: data.tool, args: data.arguments })
+    }
+  },
+  "tool_call.result": (acc, data, ts) => {
+    if (data.tool === "send_message" || data.tool === "broadcast") acc.sendResult(data, ts)
+  }
+}
+
+/** Apply one decoded entry (the correlated dispatch TypeScript cannot see through a union). */
+const apply = (acc: Acc, entry: AnyEntry): void =>
+  (handlers[entry.event] as Handler<typeof entry.event>)(acc, entry.data, entry.ts)
+
+/** The fold over the entries of one log. Feed parsed JSON lines with `entry`, then `finish`. */
+export class SessionFold {
+  private lines = 0
+  private corrupt: string | null = null
+  private readonly acc = new Acc()
+
+  constructor(readonly session_id: SessionId, readonly file: string) {}
+
+  get failed(): boolean {
+    return this.corrupt !== null
+  }
+
+  /** Stop at line `this.lines`. */
+  fail(why: string): void {
+    if (this.corrupt === null) this.corrupt = `${this.file}:${this.lines}: ${why}`
+  }
+
+  /** Count a line that does not parse as JSON (or is empty), and stop there. */
+  badLine(why: string): void {
+    if (this.corrupt !== null) return
+    this.lines++
+    this.fail(why)
+  }
+
+  /** One line, as `JSON.parse` returned it. */
+  entry(json: unknown): void {
+    if (this.corrupt !== null) return
+    this.lines++
+    const name = typeof json === "object" && json !== null ? (json as { readonly event?: unknown }).event : undefined
+    const decode = typeof name === "string" ? entryDecoders.get(name) : undefined
+    if (decode === undefined) return this.fail(`not a log entry: unknown event ${JSON.stringify(name ?? null)}`)
+    const entry = decode(json)
+    if (Either.isLeft(entry)) return this.fail(`${name}: ${ParseResult.TreeFormatter.formatIssueSync(entry.left)}`)
+    apply(this.acc, entry.right)
+  }
+
+  finish(): SessionLog {
+    const a = this.acc
+    const consumed = a.open.size > 0
+    const pending = a.open.size === 0
+      ? [...a.pending.values()]
+      : [...a.open.values(), ...a.pending.values()].sort((x, y) => x.seq - y.seq)
+    const prompts = a.turnPrompts ?? none
+    return {
+      session_id: this.session_id,
+      lines: this.lines,
+      corrupt: this.corrupt,
+      created: a.created,
+      terminated: a.terminated,
+      pending,
+      answers: a.answers ?? noAnswers,
+      replies: a.replies ?? noReplies,
+      sent: a.sent ?? none,
+      toUser: a.toUser ?? none,
+      turns: {
+        started: a.started,
+        ended: a.ended,
+        interrupted: a.openTurn === null ? null : { prompt: a.openTurn, consumedMessages: consumed }
+      },
+      usage: { input_tokens: a.input, output_tokens: a.output, cost_usd: a.cost },
+      recentTurns: a.turnEnds === undefined ? none : a.turnEnds.map((end, i) => turnSummary(end, prompts[i] ?? "")),
+      recentMessages: a.messages === undefined ? none : a.messages.map(messageSummary)
+    }
+  }
+}

@@ -1,0 +1,414 @@
+// Crash recovery, the pure part: from the session records and each log's fold, decide what the
+// recovered daemon looks like (docs/recovery.md). No I/O; Recovery.ts applies the plan. Steps:
+//  1. index      — one entry per session; orphans (no record, or no `agent.created`), corrupt
+//                  logs (quarantined), terminated ones (skipped; a lagging record fixed)
+//  2. tree       — agents reachable from a root through `parent_session_id`, breadth-first;
+//                  an `agent.created` that does not rebuild is quarantined
+//  3. unreachable — below a quarantined session: quarantined too; else dangling (terminated)
+//  4. inboxes    — pending = enqueued − delivered by a completed turn, in enqueue order; the
+//                  requests among them pending again; the user outbox
+//  5. replies    — lost replies re-delivered, requests nobody will answer failed (Requests.ts)
+//  6. resume     — roots' recovery prompts; provider states that lag their log
+//  7. usage      — own usage and turns; terminated descendants roll up into `retired`
+//  8. activity   — each live agent's recent turns and messages (`inspect_agent`)
+//  9. seed       — the agent services' state (StateSeeding), with the replies of step 5
+//                  delivered like the Router delivers; the turns to queue
+import { AgentNode } from "../domain/agent.js"
+import type { AgentId, MessageId, SessionId } from "../domain/ids.js"
+import type { MessageEnvelope } from "../domain/message.js"
+import type { Session } from "../domain/session.js"
+import type { LogPosition } from "../provider/Provider.js"
+import { addUsage, type UsageTotals, zeroUsage } from "../domain/usage.js"
+import { type AgentUsage, type RecentActivity, withMessage } from "../agent/Activity.js"
+import { AgentTree, USER } from "../agent/AgentTree.js"
+import { recoveryPrompt, senderName } from "../agent/Prompt.js"
+import type { RecoveredState, RecoveredTurn } from "../agent/RecoveredState.js"
+import type { PendingRequest } from "../agent/Requests.js"
+import type { SessionLog } from "./Fold.js"
+import { type AgentEntry, type Entry, entry, isAgent } from "./Entry.js"
+import { type PlannedReply, replies } from "./Requests.js"
+
+export type { PlannedReply }
+
+export interface RecoveryPlan {
+  /** What the agent services are seeded with (replies below already delivered into it). */
+  readonly seed: RecoveredState
+  /** Sessions removed entirely (no record, or no `agent.created`). */
+  readonly orphans: ReadonlyArray<SessionId>
+  /** Children whose parent is gone: log `agent.terminated`, mark the record terminated. */
+  readonly dangling: ReadonlyArray<{ readonly session: SessionId; readonly agent: AgentId }>
+  /** Logged `agent.terminated` but the record still says otherwise: fix the record. */
+  readonly markTerminated: ReadonlyArray<SessionId>
+  /** Sessions whose log is corrupt, and their descendants: left untouched. */
+  readonly quarantined: ReadonlyArray<{ readonly session: SessionId; readonly reason: string }>
+  /** Already terminated (skipped). */
+  readonly terminated: number
+  /** Pending messages put back into inboxes (before the replies). */
+  readonly reinjected: number
+  /** New messages recovery logs: `message.enqueued` (+ `message.delivered` for USER) each. */
+  readonly replies: ReadonlyArray<PlannedReply>
+  /** Roots' recovery prompts, then the messages that wake their agent (re-injected, then replies), in order. */
+  readonly turns: ReadonlyArray<RecoveredTurn>
+  /** Roots given a recovery prompt. */
+  readonly prompts: number
+  /** Sessions whose provider state lags their log (the provider says so): the state to write. */
+  readonly blobs: ReadonlyArray<{ readonly session: SessionId; readonly blob: Uint8Array }>
+  readonly interrupted: number
+}
+
+/** One session directory: its record (null: none) and, with a record, its log's fold. */
+export interface PlanSession {
+  readonly id: SessionId
+  readonly record: Session | null
+  readonly log: SessionLog | null
+}
+
+export interface PlanInput {
+  /** Every session directory, sorted by id, each once; records after the ACTIVE → SUSPENDED flip. */
+  readonly sessions: ReadonlyArray<PlanSession>
+  /** The provider's recovery hook (Provider port `recoverState`): the state to write, or null. */
+  readonly recoverState: (record: Session, position: LogPosition) => Uint8Array | null
+}
+
+type Quarantine = Array<{ session: SessionId; reason: string }>
+
+/** Step 1: entries, linked to their parents; orphans, corrupt logs, terminated sessions. */
+const index = (sessions: ReadonlyArray<PlanSession>, quarantined: Quarantine) => {
+  const entries: Array<Entry> = []
+  const bySession = new Map<SessionId, Entry>()
+  for (const x of sessions) {
+    const e = entry(x.id, x.record, x.record === null ? null : x.log)
+    entries.push(e)
+    bySession.set(x.id, e)
+  }
+  const orphans: Array<SessionId> = []
+  const markTerminated: Array<SessionId> = []
+  const topLevel: Array<Entry> = []
+  const candidates: Array<AgentEntry> = []
+  let terminated = 0
+  for (const e of entries) {
+    if (e.record === null) {
+      orphans.push(e.id)
+      continue
+    }
+    if (e.log?.corrupt) {
+      quarantined.push({ session: e.id, reason: e.log.corrupt })
+      e.quarantined = true
+      continue
+    }
+    if (!isAgent(e)) {
+      orphans.push(e.id)
+      continue
+    }
+    const parent = e.log.created.parent_session_id
+    if (parent === null) topLevel.push(e)
+    else {
+      // A parent without a directory gets a placeholder: its kids are never reached.
+      let p = bySession.get(parent)
+      if (p === undefined) {
+        p = entry(parent, null, null)
+        bySession.set(parent, p)
+      }
+      ;(p.kids ??= []).push(e)
+    }
+    if (e.log.terminated || e.record.state === "terminated") {
+      terminated++
+      if (e.record.state !== "terminated") markTerminated.push(e.id)
+      continue
+    }
+    e.candidate = true
+    candidates.push(e)
+  }
+  return { entries, bySession, orphans, markTerminated, topLevel, candidates, terminated }
+}
+
+/** AgentName's pattern (domain/agent.ts). */
+const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/
+
+/**
+ * Step 2: the tree, breadth-first from the roots. `AgentTree.add`'s rules are checked here in
+ * O(1) each and the tree is built in one go; the node is built without re-validating (its
+ * fields were decoded with the log).
+ */
+const buildTree = (topLevel: ReadonlyArray<Entry>, quarantined: Quarantine) => {
+  const nodes: Array<AgentNode> = []
+  /** The entries of `nodes`, index for index (tree order). */
+  const live: Array<AgentEntry> = []
+  const ids = new Set<AgentId>()
+  const siblingNames = new Map<Entry | null, Set<string>>()
+  const queue = topLevel.filter((e): e is AgentEntry => e.candidate && isAgent(e))
+  for (let i = 0; i < queue.length; i++) {
+    const e = queue[i]!
+    const c = e.log.created
+    const parentEntry = e.parent
+    const names = siblingNames.get(parentEntry)
+    const problem = !NAME.test(c.name) || c.role.length < 1 || c.role.length > 64
+      ? `invalid name or role "${c.name}"/"${c.role}"`
+      : ids.has(c.agent_id)
+      ? `agent ${c.agent_id} already exists`
+      : c.name === USER
+      ? `"${USER}" is reserved`
+      : names?.has(c.name)
+      ? `the name "${c.name}" is taken among its siblings`
+      : null
+    if (problem !== null) {
+      quarantined.push({ session: e.id, reason: `cannot rebuild agent ${c.name}: ${problem}` })
+      e.quarantined = true
+      continue
+    }
+    nodes.push(
+      new AgentNode({
+        id: c.agent_id,
+        name: c.name,
+        session_id: e.id,
+        parent_id: parentEntry === null || !isAgent(parentEntry) ? null : parentEntry.log.created.agent_id,
+        instructions: c.instructions,
+        role: c.role,
+        provider: c.provider,
+        workspace_id: c.workspace,
+        state: "idle"
+      }, true)
+    )
+    live.push(e)
+    ids.add(c.agent_id)
+    if (names === undefined) siblingNames.set(parentEntry, new Set([c.name]))
+    else names.add(c.name)
+    e.live = true
+    for (const k of e.kids ?? []) {
+      if (k.candidate && isAgent(k)) {
+        k.parent = e
+        queue.push(k)
+      }
+    }
+  }
+  return { tree: AgentTree.fromValidNodes(nodes), nodes, live }
+}
+
+/** Step 3: candidates the walk did not reach — below a quarantined session, or dangling. */
+const unreachable = (
+  candidates: ReadonlyArray<AgentEntry>,
+  bySession: ReadonlyMap<SessionId, Entry>,
+  quarantined: Quarantine
+) => {
+  const underQuarantine = (e: AgentEntry): boolean => {
+    let p = e.log.created.parent_session_id
+    const seen = new Set<SessionId>()
+    while (p !== null && !seen.has(p)) {
+      const pe = bySession.get(p)
+      if (pe === undefined) return false
+      if (pe.quarantined) return true
+      seen.add(p)
+      p = isAgent(pe) ? pe.log.created.parent_session_id : null
+    }
+    return false
+  }
+  const dangling: Array<{ session: SessionId; agent: AgentId }> = []
+  for (const e of candidates) {
+    if (e.live) continue
+    if (underQuarantine(e)) {
+      quarantined.push({ session: e.id, reason: "below a quarantined session" })
+      e.quarantined = true
+    } else {
+      dangling.push({ session: e.id, agent: e.log.created.agent_id })
+    }
+  }
+  return dangling
+}
+
+const wakes = (env: MessageEnvelope) => env.kind === "request" || env.kind === "response" || env.sender === USER
+
+/**
+ * Step 4: each live agent's pending messages back in its inbox; the requests among them are
+ * pending again (unless answered, or their requester is gone); the user outbox.
+ */
+const inboxes = (
+  nodes: ReadonlyArray<AgentNode>,
+  live: ReadonlyArray<AgentEntry>,
+  answered: ReadonlySet<MessageId>,
+  alive: (requester: MessageEnvelope["sender"]) => boolean
+) => {
+  const byAgent = new Map<AgentId, Array<MessageEnvelope>>()
+  const requests: Array<PendingRequest> = []
+  const woken: Array<{ agent: AgentId; message: MessageId }> = []
+  /** Requests some live agent holds: answered when it runs. */
+  const held = new Set<MessageId>()
+  for (let i = 0; i < nodes.length; i++) {
+    const node = nodes[i]!
+    const inbox: Array<MessageEnvelope> = []
+    for (const { envelope: env } of live[i]!.log.pending) {
+      inbox.push(env)
+      if (env.kind === "request") {
+        held.add(env.id)
+        const from = env.sender
+        if (from !== "SYSTEM" && !answered.has(env.id) && alive(from)) requests.push({ id: env.id, from, to: node.id })
+      }
+      if (wakes(env)) woken.push({ agent: node.id, message: env.id })
+    }
+    byAgent.set(node.id, inbox)
+  }
+  const userOutbox: Array<MessageEnvelope> = []
+  for (const e of live) if (e.parent === null) userOutbox.push(...e.log.toUser)
+  userOutbox.sort((a, b) => a.timestamp < b.timestamp ? -1 : a.timestamp > b.timestamp ? 1 : 0)
+  return { inboxes: byAgent, requests, wakes: woken, held, userOutbox }
+}
+
+/** Step 6: recovery prompts for interrupted roots; provider states that lag the log. */
+const resume = (tree: AgentTree, nodes: ReadonlyArray<AgentNode>, live: ReadonlyArray<AgentEntry>, input: PlanInput) => {
+  const prompts: Array<{ agent: AgentId; text: string }> = []
+  const blobs: Array<{ session: SessionId; blob: Uint8Array }> = []
+  let interrupted = 0
+  for (let i = 0; i < nodes.length; i++) {
+    const node = nodes[i]!
+    const { log, record } = live[i]!
+    const cut = log.turns.interrupted
+    if (cut !== null) {
+      interrupted++
+      if (node.parent_id === null) {
+        prompts.push({
+          agent: node.id,
+          text: recoveryPrompt({
+            prompt: cut.prompt,
+            consumedMessages: cut.consumedMessages,
+            children: tree.children(node.id).map((c) => c.name)
+          })
+        })
+      }
+    }
+    const blob = input.recoverState(record!, {
+      agent_name: node.name,
+      turnsStarted: log.turns.started,
+      interrupted: cut !== null
+    })
+    if (blob !== null) blobs.push({ session: node.session_id, blob })
+  }
+  return { prompts, blobs, interrupted }
+}
+
+/** Step 7: own usage from the log; terminated descendants roll up into `retired`. */
+const usage = (nodes: ReadonlyArray<AgentNode>, live: ReadonlyArray<AgentEntry>) => {
+  const retiredOf = (e: Entry, seen: Set<Entry>): { u: UsageTotals; turns: number } => {
+    let u = zeroUsage
+    let turns = 0
+    for (const k of e.kids ?? []) {
+      if (k.live || seen.has(k) || !isAgent(k)) continue
+      seen.add(k)
+      const r = retiredOf(k, seen)
+      u = addUsage(u, addUsage(k.log.usage, r.u))
+      turns += k.log.turns.ended + r.turns
+    }
+    return { u, turns }
+  }
+  const out = new Map<AgentId, AgentUsage>()
+  for (let i = 0; i < nodes.length; i++) {
+    const e = live[i]!
+    // A Set only for agents with children (most agents have none).
+    const r = e.kids === undefined ? { u: zeroUsage, turns: 0 } : retiredOf(e, new Set())
+    out.set(nodes[i]!.id, { own: e.log.usage, turns: e.log.turns.ended, retired: r.u, retiredTurns: r.turns })
+  }
+  return out
+}
+
+/**
+ * Step 8: the folds' recent-activity rings; a broadcast's peers are the sender's siblings now
+ * (the log records only how many got it).
+ */
+const activity = (tree: AgentTree, nodes: ReadonlyArray<AgentNode>, live: ReadonlyArray<AgentEntry>) => {
+  const out = new Map<AgentId, RecentActivity>()
+  for (let i = 0; i < nodes.length; i++) {
+    const log = live[i]!.log
+    if (log.recentTurns.length === 0 && log.recentMessages.length === 0) continue
+    const id = nodes[i]!.id
+    out.set(id, {
+      turns: [...log.recentTurns],
+      messages: log.recentMessages.map((m) => ({
+        ...m,
+        peer: m.peer ?? (tree.team(id).map((t) => t.name).join(",") || "(nobody)")
+      }))
+    })
+  }
+  return out
+}
+
+/**
+ * Step 9: the replies recovery sends, delivered into the seed the way the Router delivers
+ * (into the recipient's inbox, or USER's outbox) and noted in the recent activity (as the next
+ * recovery reads them back from the log).
+ */
+const deliver = (
+  seed: {
+    readonly inboxes: Map<AgentId, Array<MessageEnvelope>>
+    readonly activity: Map<AgentId, RecentActivity>
+    readonly userOutbox: Array<MessageEnvelope>
+  },
+  owed: ReadonlyArray<PlannedReply>
+): void => {
+  for (const { envelope: env } of owed) {
+    const summary = { kind: env.kind, message_id: env.id, text: env.payload }
+    if (env.recipient === USER) {
+      seed.userOutbox.push(env)
+      const root = env.sender
+      if (root !== USER && root !== "SYSTEM") {
+        seed.activity.set(root, withMessage(seed.activity.get(root), { direction: "out", peer: USER, ...summary }))
+      }
+    } else if (env.recipient !== null) {
+      const to = env.recipient
+      const inbox = seed.inboxes.get(to)
+      if (inbox !== undefined) {
+        inbox.push(env)
+        seed.activity.set(to, withMessage(seed.activity.get(to), { direction: "in", peer: senderName(env), ...summary }))
+      }
+    }
+  }
+}
+
+export const plan = (input: PlanInput): RecoveryPlan => {
+  const quarantined: Quarantine = []
+  const ix = index(input.sessions, quarantined)
+  const { tree, nodes, live } = buildTree(ix.topLevel, quarantined)
+  const dangling = unreachable(ix.candidates, ix.bySession, quarantined)
+
+  // Every session that ever had an agent (terminated included): agent → session.
+  const sessionOf = new Map<AgentId, Entry>()
+  for (const e of ix.entries) if (isAgent(e)) sessionOf.set(e.log.created.agent_id, e)
+  const alive = (requester: MessageEnvelope["sender"]) =>
+    requester === USER || (requester !== "SYSTEM" && sessionOf.get(requester)?.live === true)
+  // Replies already given anywhere (the requester's log, or for USER the root's own).
+  const answered = new Set<MessageId>()
+  for (const e of ix.entries) if (e.log !== null) for (const r of e.log.replies) answered.add(r)
+
+  const ib = inboxes(nodes, live, answered, alive)
+  let reinjected = 0
+  for (const inbox of ib.inboxes.values()) reinjected += inbox.length
+  const owed = replies({ entries: ix.entries, live, answered, held: ib.held, alive, sessionOf })
+  const rs = resume(tree, nodes, live, input)
+  const recent = activity(tree, nodes, live)
+  deliver({ inboxes: ib.inboxes, activity: recent, userOutbox: ib.userOutbox }, owed)
+
+  const turns: Array<RecoveredTurn> = rs.prompts.map((p) => ({ _tag: "prompt", agent: p.agent, text: p.text }))
+  for (const w of ib.wakes) turns.push({ _tag: "message", agent: w.agent, id: w.message })
+  for (const r of owed) {
+    const to = r.envelope.recipient
+    if (to !== null && to !== USER) turns.push({ _tag: "message", agent: to, id: r.envelope.id })
+  }
+  return {
+    seed: {
+      tree,
+      inboxes: ib.inboxes,
+      requests: ib.requests,
+      usage: usage(nodes, live),
+      activity: recent,
+      userOutbox: ib.userOutbox
+    },
+    orphans: ix.orphans,
+    dangling,
+    markTerminated: ix.markTerminated,
+    quarantined,
+    terminated: ix.terminated,
+    reinjected,
+    replies: owed,
+    turns,
+    prompts: rs.prompts.length,
+    blobs: rs.blobs,
+    interrupted: rs.interrupted
+  }
+}
