@@ -1,23 +1,13 @@
 // RPC handlers of the admin socket: one per method of Rpcs.ts, each a thin adapter from the
 // wire shapes to the Orchestrator / SessionStore / WorkspaceStore, with every error mapped to
-// a wire error (NotFound, InvalidInput, Unavailable, Internal) — never a defect.
-import { Deferred, Effect, Match, Option, Schema, Stream } from "effect"
-import { BirthError, Orchestrator } from "../agent/Orchestrator.js"
+// a wire error (NotFound, InvalidInput, Unavailable, Internal; WireErrors.ts) — never a defect.
+// Over 300 lines because it is one `AdminRpcs.toLayer` with twenty methods sharing the
+// reference resolution and attach/session helpers above them.
+import { Deferred, Effect, Option, Stream } from "effect"
+import { Orchestrator } from "../agent/Orchestrator.js"
 import type { AgentOutput } from "../agent/OutputBus.js"
 import { version } from "../version.js"
 import type { AgentNode } from "../domain/agent.js"
-import {
-  DurableError,
-  EventLogError,
-  InvalidInputError,
-  NotFoundError,
-  ProviderError,
-  RoutingError,
-  SessionStateError,
-  SessionStoreError
-} from "../domain/errors.js"
-import { SandboxPathError, WorkspaceError, WorkspaceHistoryError } from "../sandbox/errors.js"
-import { SessionBusyError } from "../session/Multiplexer.js"
 import { AgentId, type SessionId } from "../domain/ids.js"
 import type { Session } from "../domain/session.js"
 import { EventLog } from "../storage/EventLog.js"
@@ -27,92 +17,9 @@ import { WorkspaceStore } from "../sandbox/WorkspaceStore.js"
 import { SessionStore } from "../storage/SessionStore.js"
 import { DaemonControl } from "./DaemonControl.js"
 import { EventTap } from "./EventTap.js"
-import { AdminRpcs, Internal, InvalidInput, NotFound, type OutputEvent, type RpcError, type SessionInfo, Unavailable } from "./Rpcs.js"
+import { AdminRpcs, Internal, InvalidInput, NotFound, type OutputEvent, type RpcError, type SessionInfo } from "./Rpcs.js"
+import { fromServiceError, message, type ServiceError } from "./WireErrors.js"
 import { Transcript } from "./Transcript.js"
-
-const message = (e: unknown): string => {
-  try {
-    return typeof e === "object" && e !== null && "message" in e && typeof e.message === "string" ? e.message : String(e)
-  } catch {
-    return "unprintable error"
-  }
-}
-
-/** Every typed failure the services below can answer a handler with. */
-export type ServiceError =
-  | RpcError
-  | NotFoundError
-  | InvalidInputError
-  | RoutingError
-  | SessionStateError
-  | SessionStoreError
-  | SessionBusyError
-  | EventLogError
-  | DurableError
-  | ProviderError
-  | BirthError
-  | SandboxPathError
-  | WorkspaceError
-  | WorkspaceHistoryError
-
-const internal = (e: { readonly message: string }) => new Internal({ message: e.message })
-
-/** The one mapping of service errors to the four wire errors (docs/protocol.md, "Errors"). */
-export const fromServiceError: (e: ServiceError) => RpcError = Match.type<ServiceError>().pipe(
-  Match.tagsExhaustive({
-    NotFound: (e) => e,
-    InvalidInput: (e) => e,
-    Unavailable: (e) => e,
-    Internal: (e) => e,
-    NotFoundError: (e) => new NotFound({ kind: e.kind, id: e.id, message: e.message }),
-    InvalidInputError: (e) => new InvalidInput({ field: e.field, message: e.message }),
-    RoutingError: (e) => new InvalidInput({ field: "", message: e.message }),
-    SessionStateError: (e) => new InvalidInput({ field: "", message: e.message }),
-    SandboxPathError: (e) => new InvalidInput({ field: e.field, message: e.message }),
-    SessionStoreError: (e) =>
-      e.reason === "not-found" ? new NotFound({ kind: "session", id: e.session_id, message: e.message }) : internal(e),
-    SessionBusyError: (e) => new Unavailable({ message: e.message }),
-    // An unknown provider or a missing CLI binary is the caller's to fix.
-    ProviderError: (e) =>
-      e.reason === "unknown-provider" || e.reason === "missing-binary"
-        ? new InvalidInput({ field: "provider", message: e.message })
-        : internal(e),
-    WorkspaceError: (e) =>
-      e.reason === "io" || e.reason === "decode"
-        ? internal(e)
-        : e.reason === "in-use"
-        ? new Unavailable({ message: e.message })
-        : new InvalidInput({ field: "workspace", message: e.message }),
-    // A revert whose turn overlaps later changes: nothing was changed.
-    WorkspaceHistoryError: (e) => e.reason === "conflict" ? new InvalidInput({ field: "turn", message: e.message }) : internal(e),
-    EventLogError: internal,
-    DurableError: internal,
-    BirthError: internal
-  })
-)
-
-const isServiceError = Schema.is(Schema.Union(
-  NotFound,
-  InvalidInput,
-  Unavailable,
-  Internal,
-  NotFoundError,
-  InvalidInputError,
-  RoutingError,
-  SessionStateError,
-  SessionStoreError,
-  SessionBusyError,
-  EventLogError,
-  DurableError,
-  ProviderError,
-  BirthError,
-  SandboxPathError,
-  WorkspaceError,
-  WorkspaceHistoryError
-))
-
-/** For callers holding a failure of unknown type (HTTP routes): a service error as above, anything else Internal. */
-export const toRpcError = (e: unknown): RpcError => isServiceError(e) ? fromServiceError(e) : new Internal({ message: message(e) })
 
 /** Map failures to wire errors, and defects to Internal (the daemon never dies of a request). */
 const wire = <A, E extends ServiceError, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, RpcError, R> =>

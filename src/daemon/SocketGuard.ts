@@ -19,6 +19,8 @@
 //   - streams without acks: the stock socket protocol makes the server wait for an
 //     `@effect/rpc/Ack` after every stream chunk, which a plain JSON-RPC client (socat) never
 //     sends; `layerProtocol` is the stock protocol with `supportsAck: false`.
+// One file of ~400 lines on purpose: the line check, the framer and the socket wrapper are one
+// mechanism, and the brief for it is "one small documented wrapper".
 import * as Socket from "@effect/platform/Socket"
 import * as SocketServer from "@effect/platform/SocketServer"
 import { NetSocket } from "@effect/platform-node/NodeSocket"

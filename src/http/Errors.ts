@@ -2,7 +2,7 @@
 // words as the CLI shows) plus Unauthorized, as JSON `{"error": {...}}` with a status per kind.
 import { HttpServerResponse } from "@effect/platform"
 import { ParseResult, Schema } from "effect"
-import { toRpcError } from "../daemon/Handlers.js"
+import { toRpcError } from "../daemon/WireErrors.js"
 import { InvalidInput, RpcError } from "../daemon/Rpcs.js"
 
 const status: Record<RpcError["_tag"], number> = {

@@ -6,7 +6,7 @@
 // 15 s keeps idle connections open.
 import { HttpServerResponse } from "@effect/platform"
 import { Stream } from "effect"
-import { toRpcError } from "../daemon/Handlers.js"
+import { toRpcError } from "../daemon/WireErrors.js"
 import * as Cursor from "../feed/Cursor.js"
 import type { FeedItem } from "../feed/EventFeed.js"
 

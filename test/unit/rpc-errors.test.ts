@@ -2,7 +2,7 @@
 // each typed error lands on its wire error and code (docs/protocol.md, "Errors"); a value that only
 // looks like a service error, or any other failure, is Internal.
 import { describe, expect, it } from "vitest"
-import { toRpcError } from "../../src/daemon/Handlers.js"
+import { toRpcError } from "../../src/daemon/WireErrors.js"
 import { ErrorCode } from "../../src/daemon/Rpcs.js"
 import { NotFoundError, ProviderError, SessionStoreError } from "../../src/domain/errors.js"
 import { WorkspaceError, WorkspaceHistoryError } from "../../src/sandbox/errors.js"
