@@ -47,6 +47,8 @@ export interface BwrapInput {
    */
   readonly userNamespace?: boolean
   readonly hostname?: string
+  /** Size of the RAM-backed /tmp in bytes (bwrap `--size`); unbounded when absent. */
+  readonly tmpBytes?: number
 }
 
 export const WORKSPACE = "/workspace"
@@ -116,7 +118,9 @@ export const buildBwrapArgs = (input: BwrapInput): Either.Either<ReadonlyArray<s
     for (const p of etc) argv.push("--ro-bind-try", p, p)
 
     // /tmp is sticky and world-writable, so the `inner` identity (bwrap as root, command as another uid) can use it.
-    argv.push("--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp")
+    argv.push("--proc", "/proc", "--dev", "/dev", "--perms", "1777")
+    if (input.tmpBytes !== undefined) argv.push("--size", String(Math.max(4096, Math.floor(input.tmpBytes))))
+    argv.push("--tmpfs", "/tmp")
     argv.push("--bind", root, WORKSPACE)
     // Parents before children, so a nested bind lands inside its parent bind.
     const byDepth = <T extends { target: string }>(xs: Array<T>) =>

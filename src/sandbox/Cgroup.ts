@@ -1,8 +1,10 @@
-// cgroup v2 support (best effort, UNTESTED here: the dev/CI machines mount cgroup v1 at
-// /sys/fs/cgroup). When /sys/fs/cgroup is a writable cgroup2 mount, each sandboxed command gets a
-// sub-group `<base>/<run-id>` with memory.max / pids.max; the command moves itself in before exec
-// (a two-line sh wrapper), and memory.events / pids.events make the limit attribution certain.
-// rlimits stay on in any case — they are the tested default.
+// cgroup support. When /sys/fs/cgroup is a writable cgroup2 mount (UNTESTED here: the dev/CI
+// machines mount cgroup v1), each sandboxed command gets a sub-group `<base>/<run-id>` with
+// memory.max / pids.max. Otherwise, when a cgroup v1 `pids` hierarchy is writable (a root daemon
+// on a v1/hybrid host, as here), the command gets a pids sub-group there with pids.max: the one
+// process limit the kernel enforces for uid 0 too (RLIMIT_NPROC exempts root). Either way the
+// command moves itself in before exec (a two-line sh wrapper), and memory.events / pids.events
+// make the limit attribution certain. rlimits stay on in any case.
 import type { FileSystem } from "@effect/platform/FileSystem"
 import { Effect } from "effect"
 import { randomUUID } from "node:crypto"
@@ -15,6 +17,8 @@ export interface CgroupInfo {
   readonly mode: CgroupMode
   readonly mountPoint: string
   readonly detail: string
+  /** Where a writable cgroup v1 `pids` hierarchy is mounted (only when `mode` is not v2-writable). */
+  readonly pidsV1?: string
 }
 
 /** Look at /proc/self/mountinfo: what is mounted at /sys/fs/cgroup, and can we write there? */
@@ -27,11 +31,23 @@ export const detectCgroup = (fs: FileSystem, mountPoint = "/sys/fs/cgroup") =>
     if (fstype === undefined) return { mode: "none", mountPoint, detail: `nothing mounted at ${mountPoint}` } satisfies CgroupInfo
     if (fstype !== "cgroup2") {
       const unified = lines.find((l) => l.split(" - ")[1]?.startsWith("cgroup2 "))?.split(" ")[4]
-      return {
-        mode: "v1-or-hybrid",
-        mountPoint,
-        detail: `${mountPoint} is ${fstype}${unified ? ` (cgroup2 only at ${unified})` : ""}; using rlimits only`
-      } satisfies CgroupInfo
+      // A v1 hierarchy with the pids controller: "… <mount point> … - cgroup cgroup rw,pids".
+      const pidsAt = lines.find((l) => {
+        const [fst, , opts] = (l.split(" - ")[1] ?? "").split(" ")
+        return fst === "cgroup" && (opts ?? "").split(",").includes("pids")
+      })?.split(" ")[4]
+      const pidsWritable = pidsAt === undefined
+        ? false
+        : yield* fs.access(pidsAt, { writable: true }).pipe(Effect.as(true), Effect.orElseSucceed(() => false))
+      const base = `${mountPoint} is ${fstype}${unified ? ` (cgroup2 only at ${unified})` : ""}`
+      return pidsWritable && pidsAt !== undefined
+        ? {
+          mode: "v1-or-hybrid",
+          mountPoint,
+          pidsV1: pidsAt,
+          detail: `${base}; processes limited by the v1 pids controller at ${pidsAt}, the rest by rlimits`
+        } satisfies CgroupInfo
+        : { mode: "v1-or-hybrid", mountPoint, detail: `${base}; using rlimits only` } satisfies CgroupInfo
     }
     const writable = yield* fs.access(mountPoint, { writable: true }).pipe(Effect.as(true), Effect.orElseSucceed(() => false))
     return writable
@@ -56,11 +72,32 @@ const readCounter = (fs: FileSystem, file: string, key: string) =>
     Effect.orElseSucceed(() => 0)
   )
 
-/** Create `<base>/<id>` with memory.max and pids.max. Fails (caller falls back to rlimits only) on any I/O error. */
-export const createCgroupRun = (fs: FileSystem, base: string, limits: ResourceLimits) =>
+/** Tasks of the sandbox machinery itself in the group: bwrap, its pid-namespace init, the wrapper. */
+export const PIDS_SLACK = 4
+
+/**
+ * Create `<base>/<id>` with memory.max and pids.max (v2), or only pids.max (`v1-pids`: `base` lies
+ * in a v1 pids hierarchy). Fails (caller falls back to rlimits only) on any I/O error.
+ */
+export const createCgroupRun = (fs: FileSystem, base: string, limits: ResourceLimits, version: "v2" | "v1-pids" = "v2") =>
   Effect.gen(function*() {
     const dir = `${base}/run-${randomUUID()}`
     yield* fs.makeDirectory(base, { recursive: true })
+    if (version === "v1-pids") {
+      yield* fs.makeDirectory(dir)
+      if (limits.max_processes !== null) {
+        yield* fs.writeFileString(`${dir}/pids.max`, String(Math.floor(limits.max_processes) + PIDS_SLACK)).pipe(
+          Effect.tapError(() => fs.remove(dir).pipe(Effect.ignore))
+        )
+      }
+      const run: CgroupRun = {
+        dir,
+        prefix: ["/bin/sh", "-c", "echo $$ > \"$0/cgroup.procs\" && exec \"$@\"", dir],
+        events: Effect.map(readCounter(fs, `${dir}/pids.events`, "max"), (pidsMax) => ({ oomKills: 0, pidsMax })),
+        remove: fs.remove(dir).pipe(Effect.ignore)
+      }
+      return run
+    }
     // Enable the controllers for our children (best effort; may already be on).
     yield* fs.writeFileString(`${base}/cgroup.subtree_control`, "+memory +pids").pipe(Effect.ignore)
     yield* fs.makeDirectory(dir)
@@ -68,7 +105,7 @@ export const createCgroupRun = (fs: FileSystem, base: string, limits: ResourceLi
       yield* fs.writeFileString(`${dir}/memory.max`, String(Math.floor(limits.memory_bytes)))
       yield* fs.writeFileString(`${dir}/memory.swap.max`, "0").pipe(Effect.ignore)
     }
-    if (limits.max_processes !== null) yield* fs.writeFileString(`${dir}/pids.max`, String(Math.floor(limits.max_processes)))
+    if (limits.max_processes !== null) yield* fs.writeFileString(`${dir}/pids.max`, String(Math.floor(limits.max_processes) + PIDS_SLACK))
     const run: CgroupRun = {
       dir,
       prefix: ["/bin/sh", "-c", "echo $$ > \"$0/cgroup.procs\" && exec \"$@\"", dir],

@@ -57,11 +57,14 @@ export const sandboxChecks = (config: BwrapConfig = {}) =>
     const git = yield* which(fs, "git")
     checks.push(git === null ? check("git", "fail", "git not found: per-turn workspace history disabled", "apt-get install git") : check("git", "ok", git))
     const cg = yield* detectCgroup(fs)
-    checks.push(check("cgroup", cg.mode === "v2-writable" ? "ok" : "warn", `${cg.mode}: ${cg.detail}`, cg.mode === "v2-writable" ? null : "rlimits are used instead (memory=RLIMIT_AS, processes=RLIMIT_NPROC)"))
+    const pidsCgroup = cg.mode === "v2-writable" || cg.pidsV1 !== undefined
+    checks.push(check("cgroup", pidsCgroup ? "ok" : "warn", `${cg.mode}: ${cg.detail}`, pidsCgroup ? null : "rlimits are used instead (memory=RLIMIT_AS, processes=RLIMIT_NPROC)"))
     const identity = config.identity ?? { mode: "as-is" }
     const root = typeof process.geteuid === "function" && process.geteuid() === 0
-    if (root && identity.mode === "as-is") {
-      checks.push(check("identity", "warn", "running as root with identity 'as-is': max_processes (RLIMIT_NPROC) is not enforced for uid 0", "configure the sandbox identity 'inner' or 'outer' with an unprivileged uid"))
+    if (root && identity.mode === "as-is" && pidsCgroup) {
+      checks.push(check("identity", "ok", "root (as-is): max_processes is enforced by the pids cgroup (RLIMIT_NPROC does not bind uid 0)"))
+    } else if (root && identity.mode === "as-is") {
+      checks.push(check("identity", "warn", "running as root with identity 'as-is' and no writable pids cgroup: max_processes (RLIMIT_NPROC) is not enforced for uid 0", "configure the sandbox identity 'inner' or 'outer' with an unprivileged uid, or give the daemon a writable pids cgroup"))
     } else {
       checks.push(check("identity", "ok", identity.mode === "as-is" ? `uid ${process.getuid?.() ?? "?"}` : `${identity.mode} → uid ${identity.uid}`))
     }

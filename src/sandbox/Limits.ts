@@ -6,7 +6,7 @@
 // namespace it is effectively per sandbox. Root (kuid 0) and CAP_SYS_RESOURCE/CAP_SYS_ADMIN holders
 // in the initial namespace are exempt from it: see docs/sandbox.md "Identity".
 import { constants } from "node:os"
-import type { ResourceLimits } from "../domain/workspace.js"
+import { ResourceLimits } from "../domain/workspace.js"
 import { type LimitName, LimitExceededError } from "./errors.js"
 
 /** How a process ended: an exit code, or the signal that killed it. */
@@ -14,6 +14,48 @@ export interface ExitStatus {
   readonly code: number | null
   readonly signal: string | null
 }
+
+// ── Defaults: every sandbox is bounded ───────────────────────────────────────────────────────
+// A null in a workspace's (or request's) limits means "the default", not "unbounded". The
+// defaults are generous for an agent CLI (Node reserves ~10 GiB of address space per
+// WebAssembly memory, so the address-space default leaves room for a few) and stop runaways.
+
+/** The defaults applied to every sandboxed command (docs/sandbox.md "Resource limits"). */
+export interface SandboxDefaults {
+  /** RLIMIT_AS. */
+  readonly memory_bytes: number
+  /** RLIMIT_CPU, per process. */
+  readonly cpu_seconds: number
+  /** RLIMIT_NPROC (tasks of the sandbox's uid) and, where a pids cgroup is writable, pids.max. */
+  readonly max_processes: number
+  /** RLIMIT_FSIZE: the largest file a process may write. */
+  readonly max_file_bytes: number
+  /** Wall clock per command; null = none (the orchestrator has its own turn timeouts). */
+  readonly wall_clock_seconds: number | null
+  /** Size of the sandbox's RAM-backed /tmp (bwrap `--size` on its tmpfs). */
+  readonly tmp_bytes: number
+}
+
+const GiB = 1024 * 1024 * 1024
+
+export const defaultSandboxLimits: SandboxDefaults = {
+  memory_bytes: 32 * GiB,
+  cpu_seconds: 3600,
+  max_processes: 512,
+  max_file_bytes: 1 * GiB,
+  wall_clock_seconds: null,
+  tmp_bytes: 256 * 1024 * 1024
+}
+
+/** `limits` with every null replaced by the default. */
+export const withDefaults = (l: ResourceLimits, d: SandboxDefaults = defaultSandboxLimits): ResourceLimits =>
+  new ResourceLimits({
+    memory_bytes: l.memory_bytes ?? d.memory_bytes,
+    cpu_seconds: l.cpu_seconds ?? d.cpu_seconds,
+    max_processes: l.max_processes ?? d.max_processes,
+    max_file_bytes: l.max_file_bytes ?? d.max_file_bytes,
+    wall_clock_seconds: l.wall_clock_seconds ?? d.wall_clock_seconds
+  })
 
 export const hasRlimits = (l: ResourceLimits): boolean =>
   l.memory_bytes !== null || l.cpu_seconds !== null || l.max_processes !== null || l.max_file_bytes !== null
@@ -64,11 +106,14 @@ export interface AttributionInput {
   readonly stderrTail: string
   readonly timedOut: boolean
   readonly cgroup?: CgroupEvents
+  /** The size of the sandbox's /tmp, when it is bounded (for ENOSPC attribution). */
+  readonly tmpBytes?: number
 }
 
 const forkFailure = /cannot fork|can't fork|fork: (retry: )?resource temporarily unavailable|fork failed|EAGAIN|Resource temporarily unavailable/i
 const outOfMemory = /out of memory|cannot allocate memory|MemoryError|ENOMEM|bad_alloc|allocation failed|memory exhausted/i
 const fileTooLarge = /file too large|EFBIG/i
+const noSpace = /no space left on device|ENOSPC/i
 
 /** Which limit (if any) explains this exit. null = an ordinary exit (or a failure we cannot pin on a limit). */
 export const attributeExit = (input: AttributionInput): LimitExceededError | null => {
@@ -96,6 +141,9 @@ export const attributeExit = (input: AttributionInput): LimitExceededError | nul
   const tail = input.stderrTail
   if (l.max_file_bytes !== null && fileTooLarge.test(tail)) return mk("file-size", "likely", l.max_file_bytes, "a write failed with EFBIG")
   if (l.max_processes !== null && forkFailure.test(tail)) return mk("processes", "likely", l.max_processes, "fork failed with EAGAIN")
+  if (input.tmpBytes !== undefined && noSpace.test(tail)) {
+    return mk("tmp-size", "likely", input.tmpBytes, "a write failed with ENOSPC (the sandbox's /tmp is full, or the disk)")
+  }
   if (l.memory_bytes !== null) {
     if (outOfMemory.test(tail)) return mk("memory", "likely", l.memory_bytes, "an allocation failed (ENOMEM)")
     if (s.signal === "SIGSEGV" || s.signal === "SIGABRT" || s.signal === "SIGBUS" || s.signal === "SIGKILL") {

@@ -1,25 +1,27 @@
 // The bwrap implementation of the Sandbox port: probes the host once (system dirs, bwrap, prlimit,
 // user namespaces), validates the request's paths against the real filesystem, builds the argv
-// (BwrapArgs), applies rlimits with `prlimit` inside the sandbox (and a cgroup v2 sub-group when
-// available), and runs it as a scoped process (spawn.ts).
+// (BwrapArgs), applies the limits (the request's, nulls filled from the defaults — Limits.ts) with
+// `prlimit` inside the sandbox, a bounded /tmp, and a cgroup sub-group when one is writable (v2, or
+// a v1 pids hierarchy), and runs it as a scoped process (spawn.ts).
 import * as CommandExecutor from "@effect/platform/CommandExecutor"
 import * as FileSystem from "@effect/platform/FileSystem"
-import { Effect, Either, Layer } from "effect"
+import { Effect, Either, Layer, Option } from "effect"
 import { realpathSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
 import type { ResourceLimits } from "../domain/workspace.js"
 import { buildBwrapArgs, type HostEntry, type HostLayout } from "./BwrapArgs.js"
 import { createCgroupRun, detectCgroup } from "./Cgroup.js"
 import { SandboxPathError, SandboxProcessError, SandboxUnavailableError } from "./errors.js"
-import { hasRlimits, prlimitPrefix } from "./Limits.js"
+import { defaultSandboxLimits, hasRlimits, prlimitPrefix, type SandboxDefaults, withDefaults } from "./Limits.js"
 import { Sandbox, type SandboxRequest, type SandboxService } from "./Sandbox.js"
 import { runCollect, spawnScoped } from "./spawn.js"
 
 /**
  * Who the sandboxed command runs as.
  * - `as-is`: bwrap runs as the daemon's user (the normal, unprivileged case). Under root the command
- *   is uid 0 inside a user namespace with every capability dropped, and RLIMIT_NPROC is NOT enforced
- *   (the kernel exempts kuid 0) — a warning is logged once.
+ *   is uid 0 inside a user namespace with every capability dropped; RLIMIT_NPROC does not bind kuid 0,
+ *   so the process limit rests on a pids cgroup (v2, or the v1 pids controller); where neither is
+ *   writable it is NOT enforced and a warning is logged once.
  * - `outer`: `setpriv` switches to uid/gid before bwrap (bwrap then runs unprivileged and creates a user
  *   namespace). Every bound host path must be reachable by that uid.
  * - `inner`: bwrap runs as root without a user namespace (it can bind anything) and `setpriv` inside
@@ -40,8 +42,14 @@ export interface BwrapConfig {
   readonly hostname?: string
   /** SIGTERM → SIGKILL grace on scope close (ms). */
   readonly killGraceMs?: number
-  /** Use a cgroup v2 sub-group under this base when /sys/fs/cgroup is writable cgroup2 (default `/sys/fs/cgroup/substrat`). */
+  /**
+   * Use a cgroup v2 sub-group under this base when /sys/fs/cgroup is writable cgroup2 (default
+   * `/sys/fs/cgroup/substrat`); else a v1 pids sub-group under `<pids hierarchy>/substrat` when
+   * that is writable. null: rlimits only.
+   */
   readonly cgroupBase?: string | null
+  /** The limits every command gets where its own are null (default `defaultSandboxLimits`). */
+  readonly defaultLimits?: Partial<SandboxDefaults>
 }
 
 export const defaultSystemPaths: ReadonlyArray<string> = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"]
@@ -262,6 +270,7 @@ export const sandboxCommandLine = (
   config: BwrapConfig = {}
 ): Either.Either<ReadonlyArray<string>, SandboxPathError> => {
   const identity = config.identity ?? { mode: "as-is" }
+  const tmpBytes = config.defaultLimits?.tmp_bytes ?? defaultSandboxLimits.tmp_bytes
   const inner = [...innerPrefix(identity, p.setpriv), ...prlimitPrefix(limits, p.prlimit ?? "prlimit"), ...request.command]
   return Either.map(
     buildBwrapArgs({
@@ -272,6 +281,7 @@ export const sandboxCommandLine = (
       ...(request.cwd === undefined ? {} : { cwd: request.cwd }),
       ...(request.extraBinds === undefined ? {} : { extraBinds: request.extraBinds }),
       userNamespace: identity.mode !== "inner",
+      tmpBytes,
       ...(config.hostname === undefined ? {} : { hostname: config.hostname })
     }),
     (args) => [...identityPrefix(identity, p.setpriv), p.bwrap, ...args]
@@ -287,20 +297,15 @@ export const make = (config: BwrapConfig = {}) =>
     const cgroupInfo = yield* Effect.cached(detectCgroup(fs))
     const cgroupBase = config.cgroupBase === undefined ? "/sys/fs/cgroup/substrat" : config.cgroupBase
     const isRoot = typeof process.geteuid === "function" && process.geteuid() === 0
+    const defaults: SandboxDefaults = { ...defaultSandboxLimits, ...config.defaultLimits }
     let warnedNproc = false
 
     const start = Effect.fn("Sandbox.start")(function*(request: SandboxRequest) {
       const p = yield* probe
       yield* checkHostPaths(request)
-      const limits: ResourceLimits = request.limits ?? request.workspace.limits
+      const limits: ResourceLimits = withDefaults(request.limits ?? request.workspace.limits, defaults)
       if (hasRlimits(limits) && p.prlimit === null) {
         return yield* new SandboxUnavailableError({ reason: "prlimit-missing", message: "prlimit not found", fix: fixes.prlimitMissing })
-      }
-      if (isRoot && identity.mode === "as-is" && limits.max_processes !== null && !warnedNproc) {
-        warnedNproc = true
-        yield* Effect.logWarning(
-          "sandbox: running as root with identity 'as-is': max_processes (RLIMIT_NPROC) is not enforced for uid 0; configure identity 'inner' or 'outer'"
-        )
       }
       const argv = sandboxCommandLine(p, request, limits, config)
       if (Either.isLeft(argv)) return yield* argv.left
@@ -308,14 +313,22 @@ export const make = (config: BwrapConfig = {}) =>
       let cgroupEvents: Effect.Effect<{ oomKills: number; pidsMax: number }> | undefined
       if (cgroupBase !== null && (limits.memory_bytes !== null || limits.max_processes !== null)) {
         const info = yield* cgroupInfo
-        if (info.mode === "v2-writable") {
-          const run = yield* Effect.option(createCgroupRun(fs, cgroupBase, limits))
-          if (run._tag === "Some") {
-            prefix = run.value.prefix
-            cgroupEvents = run.value.events
-            yield* Effect.addFinalizer(() => run.value.remove)
-          }
+        const made = info.mode === "v2-writable"
+          ? yield* Effect.option(createCgroupRun(fs, cgroupBase, limits))
+          : info.pidsV1 !== undefined && limits.max_processes !== null
+          ? yield* Effect.option(createCgroupRun(fs, `${info.pidsV1}/substrat`, limits, "v1-pids"))
+          : Option.none()
+        if (Option.isSome(made)) {
+          prefix = made.value.prefix
+          cgroupEvents = made.value.events
+          yield* Effect.addFinalizer(() => made.value.remove)
         }
+      }
+      if (isRoot && identity.mode === "as-is" && cgroupEvents === undefined && limits.max_processes !== null && !warnedNproc) {
+        warnedNproc = true
+        yield* Effect.logWarning(
+          "sandbox: running as root with identity 'as-is' and no writable pids cgroup: max_processes (RLIMIT_NPROC) is not enforced for uid 0; configure identity 'inner' or 'outer'"
+        )
       }
       return yield* spawnScoped(executor, {
         argv: [...prefix, ...argv.right],
@@ -324,6 +337,7 @@ export const make = (config: BwrapConfig = {}) =>
         limits,
         graceMs: config.killGraceMs ?? 2000,
         setupErrorPrefix: "bwrap: ",
+        tmpBytes: defaults.tmp_bytes,
         ...(cgroupEvents === undefined ? {} : { cgroupEvents })
       })
     })

@@ -31,8 +31,10 @@ export interface SpawnOptions {
   readonly graceMs: number
   /** stderr prefix that marks a failure of the sandbox tool itself (bwrap: "bwrap: "). */
   readonly setupErrorPrefix?: string
-  /** cgroup v2 counters for attribution (only when a cgroup sub-group was created). */
+  /** cgroup counters for attribution (only when a cgroup sub-group was created). */
   readonly cgroupEvents?: Effect.Effect<CgroupEvents>
+  /** Size of the sandbox's /tmp when bounded (ENOSPC attribution). */
+  readonly tmpBytes?: number
 }
 
 const TAIL = 4096
@@ -280,7 +282,8 @@ export const spawnScoped = (
         limits: opts.limits,
         stderrTail: text,
         timedOut,
-        ...(cgroup === undefined ? {} : { cgroup })
+        ...(cgroup === undefined ? {} : { cgroup }),
+        ...(opts.tmpBytes === undefined ? {} : { tmpBytes: opts.tmpBytes })
       })
       if (limit !== null) return yield* Effect.fail(limit)
       if (opts.setupErrorPrefix !== undefined && s.code === 1 && text.startsWith(opts.setupErrorPrefix)) {

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { noLimits, ResourceLimits, type WorkspaceSpec } from "../../src/domain/workspace.js"
 import { Sandbox } from "../../src/sandbox/Sandbox.js"
 import { WorkspaceStore } from "../../src/sandbox/WorkspaceStore.js"
+import { defaultSandboxLimits } from "../../src/sandbox/Limits.js"
 import { findExact, identities, makeRuntime, openTraversal, type Runtime, sh, waitFor } from "./sandbox.support.js"
 
 const MB = 1024 * 1024
@@ -88,6 +89,37 @@ for (const idc of identities) {
       const e = limitOf(await run(`sleep ${marker}`, { wall_clock_seconds: 1 }))
       expect(e).toMatchObject({ limit: "wall-clock", certainty: "certain" })
       expect(await waitFor(() => findExact(["sleep", marker]).length === 0)).toBe(true)
+    })
+
+    it("defaults: a command without limits of its own gets the default rlimits and a bounded /tmp", async () => {
+      const r = await rt.runPromise(
+        Effect.flatMap(Sandbox, (s) => s.run({ workspace: ws, command: sh("cat /proc/self/limits; grep ' /tmp ' /proc/mounts") }))
+      )
+      const limit = (name: string) => r.stdout.split("\n").find((l) => l.startsWith(name))?.split(/\s{2,}/).slice(1, 3)
+      const d = defaultSandboxLimits
+      expect(limit("Max processes")).toEqual([String(d.max_processes), String(d.max_processes)])
+      expect(limit("Max address space")).toEqual([String(d.memory_bytes), String(d.memory_bytes)])
+      expect(limit("Max file size")).toEqual([String(d.max_file_bytes), String(d.max_file_bytes)])
+      expect(limit("Max cpu time")).toEqual([String(d.cpu_seconds), String(d.cpu_seconds + 1)])
+      expect(r.stdout).toMatch(new RegExp(` /tmp tmpfs \\S*size=${d.tmp_bytes / 1024}k`))
+    })
+
+    it("configured defaults: a fork bomb and a /tmp filler with no limits of their own are stopped, each named", async () => {
+      const home2 = join(T, "home-defaults")
+      const rt2 = makeRuntime(home2, idc.identity, undefined, { defaultLimits: { max_processes: 20, tmp_bytes: 8 * MB } })
+      try {
+        const run2 = (script: string) =>
+          rt2.runPromise(Effect.flatMap(Sandbox, (s) => s.run({ workspace: ws, command: sh(script) })).pipe(Effect.either))
+        const marker = `32.${Math.floor(Math.random() * 1e9)}`
+        const bomb = limitOf(await run2(`i=0; while [ $i -lt 200 ]; do sleep ${marker} & i=$((i+1)); done; wait`))
+        expect(bomb).toMatchObject({ limit: "processes", value: 20 })
+        expect(await waitFor(() => findExact(["sleep", marker]).length === 0)).toBe(true)
+        const tmp = limitOf(await run2("head -c 20000000 /dev/zero > /tmp/fill"))
+        expect(tmp).toMatchObject({ limit: "tmp-size", value: 8 * MB })
+        expect(tmp.message).toMatch(/ENOSPC/)
+      } finally {
+        await rt2.dispose()
+      }
     })
 
     it("within limits: ordinary exits are results, not limit errors", async () => {

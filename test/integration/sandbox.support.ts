@@ -6,7 +6,7 @@ import * as fs from "node:fs"
 import { SubstratPaths } from "../../src/config/Paths.js"
 import { Durable } from "../../src/storage/Durable.js"
 import { Sandbox } from "../../src/sandbox/Sandbox.js"
-import { layerBwrap, type SandboxIdentity } from "../../src/sandbox/SandboxBwrap.js"
+import { type BwrapConfig, layerBwrap, type SandboxIdentity } from "../../src/sandbox/SandboxBwrap.js"
 import { WorkspaceHistory } from "../../src/sandbox/WorkspaceHistory.js"
 import { WorkspaceStore } from "../../src/sandbox/WorkspaceStore.js"
 import { WorkspaceUsage } from "../../src/sandbox/WorkspaceUsage.js"
@@ -25,10 +25,31 @@ export interface IdentityCase {
   readonly nprocEnforced: boolean
 }
 
+/**
+ * Is a pids cgroup writable here (cgroup2 at /sys/fs/cgroup, or a v1 hierarchy with the pids
+ * controller)? Then the bwrap layer bounds processes for uid 0 too (src/sandbox/Cgroup.ts).
+ */
+export const pidsCgroupWritable = (): boolean => {
+  const lines = fs.readFileSync("/proc/self/mountinfo", "utf8").split("\n")
+  for (const l of lines) {
+    const mount = l.split(" ")[4]
+    const [fstype, , opts] = (l.split(" - ")[1] ?? "").split(" ")
+    const pids = (fstype === "cgroup2" && mount === "/sys/fs/cgroup") || (fstype === "cgroup" && (opts ?? "").split(",").includes("pids"))
+    if (!pids || mount === undefined) continue
+    try {
+      fs.accessSync(mount, fs.constants.W_OK)
+      return true
+    } catch {
+      return false
+    }
+  }
+  return false
+}
+
 /** As root: root itself, uid 65534 running bwrap (the unprivileged-daemon case), and root bwrap dropping to 65534 inside. */
 export const identities: ReadonlyArray<IdentityCase> = isRoot
   ? [
-    { label: "root (as-is)", identity: { mode: "as-is" }, needsTraversal: false, nprocEnforced: false },
+    { label: "root (as-is)", identity: { mode: "as-is" }, needsTraversal: false, nprocEnforced: pidsCgroupWritable() },
     {
       label: "uid 65534 runs bwrap (outer setpriv)",
       identity: { mode: "outer", uid: NOBODY, gid: NOBODY },
@@ -46,11 +67,16 @@ export const identities: ReadonlyArray<IdentityCase> = isRoot
   ]
   : [{ label: `uid ${process.getuid?.() ?? "?"} (as-is, unprivileged)`, identity: { mode: "as-is" }, needsTraversal: false, nprocEnforced: true }]
 
-export const makeRuntime = (home: string, identity: SandboxIdentity, usage: Layer.Layer<WorkspaceUsage> = WorkspaceUsage.layerNone) => {
+export const makeRuntime = (
+  home: string,
+  identity: SandboxIdentity,
+  usage: Layer.Layer<WorkspaceUsage> = WorkspaceUsage.layerNone,
+  bwrap: Omit<BwrapConfig, "identity"> = {}
+) => {
   const base = Layer.mergeAll(Durable.layer, SubstratPaths.layer(home), NodeContext.layer, usage)
   const store = WorkspaceStore.Default.pipe(Layer.provide(base))
   const history = WorkspaceHistory.Default.pipe(Layer.provide(store), Layer.provide(base))
-  const sandbox = layerBwrap({ identity, killGraceMs: 1000 }).pipe(Layer.provide(NodeContext.layer))
+  const sandbox = layerBwrap({ identity, killGraceMs: 1000, ...bwrap }).pipe(Layer.provide(NodeContext.layer))
   return ManagedRuntime.make(Layer.mergeAll(store, history, sandbox, base))
 }
 
