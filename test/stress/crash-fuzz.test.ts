@@ -21,6 +21,9 @@ import { type AckLog, agentsOnDisk, checkOracle, lifeLayer, syncPrimitives, trac
 
 const NAMES = ["a", "b", "c", "d", "e"] as const
 
+/** Sequences per run in the ci profile (fixed seed: the same ones every run); nightly runs 20× as many, seeded at random. */
+const CI_SEQUENCES = 50
+
 /** Every agent: a directive in its prompt (`do:spawn:x`, `do:ask:x`, `do:tell:x`) becomes a tool call. */
 const actor = (input: ScriptInput): ScriptStep => {
   const tools: Array<{ tool: string; args: unknown }> = []
@@ -220,9 +223,10 @@ describe(`crash-recovery fuzzer (${fuzzProfile.name})`, () => {
         if (r.failures.length > 0) throw new Error(r.failures.join("\n"))
       }),
       // Shrink failures (the shared profile ends on the first one): minimal repros become regressions.
-      fuzzParams(12, { endOnFailure: false })
+      fuzzParams(CI_SEQUENCES, { endOnFailure: false })
     )
     console.log(`crash fuzzer (${fuzzProfile.name}): ${runs} sequences, ${totalCrashes} crash+recover cycles`)
+    expect(runs).toBeGreaterThanOrEqual(CI_SEQUENCES)
     expect(totalCrashes).toBeGreaterThan(0)
-  })
+  }, fuzzProfile.name === "nightly" ? 6 * 3600_000 : 300_000)
 })

@@ -1,0 +1,79 @@
+// Turn-ordering guarantees, checked in the event logs: a session mid-turn is never evicted by the
+// Multiplexer (its turn ends before its suspension), and two turns of one agent never overlap.
+// Each test fails when the guarantee is removed (the `!busy` check in Multiplexer.decide, the
+// per-session serialisation in TurnScheduler).
+import { describe, expect, it } from "@effect/vitest"
+import { Duration, Effect, Fiber, Option } from "effect"
+import { Orchestrator } from "../../src/agent/Orchestrator.js"
+import type { Scripts } from "../../src/provider/scripted/Script.js"
+import { tmpDir } from "../support/tmp.js"
+import { eventsOf, names, stack } from "./orchestration.support.js"
+
+describe("turn ordering (scripted provider, file EventLog)", () => {
+  it.scopedLive("a session mid-turn is not evicted: with one slot, b waits; a's turn.complete precedes its suspend.result", () =>
+    Effect.gen(function*() {
+      const home = yield* tmpDir()
+      const scripts: Scripts = {
+        a: { steps: [{ text: "a-warm" }, { text: "a-slow", delay_ms: 600 }] },
+        b: { steps: [{ text: "b-1" }] }
+      }
+      yield* Effect.gen(function*() {
+        const o = yield* Orchestrator
+        const a = yield* o.createRoot({ name: "a", instructions: "A", provider: "scripted" })
+        const b = yield* o.createRoot({ name: "b", instructions: "B", provider: "scripted" })
+        yield* o.runTurn(a.id, "warm up")
+        // a's second turn is running (busy in the only slot) when b asks for a slot.
+        const slow = yield* Effect.fork(o.runTurn(a.id, "slow one"))
+        yield* Effect.gen(function*() {
+          while (names(yield* eventsOf(a.session_id)).filter((n) => n === "turn.start").length < 2) yield* Effect.sleep(Duration.millis(10))
+        })
+        const bTurn = yield* o.runTurn(b.id, "quick")
+        expect(Option.getOrThrow(bTurn).response).toBe("b-1")
+        expect(Option.getOrThrow(yield* Fiber.join(slow))).toMatchObject({ response: "a-slow", error: null })
+
+        const alog = names(yield* eventsOf(a.session_id))
+        const secondStart = alog.lastIndexOf("turn.start")
+        const complete = alog.lastIndexOf("turn.complete")
+        const suspended = alog.indexOf("suspend.result")
+        expect(suspended).toBeGreaterThan(-1)
+        expect(alog).not.toContain("provider.error")
+        expect(secondStart).toBeLessThan(complete)
+        expect(complete).toBeLessThan(suspended)
+        // b's turn started only once a was evicted, i.e. after a's turn ended.
+        const aSuspendedAt = (yield* eventsOf(a.session_id)).find((e) => e.event === "suspend.result")!.ts
+        const bStartedAt = (yield* eventsOf(b.session_id)).find((e) => e.event === "turn.start")!.ts
+        expect(bStartedAt >= aSuspendedAt).toBe(true)
+      }).pipe(Effect.provide(stack({ home, scripts, slots: 1 })))
+    }))
+
+  it.scopedLive("two waking sends to one agent: its turns run one after the other, never interleaved", () =>
+    Effect.gen(function*() {
+      const home = yield* tmpDir()
+      const scripts: Scripts = { solo: { steps: [{ text: "first", delay_ms: 400 }, { text: "second", delay_ms: 50 }], after: "echo" } }
+      yield* Effect.gen(function*() {
+        const o = yield* Orchestrator
+        const solo = yield* o.createRoot({ name: "solo", instructions: "S", provider: "scripted" })
+        const [t1, t2] = yield* Effect.all([o.runTurn(solo.id, "one"), o.runTurn(solo.id, "two")], { concurrency: "unbounded" })
+        yield* o.send({ agent: solo.id, text: "three", sync: false })
+        yield* o.send({ agent: solo.id, text: "four", sync: false })
+        yield* o.awaitIdle
+
+        const log = (yield* eventsOf(solo.session_id)).filter((e) => e.event === "turn.start" || e.event === "turn.complete" || e.event === "provider.error")
+        expect(log.filter((e) => e.event === "turn.start").length).toBeGreaterThanOrEqual(3)
+        // Strict alternation start, end, start, end … and each end closes the turn just started.
+        let open: string | null = null
+        for (const e of log) {
+          const turn = (e.data as { turn_id: string }).turn_id
+          if (e.event === "turn.start") {
+            expect(open, `turn ${turn} started while ${open} was running`).toBeNull()
+            open = turn
+          } else {
+            expect(turn).toBe(open)
+            open = null
+          }
+        }
+        expect(open).toBeNull()
+        expect([Option.getOrThrow(t1).error, Option.getOrThrow(t2).error]).toEqual([null, null])
+      }).pipe(Effect.provide(stack({ home, scripts })))
+    }))
+})
