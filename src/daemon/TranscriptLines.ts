@@ -23,6 +23,13 @@ const clock = (ts: string): string => (ts.length >= 19 ? ts.slice(11, 19) : ts)
 /** One physical line per entry (line numbers are how `agent logs -f` avoids gaps and repeats). */
 const oneLine = (text: string): string => text.replace(/\r?\n/g, " ↵ ")
 
+const TOOL_TEXT_MAX = 200
+/** A tool's arguments or result, short: strings as they are, other JSON compact; clipped. */
+const toolText = (u: unknown): string => {
+  const s = oneLine(typeof u === "string" ? u : JSON.stringify(u) ?? "")
+  return s.length <= TOOL_TEXT_MAX ? s : `${s.slice(0, TOOL_TEXT_MAX)}…`
+}
+
 /** The transcript lines an entry produces, keyed by the session whose transcript gets them. */
 export const linesFor = (entry: LogEntry, names: Names): ReadonlyArray<readonly [string, string]> => {
   const t = `[${clock(entry.ts)}]`
@@ -54,13 +61,28 @@ export const linesFor = (entry: LogEntry, names: Names): ReadonlyArray<readonly 
     }
     case "provider.error":
       return [[entry.session_id, `${t} ! ${names.bySession.get(entry.session_id)?.name ?? "agent"}: ${entry.data.reason}: ${oneLine(entry.data.message)}`]]
+    // The provider's own tools (claude's Write/Bash, codex's exec_command): what the agent did
+    // in its workspace. Substrat's tools show as the messages they send.
+    case "tool_call.invoked":
+      if (entry.data.source !== "provider") return []
+      return [[entry.session_id, `${t} ${names.bySession.get(entry.session_id)?.name ?? "agent"} ⚙ ${entry.data.tool} ${toolText(entry.data.arguments)}`]]
+    case "tool_call.result":
+      if (entry.data.source !== "provider") return []
+      return [[entry.session_id, `${t} ${names.bySession.get(entry.session_id)?.name ?? "agent"} ⚙ ${entry.data.tool} → ${entry.data.is_error ? "error: " : ""}${toolText(entry.data.result)}`]]
     default:
       return []
   }
 }
 
 /** The events that produce transcript lines (the others are skipped before decoding). */
-const transcriptEvents = new Set(["agent.created", "agent.terminated", "message.enqueued", "provider.error"])
+const transcriptEvents = new Set([
+  "agent.created",
+  "agent.terminated",
+  "message.enqueued",
+  "provider.error",
+  "tool_call.invoked",
+  "tool_call.result"
+])
 const decodeEntry = Schema.decodeUnknownEither(LogEntry)
 
 const parse = (line: string): LogEntry | null => {
@@ -71,6 +93,11 @@ const parse = (line: string): LogEntry | null => {
     return null
   }
   if (typeof json !== "object" || json === null || !("event" in json) || !transcriptEvents.has(String(json.event))) return null
+  // Only the provider's own tool calls make lines; Substrat's are skipped before decoding.
+  if (String(json.event).startsWith("tool_call.")) {
+    const data: unknown = "data" in json ? json.data : null
+    if (typeof data !== "object" || data === null || !("source" in data) || data.source !== "provider") return null
+  }
   const e = decodeEntry(json)
   return Either.isRight(e) ? e.right : null
 }

@@ -60,16 +60,20 @@ export const MessageTimedOutData = Schema.Struct({
   recipient_name: Schema.String,
   timeout_s: Schema.JsonNumber
 })
+/** `provider`: the backend's own tool (claude's Write, codex's exec_command); absent: a Substrat tool. */
+export const ToolSource = Schema.Literal("provider")
 export const ToolCallInvokedData = Schema.Struct({
   call_id: Schema.String,
   tool: Schema.String,
-  arguments: JsonValue
+  arguments: JsonValue,
+  source: Schema.optional(ToolSource)
 })
 export const ToolCallResultData = Schema.Struct({
   call_id: Schema.String,
   tool: Schema.String,
   result: JsonValue,
-  is_error: Schema.Boolean
+  is_error: Schema.Boolean,
+  source: Schema.optional(ToolSource)
 })
 export const ProviderErrorData = Schema.Struct({
   turn_id: Schema.NullOr(TurnId),

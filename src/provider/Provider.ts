@@ -14,7 +14,12 @@ export const ToolCall = Schema.TaggedStruct("ToolCall", {
   tool: Schema.String,
   arguments: Schema.Unknown,
   result: Schema.Unknown,
-  is_error: Schema.Boolean
+  is_error: Schema.Boolean,
+  /**
+   * `provider`: the backend's own tool (claude's Write/Bash/…, codex's exec_command), which no
+   * ToolHandler saw — the TurnScheduler logs it. Absent: one of our tools, already logged.
+   */
+  source: Schema.optional(Schema.Literal("provider"))
 })
 export const Usage = Schema.TaggedStruct("Usage", {
   input_tokens: Schema.Number,

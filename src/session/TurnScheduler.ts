@@ -7,14 +7,25 @@
 // the turn spawned there — seed 001: the spawn is acknowledged when the turn ends). If it fails,
 // the turn fails. A failed end-event append makes the turn fail too (nothing is acknowledged
 // that is not durable); `usage` and `provider.error` are best-effort (a warning when lost).
+// The provider's own tool calls (`ToolCall` with `source: "provider"`: claude's Write/Bash,
+// codex's exec_command — our tools are logged by the ToolHandler) are logged here as a
+// `tool_call.invoked` + `tool_call.result` pair when the provider reports them, best-effort too.
 import { Deferred, Effect, Option, Ref, Stream } from "effect"
 import { ProviderError } from "../domain/errors.js"
-import { makeEvent } from "../domain/events.js"
+import { isJsonValue, makeEvent } from "../domain/events.js"
 import { newTurnId, type SessionId, type TurnId } from "../domain/ids.js"
 import { addUsage, type UsageTotals, zeroUsage } from "../domain/usage.js"
 import { EventLog } from "../storage/EventLog.js"
 import type { ProviderOutput } from "../provider/Provider.js"
 import { Multiplexer, type SessionBinding } from "./Multiplexer.js"
+
+/** A provider tool's result as logged: JSON, and at most this many characters of it. */
+const PROVIDER_RESULT_MAX = 8192
+const loggable = (u: unknown): unknown => {
+  const json = isJsonValue(u) ? u : String(u)
+  const text = JSON.stringify(json)
+  return text.length <= PROVIDER_RESULT_MAX ? json : { truncated: true, chars: text.length, preview: text.slice(0, PROVIDER_RESULT_MAX) }
+}
 
 export interface TurnOutcome {
   readonly turn_id: TurnId
@@ -93,6 +104,12 @@ export class TurnScheduler extends Effect.Service<TurnScheduler>()("substrat/Tur
                   else if (out._tag === "Usage") {
                     sawUsage = true
                     usage = addUsage(usage, out)
+                  } else if (out._tag === "ToolCall" && out.source === "provider") {
+                    const { call_id, tool } = out
+                    yield* log.append(id, makeEvent("tool_call.invoked", { call_id, tool, arguments: loggable(out.arguments), source: "provider" })).pipe(
+                      Effect.zipRight(log.append(id, makeEvent("tool_call.result", { call_id, tool, result: loggable(out.result), is_error: out.is_error, source: "provider" }))),
+                      Effect.catchAll((e) => Effect.logWarning(`provider tool call ${tool} of turn ${turn_id} not logged: ${e.message}`))
+                    )
                   }
                   if (cb.onOutput) yield* cb.onOutput(turn_id, out)
                 })

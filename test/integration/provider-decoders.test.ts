@@ -25,6 +25,8 @@ describe("claude decoder", () => {
     const r = feed(claudeDecoder(), fixture("claude-stream-json", "mcp-tool-call.jsonl"))
     const call = r.outs.find((o) => o._tag === "ToolCall")
     expect(call).toMatchObject({ _tag: "ToolCall", tool: "echo", arguments: { text: "ping-42" }, result: "ECHO: ping-42", is_error: false })
+    // An MCP tool is ours (the ToolHandler logs it): not marked as the provider's.
+    expect(call).not.toHaveProperty("source")
     expect(Either.isRight(r.end)).toBe(true)
     const tail = Either.getOrThrow(r.end)
     expect(tail[0]).toMatchObject({ _tag: "Usage" })
@@ -55,6 +57,13 @@ describe("codex decoder", () => {
     expect(r.resume).not.toBeNull()
   })
 
+  it("command_execution is codex's own exec_command, marked as the provider's", () => {
+    const r = feed(codexDecoder(), fixture("codex-exec-json", "command-execution.jsonl"))
+    const calls = r.outs.filter((o) => o._tag === "ToolCall")
+    expect(calls.length).toBeGreaterThan(0)
+    expect(calls.every((c) => c._tag === "ToolCall" && c.tool === "exec_command" && c.source === "provider")).toBe(true)
+  })
+
   it("turn.failed is a failed turn", () => {
     const r = feed(codexDecoder(), fixture("codex-exec-json", "turn-failed-529.jsonl"), 1)
     expect(Either.isLeft(r.end) ? r.end.left : "").toMatch(/codex turn failed/)
@@ -77,7 +86,8 @@ describe("cursor-agent decoder (documented format)", () => {
     const r = feed(cursorDecoder(), lines)
     expect(r.outs).toEqual([
       { _tag: "ToolCall", call_id: "c1", tool: "check_inbox", arguments: {}, result: { messages: [] }, is_error: false },
-      { _tag: "ToolCall", call_id: "c2", tool: "shell", arguments: { command: "ls" }, result: "not allowed", is_error: true },
+      // cursor's own shell tool is marked as the provider's (the TurnScheduler logs it; check_inbox is ours).
+      { _tag: "ToolCall", call_id: "c2", tool: "shell", arguments: { command: "ls" }, result: "not allowed", is_error: true, source: "provider" },
       { _tag: "TextChunk", text: "done" }
     ])
     expect(Either.getOrThrow(r.end)).toEqual([{ _tag: "Usage", input_tokens: 0, output_tokens: 0, cost_usd: 0 }, { _tag: "Final", text: "done" }])

@@ -71,13 +71,16 @@ export const claudeDecoder = (
         const call = pending.get(r.tool_use_id)
         if (call === undefined) continue
         pending.delete(r.tool_use_id)
+        const ours = call.name.startsWith(MCP_PREFIX)
         out.push({
           _tag: "ToolCall",
           call_id: r.tool_use_id,
-          tool: call.name.startsWith(MCP_PREFIX) ? call.name.slice(MCP_PREFIX.length) : call.name,
+          tool: ours ? call.name.slice(MCP_PREFIX.length) : call.name,
           arguments: call.input,
           result: parseResult(SJ.toolResultText(r)),
-          is_error: r.is_error === true
+          is_error: r.is_error === true,
+          // Claude's built-in tools (Write, Bash, Read, Edit, …) never reach our ToolHandler.
+          ...(ours ? {} : { source: "provider" as const })
         })
       }
       return out

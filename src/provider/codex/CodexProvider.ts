@@ -71,7 +71,8 @@ export const codexDecoder = (): TurnPlan["decoder"] => {
         tool: item.server === "substrat" ? item.tool : `mcp__${item.server}__${item.tool}`,
         arguments: item.arguments ?? {},
         result: item.error ? { error: item.error.message } : parseResult(EJ.mcpResultText(item)),
-        is_error: isError
+        is_error: isError,
+        ...(item.server === "substrat" ? {} : { source: "provider" as const })
       }]
     }
     if (EJ.isCommandExecution(item)) {
@@ -81,7 +82,20 @@ export const codexDecoder = (): TurnPlan["decoder"] => {
         tool: "exec_command",
         arguments: { command: item.command },
         result: { exit_code: item.exit_code ?? null, output: item.aggregated_output },
-        is_error: item.status === "failed" || (item.exit_code !== undefined && item.exit_code !== null && item.exit_code !== 0)
+        is_error: item.status === "failed" || (item.exit_code !== undefined && item.exit_code !== null && item.exit_code !== 0),
+        source: "provider"
+      }]
+    }
+    if (EJ.isFileChange(item)) {
+      // Codex's apply_patch: the item lists the files it changed.
+      return [{
+        _tag: "ToolCall",
+        call_id: item.id,
+        tool: "apply_patch",
+        arguments: { changes: item.changes.map((c) => ({ path: c.path, kind: c.kind })) },
+        result: { status: item.status },
+        is_error: item.status !== "completed",
+        source: "provider"
       }]
     }
     return []

@@ -129,6 +129,7 @@ export const isStreamError: (l: ExecJsonLine) => l is StreamError = Schema.is(St
 export const isAgentMessage: (i: ThreadItem) => i is typeof AgentMessage.Type = Schema.is(AgentMessage)
 export const isMcpToolCall: (i: ThreadItem) => i is typeof McpToolCall.Type = Schema.is(McpToolCall)
 export const isCommandExecution: (i: ThreadItem) => i is typeof CommandExecution.Type = Schema.is(CommandExecution)
+export const isFileChange: (i: ThreadItem) => i is typeof FileChange.Type = Schema.is(FileChange)
 
 /** The text of an MCP tool call's result content. */
 export const mcpResultText = (item: typeof McpToolCall.Type): string =>

@@ -60,13 +60,15 @@ export const cursorDecoder = (): TurnPlan["decoder"] => {
       }
       pending.delete(l.call_id)
       const r = view.result
+      const ours = view.kind === "mcp" && (view.server === null || view.server === "substrat")
       return [{
         _tag: "ToolCall",
         call_id: l.call_id,
         tool: view.kind === "mcp" && view.server !== null && view.server !== "substrat" ? `mcp__${view.server}__${view.tool}` : view.tool,
         arguments: view.args,
         result: r === undefined ? null : r.text !== null ? parseResult(r.text) : r.value,
-        is_error: r?.isError ?? false
+        is_error: r?.isError ?? false,
+        ...(ours ? {} : { source: "provider" as const })
       }]
     }
     if (SJ.isResult(l)) {
