@@ -131,7 +131,7 @@ export const serveTools = Effect.fn("AgentSocket.serveTools")(function*(
   yield* clearStale(staging)
 
   const guard = SocketGuard.optionsFromGroup(AgentRpcs, { maxLineBytes: options.maxLineBytes ?? 1024 * 1024 })
-  const server = RpcServer.layer(AgentRpcs, { disableFatalDefects: true, concurrency: "unbounded" }).pipe(
+  const server = RpcServer.layer(AgentRpcs, { disableFatalDefects: true, concurrency: "unbounded", disableTracing: true }).pipe(
     Layer.provide(AgentRpcs.toLayer(handlersFor(options.tools))),
     Layer.provide(SocketGuard.layerProtocol(guard)),
     // Half-open: a client that writes its requests and then shuts down its side still gets every answer.
