@@ -162,7 +162,7 @@ const settingsConfig = Config.all({
     baseUrl: optional(["openai", "baseUrl"], text, {
       description: "API base of the openai provider (default https://api.openai.com/v1; OpenRouter's when only OPENROUTER_API_KEY is set)"
     }),
-    apiKey: optional(["openai", "apiKey"], Config.redacted, {
+    apiKey: optional(["openai", "apiKey"], (name: string) => Config.redacted(name), {
       description: "API key of the openai provider (else OPENAI_API_KEY, else OPENROUTER_API_KEY)",
       secret: true
     }),

@@ -1,7 +1,7 @@
 // Where everything lives under $SUBSTRAT_HOME (ARCHITECTURE §4). Pure path arithmetic.
 import { Context, Layer } from "effect"
-import { homedir } from "node:os"
 import { join } from "node:path"
+import { type ProcessEnv, resolveHome } from "./Config.js"
 
 export interface Paths {
   readonly home: string
@@ -42,9 +42,8 @@ export const makePaths = (home: string): Paths => {
   }
 }
 
-/** `$SUBSTRAT_HOME`, else `~/.substrat`. */
-export const defaultHome = (env: NodeJS.ProcessEnv = process.env): string =>
-  env["SUBSTRAT_HOME"] && env["SUBSTRAT_HOME"].length > 0 ? env["SUBSTRAT_HOME"] : join(homedir(), ".substrat")
+/** `$SUBSTRAT_HOME`, else `~/.substrat` (Config.ts reads the environment). */
+export const defaultHome = (env?: ProcessEnv): string => resolveHome(undefined, env)
 
 export class SubstratPaths extends Context.Tag("substrat/Paths")<SubstratPaths, Paths>() {
   static readonly layer = (home: string): Layer.Layer<SubstratPaths> => Layer.succeed(SubstratPaths, makePaths(home))

@@ -60,7 +60,7 @@ export const HandlersLive = AdminRpcs.toLayer(Effect.gen(function*() {
   const workspaces = yield* WorkspaceStore
   const history = yield* WorkspaceHistory
   const providers = yield* ProviderRegistry
-  const defaultProvider = process.env["SUBSTRAT_DEFAULT_PROVIDER"] ?? "scripted"
+  const defaultProvider = control.settings.defaultProvider
 
   yield* transcript.learn(yield* orchestrator.list)
 

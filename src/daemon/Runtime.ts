@@ -44,7 +44,9 @@ const SlotsLive = Layer.unwrapEffect(Effect.map(DaemonConfig, (c) => Multiplexer
  * The layer also serves the model forwarders on `$SUBSTRAT_HOME/llm/*.sock` (the API keys stay in
  * the daemon; sandboxes only see the sockets). CLI providers run in bwrap through `SandboxLive`.
  */
-const ProvidersLive = RegistryLive.layerDaemon(process.env).pipe(Layer.provide(AgentSocket.toolEndpoint))
+const ProvidersLive = Layer.unwrapEffect(Effect.map(DaemonConfig, (config) => RegistryLive.layerDaemon(config))).pipe(
+  Layer.provide(AgentSocket.toolEndpoint)
+)
 const SandboxLive = SandboxBwrap.layerBwrap().pipe(Layer.provide(NodeContext.layer))
 
 // The orchestrator's state is built below everything that reads it: the workspace in-use

@@ -1,7 +1,9 @@
 // `substrat mcp-server --socket <agent.sock> [--timeout-ms N]`: argument parsing and `main`.
 // src/mcp/main.ts runs it as a program of its own; a CLI subcommand can call `main(argv)`.
 // Arguments are parsed by hand: this process is spawned per provider turn, so it must not load
-// @effect/cli (or anything else of substrat beyond src/mcp and the domain ids).
+// @effect/cli (or anything else of substrat beyond src/mcp, the domain ids and src/config/Config.ts,
+// whose `parentEnv` is this process's own environment: SUBSTRAT_AGENT_SOCKET set inside the sandbox).
+import { parentEnv, type ProcessEnv } from "../config/Config.js"
 import { serveStdio } from "./McpServer.js"
 
 export const usage = `usage: substrat mcp-server --socket <path> [--timeout-ms <n>]
@@ -22,7 +24,7 @@ export interface Args {
 /** Parse argv (without node and script). Left: a usage error message (or "help"). */
 export const parseArgs = (
   argv: ReadonlyArray<string>,
-  env: NodeJS.ProcessEnv = process.env
+  env: ProcessEnv = parentEnv()
 ): { readonly _tag: "Right"; readonly args: Args } | { readonly _tag: "Left"; readonly message: string } => {
   let socket = env["SUBSTRAT_AGENT_SOCKET"] ?? ""
   let timeoutMs = 30_000

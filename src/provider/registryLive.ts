@@ -2,22 +2,23 @@
 // codex + cursor-agent + openai (a bare Chat Completions model, tool loop in the daemon).
 //
 //   layer(settings)   the registry over given CLI settings (tests: model sockets = a scripted endpoint)
-//   layerDaemon(env)  the same, plus the daemon-owned model forwarders on
+//   layerDaemon(config)  the same, plus the daemon-owned model forwarders on
 //                     $SUBSTRAT_HOME/llm/anthropic.sock and openai.sock (upstreams and API keys
-//                     from the daemon's environment; see ModelForwarder.ts)
+//                     from the configuration, src/config/Config.ts; see ModelForwarder.ts)
 //
 // Both need: Sandbox (SandboxBwrap.layerBwrap), SubstratPaths, EventLog, WorkspaceStore, and the
 // ToolEndpoint that serves agent sockets (the daemon provides src/mcp/AgentSocket.ts `toolEndpoint`).
 // Agent sockets are served by the providers themselves unless `serveSocket: false`.
 import { Effect, Layer } from "effect"
 import * as Path from "node:path"
+import type { Settings } from "../config/Config.js"
 import { SubstratPaths } from "../config/Paths.js"
 import type { EventLog } from "../storage/EventLog.js"
 import type { Sandbox } from "../sandbox/Sandbox.js"
 import type { WorkspaceStore } from "../sandbox/WorkspaceStore.js"
 import * as Claude from "./claude/ClaudeProvider.js"
 import * as AgentSandbox from "./cli/AgentSandbox.js"
-import { CliSettings, type CliSettingsShape, settingsFromEnv } from "./cli/CliSettings.js"
+import { CliSettings, type CliSettingsShape, settingsOf } from "./cli/CliSettings.js"
 import * as ModelForwarder from "./cli/ModelForwarder.js"
 import * as Codex from "./codex/CodexProvider.js"
 import * as Cursor from "./cursor/CursorProvider.js"
@@ -74,21 +75,21 @@ export const forwarderSockets = (home: string) => ({
 
 /**
  * The daemon's registry: starts the model forwarders (scoped to the layer), then `layer` with
- * settings from `env` (SUBSTRAT_CLAUDE_BIN, SUBSTRAT_CODEX_MODEL, CURSOR_API_KEY, …; the openai
- * provider's SUBSTRAT_OPENAI_BASE_URL / _API_KEY / _MODEL, see openai/Settings.ts).
+ * settings from the configuration (claude/codex/cursor binaries and models, CURSOR_API_KEY, the
+ * upstreams and keys of the forwarders, the openai provider's settings; src/config/Config.ts).
  */
 export const layerDaemon = (
-  env: NodeJS.ProcessEnv = process.env,
+  config: Settings,
   options: RegistryOptions & { readonly settings?: Partial<CliSettingsShape> } = {}
 ): Layer.Layer<ProviderRegistry, ModelForwarder.ForwarderError, RegistryRequirements> =>
   Layer.unwrapScoped(Effect.gen(function*() {
     const paths = yield* SubstratPaths
     const sockets = forwarderSockets(paths.home)
-    const up = ModelForwarder.upstreamsFromEnv(env)
+    const up = ModelForwarder.upstreamsOf(config)
     yield* ModelForwarder.serve({ socketPath: sockets.anthropic, ...up.anthropic })
     yield* ModelForwarder.serve({ socketPath: sockets.openai, ...up.openai })
-    return layer(settingsFromEnv(env, sockets, options.settings ?? {}), {
+    return layer(settingsOf(config, sockets, options.settings ?? {}), {
       ...options,
-      openai: options.openai ?? OpenAiSettings.settingsFromEnv(env)
+      openai: options.openai ?? OpenAiSettings.fromConfig(config)
     })
   }))

@@ -15,6 +15,7 @@ import { SandboxPathError, SandboxProcessError, SandboxUnavailableError } from "
 import { defaultSandboxLimits, hasRlimits, prlimitPrefix, type SandboxDefaults, withDefaults } from "./Limits.js"
 import { Sandbox, type SandboxRequest, type SandboxService } from "./Sandbox.js"
 import { runCollect, spawnScoped } from "./spawn.js"
+import { parentEnv } from "../config/Config.js"
 
 /**
  * Who the sandboxed command runs as.
@@ -104,7 +105,7 @@ export const probeHostLayout = (fs: FileSystem.FileSystem, config: BwrapConfig =
   })
 
 /** First executable `name` on PATH (or `name` itself when it contains a `/`). */
-export const which = (fs: FileSystem.FileSystem, name: string, path = process.env["PATH"] ?? "/usr/bin:/bin") =>
+export const which = (fs: FileSystem.FileSystem, name: string, path = parentEnv()["PATH"] ?? "/usr/bin:/bin") =>
   Effect.gen(function*() {
     const candidates = name.includes("/") ? [name] : path.split(":").filter((d) => d.length > 0).map((d) => `${d}/${name}`)
     for (const c of candidates) {
@@ -200,7 +201,7 @@ export const probeBwrap = (
     }
     const result = yield* Effect.either(runCollect(spawnScoped(executor, {
       argv: [...identityPrefix(identity, setpriv), bwrap, ...args.right],
-      env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin" },
+      env: { PATH: parentEnv()["PATH"] ?? "/usr/bin:/bin" },
       limits: { memory_bytes: null, cpu_seconds: null, max_processes: null, max_file_bytes: null, wall_clock_seconds: 30 },
       graceMs: 1000
     })))
@@ -332,7 +333,7 @@ export const make = (config: BwrapConfig = {}) =>
       }
       return yield* spawnScoped(executor, {
         argv: [...prefix, ...argv.right],
-        env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin" },
+        env: { PATH: parentEnv()["PATH"] ?? "/usr/bin:/bin" },
         ...(request.stdin === undefined ? {} : { stdin: request.stdin }),
         limits,
         graceMs: config.killGraceMs ?? 2000,

@@ -15,6 +15,7 @@ import { isWithin, relativeTo } from "./PathPolicy.js"
 import { Sandbox, type SandboxRequest, type SandboxService } from "./Sandbox.js"
 import { fixes, which } from "./SandboxBwrap.js"
 import { runCollect, spawnScoped } from "./spawn.js"
+import { parentEnv } from "../config/Config.js"
 
 let warned = false
 
@@ -46,10 +47,11 @@ export const make = Effect.gen(function*() {
     if (hasRlimits(limits) && pl === null) {
       return yield* new SandboxUnavailableError({ reason: "prlimit-missing", message: "prlimit not found", fix: fixes.prlimitMissing })
     }
+    const parent = parentEnv()
     const env = {
-      PATH: process.env["PATH"] ?? "/usr/local/bin:/usr/bin:/bin",
-      HOME: process.env["HOME"] ?? root,
-      TMPDIR: process.env["TMPDIR"] ?? "/tmp",
+      PATH: parent["PATH"] ?? "/usr/local/bin:/usr/bin:/bin",
+      HOME: parent["HOME"] ?? root,
+      TMPDIR: parent["TMPDIR"] ?? "/tmp",
       LANG: "C.UTF-8",
       SUBSTRAT_WORKSPACE: root,
       ...request.env

@@ -6,6 +6,7 @@ import { Effect, Stream } from "effect"
 import { noLimits } from "../domain/workspace.js"
 import { WorkspaceHistoryError } from "./errors.js"
 import { runCollect, spawnScoped } from "./spawn.js"
+import { parentEnv } from "../config/Config.js"
 
 export interface GitRepo {
   readonly gitDir: string
@@ -27,7 +28,7 @@ export interface GitResult {
 }
 
 export const gitBaseEnv = (repo: GitRepo): Record<string, string> => ({
-  PATH: process.env["PATH"] ?? "/usr/bin:/bin",
+  PATH: parentEnv()["PATH"] ?? "/usr/bin:/bin",
   GIT_DIR: repo.gitDir,
   GIT_WORK_TREE: repo.workTree,
   GIT_CONFIG_NOSYSTEM: "1",

@@ -7,7 +7,9 @@ import type { LogEntry } from "../../src/domain/events.js"
 import { SessionId, TurnId } from "../../src/domain/ids.js"
 import { ChatAccumulator, completeJson, isFault } from "../../src/provider/openai/ChatStream.js"
 import { lostResult, renderTurns, replay } from "../../src/provider/openai/Conversation.js"
-import { checkSettings, completionsUrl, settingsFromEnv } from "../../src/provider/openai/Settings.js"
+import * as FileSystem from "@effect/platform/FileSystem"
+import { load } from "../../src/config/Config.js"
+import { checkSettings, completionsUrl, fromConfig } from "../../src/provider/openai/Settings.js"
 
 const feed = (lines: ReadonlyArray<string>) => {
   const acc = new ChatAccumulator()
@@ -91,6 +93,10 @@ describe("ChatAccumulator", () => {
   })
 })
 
+/** The openai provider's settings from an environment, through the configuration module (no config.toml). */
+const settingsFromEnv = (env: Readonly<Record<string, string>>) =>
+  fromConfig(Effect.runSync(Effect.map(load({ env }), (l) => l.settings).pipe(Effect.provide(FileSystem.layerNoop({ exists: () => Effect.succeed(false) })))))
+
 describe("openai settings", () => {
   it("from the environment: explicit base URL and key; OpenRouter when only its key is set; the key stays redacted", () => {
     const s = settingsFromEnv({ SUBSTRAT_OPENAI_BASE_URL: "http://127.0.0.1:9/v1/", SUBSTRAT_OPENAI_API_KEY: "sk-secret-1", SUBSTRAT_OPENAI_MODEL: "m1", SUBSTRAT_OPENAI_MAX_STEPS: "7" })
@@ -109,7 +115,7 @@ describe("openai settings", () => {
   })
 
   it("check: a key, or an explicit base URL (a keyless local server); else refused", () => {
-    const ok = (env: NodeJS.ProcessEnv) => Exit.isSuccess(Effect.runSyncExit(checkSettings(settingsFromEnv(env))))
+    const ok = (env: Readonly<Record<string, string>>) => Exit.isSuccess(Effect.runSyncExit(checkSettings(settingsFromEnv(env))))
     expect(ok({})).toBe(false)
     expect(ok({ OPENAI_API_KEY: "k" })).toBe(true)
     expect(ok({ SUBSTRAT_OPENAI_BASE_URL: "http://127.0.0.1:8080/v1" })).toBe(true)

@@ -10,6 +10,7 @@ import { join } from "node:path"
 import { CliError } from "../Client.js"
 import { home, json, pathsOf } from "../Common.js"
 import { printJson } from "../Output.js"
+import { parentEnv } from "../../config/Config.js"
 
 const noOpen = Options.boolean("no-open").pipe(Options.withDescription("Only print the URL, even with a display"))
 
@@ -38,7 +39,7 @@ export const uiCommand = Command.make("ui", { home, json, noOpen }, (o) =>
     const url = token === undefined ? base : `${base}#token=${encodeURIComponent(token)}`
     if (o.json) yield* printJson({ url, base })
     else yield* Console.log(url)
-    const display = (process.env["DISPLAY"] ?? "") !== "" || (process.env["WAYLAND_DISPLAY"] ?? "") !== ""
+    const display = (parentEnv()["DISPLAY"] ?? "") !== "" || (parentEnv()["WAYLAND_DISPLAY"] ?? "") !== ""
     if (display && !o.noOpen) {
       yield* Effect.sync(() => {
         try {

@@ -15,6 +15,7 @@ import { createRequire } from "node:module"
 import * as Path from "node:path"
 import { ProviderError } from "../../domain/errors.js"
 import { defaultInstallDir } from "./CliSettings.js"
+import { parentEnv, type ProcessEnv } from "../../config/Config.js"
 
 export type CliName = "claude" | "codex" | "cursor-agent"
 
@@ -158,8 +159,8 @@ const missing = (name: CliName, message: string) =>
 export const locate = (
   name: CliName,
   configured: string | undefined,
-  env: NodeJS.ProcessEnv = process.env,
-  installDir: string = defaultInstallDir(env)
+  env: ProcessEnv = parentEnv(),
+  installDir: string = defaultInstallDir()
 ): { readonly path: string; readonly from: BinarySource } | null => {
   if (configured !== undefined && configured !== "") return { path: configured, from: "configuration" }
   const fromEnv = env[binaryEnvVar[name]]
@@ -179,11 +180,11 @@ export const locate = (
 export const resolveBinary = (
   name: CliName,
   configured?: string,
-  env: NodeJS.ProcessEnv = process.env,
+  env: ProcessEnv = parentEnv(),
   installDir?: string
 ): Effect.Effect<ResolvedBinary, ProviderError> =>
   Effect.suspend(() => {
-    const hit = locate(name, configured, env, installDir ?? defaultInstallDir(env))
+    const hit = locate(name, configured, env, installDir ?? defaultInstallDir())
     if (hit === null) {
       return Effect.fail(missing(name, `${name} not found (looked at ${binaryEnvVar[name]}, substrat's node_modules and PATH)`))
     }
@@ -217,5 +218,5 @@ export const resolveBinary = (
   })
 
 /** `check` for a provider factory: the binary is there (used by `agent create` and `doctor`). */
-export const checkBinary = (name: CliName, configured?: string, env: NodeJS.ProcessEnv = process.env, installDir?: string) =>
+export const checkBinary = (name: CliName, configured?: string, env: ProcessEnv = parentEnv(), installDir?: string) =>
   Effect.asVoid(resolveBinary(name, configured, env, installDir))

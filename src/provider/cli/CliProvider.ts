@@ -29,6 +29,7 @@ import { type AgentSandbox, AgentSandboxes } from "./AgentSandbox.js"
 import { checkBinary, type CliName, type ResolvedBinary, resolveBinary } from "./Binary.js"
 import { CliSettings, type CliSettingsShape } from "./CliSettings.js"
 import { runTurn, type TurnDecoder } from "./CliTurn.js"
+import { parentEnv } from "../../config/Config.js"
 
 export interface TurnInput {
   readonly prompt: string
@@ -82,7 +83,7 @@ export const cliFactory = (driver: CliDriver) =>
 
     const make = (ctx: ProviderContext) =>
       Effect.gen(function*() {
-        const bin = yield* resolveBinary(name, settings.binaries[name], process.env, settings.installDir)
+        const bin = yield* resolveBinary(name, settings.binaries[name], parentEnv(), settings.installDir)
         const agent = yield* sandboxes.prepare(ctx, name)
         const resumeFile = Path.join(agent.agentDir, "cli-resume.json")
         const persist = (id: string, cost_total: number) =>
@@ -186,7 +187,7 @@ export const cliFactory = (driver: CliDriver) =>
     const factory: ProviderFactory = {
       name,
       make: (ctx) => Effect.acquireRelease(make(ctx), (p) => p.stop.pipe(Effect.ignore)),
-      check: checkBinary(name, settings.binaries[name], process.env, settings.installDir)
+      check: checkBinary(name, settings.binaries[name], parentEnv(), settings.installDir)
     }
     return factory
   })

@@ -1,7 +1,7 @@
 // Settings shared by the CLI providers (claude, codex, cursor-agent), and the parts of a turn's
 // sandbox request they all have in common: binds (substrat's install dir for the MCP server, the
 // CLI's binary, the private HOME, the agent socket, the model socket) and base environment.
-import { Context, Layer } from "effect"
+import { Context, Layer, Option, Redacted } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -9,6 +9,7 @@ import type { ResourceLimits } from "../../domain/workspace.js"
 import type { ExtraBind } from "../../sandbox/Sandbox.js"
 import { type AgentSandbox, SANDBOX_AGENT_SOCKET, SANDBOX_HOME, SANDBOX_LLM_SOCKET } from "./AgentSandbox.js"
 import type { CliName, ResolvedBinary } from "./Binary.js"
+import type { Settings } from "../../config/Config.js"
 
 export interface McpCommand {
   readonly command: string
@@ -43,11 +44,10 @@ export class CliSettings extends Context.Tag("substrat/provider/CliSettings")<Cl
 /**
  * The directory holding package.json of this substrat (works from src/ and from the dist/ bundles,
  * where esbuild leaves `import.meta.url` undefined: then the running script's path is used).
- * `SUBSTRAT_INSTALL_DIR` overrides.
+ * The configured `installDir` (SUBSTRAT_INSTALL_DIR) overrides.
  */
-export const defaultInstallDir = (env: NodeJS.ProcessEnv = process.env): string => {
-  const forced = env["SUBSTRAT_INSTALL_DIR"]
-  if (forced !== undefined && forced !== "") return forced
+export const defaultInstallDir = (configured?: string): string => {
+  if (configured !== undefined && configured !== "") return configured
   const url: unknown = import.meta.url
   let dir = Path.dirname(typeof url === "string" ? fileURLToPath(url) : Fs.realpathSync(process.argv[1] ?? process.cwd()))
   for (let i = 0; i < 6; i++) {
@@ -82,26 +82,28 @@ export const sandboxNode = (nodePath: string): { readonly path: string; readonly
   return { path: `/opt/substrat/node/${Path.basename(real)}`, bind: { host_path: Path.dirname(real), sandbox_path: "/opt/substrat/node", mode: "ro" } }
 }
 
-export const settingsFromEnv = (
-  env: NodeJS.ProcessEnv,
+/** The CLI providers' settings from the configuration (src/config/Config.ts). */
+export const settingsOf = (
+  config: Settings,
   sockets: { readonly anthropic: string | null; readonly openai: string | null },
   overrides: Partial<CliSettingsShape> = {}
 ): CliSettingsShape => {
-  const installDir = overrides.installDir ?? defaultInstallDir(env)
+  const installDir = overrides.installDir ?? defaultInstallDir(Option.getOrUndefined(config.installDir))
   const nodePath = overrides.nodePath ?? process.execPath
   const node = sandboxNode(nodePath).path
-  const models: Partial<Record<CliName, string>> = {}
-  if (env["SUBSTRAT_CLAUDE_MODEL"]) models.claude = env["SUBSTRAT_CLAUDE_MODEL"]
-  if (env["SUBSTRAT_CODEX_MODEL"]) models.codex = env["SUBSTRAT_CODEX_MODEL"]
-  if (env["SUBSTRAT_CURSOR_MODEL"]) models["cursor-agent"] = env["SUBSTRAT_CURSOR_MODEL"]
+  const pick = <A>(entries: ReadonlyArray<readonly [CliName, Option.Option<A>]>): Partial<Record<CliName, A>> => {
+    const out: Partial<Record<CliName, A>> = {}
+    for (const [name, value] of entries) if (Option.isSome(value)) out[name] = value.value
+    return out
+  }
   const cursorEnv: Record<string, string> = {}
-  if (env["CURSOR_API_KEY"]) cursorEnv["CURSOR_API_KEY"] = env["CURSOR_API_KEY"]
+  if (Option.isSome(config.credentials.cursorApiKey)) cursorEnv["CURSOR_API_KEY"] = Redacted.value(config.credentials.cursorApiKey.value)
   return {
     installDir,
     nodePath,
     mcpServer: defaultMcpServer(installDir, node),
-    binaries: {},
-    models,
+    binaries: pick([["claude", config.claude.bin], ["codex", config.codex.bin], ["cursor-agent", config.cursor.bin]]),
+    models: pick([["claude", config.claude.model], ["codex", config.codex.model], ["cursor-agent", config.cursor.model]]),
     anthropicSocket: sockets.anthropic,
     openaiSocket: sockets.openai,
     env: { "cursor-agent": cursorEnv },

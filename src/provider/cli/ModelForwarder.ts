@@ -9,11 +9,12 @@
 //   OpenAI:    SUBSTRAT_OPENAI_UPSTREAM (default https://api.openai.com), key OPENAI_API_KEY as
 //              `Authorization: Bearer`
 // Without a key the client's own credential header passes through unchanged (scripted endpoints).
-import { Data, Effect, type Scope } from "effect"
+import { Data, Effect, Option, Redacted, type Scope } from "effect"
 import * as Fs from "node:fs"
 import * as Http from "node:http"
 import * as Https from "node:https"
 import * as Path from "node:path"
+import type { Settings } from "../../config/Config.js"
 
 export class ForwarderError extends Data.TaggedError("ForwarderError")<{
   readonly socketPath: string
@@ -140,24 +141,21 @@ export interface UpstreamConfig {
   readonly openai: { readonly upstream: string; readonly credential: Credential | null }
 }
 
-/** Upstreams and keys from the daemon's environment. */
-export const upstreamsFromEnv = (env: NodeJS.ProcessEnv = process.env): UpstreamConfig => {
-  const nonEmpty = (k: string) => (env[k] !== undefined && env[k] !== "" ? env[k] : undefined)
-  const anthropicKey = nonEmpty("ANTHROPIC_API_KEY")
-  const anthropicToken = nonEmpty("ANTHROPIC_AUTH_TOKEN")
-  const openaiKey = nonEmpty("OPENAI_API_KEY")
+/** Upstreams and keys from the configuration (src/config/Config.ts). */
+export const upstreamsOf = (config: Settings): UpstreamConfig => {
+  const { anthropicApiKey, anthropicAuthToken, openaiApiKey } = config.credentials
   return {
     anthropic: {
-      upstream: nonEmpty("SUBSTRAT_ANTHROPIC_UPSTREAM") ?? "https://api.anthropic.com",
-      credential: anthropicKey !== undefined
-        ? { header: "x-api-key", value: anthropicKey }
-        : anthropicToken !== undefined
-        ? { header: "authorization", value: `Bearer ${anthropicToken}` }
+      upstream: config.anthropic.upstream,
+      credential: Option.isSome(anthropicApiKey)
+        ? { header: "x-api-key", value: Redacted.value(anthropicApiKey.value) }
+        : Option.isSome(anthropicAuthToken)
+        ? { header: "authorization", value: `Bearer ${Redacted.value(anthropicAuthToken.value)}` }
         : null
     },
     openai: {
-      upstream: nonEmpty("SUBSTRAT_OPENAI_UPSTREAM") ?? "https://api.openai.com",
-      credential: openaiKey !== undefined ? { header: "authorization", value: `Bearer ${openaiKey}` } : null
+      upstream: config.openai.upstream,
+      credential: Option.isSome(openaiApiKey) ? { header: "authorization", value: `Bearer ${Redacted.value(openaiApiKey.value)}` } : null
     }
   }
 }

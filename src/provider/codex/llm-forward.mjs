@@ -9,6 +9,8 @@
 // signal); SIGTERM/SIGINT/SIGHUP are passed on to the command. Plain JS with no dependencies, so
 // it runs inside a bwrap sandbox with only `node` available. Inside `--unshare-net` the sandbox
 // has its own loopback, so the listener is invisible to the host and to other sandboxes.
+// It runs as a separate script inside the sandbox, so it passes its own environment on to the
+// command (the one exception to "only src/config/Config.ts reads process.env").
 import { spawn } from "node:child_process"
 import * as net from "node:net"
 import { constants } from "node:os"

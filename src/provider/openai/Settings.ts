@@ -16,6 +16,7 @@
 //                                 a retryable error (connection refused/reset, 408, 409, 429, 5xx;
 //                                 default 2, backoff from SUBSTRAT_OPENAI_RETRY_DELAY_MS = 500)
 import { Context, Effect, Layer, Option, Redacted } from "effect"
+import type { Settings } from "../../config/Config.js"
 import { ProviderError } from "../../domain/errors.js"
 
 export interface OpenAiSettingsShape {
@@ -52,28 +53,21 @@ export const defaults = (overrides: Partial<OpenAiSettingsShape> = {}): OpenAiSe
   ...overrides
 })
 
-const positiveInt = (raw: string | undefined, fallback: number, min = 1): number => {
-  if (raw === undefined || raw.trim() === "") return fallback
-  const n = Number(raw)
-  return Number.isInteger(n) && n >= min ? n : fallback
-}
-
-/** The settings from the daemon's environment (see the header). */
-export const settingsFromEnv = (env: NodeJS.ProcessEnv = process.env): OpenAiSettingsShape => {
-  const nonEmpty = (k: string) => (env[k] !== undefined && env[k]!.trim() !== "" ? env[k]!.trim() : undefined)
-  const base = nonEmpty("SUBSTRAT_OPENAI_BASE_URL")
-  const ownKey = nonEmpty("SUBSTRAT_OPENAI_API_KEY") ?? nonEmpty("OPENAI_API_KEY")
-  const routerKey = nonEmpty("OPENROUTER_API_KEY")
-  const key = ownKey ?? routerKey
+/** The settings from the configuration (src/config/Config.ts; names in the header). */
+export const fromConfig = (config: Settings): OpenAiSettingsShape => {
+  const o = config.openai
+  const ownKey = Option.orElse(o.apiKey, () => config.credentials.openaiApiKey)
+  const routerKey = config.credentials.openrouterApiKey
+  const base = Option.getOrUndefined(o.baseUrl)
   return {
-    baseUrl: (base ?? (ownKey === undefined && routerKey !== undefined ? openRouterBaseUrl : defaultBaseUrl)).replace(/\/+$/, ""),
+    baseUrl: (base ?? (Option.isNone(ownKey) && Option.isSome(routerKey) ? openRouterBaseUrl : defaultBaseUrl)).replace(/\/+$/, ""),
     baseUrlConfigured: base !== undefined,
-    apiKey: key === undefined ? Option.none() : Option.some(Redacted.make(key)),
-    defaultModel: nonEmpty("SUBSTRAT_OPENAI_MODEL") ?? null,
-    maxSteps: positiveInt(env["SUBSTRAT_OPENAI_MAX_STEPS"], 25),
-    timeoutMs: positiveInt(env["SUBSTRAT_OPENAI_TIMEOUT_MS"], 120_000),
-    maxRetries: positiveInt(env["SUBSTRAT_OPENAI_MAX_RETRIES"], 2, 0),
-    retryDelayMs: positiveInt(env["SUBSTRAT_OPENAI_RETRY_DELAY_MS"], 500, 0)
+    apiKey: Option.orElse(ownKey, () => routerKey),
+    defaultModel: Option.getOrNull(o.model),
+    maxSteps: o.maxSteps,
+    timeoutMs: o.timeoutMs,
+    maxRetries: o.maxRetries,
+    retryDelayMs: o.retryDelayMs
   }
 }
 
