@@ -44,8 +44,12 @@ const fields = {
 
 export class MessageEnvelope extends Schema.Class<MessageEnvelope>("MessageEnvelope")(fields) {}
 
-/** The envelope as logs written before the typed fields carried it. */
-const LegacyEnvelope = Schema.Struct({ ...base, metadata: Schema.Record({ key: Schema.String, value: Schema.String }) })
+/**
+ * The envelope as logs written before the typed fields carried it. `metadata` comes first: a
+ * Struct checks its fields in order, so a typed line (no `metadata`) fails this union member at
+ * once instead of after decoding every base field twice.
+ */
+const LegacyEnvelope = Schema.Struct({ metadata: Schema.Record({ key: Schema.String, value: Schema.String }), ...base })
 const Typed = Schema.Struct(fields)
 
 const positive = (raw: string | undefined): number | undefined => {
@@ -77,7 +81,8 @@ export const MessageEnvelopeFromLog = Schema.transform(
   Schema.typeSchema(MessageEnvelope),
   {
     strict: true,
-    decode: (x) => new MessageEnvelope("metadata" in x ? fromLegacy(x) : x),
+    // Already decoded field by field (fromLegacy keeps only valid values): no second validation.
+    decode: (x) => new MessageEnvelope("metadata" in x ? fromLegacy(x) : x, true),
     encode: (env) => Typed.make({ ...env })
   }
 )
