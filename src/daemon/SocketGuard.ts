@@ -302,8 +302,12 @@ const holdEnd = (conn: Net.Socket, ownListeners: ReadonlyArray<Function>) => {
       for (const l of platform) conn.off("end", l)
       conn.on("end", () => {
         ended = true
-        if (inFlight.size === 0) pass()
-        else timer = setTimeout(pass, endDrainMs)
+        if (inFlight.size === 0) return pass()
+        timer = setTimeout(pass, endDrainMs)
+        timer.unref()
+      })
+      conn.once("close", () => {
+        if (timer !== undefined) clearTimeout(timer)
       })
     },
     started: (id: number) => void inFlight.add(id),

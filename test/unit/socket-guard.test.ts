@@ -1,0 +1,72 @@
+// The transport guard's pure parts (src/daemon/SocketGuard.ts): the depth scan agrees with the
+// real nesting of any JSON value (strings with brackets and escapes included), and the framer
+// turns any byte stream, cut anywhere, into exactly one forwarded line or one error reply per
+// complete line — never an exception.
+import { Either } from "effect"
+import fc from "fast-check"
+import { describe, expect, it } from "vitest"
+import { checkLine, type GuardOptions, jsonDepthExceeds, makeFramer } from "../../src/daemon/SocketGuard.js"
+import { fuzzParams } from "../support/fuzz.js"
+
+const depthOf = (v: unknown): number =>
+  Array.isArray(v)
+    ? 1 + Math.max(0, ...v.map(depthOf))
+    : typeof v === "object" && v !== null
+    ? 1 + Math.max(0, ...Object.values(v).map(depthOf))
+    : 0
+
+const options: GuardOptions = {
+  maxLineBytes: 4096,
+  maxDepth: 8,
+  methods: new Map([["echo", (u: unknown) => (typeof u === "object" && u !== null ? Either.right(u) : Either.right({}))]])
+}
+
+describe("SocketGuard", () => {
+  it("jsonDepthExceeds(text, n) ⇔ the parsed value nests deeper than n", () => {
+    fc.assert(
+      fc.property(fc.jsonValue({ maxDepth: 12 }), fc.integer({ min: 0, max: 12 }), (v, limit) => {
+        const text = JSON.stringify(v)
+        expect(jsonDepthExceeds(text, limit)).toBe(depthOf(v) > limit)
+      }),
+      fuzzParams(300)
+    )
+  })
+
+  it("a million-deep line is refused without parsing; a deep string is just a string", () => {
+    const deep = `{"jsonrpc":"2.0","id":1,"method":"echo","params":${"[".repeat(1_000_000)}${"]".repeat(1_000_000)}}`
+    const r = checkLine(deep, options)
+    expect(r._tag).toBe("Refuse")
+    expect(r._tag === "Refuse" && JSON.parse(r.reply)).toMatchObject({ id: null, error: { code: -32600 } })
+    const inString = checkLine(JSON.stringify({ jsonrpc: "2.0", id: 2, method: "echo", params: { s: "[[[[[[[[[[[[\\\"{{{{{{{{" } }), options)
+    expect(inString).toMatchObject({ _tag: "Forward", id: 2, method: "echo" })
+  })
+
+  it("any byte stream, cut anywhere: one forward or one reply per complete non-blank line, never a throw", () => {
+    const line = fc.oneof(
+      fc.constant(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "echo", params: {} })),
+      fc.constant(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "nope" })),
+      fc.jsonValue({ maxDepth: 10 }).map((v) => JSON.stringify(v)),
+      fc.string({ maxLength: 50 }),
+      fc.constant("x".repeat(5000))
+    ).map((l) => l.replace(/[\r\n]/g, " "))
+    fc.assert(
+      fc.property(fc.array(line, { maxLength: 20 }), fc.array(fc.integer({ min: 1, max: 64 }), { minLength: 1, maxLength: 10 }), (lines, cuts) => {
+        const bytes = Buffer.from(lines.map((l) => l + "\n").join(""), "utf8")
+        const framer = makeFramer(options)
+        let forwarded = 0
+        let replies = 0
+        let at = 0
+        let k = 0
+        while (at < bytes.length) {
+          const n = cuts[k++ % cuts.length]!
+          const out = framer(bytes.subarray(at, at + n))
+          forwarded += out.forward.split("\n").filter((l) => l.length > 0).length
+          replies += out.replies.split("\n").filter((l) => l.length > 0).length
+          at += n
+        }
+        expect(forwarded + replies).toBe(lines.filter((l) => l.trim().length > 0).length)
+      }),
+      fuzzParams(200)
+    )
+  })
+})
