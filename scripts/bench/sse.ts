@@ -85,7 +85,7 @@ const workload = async (roots: number, clients: number) => {
         await call(sock, "GET", "/v1/daemon")
         break
       } catch {
-        if (t > 600) throw new Error("daemon did not start")
+        if (t > 2400) throw new Error("daemon did not start within 120 s")
         await sleep(50)
       }
     }

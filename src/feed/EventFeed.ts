@@ -83,7 +83,10 @@ export class EventFeed extends Effect.Service<EventFeed>()("substrat/EventFeed",
         // Subscribe first: whatever is appended from here on is in the queue, possibly also in
         // the backlog read below (then skipped by line).
         const queue = yield* tap.subscribeNumbered
-        const sessions = (yield* Effect.orElseSucceed(store.scan, () => [])).map((s) => s.id)
+        const all = (yield* Effect.orElseSucceed(store.scan, () => [])).map((s) => s.id)
+        // One agent named by its session id: that log alone; otherwise every log (owners, parents).
+        const scope = options.scope
+        const sessions = scope._tag === "agent" && all.includes(scope.agent as SessionId) ? [scope.agent as SessionId] : all
         const snaps = new Map<SessionId, TapSnapshot>()
         for (const id of sessions) {
           const snap = yield* snapshot(id)
@@ -94,7 +97,6 @@ export class EventFeed extends Effect.Service<EventFeed>()("substrat/EventFeed",
 
         // Which sessions are followed; for a tree, those created later below it join.
         const member = new Set<SessionId>()
-        const scope = options.scope
         if (scope._tag === "all") {
           for (const id of snaps.keys()) member.add(id)
         } else {

@@ -132,10 +132,11 @@ export const make = Effect.gen(function*() {
     const tree = q.get("tree")
     const ref = tree ?? agent
     // A live agent by name or id; else an agent id or session id from the logs (terminated).
+    // (One live agent is followed by its session id: the feed then reads that log alone.)
     const target = ref === null
       ? null
       : yield* inspect({ agent: ref }, headers).pipe(
-        Effect.map((i) => i.agent.id as string),
+        Effect.map((i) => (tree === null ? i.agent.session_id : i.agent.id) as string),
         Effect.catchTag("NotFound", (nf) =>
           // Not live: an agent id or session id of a session on disk, or 404 now (not in the stream).
           Effect.flatMap(sessionList(undefined, headers), (l) =>

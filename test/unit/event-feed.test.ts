@@ -128,6 +128,24 @@ describe("EventFeed", () => {
       expect(live.map((e) => [e.session, e.line])).toEqual([[grandchild.id, 1], [grandchild.id, 2], [grandchild.id, 3]])
     }).pipe(Effect.provide(TestLayer)))
 
+  it.scoped("one agent, named by its agent id or by its session id: only its lines", () =>
+    Effect.gen(function*() {
+      const feed = yield* EventFeed
+      const a = yield* newSession(null)
+      const b = yield* newSession(a.id)
+      yield* turn(a.id, "x")
+      yield* turn(b.id, "y")
+      for (const agent of [b.agent as string, b.id as string]) {
+        const evs = events(
+          yield* feed.stream({ scope: { _tag: "agent", agent }, from: Cursor.empty }).pipe(
+            Stream.takeWhile((i) => i._tag === "Event"),
+            Stream.runCollect
+          )
+        )
+        expect(evs.map((e) => [e.session, e.line])).toEqual([[b.id, 1], [b.id, 2], [b.id, 3]])
+      }
+    }).pipe(Effect.provide(TestLayer)))
+
   it.scoped("an unknown agent is NotFound", () =>
     Effect.gen(function*() {
       const feed = yield* EventFeed
