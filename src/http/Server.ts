@@ -79,10 +79,24 @@ const bearer = (token: string) =>
     })
   )
 
+/**
+ * Serve `app`. On release, open connections (SSE streams never end by themselves) are cut first:
+ * Node's `server.close` alone would wait for them, and the daemon's shutdown with it.
+ */
 const listen = <E, R>(app: HttpRouter.HttpRouter<E, R>, options: { readonly path: string } | TcpAddress) =>
-  HttpServer.serve(app).pipe(
-    Layer.provideMerge(NodeHttpServer.layer(() => createServer({ keepAliveTimeout: 5_000 }), options))
-  )
+  Layer.unwrapScoped(Effect.gen(function*() {
+    const server = createServer({ keepAliveTimeout: 5_000 })
+    // Built after the listener, so released before it (finalizers run in reverse).
+    const cut = Layer.scopedDiscard(Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        server.close()
+        server.closeAllConnections()
+      })
+    ))
+    return HttpServer.serve(app).pipe(
+      Layer.provideMerge(cut.pipe(Layer.provideMerge(NodeHttpServer.layer(() => server, options))))
+    )
+  }))
 
 /**
  * Serve HTTP until the scope closes. Needs the daemon's runtime services (those of HandlersLive

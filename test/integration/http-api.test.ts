@@ -5,7 +5,7 @@
 import * as fs from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { cliJson, daemons, isAlive, modeOf, startDaemon, waitFor, waitQuiet } from "./daemon.support.js"
+import { cli, cliJson, daemons, isAlive, modeOf, startDaemon, waitFor, waitQuiet } from "./daemon.support.js"
 import { request, sse, type SseFrame, type Target } from "./http.support.js"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
 
@@ -222,5 +222,20 @@ describe("HTTP API (real daemon)", () => {
     expect(nf.status).toBe(404)
     const bad = await request(unix, "GET", "/v1/events", undefined, { "last-event-id": "garbage" })
     expect(bad.status).toBe(400)
+  })
+
+  it("daemon stop with SSE clients connected: streams end, the daemon exits, http.sock and http.url are removed", async () => {
+    const a = sse(unix, "/v1/events")
+    const b = sse(tcp, "/v1/events?from=end")
+    expect(await a.status).toBe(200)
+    expect(await b.status).toBe(200)
+    const pid = (await request(unix, "GET", "/v1/daemon")).json<{ pid: number }>().pid
+    const stop = await cli(home, ["daemon", "stop"])
+    expect(stop.code).toBe(0)
+    await a.ended
+    await b.ended
+    await waitFor(`pid ${pid} gone`, () => (isAlive(pid) ? undefined : true))
+    expect(fs.existsSync(join(home, "http.sock"))).toBe(false)
+    expect(fs.existsSync(join(home, "http.url"))).toBe(false)
   })
 })
