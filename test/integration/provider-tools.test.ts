@@ -12,10 +12,12 @@ import { Orchestrator } from "../../src/agent/Orchestrator.js"
 import { OutputBus } from "../../src/agent/OutputBus.js"
 import { transcriptsFromLogs } from "../../src/daemon/TranscriptLines.js"
 import type { AgentId } from "../../src/domain/ids.js"
+import { defaultMcpServer } from "../../src/provider/cli/CliSettings.js"
 import * as ModelForwarder from "../../src/provider/cli/ModelForwarder.js"
 import * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
 import { Reply } from "../../src/testing/ScriptedLlm.js"
 import { dataOf, eventsOf, stackWith, testSettings } from "../e2e/providers.support.js"
+import { repoRoot } from "../e2e/support.js"
 import { tmpDir } from "../support/tmp.js"
 
 const forwarders = (home: string, llm: ScriptedLlm.ScriptedLlmServer) =>
@@ -122,5 +124,49 @@ describe("provider tools are visible (real binaries)", () => {
 
         expect(seen.flatMap((x) => (x._tag === "ToolCalled" ? [x.tool] : []))).toEqual(["exec_command"])
       }).pipe(Effect.provide(stackWith(home, testSettings(sockets))))
+    }), { timeout: 120_000 })
+})
+
+describe("the sandbox binds only what the MCP server needs from the install dir", () => {
+  it.scoped("from claude's Bash: no .git, no test/, no README of the install dir; the MCP tools still work (bundle, and src + node_modules under tsx)", () =>
+    Effect.gen(function*() {
+      const home = yield* tmpDir("prov-binds-")
+      const probe = `echo PROBE; ls -a ${repoRoot} 2>&1; ls ${repoRoot}/.git ${repoRoot}/test ${repoRoot}/README.md 2>&1; echo END`
+      const llm = yield* ScriptedLlm.make({
+        listen: { port: 0 },
+        script: [
+          { match: { system: "AGENT=peek", lastUser: "PROBE" }, reply: Reply.toolCall("mcp__substrat__check_inbox", {}), label: "inbox", times: 2 },
+          { match: { system: "AGENT=peek", lastUser: "messages" }, reply: Reply.text("looked"), label: "done", times: 2 },
+          { match: { system: "AGENT=peek" }, reply: Reply.toolCall("Bash", { command: probe, description: "probe" }), label: "bash", times: 2 }
+        ]
+      })
+      const sockets = yield* forwarders(home, llm)
+      const base = testSettings(sockets)
+      const variants = [
+        { name: "bundle", mcpServer: defaultMcpServer(repoRoot, "/usr/bin/node") },
+        { name: "tsx", mcpServer: defaultMcpServer(repoRoot, "/usr/bin/node", { bundle: false }) }
+      ]
+      expect(variants[0]!.mcpServer.args[0]).toMatch(/dist\/mcp-server\.cjs$/)
+      for (const v of variants) {
+        yield* Effect.gen(function*() {
+          const o = yield* Orchestrator
+          const a = yield* o.createRoot({ name: "peek", instructions: "AGENT=peek", provider: "claude" })
+          yield* o.send({ agent: a.id, text: "look around", sync: false })
+          yield* o.awaitIdle
+          const log = yield* eventsOf(a.session_id)
+          expect({ variant: v.name, errors: dataOf(log, "provider.error") }).toEqual({ variant: v.name, errors: [] })
+          const results = dataOf(log, "tool_call.result")
+          expect(results.map((r) => r.tool)).toEqual(["Bash", "check_inbox"])
+          // The substrat tool ran: the MCP server started from what was bound.
+          expect(results[1]!.is_error).toBe(false)
+          const out = String(results[0]!.result)
+          expect(out).toContain("PROBE")
+          expect(out).toMatch(new RegExp(`ls: cannot access '${repoRoot}/\\.git': No such file or directory`))
+          expect(out).toMatch(new RegExp(`ls: cannot access '${repoRoot}/test': No such file or directory`))
+          expect(out).toMatch(new RegExp(`ls: cannot access '${repoRoot}/README\\.md': No such file or directory`))
+          const listing = out.slice(out.indexOf("PROBE") + 5, out.indexOf("ls: cannot access")).split(/\s+/).filter((x) => x !== "" && x !== "." && x !== "..")
+          expect(listing.sort()).toEqual(v.name === "bundle" ? ["dist"] : ["node_modules", "package.json", "src", "tsconfig.json"])
+        }).pipe(Effect.provide(stackWith(Path.join(home, v.name), { ...base, mcpServer: v.mcpServer })))
+      }
     }), { timeout: 120_000 })
 })

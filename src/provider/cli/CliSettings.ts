@@ -1,6 +1,8 @@
 // Settings shared by the CLI providers (claude, codex, cursor-agent), and the parts of a turn's
-// sandbox request they all have in common: binds (substrat's install dir for the MCP server, the
-// CLI's binary, the private HOME, the agent socket, the model socket) and base environment.
+// sandbox request they all have in common: binds (what the MCP server needs to run — the one
+// bundled file dist/mcp-server.cjs, or in a checkout without the bundle src/ + node_modules —,
+// the CLI's package dir, node, the private HOME, the agent socket, the model socket) and base
+// environment. Never the whole install dir: its .git, test/ and the rest stay outside.
 import { Context, Layer, Option, Redacted } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
@@ -14,10 +16,15 @@ import type { Settings } from "../../config/Config.js"
 export interface McpCommand {
   readonly command: string
   readonly args: ReadonlyArray<string>
+  /**
+   * Host files/dirs the command reads, bound read-only at the same paths. Absent (a hand-made
+   * command): the whole install dir is bound, as the command may use anything in it.
+   */
+  readonly binds?: ReadonlyArray<string>
 }
 
 export interface CliSettingsShape {
-  /** substrat's install dir: bound read-only at the same path (the MCP server and llm-forward run from it). */
+  /** substrat's install dir: where the MCP server and llm-forward.mjs come from (only those are bound). */
   readonly installDir: string
   /** node on the host (its directory is bound when it is not under /usr). */
   readonly nodePath: string
@@ -58,15 +65,36 @@ export const defaultInstallDir = (configured?: string): string => {
 }
 
 /**
- * `node <install>/dist/mcp-server.cjs` when the bundle exists, else `node --import tsx
- * <install>/src/mcp/main.ts` — both are `substrat mcp-server`, minus the CLI's start-up cost.
+ * `node <install>/dist/mcp-server.cjs` when the bundle exists (self-contained: only that file is
+ * bound), else `node --import tsx <install>/src/mcp/main.ts` (binds src/, node_modules — also
+ * when it is a symlink to a directory elsewhere —, package.json and tsconfig.json) — both are
+ * `substrat mcp-server`, minus the CLI's start-up cost.
  */
-export const defaultMcpServer = (installDir: string, node = "node"): McpCommand => {
+export const defaultMcpServer = (installDir: string, node = "node", options: { readonly bundle?: boolean } = {}): McpCommand => {
   const bundle = Path.join(installDir, "dist", "mcp-server.cjs")
-  if (Fs.existsSync(bundle)) return { command: node, args: [bundle] }
+  if (options.bundle !== false && Fs.existsSync(bundle)) return { command: node, args: [bundle], binds: [bundle] }
   const tsx = Path.join(installDir, "node_modules", "tsx", "dist", "esm", "index.mjs")
-  return { command: node, args: ["--import", tsx, Path.join(installDir, "src", "mcp", "main.ts")] }
+  const binds = ["src", "node_modules", "package.json", "tsconfig.json"]
+    .map((p) => Path.join(installDir, p))
+    .filter((p) => Fs.existsSync(p))
+  return { command: node, args: ["--import", tsx, Path.join(installDir, "src", "mcp", "main.ts")], binds }
 }
+
+/** Codex's model relay (runs inside the sandbox): one file, bound here. */
+export const SANDBOX_LLM_FORWARD = "/opt/substrat/llm-forward.mjs"
+export const llmForwardScript = (installDir: string): string => Path.join(installDir, "src", "provider", "codex", "llm-forward.mjs")
+
+/** What the MCP server needs, bound read-only at the same paths (symlinks followed on the host side). */
+export const mcpBinds = (s: CliSettingsShape): ReadonlyArray<ExtraBind> =>
+  (s.mcpServer.binds ?? [s.installDir]).map((p) => {
+    let host = p
+    try {
+      host = Fs.realpathSync(p)
+    } catch {
+      // keep as given: the sandbox reports a missing path
+    }
+    return { host_path: host, sandbox_path: p, mode: "ro" as const }
+  })
 
 const systemPrefixes = ["/usr/", "/bin/", "/lib/", "/lib64/", "/sbin/"]
 
@@ -126,7 +154,7 @@ export const commonBinds = (
 ): ReadonlyArray<ExtraBind> => {
   const node = sandboxNode(s.nodePath)
   const binds: Array<ExtraBind> = [
-    { host_path: s.installDir, sandbox_path: s.installDir, mode: "ro" },
+    ...mcpBinds(s),
     { host_path: bin.bindDir, sandbox_path: bin.sandboxDir, mode: "ro" },
     { host_path: agent.homeDir, sandbox_path: SANDBOX_HOME, mode: "rw" },
     { host_path: agent.socketPath, sandbox_path: SANDBOX_AGENT_SOCKET, mode: "ro" }

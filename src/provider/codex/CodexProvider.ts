@@ -14,7 +14,14 @@ import { ProviderError } from "../../domain/errors.js"
 import type { ExitStatus } from "../../sandbox/Sandbox.js"
 import { SANDBOX_HOME, SANDBOX_LLM_SOCKET } from "../cli/AgentSandbox.js"
 import { type CliDriver, cliFactory, type TurnPlan } from "../cli/CliProvider.js"
-import { basePath, commonBinds, sandboxNode, substratMcp } from "../cli/CliSettings.js"
+import {
+  basePath,
+  commonBinds,
+  llmForwardScript,
+  SANDBOX_LLM_FORWARD,
+  sandboxNode,
+  substratMcp
+} from "../cli/CliSettings.js"
 import type { ProviderOutput } from "../Provider.js"
 import * as EJ from "./ExecJson.js"
 import { codexArgs, codexEnv } from "./Invocation.js"
@@ -143,12 +150,15 @@ export const codexDriver: CliDriver = {
         mcpServers: { substrat: substratMcp(s) },
         ...(input.resumeId === null ? { developerInstructions: input.instructions } : {})
       })
-      const forward = [node, Path.join(s.installDir, "src", "provider", "codex", "llm-forward.mjs"), "--socket", SANDBOX_LLM_SOCKET, "--"]
+      const forward = [node, SANDBOX_LLM_FORWARD, "--socket", SANDBOX_LLM_SOCKET, "--"]
       const plan: TurnPlan = {
         request: {
           command: [...forward, bin.sandboxPath, ...argv],
           env: codexEnv({ home: SANDBOX_HOME, path: basePath, apiKey: "substrat-forwarded", extra: { ...s.env.codex } }),
-          extraBinds: commonBinds(s, agent, bin, s.openaiSocket)
+          extraBinds: [
+            ...commonBinds(s, agent, bin, s.openaiSocket),
+            { host_path: llmForwardScript(s.installDir), sandbox_path: SANDBOX_LLM_FORWARD, mode: "ro" }
+          ]
         },
         decoder: codexDecoder()
       }
