@@ -17,7 +17,7 @@ import { errorLine, exitCodeOf, ExitCode } from "./Exit.js"
 import { version } from "../version.js"
 
 export const root = Command.make("substrat").pipe(
-  Command.withDescription("Durable, sandboxed trees of LLM coding agents: a daemon and its CLI"),
+  Command.withDescription("Durable, sandboxed trees of LLM coding agents: a daemon and its CLI. Settings: substrat config"),
   Command.withSubcommands([daemonCommand, agentCommand, sessionCommand, workspaceCommand, doctorCommand, cleanupCommand, uiCommand, configCommand])
 )
 

@@ -114,7 +114,7 @@ const url = (name: string) =>
 
 const cli = (name: string, label: string, binDefault: string) =>
   Config.all({
-    bin: optional([name, "bin"], text, { description: `${label} executable (default: ${binDefault} on PATH)` }),
+    bin: optional([name, "bin"], text, { description: `${label} executable (default: ${binDefault})` }),
     model: optional([name, "model"], text, { description: `${label} model (default: the CLI's own default)` })
   })
 
@@ -147,9 +147,9 @@ const settingsConfig = Config.all({
   installDir: optional(["installDir"], text, {
     description: "Substrat's install directory, bound read-only into sandboxes (default: this package)"
   }),
-  claude: cli("claude", "Claude Code", "claude"),
-  codex: cli("codex", "Codex", "codex"),
-  cursor: cli("cursor", "cursor-agent", "cursor-agent or agent"),
+  claude: cli("claude", "Claude Code", "the copy installed with substrat, else `claude` on PATH"),
+  codex: cli("codex", "Codex", "the copy installed with substrat, else `codex` on PATH"),
+  cursor: cli("cursor", "cursor-agent", "`cursor-agent` or `agent` on PATH"),
   anthropic: Config.all({
     upstream: setting(["anthropic", "upstream"], url, "https://api.anthropic.com", {
       description: "Where the daemon's Anthropic forwarder sends Claude Code's model requests"

@@ -3,6 +3,7 @@
 import * as FileSystem from "@effect/platform/FileSystem"
 import { describe, expect, it } from "@effect/vitest"
 import { Config, ConfigProvider, Effect, Either, Option, Redacted } from "effect"
+import * as Fs from "node:fs"
 import { allKeys, configFile, type Flags, load, type ProcessEnv, resolveHome, valueAt } from "../../src/config/Config.js"
 
 const home = "/cfg-home"
@@ -147,5 +148,16 @@ describe("configuration", () => {
     expect(resolveHome("/flag", { SUBSTRAT_HOME: "/env" })).toBe("/flag")
     expect(resolveHome(undefined, { SUBSTRAT_HOME: "/env" })).toBe("/env")
     expect(resolveHome(undefined, { SUBSTRAT_HOME: "" })).toMatch(/\.substrat$/)
+  })
+
+  it("docs/cli.md has one table row per setting: its variable, config.toml key and default", () => {
+    const doc = Fs.readFileSync(new URL("../../docs/cli.md", import.meta.url), "utf8")
+    for (const k of allKeys) {
+      const row = doc.split("\n").find((l) => l.startsWith(`| \`${k.env}\` |`))
+      expect([k.env, row !== undefined]).toEqual([k.env, true])
+      const cells = row!.split("|").map((c) => c.trim())
+      expect([k.env, cells[2]]).toEqual([k.env, k.file === null ? "—" : `\`${k.file}\``])
+      if (k.default !== null && k.key !== "home") expect([k.env, cells[3]]).toEqual([k.env, `\`${k.default}\``])
+    }
   })
 })

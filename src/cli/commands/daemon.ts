@@ -10,20 +10,20 @@ import { home, json, pathsOf } from "../Common.js"
 import { printJson, renderStatus } from "../Output.js"
 
 const slots = Options.integer("slots").pipe(
-  Options.withDescription("Live provider slots (default: $SUBSTRAT_SLOTS, else 4)"),
+  Options.withDescription("How many agent turns may run at the same time (else $SUBSTRAT_SLOTS, slots in config.toml, 4; see substrat config)"),
   Options.optional
 )
 const grace = Options.integer("grace-ms").pipe(
-  Options.withDescription("Shutdown grace period for running turns, in ms (default: $SUBSTRAT_GRACE_MS, else 10000)"),
+  Options.withDescription("On stop, how long running turns may finish, in ms (else $SUBSTRAT_GRACE_MS, grace_ms in config.toml, 10000)"),
   Options.optional
 )
 const maxLine = Options.integer("max-line-bytes").pipe(
-  Options.withDescription("Longest admin request line (default: $SUBSTRAT_MAX_LINE_BYTES, else 1 MiB)"),
+  Options.withDescription("Longest request line the daemon accepts, in bytes (else $SUBSTRAT_MAX_LINE_BYTES, max_line_bytes in config.toml, 1 MiB)"),
   Options.optional
 )
 
 const http = Options.text("http").pipe(
-  Options.withDescription("Also serve the HTTP API and dashboard on this loopback HOST:PORT, with the token in $SUBSTRAT_HOME/http.token"),
+  Options.withDescription("Also serve the HTTP API and dashboard on this loopback HOST:PORT, with the token in $SUBSTRAT_HOME/http.token (else $SUBSTRAT_HTTP, http in config.toml)"),
   Options.optional
 )
 
