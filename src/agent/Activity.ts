@@ -1,7 +1,18 @@
-// Activity: per agent, its usage totals and its recent activity (the last 3 turns, the last 5
-// messages sent or received) for `inspect_agent` / `agent inspect`. Noted as turns end and
-// messages go; rebuilt from the logs by recovery after a restart (docs/messaging.md).
-import { addUsage, type UsageTotals, zeroUsage } from "../domain/usage.js"
+// Activity: the one owner of each agent's usage totals and recent activity (the last 3 turns,
+// the last 5 messages sent or received) for `inspect_agent` / `agent inspect`. Noted as turns
+// end and messages go; rebuilt from the logs by recovery after a restart (docs/messaging.md).
+import { Effect } from "effect"
+import type { AgentId } from "../domain/ids.js"
+import {
+  addUsage,
+  addWithTurns,
+  type UsageReport,
+  type UsageTotals,
+  type UsageWithTurns,
+  zeroUsage,
+  zeroWithTurns
+} from "../domain/usage.js"
+import type { TurnOutcome } from "../session/TurnScheduler.js"
 
 export const RECENT_TURNS = 3
 export const RECENT_MESSAGES = 5
@@ -58,3 +69,60 @@ export const retireInto = (parent: AgentUsage | undefined, u: AgentUsage): Agent
     retiredTurns: p.retiredTurns + u.turns + u.retiredTurns
   }
 }
+
+export class Activity extends Effect.Service<Activity>()("substrat/Activity", {
+  sync: () => {
+    const usage = new Map<AgentId, AgentUsage>()
+    const recent = new Map<AgentId, RecentActivity>()
+    const own = (a: AgentId): UsageWithTurns => {
+      const u = usage.get(a)
+      return u ? { ...u.own, turns: u.turns } : zeroWithTurns
+    }
+    const retired = (a: AgentId): UsageWithTurns => {
+      const u = usage.get(a)
+      return u ? { ...u.retired, turns: u.retiredTurns } : zeroWithTurns
+    }
+    return {
+      noteMessage: (agent: AgentId, m: MessageSummary): void => {
+        recent.set(agent, withMessage(recent.get(agent), m))
+      },
+      /** A turn ended: its usage counts, it joins the recent turns. */
+      noteTurn: (agent: AgentId, o: TurnOutcome): void => {
+        const u = usage.get(agent) ?? noUsage
+        usage.set(agent, { ...u, own: addUsage(u.own, o.usage), turns: u.turns + 1 })
+        recent.set(
+          agent,
+          withTurn(recent.get(agent), {
+            turn_id: o.turn_id,
+            prompt: o.prompt,
+            response: o.response,
+            error: o.error ? `${o.error.reason}: ${o.error.message}` : null
+          })
+        )
+      },
+      /** The agent is terminated: its totals retire into its parent's, its activity goes. */
+      retire: (agent: AgentId, parent: AgentId | null): void => {
+        const u = usage.get(agent)
+        usage.delete(agent)
+        recent.delete(agent)
+        if (u && parent !== null) usage.set(parent, retireInto(usage.get(parent), u))
+      },
+      recentOf: (agent: AgentId): RecentActivity => recent.get(agent) ?? noActivity,
+      /** Own totals, and subtree totals (own + live descendants + terminated descendants). */
+      usageOf: (agent: AgentId, subtree: ReadonlyArray<AgentId>): UsageReport => ({
+        agent_id: agent,
+        own: own(agent),
+        subtree: subtree.reduce((acc, a) => addWithTurns(addWithTurns(acc, own(a)), retired(a)), zeroWithTurns)
+      }),
+      /** Recovery: totals and activity rebuilt from the logs. */
+      seed: (u: ReadonlyMap<AgentId, AgentUsage>, a: ReadonlyMap<AgentId, RecentActivity>): void => {
+        for (const [k, v] of u) usage.set(k, v)
+        for (const [k, v] of a) recent.set(k, v)
+      },
+      snapshot: () => ({
+        usage: new Map(usage) as ReadonlyMap<AgentId, AgentUsage>,
+        activity: new Map(recent) as ReadonlyMap<AgentId, RecentActivity>
+      })
+    } as const
+  }
+}) {}

@@ -1,4 +1,5 @@
-// Lifecycle: creating agents. Roots: session first, then the tree, then `agent.created`.
+// Lifecycle: creating and terminating agents. Roots: session first, then the tree, then
+// `agent.created`.
 // Children (spawn_agent): added to the tree at once; when the parent is mid-turn the session
 // is created after that turn ends (deferred spawn, seed 001) and `agent.created` is logged
 // then; messages sent to the child meanwhile are held and delivered at birth. A child inherits
@@ -6,19 +7,26 @@
 // of it, through the optional ChildWorkspaces port (refused when absent). A child runs on its
 // parent's provider unless `provider` names another one, which must resolve in the
 // ProviderRegistry and pass its readiness check (CLI binary present) when spawn_agent is called.
-import { Effect, Either, Option, Schema } from "effect"
+// Termination: children first; `agent.terminated` is logged before anything changes in memory.
+import { Effect, Option, Schema } from "effect"
 import { AgentName, AgentNode } from "../domain/agent.js"
 import { InvalidInputError, NotFoundError } from "../domain/errors.js"
 import { makeEvent } from "../domain/events.js"
 import { type AgentId, newAgentId, newSessionId, type WorkspaceId } from "../domain/ids.js"
-import { makeSession } from "../domain/session.js"
-import { EventLog } from "../storage/EventLog.js"
+import { makeSession, Session } from "../domain/session.js"
 import { ProviderRegistry } from "../provider/ProviderRegistry.js"
+import { Multiplexer } from "../session/Multiplexer.js"
+import { TurnScheduler } from "../session/TurnScheduler.js"
+import { EventLog } from "../storage/EventLog.js"
 import { SessionStore } from "../storage/SessionStore.js"
+import { Activity } from "./Activity.js"
 import { USER } from "./AgentTree.js"
 import { ChildWorkspaces } from "./ChildWorkspaces.js"
-import { OrchestratorState } from "./OrchestratorState.js"
+import { Mailbox } from "./Mailbox.js"
+import { Requests } from "./Requests.js"
 import { Router } from "./Router.js"
+import { Tree } from "./Tree.js"
+import { settle, Turns } from "./Turns.js"
 
 export interface CreateRootArgs {
   readonly name: string
@@ -47,10 +55,16 @@ const checkName = (name: string) =>
 
 export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle", {
   effect: Effect.gen(function*() {
-    const s = yield* OrchestratorState
+    const tree = yield* Tree
+    const mailbox = yield* Mailbox
+    const turns = yield* Turns
+    const requests = yield* Requests
+    const activity = yield* Activity
     const log = yield* EventLog
     const store = yield* SessionStore
     const router = yield* Router
+    const scheduler = yield* TurnScheduler
+    const mux = yield* Multiplexer
     const childWorkspaces = yield* Effect.serviceOption(ChildWorkspaces)
     const providers = yield* ProviderRegistry
 
@@ -71,7 +85,7 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
         makeEvent("agent.created", {
           agent_id: node.id,
           name: node.name,
-          parent_session_id: node.parent_id === null ? null : s.tree.get(node.parent_id)?.session_id ?? null,
+          parent_session_id: node.parent_id === null ? null : tree.get(node.parent_id)?.session_id ?? null,
           instructions: node.instructions,
           role: node.role,
           provider: node.provider,
@@ -81,7 +95,7 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
 
     const createRoot = Effect.fn("Lifecycle.createRoot")(function*(args: CreateRootArgs) {
       const name = yield* checkName(args.name)
-      if (s.tree.childNamed(null, name)) {
+      if (tree.current().childNamed(null, name)) {
         return yield* new InvalidInputError({ field: "name", message: `a root agent named "${name}" exists` })
       }
       const node = new AgentNode({
@@ -96,10 +110,8 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
         state: "idle"
       })
       yield* createSession(node)
-      const added = s.tree.add(node)
-      if (Either.isLeft(added)) return yield* added.left
-      s.tree = added.right
-      s.inboxes.set(node.id, [])
+      yield* tree.add(node)
+      mailbox.open(node.id, { unborn: false })
       // Not durable, not acknowledged: out of memory too (the record left is an orphan recovery removes).
       yield* logCreated(node).pipe(Effect.tapError(() => forget(node.id)))
       return node
@@ -108,21 +120,17 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
     /** Undo an agent's creation that did not become durable (it has no children yet). */
     const forget = (id: AgentId) =>
       Effect.sync(() => {
-        const removed = s.tree.remove(id)
-        if (Either.isRight(removed)) s.tree = removed.right
-        s.inboxes.delete(id)
-        s.unborn.delete(id)
+        tree.remove(id)
+        mailbox.close(id)
       })
 
     /** Create the session of a spawned child and deliver what was held for it. */
     const birth = Effect.fn("Lifecycle.birth")(function*(id: AgentId) {
-      const node = s.tree.get(id)
-      if (!node || !s.unborn.has(id)) return
+      const node = tree.get(id)
+      if (!node || !mailbox.isUnborn(id)) return
       yield* createSession(node)
       yield* logCreated(node)
-      const held = s.unborn.get(id) ?? []
-      s.unborn.delete(id)
-      for (const env of held) yield* router.deliver(env)
+      for (const env of mailbox.takeHeld(id)) yield* router.deliver(env)
     })
 
     /**
@@ -137,8 +145,8 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
 
     /** Add a child; born now, or after the parent's running turn (deferred spawn). */
     const spawn = Effect.fn("Lifecycle.spawn")(function*(parent: AgentId, args: SpawnArgs) {
-      const p = s.tree.get(parent)
-      if (!p || s.terminating.has(parent)) {
+      const p = tree.get(parent)
+      if (!p || !tree.isLive(parent)) {
         return yield* new NotFoundError({ kind: "agent", id: parent, message: `no live agent ${parent}` })
       }
       const name = yield* checkName(args.name)
@@ -153,11 +161,11 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
         if (Option.isNone(childWorkspaces)) {
           return yield* new InvalidInputError({ field: "workspace_subdir", message: "workspaces are not available here" })
         }
-        if (s.tree.childNamed(parent, name)) {
+        if (tree.current().childNamed(parent, name)) {
           return yield* new InvalidInputError({ field: "name", message: `name "${name}" is taken among your children` })
         }
         workspace = yield* childWorkspaces.value.forSubdir(p.workspace_id, subdir)
-        if (!s.tree.get(parent) || s.terminating.has(parent)) {
+        if (!tree.isLive(parent)) {
           return yield* new NotFoundError({ kind: "agent", id: parent, message: `no live agent ${parent}` })
         }
       }
@@ -172,17 +180,70 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
         workspace_id: workspace,
         state: "idle"
       })
-      const added = s.tree.add(node)
-      if (Either.isLeft(added)) return yield* added.left
-      s.tree = added.right
-      s.inboxes.set(node.id, [])
-      s.unborn.set(node.id, [])
-      const turn = s.turns.get(parent)
-      if (turn) turn.deferredSpawns.push(node.id)
-      else yield* birth(node.id).pipe(Effect.tapError(() => s.unborn.has(node.id) ? forget(node.id) : Effect.void))
+      yield* tree.add(node)
+      mailbox.open(node.id, { unborn: true })
+      if (!turns.deferSpawn(parent, node.id)) {
+        yield* birth(node.id).pipe(Effect.tapError(() => mailbox.isUnborn(node.id) ? forget(node.id) : Effect.void))
+      }
       return node
     })
 
-    return { createRoot, spawn, birth } as const
+    /**
+     * Terminate one agent (a leaf by now). `agent.terminated` is logged first: if that append
+     * fails nothing changes and the termination fails (it is not acknowledged). The record's
+     * `terminated` state is best-effort — recovery sets it from the log.
+     */
+    const terminateOne = (id: AgentId, why?: string) =>
+      Effect.gen(function*() {
+        const node = tree.get(id)
+        if (!node) return
+        const born = !mailbox.isUnborn(id)
+        if (born) yield* log.append(node.session_id, makeEvent("agent.terminated", { agent_id: id }))
+        yield* requests.failPending(id, why ?? `${node.name} was terminated`)
+        for (const t of mailbox.close(id)) yield* settle(t, null)
+        tree.remove(id)
+        activity.retire(id, node.parent_id)
+        yield* mux.drop(node.session_id)
+        if (born) {
+          yield* store.load(node.session_id).pipe(
+            Effect.flatMap((rec) => store.save(new Session({ ...rec, state: "terminated" }))),
+            Effect.catchAll((e) => Effect.logWarning(`record of ${node.session_id} not set to terminated: ${e.message}`))
+          )
+          yield* log.close(node.session_id)
+        }
+        tree.unmarkTerminating([id])
+      })
+
+    /**
+     * Terminate an agent and its whole subtree (children first). Each agent's running turn
+     * finishes first; its queued turns are dropped; sync requests waiting on it are answered
+     * with an error. Returns the terminated ids (the agent first). Fails, with the agents
+     * terminated so far staying terminated and the rest alive, when an `agent.terminated`
+     * cannot be logged.
+     */
+    const terminate = Effect.fn("Lifecycle.terminate")(function*(agent: AgentId) {
+      const ids = tree.current().subtree(agent).map((n) => n.id)
+      tree.markTerminating(ids)
+      yield* Effect.forEach([...ids].reverse(), (id) => {
+        const node = tree.get(id)
+        return node ? scheduler.serialize(node.session_id, terminateOne(id)) : Effect.void
+      }, { discard: true }).pipe(Effect.ensuring(Effect.sync(() => tree.unmarkTerminating(ids))))
+      return ids
+    })
+
+    /** Remove an agent that never got a durable birth (and anything spawned below it). */
+    const dropUnborn = (id: AgentId, why: string) =>
+      Effect.gen(function*() {
+        const ids = tree.current().subtree(id).map((n) => n.id)
+        tree.markTerminating(ids)
+        for (const k of [...ids].reverse()) {
+          yield* terminateOne(k, why).pipe(
+            Effect.catchAll((e) => Effect.logWarning(`dropping unborn agent ${k}: ${e.message}`))
+          )
+        }
+        tree.unmarkTerminating(ids)
+      })
+
+    return { createRoot, spawn, birth, terminate, dropUnborn } as const
   })
 }) {}

@@ -8,9 +8,10 @@ import type { AgentId, MessageId } from "../domain/ids.js"
 import type { MessageEnvelope } from "../domain/message.js"
 import type { AgentUsage, RecentActivity } from "./Activity.js"
 import type { AgentTree } from "./AgentTree.js"
-import type { PendingRequest } from "./Requests.js"
-import { OrchestratorState } from "./OrchestratorState.js"
-import { Router } from "./Router.js"
+import { Activity } from "./Activity.js"
+import { Mailbox } from "./Mailbox.js"
+import { type PendingRequest, Requests } from "./Requests.js"
+import { Tree } from "./Tree.js"
 
 export interface RecoveredState {
   readonly tree: AgentTree
@@ -31,30 +32,40 @@ export type RecoveredTurn =
 
 export class StateSeeding extends Effect.Service<StateSeeding>()("substrat/StateSeeding", {
   effect: Effect.gen(function*() {
-    const s = yield* OrchestratorState
-    const router = yield* Router
+    const tree = yield* Tree
+    const mailbox = yield* Mailbox
+    const requests = yield* Requests
+    const activity = yield* Activity
 
     /** True while nothing was created or seeded (recovery runs only then). */
-    const isEmpty = Effect.sync(() => s.tree.size === 0 && s.inboxes.size === 0)
+    const isEmpty = Effect.sync(() => tree.current().size === 0 && mailbox.isEmpty() && requests.isEmpty())
 
     const seed = Effect.fn("StateSeeding.seed")(function*(state: RecoveredState) {
-      s.tree = state.tree
-      for (const n of state.tree.nodes.keys()) s.inboxes.set(n, [...(state.inboxes.get(n) ?? [])])
-      for (const r of state.requests) s.requests.set(r.id, r)
-      for (const [agent, u] of state.usage) s.usage.set(agent, u)
-      for (const [agent, a] of state.activity) s.activity.set(agent, { turns: [...a.turns], messages: [...a.messages] })
-      s.userOutbox.push(...state.userOutbox)
+      yield* Effect.sync(() => {
+        tree.seed(state.tree)
+        mailbox.seed(state.tree.nodes.keys(), state.inboxes, state.userOutbox)
+        // A request's timeout and sending time are in its envelope, in the recipient's inbox.
+        requests.seed(state.requests.map((r) => {
+          const env = (state.inboxes.get(r.to) ?? []).find((e) => e.id === r.id)
+          const timeout_s = r.timeout_s ?? env?.timeout_s
+          return {
+            request: { ...r, ...(timeout_s !== undefined ? { timeout_s } : {}) },
+            sentAt: env === undefined ? Number.NaN : Date.parse(env.timestamp)
+          }
+        }))
+        activity.seed(state.usage, state.activity)
+      })
     })
 
     const queueTurns = Effect.fn("StateSeeding.queueTurns")(function*(turns: ReadonlyArray<RecoveredTurn>) {
       for (const t of turns) {
-        yield* router.queueTurn(
+        yield* mailbox.queueTurn(
           t.agent,
           t._tag === "prompt" ? { _tag: "prompt", text: t.text, done: null } : { _tag: "message", id: t.id }
         )
       }
     })
 
-    return { isEmpty, seed, queueTurns, armTimeouts: router.armTimeouts } as const
+    return { isEmpty, seed, queueTurns, armTimeouts: requests.armTimeouts } as const
   })
 }) {}

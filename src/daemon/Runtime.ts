@@ -5,7 +5,7 @@
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Context, Effect, Layer } from "effect"
 import * as Orchestration from "../agent/Orchestrator.js"
-import { OrchestratorState } from "../agent/OrchestratorState.js"
+import { Tree } from "../agent/Tree.js"
 import type { SubstratPaths } from "../config/Paths.js"
 import { Durable } from "../storage/Durable.js"
 import * as AgentSocket from "../mcp/AgentSocket.js"
@@ -49,11 +49,11 @@ const ProvidersLive = Layer.unwrapEffect(Effect.map(DaemonConfig, (config) => Re
 )
 const SandboxLive = SandboxBwrap.layerBwrap().pipe(Layer.provide(NodeContext.layer))
 
-// The orchestrator's state is built below everything that reads it: the workspace in-use
-// registry asks the live tree (WorkspaceInUse.ts), and recovery seeds the same state.
-const StateLive = OrchestratorState.layer
+// The agent tree (Tree) is built below everything that reads it: the workspace in-use
+// registry asks the live tree (WorkspaceInUse.ts), and recovery seeds the same Tree.
+const StateLive = Tree.Default
 
-const OrchestrationLive = Orchestration.layerWithState(Layer.effect(OrchestratorState, OrchestratorState)).pipe(
+const OrchestrationLive = Orchestration.layerWithTree(Layer.effect(Tree, Tree)).pipe(
   Layer.provideMerge(Layer.mergeAll(ProvidersLive, SlotsLive))
 )
 

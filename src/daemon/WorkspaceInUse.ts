@@ -2,20 +2,20 @@
 // workspace (roots created with `--workspace`, children that inherited it or got a child
 // workspace through `workspace_subdir`, unborn children included), or while something holds a
 // scoped `use(id)` on it. Reading the tree at the moment of the question covers agent creation,
-// termination and start-up recovery (which seeds the same state) without any bookkeeping that
+// termination and start-up recovery (which seeds the same Tree) without any bookkeeping that
 // could drift from the tree.
 import { Effect, Layer } from "effect"
-import { OrchestratorState } from "../agent/OrchestratorState.js"
+import { Tree } from "../agent/Tree.js"
 import { WorkspaceUsage } from "../sandbox/WorkspaceUsage.js"
 
-export const layer: Layer.Layer<WorkspaceUsage, never, OrchestratorState> = Layer.effect(
+export const layer: Layer.Layer<WorkspaceUsage, never, Tree> = Layer.effect(
   WorkspaceUsage,
   Effect.gen(function*() {
-    const s = yield* OrchestratorState
+    const tree = yield* Tree
     const held = yield* Effect.provide(WorkspaceUsage, WorkspaceUsage.layerRegistry)
     const usedByAgent = (id: string) =>
       Effect.sync(() => {
-        for (const n of s.tree.nodes.values()) if (n.workspace_id === id) return true
+        for (const n of tree.current().nodes.values()) if (n.workspace_id === id) return true
         return false
       })
     return WorkspaceUsage.of({

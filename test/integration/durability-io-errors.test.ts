@@ -7,7 +7,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either, Layer } from "effect"
 import { Orchestrator } from "../../src/agent/Orchestrator.js"
-import { OrchestratorState } from "../../src/agent/OrchestratorState.js"
+import { agentState, type AgentStateServices } from "../support/agentState.js"
 import { toRpcError } from "../../src/daemon/WireErrors.js"
 import { DurableError } from "../../src/domain/errors.js"
 import type { AgentId } from "../../src/domain/ids.js"
@@ -74,7 +74,7 @@ const scripts: Scripts = {
   w1: { steps: [{ text: "done" }], after: "silent" }
 }
 
-const run = <A, E>(life: Life, eff: Effect.Effect<A, E, Orchestrator | OrchestratorState>) =>
+const run = <A, E>(life: Life, eff: Effect.Effect<A, E, Orchestrator | AgentStateServices>) =>
   life.runPromise(Effect.either(eff))
 
 const setup = async (home: string, s: Scripts = scripts) => {
@@ -101,7 +101,7 @@ const recoverAndCheck = async (home: string, mustLive: ReadonlyArray<AgentId>) =
       mayExist: null
     })
     expect(bad).toEqual([])
-    return await r.life.runPromise(OrchestratorState)
+    return await r.life.runPromise(agentState)
   } finally {
     await r.life.dispose()
   }
@@ -124,7 +124,7 @@ describe("durability under plain I/O errors (not a crash)", () => {
           expect(toRpcError(r.left)._tag).toBe("Internal")
           expect(toRpcError(r.left).message).toMatch(/ENOSPC/)
         }
-        const s = await life.runPromise(OrchestratorState)
+        const s = await life.runPromise(agentState)
         expect(s.inboxes.get(boss.id)).toEqual([])
         expect([...s.requests.values()]).toEqual([])
         expect(s.userOutbox).toEqual([])
@@ -134,7 +134,7 @@ describe("durability under plain I/O errors (not a crash)", () => {
         const ok = await run(life, o.send({ agent: boss.id, text: "spawn", sync: true }))
         expect(Either.isRight(ok)).toBe(true)
         await idle(life)
-        expect((await life.runPromise(OrchestratorState)).userOutbox.map((m) => m.payload)).toEqual(["spawned"])
+        expect((await life.runPromise(agentState)).userOutbox.map((m) => m.payload)).toEqual(["spawned"])
       } finally {
         await life.dispose()
       }
@@ -165,7 +165,7 @@ describe("durability under plain I/O errors (not a crash)", () => {
         // No delivery: not in w1's log, not in its inbox, no pending request, w1 never woken.
         const wlog = readLogEvents(home, worker.session_id)
         expect(wlog.filter((e) => e.event === "message.enqueued" || e.event === "turn.start")).toEqual([])
-        const s = await life.runPromise(OrchestratorState)
+        const s = await life.runPromise(agentState)
         expect(s.inboxes.get(w1)).toEqual([])
         expect([...s.requests.values()]).toEqual([])
       } finally {
@@ -191,7 +191,7 @@ describe("durability under plain I/O errors (not a crash)", () => {
         expect(d.fired()).toHaveLength(1)
         const result = readLogEvents(home, boss.session_id).find((e) => e.event === "tool_call.result")!
         expect(result.data["is_error"]).toBe(true)
-        const s = await life.runPromise(OrchestratorState)
+        const s = await life.runPromise(agentState)
         expect(s.userOutbox).toEqual([])
         expect(
           readLogEvents(home, boss.session_id).filter((e) => e.event === "message.enqueued" && e.data["recipient"] === "USER")
@@ -216,7 +216,7 @@ describe("durability under plain I/O errors (not a crash)", () => {
         d.arm(appendOf(worker.session_id, "agent.terminated"))
         const r = await run(life, o.terminate(w1))
         expect(Either.isLeft(r)).toBe(true)
-        const s = await life.runPromise(OrchestratorState)
+        const s = await life.runPromise(agentState)
         expect(s.tree.has(w1)).toBe(true)
         expect(s.terminating.has(w1)).toBe(false)
         expect(records(home).find((x) => x.id === worker.session_id)?.state).not.toBe("terminated")
@@ -257,7 +257,7 @@ describe("durability under plain I/O errors (not a crash)", () => {
         await life.runPromise(o.send({ agent: boss.id, text: "go", sync: false }))
         await idle(life)
         expect(d.fired()).toHaveLength(1)
-        const s = await life.runPromise(OrchestratorState)
+        const s = await life.runPromise(agentState)
         expect([...s.tree.nodes.values()].map((n) => n.name)).toEqual(["boss"])
         expect([...s.requests.values()]).toEqual([])
         const log = readLogEvents(home, boss.session_id)

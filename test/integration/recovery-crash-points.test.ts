@@ -7,7 +7,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either, Layer } from "effect"
 import { Orchestrator } from "../../src/agent/Orchestrator.js"
-import { OrchestratorState } from "../../src/agent/OrchestratorState.js"
+import { agentState } from "../support/agentState.js"
 import { SubstratPaths } from "../../src/config/Paths.js"
 import type { LogEvent } from "../../src/domain/events.js"
 import type { AgentId } from "../../src/domain/ids.js"
@@ -200,7 +200,7 @@ const runScenario = async (home: string, crashAt: number | undefined, l: Labelle
     names: new Map()
   }
   const observe = () =>
-    life.runPromise(Effect.map(OrchestratorState, (s) => {
+    life.runPromise(Effect.map(agentState, (s) => {
       for (const n of s.tree.nodes.values()) {
         out.mayExist.add(n.id)
         out.names.set(n.name, n.id)

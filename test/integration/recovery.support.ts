@@ -7,7 +7,7 @@ import { Effect, Effect as E, Layer, ManagedRuntime, Schema, Stream } from "effe
 import * as fs from "node:fs"
 import { join } from "node:path"
 import * as Orchestration from "../../src/agent/Orchestrator.js"
-import { OrchestratorState } from "../../src/agent/OrchestratorState.js"
+import { agentState } from "../support/agentState.js"
 import { Recovery, type RecoveryOptions, type RecoveryReport } from "../../src/recovery/Recovery.js"
 import { makePaths, SubstratPaths } from "../../src/config/Paths.js"
 import { LogLine } from "../../src/domain/events.js"
@@ -136,7 +136,7 @@ export interface StateSnapshot {
   readonly userOutbox: ReadonlyArray<string>
 }
 
-export const snapshotState = Effect.map(OrchestratorState, (s): StateSnapshot => ({
+export const snapshotState = Effect.map(agentState, (s): StateSnapshot => ({
   tree: [...s.tree.nodes.values()]
     .map((n) => ({ id: n.id, name: n.name, session: n.session_id, parent: n.parent_id }))
     .sort((a, b) => a.id.localeCompare(b.id)),
@@ -233,7 +233,7 @@ export const checkOracle = async (o: OracleInput): Promise<Array<string>> => {
       bad.push(`${d}: record state ${rec.state} but log terminated=${terminated}`)
     }
   }
-  const s = await o.life.runPromise(OrchestratorState)
+  const s = await o.life.runPromise(agentState)
   for (const n of s.tree.nodes.values()) {
     if (n.parent_id !== null && !s.tree.has(n.parent_id)) bad.push(`agent ${n.name}: dangling parent`)
     const rec = byId.get(n.session_id)

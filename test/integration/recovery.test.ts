@@ -5,7 +5,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import * as fs from "node:fs"
 import { Orchestrator } from "../../src/agent/Orchestrator.js"
-import { OrchestratorState } from "../../src/agent/OrchestratorState.js"
+import { agentState } from "../support/agentState.js"
 import { Recovery } from "../../src/recovery/Recovery.js"
 import { layerStartupRecovery } from "../../src/recovery/Startup.js"
 import { makePaths } from "../../src/config/Paths.js"
@@ -83,7 +83,7 @@ describe("recovery", () => {
         expect(r.report.agents).toBe(4)
         expect(r.report.roots).toBe(2)
         expect(r.report.orphansCleaned).toBe(0)
-        const s = await r.life.runPromise(OrchestratorState)
+        const s = await r.life.runPromise(agentState)
         expect(s.tree.get(ids.w1)?.parent_id).toBe(ids.boss)
         expect(s.tree.get(ids.w2)?.parent_id).toBe(ids.w1)
         expect(s.tree.roots().map((n) => n.id).sort()).toEqual([ids.boss, ids.other].sort())
@@ -164,7 +164,7 @@ describe("recovery", () => {
         expect(r.report.requestsFailed).toBe(1)
         expect(r.report.interruptedTurns).toBe(1)
         expect(r.report.agents).toBe(1)
-        const s = await r.life.runPromise(OrchestratorState)
+        const s = await r.life.runPromise(agentState)
         const inbox = s.inboxes.get(ids.boss.id) ?? []
         // The interrupted turn's message (USER's "go") is back, then the error reply.
         expect(inbox.map((e) => [e.kind, e.reply_to])).toEqual([["notification", null], ["response", request]])
@@ -255,7 +255,7 @@ describe("recovery", () => {
       try {
         expect(r.report.messagesReinjected).toBe(2)
         expect(r.report.interruptedTurns).toBe(1)
-        const s = await r.life.runPromise(OrchestratorState)
+        const s = await r.life.runPromise(agentState)
         expect((s.inboxes.get(boss.id) ?? []).map((e) => e.id)).toEqual([a.message_id, bId])
         expect(fs.readFileSync(makePaths(home).eventsFile(boss.session_id), "utf8")).toBe(before)
       } finally {
@@ -316,7 +316,7 @@ describe("recovery", () => {
         expect(recs.get(ids.kid.session_id)).toBe("terminated")
         expect(readLogEvents(home, ids.kid.session_id).map((e) => e.event)).toContain("agent.terminated")
         expect(fs.readFileSync(cFile, "utf8")).toBe(cBefore)
-        const s = await r.life.runPromise(OrchestratorState)
+        const s = await r.life.runPromise(agentState)
         expect([...s.tree.nodes.keys()]).toEqual([ids.d.id])
       } finally {
         await r.life.dispose()

@@ -9,7 +9,7 @@ import * as fs from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Orchestration from "../../src/agent/Orchestrator.js"
-import { OrchestratorState } from "../../src/agent/OrchestratorState.js"
+import { Tree } from "../../src/agent/Tree.js"
 import { SubstratPaths } from "../../src/config/Paths.js"
 import * as ChildWorkspacesLive from "../../src/daemon/ChildWorkspacesLive.js"
 import * as WorkspaceInUse from "../../src/daemon/WorkspaceInUse.js"
@@ -63,13 +63,13 @@ const runtimeFor = (home: string) => {
     Layer.provideMerge(store),
     Layer.provide(NodeContext.layer)
   )
-  const orchestration = Orchestration.layerWithState(Layer.effect(OrchestratorState, OrchestratorState)).pipe(
+  const orchestration = Orchestration.layerWithTree(Layer.effect(Tree, Tree)).pipe(
     Layer.provideMerge(Layer.mergeAll(ScriptedProvider.layer({ scripts }), MultiplexerConfig.layer(2)))
   )
   return ManagedRuntime.make(
     orchestration.pipe(
       Layer.provideMerge(workspaces),
-      Layer.provideMerge(OrchestratorState.layer),
+      Layer.provideMerge(Tree.Default),
       Layer.provideMerge(storage),
       Layer.orDie
     )

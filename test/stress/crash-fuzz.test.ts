@@ -10,7 +10,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either, ManagedRuntime } from "effect"
 import fc from "fast-check"
 import { Orchestrator } from "../../src/agent/Orchestrator.js"
-import { OrchestratorState } from "../../src/agent/OrchestratorState.js"
+import { agentState } from "../support/agentState.js"
 import { Recovery } from "../../src/recovery/Recovery.js"
 import type { AgentId } from "../../src/domain/ids.js"
 import { makeCrashing } from "../../src/storage/DurableCrash.js"
@@ -92,7 +92,7 @@ export const runSequence = async (steps: ReadonlyArray<Step>): Promise<{ failure
     }
     let life = start()
     const syncModel = async () => {
-      const s = await life.runPromise(OrchestratorState)
+      const s = await life.runPromise(agentState)
       const names = new Map<string, AgentId>()
       for (const n of s.tree.nodes.values()) {
         model.attempted.add(n.id)

@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest"
 import { Effect, Either, ManagedRuntime, Option } from "effect"
 import fc from "fast-check"
 import { Orchestrator } from "../../src/agent/Orchestrator.js"
-import { OrchestratorState } from "../../src/agent/OrchestratorState.js"
+import { agentState, type AgentStateServices } from "../support/agentState.js"
 import { ToolHandler } from "../../src/agent/ToolHandler.js"
 import type { AgentId } from "../../src/domain/ids.js"
 import { Multiplexer } from "../../src/session/Multiplexer.js"
@@ -39,7 +39,7 @@ const oneHop = (_m: Model, from: ShadowAgent, to: ShadowAgent) =>
     from.parent === to.id || to.parent === from.id || (from.parent !== null && from.parent === to.parent)
   )
 
-const run = <A, E>(r: Real, eff: Effect.Effect<A, E, Orchestrator | OrchestratorState | ToolHandler | Multiplexer | SessionStore>) =>
+const run = <A, E>(r: Real, eff: Effect.Effect<A, E, Orchestrator | AgentStateServices | ToolHandler | Multiplexer | SessionStore>) =>
   r.rt.runPromise(eff)
 
 /** The invariants, checked after every command (all turns settled first). */
@@ -47,7 +47,7 @@ const invariants = (m: Model, r: Real) =>
   run(r, Effect.gen(function*() {
     const o = yield* Orchestrator
     yield* o.awaitIdle
-    const s = yield* OrchestratorState
+    const s = yield* agentState
     const mux = yield* Multiplexer
     const store = yield* SessionStore
     // tree matches the shadow

@@ -1,0 +1,188 @@
+// TurnRunner: runs the agents' turns. A dispatcher fiber takes one wake at a time from the
+// Mailbox and runs at most one turn of that agent (its oldest trigger) through the TurnScheduler
+// (one turn at a time per agent) and the Multiplexer (bounded slots). It is the only place a
+// turn begins and ends (Turns): the turn's context is created when its prompt is taken and
+// deleted once the turn is recorded. At the end of a turn it births the children the turn
+// spawned, sends the auto-reply and notes the turn's usage and summary.
+import { Effect, Fiber, FiberSet, Option, Schema } from "effect"
+import type { AgentNode } from "../domain/agent.js"
+import type { AgentId } from "../domain/ids.js"
+import type { SessionBinding } from "../session/Multiplexer.js"
+import { type TurnOutcome, TurnScheduler } from "../session/TurnScheduler.js"
+import { Activity } from "./Activity.js"
+import { Delivery } from "./Delivery.js"
+import { Lifecycle } from "./Lifecycle.js"
+import { Mailbox } from "./Mailbox.js"
+import { type AgentOutput, OutputBus } from "./OutputBus.js"
+import { Requests } from "./Requests.js"
+import { ToolHandler } from "./ToolHandler.js"
+import { Tree } from "./Tree.js"
+import { TurnHooks } from "./TurnHooks.js"
+import { settle, type Trigger, Turns } from "./Turns.js"
+
+/** A child spawned during a turn could not be born (its session or `agent.created` not durable). */
+export class BirthError extends Schema.TaggedError<BirthError>()("BirthError", {
+  child: Schema.String,
+  message: Schema.String
+}) {}
+
+export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunner", {
+  scoped: Effect.gen(function*() {
+    const tree = yield* Tree
+    const mailbox = yield* Mailbox
+    const turns = yield* Turns
+    const delivery = yield* Delivery
+    const requests = yield* Requests
+    const activity = yield* Activity
+    const lifecycle = yield* Lifecycle
+    const tools = yield* ToolHandler
+    const scheduler = yield* TurnScheduler
+    const bus = yield* OutputBus
+    const hooks = Option.getOrElse(yield* Effect.serviceOption(TurnHooks), () => ({
+      afterTurn: () => Effect.void
+    }))
+    const fibers = yield* FiberSet.make()
+
+    const bindingOf = (n: AgentNode): SessionBinding => ({
+      session_id: n.session_id,
+      provider: n.provider,
+      instructions: n.instructions,
+      context: { agent_name: n.name, role: n.role, tools: tools.forAgent(n.id) }
+    })
+
+    /**
+     * Birth the children spawned during `node`'s turn (deferred spawn) so that they are durable
+     * before the turn's end is logged: seed 001 — the spawn is acknowledged when the parent's
+     * turn ends, so every child of a durably ended turn must exist after a crash. Messages held
+     * for a child are logged (`message.enqueued`) in its log by the birth too; the child's wakes
+     * are held until `afterTurn` has recorded the parent's turn (releaseWakes).
+     * A child whose birth fails is dropped (its held requests answered with an error) and the
+     * turn fails with BirthError.
+     */
+    const birthChildren = (node: AgentNode) =>
+      Effect.gen(function*() {
+        let failure: BirthError | null = null
+        for (const child of turns.deferredOf(node.id)) {
+          if (!mailbox.isUnborn(child)) continue
+          mailbox.holdWakes(child)
+          const born = yield* Effect.either(lifecycle.birth(child))
+          if (born._tag === "Right") continue
+          const name = tree.get(child)?.name ?? child
+          const message = `could not create ${name}: ${born.left.message}`
+          // Still unborn: nothing durable says it exists; take it out of memory too. (A failure
+          // after `agent.created` — delivering a held message — leaves a born child.)
+          if (mailbox.isUnborn(child)) yield* lifecycle.dropUnborn(child, `${name} could not be created`)
+          else {
+            // Born, but a held message could not be logged: the requests among the lost ones
+            // (pending, not in its inbox) are answered with an error so no sender waits forever.
+            const inbox = mailbox.inboxIds(child)
+            for (const r of requests.addressedTo(child)) {
+              if (!inbox.has(r.id)) {
+                yield* requests.reply(r.id, `[error] your message to ${name} could not be delivered: ${born.left.message}`)
+              }
+            }
+          }
+          yield* mailbox.releaseWakes(child)
+          failure ??= new BirthError({ child: name, message })
+        }
+        if (failure !== null) return yield* failure
+      })
+
+    const afterTurn = (node: AgentNode, trigger: Trigger, o: TurnOutcome) =>
+      Effect.gen(function*() {
+        // Hooks first (e.g. recording the turn's workspace diff): the agent still counts as busy,
+        // and nothing the turn triggers (its reply waking the parent, its children's first
+        // turns) runs before the turn is fully recorded.
+        yield* hooks.afterTurn(node, o).pipe(Effect.catchAllCause(() => Effect.void))
+        const spawned = turns.end(node.id)
+        activity.noteTurn(node.id, o)
+        for (const child of spawned) {
+          // Spawned after `birthChildren` ran (an Orchestrator.spawn racing the turn's end): born now.
+          if (mailbox.isUnborn(child)) {
+            yield* lifecycle.birth(child).pipe(
+              Effect.catchAll((e) =>
+                mailbox.isUnborn(child)
+                  ? lifecycle.dropUnborn(child, `${tree.get(child)?.name ?? child} could not be created`)
+                  : Effect.logWarning(`birth of ${child}: ${e.message}`)
+              )
+            )
+          }
+          yield* mailbox.releaseWakes(child)
+        }
+        // (A request that timed out meanwhile still gets its reply, delivered as a late one.)
+        if (trigger._tag === "message" && requests.awaitsReply(trigger.id, node.id)) {
+          yield* requests.reply(
+            trigger.id,
+            o.error ? `[error] ${node.name} failed to answer: ${o.error.message}` : o.response
+          )
+        }
+        yield* bus.publish({
+          _tag: "TurnCompleted",
+          agent_id: node.id,
+          turn_id: o.turn_id,
+          response: o.response,
+          error: o.error ? o.error.message : null
+        })
+        yield* settle(trigger, o)
+      })
+
+    /** One wake = at most one turn of `agent` (its oldest trigger). */
+    const runWake = (agent: AgentId) =>
+      Effect.gen(function*() {
+        const node = tree.get(agent)
+        if (!node) {
+          const t = mailbox.shiftTrigger(agent)
+          if (t) yield* settle(t, null)
+          return
+        }
+        let taken: Trigger | null = null
+        const prompt = Effect.suspend(() => {
+          const t = delivery.takeForTurn(agent)
+          if (Option.isNone(t)) return Effect.succeedNone
+          const { consumed, prompt, trigger } = t.value
+          taken = trigger
+          if (prompt === null) return settle(trigger, null).pipe(Effect.as(Option.none<string>()))
+          turns.begin(agent, trigger)
+          return delivery.markDelivered(agent, consumed).pipe(Effect.as(Option.some(prompt)))
+        })
+        const publish = (o: AgentOutput) => bus.publish(o)
+        yield* scheduler.run(bindingOf(node), prompt, {
+          onStart: (turn_id, p) => publish({ _tag: "TurnStarted", agent_id: agent, turn_id, prompt: p }),
+          onOutput: (turn_id, out) =>
+            out._tag === "TextChunk"
+              ? publish({ _tag: "Text", agent_id: agent, turn_id, text: out.text })
+              : out._tag === "ToolCall"
+              ? publish({
+                _tag: "ToolCalled",
+                agent_id: agent,
+                turn_id,
+                tool: out.tool,
+                arguments: out.arguments,
+                result: out.result,
+                is_error: out.is_error
+              })
+              : Effect.void,
+          beforeEnd: () => birthChildren(node),
+          after: (o) => taken ? afterTurn(node, taken, o) : Effect.void
+        })
+      }).pipe(Effect.ensuring(turns.addWork(-1)))
+
+    const wakeLoop = yield* mailbox.nextWake.pipe(
+      Effect.flatMap((agent) => FiberSet.run(fibers, runWake(agent))),
+      Effect.forever,
+      Effect.forkScoped
+    )
+
+    /**
+     * Start no more turns and interrupt the running ones; returns once they have let go of their
+     * sessions. An interrupted turn stays open in its log (`turn.start` without an end) and
+     * queued wakes are not run, so the next start-up handles them as recovery does after a crash.
+     */
+    const stopTurns = Effect.fn("TurnRunner.stopTurns")(function*() {
+      yield* Fiber.interrupt(wakeLoop)
+      yield* FiberSet.clear(fibers)
+    })
+
+    return { bindingOf, stopTurns } as const
+  })
+}) {}
