@@ -17,6 +17,23 @@ import { Turns } from "./Turns.js"
 
 export { UsageReport } from "../domain/usage.js"
 
+/** One of the recent turns `inspect` shows (prompt/response excerpts). */
+export const RecentTurn = Schema.Struct({
+  turn_id: Schema.String,
+  prompt: Schema.String,
+  response: Schema.String,
+  error: Schema.NullOr(Schema.String)
+})
+/** One of the recent messages `inspect` shows (text excerpt). */
+export const RecentMessage = Schema.Struct({
+  direction: Schema.Literal("in", "out"),
+  peer: Schema.String,
+  kind: Schema.String,
+  message_id: Schema.String,
+  text: Schema.String
+})
+
+/** The inspect result: `inspect_agent`'s JSON, and what `agent.inspect` (daemon/Rpcs.ts) builds on. */
 export const AgentInspection = Schema.Struct({
   agent_id: Schema.String,
   name: Schema.String,
@@ -29,19 +46,8 @@ export const AgentInspection = Schema.Struct({
   pending_inbox: Schema.Number,
   queued_turns: Schema.Number,
   waiting_for_replies: Schema.Number,
-  recent_turns: Schema.Array(Schema.Struct({
-    turn_id: Schema.String,
-    prompt: Schema.String,
-    response: Schema.String,
-    error: Schema.NullOr(Schema.String)
-  })),
-  recent_messages: Schema.Array(Schema.Struct({
-    direction: Schema.Literal("in", "out"),
-    peer: Schema.String,
-    kind: Schema.String,
-    message_id: Schema.String,
-    text: Schema.String
-  })),
+  recent_turns: Schema.Array(RecentTurn),
+  recent_messages: Schema.Array(RecentMessage),
   usage: UsageReportSchema
 })
 export type AgentInspection = typeof AgentInspection.Type
