@@ -8,9 +8,12 @@ export type AgentRole = typeof AgentRole.Type
 export const AgentState = Schema.Literal("idle", "busy", "waiting", "terminated")
 export type AgentState = typeof AgentState.Type
 
+/** What an agent name looks like (checked without a Schema where that is hot: recovery's plan). */
+export const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/
+
 /** Agent names: what agents address each other by. Unique among siblings. */
 export const AgentName = Schema.String.pipe(
-  Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, {
+  Schema.pattern(NAME_PATTERN, {
     message: () => "agent names are 1-64 characters of letters, digits, '_', '.', '-', starting with a letter or digit"
   })
 )

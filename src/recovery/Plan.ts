@@ -13,7 +13,7 @@
 //  8. activity   — each live agent's recent turns and messages (`inspect_agent`)
 //  9. seed       — the agent services' state (StateSeeding), with the replies of step 5
 //                  delivered like the Router delivers; the turns to queue
-import { AgentNode } from "../domain/agent.js"
+import { AgentNode, NAME_PATTERN } from "../domain/agent.js"
 import type { AgentId, MessageId, SessionId } from "../domain/ids.js"
 import type { MessageEnvelope } from "../domain/message.js"
 import type { Session } from "../domain/session.js"
@@ -122,8 +122,6 @@ const index = (sessions: ReadonlyArray<PlanSession>, quarantined: Quarantine) =>
   return { entries, bySession, orphans, markTerminated, topLevel, candidates, terminated }
 }
 
-/** AgentName's pattern (domain/agent.ts). */
-const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/
 
 /**
  * Step 2: the tree, breadth-first from the roots. `AgentTree.add`'s rules are checked here in
@@ -142,7 +140,7 @@ const buildTree = (topLevel: ReadonlyArray<Entry>, quarantined: Quarantine) => {
     const c = e.log.created
     const parentEntry = e.parent
     const names = siblingNames.get(parentEntry)
-    const problem = !NAME.test(c.name) || c.role.length < 1 || c.role.length > 64
+    const problem = !NAME_PATTERN.test(c.name) || c.role.length < 1 || c.role.length > 64
       ? `invalid name or role "${c.name}"/"${c.role}"`
       : ids.has(c.agent_id)
       ? `agent ${c.agent_id} already exists`
