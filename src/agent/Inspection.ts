@@ -5,6 +5,7 @@
 // the last 5 messages sent or received; plus how many messages wait in the inbox, how many sync
 // requests the agent is still waiting on.
 import { Effect, Schema } from "effect"
+import { RecentMessage, RecentTurn } from "../domain/inspection.js"
 import { UsageReport as UsageReportSchema } from "../domain/usage.js"
 import { AgentState } from "../domain/agent.js"
 import type { AgentId } from "../domain/ids.js"
@@ -17,21 +18,7 @@ import { Turns } from "./Turns.js"
 
 export { UsageReport } from "../domain/usage.js"
 
-/** One of the recent turns `inspect` shows (prompt/response excerpts). */
-export const RecentTurn = Schema.Struct({
-  turn_id: Schema.String,
-  prompt: Schema.String,
-  response: Schema.String,
-  error: Schema.NullOr(Schema.String)
-})
-/** One of the recent messages `inspect` shows (text excerpt). */
-export const RecentMessage = Schema.Struct({
-  direction: Schema.Literal("in", "out"),
-  peer: Schema.String,
-  kind: Schema.String,
-  message_id: Schema.String,
-  text: Schema.String
-})
+export { RecentMessage, RecentTurn }
 
 /** The inspect result: `inspect_agent`'s JSON, and what `agent.inspect` (daemon/Rpcs.ts) builds on. */
 export const AgentInspection = Schema.Struct({

@@ -6,7 +6,9 @@ import * as RpcGroup from "@effect/rpc/RpcGroup"
 import { Schema } from "effect"
 import { AgentNode } from "../domain/agent.js"
 import { AgentId, MessageId, SessionId, TurnId, WorkspaceId } from "../domain/ids.js"
+import { RecentMessage, RecentTurn } from "../domain/inspection.js"
 import { SessionState } from "../domain/session.js"
+import { UsageWithTurns } from "../domain/usage.js"
 import { BindMode, WorkspaceSpec } from "../domain/workspace.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -84,12 +86,7 @@ export const SessionInfo = Schema.Struct({
 })
 export type SessionInfo = typeof SessionInfo.Type
 
-export const Usage = Schema.Struct({
-  input_tokens: Schema.Number,
-  output_tokens: Schema.Number,
-  cost_usd: Schema.Number,
-  turns: Schema.Number
-})
+export const Usage = UsageWithTurns
 export type Usage = typeof Usage.Type
 
 export const InspectResult = Schema.Struct({
@@ -102,19 +99,8 @@ export const InspectResult = Schema.Struct({
   queued_turns: Schema.Number,
   waiting_for_replies: Schema.Number,
   usage: Schema.Struct({ own: Usage, subtree: Usage }),
-  recent_turns: Schema.Array(Schema.Struct({
-    turn_id: Schema.String,
-    prompt: Schema.String,
-    response: Schema.String,
-    error: Schema.NullOr(Schema.String)
-  })),
-  recent_messages: Schema.Array(Schema.Struct({
-    direction: Schema.Literal("in", "out"),
-    peer: Schema.String,
-    kind: Schema.String,
-    message_id: Schema.String,
-    text: Schema.String
-  }))
+  recent_turns: Schema.Array(RecentTurn),
+  recent_messages: Schema.Array(RecentMessage)
 })
 export type InspectResult = typeof InspectResult.Type
 
