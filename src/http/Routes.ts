@@ -4,10 +4,11 @@
 // operation for the CLI and HTTP alike, with the same errors. What HTTP adds: `?all=1` on the
 // agent list, `wait` on messages (the answer, from the event feed) and the SSE stream (Sse.ts).
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Duration, Effect, Queue, Schema, Stream } from "effect"
+import { Duration, Effect, Option, Queue, Schema, Stream } from "effect"
 import type { MessageEnvelope } from "../domain/message.js"
 import * as Cursor from "../feed/Cursor.js"
 import { EventFeed } from "../feed/EventFeed.js"
+import { EventLog } from "../storage/EventLog.js"
 import {
   AdminRpcs,
   AgentCreateRpc,
@@ -58,6 +59,7 @@ const respond = <E, R>(effect: Effect.Effect<HttpServerResponse.HttpServerRespon
 
 export const make = Effect.gen(function*() {
   const feed = yield* EventFeed
+  const log = yield* EventLog
   const status = yield* AdminRpcs.accessHandler("daemon.status")
   const create = yield* AdminRpcs.accessHandler("agent.create")
   const list = yield* AdminRpcs.accessHandler("agent.list")
@@ -83,16 +85,31 @@ export const make = Effect.gen(function*() {
       const live = (yield* list(undefined, headers)).agents
       if (!all) return { agents: live }
       const known = new Set<string>(live.map((a) => a.id))
-      const gone = (yield* sessionList(undefined, headers)).sessions
-        .filter((s) => s.agent_id !== null && !known.has(s.agent_id))
-        .map((s) => ({
-          id: s.agent_id,
-          name: s.agent_name,
-          session_id: s.id,
-          parent_id: null,
-          provider: s.provider_name,
-          state: "terminated" as const
-        }))
+      const sessions = (yield* sessionList(undefined, headers)).sessions
+      const agentOfSession = new Map(sessions.map((s) => [s.id as string, s.agent_id]))
+      const gone = yield* Effect.forEach(
+        sessions.filter((s) => s.agent_id !== null && !known.has(s.agent_id)),
+        (s) =>
+          // The parent, from the agent's own `agent.created` (its parent's session → that agent).
+          log.read(s.id).pipe(
+            Stream.filter((e) => e.event === "agent.created"),
+            Stream.runHead,
+            Effect.orElseSucceed(() => Option.none()),
+            Effect.map((created) => {
+              const parentSession = Option.isSome(created) && created.value.event === "agent.created"
+                ? created.value.data.parent_session_id
+                : null
+              return {
+                id: s.agent_id,
+                name: s.agent_name,
+                session_id: s.id,
+                parent_id: parentSession === null ? null : agentOfSession.get(parentSession) ?? null,
+                provider: s.provider_name,
+                state: "terminated" as const
+              }
+            })
+          )
+      )
       return { agents: [...live, ...gone] }
     })
 

@@ -112,7 +112,7 @@ describe("HTTP API (real daemon)", () => {
     const live = (await request(unix, "GET", "/v1/agents")).json<{ agents: ReadonlyArray<Node> }>().agents
     expect(live.map((a) => a.name).sort()).toEqual(["bob", "lead"])
     const all = (await request(unix, "GET", "/v1/agents?all=1")).json<{ agents: ReadonlyArray<Node> }>().agents
-    expect(all.find((a) => a.id === alice.id)?.state).toBe("terminated")
+    expect(all.find((a) => a.id === alice.id)).toMatchObject({ state: "terminated", parent_id: lead.id, name: "alice" })
   })
 
   it("GET /openapi.json describes every route from the RPC Schemas (token needed on TCP)", async () => {
