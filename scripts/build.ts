@@ -8,9 +8,9 @@
 // Usage: `tsx scripts/build.ts` (npm run build; also the pretest/predemo/prebench hook).
 import * as esbuild from "esbuild"
 import { spawnSync } from "node:child_process"
-import { mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs"
+import { mkdirSync, renameSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
-import { dirname, join, relative, resolve } from "node:path"
+import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..")
@@ -53,15 +53,9 @@ const common: esbuild.BuildOptions = {
   external: ["msgpackr-extract"]
 }
 
-const buildOne = async (entry: string, out: string, plugins: Array<esbuild.Plugin>, inputsFile?: string) => {
+const buildOne = async (entry: string, out: string, plugins: Array<esbuild.Plugin>) => {
   const tmp = `${out}.${process.pid}.tmp`
-  const r = await esbuild.build({ ...common, entryPoints: [join(root, entry)], outfile: tmp, plugins, metafile: inputsFile !== undefined })
-  // The files the bundle is made of (relative to the repo), for the launcher's freshness check.
-  if (inputsFile !== undefined && r.metafile !== undefined) {
-    const inputs = Object.keys(r.metafile.inputs).map((i) => relative(root, resolve(i)))
-    writeFileSync(`${inputsFile}.tmp`, JSON.stringify([...inputs, "package.json", "scripts/build.ts"]))
-    renameSync(`${inputsFile}.tmp`, inputsFile)
-  }
+  await esbuild.build({ ...common, entryPoints: [join(root, entry)], outfile: tmp, plugins })
   // Atomic: a concurrently starting CLI never sees half a bundle.
   renameSync(`${tmp}.map`, `${out}.map`)
   renameSync(tmp, out)
