@@ -27,7 +27,7 @@ export interface DirEntry {
 }
 
 export interface DurableService {
-  /** Open (creating if absent) a file for durable appends; closed with the scope. */
+  /** Open (creating if absent: then its directory is fsync'd) a file for durable appends; closed with the scope. */
   readonly openAppend: (path: string) => Effect.Effect<AppendHandle, DurableError, Scope.Scope>
   /** Create/truncate `path`, write `bytes`, fsync, close. Used for the WAL pending file. */
   readonly writeSync: (path: string, bytes: Uint8Array) => Effect.Effect<void, DurableError>

@@ -5,11 +5,21 @@
 // bytes), and from then on every I/O — reads included — is refused, as if the process had
 // died. A test then reopens the same directory with the real layer and checks the invariants.
 //
+// Two crash modes. `process` (default): the process dies, the kernel keeps everything it was
+// given (page cache included). `powerLoss: true` (as LazyFS does): the machine loses power, so
+// at the crash the directories touched are rewritten to their *durable* state — every write
+// not covered by an fsync of its file is lost (or, with `tornFraction`, a prefix of the
+// unsynced appended tail survives), and every directory entry created, renamed or removed
+// since the last fsync of its directory is undone (a new file or directory vanishes with all it
+// holds; an unlinked or renamed-over file comes back with its durable bytes).
+//
 // Typical use (enumerate every crash point of a scenario):
 //   const probe = makeCrashing()                      // count only
 //   await run(scenario, probe.layer); const n = probe.control.stepCount()
 //   for (let k = 1; k <= n; k++) { const c = makeCrashing({ crashAt: k }); … }
 import { Effect, Layer } from "effect"
+import * as fs from "node:fs"
+import { dirname, join } from "node:path"
 import { DurableError } from "../domain/errors.js"
 import { Durable, type DurableService } from "./Durable.js"
 import { makeDurable, nodePrimitives, type Primitives } from "./internal/durableNode.js"
@@ -35,8 +45,13 @@ export interface Step {
 export interface CrashOptions {
   /** Crash at this 1-based step; undefined = never (count only). */
   readonly crashAt?: number | undefined
-  /** At a crashing `write`, first write this fraction of the bytes (torn write). Default 0.5; 0 = nothing. */
+  /**
+   * At a crashing `write`, first write this fraction of the bytes (torn write). Default 0.5; 0 =
+   * nothing. Under `powerLoss`, also the fraction of each file's unsynced appended tail that survives.
+   */
   readonly tornFraction?: number
+  /** Model a power loss, not a process crash: unsynced data and directory entries are lost at the crash. */
+  readonly powerLoss?: boolean
 }
 
 export interface CrashControl {
@@ -68,10 +83,171 @@ const kindOp: Record<StepKind, DurableError["op"]> = {
   remove: "remove"
 }
 
+
+// ── Power loss: what the disk holds durably ──────────────────────────────────────────────────
+// A model of the touched part of the file system: each file or directory is a node; a file
+// node holds the bytes of its last fsync, a directory node the entries of its last fsync (each
+// pointing at a node). `live` maps the current paths to nodes. Paths are observed (read from
+// disk, deeply) the first time an operation touches them or their directory: what is on disk
+// before the test's first I/O counts as durable.
+
+type Node =
+  | { readonly kind: "file"; durable: Uint8Array }
+  | { readonly kind: "dir"; durable: Map<string, Node> }
+
+export interface PowerLossTracker {
+  readonly wrap: (base: Primitives) => Primitives
+  /** Rewrite the touched directories to their durable state. */
+  readonly lose: (tornFraction: number) => void
+}
+
+export const powerLossTracker = (): PowerLossTracker => {
+  const live = new Map<string, Node>()
+  const roots = new Map<string, Node>()
+
+  const observe = (path: string): Node | undefined => {
+    const known = live.get(path)
+    if (known !== undefined) return known
+    const st = fs.statSync(path, { throwIfNoEntry: false })
+    if (st === undefined) return undefined
+    let node: Node
+    if (st.isDirectory()) {
+      const entries = new Map<string, Node>()
+      node = { kind: "dir", durable: entries }
+      live.set(path, node)
+      for (const name of fs.readdirSync(path)) {
+        const child = observe(join(path, name))
+        if (child !== undefined) entries.set(name, child)
+      }
+    } else {
+      node = { kind: "file", durable: new Uint8Array(fs.readFileSync(path)) }
+      live.set(path, node)
+    }
+    if (!live.has(dirname(path)) && !roots.has(path)) roots.set(path, node)
+    return node
+  }
+  /** Observe the directory holding `path` (and so `path` itself, when it exists). */
+  const observeParent = (path: string) => {
+    observe(dirname(path))
+  }
+  const forget = (path: string) => {
+    for (const p of [...live.keys()]) if (p === path || p.startsWith(path + "/")) live.delete(p)
+  }
+  const fileNode = (path: string): Node => {
+    const n = live.get(path)
+    if (n !== undefined) return n
+    const fresh: Node = { kind: "file", durable: new Uint8Array(0) }
+    live.set(path, fresh)
+    return fresh
+  }
+  const before = <A>(pre: () => void, eff: Effect.Effect<A, DurableError>, post?: (a: A) => void) =>
+    Effect.suspend(() => {
+      pre()
+      return post === undefined ? eff : Effect.tap(eff, (a) => Effect.sync(() => post(a)))
+    })
+
+  const wrap = (base: Primitives): Primitives => ({
+    ...base,
+    open: (path, mode) =>
+      mode === "readwrite"
+        ? base.open(path, mode)
+        : before(() => observeParent(path), base.open(path, mode), () => {
+          fileNode(path) // a created file: nothing of it is durable yet
+        }),
+    fsync: (fd, path) =>
+      Effect.tap(base.fsync(fd, path), () =>
+        Effect.sync(() => {
+          const n = fileNode(path)
+          if (n.kind === "file") n.durable = new Uint8Array(fs.readFileSync(path))
+        })),
+    rename: (from, to) =>
+      before(() => {
+        observeParent(from)
+        observeParent(to)
+      }, base.rename(from, to), () => {
+        const n = live.get(from)
+        forget(to)
+        forget(from)
+        if (n !== undefined) live.set(to, n)
+      }),
+    unlink: (path) => before(() => observeParent(path), base.unlink(path), () => forget(path)),
+    fsyncDir: (path) =>
+      Effect.tap(base.fsyncDir(path), () =>
+        Effect.sync(() => {
+          const n = observe(path)
+          if (n === undefined || n.kind !== "dir") return
+          const entries = new Map<string, Node>()
+          for (const name of fs.readdirSync(path)) {
+            const child = observe(join(path, name))
+            if (child !== undefined) entries.set(name, child)
+          }
+          n.durable = entries
+        })),
+    mkdir: (path, mode) =>
+      before(() => {
+        let first = path
+        while (!fs.existsSync(dirname(first)) && dirname(first) !== first) first = dirname(first)
+        observeParent(first)
+      }, base.mkdir(path, mode), (first) => {
+        if (first === undefined) return
+        // Every directory created is new and empty as far as the disk knows.
+        for (let d = path; d.length >= first.length; d = dirname(d)) {
+          live.set(d, { kind: "dir", durable: new Map() })
+          if (d === first || d === dirname(d)) break
+        }
+      }),
+    rmTree: (path) => before(() => observeParent(path), base.rmTree(path), () => forget(path)),
+    rmdir: (path) => before(() => observeParent(path), base.rmdir(path), (removed) => {
+      if (removed) forget(path)
+    })
+  })
+
+  const lose = (tornFraction: number) => {
+    const pathOf = new Map<Node, string>()
+    for (const [p, n] of live) pathOf.set(n, p)
+    const bytesOf = (n: Node & { kind: "file" }): Uint8Array => {
+      const now = pathOf.get(n)
+      const current = now === undefined ? undefined : fs.readFileSync(now, { flag: "r" })
+      const d = n.durable
+      if (current === undefined || current.length <= d.length || !Buffer.from(current.subarray(0, d.length)).equals(Buffer.from(d))) return d
+      const keep = Math.floor((current.length - d.length) * tornFraction)
+      return new Uint8Array(current.subarray(0, d.length + keep))
+    }
+    // Compute every file's surviving bytes first: restoring rewrites the paths they are read from.
+    const contents = new Map<Node, Uint8Array>()
+    const collect = (n: Node) => {
+      if (n.kind === "file") {
+        if (!contents.has(n)) contents.set(n, bytesOf(n))
+      } else for (const c of n.durable.values()) collect(c)
+    }
+    for (const r of roots.values()) collect(r)
+    const restore = (path: string, n: Node) => {
+      if (n.kind === "file") {
+        const st = fs.statSync(path, { throwIfNoEntry: false })
+        if (st?.isDirectory()) fs.rmSync(path, { recursive: true, force: true })
+        fs.writeFileSync(path, contents.get(n) ?? n.durable)
+        return
+      }
+      const st = fs.statSync(path, { throwIfNoEntry: false })
+      if (st !== undefined && !st.isDirectory()) fs.rmSync(path, { force: true })
+      if (st === undefined || !st.isDirectory()) fs.mkdirSync(path)
+      for (const name of fs.readdirSync(path)) {
+        if (!n.durable.has(name)) fs.rmSync(join(path, name), { recursive: true, force: true })
+      }
+      for (const [name, child] of n.durable) restore(join(path, name), child)
+    }
+    for (const [p, r] of roots) restore(p, r)
+  }
+
+  return { wrap, lose }
+}
+
 /** A crash-injecting Durable over the real filesystem, with its control handle. */
-export const makeCrashing = (options: CrashOptions = {}, base: Primitives = nodePrimitives): Crashing => {
+export const makeCrashing = (options: CrashOptions = {}, real: Primitives = nodePrimitives): Crashing => {
   let crashAt = options.crashAt
   const torn = options.tornFraction ?? 0.5
+  const power = options.powerLoss === true ? powerLossTracker() : undefined
+  const base = power === undefined ? real : power.wrap(real)
   let steps: Array<Step> = []
   let crashed: Step | undefined
 
@@ -98,7 +274,8 @@ export const makeCrashing = (options: CrashOptions = {}, base: Primitives = node
         const fail = Effect.fail(
           new DurableError({ op: kindOp[kind], path, message: `injected crash at step ${s.n} (${kind} ${path})` })
         )
-        return partial ? Effect.zipRight(Effect.ignore(partial), fail) : fail
+        const lost = power === undefined ? fail : Effect.zipRight(Effect.sync(() => power.lose(torn)), fail)
+        return partial ? Effect.zipRight(Effect.ignore(partial), lost) : lost
       }
       return eff
     })

@@ -28,8 +28,8 @@ interface Outcome {
 }
 
 /** Run `ops` against the file layer over a crashing Durable; stop at the first failure. */
-const runWithCrash = async (home: string, ops: ReadonlyArray<Op>, crashAt: number | undefined, torn: number) => {
-  const crashing = makeCrashing({ crashAt, tornFraction: torn })
+const runWithCrash = async (home: string, ops: ReadonlyArray<Op>, crashAt: number | undefined, torn: number, powerLoss = false) => {
+  const crashing = makeCrashing({ crashAt, tornFraction: torn, powerLoss })
   const acked = new Map<number, Array<string>>()
   let inflight: Outcome["inflight"]
   await Effect.runPromise(
@@ -108,26 +108,26 @@ const scenario: ReadonlyArray<Op> = [
 ]
 
 describe("EventLog crash injection", () => {
-  it("crashes at every sub-step of 6 appends (+ a close/reopen), torn and clean writes", async () => {
+  it("crashes at every sub-step of 6 appends (+ a close/reopen), torn and clean writes, process crash and power loss", async () => {
     // Count the steps of the scenario once (no crash), then crash at each of them.
     const probe = await withTmp((dir) => runWithCrash(join(dir, "home"), scenario, undefined, 0.5))
     expect(probe.crashed).toBe(false)
     const n = probe.steps
     expect(n).toBeGreaterThan(6 * 5)
     let exercised = 0
-    for (const torn of [0.5, 0]) {
+    for (const [powerLoss, torn] of [[false, 0.5], [false, 0], [true, 0.5], [true, 0]] as const) {
       for (let k = 1; k <= n; k++) {
         await withTmp(async (dir) => {
           const home = join(dir, "home")
-          const out = await runWithCrash(home, scenario, k, torn)
+          const out = await runWithCrash(home, scenario, k, torn, powerLoss)
           expect(out.crashed).toBe(true)
           await checkRecovered(home, [1, 2], out)
           exercised++
         })
       }
     }
-    console.log(`EventLog crash points exercised: ${exercised} (${n} sub-steps x torn/clean writes)`)
-    expect(exercised).toBe(2 * n)
+    console.log(`EventLog crash points exercised: ${exercised} (${n} sub-steps x torn/clean writes x process crash/power loss)`)
+    expect(exercised).toBe(4 * n)
   })
 
   it(`property: random append/close sequences crashed at a random step (${fuzzProfile.name} profile)`, async () => {
@@ -141,11 +141,12 @@ describe("EventLog crash injection", () => {
         fc.array(opArb, { minLength: 1, maxLength: 12 }),
         fc.integer({ min: 1, max: 90 }),
         fc.double({ min: 0, max: 1, noNaN: true }),
-        async (ops, crashAt, torn) => {
+        fc.boolean(),
+        async (ops, crashAt, torn, powerLoss) => {
           runs++
           await withTmp(async (dir) => {
             const home = join(dir, "home")
-            const out = await runWithCrash(home, ops, crashAt, torn)
+            const out = await runWithCrash(home, ops, crashAt, torn, powerLoss)
             await checkRecovered(home, [1, 2, 3], out)
           })
         }

@@ -29,8 +29,8 @@ const record = (n: number, version: number, active: boolean) =>
 /** The model: session → version saved (undefined = absent). */
 type Model = Map<number, { version: number; active: boolean } | undefined>
 
-const runWithCrash = async (home: string, ops: ReadonlyArray<Op>, crashAt: number | undefined, torn: number) => {
-  const crashing = makeCrashing({ crashAt, tornFraction: torn })
+const runWithCrash = async (home: string, ops: ReadonlyArray<Op>, crashAt: number | undefined, torn: number, powerLoss = false) => {
+  const crashing = makeCrashing({ crashAt, tornFraction: torn, powerLoss })
   const acked: Model = new Map()
   let inflight: Op | undefined
   await Effect.runPromise(
@@ -98,25 +98,25 @@ const scenario: ReadonlyArray<Op> = [
 ]
 
 describe("SessionStore crash injection", () => {
-  it("crashes at every sub-step of 5 saves and a delete (torn and clean writes)", async () => {
+  it("crashes at every sub-step of 5 saves and a delete (torn and clean writes, process crash and power loss)", async () => {
     const probe = await withTmp((dir) => runWithCrash(join(dir, "home"), scenario, undefined, 0.5))
     expect(probe.crashed).toBe(false)
     const n = probe.steps
     expect(n).toBeGreaterThan(5 * 5)
     let exercised = 0
-    for (const torn of [0.5, 0]) {
+    for (const [powerLoss, torn] of [[false, 0.5], [false, 0], [true, 0.5], [true, 0]] as const) {
       for (let k = 1; k <= n; k++) {
         await withTmp(async (dir) => {
           const home = join(dir, "home")
-          const out = await runWithCrash(home, scenario, k, torn)
+          const out = await runWithCrash(home, scenario, k, torn, powerLoss)
           expect(out.crashed).toBe(true)
           await checkRecovered(home, out)
           exercised++
         })
       }
     }
-    console.log(`SessionStore crash points exercised: ${exercised} (${n} sub-steps x torn/clean writes)`)
-    expect(exercised).toBe(2 * n)
+    console.log(`SessionStore crash points exercised: ${exercised} (${n} sub-steps x torn/clean writes x process crash/power loss)`)
+    expect(exercised).toBe(4 * n)
   })
 
   it(`property: random save/delete sequences crashed at a random step (${fuzzProfile.name} profile)`, async () => {
@@ -130,11 +130,12 @@ describe("SessionStore crash injection", () => {
         fc.array(opArb, { minLength: 1, maxLength: 10 }),
         fc.integer({ min: 1, max: 60 }),
         fc.double({ min: 0, max: 1, noNaN: true }),
-        async (ops, crashAt, torn) => {
+        fc.boolean(),
+        async (ops, crashAt, torn, powerLoss) => {
           runs++
           await withTmp(async (dir) => {
             const home = join(dir, "home")
-            const out = await runWithCrash(home, ops, crashAt, torn)
+            const out = await runWithCrash(home, ops, crashAt, torn, powerLoss)
             await checkRecovered(home, out)
           })
         }

@@ -160,3 +160,49 @@ describe("Durable crash layer", () => {
       expect(fs.readFileSync(`${f}.tmp`, "utf8")).toBe("new\n")
     }))
 })
+
+describe("Durable crash layer, power-loss mode", () => {
+  it.scoped("at the crash: unsynced bytes are lost (or a torn prefix of the tail kept), unsynced entries undone, synced ones kept", () =>
+    Effect.gen(function*() {
+      const dir = yield* tmpDir()
+      fs.writeFileSync(join(dir, "old"), "on disk before\n")
+      const { control, service } = makeCrashing({ powerLoss: true, tornFraction: 0 })
+      // Durable: a record (replaceAtomic fsyncs the file and the directory), two fsync'd appends.
+      yield* service.replaceAtomic(join(dir, "rec"), bytes("v1\n"))
+      yield* Effect.scoped(Effect.gen(function*() {
+        const h = yield* service.openAppend(join(dir, "log"))
+        yield* h.append(bytes("a\n"))
+        yield* h.append(bytes("b\n"))
+      }))
+      // Not durable: a file never fsync'd and a directory whose entry was never fsync'd, an
+      // unlink without a directory fsync, a rename that the crash interrupts before the dirsync.
+      yield* service.mkdir(join(dir, "sub", "deeper"))
+      fs.mkdirSync(join(dir, "ghost"))
+      yield* service.unlink(join(dir, "old"), { syncDir: false })
+      control.reset(4) // open, write, fsync, rename of the next replaceAtomic: crash at its rename
+      const exit = yield* Effect.exit(service.replaceAtomic(join(dir, "rec"), bytes("v2\n")))
+      expect(Exit.isFailure(exit)).toBe(true)
+      expect(control.crashedAt()?.kind).toBe("rename")
+      expect(fs.readFileSync(join(dir, "rec"), "utf8")).toBe("v1\n")
+      expect(fs.readFileSync(join(dir, "log"), "utf8")).toBe("a\nb\n")
+      expect(fs.readFileSync(join(dir, "old"), "utf8")).toBe("on disk before\n") // the unlink is undone
+      expect(fs.existsSync(join(dir, "sub", "deeper"))).toBe(true) // mkdir fsyncs its parents
+      expect(fs.existsSync(join(dir, "ghost"))).toBe(false) // never fsync'd into its directory
+      expect(fs.existsSync(join(dir, "rec.tmp"))).toBe(false) // its entry was never fsync'd
+    }))
+
+  it.scoped("a missing directory fsync after creating a file loses the file, whatever its own fsyncs", () =>
+    Effect.gen(function*() {
+      const dir = yield* tmpDir()
+      const { control, service } = makeCrashing({ powerLoss: true, tornFraction: 0.5 })
+      const h = yield* service.openAppend(join(dir, "log")) // creating it fsyncs the directory
+      yield* h.append(bytes("kept\n"))
+      yield* service.writeSync(join(dir, "pending"), bytes("0123456789")) // fsync'd, its entry not
+      yield* h.append(bytes("x".repeat(8)))
+      control.reset(2) // the next append: its write lands, its fsync crashes
+      expect(Exit.isFailure(yield* Effect.exit(h.append(bytes("0123456789"))))).toBe(true)
+      expect(fs.existsSync(join(dir, "pending"))).toBe(false)
+      // The log: its synced bytes, then half of the unsynced tail (torn).
+      expect(fs.readFileSync(join(dir, "log"), "utf8")).toBe("kept\nxxxxxxxx01234")
+    }))
+})

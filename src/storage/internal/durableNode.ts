@@ -171,8 +171,13 @@ export const makeDurable = (p: Primitives): DurableService => {
         )
       )))
 
+  // A file this creates gets its directory fsync'd: the appends' fsyncs make the bytes durable,
+  // not the name they are reached by (a power loss would otherwise take the whole log).
   const openAppend = (path: string): Effect.Effect<AppendHandle, DurableError, Scope.Scope> =>
-    Effect.acquireRelease(p.open(path, "append"), (fd) => closeQuietly(p, fd, path)).pipe(
+    Effect.flatMap(p.size(path), (before) =>
+      Effect.acquireRelease(p.open(path, "append"), (fd) => closeQuietly(p, fd, path)).pipe(
+        Effect.tap(() => Option.isNone(before) ? p.fsyncDir(dirname(path)) : Effect.void)
+      )).pipe(
       Effect.map((fd): AppendHandle => ({
         path,
         // Hot path: no span, two primitives.
