@@ -154,5 +154,5 @@ describe("EventLog crash injection", () => {
       fuzzParams(40)
     )
     console.log(`EventLog crash property: ${runs} runs (${fuzzProfile.name})`)
-  })
+  }, 300_000)
 })

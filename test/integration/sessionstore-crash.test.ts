@@ -143,5 +143,5 @@ describe("SessionStore crash injection", () => {
       fuzzParams(40)
     )
     console.log(`SessionStore crash property: ${runs} runs (${fuzzProfile.name})`)
-  })
+  }, 300_000)
 })
