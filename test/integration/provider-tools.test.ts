@@ -170,3 +170,36 @@ describe("the sandbox binds only what the MCP server needs from the install dir"
       }
     }), { timeout: 120_000 })
 })
+
+describe("codex with its default (catalog) model", () => {
+  it.scoped("gpt-5.5 against a custom endpoint: MCP tools are declared directly (no tool_search) and a call works", () =>
+    Effect.gen(function*() {
+      const home = yield* tmpDir("prov-codex-default-")
+      const llm = yield* ScriptedLlm.make({
+        listen: { port: 0 },
+        script: [
+          { match: { system: "AGENT=cd", lastUser: "messages" }, reply: Reply.text("inbox checked"), label: "done" },
+          { match: { system: "AGENT=cd", hasTool: "mcp__substrat__check_inbox" }, reply: Reply.toolCall("mcp__substrat__check_inbox", {}), label: "call" }
+        ]
+      })
+      const sockets = yield* forwarders(home, llm)
+      // No model configured: the provider's default (a model of Codex's bundled catalog).
+      const settings = { ...testSettings(sockets), models: {} }
+      yield* Effect.gen(function*() {
+        const o = yield* Orchestrator
+        const cd = yield* o.createRoot({ name: "cd", instructions: "AGENT=cd", provider: "codex" })
+        yield* o.send({ agent: cd.id, text: "check your inbox", sync: false })
+        yield* o.awaitIdle
+        const log = yield* eventsOf(cd.session_id)
+        expect(dataOf(log, "provider.error")).toEqual([])
+        expect(dataOf(log, "turn.complete").map((t) => t.response)).toEqual(["inbox checked"])
+        expect(dataOf(log, "tool_call.result").map((r) => [r.tool, r.is_error])).toEqual([["check_inbox", false]])
+        const reqs = yield* llm.modelRequests
+        expect(reqs.map((r) => r.label)).toEqual(["call", "done"])
+        expect(reqs[0]!.model).toBe("gpt-5.5")
+        const tools = (reqs[0]!.body as { tools: ReadonlyArray<Record<string, unknown>> }).tools
+        expect(tools.some((t) => t["type"] === "namespace" && t["name"] === "mcp__substrat")).toBe(true)
+        expect(tools.some((t) => t["type"] === "tool_search")).toBe(false)
+      }).pipe(Effect.provide(stackWith(home, settings)))
+    }), { timeout: 120_000 })
+})

@@ -8,7 +8,9 @@
 //   - instructions: `developer_instructions` on the first turn (the thread keeps them)
 //   - conversation: CODEX_HOME=/home/agent/.codex in the private HOME; blob = the thread id
 import { Effect, Either } from "effect"
+import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
+import * as Os from "node:os"
 import * as Path from "node:path"
 import { ProviderError } from "../../domain/errors.js"
 import type { ExitStatus } from "../../sandbox/Sandbox.js"
@@ -24,7 +26,7 @@ import {
 } from "../cli/CliSettings.js"
 import type { ProviderOutput } from "../Provider.js"
 import * as EJ from "./ExecJson.js"
-import { codexArgs, codexEnv } from "./Invocation.js"
+import { catalogWithoutToolSearch, codexArgs, codexEnv } from "./Invocation.js"
 
 export const defaultCodexModel = "gpt-5.5"
 
@@ -124,6 +126,38 @@ export const codexDecoder = (): TurnPlan["decoder"] => {
   return { line, end, resumeId: () => (completed !== null || failed !== null ? threadId : null) }
 }
 
+/** Where the catalog without tool_search goes, in the agent's CODEX_HOME. */
+const CATALOG_FILE = "substrat-model-catalog.json"
+
+/**
+ * The bundled model catalog of a codex binary with `supports_search_tool: false`
+ * (`catalogWithoutToolSearch`), read once per binary by running `codex debug models --bundled`
+ * on the host (a local dump, ~40 ms, no network). Null when this codex cannot say (then the
+ * bundled catalog stays in force).
+ */
+const catalogs = new Map<string, string | null>()
+const catalogOf = (hostPath: string): string | null => {
+  if (catalogs.has(hostPath)) return catalogs.get(hostPath) ?? null
+  let out: string | null = null
+  const tmp = Fs.mkdtempSync(Path.join(Os.tmpdir(), "substrat-codex-catalog-"))
+  try {
+    const text = ChildProcess.execFileSync(hostPath, ["debug", "models", "--bundled"], {
+      env: { CODEX_HOME: tmp, HOME: tmp, PATH: basePath },
+      stdio: ["ignore", "pipe", "ignore"],
+      timeout: 15_000,
+      maxBuffer: 64 * 1024 * 1024,
+      encoding: "utf8"
+    })
+    out = catalogWithoutToolSearch(text)
+  } catch {
+    out = null
+  } finally {
+    Fs.rmSync(tmp, { recursive: true, force: true })
+  }
+  catalogs.set(hostPath, out)
+  return out
+}
+
 export const codexDriver: CliDriver = {
   name: "codex",
   plan: (input) =>
@@ -141,8 +175,16 @@ export const codexDriver: CliDriver = {
         try: () => Fs.mkdirSync(Path.join(agent.homeDir, ".codex"), { recursive: true, mode: 0o700 }),
         catch: (e) => new ProviderError({ provider: "codex", reason: "turn", message: `CODEX_HOME: ${String(e)}` })
       })
+      const catalog = catalogOf(bin.hostPath)
+      if (catalog !== null) {
+        yield* Effect.try({
+          try: () => Fs.writeFileSync(Path.join(agent.homeDir, ".codex", CATALOG_FILE), catalog, { mode: 0o600 }),
+          catch: (e) => new ProviderError({ provider: "codex", reason: "turn", message: `model catalog: ${String(e)}` })
+        })
+      }
       const node = sandboxNode(s.nodePath).path
       const argv = codexArgs({
+        ...(catalog === null ? {} : { modelCatalog: `${SANDBOX_HOME}/.codex/${CATALOG_FILE}` }),
         prompt: input.prompt,
         ...(input.resumeId === null ? {} : { resume: input.resumeId }),
         baseUrl: "http://127.0.0.1:{port}/v1",

@@ -31,6 +31,8 @@ export interface CodexTurn {
   readonly developerInstructions?: string
   /** The provider id in `model_providers.<id>`; default "substrat". */
   readonly providerId?: string
+  /** `model_catalog_json`: a model catalog file replacing the bundled one (see `codexCatalog`). */
+  readonly modelCatalog?: string
 }
 
 /** A TOML basic string / inline array / inline table; JSON string escapes are valid TOML. */
@@ -56,6 +58,7 @@ export const codexArgs = (turn: CodexTurn): ReadonlyArray<string> => {
     `otel.trace_exporter="none"`,
     `otel.metrics_exporter="none"`,
     "check_for_update_on_startup=false",
+    ...(turn.modelCatalog === undefined ? [] : [`model_catalog_json=${tomlString(turn.modelCatalog)}`]),
     ...(turn.developerInstructions === undefined ? [] : [`developer_instructions=${tomlString(turn.developerInstructions)}`])
   ]
   for (const [name, s] of Object.entries(turn.mcpServers)) {
@@ -89,6 +92,29 @@ export const codexArgs = (turn: CodexTurn): ReadonlyArray<string> => {
     "--",
     turn.prompt
   ]
+}
+
+/**
+ * The bundled catalog (`codex debug models --bundled`, JSON `{models:[…]}`) with
+ * `supports_search_tool: false` on every model. With the bundled entry a catalog model (the
+ * default gpt-5.5) defers MCP tools behind `tool_search`, which a custom model provider (our
+ * forwarder, a local endpoint) may not serve; without it they are declared directly as a
+ * `mcp__substrat` namespace tool, as for models outside the catalog — and the model keeps the
+ * rest of its catalog metadata. Null when the text is not such a catalog.
+ */
+export const catalogWithoutToolSearch = (bundled: string): string | null => {
+  let json: unknown
+  try {
+    json = JSON.parse(bundled)
+  } catch {
+    return null
+  }
+  if (typeof json !== "object" || json === null || !("models" in json) || !Array.isArray(json.models)) return null
+  const models: ReadonlyArray<unknown> = json.models
+  return JSON.stringify({
+    ...json,
+    models: models.map((m) => (typeof m === "object" && m !== null ? { ...m, supports_search_tool: false } : m))
+  })
 }
 
 export interface CodexEnvOptions {
