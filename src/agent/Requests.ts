@@ -49,6 +49,12 @@ export class Requests extends Effect.Service<Requests>()("substrat/Requests", {
      * (recovery), so a reply to it is not sent.
      */
     const late = new Map<MessageId, PendingRequest>()
+    /**
+     * Requests being answered whose answer is not durable yet (taken, reply being logged): their
+     * sender still counts as waiting, so it never looks idle between its request's end and the
+     * reply's turn being queued.
+     */
+    const answeringNow = new Map<MessageId, PendingRequest>()
     /** When seeded requests were sent (recovery), for re-arming their timers. */
     const sentAt = new Map<MessageId, number>()
     /** Reply-timeout timers by request id (scoped: interrupted at shutdown). */
@@ -65,10 +71,16 @@ export class Requests extends Effect.Service<Requests>()("substrat/Requests", {
       const t = find(id)
       pending.delete(id)
       late.delete(id)
+      if (t !== undefined && !t.late) answeringNow.set(id, t.request)
       return t
+    }
+    /** After `take`: the answer is durable (or failed and was restored); the sender no longer waits on it. */
+    const settle = (id: MessageId): void => {
+      answeringNow.delete(id)
     }
     /** Undo `take`: the answer was not durable. */
     const restore = (t: Tracked): void => {
+      answeringNow.delete(t.request.id)
       if (t.late) late.set(t.request.id, t.request)
       else if (!pending.has(t.request.id)) pending.set(t.request.id, t.request)
     }
@@ -144,7 +156,8 @@ export class Requests extends Effect.Service<Requests>()("substrat/Requests", {
             Effect.sync(() => restore(t)).pipe(
               Effect.zipRight(Effect.logWarning(`reply to request ${requestId} not delivered: ${e.message}`))
             )
-          )
+          ),
+          Effect.ensuring(Effect.sync(() => settle(requestId)))
         )
       })
 
@@ -191,6 +204,7 @@ export class Requests extends Effect.Service<Requests>()("substrat/Requests", {
       isPending: (id: MessageId): boolean => pending.has(id),
       find,
       take,
+      settle,
       restore,
       armTimer,
       cancelTimer,
@@ -204,6 +218,7 @@ export class Requests extends Effect.Service<Requests>()("substrat/Requests", {
       waitingOn: (agent: AgentId): number => {
         let n = 0
         for (const r of pending.values()) if (r.from === agent) n++
+        for (const r of answeringNow.values()) if (r.from === agent) n++
         return n
       },
       addressedTo: (agent: AgentId): ReadonlyArray<PendingRequest> => [...pending.values()].filter((r) => r.to === agent),

@@ -61,7 +61,10 @@ export class Router extends Effect.Service<Router>()("substrat/Router", {
         yield* delivery.toUser(from, env)
         if (args.reply_to) {
           const t = requests.find(args.reply_to)
-          if (t && !t.late && t.request.from === USER && t.request.to === from) requests.take(args.reply_to)
+          if (t && !t.late && t.request.from === USER && t.request.to === from) {
+            requests.take(args.reply_to)
+            requests.settle(args.reply_to)
+          }
         }
         return { message_id: env.id, waiting_for_reply: false } satisfies SendResult
       })
@@ -109,12 +112,15 @@ export class Router extends Effect.Service<Router>()("substrat/Router", {
       })
       // Registered before delivery (a request that cannot be delivered is answered with an error).
       if (kind === "request") requests.register({ id: env.id, from, to, ...(timeout_s !== undefined ? { timeout_s } : {}) })
-      yield* deliver(env).pipe(Effect.tapError(() =>
-        Effect.sync(() => {
-          requests.unregister(env.id)
-          if (answers !== undefined) requests.restore(answers)
-        })
-      ))
+      yield* deliver(env).pipe(
+        Effect.tapError(() =>
+          Effect.sync(() => {
+            requests.unregister(env.id)
+            if (answers !== undefined) requests.restore(answers)
+          })
+        ),
+        Effect.ensuring(Effect.sync(() => args.reply_to !== undefined && requests.settle(args.reply_to)))
+      )
       if (answers !== undefined) yield* requests.cancelTimer(answers.request.id)
       // Durable now: the timer runs from here (unless the request was already answered with an error).
       const registered = requests.find(env.id)
