@@ -91,8 +91,6 @@ export interface Grammar {
 
 export type Grammars = Readonly<Record<SwarmLanguage, Grammar>>
 
-const allLanguages: ReadonlyArray<SwarmLanguage> = ["typescript", "tsx", "javascript", "python"]
-
 /** Initialise web-tree-sitter and load every grammar; the parsers are deleted with the scope. */
 export const loadGrammars = Effect.acquireRelease(
   Effect.gen(function*() {
@@ -100,7 +98,7 @@ export const loadGrammars = Effect.acquireRelease(
       try: () => Parser.init(),
       catch: (e) => new DiscoveryError({ reason: "grammar", path: "web-tree-sitter", message: String(e) })
     })
-    const loaded = yield* Effect.forEach(allLanguages, (lang) =>
+    const load = (lang: SwarmLanguage) =>
       Effect.tryPromise({
         try: async (): Promise<Grammar> => {
           const language = await Language.load(wasmPath(lang))
@@ -109,10 +107,14 @@ export const loadGrammars = Effect.acquireRelease(
           return { language: lang, parser, query: new Query(language, querySource(lang)) }
         },
         catch: (e) => new DiscoveryError({ reason: "grammar", path: wasmPath(lang), message: String(e) })
-      }))
-    const byLang: Partial<Record<SwarmLanguage, Grammar>> = {}
-    for (const g of loaded) byLang[g.language] = g
-    return byLang as Grammars
+      })
+    const grammars: Grammars = yield* Effect.all({
+      typescript: load("typescript"),
+      tsx: load("tsx"),
+      javascript: load("javascript"),
+      python: load("python")
+    })
+    return grammars
   }),
   (grammars) =>
     Effect.sync(() => {
