@@ -8,6 +8,7 @@
 import type { FileSystem } from "@effect/platform/FileSystem"
 import { Effect } from "effect"
 import { randomUUID } from "node:crypto"
+import { rmdirSync } from "node:fs"
 import type { ResourceLimits } from "../domain/workspace.js"
 import type { CgroupEvents } from "./Limits.js"
 
@@ -72,6 +73,10 @@ const readCounter = (fs: FileSystem, file: string, key: string) =>
     Effect.orElseSucceed(() => 0)
   )
 
+/** rmdir a cgroup directory (its control files cannot be unlinked; `rm -r` fails on it). */
+const rmdirQuietly = (dir: string): Effect.Effect<void> =>
+  Effect.try(() => rmdirSync(dir)).pipe(Effect.ignore)
+
 /** Tasks of the sandbox machinery itself in the group: bwrap, its pid-namespace init, the wrapper. */
 export const PIDS_SLACK = 4
 
@@ -87,14 +92,14 @@ export const createCgroupRun = (fs: FileSystem, base: string, limits: ResourceLi
       yield* fs.makeDirectory(dir)
       if (limits.max_processes !== null) {
         yield* fs.writeFileString(`${dir}/pids.max`, String(Math.floor(limits.max_processes) + PIDS_SLACK)).pipe(
-          Effect.tapError(() => fs.remove(dir).pipe(Effect.ignore))
+          Effect.tapError(() => rmdirQuietly(dir))
         )
       }
       const run: CgroupRun = {
         dir,
         prefix: ["/bin/sh", "-c", "echo $$ > \"$0/cgroup.procs\" && exec \"$@\"", dir],
         events: Effect.map(readCounter(fs, `${dir}/pids.events`, "max"), (pidsMax) => ({ oomKills: 0, pidsMax })),
-        remove: fs.remove(dir).pipe(Effect.ignore)
+        remove: rmdirQuietly(dir)
       }
       return run
     }
@@ -113,7 +118,7 @@ export const createCgroupRun = (fs: FileSystem, base: string, limits: ResourceLi
         oomKills: readCounter(fs, `${dir}/memory.events`, "oom_kill"),
         pidsMax: readCounter(fs, `${dir}/pids.events`, "max")
       }),
-      remove: fs.remove(dir).pipe(Effect.ignore)
+      remove: rmdirQuietly(dir)
     }
     return run
   })
