@@ -9,6 +9,8 @@
 // still owed to it, the requests it answered, the sync requests it sent, the replies it got,
 // its interrupted turn, its turn counts and usage, and its recent activity for
 // `inspect_agent` (the last turns and messages, in small rings).
+// Over 300 lines because it holds one handler per event of the catalog, side by side, so a new
+// event's recovery is one entry here.
 import { Either, ParseResult, Schema } from "effect"
 import { type EventData, LogEvent, type LogEventName } from "../domain/events.js"
 import { MessageId, type SessionId, type TurnId } from "../domain/ids.js"

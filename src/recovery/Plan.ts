@@ -13,6 +13,7 @@
 //  8. activity   — each live agent's recent turns and messages (`inspect_agent`)
 //  9. seed       — the agent services' state (StateSeeding), with the replies of step 5
 //                  delivered like the Router delivers; the turns to queue
+// Over 300 lines because the nine steps share one index; each step is a small named function.
 import { AgentNode, NAME_PATTERN } from "../domain/agent.js"
 import type { AgentId, MessageId, SessionId } from "../domain/ids.js"
 import type { MessageEnvelope } from "../domain/message.js"
