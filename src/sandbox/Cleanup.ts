@@ -4,7 +4,7 @@
 // (workspace sandboxes and agents' own `agents/<session>/workspace` sandboxes) — as data.
 // `purgeLeftovers` deletes exactly what a scan reported (re-checking each process before killing it).
 import * as FileSystem from "@effect/platform/FileSystem"
-import { Effect, Option, Schema } from "effect"
+import { Effect, Option, Schedule, Schema } from "effect"
 import type { Paths } from "../config/Paths.js"
 
 export const LeftoverKind = Schema.Literal(
@@ -130,7 +130,10 @@ export const scanLeftovers = (input: ScanInput) =>
       const root = sandboxRootOf(argv, [paths.workspacesDir, paths.agentsDir])
       if (root === null) continue
       const stat = yield* fs.readFileString(`/proc/${e}/stat`).pipe(Effect.orElseSucceed(() => ""))
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1] ?? NaN)
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+      // Dead already (a zombie waiting for a parent that does not reap at once, or exiting).
+      if (fields[0] === "Z" || fields[0] === "X") continue
+      const ppid = Number(fields[1] ?? NaN)
       if (input.daemonPid !== null && ppid === input.daemonPid) continue
       // bwrap's own monitor child (same argv, parent = another bwrap of ours) is not separate.
       const parentCmd = yield* fs.readFileString(`/proc/${ppid}/cmdline`).pipe(Effect.orElseSucceed(() => ""))
@@ -139,6 +142,19 @@ export const scanLeftovers = (input: ScanInput) =>
     }
     return new CleanupReport({ purged: false, items })
   })
+
+/** Poll `/proc/<pid>/stat` until the process is gone or a zombie (at most ~5 s). */
+const waitDead = (fs: FileSystem.FileSystem, pid: number) =>
+  fs.readFileString(`/proc/${pid}/stat`).pipe(
+    Effect.map((stat) => {
+      const state = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0]
+      return state === "Z" || state === "X"
+    }),
+    Effect.orElseSucceed(() => true),
+    Effect.flatMap((dead) => dead ? Effect.void : Effect.fail("alive" as const)),
+    Effect.retry(Schedule.spaced("20 millis").pipe(Schedule.intersect(Schedule.recurs(250)))),
+    Effect.ignore
+  )
 
 /** Remove/kill every item of a scan. Processes are re-checked (still bwrap for the same root) before SIGKILL. */
 export const purgeLeftovers = (report: CleanupReport) =>
@@ -158,6 +174,8 @@ export const purgeLeftovers = (report: CleanupReport) =>
               return false
             }
           })
+          // Return once it is dead (gone, or a zombie), so a scan right after no longer sees it.
+          if (removed) yield* waitDead(fs, it.pid)
         }
       } else if (it.path !== null) {
         removed = yield* fs.remove(it.path, { recursive: true, force: true }).pipe(Effect.as(true), Effect.orElseSucceed(() => false))
