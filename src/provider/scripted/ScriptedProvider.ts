@@ -5,6 +5,7 @@
 import { Duration, Effect, Either, Layer, Option, ParseResult, Schema, Stream } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
+import { NAME_PATTERN } from "../../domain/agent.js"
 import { ProviderError } from "../../domain/errors.js"
 import type { SessionId } from "../../domain/ids.js"
 import type { LogPosition, ProviderContext, ProviderFactory, ProviderOutput, ProviderService } from "../Provider.js"
@@ -34,8 +35,8 @@ export interface ScriptedOptions {
 
 /** Largest book file read from `booksDir`. */
 export const maxBookBytes = 1024 * 1024
-/** What `scripted:<name>` may name in `booksDir`: one file name, no path. */
-const bookNameRe = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/
+/** What `scripted:<name>` may name in `booksDir`: one file name, no path — the agent-name pattern. */
+const bookNameRe = NAME_PATTERN
 
 const fail = (reason: ProviderError["reason"], message: string) =>
   new ProviderError({ provider: "scripted", reason, message })
