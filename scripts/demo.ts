@@ -33,7 +33,10 @@ interface Inspect {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
-const heading = (s: string) => console.log(`\n\x1b[1m== ${s}\x1b[0m`)
+/** Bold headings only on a terminal that wants colour (not piped, not NO_COLOR, not TERM=dumb). */
+const bold =
+  process.stdout.isTTY === true && process.env["NO_COLOR"] === undefined && process.env["TERM"] !== "dumb"
+const heading = (s: string) => console.log(bold ? `\n\x1b[1m== ${s}\x1b[0m` : `\n== ${s}`)
 const show = (cmd: string, out: string) => console.log(`$ substrat ${cmd}\n${out.trimEnd()}`)
 
 /** Quiescent: every agent idle with nothing queued or awaited, three polls in a row. */
