@@ -377,6 +377,26 @@ export const load = (
     return { settings: { ...rest, home, credentials }, sources, file: { path, exists } }
   })
 
+/**
+ * Where a loaded key's value came from, as a user would set it: the environment variable, the
+ * config.toml key (`config.toml claude.bin`), the flag, or `default`.
+ */
+export const sourceLabel = (loaded: Loaded, key: string): string => {
+  const info = keys.find((k) => k.key === key)
+  const source = loaded.sources[key] ?? "default"
+  if (info === undefined) return source
+  switch (source) {
+    case "env":
+      return info.env
+    case "file":
+      return `config.toml ${info.file ?? key}`
+    case "flag":
+      return info.flag ?? "flag"
+    case "default":
+      return "default"
+  }
+}
+
 /** A settings value at a dotted key, as JSON (secrets `<redacted>`; unset: null). */
 export const valueAt = (settings: Settings, key: string): string | number | null => {
   let v: unknown = settings

@@ -65,7 +65,7 @@ describe("substrat doctor", () => {
     const report = JSON.parse(r.stdout) as Report
     expect(report.ok).toBe(true)
     expect(report.checks.map((c) => c.name)).toEqual([
-      "bwrap", "sandbox", "prlimit", "git", "cgroup", "identity",
+      "bwrap", "sandbox", "prlimit", "git", "cgroup", "identity", "config",
       "provider:claude", "provider:codex", "provider:cursor-agent", "daemon"
     ])
     for (const n of ["bwrap", "sandbox", "prlimit", "git"]) expect(check(report, n).status).toBe("ok")
@@ -76,6 +76,7 @@ describe("substrat doctor", () => {
     expect(check(report, "provider:codex").detail).toContain(join(dir, "no-such-codex"))
     expect(check(report, "daemon")).toMatchObject({ status: "warn", fix: "substrat daemon start" })
     expect(check(report, "daemon").detail).toMatch(/not running/)
+    expect(check(report, "config")).toMatchObject({ status: "ok", detail: `no ${join(home, "config.toml")} (environment and defaults)` })
     // Nothing was created in the home by asking.
     expect(fs.existsSync(join(home, "daemon.sock"))).toBe(false)
 
@@ -83,6 +84,33 @@ describe("substrat doctor", () => {
     expect(text.code).toBe(0)
     expect(text.stdout).toMatch(/^ok +bwrap +\/.*bwrap/m)
     expect(text.stdout).toMatch(/^WARN +daemon +not running/m)
+  })
+
+  it("reads $SUBSTRAT_HOME/config.toml like the daemon: a CLI path set there is used and named; an invalid file fails the config check", async () => {
+    const home = join(dir, "configured")
+    fs.mkdirSync(home, { recursive: true })
+    const fake = join(dir, "fake-codex")
+    fs.writeFileSync(fake, "#!/bin/sh\necho fake\n", { mode: 0o755 })
+    fs.writeFileSync(join(home, "config.toml"), `[codex]\nbin = ${JSON.stringify(fake)}\n[cursor]\nbin = ${JSON.stringify(join(dir, "no-such-cursor"))}\n`)
+    const r = await run(home, ["doctor", "--json"], { SUBSTRAT_CODEX_BIN: "", SUBSTRAT_CURSOR_BIN: "" })
+    expect(r.code).toBe(0)
+    const report = JSON.parse(r.stdout) as Report
+    expect(check(report, "config")).toMatchObject({ status: "ok", detail: join(home, "config.toml") })
+    expect(check(report, "provider:codex")).toMatchObject({ status: "ok", detail: `${fs.realpathSync(fake)} (from config.toml codex.bin)` })
+    // A broken path in the file is reported with where it came from, not replaced by a later source.
+    expect(check(report, "provider:cursor-agent").status).toBe("warn")
+    expect(check(report, "provider:cursor-agent").detail).toContain(`${join(dir, "no-such-cursor")} (from config.toml cursor.bin)`)
+    // The environment wins over the file, as in the daemon.
+    const env = JSON.parse((await run(home, ["doctor", "--json"], { SUBSTRAT_CODEX_BIN: join(dir, "fake-claude") })).stdout) as Report
+    expect(check(env, "provider:codex").detail).toMatch(/ \(from SUBSTRAT_CODEX_BIN\)$/)
+
+    fs.writeFileSync(join(home, "config.toml"), "slots = \"many\"\n")
+    const bad = await run(home, ["doctor", "--json"])
+    expect(bad.code).toBe(1)
+    const failed = JSON.parse(bad.stdout) as Report
+    expect(check(failed, "config").status).toBe("fail")
+    expect(check(failed, "config").detail).toContain("slots")
+    expect(bad.stderr).toMatch(/check\(s\) failed: config/)
   })
 
   it("a live daemon is 'ok' with its pid; a SIGKILLed one leaves stale files it points at cleanup", async () => {

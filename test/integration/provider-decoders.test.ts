@@ -5,7 +5,9 @@ import { Effect, Either, Exit } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { claudeDecoder } from "../../src/provider/claude/ClaudeProvider.js"
-import { checkBinary, resolveBinary } from "../../src/provider/cli/Binary.js"
+import { checkBinary, configuredBinaries, locate, resolveBinary } from "../../src/provider/cli/Binary.js"
+import { load } from "../../src/config/Config.js"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import type { TurnPlan } from "../../src/provider/cli/CliProvider.js"
 import { codexDecoder } from "../../src/provider/codex/CodexProvider.js"
 import { cursorDecoder } from "../../src/provider/cursor/CursorProvider.js"
@@ -102,15 +104,24 @@ describe("cursor-agent decoder (documented format)", () => {
 })
 
 describe("binary discovery", () => {
-  it.effect("configured path, env var, PATH; a missing binary is a missing-binary ProviderError", () =>
+  it.effect("configured path (from the loaded settings), PATH; a missing binary is a missing-binary ProviderError", () =>
     Effect.gen(function*() {
-      const claude = yield* resolveBinary("claude", undefined, { SUBSTRAT_CLAUDE_BIN: Path.join(repoRoot, "node_modules/.bin/claude"), PATH: "" })
+      // SUBSTRAT_CLAUDE_BIN is a setting: it reaches the lookup through the loaded configuration.
+      const loaded = yield* load({ env: { SUBSTRAT_HOME: Path.join(repoRoot, "no-such-home"), SUBSTRAT_CLAUDE_BIN: Path.join(repoRoot, "node_modules/.bin/claude") } })
+        .pipe(Effect.provide(NodeFileSystem.layer))
+      const configured = configuredBinaries(loaded)
+      expect(configured).toEqual({ claude: { path: Path.join(repoRoot, "node_modules/.bin/claude"), from: "SUBSTRAT_CLAUDE_BIN" } })
+      const claude = yield* resolveBinary("claude", configured.claude, { PATH: "" })
+      expect(claude.from).toBe("SUBSTRAT_CLAUDE_BIN")
       expect(claude.hostPath.endsWith("bin/claude.exe")).toBe(true)
       expect(claude.sandboxPath.startsWith("/opt/substrat/claude/")).toBe(true)
       // npm's node launcher for codex resolves to the native binary of the platform package.
       const codex = yield* resolveBinary("codex", undefined, { PATH: Path.join(repoRoot, "node_modules/.bin") })
       expect(codex.hostPath).toMatch(/codex-linux-[^/]+\/vendor\/[^/]+\/bin\/codex$/)
       expect(codex.sandboxPath).toBe("/opt/substrat/codex/bin/codex")
+      // The parent environment's variable alone is not configuration: only PATH is read from it.
+      const unloaded = locate("claude", undefined, { SUBSTRAT_CLAUDE_BIN: "/nonexistent/claude", PATH: "" }, repoRoot)
+      expect(unloaded?.from).toBe("package")
       const missing = yield* Effect.exit(checkBinary("cursor-agent", undefined, { PATH: "/nonexistent" }))
       expect(Exit.isFailure(missing)).toBe(true)
       if (Exit.isFailure(missing)) {
@@ -121,7 +132,7 @@ describe("binary discovery", () => {
       expect(Exit.isFailure(bad)).toBe(true)
     }))
 
-  it.effect("the CLIs installed with substrat are found by default (no env var, nothing on PATH); the env var overrides; PATH comes after the package", () =>
+  it.effect("the CLIs installed with substrat are found by default (nothing configured, nothing on PATH); the configured path overrides; PATH comes after the package", () =>
     Effect.gen(function*() {
       // A PATH holding other `claude`/`codex` executables: the package's own copies win over them.
       const other = Fs.mkdtempSync(Path.join(Fs.realpathSync("/tmp"), "bin-order-"))
@@ -136,8 +147,8 @@ describe("binary discovery", () => {
           expect(codex.from).toBe("package")
           expect(codex.hostPath).toMatch(/codex-linux-[^/]+\/vendor\/[^/]+\/bin\/codex$/)
         }
-        // The env var still overrides the package…
-        const forced = yield* resolveBinary("claude", undefined, { SUBSTRAT_CLAUDE_BIN: Path.join(other, "claude"), PATH: "" }, repoRoot)
+        // The configured path still overrides the package…
+        const forced = yield* resolveBinary("claude", { path: Path.join(other, "claude"), from: "SUBSTRAT_CLAUDE_BIN" }, { PATH: "" }, repoRoot)
         expect([forced.hostPath, forced.from]).toEqual([Path.join(other, "claude"), "SUBSTRAT_CLAUDE_BIN"])
         // …and an install without the packages falls back to PATH.
         const bare = Fs.mkdtempSync(Path.join(Fs.realpathSync("/tmp"), "bare-install-"))

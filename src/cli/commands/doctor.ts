@@ -1,12 +1,15 @@
 // `substrat doctor [--json]`: can this machine run Substrat? Client-side, works with no daemon:
 // the sandbox checks (bwrap present and able to create namespaces, prlimit, git, cgroup mode,
-// identity — src/sandbox/Doctor.ts), the provider CLIs the daemon would find (the providers' own
-// binary lookup, src/provider/cli/Binary.ts), and the daemon's socket health. Exit 0 unless a
-// check failed (warnings do not fail), 1 otherwise — the report is printed either way.
+// identity — src/sandbox/Doctor.ts), the configuration (src/config/Config.ts: environment and
+// $SUBSTRAT_HOME/config.toml, as the daemon would load it), the provider CLIs the daemon would
+// find with it (the providers' own binary lookup, src/provider/cli/Binary.ts), and the daemon's
+// socket health. Exit 0 unless a check failed (warnings do not fail), 1 otherwise — the report
+// is printed either way.
 import { Command } from "@effect/cli"
 import * as NodeCommandExecutor from "@effect/platform-node/NodeCommandExecutor"
-import { Console, Duration, Effect } from "effect"
+import { Console, Duration, Effect, Option } from "effect"
 import * as fs from "node:fs"
+import { load, parentEnv } from "../../config/Config.js"
 import type { Paths } from "../../config/Paths.js"
 import { isAlive, readPid, socketAnswers } from "../../daemon/Lifecycle.js"
 import { call, CliError, withClient } from "../Client.js"
@@ -66,8 +69,20 @@ export const doctorCommand = Command.make("doctor", { home, json }, (o) =>
     const Doctor = yield* Effect.promise(() => import("../../sandbox/Doctor.js"))
     const Binary = yield* Effect.promise(() => import("../../provider/cli/Binary.js"))
     const sandbox = yield* Doctor.sandboxChecks().pipe(Effect.provide(NodeCommandExecutor.layer))
+    // The settings the daemon would start with; the provider lookup below uses them.
+    const loaded = yield* Effect.either(load({ flags: { home: Option.getOrUndefined(o.home) } }))
+    const config: Check = loaded._tag === "Right"
+      ? {
+        name: "config",
+        status: "ok",
+        detail: loaded.right.file.exists ? `${loaded.right.file.path}` : `no ${loaded.right.file.path} (environment and defaults)`,
+        fix: null
+      }
+      : { name: "config", status: "fail", detail: loaded.left.message, fix: "correct the setting it names (substrat config shows every setting)" }
+    const configured = loaded._tag === "Right" ? Binary.configuredBinaries(loaded.right) : {}
+    const installDir = loaded._tag === "Right" ? Option.getOrUndefined(loaded.right.settings.installDir) : undefined
     const providers = yield* Effect.forEach(providerClis, (name) =>
-      Binary.resolveBinary(name).pipe(
+      Binary.resolveBinary(name, configured[name], parentEnv(), installDir).pipe(
         Effect.match({
           onFailure: (e): Check => ({
             name: `provider:${name}`,
@@ -79,7 +94,7 @@ export const doctorCommand = Command.make("doctor", { home, json }, (o) =>
         })
       ))
     const daemon = yield* daemonCheck(paths)
-    const report = Doctor.makeReport([...sandbox, ...providers, daemon].map((c) => new Doctor.DoctorCheck(c)))
+    const report = Doctor.makeReport([...sandbox, config, ...providers, daemon].map((c) => new Doctor.DoctorCheck(c)))
     if (o.json) {
       yield* printJson(report)
     } else {

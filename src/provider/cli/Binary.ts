@@ -1,7 +1,9 @@
 // Finding an agent CLI's executable and deciding how it appears inside the sandbox.
-// Order: an explicit path (config), the env var (SUBSTRAT_CLAUDE_BIN, SUBSTRAT_CODEX_BIN,
-// SUBSTRAT_CURSOR_BIN), the copy installed with substrat itself (its own node_modules:
-// @anthropic-ai/claude-code, @openai/codex — the versions substrat is tested with), then PATH.
+// Order: the configured path (the `claude.bin`/`codex.bin`/`cursor.bin` settings of
+// src/config/Config.ts: SUBSTRAT_CLAUDE_BIN, SUBSTRAT_CODEX_BIN, SUBSTRAT_CURSOR_BIN or config.toml),
+// the copy installed with substrat itself (its own node_modules: @anthropic-ai/claude-code,
+// @openai/codex — the versions substrat is tested with), then PATH (the parent environment's, not
+// configuration). This module never reads a setting itself: callers hand it the loaded ones.
 // An explicit choice that is broken is an error, never silently replaced by a later source.
 // The file is resolved through symlinks; the directory holding
 // it is bound read-only at /opt/substrat/<name> (or its parent when the file sits in a `bin/`,
@@ -9,20 +11,46 @@
 // npm's Codex launcher (`node_modules/.bin/codex` → `@openai/codex/bin/codex.js`) is a node
 // script that execs a native binary from a platform package; we resolve that binary instead, so
 // the sandbox needs neither the launcher nor its package tree.
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import * as Fs from "node:fs"
 import { createRequire } from "node:module"
 import * as Path from "node:path"
 import { ProviderError } from "../../domain/errors.js"
 import { defaultInstallDir } from "./CliSettings.js"
-import { parentEnv, type ProcessEnv } from "../../config/Config.js"
+import { allKeys, type Loaded, parentEnv, type ProcessEnv, sourceLabel } from "../../config/Config.js"
 
 export type CliName = "claude" | "codex" | "cursor-agent"
 
-export const binaryEnvVar: Readonly<Record<CliName, string>> = {
-  claude: "SUBSTRAT_CLAUDE_BIN",
-  codex: "SUBSTRAT_CODEX_BIN",
-  "cursor-agent": "SUBSTRAT_CURSOR_BIN"
+/** The setting (src/config/Config.ts) holding each CLI's path. */
+const binarySetting: Readonly<Record<CliName, string>> = {
+  claude: "claude.bin",
+  codex: "codex.bin",
+  "cursor-agent": "cursor.bin"
+}
+
+/** The setting of a CLI's path as a user sets it: its variable and its config.toml key. */
+const settingNames = (name: CliName): string => {
+  const info = allKeys.find((k) => k.key === binarySetting[name])
+  return info === undefined ? binarySetting[name] : `${info.env} / config.toml ${info.file ?? info.key}`
+}
+
+/** A configured executable and where the setting came from (e.g. `SUBSTRAT_CLAUDE_BIN`). */
+export interface Configured {
+  readonly path: string
+  readonly from: string
+}
+
+/**
+ * The configured binary of each CLI in loaded settings, labelled with the setting's source (the
+ * variable, the config.toml key or the flag), as `substrat doctor` reports it.
+ */
+export const configuredBinaries = (loaded: Loaded): Partial<Record<CliName, Configured>> => {
+  const s = loaded.settings
+  const out: Partial<Record<CliName, Configured>> = {}
+  for (const [name, bin] of [["claude", s.claude.bin], ["codex", s.codex.bin], ["cursor-agent", s.cursor.bin]] as const) {
+    if (Option.isSome(bin) && bin.value !== "") out[name] = { path: bin.value, from: sourceLabel(loaded, binarySetting[name]) }
+  }
+  return out
 }
 
 /** Executable names looked up on PATH, in order. */
@@ -38,7 +66,11 @@ const installHint: Readonly<Record<CliName, string>> = {
   "cursor-agent": "curl https://cursor.com/install -fsS | bash (or set SUBSTRAT_CURSOR_BIN)"
 }
 
-/** Where a binary was found: `configuration`, the env var's name, `package` (substrat's own node_modules) or `PATH`. */
+/**
+ * Where a binary was found: the configured setting's source (`SUBSTRAT_CLAUDE_BIN`, `config.toml
+ * claude.bin`, or `configuration` when the caller does not say), `package` (substrat's own
+ * node_modules) or `PATH`.
+ */
 export type BinarySource = string
 
 export interface ResolvedBinary {
@@ -155,16 +187,22 @@ export const bundled = (name: CliName, installDir: string): string | null => {
 const missing = (name: CliName, message: string) =>
   new ProviderError({ provider: name, reason: "missing-binary", message: `${message}; install it: ${installHint[name]}` })
 
-/** Where a binary is on the host (first hit), or null. Pure lookup, no sandbox decisions. */
+const asConfigured = (configured: string | Configured | undefined): Configured | undefined =>
+  configured === undefined || configured === "" ? undefined : typeof configured === "string" ? { path: configured, from: "configuration" } : configured
+
+/**
+ * Where a binary is on the host (first hit), or null. Pure lookup, no sandbox decisions.
+ * `configured`: the loaded setting (a bare string reports `configuration` as its source); `env`:
+ * the parent environment, for PATH only.
+ */
 export const locate = (
   name: CliName,
-  configured: string | undefined,
+  configured: string | Configured | undefined,
   env: ProcessEnv = parentEnv(),
   installDir: string = defaultInstallDir()
 ): { readonly path: string; readonly from: BinarySource } | null => {
-  if (configured !== undefined && configured !== "") return { path: configured, from: "configuration" }
-  const fromEnv = env[binaryEnvVar[name]]
-  if (fromEnv !== undefined && fromEnv !== "") return { path: fromEnv, from: binaryEnvVar[name] }
+  const set = asConfigured(configured)
+  if (set !== undefined && set.path !== "") return set
   const own = bundled(name, installDir)
   if (own !== null) return { path: own, from: "package" }
   for (const dir of (env["PATH"] ?? "").split(":").filter((d) => d.length > 0)) {
@@ -179,14 +217,14 @@ export const locate = (
 /** Resolve the binary for `name` and how it is bound into the sandbox; `missing-binary` if absent. */
 export const resolveBinary = (
   name: CliName,
-  configured?: string,
+  configured?: string | Configured,
   env: ProcessEnv = parentEnv(),
   installDir?: string
 ): Effect.Effect<ResolvedBinary, ProviderError> =>
   Effect.suspend(() => {
     const hit = locate(name, configured, env, installDir ?? defaultInstallDir())
     if (hit === null) {
-      return Effect.fail(missing(name, `${name} not found (looked at ${binaryEnvVar[name]}, substrat's node_modules and PATH)`))
+      return Effect.fail(missing(name, `${name} not found (looked at ${settingNames(name)}, substrat's node_modules and PATH)`))
     }
     let real: string
     try {
@@ -218,5 +256,5 @@ export const resolveBinary = (
   })
 
 /** `check` for a provider factory: the binary is there (used by `agent create` and `doctor`). */
-export const checkBinary = (name: CliName, configured?: string, env: ProcessEnv = parentEnv(), installDir?: string) =>
+export const checkBinary = (name: CliName, configured?: string | Configured, env: ProcessEnv = parentEnv(), installDir?: string) =>
   Effect.asVoid(resolveBinary(name, configured, env, installDir))
