@@ -50,9 +50,17 @@ export class Inspection extends Effect.Service<Inspection>()("substrat/Inspectio
     const turns = yield* Turns
     const activity = yield* Activity
 
-    /** idle | busy (mid-turn) | waiting (sent a sync request, no reply yet). */
+    /** idle | busy (mid-turn) | waiting (sent a sync request, no reply yet) | quarantined (crash loop). */
     const stateOf = (id: AgentId): AgentState =>
-      !tree.has(id) ? "terminated" : turns.isBusy(id) ? "busy" : requests.waitingOn(id) > 0 ? "waiting" : "idle"
+      !tree.has(id)
+        ? "terminated"
+        : turns.isBusy(id)
+        ? "busy"
+        : mailbox.isParked(id)
+        ? "quarantined"
+        : requests.waitingOn(id) > 0
+        ? "waiting"
+        : "idle"
 
     const usageOf = (id: AgentId): UsageReport => activity.usageOf(id, tree.current().subtree(id).map((n) => n.id))
 

@@ -8,6 +8,8 @@
 //    `check_inbox` drains the ones no queued turn is about.
 //  - Wakes of an agent can be held (a child born at the end of its parent's turn must not start
 //    before the parent's turn is recorded) and released.
+//  - A quarantined agent (a crash loop, docs/recovery.md) is parked: its triggers queue but
+//    count as no outstanding work and wake nobody until `unpark` (`agent resume`).
 import { Effect, Queue } from "effect"
 import type { AgentId, MessageId } from "../domain/ids.js"
 import type { MessageEnvelope } from "../domain/message.js"
@@ -20,6 +22,7 @@ export class Mailbox extends Effect.Service<Mailbox>()("substrat/Mailbox", {
     const unborn = new Map<AgentId, Array<MessageEnvelope>>()
     const triggers = new Map<AgentId, Array<Trigger>>()
     const heldWakes = new Map<AgentId, number>()
+    const parked = new Set<AgentId>()
     const userOutbox: Array<MessageEnvelope> = []
     const wakes = yield* Queue.unbounded<AgentId>()
 
@@ -51,6 +54,7 @@ export class Mailbox extends Effect.Service<Mailbox>()("substrat/Mailbox", {
         inboxes.delete(agent)
         unborn.delete(agent)
         triggers.delete(agent)
+        parked.delete(agent)
         return queued
       },
       /** Put a delivered message into the agent's inbox; false when it has none (gone). */
@@ -70,6 +74,7 @@ export class Mailbox extends Effect.Service<Mailbox>()("substrat/Mailbox", {
           const list = triggers.get(agent) ?? []
           list.push(trigger)
           triggers.set(agent, list)
+          if (parked.has(agent)) return Effect.void
           const held = heldWakes.get(agent)
           if (held !== undefined) heldWakes.set(agent, held + 1)
           return turns.addWork(1).pipe(Effect.zipRight(held === undefined ? Queue.offer(wakes, agent) : Effect.void))
@@ -83,6 +88,23 @@ export class Mailbox extends Effect.Service<Mailbox>()("substrat/Mailbox", {
           const n = heldWakes.get(agent)
           heldWakes.delete(agent)
           return n ? Queue.offerAll(wakes, Array.from({ length: n }, () => agent)) : Effect.void
+        }),
+      /** Park `agent` (quarantine): its triggers queue from now on, its turns do not start. */
+      park: (agent: AgentId): void => {
+        parked.add(agent)
+      },
+      isParked: (agent: AgentId): boolean => parked.has(agent),
+      parkedAgents: (): ReadonlyArray<AgentId> => [...parked],
+      /** Lift the quarantine: the triggers that queued meanwhile run (returns how many). */
+      unpark: (agent: AgentId): Effect.Effect<number> =>
+        Effect.suspend(() => {
+          if (!parked.delete(agent)) return Effect.succeed(0)
+          const n = (triggers.get(agent) ?? []).length
+          if (n === 0) return Effect.succeed(0)
+          return turns.addWork(n).pipe(
+            Effect.zipRight(Queue.offerAll(wakes, Array.from({ length: n }, () => agent))),
+            Effect.as(n)
+          )
         }),
       /** The next agent to run one turn of (waits). */
       nextWake: Queue.take(wakes),

@@ -5,7 +5,8 @@
 import { Deferred, Effect, Layer, Option, Stream } from "effect"
 import type { AgentNode } from "../domain/agent.js"
 import { AgentNode as AgentNodeClass } from "../domain/agent.js"
-import { NotFoundError } from "../domain/errors.js"
+import { InvalidInputError, NotFoundError } from "../domain/errors.js"
+import { makeEvent } from "../domain/events.js"
 import type { AgentId, SessionId } from "../domain/ids.js"
 import { Multiplexer } from "../session/Multiplexer.js"
 import { type TurnOutcome, TurnScheduler } from "../session/TurnScheduler.js"
@@ -115,6 +116,22 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
       return yield* lifecycle.terminate(agent)
     })
 
+    /**
+     * Lift an agent's crash-loop quarantine (docs/recovery.md): `agent.resumed` is logged, then
+     * the turns that waited run. Returns how many turns were released.
+     */
+    const resumeAgent = Effect.fn("Orchestrator.resumeAgent")(function*(agent: AgentId) {
+      const node = yield* nodeOf(agent)
+      if (!mailbox.isParked(agent)) {
+        return yield* new InvalidInputError({
+          field: "agent",
+          message: `${node.name} is not quarantined (state ${inspection.stateOf(agent)}); nothing to resume`
+        })
+      }
+      yield* log.append(node.session_id, makeEvent("agent.resumed", { agent_id: agent }))
+      return yield* mailbox.unpark(agent)
+    })
+
     const agentOfSession = (session: SessionId) => [...tree.current().nodes.values()].find((n) => n.session_id === session)
 
     const suspend = Effect.fn("Orchestrator.suspend")(function*(session: SessionId) {
@@ -159,6 +176,7 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
       subscribe,
       userMessages,
       terminate,
+      resumeAgent,
       suspend,
       resume,
       deleteSession,

@@ -66,6 +66,9 @@ export class StateSeeding extends Effect.Service<StateSeeding>()("substrat/State
       }
     })
 
-    return { isEmpty, seed, queueTurns, armTimeouts: requests.armTimeouts } as const
+    /** Quarantined agents (a crash loop): their turns queue but do not start until resumed. */
+    const park = (agents: ReadonlyArray<AgentId>) => Effect.sync(() => agents.forEach((a) => mailbox.park(a)))
+
+    return { isEmpty, seed, park, queueTurns, armTimeouts: requests.armTimeouts } as const
   })
 }) {}

@@ -32,7 +32,15 @@ export const renderTree = (agents: ReadonlyArray<AgentNode>): string => {
     kids.forEach((k, i) => walk(k, nextPrefix, i === kids.length - 1 ? "└─ " : "├─ "))
   }
   for (const r of roots) walk(r, "", "")
-  return table([["NAME", "STATE", "PROVIDER", "ROLE", "ID"], ...lines])
+  const out = table([["NAME", "STATE", "PROVIDER", "ROLE", "ID"], ...lines])
+  const held = agents.filter((a) => a.state === "quarantined")
+  if (held.length === 0) return out
+  return `${out}\n\n${
+    held.map((a) =>
+      `${a.name} is quarantined (the daemon died repeatedly during its turn): ` +
+      `substrat agent resume ${a.id} runs its held turns again, substrat agent terminate ${a.id} ends it`
+    ).join("\n")
+  }`
 }
 
 export const renderSessions = (sessions: ReadonlyArray<SessionInfo>): string =>

@@ -132,6 +132,9 @@ const settingsConfig = Config.all({
     description: "On shutdown, how long running turns may finish before they are stopped (ms)",
     flag: "--grace-ms"
   }),
+  crashLoopAttempts: setting(["crashLoopAttempts"], int(1), 2, {
+    description: "Quarantine an agent when the daemon died this many starts in a row during one of its turns (its turns wait for `agent resume`)"
+  }),
   maxLineBytes: setting(["maxLineBytes"], int(1024), 1024 * 1024, {
     description: "Longest request line the admin socket accepts (bytes)",
     flag: "--max-line-bytes"
@@ -419,6 +422,7 @@ export const defaults = (overrides: Partial<Settings> = {}): Settings => ({
   home: defaultHomeDir(),
   slots: 4,
   graceMs: 10_000,
+  crashLoopAttempts: 2,
   maxLineBytes: 1024 * 1024,
   http: undefined,
   defaultProvider: "scripted",

@@ -279,6 +279,13 @@ export const HandlersLive = AdminRpcs.toLayer(Effect.gen(function*() {
         return { agent_id: node.id, terminated: ids }
       })),
 
+    "agent.resume": (p) =>
+      mutation(Effect.gen(function*() {
+        const node = yield* resolve(p.agent)
+        const turns = yield* orchestrator.resumeAgent(node.id)
+        return { agent_id: node.id, turns }
+      })),
+
     "agent.logs": (p) =>
       Stream.unwrap(wire(Effect.map(sessionOfRef(p.agent), (session) => transcript.lines(session, p.follow ?? false)))),
 

@@ -171,6 +171,14 @@ export class AgentTerminateRpc extends Rpc.make("agent.terminate", {
   error: RpcError
 }) {}
 
+/** Lift a crash-loop quarantine: the agent's held turns run again. */
+export class AgentResumeRpc extends Rpc.make("agent.resume", {
+  payload: { agent: AgentRef },
+  /** `turns`: the held turns released. */
+  success: Schema.Struct({ agent_id: AgentId, turns: Schema.Number }),
+  error: RpcError
+}) {}
+
 /** The transcript (seed 000 §9), line by line; with `follow`, keeps streaming new lines. */
 export class AgentLogsRpc extends Rpc.make("agent.logs", {
   payload: { agent: AgentRef, follow: Schema.optional(Schema.Boolean) },
@@ -291,6 +299,7 @@ export class AdminRpcs extends RpcGroup.make(
   AgentAttachRpc,
   AgentInspectRpc,
   AgentTerminateRpc,
+  AgentResumeRpc,
   AgentLogsRpc,
   SessionListRpc,
   SessionSuspendRpc,

@@ -5,7 +5,8 @@ import { AgentId, SessionId, WorkspaceId } from "./ids.js"
 export const AgentRole = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64))
 export type AgentRole = typeof AgentRole.Type
 
-export const AgentState = Schema.Literal("idle", "busy", "waiting", "terminated")
+/** `quarantined`: a crash loop stopped its turns until `agent resume` (docs/recovery.md). */
+export const AgentState = Schema.Literal("idle", "busy", "waiting", "quarantined", "terminated")
 export type AgentState = typeof AgentState.Type
 
 /** What an agent name looks like (checked without a Schema where that is hot: recovery's plan). */

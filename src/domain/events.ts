@@ -50,6 +50,18 @@ export const AgentCreatedData = Schema.Struct({
   workspace: Schema.NullOr(WorkspaceId)
 })
 export const AgentTerminatedData = Schema.Struct({ agent_id: AgentId })
+/**
+ * Start-up recovery stopped re-running this agent's turns: the daemon died `attempts` times in
+ * a row while one of its turns was in flight (a crash loop). Its turns wait until `agent.resumed`.
+ */
+export const AgentQuarantinedData = Schema.Struct({
+  agent_id: AgentId,
+  attempts: Schema.JsonNumber,
+  /** The prompt of the turn that was in flight (excerpt). */
+  prompt: Schema.String
+})
+/** The user lifted the agent's quarantine (`agent resume`): its held turns run again. */
+export const AgentResumedData = Schema.Struct({ agent_id: AgentId })
 /** The envelope; older lines carry its typed fields in `metadata` (domain/message.ts). */
 export const MessageEnqueuedData = MessageEnvelopeFromLog
 export const MessageDeliveredData = Schema.Struct({ message_id: MessageId })
@@ -102,6 +114,8 @@ export const LogEvent = Schema.Union(
   event("session.restored", SessionRestoredData),
   event("agent.created", AgentCreatedData),
   event("agent.terminated", AgentTerminatedData),
+  event("agent.quarantined", AgentQuarantinedData),
+  event("agent.resumed", AgentResumedData),
   event("message.enqueued", MessageEnqueuedData),
   event("message.delivered", MessageDeliveredData),
   event("message.timed_out", MessageTimedOutData),

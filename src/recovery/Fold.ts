@@ -59,7 +59,12 @@ export interface TurnPosition {
   /** Turns that ended (`turn.complete`, or `provider.error` of a turn). */
   readonly ended: number
   /** The last turn started and never ended (the crash interrupted it). */
-  readonly interrupted: { readonly prompt: string; readonly consumedMessages: boolean } | null
+  readonly interrupted: { readonly prompt: string; readonly consumedMessages: boolean; readonly ts: string } | null
+  /**
+   * `turn.start`s since the last turn that ended (or the last `agent.resumed`): how many starts
+   * in a row died with a turn of this agent in flight (0 when the last turn ended).
+   */
+  readonly interruptedInARow: number
 }
 
 /** One session's log, folded. */
@@ -70,6 +75,8 @@ export interface SessionLog {
   readonly corrupt: string | null
   readonly created: EventData<"agent.created"> | null
   readonly terminated: boolean
+  /** Set by `agent.quarantined` (a crash loop), cleared by `agent.resumed`. */
+  readonly quarantine: EventData<"agent.quarantined"> | null
   /** Enqueued to this agent and not consumed by a completed turn, in enqueue order. */
   readonly pending: ReadonlyArray<PendingMessage>
   /** Requests consumed by completed turns → their auto-reply. */
@@ -165,12 +172,16 @@ class Acc {
   /** `send_message` / `broadcast` calls waiting for their result: call id → tool and arguments. */
   invoked: Map<string, { readonly tool: string; readonly args: unknown }> | undefined
   openTurn: string | null = null
+  openTurnTs = ""
   /** The last turns' ends and prompts (summaries are built by `finish`, for the few kept). */
   turnEnds: Array<TurnEnd> | undefined
   turnPrompts: Array<string> | undefined
   messages: Array<Noted> | undefined
   started = 0
   ended = 0
+  /** `turn.start`s since the last turn end or `agent.resumed`. */
+  inARow = 0
+  quarantine: EventData<"agent.quarantined"> | null = null
   input = 0
   output = 0
   cost = 0
@@ -201,6 +212,7 @@ class Acc {
     this.open.clear()
     this.openTurn = null
     this.ended++
+    this.inARow = 0
   }
 
   /** A `send_message` / `broadcast` call's result (logged after its `tool_call.invoked`). */
@@ -249,6 +261,13 @@ const handlers: { readonly [E in LogEventName]: Handler<E> } = {
   "agent.terminated": (acc) => {
     acc.terminated = true
   },
+  "agent.quarantined": (acc, data) => {
+    acc.quarantine = data
+  },
+  "agent.resumed": (acc) => {
+    acc.quarantine = null
+    acc.inARow = 0
+  },
   "message.enqueued": (acc, env) => {
     if (env.kind === "response" && env.reply_to !== null) (acc.replies ??= new Set()).add(env.reply_to)
     acc.noteMessage({ _tag: "enqueued", envelope: env })
@@ -270,9 +289,11 @@ const handlers: { readonly [E in LogEventName]: Handler<E> } = {
       acc.open.set(data.message_id, p)
     }
   },
-  "turn.start": (acc, data) => {
+  "turn.start": (acc, data, ts) => {
     acc.openTurn = data.prompt
+    acc.openTurnTs = ts
     acc.started++
+    acc.inARow++
   },
   "turn.complete": (acc, data, ts) => acc.endTurn({ _tag: "complete", data }, ts),
   "provider.error": (acc, data, ts) => {
@@ -346,6 +367,7 @@ export class SessionFold {
       corrupt: this.corrupt,
       created: a.created,
       terminated: a.terminated,
+      quarantine: a.quarantine,
       pending,
       answers: a.answers ?? noAnswers,
       replies: a.replies ?? noReplies,
@@ -354,7 +376,8 @@ export class SessionFold {
       turns: {
         started: a.started,
         ended: a.ended,
-        interrupted: a.openTurn === null ? null : { prompt: a.openTurn, consumedMessages: consumed }
+        interrupted: a.openTurn === null ? null : { prompt: a.openTurn, consumedMessages: consumed, ts: a.openTurnTs },
+        interruptedInARow: a.openTurn === null ? 0 : a.inARow
       },
       usage: { input_tokens: a.input, output_tokens: a.output, cost_usd: a.cost },
       recentTurns: a.turnEnds === undefined ? none : a.turnEnds.map((end, i) => turnSummary(end, prompts[i] ?? "")),

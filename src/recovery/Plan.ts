@@ -8,7 +8,8 @@
 //  4. inboxes    — pending = enqueued − delivered by a completed turn, in enqueue order; the
 //                  requests among them pending again; the user outbox
 //  5. replies    — lost replies re-delivered, requests nobody will answer failed (Requests.ts)
-//  6. resume     — roots' recovery prompts; provider states that lag their log
+//  6. resume     — roots' recovery prompts; provider states that lag their log; agents in a
+//                  crash loop (N starts in a row died mid-turn) quarantined: their turns held
 //  7. usage      — own usage and turns; terminated descendants roll up into `retired`
 //  8. activity   — each live agent's recent turns and messages (`inspect_agent`)
 //  9. seed       — the agent services' state (StateSeeding), with the replies of step 5
@@ -16,7 +17,7 @@
 // Over 300 lines because the nine steps share one index; each step is a small named function.
 import { AgentNode, NAME_PATTERN } from "../domain/agent.js"
 import type { AgentId, MessageId, SessionId } from "../domain/ids.js"
-import type { MessageEnvelope } from "../domain/message.js"
+import { MessageEnvelope } from "../domain/message.js"
 import type { Session } from "../domain/session.js"
 import type { LogPosition } from "../provider/Provider.js"
 import { addUsage, type UsageTotals, zeroUsage } from "../domain/usage.js"
@@ -27,7 +28,8 @@ import type { RecoveredState, RecoveredTurn } from "../agent/RecoveredState.js"
 import type { PendingRequest } from "../agent/Requests.js"
 import type { SessionLog } from "./Fold.js"
 import { type AgentEntry, type Entry, entry, isAgent } from "./Entry.js"
-import { type PlannedReply, replies } from "./Requests.js"
+import { type PlannedReply, replies, stableId } from "./Requests.js"
+import { excerpt } from "../agent/Inspection.js"
 
 export type { PlannedReply }
 
@@ -55,6 +57,22 @@ export interface RecoveryPlan {
   /** Sessions whose provider state lags their log (the provider says so): the state to write. */
   readonly blobs: ReadonlyArray<{ readonly session: SessionId; readonly blob: Uint8Array }>
   readonly interrupted: number
+  /** Agents quarantined now (a crash loop): log `agent.quarantined`, then the notice to USER. */
+  readonly crashLoops: ReadonlyArray<CrashLoop>
+  /** Every quarantined agent (new and earlier): its turns queue but do not run until resumed. */
+  readonly parked: ReadonlyArray<AgentId>
+}
+
+/** An agent the plan quarantines: the daemon died `attempts` times in a row in one of its turns. */
+export interface CrashLoop {
+  readonly agent: AgentId
+  readonly session: SessionId
+  readonly name: string
+  readonly attempts: number
+  /** The interrupted turn's prompt (excerpt). */
+  readonly prompt: string
+  /** The notice to USER (logged in the root's log, in the user outbox). */
+  readonly notice: { readonly logSession: SessionId; readonly envelope: MessageEnvelope }
 }
 
 /** One session directory: its record (null: none) and, with a record, its log's fold. */
@@ -69,7 +87,19 @@ export interface PlanInput {
   readonly sessions: ReadonlyArray<PlanSession>
   /** The provider's recovery hook (Provider port `recoverState`): the state to write, or null. */
   readonly recoverState: (record: Session, position: LogPosition) => Uint8Array | null
+  /**
+   * Quarantine an agent once this many starts in a row died with one of its turns in flight
+   * (`SUBSTRAT_CRASH_LOOP_ATTEMPTS`; default 2: the turn and one re-run).
+   */
+  readonly crashLoopAttempts?: number
 }
+
+/** The notice recovery sends USER when it quarantines an agent. */
+const crashLoopNotice = (name: string, attempts: number, prompt: string) =>
+  `[substrat] Agent ${name} was quarantined: the daemon stopped ${attempts} times in a row while ` +
+  `${name} was in a turn, so that turn is not re-run at start-up (it may be what crashes the daemon). ` +
+  `The turn's prompt was: <<< ${prompt} >>>. Its messages and turns are kept and wait. ` +
+  `Run \`substrat agent resume ${name}\` to run them again, or \`substrat agent terminate ${name}\`.`
 
 type Quarantine = Array<{ session: SessionId; reason: string }>
 
@@ -251,15 +281,50 @@ const inboxes = (
   return { inboxes: byAgent, requests, wakes: woken, held, userOutbox }
 }
 
-/** Step 6: recovery prompts for interrupted roots; provider states that lag the log. */
+/**
+ * Step 6: recovery prompts for interrupted roots; provider states that lag the log; agents in a
+ * crash loop (quarantined now, or still quarantined from an earlier start) are parked.
+ */
 const resume = (tree: AgentTree, nodes: ReadonlyArray<AgentNode>, live: ReadonlyArray<AgentEntry>, input: PlanInput) => {
   const prompts: Array<{ agent: AgentId; text: string }> = []
   const blobs: Array<{ session: SessionId; blob: Uint8Array }> = []
+  const crashLoops: Array<CrashLoop> = []
+  const parked: Array<AgentId> = []
+  const limit = Math.max(1, input.crashLoopAttempts ?? 2)
   let interrupted = 0
   for (let i = 0; i < nodes.length; i++) {
     const node = nodes[i]!
     const { log, record } = live[i]!
     const cut = log.turns.interrupted
+    if (log.quarantine !== null) parked.push(node.id)
+    else if (cut !== null && log.turns.interruptedInARow >= limit) {
+      parked.push(node.id)
+      let root: AgentEntry = live[i]!
+      while (root.parent !== null && isAgent(root.parent)) root = root.parent
+      const prompt = excerpt(cut.prompt)
+      const attempts = log.turns.interruptedInARow
+      crashLoops.push({
+        agent: node.id,
+        session: node.session_id,
+        name: node.name,
+        attempts,
+        prompt,
+        notice: {
+          logSession: root.id,
+          envelope: new MessageEnvelope({
+            id: stableId("quarantine", node.session_id, String(log.turns.started)),
+            timestamp: cut.ts,
+            sender: "SYSTEM",
+            recipient: USER,
+            reply_to: null,
+            kind: "notification",
+            payload: crashLoopNotice(node.name, attempts, prompt),
+            sender_name: "SYSTEM",
+            recovered: true
+          })
+        }
+      })
+    }
     if (cut !== null) {
       interrupted++
       if (node.parent_id === null) {
@@ -280,7 +345,7 @@ const resume = (tree: AgentTree, nodes: ReadonlyArray<AgentNode>, live: Readonly
     })
     if (blob !== null) blobs.push({ session: node.session_id, blob })
   }
-  return { prompts, blobs, interrupted }
+  return { prompts, blobs, interrupted, crashLoops, parked }
 }
 
 /** Step 7: own usage from the log; terminated descendants roll up into `retired`. */
@@ -382,6 +447,7 @@ export const plan = (input: PlanInput): RecoveryPlan => {
   const rs = resume(tree, nodes, live, input)
   const recent = activity(tree, nodes, live)
   deliver({ inboxes: ib.inboxes, activity: recent, userOutbox: ib.userOutbox }, owed)
+  for (const c of rs.crashLoops) ib.userOutbox.push(c.notice.envelope)
 
   const turns: Array<RecoveredTurn> = rs.prompts.map((p) => ({ _tag: "prompt", agent: p.agent, text: p.text }))
   for (const w of ib.wakes) turns.push({ _tag: "message", agent: w.agent, id: w.message })
@@ -408,6 +474,8 @@ export const plan = (input: PlanInput): RecoveryPlan => {
     turns,
     prompts: rs.prompts.length,
     blobs: rs.blobs,
-    interrupted: rs.interrupted
+    interrupted: rs.interrupted,
+    crashLoops: rs.crashLoops,
+    parked: rs.parked
   }
 }

@@ -13,6 +13,7 @@
 // Re-injecting pending messages logs nothing. Every decision is deterministic in the files on
 // disk, so recovering twice (or after a crash during recovery) gives the same state.
 import { Clock, Effect, Either, Option, Schema } from "effect"
+import { SubstratConfig } from "../config/Config.js"
 import { SubstratPaths } from "../config/Paths.js"
 import type { DurableError, EventLogError, SessionStoreError } from "../domain/errors.js"
 import { makeEvent } from "../domain/events.js"
@@ -65,8 +66,12 @@ export interface RecoveryReport {
   readonly interruptedTurns: number
   /** Roots given a recovery prompt. */
   readonly recoveryPrompts: number
-  /** Turns queued (0 with `resume: false`). */
+  /** Turns queued (0 with `resume: false`); a quarantined agent's stay held. */
   readonly turnsQueued: number
+  /** Agents quarantined by this start (a crash loop). */
+  readonly crashLoops: number
+  /** Agents quarantined now or earlier (their turns held until `agent resume`). */
+  readonly parked: number
   readonly notes: ReadonlyArray<string>
 }
 
@@ -162,6 +167,14 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
             : Effect.void
         ), { discard: true })
 
+    /** Agents in a crash loop: `agent.quarantined` in their log first, then the notice to USER. */
+    const logCrashLoops = (p: RecoveryPlan) =>
+      Effect.forEach(p.crashLoops, (c) =>
+        log.append(c.session, makeEvent("agent.quarantined", { agent_id: c.agent, attempts: c.attempts, prompt: c.prompt })).pipe(
+          Effect.zipRight(log.append(c.notice.logSession, makeEvent("message.enqueued", c.notice.envelope))),
+          Effect.zipRight(log.append(c.notice.logSession, makeEvent("message.delivered", { message_id: c.notice.envelope.id })))
+        ), { discard: true })
+
     const run = Effect.fn("Recovery.run")(function*(options: RecoveryOptions = {}) {
       if (!(yield* seeding.isEmpty)) {
         return yield* new RecoveryError({
@@ -189,10 +202,20 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
         logLines += sessions[i]!.log!.lines
       }
 
-      const p = plan({ sessions, recoverState: yield* providerHooks(sessions) })
+      const crashLoopAttempts = Option.match(yield* Effect.serviceOption(SubstratConfig), {
+        onNone: () => undefined,
+        onSome: (c) => c.crashLoopAttempts
+      })
+      const p = plan({
+        sessions,
+        recoverState: yield* providerHooks(sessions),
+        ...(crashLoopAttempts === undefined ? {} : { crashLoopAttempts })
+      })
       yield* applyDisk(p)
       yield* logReplies(p)
+      yield* logCrashLoops(p)
       yield* seeding.seed(p.seed)
+      yield* seeding.park(p.parked)
       if (options.resume !== false) {
         yield* seeding.queueTurns(p.turns)
         // Pending sync requests with a reply timeout: re-armed with their remaining time.
@@ -216,7 +239,15 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
         interruptedTurns: p.interrupted,
         recoveryPrompts: p.prompts,
         turnsQueued: options.resume === false ? 0 : p.turns.length,
-        notes: p.quarantined.map((q) => `quarantined ${q.session}: ${q.reason}`)
+        crashLoops: p.crashLoops.length,
+        parked: p.parked.length,
+        notes: [
+          ...p.quarantined.map((q) => `quarantined ${q.session}: ${q.reason}`),
+          ...p.crashLoops.map((c) =>
+            `agent ${c.name} (${c.agent}) quarantined: the daemon stopped ${c.attempts} times in a row during its turn; ` +
+            `its turns are held until \`substrat agent resume ${c.name}\``
+          )
+        ]
       }
       return report
     })
@@ -231,4 +262,5 @@ export const describeReport = (r: RecoveryReport): string =>
   `${r.orphansCleaned} orphan(s) cleaned, ${r.danglingTerminated} dangling terminated, ` +
   `${r.terminatedSkipped} terminated skipped, ${r.logsRepaired} log(s) repaired, ` +
   `${r.messagesReinjected} message(s) re-injected, ${r.repliesRedelivered} repl(ies) re-delivered, ` +
-  `${r.requestsFailed} request(s) failed, ${r.interruptedTurns} interrupted turn(s), ${r.turnsQueued} turn(s) queued`
+  `${r.requestsFailed} request(s) failed, ${r.interruptedTurns} interrupted turn(s), ${r.turnsQueued} turn(s) queued, ` +
+  `${r.parked} agent(s) quarantined (${r.crashLoops} new)`

@@ -121,7 +121,7 @@ describe("configuration", () => {
     Effect.gen(function*() {
       for (const k of allKeys) {
         if (k.key === "home" || k.key.startsWith("credentials.")) continue
-        const sample = /Ms|Steps|Retries|slots|Bytes/i.test(k.key) ? "2048" : k.key.endsWith("upstream") ? "http://x" : "v"
+        const sample = /Ms|Steps|Retries|slots|Bytes|Attempts/i.test(k.key) ? "2048" : k.key.endsWith("upstream") ? "http://x" : "v"
         const l = yield* loadWith({ env: { [k.env]: sample } })
         expect([k.env, l.sources[k.key]]).toEqual([k.env, "env"])
         expect([k.env, String(valueAt(l.settings, k.key))]).toEqual([k.env, k.secret ? "<redacted>" : sample])

@@ -178,6 +178,16 @@ const terminateCommand = Command.make("terminate", { home, json, agent: agentArg
     yield* Console.log(`terminated ${r.agent_id}`)
   })).pipe(Command.withDescription("Terminate an agent and its subtree"))
 
+const resumeCommand = Command.make("resume", { home, json, agent: agentArg }, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    const r = yield* withClient(socket, (c) => call(socket, c.agent.resume({ agent: o.agent })))
+    if (o.json) return yield* printJson(r)
+    yield* Console.log(`resumed ${r.agent_id}: ${r.turns} held turn(s) run again`)
+  })).pipe(Command.withDescription(
+    "Lift a quarantine: an agent in a crash loop (the daemon died repeatedly during its turn) runs its held turns again"
+  ))
+
 const logsCommand = Command.make("logs", {
   home,
   follow: Options.boolean("follow").pipe(Options.withAlias("f"), Options.withDescription("Keep printing new lines")),
@@ -201,6 +211,7 @@ export const agentCommand = Command.make("agent").pipe(
     attachCommand,
     inspectCommand,
     terminateCommand,
+    resumeCommand,
     logsCommand
   ])
 )

@@ -62,6 +62,25 @@ const daemonCheck = (paths: Paths): Effect.Effect<Check> =>
     }
   })
 
+/** Agents a crash loop quarantined (docs/recovery.md): none → no check at all. */
+const quarantineCheck = (paths: Paths): Effect.Effect<ReadonlyArray<Check>> =>
+  withClient(paths.socket, (c) => call(paths.socket, c.agent.list())).pipe(
+    Effect.timeout(Duration.seconds(5)),
+    Effect.map((r): ReadonlyArray<Check> => {
+      const held = r.agents.filter((a) => a.state === "quarantined")
+      if (held.length === 0) return []
+      return [{
+        name: "quarantine",
+        status: "warn",
+        detail: `${held.length} agent(s) quarantined after a crash loop (the daemon died repeatedly during their turn): ${
+          held.map((a) => a.name).join(", ")
+        }; their turns are held`,
+        fix: held.map((a) => `substrat agent resume ${a.id} (or substrat agent terminate ${a.id})`).join("; ")
+      }]
+    }),
+    Effect.orElseSucceed(() => [])
+  )
+
 export const doctorCommand = Command.make("doctor", { home, json }, (o) =>
   Effect.gen(function*() {
     const paths = pathsOf(o.home)
@@ -94,7 +113,8 @@ export const doctorCommand = Command.make("doctor", { home, json }, (o) =>
         })
       ))
     const daemon = yield* daemonCheck(paths)
-    const report = Doctor.makeReport([...sandbox, config, ...providers, daemon].map((c) => new Doctor.DoctorCheck(c)))
+    const held = daemon.status === "ok" ? yield* quarantineCheck(paths) : []
+    const report = Doctor.makeReport([...sandbox, config, ...providers, daemon, ...held].map((c) => new Doctor.DoctorCheck(c)))
     if (o.json) {
       yield* printJson(report)
     } else {
