@@ -8,6 +8,8 @@ export interface Paths {
   readonly socket: string
   readonly pidFile: string
   readonly daemonLog: string
+  /** The daemon's order of appends across sessions (src/storage/EventIndex.ts). */
+  readonly eventIndex: string
   readonly agentsDir: string
   readonly workspacesDir: string
   readonly sessionDir: (sessionId: string) => string
@@ -29,6 +31,7 @@ export const makePaths = (home: string): Paths => {
     socket: join(home, "daemon.sock"),
     pidFile: join(home, "daemon.pid"),
     daemonLog: join(home, "daemon.log"),
+    eventIndex: join(home, "events.index"),
     agentsDir,
     workspacesDir,
     sessionDir,

@@ -23,6 +23,7 @@ import { Transcript } from "./Transcript.js"
 import * as WorkspaceInUse from "./WorkspaceInUse.js"
 import * as WorkspaceTurnHook from "./WorkspaceTurnHook.js"
 import { EventLog } from "../storage/EventLog.js"
+import { EventIndex } from "../storage/EventIndex.js"
 
 /** What shutdown needs from orchestration. */
 export class Drain extends Context.Tag("substrat/daemon/Drain")<Drain, {
@@ -33,7 +34,7 @@ export class Drain extends Context.Tag("substrat/daemon/Drain")<Drain, {
 }>() {}
 
 const StorageLive = Layer.mergeAll(
-  EventTap.layer.pipe(Layer.provide(EventLog.layerFile)),
+  EventTap.layer.pipe(Layer.provide(Layer.mergeAll(EventLog.layerFile, EventIndex.layerFile.pipe(Layer.provide(NodeContext.layer))))),
   SessionStore.layerFile
 ).pipe(Layer.provideMerge(Durable.layer))
 

@@ -1,22 +1,19 @@
 // EventFeed: the daemon's event stream — every session's log entries for the whole daemon, one
-// agent, or an agent's subtree — each with its position (session, line in events.jsonl). A
-// stream starts from a Cursor (Cursor.ts): the backlog after it comes from the event logs, then
-// live entries from the EventTap, with no entry lost or repeated between the two, nor across a
-// reconnect from the cursor of the last item seen — also after a daemon restart, since positions
-// are line numbers in the append-only logs. Used by the HTTP API's SSE (src/http) and meant for
-// `substrat logs -f`.
+// agent, or an agent's subtree — each with its line in its session's events.jsonl and its global
+// position (src/storage/EventIndex.ts). A stream starts from a Cursor (the position last seen): the
+// backlog after it comes from the index and the event logs, then live entries from the EventTap,
+// with no entry lost or repeated between the two, nor across a reconnect from the position of the
+// last item seen — also after a daemon restart, since positions are kept in `events.index`.
+// Used by the HTTP API's SSE (src/http).
 //
-// How live entries get their line: the tap numbers each session's appends in this process
-// (`seq`) and its `snapshot` reads a log with the count of appends so far, so
-// `line = (snapshot length - appended) + seq` (the base is constant for the process; cached here).
-// A stream subscribes to the tap before reading its backlog; a live entry at or below the line
-// already delivered for its session is skipped, one past a gap is preceded by the missing lines
-// from a fresh snapshot.
+// A stream subscribes to the tap, then takes the last position given out (`top`): entries up to
+// `top` are in the index and in the logs read after it; those after `top` arrive in the queue, in
+// position order (entries the index lacked, indexed while the logs are read, among them).
 import { Chunk, Effect, Option, Stream } from "effect"
 import type { LogEntry } from "../domain/events.js"
 import type { SessionId } from "../domain/ids.js"
 import { NotFoundError } from "../domain/errors.js"
-import { EventTap, type TapSnapshot } from "../daemon/EventTap.js"
+import { EventTap, type Tapped } from "../daemon/EventTap.js"
 import { SessionStore } from "../storage/SessionStore.js"
 import * as Cursor from "./Cursor.js"
 
@@ -31,10 +28,15 @@ export interface FeedEvent {
   readonly session: SessionId
   /** 1-based line of the entry in the session's events.jsonl. */
   readonly line: number
+  /**
+   * The entry's global position (1-based); 0 for a line brought along by a session joining a
+   * tree stream (delivered just before its `agent.created`, whose position is the resume point).
+   */
+  readonly position: number
   readonly entry: LogEntry
 }
 
-/** The backlog is over; `cursor` is where the stream stands (every followed session). */
+/** The backlog is over; `cursor` is where the stream stands. */
 export interface FeedLive {
   readonly _tag: "Live"
   readonly cursor: Cursor.Cursor
@@ -44,7 +46,7 @@ export type FeedItem = FeedEvent | FeedLive
 
 export interface FeedOptions {
   readonly scope: FeedScope
-  /** Deliver what comes after this cursor (empty: everything); "end": only what happens from now. */
+  /** Deliver what comes after this position (0: everything); "end": only what happens from now. */
   readonly from: Cursor.Cursor | "end"
 }
 
@@ -53,47 +55,43 @@ interface Owner {
   readonly parent: SessionId | null
 }
 
-const ownerOf = (entries: Chunk.Chunk<LogEntry>): Owner | undefined => {
+const ownerOf = (entries: ReadonlyArray<LogEntry>): Owner | undefined => {
   for (const e of entries) {
     if (e.event === "agent.created") return { agent: e.data.agent_id, parent: e.data.parent_session_id }
   }
   return undefined
 }
 
-/** `a` before `b`: by time, then session, then line (a stable merge of the logs). */
-const byTime = (a: FeedEvent, b: FeedEvent): number =>
-  a.entry.ts < b.entry.ts ? -1 : a.entry.ts > b.entry.ts ? 1 : a.session < b.session ? -1 : a.session > b.session ? 1 : a.line - b.line
-
 export class EventFeed extends Effect.Service<EventFeed>()("substrat/EventFeed", {
   effect: Effect.gen(function*() {
     const tap = yield* EventTap
     const store = yield* SessionStore
-    /** Per session: its line count before this process's first append through the tap. */
-    const bases = new Map<SessionId, number>()
 
-    const snapshot = (session: SessionId): Effect.Effect<Option.Option<TapSnapshot>> =>
+    const snapshot = (session: SessionId): Effect.Effect<Option.Option<ReadonlyArray<LogEntry>>> =>
       tap.snapshot(session).pipe(
-        Effect.tap((s) => Effect.sync(() => bases.set(session, s.entries.length - s.appended))),
-        Effect.map(Option.some),
+        Effect.map((entries) => Option.some(Chunk.toReadonlyArray(entries))),
         Effect.catchAll((e) => Effect.as(Effect.logWarning(`event feed: cannot read ${session}: ${e.message}`), Option.none()))
       )
 
     const stream = (options: FeedOptions): Stream.Stream<FeedItem, NotFoundError> =>
       Stream.unwrapScoped(Effect.gen(function*() {
-        // Subscribe first: whatever is appended from here on is in the queue, possibly also in
-        // the backlog read below (then skipped by line).
+        // Subscribe first: whatever is indexed from here on is in the queue.
         const queue = yield* tap.subscribeNumbered
-        const all = (yield* Effect.orElseSucceed(store.scan, () => [])).map((s) => s.id)
+        const top = yield* tap.position
+        const from = options.from === "end" ? top : Math.min(options.from, top)
+        const records = yield* tap.records(from, top)
+        const all = new Set((yield* Effect.orElseSucceed(store.scan, () => [])).map((s) => s.id))
+        for (const r of records) all.add(r.session)
         // One agent named by its session id: that log alone; otherwise every log (owners, parents).
         const scope = options.scope
-        const sessions = scope._tag === "agent" && all.includes(scope.agent as SessionId) ? [scope.agent as SessionId] : all
-        const snaps = new Map<SessionId, TapSnapshot>()
+        const sessions = scope._tag === "agent" && all.has(scope.agent as SessionId) ? [scope.agent as SessionId] : [...all]
+        const snaps = new Map<SessionId, ReadonlyArray<LogEntry>>()
         for (const id of sessions) {
           const snap = yield* snapshot(id)
           if (Option.isSome(snap)) snaps.set(id, snap.value)
         }
         const owners = new Map<SessionId, Owner | undefined>()
-        for (const [id, snap] of snaps) owners.set(id, ownerOf(snap.entries))
+        for (const [id, entries] of snaps) owners.set(id, ownerOf(entries))
 
         // Which sessions are followed; for a tree, those created later below it join.
         const member = new Set<SessionId>()
@@ -119,17 +117,32 @@ export class EventFeed extends Effect.Service<EventFeed>()("substrat/EventFeed",
           }
         }
 
-        const delivered = new Map<string, number>()
-        const backlog: Array<FeedEvent> = []
-        for (const id of member) {
-          const entries = Chunk.toReadonlyArray(snaps.get(id)!.entries)
-          const from = options.from === "end" ? entries.length : Math.min(Cursor.lineOf(options.from, id), entries.length)
-          for (let i = from; i < entries.length; i++) backlog.push({ _tag: "Event", session: id, line: i + 1, entry: entries[i]! })
-          delivered.set(Cursor.keyOf(id), entries.length)
-        }
-        backlog.sort(byTime)
-        const live: FeedLive = { _tag: "Live", cursor: new Map(delivered) }
+        // A session that joins the tree (its `agent.created`) brings its earlier lines along, just
+        // before that entry: they were never delivered (their positions are lower; Sse.ts sends
+        // such entries without an `id:`).
+        const rootMember = new Set(scope._tag === "tree" ? member : [])
+        const bringsAlong = (session: SessionId, entry: LogEntry): boolean =>
+          scope._tag === "tree" && entry.event === "agent.created" && !rootMember.has(session)
 
+        // Records up to `top` were written after their entries were durable: the logs read
+        // above hold them (a session removed since is skipped).
+        const backlog: Array<FeedEvent> = []
+        const emitted = new Map<SessionId, number>()
+        records.forEach((r, i) => {
+          const entries = member.has(r.session) ? snaps.get(r.session) : undefined
+          const entry = entries?.[r.line - 1]
+          if (entries === undefined || entry === undefined) return
+          if (!emitted.has(r.session) && bringsAlong(r.session, entry)) {
+            for (let l = 1; l < r.line; l++) {
+              backlog.push({ _tag: "Event", session: r.session, line: l, position: 0, entry: entries[l - 1]! })
+            }
+          }
+          emitted.set(r.session, r.line)
+          backlog.push({ _tag: "Event", session: r.session, line: r.line, position: from + i + 1, entry })
+        })
+        const live: FeedLive = { _tag: "Live", cursor: top }
+
+        /** Whether a live entry is in scope; a session joining the tree is added to it. */
         const joins = (entry: LogEntry): boolean => {
           const id = entry.session_id
           if (member.has(id)) return true
@@ -145,46 +158,18 @@ export class EventFeed extends Effect.Service<EventFeed>()("substrat/EventFeed",
           return false
         }
 
-        /** The feed events one tapped entry stands for: none (seen), itself, or a gap and itself. */
-        const onTapped = (entry: LogEntry, seq: number): Effect.Effect<ReadonlyArray<FeedEvent>> =>
-          Effect.gen(function*() {
-            if (!joins(entry)) return []
-            const id = entry.session_id
-            const key = Cursor.keyOf(id)
-            let base = bases.get(id)
-            let fresh: TapSnapshot | undefined
-            if (base === undefined) {
-              const snap = yield* snapshot(id)
-              if (Option.isNone(snap)) return []
-              fresh = snap.value
-              base = bases.get(id)!
-            }
-            const line = base + seq
-            const done = delivered.get(key) ?? 0
-            if (line <= done) return []
-            if (line === done + 1) {
-              delivered.set(key, line)
-              return [{ _tag: "Event", session: id, line, entry }]
-            }
-            // A gap (a session that joined late): the lines in between from its log.
-            if (fresh === undefined) {
-              const snap = yield* snapshot(id)
-              if (Option.isNone(snap)) return []
-              fresh = snap.value
-            }
-            const entries = Chunk.toReadonlyArray(fresh.entries)
-            const out: Array<FeedEvent> = []
-            for (let i = done; i < Math.min(line, entries.length); i++) {
-              out.push({ _tag: "Event", session: id, line: i + 1, entry: entries[i]! })
-            }
-            delivered.set(key, Math.max(done, Math.min(line, entries.length)))
-            return out
+        const onTapped = (t: Tapped): Effect.Effect<ReadonlyArray<FeedEvent>> => {
+          if (t.position <= top || !joins(t.entry)) return Effect.succeed([])
+          const session = t.entry.session_id
+          const event: FeedEvent = { _tag: "Event", session, line: t.line, position: t.position, entry: t.entry }
+          if (t.line === 1 || !bringsAlong(session, t.entry)) return Effect.succeed([event])
+          return Effect.map(snapshot(session), (snap) => {
+            const earlier = Option.getOrElse(snap, () => []).slice(0, t.line - 1)
+            return [...earlier.map((entry, l): FeedEvent => ({ _tag: "Event", session, line: l + 1, position: 0, entry })), event]
           })
+        }
 
-        const liveItems = Stream.fromQueue(queue).pipe(
-          Stream.mapEffect((t) => onTapped(t.entry, t.seq)),
-          Stream.flattenIterables
-        )
+        const liveItems = Stream.fromQueue(queue).pipe(Stream.mapEffect(onTapped), Stream.flattenIterables)
         return Stream.fromIterable<FeedItem>(backlog).pipe(Stream.concat(Stream.make(live)), Stream.concat(liveItems))
       }))
 

@@ -170,7 +170,7 @@ export const make = Effect.gen(function*() {
       ? { _tag: "tree" as const, agent: target }
       : { _tag: "agent" as const, agent: target }
     const items = feed.stream({ scope, from })
-    return Sse.response(items, from === "end" ? Cursor.empty : from)
+    return Sse.response(items)
   })
 
   return HttpRouter.empty.pipe(

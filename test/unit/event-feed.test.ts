@@ -1,25 +1,34 @@
-// EventFeed over the in-memory log: backlog + live without loss or repeat, positions equal to
-// line numbers in the log, resume from a cursor, tree scope joining children created later.
+// EventFeed over the tapped log: backlog + live without loss or repeat, lines equal to line
+// numbers in the log, positions 1, 2, 3, … in the daemon's order, resume from a position, tree
+// scope joining children created later, lines the index lacks indexed once, and — on the file
+// layers, with 1200 sessions — a cursor of a few bytes that resumes across a restart.
+import { NodeContext } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Fiber, Layer, Stream } from "effect"
+import { Chunk, Effect, Either, Fiber, Layer, Stream } from "effect"
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { SubstratPaths } from "../../src/config/Paths.js"
 import * as EventTap from "../../src/daemon/EventTap.js"
 import { makeEvent } from "../../src/domain/events.js"
 import { AgentId, newAgentId, newSessionId, type SessionId } from "../../src/domain/ids.js"
 import { Session } from "../../src/domain/session.js"
 import * as Cursor from "../../src/feed/Cursor.js"
 import { EventFeed, type FeedEvent, type FeedItem } from "../../src/feed/EventFeed.js"
-import { EventLog } from "../../src/storage/EventLog.js"
+import { Durable } from "../../src/storage/Durable.js"
+import { EventIndex } from "../../src/storage/EventIndex.js"
+import { encodeEntryLine, EventLog } from "../../src/storage/EventLog.js"
 import { SessionStore } from "../../src/storage/SessionStore.js"
 
-const Storage = Layer.mergeAll(EventTap.layer.pipe(Layer.provide(EventLog.layerMemory)), SessionStore.layerMemory)
+const Storage = Layer.mergeAll(
+  EventTap.layer.pipe(Layer.provide(Layer.mergeAll(EventLog.layerMemory, EventIndex.layerMemory))),
+  SessionStore.layerMemory
+)
 const TestLayer = EventFeed.Default.pipe(Layer.provideMerge(Storage))
 
-const newSession = (parent: SessionId | null, agent: AgentId = newAgentId()) =>
-  Effect.gen(function*() {
-    const id = newSessionId()
-    const store = yield* SessionStore
-    const log = yield* EventLog
-    yield* store.save(new Session({
+const saveSession = (id: SessionId) =>
+  Effect.flatMap(SessionStore, (store) =>
+    store.save(new Session({
       id,
       state: "active",
       provider_name: "scripted",
@@ -27,7 +36,13 @@ const newSession = (parent: SessionId | null, agent: AgentId = newAgentId()) =>
       created_at: new Date().toISOString(),
       suspended_at: null,
       provider_state: new Uint8Array()
-    }))
+    })))
+
+const newSession = (parent: SessionId | null, agent: AgentId = newAgentId()) =>
+  Effect.gen(function*() {
+    const id = newSessionId()
+    const log = yield* EventLog
+    yield* saveSession(id)
     yield* log.append(id, makeEvent("session.created", { provider: "scripted", model: null, system_prompt: "" }))
     yield* log.append(id, makeEvent("agent.created", {
       agent_id: agent,
@@ -41,25 +56,30 @@ const newSession = (parent: SessionId | null, agent: AgentId = newAgentId()) =>
     return { id, agent }
   })
 
-const turn = (id: SessionId, prompt: string) =>
-  Effect.flatMap(EventLog, (log) =>
-    log.append(id, makeEvent("usage", { turn_id: null, input_tokens: prompt.length, output_tokens: 0, cost_usd: 0 })))
+const usage = (tokens: number) => makeEvent("usage", { turn_id: null, input_tokens: tokens, output_tokens: 0, cost_usd: 0 })
+const turn = (id: SessionId, prompt: string) => Effect.flatMap(EventLog, (log) => log.append(id, usage(prompt.length)))
 
 const events = (items: Chunk.Chunk<FeedItem>): Array<FeedEvent> =>
   Chunk.toReadonlyArray(items).filter((i): i is FeedEvent => i._tag === "Event")
 
-/** Line numbers per session must be 1, 2, 3, … with no gap and no repeat. */
-const expectContiguous = (evs: ReadonlyArray<FeedEvent>, start: Cursor.Cursor = Cursor.empty) => {
+/** Lines per session 1, 2, 3, … after `start` lines; positions strictly increasing. */
+const expectContiguous = (evs: ReadonlyArray<FeedEvent>, start: ReadonlyMap<string, number> = new Map()) => {
   const last = new Map<string, number>()
+  let position = 0
   for (const e of evs) {
-    const prev = last.get(e.session) ?? Cursor.lineOf(start, e.session)
+    const prev = last.get(e.session) ?? start.get(e.session) ?? 0
     expect(e.line).toBe(prev + 1)
     last.set(e.session, e.line)
+    expect(e.position).toBeGreaterThan(position)
+    position = e.position
   }
 }
 
+const backlogOf = (feed: EventFeed, scope: Parameters<EventFeed["stream"]>[0]["scope"], from: Cursor.Cursor) =>
+  feed.stream({ scope, from }).pipe(Stream.takeWhile((i) => i._tag === "Event"), Stream.runCollect, Effect.map(events))
+
 describe("EventFeed", () => {
-  it.scoped("serves the backlog, then live entries, numbered by line, none lost or repeated", () =>
+  it.scoped("serves the backlog, then live entries, numbered by line and position, none lost or repeated", () =>
     Effect.gen(function*() {
       const feed = yield* EventFeed
       const a = yield* newSession(null)
@@ -76,43 +96,31 @@ describe("EventFeed", () => {
       const evs = events(items)
       expect(evs.length).toBe(3 + 5 + 2)
       expectContiguous(evs)
+      expect(evs.map((e) => e.position)).toEqual(evs.map((_, i) => i + 1))
       expect(evs.filter((e) => e.session === a.id).map((e) => e.line)).toEqual([1, 2, 3, 4, 5, 6])
       expect(evs.filter((e) => e.session === b.id).map((e) => e.line)).toEqual([1, 2, 3, 4])
-      expect(Chunk.toReadonlyArray(items).filter((i) => i._tag === "Live").length).toBe(1)
+      const live = Chunk.toReadonlyArray(items).filter((i) => i._tag === "Live")
+      expect(live.length).toBe(1)
     }).pipe(Effect.provide(TestLayer)))
 
-  it.scopedLive("resumes from a cursor with nothing repeated; tree scope follows children born later", () =>
+  it.scopedLive("resumes from a position with nothing repeated; tree scope follows children born later", () =>
     Effect.gen(function*() {
       const feed = yield* EventFeed
       const root = yield* newSession(null)
       const other = yield* newSession(null)
       yield* turn(root.id, "x")
       yield* turn(other.id, "y")
-      // Everything of the tree so far, then stop: the cursor of the last item.
-      const first = events(
-        yield* feed.stream({ scope: { _tag: "tree", agent: root.agent }, from: Cursor.empty }).pipe(
-          Stream.takeWhile((i) => i._tag === "Event"),
-          Stream.runCollect
-        )
-      )
-      expect(first.map((e) => [e.session, e.line])).toEqual([[root.id, 1], [root.id, 2], [root.id, 3]])
-      const cursor = new Map([[Cursor.keyOf(root.id), 2]])
+      // Everything of the tree so far: root's three lines, at positions 1, 2 and 5.
+      const first = yield* backlogOf(feed, { _tag: "tree", agent: root.agent }, Cursor.empty)
+      expect(first.map((e) => [e.session, e.line, e.position])).toEqual([[root.id, 1, 1], [root.id, 2, 2], [root.id, 3, 5]])
       const child = yield* newSession(root.id)
       yield* turn(other.id, "z")
       yield* turn(child.id, "c")
-      const resumed = events(
-        yield* feed.stream({ scope: { _tag: "tree", agent: root.agent }, from: Cursor.decode(Cursor.encode(cursor))! }).pipe(
-          Stream.takeWhile((i) => i._tag === "Event"),
-          Stream.runCollect
-        )
-      )
-      // Sessions interleave by time; per session the lines follow the cursor.
-      expect(resumed.filter((e) => e.session === root.id).map((e) => e.line)).toEqual([3])
-      expect(resumed.filter((e) => e.session === child.id).map((e) => e.line)).toEqual([1, 2, 3])
-      expect(resumed.length).toBe(4)
-      // Live: a grandchild joins the tree stream; the unrelated root does not. (From the cursor of
-      // all seen so far: should the stream subscribe only after the appends, the backlog has them.)
-      const seen = new Map([[Cursor.keyOf(root.id), 3], [Cursor.keyOf(child.id), 3]])
+      // From position 2 (root's second line): root's third, then the child's three.
+      const resumed = yield* backlogOf(feed, { _tag: "tree", agent: root.agent }, Cursor.decode(Cursor.encode(2))!)
+      expect(resumed.map((e) => [e.session, e.line])).toEqual([[root.id, 3], [child.id, 1], [child.id, 2], [child.id, 3]])
+      // Live: a grandchild joins the tree stream; the unrelated root does not.
+      const seen = resumed.at(-1)!.position
       const fiber = yield* feed.stream({ scope: { _tag: "tree", agent: root.agent }, from: seen }).pipe(
         Stream.filter((i) => i._tag === "Event"),
         Stream.take(3),
@@ -136,12 +144,7 @@ describe("EventFeed", () => {
       yield* turn(a.id, "x")
       yield* turn(b.id, "y")
       for (const agent of [b.agent as string, b.id as string]) {
-        const evs = events(
-          yield* feed.stream({ scope: { _tag: "agent", agent }, from: Cursor.empty }).pipe(
-            Stream.takeWhile((i) => i._tag === "Event"),
-            Stream.runCollect
-          )
-        )
+        const evs = yield* backlogOf(feed, { _tag: "agent", agent }, Cursor.empty)
         expect(evs.map((e) => [e.session, e.line])).toEqual([[b.id, 1], [b.id, 2], [b.id, 3]])
       }
     }).pipe(Effect.provide(TestLayer)))
@@ -156,10 +159,107 @@ describe("EventFeed", () => {
       expect(r._tag).toBe("NotFoundError")
     }).pipe(Effect.provide(TestLayer)))
 
+  it.scoped("lines the index lacks (written past the tap) get one position each, the same in every stream", () =>
+    Effect.gen(function*() {
+      // The raw log below the tap: what a home written before the index existed looks like.
+      const raw = yield* Effect.provide(EventLog, EventLog.layerMemory)
+      const tapped = yield* Layer.build(EventTap.layer.pipe(Layer.provide(Layer.mergeAll(Layer.succeed(EventLog, raw), EventIndex.layerMemory))))
+      const layer = EventFeed.Default.pipe(Layer.provideMerge(Layer.mergeAll(Layer.succeedContext(tapped), SessionStore.layerMemory)))
+      const a = newSessionId()
+      const b = newSessionId()
+      yield* raw.append(a, usage(1))
+      yield* raw.append(a, usage(2))
+      yield* raw.append(b, usage(3))
+      yield* Effect.gen(function*() {
+        const feed = yield* EventFeed
+        yield* saveSession(a)
+        yield* saveSession(b)
+        // Neither session has an index record; a tapped append to `a` indexes its old lines first.
+        yield* turn(a, "xyz")
+        const once = yield* backlogOf(feed, { _tag: "agent", agent: a }, Cursor.empty)
+        expect(once.map((e) => [e.line, e.position])).toEqual([[1, 1], [2, 2], [3, 3]])
+        const again = yield* backlogOf(feed, { _tag: "agent", agent: a }, Cursor.empty)
+        expect(again).toEqual(once)
+        // `b` is indexed when a stream reads it: delivered live (after the backlog), then in the backlog.
+        const fromHere = yield* feed.stream({ scope: { _tag: "agent", agent: b }, from: 3 }).pipe(
+          Stream.filter((i) => i._tag === "Event"),
+          Stream.take(1),
+          Stream.runCollect,
+          Effect.map(events)
+        )
+        expect(fromHere.map((e) => [e.session, e.line, e.position])).toEqual([[b, 1, 4]])
+        const later = yield* backlogOf(feed, { _tag: "all" }, Cursor.empty)
+        expect(later.map((e) => e.position)).toEqual([1, 2, 3, 4])
+      }).pipe(Effect.provide(layer))
+    }))
+
   it("cursor text round-trips and rejects garbage", () => {
-    const c = new Map([["0123456789abcdef", 3], ["fedcba9876543210", 12]])
-    expect(Cursor.decode(Cursor.encode(c))).toEqual(c)
+    expect(Cursor.decode(Cursor.encode(1234))).toBe(1234)
+    expect(Cursor.decode("")).toBe(0)
     expect(Cursor.decode("nope")).toBeUndefined()
-    expect(Cursor.decode("")).toEqual(new Map())
+    expect(Cursor.decode("0123456789abcdef:3")).toBeUndefined()
+    expect(Cursor.decode("-1")).toBeUndefined()
   })
+
+  it.live("1200 sessions on disk, no index yet: the cursor stays a few bytes and resumes across a restart without loss or repeat", () => {
+    const home = mkdtempSync(join(tmpdir(), "substrat-feed-"))
+    const N = 1200
+    // The logs of a home written before the index existed (written directly: 2 lines per session).
+    const sessions: Array<SessionId> = []
+    for (let i = 0; i < N; i++) {
+      const id = newSessionId()
+      sessions.push(id)
+      const lines = [
+        makeEvent("session.created", { provider: "scripted", model: null, system_prompt: "" }),
+        makeEvent("agent.created", {
+          agent_id: newAgentId(),
+          name: `a${i}`,
+          parent_session_id: null,
+          instructions: "",
+          role: "worker",
+          provider: "scripted",
+          workspace: null
+        })
+      ].map((e) => Either.getOrThrow(encodeEntryLine(e, new Date().toISOString(), id)))
+      mkdirSync(join(home, "agents", id), { recursive: true })
+      writeFileSync(join(home, "agents", id, "events.jsonl"), lines.join(""))
+    }
+    return Effect.gen(function*() {
+      // One session store for every run (its records are not what this test is about).
+      const store = yield* Effect.provide(SessionStore, SessionStore.layerMemory)
+      yield* Effect.provideService(Effect.forEach(sessions, saveSession), SessionStore, store)
+      const FileStorage = EventTap.layer.pipe(
+        Layer.provide(Layer.mergeAll(EventLog.layerFile, EventIndex.layerFile.pipe(Layer.provide(NodeContext.layer)))),
+        Layer.provideMerge(Layer.mergeAll(Durable.layer, Layer.succeed(SessionStore, store))),
+        Layer.provide(SubstratPaths.layer(home))
+      )
+      // A fresh layer each time stands for a daemon (re)start on the same home.
+      const daemon = () => EventFeed.Default.pipe(Layer.provideMerge(FileStorage))
+      // The first stream indexes every line; stop halfway: the SSE id there is one small number.
+      const firstRun = yield* Effect.gen(function*() {
+        const feed = yield* EventFeed
+        return yield* feed.stream({ scope: { _tag: "all" }, from: Cursor.empty }).pipe(
+          Stream.filter((i) => i._tag === "Event"),
+          Stream.take(N),
+          Stream.runCollect,
+          Effect.map(events)
+        )
+      }).pipe(Effect.scoped, Effect.provide(daemon()))
+      const cursor = Cursor.encode(firstRun.at(-1)!.position)
+      expect(cursor).toBe(String(N))
+      // Restart; more work on some sessions; resume from the cursor.
+      const resumed = yield* Effect.gen(function*() {
+        for (let i = 0; i < N; i += 100) yield* turn(sessions[i]!, "after")
+        const feed = yield* EventFeed
+        return yield* backlogOf(feed, { _tag: "all" }, Cursor.decode(cursor)!)
+      }).pipe(Effect.scoped, Effect.provide(daemon()))
+      const all = [...firstRun, ...resumed]
+      const keys = all.map((e) => `${e.session}:${e.line}`)
+      expect(new Set(keys).size).toBe(keys.length)
+      expect(keys.length).toBe(N * 2 + N / 100)
+      expect(all.map((e) => e.position)).toEqual(all.map((_, i) => i + 1))
+      expectContiguous(all)
+      expect(readFileSync(join(home, "events.index")).length).toBe(48 * keys.length)
+    }).pipe(Effect.ensuring(Effect.sync(() => rmSync(home, { recursive: true, force: true }))))
+  }, 120_000)
 })
