@@ -1,5 +1,7 @@
 // Exit codes and the wording of the errors every client path prints (docs/cli.md "Exit codes").
 // Effect-free, used by Client.ts and main.ts.
+import { dirname, resolve } from "node:path"
+import { defaultHome } from "../config/Paths.js"
 
 /** Exit codes (docs/cli.md). */
 export const ExitCode = {
@@ -34,8 +36,19 @@ export const exitCodeOf = (kind: CliErrorKind): number => {
 /** The one line on stderr for an error. */
 export const errorLine = (message: string): string => `substrat: ${message}`
 
+/** Quote a word for a POSIX shell when it needs it. */
+const shellWord = (s: string): string => (/^[A-Za-z0-9_@%+=:,./~-]+$/.test(s) ? s : `'${s.replace(/'/g, "'\\''")}'`)
+
+/**
+ * A `substrat …` command line to suggest, keeping the user's home: `--home <home>` unless it is
+ * the one the suggestion would use anyway ($SUBSTRAT_HOME, else ~/.substrat).
+ */
+export const suggest = (home: string, command: string): string =>
+  resolve(home) === resolve(defaultHome()) ? `substrat ${command}` : `substrat ${command} --home ${shellWord(home)}`
+
+/** The daemon's socket is `<home>/daemon.sock` (config/Paths.ts). */
 export const notRunningMessage = (socket: string): string =>
-  `daemon not running (no answer on ${socket}); start it with: substrat daemon start`
+  `daemon not running (no answer on ${socket}); start it with: ${suggest(dirname(socket), "daemon start")}`
 
 export const lostConnectionMessage = (socket: string, detail: string): string =>
   `lost the connection to the daemon (${socket}): ${detail}`

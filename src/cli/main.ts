@@ -14,14 +14,27 @@ import { sessionCommand } from "./commands/session.js"
 import { workspaceCommand } from "./commands/workspace.js"
 import { uiCommand } from "./commands/ui.js"
 import { errorLine, exitCodeOf, ExitCode } from "./Exit.js"
+import { frontDoor, terminalStyle } from "./Front.js"
+import { describe } from "./Help.js"
+import { commandTree, type CommandNode } from "./Tree.js"
 import { version } from "../version.js"
 
 export const root = Command.make("substrat").pipe(
-  Command.withDescription("Durable, sandboxed trees of LLM coding agents: a daemon and its CLI. Settings: substrat config"),
+  Command.withDescription(describe("durable, sandboxed trees of LLM coding agents: a daemon and its CLI", {
+    examples: [
+      "substrat daemon start",
+      "substrat agent create --name alpha --provider scripted:demo",
+      "substrat agent send alpha \"Summarise README.md\""
+    ]
+  })),
   Command.withSubcommands([daemonCommand, agentCommand, sessionCommand, workspaceCommand, doctorCommand, cleanupCommand, uiCommand, configCommand])
 )
 
 const cli = Command.run(root, { name: "substrat", version })
+
+let tree: CommandNode | undefined
+/** The command tree our help and completion read (built once, on first use). */
+export const rootTree = (): CommandNode => (tree ??= commandTree(root))
 
 const CliEnv = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer, NodeTerminal.layer)
 
@@ -39,6 +52,27 @@ export const oneLine = (doc: string): string => {
 
 /** Run the CLI on `argv` (process.argv shape); succeeds with the process exit code. */
 export const main = (argv: ReadonlyArray<string>): Effect.Effect<number> => {
+  const door = frontDoor(rootTree(), argv.slice(2), version, terminalStyle())
+  if (door._tag === "parse") return parse([...argv.slice(0, 2), ...door.args], door.path)
+  return door.effect.pipe(
+    Effect.catchAllCause((cause) => {
+      const failure = Cause.failureOption(cause)
+      if (Option.isSome(failure)) {
+        const e = failure.value
+        if (e instanceof CliError) return Effect.as(Console.error(errorLine(e.message)), exitCodeOf(e.kind))
+      }
+      return Effect.failCause(cause)
+    }),
+    Effect.catchAllCause((cause) =>
+      Cause.isInterruptedOnly(cause)
+        ? Effect.succeed(ExitCode.ok)
+        : Effect.as(Console.error(errorLine(`internal error: ${Cause.pretty(cause)}`)), ExitCode.internal)
+    )
+  )
+}
+
+/** @effect/cli parses and runs the command; its errors become one line + exit code. */
+const parse = (argv: ReadonlyArray<string>, path: string): Effect.Effect<number> => {
   const captured: Array<string> = []
   const capturing = Effect.map(Console.consoleWith(Effect.succeed), (base): Console.Console => ({
     ...base,
@@ -54,7 +88,7 @@ export const main = (argv: ReadonlyArray<string>): Effect.Effect<number> => {
         if (e instanceof CliError) return Effect.as(Console.error(errorLine(e.message)), exitCodeOf(e.kind))
         if (ValidationError.isValidationError(e)) {
           const text = captured.length > 0 ? oneLine(captured.join("\n")) : "invalid command line"
-          return Effect.as(Console.error(errorLine(`${text} (see --help)`)), ExitCode.invalidInput)
+          return Effect.as(Console.error(errorLine(`${text} (see ${path} --help)`)), ExitCode.invalidInput)
         }
       }
       if (Cause.isInterruptedOnly(cause)) return Effect.succeed(ExitCode.ok)

@@ -15,11 +15,12 @@ export const layer: Layer.Layer<WorkspaceUsage, never, Tree> = Layer.effect(
     const held = yield* Effect.provide(WorkspaceUsage, WorkspaceUsage.layerRegistry)
     const usedByAgent = (id: string) =>
       Effect.sync(() => {
-        for (const n of tree.current().nodes.values()) if (n.workspace_id === id) return true
-        return false
+        for (const n of tree.current().nodes.values()) if (n.workspace_id === id) return `agent ${n.name} (${n.id})`
+        return undefined
       })
     return WorkspaceUsage.of({
-      inUse: (id) => Effect.flatMap(usedByAgent(id), (agent) => (agent ? Effect.succeed(true) : held.inUse(id))),
+      inUse: (id) => Effect.flatMap(usedByAgent(id), (agent) => (agent !== undefined ? Effect.succeed(true) : held.inUse(id))),
+      user: (id) => Effect.flatMap(usedByAgent(id), (agent) => (agent !== undefined ? Effect.succeed(agent) : held.user(id))),
       use: held.use
     })
   })

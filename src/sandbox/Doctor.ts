@@ -44,7 +44,7 @@ export const sandboxChecks = (config: BwrapConfig = {}) =>
       const e = probe.left
       checks.push(check("bwrap", e.reason === "bwrap-missing" ? "fail" : "ok", e.reason === "bwrap-missing" ? e.message : "present"))
       if (e.reason !== "bwrap-missing") checks.push(check("sandbox", "fail", e.message, e.fix))
-      else checks.push(check("sandbox", "fail", "no bwrap, no sandbox (use --unsafe-no-sandbox only if you accept running agents unconfined)", e.fix))
+      else checks.push(check("sandbox", "fail", "no bwrap, no sandbox: agents cannot run", e.fix))
     } else {
       checks.push(check("bwrap", "ok", `${probe.right.bwrap} (${probe.right.version})`))
       checks.push(check("sandbox", "ok", "a trivial sandbox started: user/mount/pid/net namespaces work"))
@@ -64,7 +64,7 @@ export const sandboxChecks = (config: BwrapConfig = {}) =>
     if (root && identity.mode === "as-is" && pidsCgroup) {
       checks.push(check("identity", "ok", "root (as-is): max_processes is enforced by the pids cgroup (RLIMIT_NPROC does not bind uid 0)"))
     } else if (root && identity.mode === "as-is") {
-      checks.push(check("identity", "warn", "running as root with identity 'as-is' and no writable pids cgroup: max_processes (RLIMIT_NPROC) is not enforced for uid 0", "configure the sandbox identity 'inner' or 'outer' with an unprivileged uid, or give the daemon a writable pids cgroup"))
+      checks.push(check("identity", "warn", "running as root with identity 'as-is' and no writable pids cgroup: max_processes (RLIMIT_NPROC) is not enforced for uid 0", "run the daemon as an unprivileged user, or give it a writable pids cgroup (systemd: Delegate=yes)"))
     } else {
       checks.push(check("identity", "ok", identity.mode === "as-is" ? `uid ${process.getuid?.() ?? "?"}` : `${identity.mode} → uid ${identity.uid}`))
     }

@@ -290,9 +290,14 @@ export class WorkspaceStore extends Effect.Service<WorkspaceStore>()("substrat/W
       const all = yield* list()
       const below = descendants(id, all)
       if (!options.force) {
-        if (below.length > 0) return yield* wsError(id, "has-children", `${below.length} child workspace(s); use force`)
+        if (below.length > 0) {
+          return yield* wsError(id, "has-children", `workspace ${id} has ${below.length} child workspace(s); delete them first, or all together with force`)
+        }
         for (const s of [spec, ...below]) {
-          if (yield* usage.inUse(s.id)) return yield* wsError(id, "in-use", `workspace ${s.id} is in use by an agent; use force`)
+          const user = yield* usage.user(s.id)
+          if (user !== undefined) {
+            return yield* wsError(id, "in-use", `workspace ${s.id} is in use by ${user}; terminate it first, or delete anyway with force`)
+          }
         }
       }
       // Children first (deepest first): only their spec dirs — their files are part of this tree.

@@ -5,6 +5,8 @@ import type { WorkspaceId } from "../domain/ids.js"
 
 export interface WorkspaceUsageService {
   readonly inUse: (id: WorkspaceId) => Effect.Effect<boolean>
+  /** Who uses `id` (e.g. `agent alpha (<uuid>)`), for error messages; undefined when nobody does. */
+  readonly user: (id: WorkspaceId) => Effect.Effect<string | undefined>
   /** Mark `id` in use until the scope closes. */
   readonly use: (id: WorkspaceId) => Effect.Effect<void, never, Scope.Scope>
 }
@@ -25,6 +27,7 @@ export class WorkspaceUsage extends Context.Tag("substrat/WorkspaceUsage")<Works
         })
       return {
         inUse: (id) => Ref.get(counts).pipe(Effect.map((m) => (m.get(id) ?? 0) > 0)),
+        user: (id) => Ref.get(counts).pipe(Effect.map((m) => ((m.get(id) ?? 0) > 0 ? "a running command" : undefined))),
         use: (id) => Effect.acquireRelease(bump(id, 1), () => bump(id, -1))
       }
     })
@@ -32,6 +35,7 @@ export class WorkspaceUsage extends Context.Tag("substrat/WorkspaceUsage")<Works
   /** Nobody uses anything (CLI-only tools, tests). */
   static readonly layerNone: Layer.Layer<WorkspaceUsage> = Layer.succeed(WorkspaceUsage, {
     inUse: () => Effect.succeed(false),
+    user: () => Effect.succeed(undefined),
     use: () => Effect.void
   })
 }

@@ -5,8 +5,9 @@ import * as readline from "node:readline"
 import { AgentRef, MessageText, type OutputEvent } from "../../daemon/Rpcs.js"
 import { WorkspaceId } from "../../domain/ids.js"
 import { call, withClient } from "../Client.js"
-import { home, json, pathsOf } from "../Common.js"
+import { home, json, pathsOf, quiet } from "../Common.js"
 import { printJson, renderInspect, renderSent, renderTree } from "../Output.js"
+import { describe } from "../Help.js"
 
 const agentArg = Args.text({ name: "agent" }).pipe(
   Args.withSchema(AgentRef),
@@ -19,12 +20,17 @@ const opt = <A>(o: Option.Option<A>, key: string): Record<string, A> =>
 const createCommand = Command.make("create", {
   home,
   json,
+  quiet,
   provider: Options.text("provider").pipe(
-    Options.withDescription("Provider: scripted[:<book>] (built-in demo, echo, or $SUBSTRAT_HOME/scripts/<book>.json), claude, codex, cursor-agent, openai[:<model>] (an OpenAI-compatible HTTP model; SUBSTRAT_OPENAI_* in the daemon's environment); default: the daemon's"),
+    Options.withDescription("scripted[:<book>], claude, codex, cursor-agent or openai[:<model>] (default: the daemon's; docs/providers.md)"),
     Options.optional
   ),
   name: Options.text("name").pipe(Options.withDescription("Agent name (default: generated)"), Options.optional),
-  instructions: Options.text("instructions").pipe(Options.withDescription("System instructions"), Options.optional),
+  instructions: Options.text("instructions").pipe(
+    Options.withPseudoName("text"),
+    Options.withDescription("System instructions for the agent"),
+    Options.optional
+  ),
   role: Options.text("role").pipe(Options.withDescription("Role label"), Options.optional),
   workspace: Options.text("workspace").pipe(
     Options.withSchema(WorkspaceId),
@@ -43,16 +49,26 @@ const createCommand = Command.make("create", {
         ...opt(o.workspace, "workspace_id")
       })))
     if (o.json) return yield* printJson(agent)
+    if (o.quiet) return yield* Console.log(agent.id)
     yield* Console.log(`created ${agent.name} (${agent.id}, provider ${agent.provider})`)
-  })).pipe(Command.withDescription("Create a root agent (and its session)"))
+  })).pipe(Command.withDescription(describe("Create a root agent (and its session)", {
+    examples: [
+      "substrat agent create --name alpha --provider scripted:demo",
+      "substrat agent create --name coder --provider claude --workspace <workspace>",
+      "id=$(substrat agent create --provider codex --quiet)"
+    ]
+  })))
 
-const listCommand = Command.make("list", { home, json }, (o) =>
+const listCommand = Command.make("list", { home, json, quiet }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
     const r = yield* withClient(socket, (c) => call(socket, c.agent.list()))
     if (o.json) return yield* printJson(r)
+    if (o.quiet) return yield* Console.log(r.agents.map((a) => a.id).join("\n"))
     yield* Console.log(renderTree(r.agents))
-  })).pipe(Command.withDescription("Show the agent tree (all roots and their children)"))
+  })).pipe(Command.withDescription(describe("Show the agent tree (all roots and their children)", {
+    examples: ["substrat agent list", "substrat agent ls --json", "substrat agent ls --quiet   # ids only"]
+  })))
 
 const sendCommand = Command.make("send", {
   home,
@@ -69,7 +85,12 @@ const sendCommand = Command.make("send", {
       call(socket, c.agent.send({ agent: o.agent, text: o.message, sync: !o.notify })))
     if (o.json) return yield* printJson(r)
     yield* Console.log(renderSent(r))
-  })).pipe(Command.withDescription("Send one message to an agent as USER"))
+  })).pipe(Command.withDescription(describe("Send one message to an agent as USER", {
+    examples: [
+      "substrat agent send alpha \"Fix the failing test in src/math.ts\"",
+      "substrat agent send --notify alpha \"The build is green again\""
+    ]
+  })))
 
 /** Status lines go straight to stderr (main.ts captures @effect/cli's own Console.error output). */
 const stderr = (line: string) => Effect.sync(() => process.stderr.write(`${line}\n`))
@@ -160,7 +181,10 @@ const attachCommand = Command.make("attach", { home, agent: agentArg }, (o) =>
         // Ends at /quit or EOF on stdin (detach), or when the daemon ends the stream.
         yield* Effect.raceFirst(input, Fiber.join(output))
       }))
-  })).pipe(Command.withDescription("Talk to an agent: its output streams live, each input line is a message; /quit or Ctrl-C detaches"))
+  })).pipe(Command.withDescription(describe("Talk to an agent: its output streams live, each input line is a message", {
+    details: ["/quit or Ctrl-C detaches; the agent keeps running."],
+    examples: ["substrat agent attach alpha"]
+  })))
 
 const inspectCommand = Command.make("inspect", { home, json, agent: agentArg }, (o) =>
   Effect.gen(function*() {
@@ -168,7 +192,9 @@ const inspectCommand = Command.make("inspect", { home, json, agent: agentArg }, 
     const r = yield* withClient(socket, (c) => call(socket, c.agent.inspect({ agent: o.agent })))
     if (o.json) return yield* printJson(r)
     yield* Console.log(renderInspect(r))
-  })).pipe(Command.withDescription("Show an agent's state, session, children, inbox, usage and recent activity"))
+  })).pipe(Command.withDescription(describe("Show an agent's state, session, children, inbox, usage and recent activity", {
+    examples: ["substrat agent inspect alpha", "substrat agent inspect alpha --json"]
+  })))
 
 const terminateCommand = Command.make("terminate", { home, json, agent: agentArg }, (o) =>
   Effect.gen(function*() {
@@ -176,7 +202,9 @@ const terminateCommand = Command.make("terminate", { home, json, agent: agentArg
     const r = yield* withClient(socket, (c) => call(socket, c.agent.terminate({ agent: o.agent })))
     if (o.json) return yield* printJson(r)
     yield* Console.log(`terminated ${r.agent_id}`)
-  })).pipe(Command.withDescription("Terminate an agent and its subtree"))
+  })).pipe(Command.withDescription(describe("Terminate an agent and its subtree", {
+    examples: ["substrat agent terminate alpha", "substrat agent rm 3f2c9a1e-…"]
+  })))
 
 const resumeCommand = Command.make("resume", { home, json, agent: agentArg }, (o) =>
   Effect.gen(function*() {
@@ -200,10 +228,14 @@ const logsCommand = Command.make("logs", {
         Stream.runForEach((line) => Console.log(line)),
         (s) => call(socket, s)
       ))
-  })).pipe(Command.withDescription("Print an agent's transcript (transcript.txt); -f follows it"))
+  })).pipe(Command.withDescription(describe("Print an agent's transcript; -f keeps following it", {
+    examples: ["substrat agent logs alpha", "substrat agent logs -f alpha"]
+  })))
 
 export const agentCommand = Command.make("agent").pipe(
-  Command.withDescription("Create, list and talk to agents"),
+  Command.withDescription(describe("Create, list and talk to agents", {
+    examples: ["substrat agent create --name alpha --provider scripted:demo", "substrat agent send alpha \"hello\"", "substrat agent ls"]
+  })),
   Command.withSubcommands([
     createCommand,
     listCommand,

@@ -8,6 +8,7 @@ import { Console, Effect } from "effect"
 import { isAlive, readPid } from "../../daemon/Lifecycle.js"
 import { home, json, pathsOf } from "../Common.js"
 import { printJson, table } from "../Output.js"
+import { describe } from "../Help.js"
 
 export const cleanupCommand = Command.make("cleanup", {
   home,
@@ -33,4 +34,6 @@ export const cleanupCommand = Command.make("cleanup", {
       ])
     ]))
     if (!o.purge) yield* Console.log(`\n${report.items.length} leftover(s); run with --purge to remove them`)
-  })).pipe(Command.withDescription("Find leftovers of dead daemons (stale sockets, temp files, orphan sandboxes); --purge removes them"))
+  })).pipe(Command.withDescription(describe("Find leftovers of dead daemons (stale sockets, temp files, orphan sandboxes)", {
+    examples: ["substrat cleanup", "substrat cleanup --purge"]
+  })))

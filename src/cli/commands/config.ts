@@ -6,24 +6,18 @@ import { allKeys, load, valueAt } from "../../config/Config.js"
 import { CliError } from "../Client.js"
 import { home, json } from "../Common.js"
 import { printJson, table } from "../Output.js"
+import { describe } from "../Help.js"
 
-const help = `Show the effective configuration: every setting, its value and where it came from.
-
-Each setting is read from, in order: a command-line flag (daemon start/run), an environment
-variable (SUBSTRAT_*), the file $SUBSTRAT_HOME/config.toml, else its default. An invalid value
-anywhere is an error naming the variable or the file key (exit code 2). Keys (API keys, tokens)
-are shown as <redacted>. The daemon reads its configuration when it starts: restart it to apply
-a change.
-
-Examples:
-  substrat config                      # table: variable, config.toml key, value, source
-  substrat config --json               # { file, settings: { "<key>": { value, source, env, file_key, … } } }
-  SUBSTRAT_SLOTS=8 substrat config     # what the daemon would use with this environment
-
-config.toml uses the file keys of the table, e.g.:
-  slots = 8
-  [openai]
-  base_url = "http://127.0.0.1:8080/v1"`
+const help = describe("Show the effective configuration: every setting, its value and where it came from", {
+  details: [
+    "Each setting comes from, in order: a flag (daemon start/run), an environment variable (SUBSTRAT_*), the file $SUBSTRAT_HOME/config.toml, else its default. Secrets are shown as <redacted>. The daemon reads its configuration when it starts: restart it to apply a change. Every variable and file key: docs/cli.md, Configuration."
+  ],
+  examples: [
+    "substrat config",
+    "substrat config --json",
+    "SUBSTRAT_SLOTS=8 substrat config   # what the daemon would use with this environment"
+  ]
+})
 
 export const configCommand = Command.make("config", { home, json }, (o) =>
   Effect.gen(function*() {

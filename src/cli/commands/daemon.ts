@@ -8,6 +8,7 @@ import { isAlive, lockHolder, readPid, socketAnswers } from "../../daemon/Lifecy
 import { call, CliError, withClient } from "../Client.js"
 import { home, json, pathsOf } from "../Common.js"
 import { printJson, renderStatus } from "../Output.js"
+import { describe } from "../Help.js"
 
 const slots = Options.integer("slots").pipe(
   Options.withDescription("How many agent turns may run at the same time (else $SUBSTRAT_SLOTS, slots in config.toml, 4; see substrat config)"),
@@ -52,7 +53,9 @@ const runCommand = Command.make("run", { home, slots, grace, maxLine, http }, (o
         new CliError({ kind: e.reason === "already-running" ? "already-running" : "internal", message: e.message })
       )
     )
-  })).pipe(Command.withDescription("Run the daemon in the foreground (for supervisors and tests); stops on SIGTERM/SIGINT"))
+  })).pipe(Command.withDescription(describe("Run the daemon in the foreground (for supervisors and tests); stops on SIGTERM/SIGINT", {
+    examples: ["substrat daemon run --home /srv/substrat"]
+  })))
 
 const startCommand = Command.make("start", { home, slots, grace, maxLine, http, json }, (o) =>
   Effect.gen(function*() {
@@ -111,7 +114,9 @@ const startCommand = Command.make("start", { home, slots, grace, maxLine, http, 
     )
     if (o.json) yield* printJson({ pid: started, socket: paths.socket, home: paths.home, log: paths.daemonLog })
     else yield* Console.log(`daemon started (pid ${started}, socket ${paths.socket})`)
-  })).pipe(Command.withDescription("Start the daemon in the background; waits until its socket answers"))
+  })).pipe(Command.withDescription(describe("Start the daemon in the background; waits until its socket answers", {
+    examples: ["substrat daemon start", "substrat daemon start --slots 8 --http 127.0.0.1:7777", "substrat daemon start --home /tmp/sub"]
+  })))
 
 const stopCommand = Command.make("stop", { home, json }, (o) =>
   Effect.gen(function*() {
@@ -128,7 +133,9 @@ const stopCommand = Command.make("stop", { home, json }, (o) =>
     )
     if (o.json) yield* printJson({ pid: r.pid, stopped: true })
     else yield* Console.log(`daemon stopped (pid ${r.pid})`)
-  })).pipe(Command.withDescription("Stop the daemon: running turns finish (grace period), sessions are suspended"))
+  })).pipe(Command.withDescription(describe("Stop the daemon: running turns finish (grace period), sessions are suspended", {
+    examples: ["substrat daemon stop"]
+  })))
 
 const statusCommand = Command.make("status", { home, json }, (o) =>
   Effect.gen(function*() {
@@ -136,9 +143,11 @@ const statusCommand = Command.make("status", { home, json }, (o) =>
     const s = yield* withClient(paths.socket, (c) => call(paths.socket, c.daemon.status()))
     if (o.json) return yield* printJson(s)
     yield* Console.log(renderStatus(s))
-  })).pipe(Command.withDescription("Show the daemon's state (exit code 3 when it is not running)"))
+  })).pipe(Command.withDescription(describe("Show the daemon's state (exit code 3 when it is not running)", {
+    examples: ["substrat daemon status", "substrat daemon status --json"]
+  })))
 
 export const daemonCommand = Command.make("daemon").pipe(
-  Command.withDescription("Manage the Substrat daemon"),
+  Command.withDescription(describe("Start, stop and check the daemon", { examples: ["substrat daemon start", "substrat daemon status"] })),
   Command.withSubcommands([startCommand, stopCommand, statusCommand, runCommand])
 )

@@ -14,7 +14,9 @@ import type { Paths } from "../../config/Paths.js"
 import { isAlive, readPid, socketAnswers } from "../../daemon/Lifecycle.js"
 import { call, CliError, withClient } from "../Client.js"
 import { home, json, pathsOf } from "../Common.js"
+import { suggest } from "../Exit.js"
 import { printJson, table } from "../Output.js"
+import { describe } from "../Help.js"
 
 interface Check {
   readonly name: string
@@ -34,13 +36,13 @@ const daemonCheck = (paths: Paths): Effect.Effect<Check> =>
     const answers = socketFile && (yield* socketAnswers(paths.socket, 1000))
     if (!alive && !socketFile) {
       return pid === undefined
-        ? { name: "daemon", status: "warn", detail: `not running (no ${paths.pidFile})`, fix: "substrat daemon start" }
-        : { name: "daemon", status: "warn", detail: `not running; stale pid file (pid ${pid} is gone)`, fix: "substrat cleanup --purge, or substrat daemon start (it removes stale files)" }
+        ? { name: "daemon", status: "warn", detail: `not running (no ${paths.pidFile})`, fix: suggest(paths.home, "daemon start") }
+        : { name: "daemon", status: "warn", detail: `not running; stale pid file (pid ${pid} is gone)`, fix: `${suggest(paths.home, "cleanup --purge")}, or ${suggest(paths.home, "daemon start")} (it removes stale files)` }
     }
     if (!answers) {
       return alive
-        ? { name: "daemon", status: "fail", detail: `pid ${pid} is alive but ${paths.socket} does not answer`, fix: `look at ${paths.daemonLog}; substrat daemon stop, or kill ${pid}` }
-        : { name: "daemon", status: "warn", detail: `not running; stale socket ${paths.socket}${pid === undefined ? "" : ` and pid file (pid ${pid} is gone)`}`, fix: "substrat cleanup --purge, or substrat daemon start (it removes stale files)" }
+        ? { name: "daemon", status: "fail", detail: `pid ${pid} is alive but ${paths.socket} does not answer`, fix: `look at ${paths.daemonLog}; ${suggest(paths.home, "daemon stop")}, or kill ${pid}` }
+        : { name: "daemon", status: "warn", detail: `not running; stale socket ${paths.socket}${pid === undefined ? "" : ` and pid file (pid ${pid} is gone)`}`, fix: `${suggest(paths.home, "cleanup --purge")}, or ${suggest(paths.home, "daemon start")} (it removes stale files)` }
     }
     const status = yield* withClient(paths.socket, (c) => call(paths.socket, c.daemon.status())).pipe(
       Effect.timeoutFail({ duration: Duration.seconds(5), onTimeout: () => new CliError({ kind: "daemon-not-running", message: "daemon.status timed out" }) }),
@@ -128,5 +130,7 @@ export const doctorCommand = Command.make("doctor", { home, json }, (o) =>
       return yield* new CliError({ kind: "internal", message: `doctor: ${failed.length} check(s) failed: ${failed.map((c) => c.name).join(", ")}` })
     }
   })).pipe(
-  Command.withDescription("Check bwrap, namespaces, cgroups, provider CLIs and the daemon socket (works without a daemon)")
+  Command.withDescription(describe("Check bwrap, namespaces, cgroups, provider CLIs and the daemon (no daemon needed)", {
+    examples: ["substrat doctor", "substrat doctor --json"]
+  }))
 )

@@ -3,18 +3,20 @@ import { Args, Command } from "@effect/cli"
 import { Console, Effect } from "effect"
 import { SessionId } from "../../domain/ids.js"
 import { call, withClient } from "../Client.js"
-import { home, json, pathsOf } from "../Common.js"
+import { home, json, pathsOf, quiet } from "../Common.js"
 import { printJson, renderSessions } from "../Output.js"
+import { describe } from "../Help.js"
 
 const sessionArg = Args.text({ name: "session" }).pipe(Args.withSchema(SessionId), Args.withDescription("Session id (uuid)"))
 
-const listCommand = Command.make("list", { home, json }, (o) =>
+const listCommand = Command.make("list", { home, json, quiet }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
     const r = yield* withClient(socket, (c) => call(socket, c.session.list()))
     if (o.json) return yield* printJson(r)
+    if (o.quiet) return yield* Console.log(r.sessions.map((s) => s.id).join("\n"))
     yield* Console.log(renderSessions(r.sessions))
-  })).pipe(Command.withDescription("List all sessions"))
+  })).pipe(Command.withDescription(describe("List all sessions", { examples: ["substrat session list", "substrat session ls --json"] })))
 
 const suspendCommand = Command.make("suspend", { home, json, session: sessionArg }, (o) =>
   Effect.gen(function*() {
@@ -22,7 +24,7 @@ const suspendCommand = Command.make("suspend", { home, json, session: sessionArg
     const r = yield* withClient(socket, (c) => call(socket, c.session.suspend({ session: o.session })))
     if (o.json) return yield* printJson(r)
     yield* Console.log(`session ${r.id} ${r.state}`)
-  })).pipe(Command.withDescription("Suspend a session (its provider slot is freed)"))
+  })).pipe(Command.withDescription(describe("Suspend a session (its provider slot is freed)", { examples: ["substrat session suspend <session>"] })))
 
 const resumeCommand = Command.make("resume", { home, json, session: sessionArg }, (o) =>
   Effect.gen(function*() {
@@ -30,7 +32,7 @@ const resumeCommand = Command.make("resume", { home, json, session: sessionArg }
     const r = yield* withClient(socket, (c) => call(socket, c.session.resume({ session: o.session })))
     if (o.json) return yield* printJson(r)
     yield* Console.log(`session ${r.id} ${r.state}`)
-  })).pipe(Command.withDescription("Resume a suspended session"))
+  })).pipe(Command.withDescription(describe("Resume a suspended session", { examples: ["substrat session resume <session>"] })))
 
 const deleteCommand = Command.make("delete", { home, json, session: sessionArg }, (o) =>
   Effect.gen(function*() {
@@ -38,9 +40,9 @@ const deleteCommand = Command.make("delete", { home, json, session: sessionArg }
     const r = yield* withClient(socket, (c) => call(socket, c.session.delete({ session: o.session })))
     if (o.json) return yield* printJson(r)
     yield* Console.log(`session ${r.session} deleted`)
-  })).pipe(Command.withDescription("Delete a session (terminates its agent, removes its files)"))
+  })).pipe(Command.withDescription(describe("Delete a session (terminates its agent, removes its files)", { examples: ["substrat session rm <session>"] })))
 
 export const sessionCommand = Command.make("session").pipe(
-  Command.withDescription("Low-level session control"),
+  Command.withDescription(describe("Low-level session control (suspend, resume, delete)", { examples: ["substrat session list"] })),
   Command.withSubcommands([listCommand, suspendCommand, resumeCommand, deleteCommand])
 )

@@ -11,6 +11,7 @@ import { CliError } from "../Client.js"
 import { home, json, pathsOf } from "../Common.js"
 import { printJson } from "../Output.js"
 import { parentEnv } from "../../config/Config.js"
+import { describe } from "../Help.js"
 
 const noOpen = Options.boolean("no-open").pipe(Options.withDescription("Only print the URL, even with a display"))
 
@@ -49,4 +50,7 @@ export const uiCommand = Command.make("ui", { home, json, noOpen }, (o) =>
         }
       })
     }
-  })).pipe(Command.withDescription("Print the dashboard's URL (with its token) and open it in a browser when there is a display"))
+  })).pipe(Command.withDescription(describe("Open the web dashboard (prints its URL with the token)", {
+    details: ["Needs a daemon started with --http HOST:PORT (or http in config.toml)."],
+    examples: ["substrat ui", "substrat ui --no-open"]
+  })))

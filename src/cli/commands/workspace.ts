@@ -3,14 +3,17 @@ import { Args, Command, Options } from "@effect/cli"
 import { Console, Effect, Option } from "effect"
 import { TurnId, WorkspaceId } from "../../domain/ids.js"
 import { call, CliError, withClient } from "../Client.js"
-import { home, json, pathsOf } from "../Common.js"
+import { home, json, pathsOf, quiet } from "../Common.js"
+import { suggest } from "../Exit.js"
 import { printJson, renderWorkspaces, table } from "../Output.js"
+import { describe } from "../Help.js"
 
 const workspaceArg = Args.text({ name: "workspace" }).pipe(Args.withSchema(WorkspaceId), Args.withDescription("Workspace id (uuid)"))
 
 const createCommand = Command.make("create", {
   home,
   json,
+  quiet,
   parent: Options.text("parent").pipe(
     Options.withSchema(WorkspaceId),
     Options.withDescription("Parent workspace: the new one is nested in it, never wider"),
@@ -28,16 +31,24 @@ const createCommand = Command.make("create", {
         network: o.network
       })))
     if (o.json) return yield* printJson(w)
+    if (o.quiet) return yield* Console.log(w.id)
     yield* Console.log(`created workspace ${w.id} at ${w.root_path}`)
-  })).pipe(Command.withDescription("Create a workspace"))
+  })).pipe(Command.withDescription(describe("Create a workspace: a sandboxed directory agents run in", {
+    examples: [
+      "substrat workspace create --name web",
+      "substrat workspace create --parent <workspace> --name tests",
+      "ws=$(substrat workspace create --network --quiet)"
+    ]
+  })))
 
-const listCommand = Command.make("list", { home, json }, (o) =>
+const listCommand = Command.make("list", { home, json, quiet }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
     const r = yield* withClient(socket, (c) => call(socket, c.workspace.list()))
     if (o.json) return yield* printJson(r)
+    if (o.quiet) return yield* Console.log(r.workspaces.map((w) => w.id).join("\n"))
     yield* Console.log(renderWorkspaces(r.workspaces))
-  })).pipe(Command.withDescription("List workspaces"))
+  })).pipe(Command.withDescription(describe("List workspaces", { examples: ["substrat workspace list", "substrat workspace ls --quiet   # ids only"] })))
 
 const linkCommand = Command.make("link", {
   home,
@@ -60,7 +71,9 @@ const linkCommand = Command.make("link", {
       })))
     if (o.json) return yield* printJson(w)
     yield* Console.log(`linked ${o.hostPath} at /workspace/${o.mountPath} (${o.rw ? "rw" : "ro"}) in ${w.id}`)
-  })).pipe(Command.withDescription("Bind a host path into a workspace, read-only or read-write"))
+  })).pipe(Command.withDescription(describe("Bind a host path into a workspace, read-only or read-write", {
+    examples: ["substrat workspace link <workspace> ~/src/app app", "substrat workspace link --rw <workspace> ~/src/app app"]
+  })))
 
 const deleteCommand = Command.make("delete", {
   home,
@@ -72,11 +85,20 @@ const deleteCommand = Command.make("delete", {
 }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const r = yield* withClient(socket, (c) => call(socket, c.workspace.delete({ workspace: o.workspace, force: o.force })))
+    const r = yield* withClient(socket, (c) => call(socket, c.workspace.delete({ workspace: o.workspace, force: o.force }))).pipe(
+      // The daemon says "with force"; here that is a flag.
+      Effect.mapError((e) =>
+        e.message.endsWith("with force")
+          ? new CliError({ kind: e.kind, message: `${e.message.slice(0, -"force".length)}${suggest(pathsOf(o.home).home, `workspace delete --force ${o.workspace}`)}` })
+          : e
+      )
+    )
     if (o.json) return yield* printJson(r)
     const others = (r.removed ?? []).filter((id) => id !== r.workspace)
     yield* Console.log(`workspace ${r.workspace} deleted${others.length > 0 ? ` (and ${others.length} child workspace(s))` : ""}`)
-  })).pipe(Command.withDescription("Delete a workspace (refused while an agent uses it, unless --force)"))
+  })).pipe(Command.withDescription(describe("Delete a workspace (refused while an agent uses it, unless --force)", {
+    examples: ["substrat workspace delete <workspace>", "substrat workspace rm --force <workspace>"]
+  })))
 
 const turnOption = Options.text("turn").pipe(
   Options.withSchema(TurnId),
@@ -98,7 +120,9 @@ const diffCommand = Command.make("diff", { home, json, turn: Options.optional(tu
       return yield* Console.log(r.turn === null ? "(no changes since the last recorded turn)" : `(turn ${r.turn} changed nothing)`)
     }
     yield* Console.log(r.diff.endsWith("\n") ? r.diff.slice(0, -1) : r.diff)
-  })).pipe(Command.withDescription("Show what a turn changed in a workspace (default: the changes not recorded yet)"))
+  })).pipe(Command.withDescription(describe("Show what a turn changed in a workspace (default: the changes not recorded yet)", {
+    examples: ["substrat workspace diff <workspace>", "substrat workspace diff --turn <turn> <workspace>"]
+  })))
 
 const revertCommand = Command.make("revert", { home, json, turn: turnOption, workspace: workspaceArg }, (o) =>
   Effect.gen(function*() {
@@ -107,7 +131,9 @@ const revertCommand = Command.make("revert", { home, json, turn: turnOption, wor
     if (o.json) return yield* printJson(r)
     if (r.commit === null) return yield* Console.log(`turn ${r.turn}: nothing left to revert`)
     yield* Console.log([`reverted turn ${r.turn} in ${r.workspace}:`, ...r.paths.map((p) => `  ${changeMark[p.change]} ${p.path}`)].join("\n"))
-  })).pipe(Command.withDescription("Undo one turn's changes in a workspace (a new history commit)"))
+  })).pipe(Command.withDescription(describe("Undo one turn's changes in a workspace (a new history commit)", {
+    examples: ["substrat workspace revert --turn <turn> <workspace>"]
+  })))
 
 const logCommand = Command.make("log", {
   home,
@@ -128,9 +154,13 @@ const logCommand = Command.make("log", {
       ["TIME", "AGENT", "TURN", "COMMIT", "SUBJECT"],
       ...r.turns.map((t) => [t.time, t.agent, t.turn_id ?? "-", t.commit.slice(0, 12), t.subject])
     ]))
-  })).pipe(Command.withDescription("List the recorded turns of a workspace, newest first"))
+  })).pipe(Command.withDescription(describe("List the recorded turns of a workspace, newest first", {
+    examples: ["substrat workspace log <workspace>", "substrat workspace log --limit 10 --json <workspace>"]
+  })))
 
 export const workspaceCommand = Command.make("workspace").pipe(
-  Command.withDescription("Manage sandbox workspaces"),
+  Command.withDescription(describe("Manage sandbox workspaces and their history", {
+    examples: ["substrat workspace create --name web", "substrat workspace log <workspace>"]
+  })),
   Command.withSubcommands([createCommand, listCommand, linkCommand, deleteCommand, diffCommand, revertCommand, logCommand])
 )
