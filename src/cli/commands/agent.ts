@@ -212,9 +212,10 @@ const resumeCommand = Command.make("resume", { home, json, agent: agentArg }, (o
     const r = yield* withClient(socket, (c) => call(socket, c.agent.resume({ agent: o.agent })))
     if (o.json) return yield* printJson(r)
     yield* Console.log(`resumed ${r.agent_id}: ${r.turns} held turn(s) run again`)
-  })).pipe(Command.withDescription(
-    "Lift a quarantine: an agent in a crash loop (the daemon died repeatedly during its turn) runs its held turns again"
-  ))
+  })).pipe(Command.withDescription(describe("Lift a quarantine: a crash-looping agent runs its held turns again", {
+    details: ["An agent is quarantined when the daemon died repeatedly during its turn (agent list shows it as quarantined)."],
+    examples: ["substrat agent resume alpha"]
+  })))
 
 const logsCommand = Command.make("logs", {
   home,
