@@ -24,7 +24,8 @@ describe("help pages", () => {
     const path = node.path.join(" ")
     it(`${path}: summary, flag descriptions, 1–3 examples, full USAGE, no escapes`, () => {
       expect(node.summary.length, path).toBeGreaterThan(10)
-      expect(node.examples.length, path).toBeGreaterThanOrEqual(1)
+      // A new command: Command.withDescription(describe("summary", { examples: [...] })) (src/cli/Help.ts).
+      expect(node.examples.length, `${path} has no examples: describe it with describe() from src/cli/Help.ts`).toBeGreaterThanOrEqual(1)
       expect(node.examples.length, path).toBeLessThanOrEqual(3)
       const spellings = [path, ...node.aliases.map((a) => [...node.path.slice(0, -1), a].join(" "))]
       for (const e of node.examples) expect(spellings.some((p) => e.includes(p)), `${path}: ${e}`).toBe(true)
