@@ -108,7 +108,15 @@ export const renderStatus = (s: DaemonStatus): string =>
     ["slots", String(s.slots)],
     ["agents", String(s.agents)],
     ["sessions", String(s.sessions)],
-    ["connections", String(s.connections)]
+    ["connections", String(s.connections)],
+    ...(s.storage === undefined ? [] : [[
+      "storage",
+      s.storage.mode === "ok"
+        ? `ok${s.storage.free_bytes === null ? "" : ` (${Math.floor(s.storage.free_bytes / 1048576)} MiB free)`}`
+        : `READ-ONLY: ${s.storage.reason ?? "storage unavailable"}${
+          s.storage.restart_needed ? "; after freeing space, restart the daemon to leave read-only mode" : ""
+        } (changes are refused, reads are served)`
+    ]])
   ])
 
 /** `agent send`. */

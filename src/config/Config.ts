@@ -135,6 +135,9 @@ const settingsConfig = Config.all({
   crashLoopAttempts: setting(["crashLoopAttempts"], int(1), 2, {
     description: "Quarantine an agent when the daemon died this many starts in a row during one of its turns (its turns wait for `agent resume`)"
   }),
+  minFreeBytes: setting(["minFreeBytes"], int(0), 8 * 1024 * 1024, {
+    description: "Below this many free bytes under the home the daemon goes read-only (refuses changes, keeps serving reads)"
+  }),
   maxLineBytes: setting(["maxLineBytes"], int(1024), 1024 * 1024, {
     description: "Longest request line the admin socket accepts (bytes)",
     flag: "--max-line-bytes"
@@ -423,6 +426,7 @@ export const defaults = (overrides: Partial<Settings> = {}): Settings => ({
   slots: 4,
   graceMs: 10_000,
   crashLoopAttempts: 2,
+  minFreeBytes: 8 * 1024 * 1024,
   maxLineBytes: 1024 * 1024,
   http: undefined,
   defaultProvider: "scripted",

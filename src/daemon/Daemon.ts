@@ -22,12 +22,16 @@ import { acquirePidFile, DaemonError, prepareHome, publishSocket, stagingSocket 
 import { AdminRpcs } from "./Rpcs.js"
 import { Drain, RuntimeLive } from "./Runtime.js"
 import * as SocketGuard from "./SocketGuard.js"
+import { isStorageFailure, monitor } from "./Storage.js"
 import { StartupRecovery } from "../recovery/StartupRecovery.js"
 
 /** Run a daemon until `daemon.stop` or interruption (signals); every resource released on exit. */
 export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> =>
   Effect.scoped(Effect.gen(function*() {
     const paths = makePaths(settings.home)
+    // stdout/stderr are daemon.log: a failed write (a full disk) must not end the process as an
+    // unhandled 'error' event. The line is lost; the daemon goes on.
+    for (const out of [process.stdout, process.stderr]) if (out.listenerCount("error") === 0) out.on("error", () => {})
     yield* prepareHome(paths)
     yield* acquirePidFile(paths)
     const control = yield* DaemonControl.make(settings, paths.socket)
@@ -38,10 +42,24 @@ export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> 
       Effect.mapError((e) => new DaemonError({ reason: "home", message: `start-up failed: ${String(e)}` }))
     )
 
-    const report = yield* Effect.flatMap(StartupRecovery, (r) => r.run).pipe(
+    // A full or failing disk: recovery writes nothing and the daemon serves reads only (Storage.ts).
+    const storage = control.storage
+    storage.probe()
+    const recovery = yield* Effect.provide(StartupRecovery, runtime)
+    const readOnlyRecovery = (why: string) =>
+      Effect.gen(function*() {
+        storage.enterReadOnly(why, { startup: true })
+        yield* Effect.logWarning(`read-only mode: ${why}; recovery writes nothing, no turn starts, changes are refused`)
+        if (recovery.runReadOnly === undefined) return yield* Effect.fail(why)
+        return yield* recovery.runReadOnly
+      })
+    const report = yield* (storage.readOnly() ? readOnlyRecovery(storage.status().reason ?? "storage unavailable") : recovery.run.pipe(
+      Effect.catchAll((e) => isStorageFailure(String(e)) ? readOnlyRecovery(`recovery could not write: ${String(e)}`) : Effect.fail(e))
+    )).pipe(
       Effect.provide(runtime),
       Effect.mapError((e) => new DaemonError({ reason: "home", message: `recovery failed: ${String(e)}` }))
     )
+    yield* monitor(storage)
     yield* Effect.logInfo(
       `recovered ${report.sessions} session(s), ${report.suspended} suspended, ${report.agents} agent(s)` +
         (report.notes.length > 0 ? `; ${report.notes.join("; ")}` : "")

@@ -2,6 +2,7 @@
 // that `daemon.stop` completes, and the live connection count.
 import { Context, Deferred, Effect, Layer } from "effect"
 import type { DaemonSettings } from "./Config.js"
+import { makeStorageState, type StorageState } from "./Storage.js"
 
 export interface DaemonControlService {
   readonly pid: number
@@ -11,6 +12,8 @@ export interface DaemonControlService {
   /** Completed by `daemon.stop`; the daemon's main fiber awaits it, then its scope closes. */
   readonly stop: Deferred.Deferred<void>
   readonly connections: { open: number }
+  /** Storage health: read-only when the home's disk is full or failing (Storage.ts). */
+  readonly storage: StorageState
 }
 
 export class DaemonControl extends Context.Tag("substrat/DaemonControl")<DaemonControl, DaemonControlService>() {
@@ -21,7 +24,8 @@ export class DaemonControl extends Context.Tag("substrat/DaemonControl")<DaemonC
       settings,
       socket,
       stop,
-      connections: { open: 0 }
+      connections: { open: 0 },
+      storage: makeStorageState(settings.home, settings.minFreeBytes)
     }))
   static readonly layer = (control: DaemonControlService): Layer.Layer<DaemonControl> =>
     Layer.succeed(DaemonControl, control)

@@ -17,7 +17,8 @@ import { WorkspaceStore } from "../sandbox/WorkspaceStore.js"
 import { SessionStore } from "../storage/SessionStore.js"
 import { DaemonControl } from "./DaemonControl.js"
 import { EventTap } from "./EventTap.js"
-import { AdminRpcs, Internal, InvalidInput, NotFound, type OutputEvent, type RpcError, type SessionInfo } from "./Rpcs.js"
+import { AdminRpcs, Internal, InvalidInput, NotFound, type OutputEvent, type RpcError, type SessionInfo, Unavailable } from "./Rpcs.js"
+import { isStorageFailure } from "./Storage.js"
 import { fromServiceError, message, type ServiceError } from "./WireErrors.js"
 import { Transcript } from "./Transcript.js"
 
@@ -28,12 +29,6 @@ const wire = <A, E extends ServiceError, R>(effect: Effect.Effect<A, E, R>): Eff
     Effect.catchAllDefect((d) => Effect.logError("handler defect", d).pipe(Effect.zipRight(Effect.fail(new Internal({ message: message(d) })))))
   )
 
-/**
- * A mutation runs to completion even if its client disconnects meanwhile (an interrupted
- * create or terminate would leave half a change behind).
- */
-const mutation = <A, E extends ServiceError, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, RpcError, R> =>
-  Effect.uninterruptible(wire(effect))
 
 const isUuid = (s: string) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(s)
 
@@ -61,6 +56,25 @@ export const HandlersLive = AdminRpcs.toLayer(Effect.gen(function*() {
   const history = yield* WorkspaceHistory
   const providers = yield* ProviderRegistry
   const defaultProvider = control.settings.defaultProvider
+  const storage = control.storage
+
+  /**
+   * A mutation runs to completion even if its client disconnects meanwhile (an interrupted
+   * create or terminate would leave half a change behind). In read-only mode (a full or failing
+   * disk, Storage.ts) it is refused before anything runs; a storage failure turns read-only.
+   */
+  const mutation = <A, E extends ServiceError, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, RpcError, R> =>
+    Effect.suspend(() =>
+      storage.readOnly()
+        ? Effect.fail(new Unavailable({ message: storage.refusal() }))
+        : Effect.uninterruptible(wire(effect)).pipe(
+          Effect.tapError((e) =>
+            Effect.sync(() => {
+              if (e._tag === "Unavailable" && isStorageFailure(e.message)) storage.enterReadOnly(e.message)
+            })
+          )
+        )
+    )
 
   yield* transcript.learn(yield* orchestrator.list)
 
@@ -209,7 +223,8 @@ export const HandlersLive = AdminRpcs.toLayer(Effect.gen(function*() {
           grace_ms: control.settings.graceMs,
           agents: agents.length,
           sessions: sessions.length,
-          connections: control.connections.open
+          connections: control.connections.open,
+          storage: storage.status()
         }
       })),
 

@@ -59,6 +59,18 @@ export const AgentRef = Schema.String.pipe(Schema.minLength(1), Schema.maxLength
 /** The text of one message from USER. */
 export const MessageText = Schema.String.pipe(Schema.maxLength(512 * 1024))
 
+/** The daemon's storage health (daemon/Storage.ts). */
+export const StorageStatus = Schema.Struct({
+  mode: Schema.Literal("ok", "read-only"),
+  /** Why read-only (null when ok). */
+  reason: Schema.NullOr(Schema.String),
+  /** Free bytes under the home at the last probe (null: unknown). */
+  free_bytes: Schema.NullOr(Schema.Number),
+  /** Read-only since start-up: only a restart leaves it (recovery's writes must run first). */
+  restart_needed: Schema.Boolean
+})
+export type StorageStatus = typeof StorageStatus.Type
+
 export const DaemonStatus = Schema.Struct({
   pid: Schema.Number,
   version: Schema.String,
@@ -70,7 +82,9 @@ export const DaemonStatus = Schema.Struct({
   grace_ms: Schema.Number,
   agents: Schema.Number,
   sessions: Schema.Number,
-  connections: Schema.Number
+  connections: Schema.Number,
+  /** Read-only when the home's disk is full or failing (docs/reliability.md). */
+  storage: Schema.optional(StorageStatus)
 })
 export type DaemonStatus = typeof DaemonStatus.Type
 

@@ -18,6 +18,7 @@ import {
 import { SandboxPathError, WorkspaceError, WorkspaceHistoryError } from "../sandbox/errors.js"
 import { SessionBusyError } from "../session/Multiplexer.js"
 import { Internal, InvalidInput, NotFound, type RpcError, Unavailable } from "./Rpcs.js"
+import { isStorageFailure } from "./Storage.js"
 
 /** A failure's message, for any value. */
 export const message = (e: unknown): string => {
@@ -45,7 +46,14 @@ export type ServiceError =
   | WorkspaceError
   | WorkspaceHistoryError
 
-const internal = (e: { readonly message: string }) => new Internal({ message: e.message })
+/**
+ * Internal, unless the file system under the home is full or failing (ENOSPC, EIO, …): then
+ * Unavailable, saying so — the change was not acknowledged, and may succeed once space returns.
+ */
+const internal = (e: { readonly message: string }) =>
+  isStorageFailure(e.message)
+    ? new Unavailable({ message: `storage unavailable (disk full or failing), nothing was acknowledged: ${e.message}` })
+    : new Internal({ message: e.message })
 
 /** The one mapping of service errors to the four wire errors (docs/protocol.md, "Errors"). */
 export const fromServiceError: (e: ServiceError) => RpcError = Match.type<ServiceError>().pipe(

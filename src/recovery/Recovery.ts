@@ -34,6 +34,12 @@ export interface RecoveryOptions {
    * re-injected requests/replies). False: seed the state only (tests, inspection).
    */
   readonly resume?: boolean
+  /**
+   * Write nothing (a full or failing disk): no record flips, no log repairs, no orphan removal,
+   * no messages logged — the state is rebuilt from the files as they are (a log that would need
+   * a repair is folded as read). Use with `resume: false`.
+   */
+  readonly readOnly?: boolean
 }
 
 export interface RecoveryReport {
@@ -186,7 +192,8 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
       const reads = yield* readSessions(durable, paths)
       // Replaced where a flip or a repair changes one.
       const sessions: Array<PlanSession> = reads.slice()
-      const suspended = yield* suspendActive(sessions)
+      const readOnly = options.readOnly === true
+      const suspended = readOnly ? 0 : yield* suspendActive(sessions)
 
       // Logs with a pending WAL entry or a torn tail: repaired through the EventLog, read again.
       let logsRepaired = 0
@@ -194,7 +201,7 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
       for (let i = 0; i < sessions.length; i++) {
         const x = sessions[i]!
         if (x.log === null) continue
-        if (reads[i]!.needsRepair) {
+        if (reads[i]!.needsRepair && !readOnly) {
           yield* log.repair(x.id)
           sessions[i] = { ...x, log: (yield* readLog(durable, x.id, paths.eventsFile(x.id))).log }
           logsRepaired++
@@ -211,9 +218,11 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
         recoverState: yield* providerHooks(sessions),
         ...(crashLoopAttempts === undefined ? {} : { crashLoopAttempts })
       })
-      yield* applyDisk(p)
-      yield* logReplies(p)
-      yield* logCrashLoops(p)
+      if (!readOnly) {
+        yield* applyDisk(p)
+        yield* logReplies(p)
+        yield* logCrashLoops(p)
+      }
       yield* seeding.seed(p.seed)
       yield* seeding.park(p.parked)
       if (options.resume !== false) {

@@ -14,6 +14,11 @@ export interface RecoveryReport {
 
 export class StartupRecovery extends Context.Tag("substrat/StartupRecovery")<StartupRecovery, {
   readonly run: Effect.Effect<RecoveryReport, unknown>
+  /**
+   * Rebuild the state without writing anything and without starting turns (a full or failing
+   * disk: the daemon serves reads only). Absent: the fallback has no such mode.
+   */
+  readonly runReadOnly?: Effect.Effect<RecoveryReport, unknown>
 }>() {}
 
 /** Fallback: `SessionStore.recover` only; the tree is not rebuilt. */

@@ -56,6 +56,16 @@ const daemonCheck = (paths: Paths): Effect.Effect<Check> =>
     if ((mode & 0o077) !== 0) {
       return { name: "daemon", status: "fail", detail: `pid ${s.pid}: ${paths.socket} has mode ${mode.toString(8)} (other users can reach it)`, fix: `chmod 600 ${paths.socket}; restart the daemon` }
     }
+    if (s.storage?.mode === "read-only") {
+      return {
+        name: "daemon",
+        status: "fail",
+        detail: `pid ${s.pid} is READ-ONLY: ${s.storage.reason ?? "storage unavailable"} (changes are refused, reads are served)`,
+        fix: s.storage.restart_needed
+          ? `free space under ${paths.home}, then restart the daemon (substrat daemon stop; substrat daemon start)`
+          : `free space under ${paths.home}; the daemon leaves read-only mode by itself`
+      }
+    }
     return {
       name: "daemon",
       status: "ok",

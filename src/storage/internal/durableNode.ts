@@ -188,8 +188,11 @@ export const makeDurable = (p: Primitives): DurableService => {
 
   const replaceAtomic = Effect.fn("Durable.replaceAtomic")(function*(path: string, bytes: Uint8Array) {
     const tmp = `${path}.tmp`
-    yield* writeSync(tmp, bytes)
-    yield* p.rename(tmp, path)
+    // A failed write (a full disk) leaves no partial tmp file holding the space.
+    yield* Effect.onError(
+      Effect.zipRight(writeSync(tmp, bytes), p.rename(tmp, path)),
+      () => Effect.ignore(p.unlink(tmp))
+    )
     yield* p.fsyncDir(dirname(path))
   })
 
