@@ -17,6 +17,9 @@ import type { StorageStatus } from "./Rpcs.js"
 export const isStorageFailure = (message: string): boolean => /\b(ENOSPC|EDQUOT|EIO|EROFS)\b/.test(message)
 
 
+/** A runtime read-only mode ends once at least this much (or `minFreeBytes`, if more) is free. */
+const LEAVE_READ_ONLY_BYTES = 1024 * 1024
+
 export const freeBytes = (dir: string): number | null => {
   try {
     const s = fs.statfsSync(dir)
@@ -57,7 +60,7 @@ export const makeStorageState = (home: string, minFreeBytes: number): StorageSta
     probe: () => {
       free = freeBytes(home)
       if (low()) enterReadOnly(`only ${free} bytes free under ${home} (minimum ${minFreeBytes}; SUBSTRAT_MIN_FREE_BYTES)`)
-      else if (mode === "read-only" && !startup && free !== null) {
+      else if (mode === "read-only" && !startup && free !== null && free >= Math.max(minFreeBytes, LEAVE_READ_ONLY_BYTES)) {
         mode = "ok"
         reason = null
       }
