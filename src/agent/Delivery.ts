@@ -15,6 +15,7 @@ import { type LogEvent, makeEvent } from "../domain/events.js"
 import { type AgentId, type MessageId, newMessageId } from "../domain/ids.js"
 import { MessageEnvelope, type MessageKind } from "../domain/message.js"
 import { EventLog } from "../storage/EventLog.js"
+import { Tracing } from "../telemetry/Tracing.js"
 import { Activity } from "./Activity.js"
 import { USER } from "./AgentTree.js"
 import { Mailbox } from "./Mailbox.js"
@@ -35,6 +36,7 @@ export class Delivery extends Effect.Service<Delivery>()("substrat/Delivery", {
     const activity = yield* Activity
     const log = yield* EventLog
     const bus = yield* OutputBus
+    const tracing = yield* Tracing
 
     const envelope = (args: {
       readonly sender: AgentId | "USER" | "SYSTEM"
@@ -87,8 +89,27 @@ export class Delivery extends Effect.Service<Delivery>()("substrat/Delivery", {
         yield* bus.publish({ _tag: "MessageToUser", agent_id: from, message: env })
       })
 
-    /** Put an envelope into its recipient's log + inbox (or hold it for an unborn child). */
+    /**
+     * Put an envelope into its recipient's log + inbox (or hold it for an unborn child). With
+     * tracing on, as a `message` span whose traceparent the envelope carries.
+     */
     const deliver = (env: MessageEnvelope): Effect.Effect<Delivered, EventLogError> =>
+      // (An envelope with a trace already has its span: a held message delivered at birth.)
+      !tracing.enabled || env.trace !== undefined ? deliverNow(env) : Effect.gen(function*() {
+        const trace = yield* tracing.traceparent
+        return yield* deliverNow(trace === undefined ? env : new MessageEnvelope({ ...env, trace }))
+      }).pipe(Effect.withSpan("message", {
+        kind: "producer",
+        attributes: {
+          "messaging.message.id": env.id,
+          "substrat.message.kind": env.kind,
+          "substrat.message.from": senderName(env),
+          "substrat.message.to": env.recipient === null || env.recipient === USER ? String(env.recipient) : tree.get(env.recipient)?.name ?? env.recipient,
+          ...(env.reply_to === null ? {} : { "substrat.message.reply_to": env.reply_to })
+        }
+      }))
+
+    const deliverNow = (env: MessageEnvelope): Effect.Effect<Delivered, EventLogError> =>
       Effect.gen(function*() {
         const to = env.recipient
         if (to === null) return "ignored"

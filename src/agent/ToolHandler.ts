@@ -22,6 +22,7 @@ import {
 } from "../domain/tools.js"
 import type { ToolInvoker, ToolResult } from "../provider/Provider.js"
 import { EventLog } from "../storage/EventLog.js"
+import { Tracing } from "../telemetry/Tracing.js"
 import { Delivery } from "./Delivery.js"
 import { Inspection } from "./Inspection.js"
 import { Lifecycle } from "./Lifecycle.js"
@@ -79,6 +80,7 @@ const toResult = (eff: Effect.Effect<unknown, ToolError>): Effect.Effect<ToolRes
 export class ToolHandler extends Effect.Service<ToolHandler>()("substrat/ToolHandler", {
   effect: Effect.gen(function*() {
     const tree = yield* Tree
+    const tracing = yield* Tracing
     const router = yield* Router
     const delivery = yield* Delivery
     const lifecycle = yield* Lifecycle
@@ -142,7 +144,16 @@ export class ToolHandler extends Effect.Service<ToolHandler>()("substrat/ToolHan
               .pipe(Effect.ignore)
           }
           return out
-        }).pipe(Effect.withSpan("ToolHandler.invoke", { attributes: { tool } }))
+        }).pipe((call) => {
+          if (!tracing.enabled) return Effect.withSpan(call, "ToolHandler.invoke", { attributes: { tool } })
+          // Below the agent's running turn, also when the call came over its socket (another fiber).
+          const session = tree.get(self)?.session_id
+          const turn = session === undefined ? undefined : tracing.turnOf(session)
+          return Effect.withSpan(Effect.tap(call, (out) => Effect.annotateCurrentSpan("error", out.is_error)), "tool_call", {
+            ...(turn === undefined ? {} : { parent: turn }),
+            attributes: { "gen_ai.tool.name": tool, "substrat.tool.source": "substrat", "gen_ai.agent.id": self }
+          })
+        })
     })
 
     return { forAgent } as const

@@ -4,11 +4,13 @@
 // turn begins and ends (Turns): the turn's context is created when its prompt is taken and
 // deleted once the turn is recorded. At the end of a turn it births the children the turn
 // spawned, sends the auto-reply and notes the turn's usage and summary.
-import { Effect, Fiber, FiberSet, Option, Schema } from "effect"
+import { Effect, Fiber, FiberSet, Option, Schema, type Tracer } from "effect"
 import type { AgentNode } from "../domain/agent.js"
 import type { AgentId } from "../domain/ids.js"
 import type { SessionBinding } from "../session/Multiplexer.js"
-import { type TurnOutcome, TurnScheduler } from "../session/TurnScheduler.js"
+import type { MessageEnvelope } from "../domain/message.js"
+import { type TurnOutcome, TurnScheduler, type TurnSpan } from "../session/TurnScheduler.js"
+import { Tracing } from "../telemetry/Tracing.js"
 import { Activity } from "./Activity.js"
 import { Delivery } from "./Delivery.js"
 import { Lifecycle } from "./Lifecycle.js"
@@ -42,6 +44,7 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
       afterTurn: () => Effect.void
     }))
     const fibers = yield* FiberSet.make()
+    const tracing = yield* Tracing
 
     const bindingOf = (n: AgentNode): SessionBinding => ({
       session_id: n.session_id,
@@ -126,6 +129,31 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
         yield* settle(trigger, o)
       })
 
+    /**
+     * The turn's span: below the span of the message that woke it (its envelope's trace
+     * context), linked to the other messages its prompt took; a root when nothing woke it so.
+     */
+    const turnSpan = (node: AgentNode, trigger: Trigger | null, took: ReadonlyArray<MessageEnvelope>): TurnSpan => {
+      const main = trigger?._tag === "message" ? took.find((m) => m.id === trigger.id) : undefined
+      const links: Array<Tracer.SpanLink> = []
+      for (const m of took) {
+        const span = m === main ? undefined : tracing.spanOf(m.trace)
+        if (span !== undefined) links.push({ _tag: "SpanLink", span, attributes: { "messaging.message.id": m.id } })
+      }
+      return {
+        parent: tracing.spanOf(main?.trace),
+        links,
+        attributes: {
+          "gen_ai.agent.id": node.id,
+          "gen_ai.agent.name": node.name,
+          "gen_ai.provider.name": node.provider,
+          "substrat.agent.role": node.role,
+          "substrat.agent.parent_id": node.parent_id ?? "",
+          ...(main === undefined ? {} : { "messaging.message.id": main.id })
+        }
+      }
+    }
+
     /** One wake = at most one turn of `agent` (its oldest trigger). */
     const runWake = (agent: AgentId) =>
       Effect.gen(function*() {
@@ -136,11 +164,13 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
           return
         }
         let taken: Trigger | null = null
+        let took: ReadonlyArray<MessageEnvelope> = []
         const prompt = Effect.suspend(() => {
           const t = delivery.takeForTurn(agent)
           if (Option.isNone(t)) return Effect.succeedNone
           const { consumed, prompt, trigger } = t.value
           taken = trigger
+          took = consumed
           if (prompt === null) return settle(trigger, null).pipe(Effect.as(Option.none<string>()))
           turns.begin(agent, trigger)
           return delivery.markDelivered(agent, consumed).pipe(Effect.as(Option.some(prompt)))
@@ -163,7 +193,8 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
               })
               : Effect.void,
           beforeEnd: () => birthChildren(node),
-          after: (o) => taken ? afterTurn(node, taken, o) : Effect.void
+          after: (o) => taken ? afterTurn(node, taken, o) : Effect.void,
+          span: () => turnSpan(node, taken, took)
         })
       }).pipe(Effect.ensuring(turns.addWork(-1)))
 

@@ -181,6 +181,11 @@ const settingsConfig = Config.all({
       description: "openai provider: retries of a request that failed before its body started"
     }),
     retryDelayMs: setting(["openai", "retryDelayMs"], int(0), 500, { description: "openai provider: first retry backoff (ms)" })
+  }),
+  otlp: Config.all({
+    endpoint: optional(["otlp", "endpoint"], url, {
+      description: "Export OpenTelemetry traces over OTLP/HTTP (JSON) to this base URL (`/v1/traces` is appended); else OTEL_EXPORTER_OTLP_ENDPOINT; unset: no tracing"
+    })
   })
 })
 
@@ -367,6 +372,16 @@ export const load = (
       Effect.mapError((e) => new SettingsError({ key: null, message: `invalid credentials: ${String(e)}` }))
     )
 
+    // The OpenTelemetry variable everyone knows, when substrat's own key is not set.
+    const otel = env["OTEL_EXPORTER_OTLP_ENDPOINT"]?.trim() ?? ""
+    const otlp = Option.isNone(rest.otlp.endpoint) && otel !== ""
+      ? { endpoint: Option.some(yield* ConfigProvider.fromMap(new Map([["OTEL_EXPORTER_OTLP_ENDPOINT", otel]])).load(url("OTEL_EXPORTER_OTLP_ENDPOINT")).pipe(
+        Effect.mapError(() =>
+          new SettingsError({ key: "OTEL_EXPORTER_OTLP_ENDPOINT", message: `invalid OTEL_EXPORTER_OTLP_ENDPOINT (environment): Expected an http(s) URL` })
+        )
+      )) }
+      : rest.otlp
+
     const setFlags = new Set(Object.entries(flags).flatMap(([k, v]) => (v === undefined ? [] : [k])))
     const fileSet = new Set(fileKeys)
     const sources: Record<string, Source> = {}
@@ -380,7 +395,8 @@ export const load = (
         ? "file"
         : "default"
     }
-    return { settings: { ...rest, home, credentials }, sources, file: { path, exists } }
+    if (Option.isSome(otlp.endpoint) && Option.isNone(rest.otlp.endpoint)) sources["otlp.endpoint"] = "env"
+    return { settings: { ...rest, otlp, home, credentials }, sources, file: { path, exists } }
   })
 
 /**
@@ -445,6 +461,7 @@ export const defaults = (overrides: Partial<Settings> = {}): Settings => ({
     maxRetries: 2,
     retryDelayMs: 500
   },
+  otlp: { endpoint: Option.none() },
   credentials: {
     anthropicApiKey: Option.none(),
     anthropicAuthToken: Option.none(),

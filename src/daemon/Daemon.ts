@@ -11,7 +11,7 @@
 import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as RpcServer from "@effect/rpc/RpcServer"
-import { Deferred, Effect, Layer } from "effect"
+import { Deferred, Effect, Layer, Option } from "effect"
 import { makePaths, SubstratPaths } from "../config/Paths.js"
 import type { DaemonSettings } from "./Config.js"
 import { DaemonConfig } from "./Config.js"
@@ -24,6 +24,7 @@ import { Drain, RuntimeLive } from "./Runtime.js"
 import * as SocketGuard from "./SocketGuard.js"
 import { isStorageFailure, monitor } from "./Storage.js"
 import { StartupRecovery } from "../recovery/StartupRecovery.js"
+import { installOtlp, Tracing } from "../telemetry/Tracing.js"
 
 /** Run a daemon until `daemon.stop` or interruption (signals); every resource released on exit. */
 export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> =>
@@ -35,8 +36,17 @@ export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> 
     yield* prepareHome(paths)
     yield* acquirePidFile(paths)
     const control = yield* DaemonControl.make(settings, paths.socket)
+    // Tracing (src/telemetry/Tracing.ts): installed before any service starts, flushed last.
+    const tracing = Option.isSome(settings.otlp.endpoint)
+      ? Layer.succeed(Tracing, yield* installOtlp({ endpoint: settings.otlp.endpoint.value }))
+      : Layer.empty
 
-    const base = Layer.mergeAll(SubstratPaths.layer(settings.home), DaemonConfig.layer(settings), DaemonControl.layer(control))
+    const base = Layer.mergeAll(
+      SubstratPaths.layer(settings.home),
+      DaemonConfig.layer(settings),
+      DaemonControl.layer(control),
+      tracing
+    )
     // Storage, transcript and orchestration (Runtime.ts decides which implementations).
     const runtime = yield* Layer.build(RuntimeLive.pipe(Layer.provideMerge(base))).pipe(
       Effect.mapError((e) => new DaemonError({ reason: "home", message: `start-up failed: ${String(e)}` }))

@@ -17,6 +17,7 @@ import { WorkspaceStore } from "../sandbox/WorkspaceStore.js"
 import { SessionStore } from "../storage/SessionStore.js"
 import { DaemonControl } from "./DaemonControl.js"
 import { EventTap } from "./EventTap.js"
+import { Tracing } from "../telemetry/Tracing.js"
 import { AdminRpcs, Internal, InvalidInput, NotFound, type OutputEvent, type RpcError, type SessionInfo, Unavailable } from "./Rpcs.js"
 import { isStorageFailure } from "./Storage.js"
 import { fromServiceError, message, type ServiceError } from "./WireErrors.js"
@@ -75,6 +76,13 @@ export const HandlersLive = AdminRpcs.toLayer(Effect.gen(function*() {
           )
         )
     )
+  const tracing = yield* Tracing
+
+  /** With tracing on, a user's request is the root span of its trace (src/telemetry/Tracing.ts). */
+  const request = (method: string, attributes: Record<string, unknown>) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+    tracing.enabled
+      ? Effect.withSpan(effect, `user.${method}`, { root: true, kind: "server", attributes: { "rpc.method": method, ...attributes } })
+      : effect
 
   yield* transcript.learn(yield* orchestrator.list)
 
@@ -246,16 +254,17 @@ export const HandlersLive = AdminRpcs.toLayer(Effect.gen(function*() {
           ...(p.role === undefined ? {} : { role: p.role }),
           ...(p.workspace_id === undefined ? {} : { workspace_id: p.workspace_id })
         })
-      })),
+      }).pipe(request("agent.create", { "gen_ai.provider.name": p.provider ?? defaultProvider }))),
 
     "agent.list": () => wire(Effect.map(orchestrator.list, (agents) => ({ agents }))),
 
     "agent.send": (p) =>
       mutation(Effect.gen(function*() {
         const node = yield* resolve(p.agent)
+        yield* Effect.annotateCurrentSpan({ "gen_ai.agent.id": node.id, "gen_ai.agent.name": node.name })
         const r = yield* orchestrator.send({ agent: node.id, text: p.text, sync: p.sync ?? true })
         return { message_id: r.message_id, agent_id: node.id }
-      })),
+      }).pipe(request("agent.send", { "substrat.agent.ref": p.agent }))),
 
     "agent.attach": (p) =>
       Stream.unwrap(wire(Effect.map(resolve(p.agent), (node) =>

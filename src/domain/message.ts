@@ -39,7 +39,9 @@ const fields = {
   /** A multicast copy: the broadcast's id (each copy has its own `id`). */
   multicast_id: Schema.optional(MessageId),
   /** A reply recovery sent (a lost auto-reply re-delivered, or an error for a request nobody will answer). */
-  recovered: Schema.optional(Schema.Boolean)
+  recovered: Schema.optional(Schema.Boolean),
+  /** With tracing on: the W3C traceparent of the message's span (the recipient's turn hangs below it). */
+  trace: Schema.optional(Schema.String)
 }
 
 export class MessageEnvelope extends Schema.Class<MessageEnvelope>("MessageEnvelope")(fields) {}

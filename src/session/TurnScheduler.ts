@@ -10,13 +10,14 @@
 // The provider's own tool calls (`ToolCall` with `source: "provider"`: claude's Write/Bash,
 // codex's exec_command — our tools are logged by the ToolHandler) are logged here as a
 // `tool_call.invoked` + `tool_call.result` pair when the provider reports them, best-effort too.
-import { Deferred, Effect, Option, Ref, Stream } from "effect"
+import { Deferred, Effect, Option, Ref, Stream, type Tracer } from "effect"
 import { ProviderError } from "../domain/errors.js"
 import { isJsonValue, makeEvent } from "../domain/events.js"
 import { newTurnId, type SessionId, type TurnId } from "../domain/ids.js"
 import { addUsage, type UsageTotals, zeroUsage } from "../domain/usage.js"
 import { EventLog } from "../storage/EventLog.js"
 import type { ProviderOutput } from "../provider/Provider.js"
+import { Tracing } from "../telemetry/Tracing.js"
 import { Multiplexer, type SessionBinding } from "./Multiplexer.js"
 
 /** A provider tool's result as logged: JSON, and at most this many characters of it. */
@@ -47,6 +48,17 @@ export interface TurnCallbacks {
   readonly beforeEnd?: (turn_id: TurnId) => Effect.Effect<void, { readonly _tag: string; readonly message: string }>
   /** Runs after the turn, still before the session's next turn starts. */
   readonly after?: (outcome: TurnOutcome) => Effect.Effect<void>
+  /**
+   * With tracing on: the turn's span (its parent — none: a root — links and attributes), asked
+   * once the prompt is taken. The span covers the turn and `after`.
+   */
+  readonly span?: () => TurnSpan
+}
+
+export interface TurnSpan {
+  readonly parent: Tracer.AnySpan | undefined
+  readonly links: ReadonlyArray<Tracer.SpanLink>
+  readonly attributes: Record<string, unknown>
 }
 
 /** `beforeEnd` failed: the turn fails with its error (and `beforeEnd` is not run again). */
@@ -67,6 +79,7 @@ export class TurnScheduler extends Effect.Service<TurnScheduler>()("substrat/Tur
     const mux = yield* Multiplexer
     const log = yield* EventLog
     const tails = yield* Ref.make(new Map<SessionId, Deferred.Deferred<void>>())
+    const tracing = yield* Tracing
 
     /** Run `eff` after every earlier submission for this session, and before later ones. */
     const serialize = <A, E, R>(session: SessionId, eff: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
@@ -106,6 +119,12 @@ export class TurnScheduler extends Effect.Service<TurnScheduler>()("substrat/Tur
                     usage = addUsage(usage, out)
                   } else if (out._tag === "ToolCall" && out.source === "provider") {
                     const { call_id, tool } = out
+                    // The provider ran it before telling us: a span of no length below the turn.
+                    if (tracing.enabled) {
+                      yield* Effect.withSpan(Effect.void, "tool_call", {
+                        attributes: { "gen_ai.tool.name": tool, "gen_ai.tool.call.id": call_id, "substrat.tool.source": "provider", "error": out.is_error }
+                      })
+                    }
                     yield* log.append(id, makeEvent("tool_call.invoked", { call_id, tool, arguments: loggable(out.arguments), source: "provider" })).pipe(
                       Effect.zipRight(log.append(id, makeEvent("tool_call.result", { call_id, tool, result: loggable(out.result), is_error: out.is_error, source: "provider" }))),
                       Effect.catchAll((e) => Effect.logWarning(`provider tool call ${tool} of turn ${turn_id} not logged: ${e.message}`))
@@ -147,6 +166,26 @@ export class TurnScheduler extends Effect.Service<TurnScheduler>()("substrat/Tur
         )
       })
 
+    /** The turn as a `turn` span: the session's running turn, with its outcome as attributes. */
+    const traced = <E, R>(binding: SessionBinding, span: TurnSpan, turn: Effect.Effect<TurnOutcome, E, R>) =>
+      turn.pipe(
+        Effect.tap((o) =>
+          Effect.annotateCurrentSpan({
+            "substrat.turn.id": o.turn_id,
+            "gen_ai.usage.input_tokens": o.usage.input_tokens,
+            "gen_ai.usage.output_tokens": o.usage.output_tokens,
+            "substrat.cost_usd": o.usage.cost_usd,
+            ...(o.error === null ? {} : { "error": true, "error.type": o.error.reason, "substrat.error.message": o.error.message })
+          })
+        ),
+        tracing.asTurnOf(binding.session_id),
+        Effect.withSpan("turn", {
+          ...(span.parent === undefined ? { root: true } : { parent: span.parent }),
+          links: span.links,
+          attributes: { "substrat.session.id": binding.session_id, ...span.attributes }
+        })
+      )
+
     /**
      * Queue a turn for the session. When its predecessors are done, `prompt` is evaluated; None
      * skips the turn (nothing to say, agent gone). Never fails: errors are in the outcome.
@@ -161,11 +200,11 @@ export class TurnScheduler extends Effect.Service<TurnScheduler>()("substrat/Tur
         prompt.pipe(
           Effect.flatMap(Option.match({
             onNone: () => Effect.succeed(Option.none<TurnOutcome>()),
-            onSome: (p) =>
-              execute(binding, p, cb).pipe(
-                Effect.tap((o) => cb.after ? cb.after(o) : Effect.void),
-                Effect.map(Option.some)
-              )
+            onSome: (p) => {
+              const turn = execute(binding, p, cb).pipe(Effect.tap((o) => cb.after ? cb.after(o) : Effect.void))
+              const span = tracing.enabled && cb.span ? cb.span() : undefined
+              return Effect.map(span === undefined ? turn : traced(binding, span, turn), Option.some)
+            }
           }))
         )
       )

@@ -66,6 +66,19 @@ describe("configuration", () => {
       expect(l.file.exists).toBe(true)
     }))
 
+  it.effect("tracing: otlp.endpoint, else OTEL_EXPORTER_OTLP_ENDPOINT; unset is off; a bad URL names the variable", () =>
+    Effect.gen(function*() {
+      expect(Option.isNone((yield* loadWith({})).settings.otlp.endpoint)).toBe(true)
+      const std = yield* loadWith({ env: { OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318" } })
+      expect(Option.getOrNull(std.settings.otlp.endpoint)).toBe("http://collector:4318")
+      expect(std.sources["otlp.endpoint"]).toBe("env")
+      const ours = yield* loadWith({ env: { OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318" }, toml: "[otlp]\nendpoint = \"http://mine:4318\"\n" })
+      expect(Option.getOrNull(ours.settings.otlp.endpoint)).toBe("http://mine:4318")
+      const bad = yield* failureOf({ env: { OTEL_EXPORTER_OTLP_ENDPOINT: "collector:4318" } })
+      expect(bad.key).toBe("OTEL_EXPORTER_OTLP_ENDPOINT")
+      expect((yield* failureOf({ env: { SUBSTRAT_OTLP_ENDPOINT: "nope" } })).key).toBe("SUBSTRAT_OTLP_ENDPOINT")
+    }))
+
   it.effect("an invalid env value fails naming the variable, even when config.toml has a good one", () =>
     Effect.gen(function*() {
       const e = yield* failureOf({ env: { SUBSTRAT_SLOTS: "abc" }, toml: "slots = 3\n" })
@@ -121,7 +134,7 @@ describe("configuration", () => {
     Effect.gen(function*() {
       for (const k of allKeys) {
         if (k.key === "home" || k.key.startsWith("credentials.")) continue
-        const sample = /Ms|Steps|Retries|slots|Bytes|Attempts/i.test(k.key) ? "2048" : k.key.endsWith("upstream") ? "http://x" : "v"
+        const sample = /Ms|Steps|Retries|slots|Bytes|Attempts/i.test(k.key) ? "2048" : /upstream|endpoint/.test(k.key) ? "http://x" : "v"
         const l = yield* loadWith({ env: { [k.env]: sample } })
         expect([k.env, l.sources[k.key]]).toEqual([k.env, "env"])
         expect([k.env, String(valueAt(l.settings, k.key))]).toEqual([k.env, k.secret ? "<redacted>" : sample])

@@ -1,0 +1,115 @@
+// Tracing: OpenTelemetry traces of the agent tree's work, exported over OTLP/HTTP (JSON) by
+// @effect/opentelemetry's OtlpTracer when an endpoint is configured (`otlp.endpoint`, else
+// OTEL_EXPORTER_OTLP_ENDPOINT); off otherwise — then `Tracing` is the default value below, no
+// span is made for turns, messages or tool calls, and envelopes carry no trace context.
+//
+// One trace per user request: a `user.*` root span (Handlers: agent.send, agent.create) → a
+// `message` span per delivery → the recipient's `turn` (parent: the waking message's span, carried
+// in the envelope's `trace` field as a W3C traceparent, so it survives a restart; links: the other
+// messages the turn's prompt took) → its `tool_call`s (ours and the provider's own) and the
+// messages it sends, whose turns follow in the same trace. Spans that belong to no such tree (the
+// daemon's own background work, the dashboard's reads) are not exported: a root span is kept only
+// when it is a `user.*` request or a `turn` (one woken with no trace context), and a child only
+// when its parent is kept (docs/tracing.md).
+import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
+import * as OtlpTracer from "@effect/opentelemetry/OtlpTracer"
+import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
+import { Context, type Duration, Effect, Layer, Option, type Scope, Tracer } from "effect"
+import { version } from "../version.js"
+
+export interface TracingService {
+  /** False: no spans of ours, no trace context in envelopes. */
+  readonly enabled: boolean
+  /** The current span as a W3C traceparent (`00-<trace>-<span>-01`); undefined when off or none. */
+  readonly traceparent: Effect.Effect<string | undefined>
+  /** The span a traceparent names, as a parent or link; undefined when it is not one. */
+  readonly spanOf: (traceparent: string | undefined) => Tracer.ExternalSpan | undefined
+  /** Run `effect` as the session's running turn: tool calls that reach the daemon over the agent's socket hang below it. */
+  readonly asTurnOf: (session: string) => <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  /** The running turn's span of a session, if any. */
+  readonly turnOf: (session: string) => Tracer.AnySpan | undefined
+}
+
+const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-0[01]$/
+
+const spanOf = (traceparent: string | undefined): Tracer.ExternalSpan | undefined => {
+  const m = traceparent === undefined ? null : TRACEPARENT.exec(traceparent)
+  return m === null ? undefined : Tracer.externalSpan({ traceId: m[1]!, spanId: m[2]!, sampled: true })
+}
+
+const off: TracingService = {
+  enabled: false,
+  traceparent: Effect.succeed(undefined),
+  spanOf: () => undefined,
+  asTurnOf: () => (effect) => effect,
+  turnOf: () => undefined
+}
+
+const makeOn = (): TracingService => {
+  const turns = new Map<string, Tracer.AnySpan>()
+  return {
+    enabled: true,
+    traceparent: Effect.map(Effect.option(Effect.currentSpan), (s) => Option.isSome(s) ? `00-${s.value.traceId}-${s.value.spanId}-01` : undefined),
+    spanOf,
+    asTurnOf: (session) => (effect) =>
+      Effect.flatMap(Effect.option(Effect.currentSpan), (span) => {
+        if (Option.isNone(span)) return effect
+        turns.set(session, span.value)
+        return Effect.ensuring(effect, Effect.sync(() => {
+          if (turns.get(session) === span.value) turns.delete(session)
+        }))
+      }),
+    turnOf: (session) => turns.get(session)
+  }
+}
+
+export class Tracing extends Context.Reference<Tracing>()("substrat/Tracing", { defaultValue: () => off }) {}
+
+/** Whether a span belongs to an exported trace (see the header). */
+const keptRoot = (name: string) => name.startsWith("user.") || name === "turn"
+
+/**
+ * A tracer that exports through `otlp` the spans of kept traces and gives every other span to
+ * `native` (Effect's default tracer: a span in memory, dropped when it ends).
+ */
+const filtering = (otlp: Tracer.Tracer, native: Tracer.Tracer): Tracer.Tracer => {
+  const kept = new WeakSet<Tracer.AnySpan>()
+  return Tracer.make({
+    span(name, parent, context, links, startTime, kind, options) {
+      const keep = Option.isSome(parent)
+        ? parent.value._tag === "ExternalSpan" || kept.has(parent.value)
+        : keptRoot(name)
+      if (!keep) return native.span(name, parent, context, links, startTime, kind, options)
+      const span = otlp.span(name, parent, context, links, startTime, kind, options)
+      kept.add(span)
+      return span
+    },
+    context: otlp.context
+  })
+}
+
+/**
+ * Install the OTLP tracer for the rest of the scope (every fiber forked from here on uses it) and
+ * return the Tracing service to provide. Spans are batched and exported every `exportInterval`,
+ * and flushed when the scope closes.
+ */
+export const installOtlp = (options: {
+  readonly endpoint: string
+  readonly exportInterval?: Duration.DurationInput
+}): Effect.Effect<TracingService, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const native = yield* Effect.tracer
+    const otlp = yield* OtlpTracer.make({
+      url: `${options.endpoint.replace(/\/+$/, "")}/v1/traces`,
+      resource: { serviceName: "substrat", serviceVersion: version },
+      exportInterval: options.exportInterval ?? "2 seconds"
+    }).pipe(Effect.provide(Layer.merge(OtlpSerialization.layerJson, FetchHttpClient.layer)))
+    yield* Effect.withTracerScoped(filtering(otlp, native))
+    return makeOn()
+  })
+
+/**
+ * Tracing on, with whatever tracer the caller installed (an embedder's `NodeSdk.layer`, a test's
+ * recording tracer): our spans are made and envelopes carry trace context.
+ */
+export const layerOn: Layer.Layer<Tracing> = Layer.sync(Tracing, makeOn)
