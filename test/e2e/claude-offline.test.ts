@@ -1,3 +1,4 @@
+// requires: bwrap
 // The REAL Claude Code binary, offline, against the scripted Anthropic endpoint: an MCP tool round
 // trip, --resume carrying the conversation, a failing API call, and all of it again inside bwrap
 // with every namespace unshared (no network) and the model reached through a bound Unix socket.

@@ -1,3 +1,4 @@
+// requires: bwrap
 // The REAL Codex binary, offline, against the scripted Responses endpoint: an MCP tool round trip
 // (namespaced function calls), `codex exec resume`, a failing turn, and inside bwrap with every
 // namespace unshared — Codex cannot use a Unix socket, so llm-forward.mjs relays the sandbox's own

@@ -1,3 +1,4 @@
+// requires: bwrap
 // End to end through the REAL daemon process and CLI: a Codex agent and a Claude Code sibling
 // (real binaries, bwrap, network off) talk through substrat's tools. A scripted root — its book
 // loaded from $SUBSTRAT_HOME/scripts/ — spawns `cl` on claude and `cx` on codex with

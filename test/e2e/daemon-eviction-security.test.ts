@@ -1,3 +1,4 @@
+// requires: bwrap
 // End to end through the REAL daemon process and CLI (real `claude` binary, bwrap, network off;
 // the daemon's model forwarder relays to a scripted Anthropic endpoint, SUBSTRAT_ANTHROPIC_UPSTREAM):
 // - eviction: `--slots 1` and three claude roots, each talked to twice in turn — every agent is

@@ -1,3 +1,4 @@
+// requires: bwrap
 // End to end through the REAL daemon process and CLI: agents on the `openai` provider (a bare
 // Chat Completions model, the tool loop in the daemon) against a scripted endpoint on loopback
 // (SUBSTRAT_OPENAI_BASE_URL), the key only in the daemon's environment. A SIGKILL of the daemon

@@ -1,3 +1,4 @@
+// requires: bwrap
 // End to end through the REAL daemon process and CLI: Claude Code agents (real binary, bwrap,
 // network off), the daemon's model forwarder relaying to a scripted Anthropic endpoint
 // (SUBSTRAT_ANTHROPIC_UPSTREAM), the API key only in the daemon. Needs the daemon's runtime to

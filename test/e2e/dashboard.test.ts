@@ -1,3 +1,4 @@
+// requires: chromium
 // The dashboard in a real browser: Debian's chromium, headless, driven by playwright-core, against
 // a real daemon (`daemon start --http 127.0.0.1:0`) running the scripted demo team. Asserts the
 // tree appears and updates live (alice and bob show up after the root's first turn; the root's

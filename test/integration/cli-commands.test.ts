@@ -1,3 +1,4 @@
+// requires: git
 // Every CLI command through the real `substrat` binary in a child process, against one real
 // daemon, asserting on `--json` output (and on files on disk where that is the outcome).
 import * as fs from "node:fs"

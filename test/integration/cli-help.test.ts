@@ -1,3 +1,4 @@
+// requires: git
 // The CLI as a newcomer meets it, through the real `substrat` binary: help on a pipe and on a
 // terminal (under script(1)), --version, typos, aliases, --quiet, hints that keep --home, the
 // workspace-in-use error, and bash completion run in real bash against a running daemon.

@@ -1,3 +1,4 @@
+// requires: bwrap, git
 // `substrat doctor` and `substrat cleanup` through the real CLI binary (client-side commands:
 // they must work with no daemon), against real leftovers: a SIGKILLed daemon's socket and pid
 // file, temp files, a dead daemon's staging socket, and an orphan bwrap process.

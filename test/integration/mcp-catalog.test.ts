@@ -1,3 +1,4 @@
+// requires: git
 // The MCP-facing catalog (src/domain/tools.ts) must say exactly what the ToolHandler
 // accepts (src/agent/ToolHandler.ts): same tools, same descriptions, same fields, and — checked
 // by a property over arbitrary argument objects — the same accept/reject decision and the same

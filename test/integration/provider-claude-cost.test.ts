@@ -1,3 +1,4 @@
+// requires: bwrap
 // Claude Code through the real Orchestrator (real binary, bwrap, scripted Anthropic endpoint):
 // the per-turn cost across --resume, an eviction and a restart without suspending (kill -9).
 import { describe, expect, it } from "@effect/vitest"

@@ -1,3 +1,4 @@
+// requires: bwrap, git
 // The claude provider through the real Orchestrator (file EventLog/SessionStore, WorkspaceStore,
 // bwrap Sandbox with network off): the REAL Claude Code binary per turn, its MCP server inside the
 // sandbox talking to the agent socket, the model a scripted Anthropic endpoint reached through the

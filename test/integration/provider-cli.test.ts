@@ -1,3 +1,4 @@
+// requires: bwrap
 // The CLI providers through the real Orchestrator, each turn a sandboxed process (bwrap, no
 // network): eviction/resume of claude agents with one slot, the sandbox wall seen from inside a
 // claude agent (Bash), codex parent ↔ child, and the cursor-agent stand-in.

@@ -1,3 +1,4 @@
+// requires: bwrap
 // The providers' own tools through the real Orchestrator (real binaries, bwrap, network off,
 // scripted model endpoint): claude's Write and codex's exec_command change the workspace; each
 // call is logged once as a `tool_call.invoked`/`tool_call.result` pair marked `source: "provider"`,

@@ -1,3 +1,4 @@
+// requires: bwrap, git
 // Doctor and cleanup reports: real probes, real leftovers (files and an orphan bwrap process).
 import { NodeContext } from "@effect/platform-node"
 import { Effect, Schema } from "effect"

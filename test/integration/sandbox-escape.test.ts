@@ -1,3 +1,4 @@
+// requires: bwrap, git
 // The escape suite: every attempt runs a real bwrap sandbox and must fail from inside. Each attempt
 // has a positive control in the same run (the command demonstrably executed), so a broken sandbox
 // that runs nothing cannot pass. Runs under every identity we can take (see sandbox.support.ts).

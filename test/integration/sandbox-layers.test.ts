@@ -1,3 +1,4 @@
+// requires: bwrap
 // Sandbox layers beyond isolation: unusable bwrap → typed error with a fix, streaming stdin/stdout,
 // path checks, and the explicit unsafe layer (one warning per process, kill escalation).
 import { NodeContext } from "@effect/platform-node"

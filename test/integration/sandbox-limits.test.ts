@@ -1,3 +1,4 @@
+// requires: bwrap, git
 // Resource limits through the real bwrap layer: each runaway is stopped and reported as a
 // LimitExceededError naming the right limit. Runs under every identity (sandbox.support.ts).
 import { Effect, Either } from "effect"

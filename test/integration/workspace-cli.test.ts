@@ -1,3 +1,4 @@
+// requires: git
 // Workspaces through the real CLI and daemon (child processes): every turn of an agent with a
 // workspace is recorded in the workspace's history and logged as `workspace.diff` in the agent's
 // log; `workspace diff|log|revert` show and undo turns; `workspace delete` is refused while a live

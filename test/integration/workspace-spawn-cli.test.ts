@@ -1,3 +1,4 @@
+// requires: git
 // Through the real CLI and daemon (child processes): scripted books loaded from
 // $SUBSTRAT_HOME/scripts/<name>.json (`--provider scripted:<name>`, bad books refused at
 // `agent create`), and the book driving `spawn_agent(..., workspace_subdir)` — the child gets the

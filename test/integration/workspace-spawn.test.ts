@@ -1,3 +1,4 @@
+// requires: git
 // spawn_agent(..., workspace_subdir): the daemon's wiring (Runtime.ts: ChildWorkspacesLive,
 // WorkspaceInUse, WorkspaceTurnHook) on real files — the child gets the child workspace rooted at
 // that subdirectory of its parent's (created once, then reused), bad subdirs are refused as tool

@@ -1,3 +1,4 @@
+// requires: bwrap, git
 // WorkspaceStore (persistence, nesting rules, delete/in-use) and WorkspaceHistory (per-turn diffs,
 // revert), with real bwrap for "a child sees only its subtree and parent-granted links".
 import { NodeContext } from "@effect/platform-node"

@@ -1,3 +1,4 @@
+// requires: git
 // Bad input on the admin socket: random and mutated JSON-RPC frames (fast-check; ci: derandomised,
 // a few hundred frames; nightly: SUBSTRAT_FUZZ=nightly, ≥ 10k), oversized lines, unknown
 // methods, wrong param types, unknown ids, split and abandoned frames. Each bad frame gets
