@@ -50,7 +50,8 @@ const common: esbuild.BuildOptions = {
   logLevel: "warning",
   // src/http/Static.ts reads import.meta.url only when __dirname is missing (ESM), never in the bundle.
   logOverride: { "empty-import-meta": "silent" },
-  external: ["msgpackr-extract"]
+  // web-tree-sitter finds its own tree-sitter.wasm next to its module: loaded from node_modules.
+  external: ["msgpackr-extract", "web-tree-sitter"]
 }
 
 const buildOne = async (entry: string, out: string, plugins: Array<esbuild.Plugin>) => {

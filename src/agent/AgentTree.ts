@@ -101,6 +101,73 @@ export class AgentTree {
     return Either.right(new AgentTree(nodes, kids, roots))
   }
 
+  /**
+   * Add many nodes at once with `add`'s rules, in O(n + new) (`add` copies the maps each time):
+   * parents come before their children (a parent may be among `nodes`). All or nothing.
+   */
+  addAll(nodes: Iterable<AgentNode>): Either.Either<AgentTree, InvalidInputError> {
+    const map = new Map(this.nodes)
+    const kids = new Map(this.kids)
+    const roots = [...this.rootIds]
+    const copied = new Map<AgentId, Array<AgentId>>()
+    const namesOf = new Map<AgentId | null, Set<string>>()
+    const taken = (parent: AgentId | null): Set<string> => {
+      let s = namesOf.get(parent)
+      if (s === undefined) {
+        const ids = parent === null ? roots : (kids.get(parent) ?? [])
+        s = new Set(ids.map((i) => map.get(i)!.name))
+        namesOf.set(parent, s)
+      }
+      return s
+    }
+    const fail = (field: string, message: string) => Either.left(new InvalidInputError({ field, message }))
+    for (const node of nodes) {
+      if (map.has(node.id)) return fail("id", `agent ${node.id} already exists`)
+      if (node.name === USER) return fail("name", `"${USER}" is reserved for the human`)
+      const p = node.parent_id
+      if (p !== null && !map.has(p)) return fail("parent_id", `no parent agent ${p}`)
+      const names = taken(p)
+      if (names.has(node.name)) {
+        return fail("name", `the name "${node.name}" is taken ${p === null ? "among root agents" : `under ${map.get(p)!.name}`}`)
+      }
+      names.add(node.name)
+      map.set(node.id, node)
+      if (p === null) roots.push(node.id)
+      else {
+        let k = copied.get(p)
+        if (k === undefined) {
+          k = [...(kids.get(p) ?? [])]
+          kids.set(p, k)
+          copied.set(p, k)
+        }
+        k.push(node.id)
+      }
+    }
+    return Either.right(new AgentTree(map, kids, roots))
+  }
+
+  /** Remove many nodes at once; each one's children must be among `ids` or already gone. */
+  removeAll(ids: Iterable<AgentId>): Either.Either<AgentTree, InvalidInputError> {
+    const gone = new Set<AgentId>()
+    for (const id of ids) if (this.nodes.has(id)) gone.add(id)
+    if (gone.size === 0) return Either.right(this)
+    for (const id of gone) {
+      const left = (this.kids.get(id) ?? []).find((c) => !gone.has(c))
+      if (left !== undefined) {
+        return Either.left(new InvalidInputError({ field: "id", message: `agent ${this.nodes.get(id)!.name} still has children` }))
+      }
+    }
+    const nodes = new Map(this.nodes)
+    const kids = new Map(this.kids)
+    for (const id of gone) {
+      const parent = nodes.get(id)!.parent_id
+      nodes.delete(id)
+      kids.delete(id)
+      if (parent !== null && !gone.has(parent)) kids.set(parent, (kids.get(parent) ?? []).filter((c) => !gone.has(c)))
+    }
+    return Either.right(new AgentTree(nodes, kids, this.rootIds.filter((r) => !gone.has(r))))
+  }
+
   /** Remove a leaf. Removing an agent that still has children is an error (remove them first). */
   remove(id: AgentId): Either.Either<AgentTree, InvalidInputError> {
     const node = this.nodes.get(id)

@@ -3,6 +3,7 @@
 //    in its inbox. Requests, replies and anything from USER also queue a turn (wake).
 //  - Messages to a child whose session does not exist yet (deferred spawn) are held and
 //    replayed when it is born.
+//  - A message to a dormant agent (swarm node) materializes it first (Sessions.materialize).
 //  - A message from a root to USER is logged in the root's own log and kept in the user outbox.
 //  - Nothing is acknowledged that is not durable: a `message.enqueued` append that fails fails
 //    the delivery and leaves nothing in memory. Only `message.delivered` (a lost one means a
@@ -19,6 +20,7 @@ import { Tracing } from "../telemetry/Tracing.js"
 import { Activity } from "./Activity.js"
 import { USER } from "./AgentTree.js"
 import { Mailbox } from "./Mailbox.js"
+import { Sessions } from "./Sessions.js"
 import { OutputBus } from "./OutputBus.js"
 import { formatMessage, senderName } from "./Prompt.js"
 import { Tree } from "./Tree.js"
@@ -37,6 +39,7 @@ export class Delivery extends Effect.Service<Delivery>()("substrat/Delivery", {
     const log = yield* EventLog
     const bus = yield* OutputBus
     const tracing = yield* Tracing
+    const sessions = yield* Sessions
 
     const envelope = (args: {
       readonly sender: AgentId | "USER" | "SYSTEM"
@@ -120,6 +123,7 @@ export class Delivery extends Effect.Service<Delivery>()("substrat/Delivery", {
         }
         if (mailbox.hold(to, env)) return "delivered"
         if (!tree.isLive(to)) return "dropped"
+        yield* sessions.materialize(to)
         yield* logFor(to, makeEvent("message.enqueued", env))
         // (Re-checked: the recipient may have gone while the event was written.)
         if (!tree.isLive(to) || !mailbox.put(to, env)) return "dropped"

@@ -13,7 +13,7 @@ import { AgentName, AgentNode } from "../domain/agent.js"
 import { InvalidInputError, NotFoundError } from "../domain/errors.js"
 import { makeEvent } from "../domain/events.js"
 import { type AgentId, newAgentId, newSessionId, type WorkspaceId } from "../domain/ids.js"
-import { makeSession, Session } from "../domain/session.js"
+import { Session } from "../domain/session.js"
 import { ProviderRegistry } from "../provider/ProviderRegistry.js"
 import { Multiplexer } from "../session/Multiplexer.js"
 import { TurnScheduler } from "../session/TurnScheduler.js"
@@ -25,6 +25,7 @@ import { ChildWorkspaces } from "./ChildWorkspaces.js"
 import { Mailbox } from "./Mailbox.js"
 import { Requests } from "./Requests.js"
 import { Router } from "./Router.js"
+import { Sessions } from "./Sessions.js"
 import { Tree } from "./Tree.js"
 import { settle, Turns } from "./Turns.js"
 
@@ -67,31 +68,9 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
     const mux = yield* Multiplexer
     const childWorkspaces = yield* Effect.serviceOption(ChildWorkspaces)
     const providers = yield* ProviderRegistry
+    const sessions = yield* Sessions
 
-    const now = Effect.sync(() => new Date().toISOString())
-
-    const createSession = (node: AgentNode) =>
-      Effect.gen(function*() {
-        yield* store.save(makeSession({ id: node.session_id, provider_name: node.provider, now: yield* now }))
-        yield* log.append(
-          node.session_id,
-          makeEvent("session.created", { provider: node.provider, model: null, system_prompt: node.instructions })
-        )
-      })
-
-    const logCreated = (node: AgentNode) =>
-      log.append(
-        node.session_id,
-        makeEvent("agent.created", {
-          agent_id: node.id,
-          name: node.name,
-          parent_session_id: node.parent_id === null ? null : tree.get(node.parent_id)?.session_id ?? null,
-          instructions: node.instructions,
-          role: node.role,
-          provider: node.provider,
-          workspace: node.workspace_id
-        })
-      )
+    const { createSession, logCreated } = sessions
 
     const createRoot = Effect.fn("Lifecycle.createRoot")(function*(args: CreateRootArgs) {
       const name = yield* checkName(args.name)
@@ -197,7 +176,8 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
       Effect.gen(function*() {
         const node = tree.get(id)
         if (!node) return
-        const born = !mailbox.isUnborn(id)
+        // Unborn (deferred spawn) and dormant agents have no session to record the end in.
+        const born = !mailbox.isUnborn(id) && !tree.isDormant(id)
         if (born) yield* log.append(node.session_id, makeEvent("agent.terminated", { agent_id: id }))
         yield* requests.failPending(id, why ?? `${node.name} was terminated`)
         for (const t of mailbox.close(id)) yield* settle(t, null)

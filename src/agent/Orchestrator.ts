@@ -21,6 +21,7 @@ import { type AgentOutput, OutputBus } from "./OutputBus.js"
 import { StateSeeding } from "./RecoveredState.js"
 import { Requests } from "./Requests.js"
 import { Router } from "./Router.js"
+import { Sessions } from "./Sessions.js"
 import { ToolHandler } from "./ToolHandler.js"
 import { Tree } from "./Tree.js"
 import { TurnRunner } from "./TurnRunner.js"
@@ -49,6 +50,7 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
     const log = yield* EventLog
     const store = yield* SessionStore
     const bus = yield* OutputBus
+    const records = yield* Sessions
 
     const view = (n: AgentNode): AgentNode => new AgentNodeClass({ ...n, state: inspection.stateOf(n.id) })
     const notFound = (id: string) => new NotFoundError({ kind: "agent", id, message: `no agent ${id}` })
@@ -75,6 +77,7 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
     /** Queue a turn with an explicit prompt and wait for it. None: the agent went away first. */
     const runTurn = Effect.fn("Orchestrator.runTurn")(function*(agent: AgentId, text: string) {
       yield* nodeOf(agent)
+      yield* records.materialize(agent)
       const done = yield* Deferred.make<TurnOutcome | null>()
       yield* mailbox.queueTurn(agent, { _tag: "prompt", text, done })
       return Option.fromNullable(yield* Deferred.await(done))
@@ -204,6 +207,7 @@ export const layerWithTree = <E = never, R = never>(tree: Layer.Layer<Tree, E, R
     Layer.provideMerge(Router.Default),
     Layer.provideMerge(Requests.Default),
     Layer.provideMerge(Delivery.Default),
+    Layer.provideMerge(Sessions.Default),
     Layer.provideMerge(TurnScheduler.Default),
     Layer.provideMerge(Multiplexer.Default),
     Layer.provideMerge(Mailbox.DefaultWithoutDependencies),

@@ -2,6 +2,8 @@
 // agents being terminated. Others read the current tree (a value: it never changes under them)
 // and change it through these operations. They are synchronous, so a caller's check and its
 // update in one Effect.sync block are atomic with respect to other fibers.
+// Dormant agents (swarm node agents, docs/swarm.md) are in the tree but have no session, inbox or
+// process yet: Sessions.materialize gives them one when something first reaches them.
 import { Effect, Either } from "effect"
 import type { AgentNode } from "../domain/agent.js"
 import type { InvalidInputError } from "../domain/errors.js"
@@ -12,6 +14,7 @@ export class Tree extends Effect.Service<Tree>()("substrat/Tree", {
   sync: () => {
     let tree = AgentTree.empty
     const terminating = new Set<AgentId>()
+    const dormant = new Set<AgentId>()
     return {
       /** The tree now (immutable). */
       current: (): AgentTree => tree,
@@ -26,8 +29,36 @@ export class Tree extends Effect.Service<Tree>()("substrat/Tree", {
       },
       remove: (id: AgentId): void => {
         const removed = tree.remove(id)
-        if (Either.isRight(removed)) tree = removed.right
+        if (Either.isRight(removed)) {
+          tree = removed.right
+          dormant.delete(id)
+        }
       },
+      /** Add dormant agents in bulk (parents before children; a parent may be among them). */
+      addDormant: (nodes: ReadonlyArray<AgentNode>): Either.Either<void, InvalidInputError> => {
+        const added = tree.addAll(nodes)
+        if (Either.isRight(added)) {
+          tree = added.right
+          for (const n of nodes) dormant.add(n.id)
+        }
+        return Either.map(added, () => undefined)
+      },
+      /** Remove agents in bulk (each one's children among them or gone); for dormant ones only. */
+      removeAll: (ids: ReadonlyArray<AgentId>): Either.Either<void, InvalidInputError> => {
+        const removed = tree.removeAll(ids)
+        if (Either.isRight(removed)) {
+          tree = removed.right
+          for (const id of ids) dormant.delete(id)
+        }
+        return Either.map(removed, () => undefined)
+      },
+      /** In the tree without a session yet. */
+      isDormant: (id: AgentId): boolean => dormant.has(id),
+      /** Sessions.materialize only: the agent has its session now. */
+      awaken: (id: AgentId): void => {
+        dormant.delete(id)
+      },
+      dormantCount: (): number => dormant.size,
       markTerminating: (ids: Iterable<AgentId>): void => {
         for (const id of ids) terminating.add(id)
       },
@@ -39,6 +70,7 @@ export class Tree extends Effect.Service<Tree>()("substrat/Tree", {
       /** Recovery: the rebuilt tree, on an empty one. */
       seed: (t: AgentTree): void => {
         tree = t
+        dormant.clear()
       }
     } as const
   }

@@ -11,6 +11,7 @@ import { configCommand } from "./commands/config.js"
 import { daemonCommand } from "./commands/daemon.js"
 import { doctorCommand } from "./commands/doctor.js"
 import { sessionCommand } from "./commands/session.js"
+import { swarmCommand } from "./commands/swarm.js"
 import { workspaceCommand } from "./commands/workspace.js"
 import { uiCommand } from "./commands/ui.js"
 import { errorLine, exitCodeOf, ExitCode } from "./Exit.js"
@@ -27,7 +28,7 @@ export const root = Command.make("substrat").pipe(
       "substrat agent send alpha \"Summarise README.md\""
     ]
   })),
-  Command.withSubcommands([daemonCommand, agentCommand, sessionCommand, workspaceCommand, doctorCommand, cleanupCommand, uiCommand, configCommand])
+  Command.withSubcommands([daemonCommand, agentCommand, sessionCommand, workspaceCommand, swarmCommand, doctorCommand, cleanupCommand, uiCommand, configCommand])
 )
 
 const cli = Command.run(root, { name: "substrat", version })

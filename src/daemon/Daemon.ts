@@ -25,6 +25,7 @@ import * as SocketGuard from "./SocketGuard.js"
 import { isStorageFailure, monitor } from "./Storage.js"
 import { StartupRecovery } from "../recovery/StartupRecovery.js"
 import { installOtlp, Tracing } from "../telemetry/Tracing.js"
+import { Swarm } from "../swarm/Swarm.js"
 
 /** Run a daemon until `daemon.stop` or interruption (signals); every resource released on exit. */
 export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> =>
@@ -74,6 +75,13 @@ export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> 
       `recovered ${report.sessions} session(s), ${report.suspended} suspended, ${report.agents} agent(s)` +
         (report.notes.length > 0 ? `; ${report.notes.join("; ")}` : "")
     )
+
+    // A swarm that was running when the daemon stopped (or died) runs again: reconcile, watch.
+    const swarm = yield* Effect.flatMap(Swarm, (s) => s.resume).pipe(
+      Effect.provide(runtime),
+      Effect.catchAll((e) => Effect.as(Effect.logWarning(`swarm not resumed: ${e.message}`), Option.none()))
+    )
+    if (swarm._tag === "Some") yield* Effect.logInfo(`swarm ${swarm.value.name} of ${swarm.value.root} resumed: ${swarm.value.nodes} node(s)`)
 
     // Runs after the socket is closed (finalizers run in reverse): let turns finish, suspend.
     yield* Effect.addFinalizer(() => Effect.provide(drain, runtime))

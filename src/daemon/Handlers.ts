@@ -22,6 +22,7 @@ import { AdminRpcs, Internal, InvalidInput, NotFound, type OutputEvent, type Rpc
 import { isStorageFailure } from "./Storage.js"
 import { fromServiceError, message, type ServiceError } from "./WireErrors.js"
 import { Transcript } from "./Transcript.js"
+import { makeSwarmHandlers } from "./SwarmHandlers.js"
 
 /** Map failures to wire errors, and defects to Internal (the daemon never dies of a request). */
 const wire = <A, E extends ServiceError, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, RpcError, R> =>
@@ -85,6 +86,7 @@ export const HandlersLive = AdminRpcs.toLayer(Effect.gen(function*() {
       : effect
 
   yield* transcript.learn(yield* orchestrator.list)
+  const swarmHandlers = yield* makeSwarmHandlers
 
   /** An agent by id or by a name that designates exactly one live agent. */
   const resolve = (ref: string): Effect.Effect<AgentNode, RpcError> =>
@@ -216,6 +218,7 @@ export const HandlersLive = AdminRpcs.toLayer(Effect.gen(function*() {
   const stopSoon = Deferred.succeed(control.stop, undefined).pipe(Effect.delay("30 millis"), Effect.forkDaemon)
 
   return {
+    ...swarmHandlers,
     "daemon.status": () =>
       wire(Effect.gen(function*() {
         const agents = yield* orchestrator.list

@@ -10,6 +10,8 @@ import { RecentMessage, RecentTurn } from "../domain/inspection.js"
 import { SessionState } from "../domain/session.js"
 import { UsageWithTurns } from "../domain/usage.js"
 import { BindMode, WorkspaceSpec } from "../domain/workspace.js"
+import { SwarmLanguage } from "../swarm/SwarmNode.js"
+import { NodeRef, SwarmAgent, SwarmNodeStatus, SwarmStatus } from "./SwarmRpcs.js"
 
 // ---------------------------------------------------------------------------------------------
 // Wire errors. `code` is what a JSON-RPC client sees as `error.code` (@effect/rpc copies a
@@ -304,6 +306,52 @@ export class WorkspaceLogRpc extends Rpc.make("workspace.log", {
   error: RpcError
 }) {}
 
+// Swarm mode (shapes in SwarmRpcs.ts)
+
+export class SwarmStartRpc extends Rpc.make("swarm.start", {
+  payload: {
+    /** Absolute path of the code tree. */
+    path: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(4096)),
+    provider: Schema.optional(Schema.String),
+    languages: Schema.optional(Schema.Array(SwarmLanguage)),
+    name: Schema.optional(Schema.String)
+  },
+  success: SwarmStatus,
+  error: RpcError
+}) {}
+export class SwarmStopRpc extends Rpc.make("swarm.stop", { success: SwarmStatus, error: RpcError }) {}
+export class SwarmStatusRpc extends Rpc.make("swarm.status", {
+  success: Schema.Struct({ swarm: Schema.NullOr(SwarmStatus) }),
+  error: RpcError
+}) {}
+export class SwarmAgentsRpc extends Rpc.make("swarm.agents", {
+  payload: { parent: Schema.optional(NodeRef), status: Schema.optional(Schema.Array(SwarmNodeStatus)) },
+  success: Schema.Struct({ agents: Schema.Array(SwarmAgent) }),
+  error: RpcError
+}) {}
+export class SwarmAgentRpc extends Rpc.make("swarm.agent", {
+  payload: { node: NodeRef },
+  success: SwarmAgent,
+  error: RpcError
+}) {}
+export class SwarmChatRpc extends Rpc.make("swarm.chat", {
+  payload: { node: NodeRef, text: MessageText, wait: Schema.optional(Schema.Boolean) },
+  success: Schema.Struct({
+    message_id: MessageId,
+    agent_id: AgentId,
+    node_id: Schema.String,
+    /** With `wait`: the agent's answer. */
+    reply: Schema.NullOr(Schema.String)
+  }),
+  error: RpcError
+}) {}
+export class SwarmTriggerRpc extends Rpc.make("swarm.trigger", {
+  payload: { node: NodeRef },
+  success: Schema.Struct({ message_id: MessageId, agent_id: AgentId, node_id: Schema.String }),
+  error: RpcError
+}) {}
+
+
 export class AdminRpcs extends RpcGroup.make(
   DaemonStatusRpc,
   DaemonStopRpc,
@@ -325,7 +373,14 @@ export class AdminRpcs extends RpcGroup.make(
   WorkspaceDeleteRpc,
   WorkspaceDiffRpc,
   WorkspaceRevertRpc,
-  WorkspaceLogRpc
+  WorkspaceLogRpc,
+  SwarmStartRpc,
+  SwarmStopRpc,
+  SwarmStatusRpc,
+  SwarmAgentsRpc,
+  SwarmAgentRpc,
+  SwarmChatRpc,
+  SwarmTriggerRpc
 ) {}
 
 /** Every method name, for the frame guard and the docs. */

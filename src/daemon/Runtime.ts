@@ -24,6 +24,7 @@ import * as WorkspaceInUse from "./WorkspaceInUse.js"
 import * as WorkspaceTurnHook from "./WorkspaceTurnHook.js"
 import { EventLog } from "../storage/EventLog.js"
 import { EventIndex } from "../storage/EventIndex.js"
+import { Swarm, SwarmConfig } from "../swarm/Swarm.js"
 
 /** What shutdown needs from orchestration. */
 export class Drain extends Context.Tag("substrat/daemon/Drain")<Drain, {
@@ -94,7 +95,13 @@ const DrainLive = Layer.effect(
 
 // Start-up recovery: the full Recovery (tree rebuild, orphans, re-injection, resume); the
 // fallback `layerSessionsOnly` (src/recovery/StartupRecovery.ts) only runs SessionStore.recover.
-export const RuntimeLive = Layer.mergeAll(DrainLive, layerStartupRecovery).pipe(
+// Swarm mode (src/swarm/Swarm.ts): node agents in the same tree; resumed after recovery (Daemon.ts).
+const SwarmLive = Swarm.Default.pipe(
+  Layer.provide(Layer.unwrapEffect(Effect.map(DaemonConfig, (c) =>
+    Layer.succeed(SwarmConfig, { home: c.home, defaultProvider: c.defaultProvider }))))
+)
+
+export const RuntimeLive = Layer.mergeAll(DrainLive, layerStartupRecovery, SwarmLive).pipe(
   Layer.provideMerge(OrchestrationLive),
   Layer.provideMerge(Layer.mergeAll(WorkspacesLive, SandboxLive)),
   Layer.provideMerge(StateLive),

@@ -17,6 +17,9 @@ import {
 } from "../domain/errors.js"
 import { SandboxPathError, WorkspaceError, WorkspaceHistoryError } from "../sandbox/errors.js"
 import { SessionBusyError } from "../session/Multiplexer.js"
+import { DiscoveryError } from "../swarm/Grammars.js"
+import { SwarmError } from "../swarm/SwarmRecord.js"
+import { SwarmStoreError } from "../swarm/SwarmStore.js"
 import { Internal, InvalidInput, NotFound, type RpcError, Unavailable } from "./Rpcs.js"
 import { isStorageFailure } from "./Storage.js"
 
@@ -45,6 +48,9 @@ export type ServiceError =
   | SandboxPathError
   | WorkspaceError
   | WorkspaceHistoryError
+  | SwarmError
+  | SwarmStoreError
+  | DiscoveryError
 
 /**
  * Internal, unless the file system under the home is full or failing (ENOSPC, EIO, …): then
@@ -85,7 +91,11 @@ export const fromServiceError: (e: ServiceError) => RpcError = Match.type<Servic
     WorkspaceHistoryError: (e) => e.reason === "conflict" ? new InvalidInput({ field: "turn", message: e.message }) : internal(e),
     EventLogError: internal,
     DurableError: internal,
-    BirthError: internal
+    BirthError: internal,
+    SwarmError: (e) =>
+      e.reason === "running" || e.reason === "not-running" ? new Unavailable({ message: e.message }) : internal(e),
+    SwarmStoreError: (e) => e.reason === "other-root" ? new InvalidInput({ field: "path", message: e.message }) : internal(e),
+    DiscoveryError: internal
   })
 )
 
@@ -106,7 +116,10 @@ const isServiceError = Schema.is(Schema.Union(
   BirthError,
   SandboxPathError,
   WorkspaceError,
-  WorkspaceHistoryError
+  WorkspaceHistoryError,
+  SwarmError,
+  SwarmStoreError,
+  DiscoveryError
 ))
 
 /** For callers holding a failure of unknown type (HTTP routes): a service error as above, anything else Internal. */

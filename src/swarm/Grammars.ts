@@ -32,7 +32,8 @@ export const languageOf = (path: string): SwarmLanguage | undefined => {
   return undefined
 }
 
-const require = createRequire(import.meta.url)
+// In the CJS bundle (dist/) import.meta.url is empty and __filename is the bundle's.
+const require = createRequire(typeof __filename === "string" ? __filename : import.meta.url)
 const packageDir = (pkg: string): string => dirname(require.resolve(`${pkg}/package.json`))
 
 const wasmPath = (lang: SwarmLanguage): string => {

@@ -1,0 +1,117 @@
+// `substrat swarm start|stop|status|agents|chat|trigger`: swarm mode (docs/swarm.md).
+import { Args, Command, Options } from "@effect/cli"
+import { Console, Effect, Option } from "effect"
+import { resolve } from "node:path"
+import { MessageText } from "../../daemon/Rpcs.js"
+import { NodeRef, type SwarmAgent, SwarmNodeStatus, type SwarmStatus } from "../../daemon/SwarmRpcs.js"
+import { SwarmLanguage } from "../../swarm/SwarmNode.js"
+import { call, withClient } from "../Client.js"
+import { home, json, pathsOf } from "../Common.js"
+import { printJson, table } from "../Output.js"
+
+const nodeArg = Args.text({ name: "node" }).pipe(
+  Args.withSchema(NodeRef),
+  Args.withDescription("A node id (src/a.ts#function:f, see `swarm agents`), its agent's id, or the name of exactly one node agent")
+)
+
+const renderStatus = (s: SwarmStatus): string =>
+  [
+    `swarm ${s.name} of ${s.root}: ${s.running ? "running (watching for saves)" : "stopped"}`,
+    `provider ${s.provider}; languages ${s.languages.join(", ")}`,
+    `${s.nodes} node agent(s), ${s.dormant} dormant; ${s.orphaned} orphaned`
+  ].join("\n")
+
+const lines = (a: SwarmAgent) => a.lines === null ? "" : `${a.lines.start}-${a.lines.end}`
+
+const startCommand = Command.make("start", {
+  home,
+  json,
+  provider: Options.text("provider").pipe(
+    Options.withDescription("Provider of the node agents (as for `agent create`; default: the daemon's). Kept for restarts"),
+    Options.optional
+  ),
+  languages: Options.choice("languages", SwarmLanguage.literals).pipe(
+    Options.repeated,
+    Options.withDescription("Only these languages (repeat the option; default: all of typescript, tsx, javascript, python)")
+  ),
+  name: Options.text("name").pipe(Options.withDescription("Swarm name: the root agent's name (default: the directory's name)"), Options.optional),
+  path: Args.directory({ name: "path", exists: "yes" }).pipe(Args.withDescription("The code tree (a directory)"))
+}, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    const s = yield* withClient(socket, (c) =>
+      call(socket, c.swarm.start({
+        path: resolve(o.path),
+        ...Option.match(o.provider, { onNone: () => ({}), onSome: (provider) => ({ provider }) }),
+        ...(o.languages.length > 0 ? { languages: o.languages } : {}),
+        ...Option.match(o.name, { onNone: () => ({}), onSome: (name) => ({ name }) })
+      })))
+    if (o.json) return yield* printJson(s)
+    yield* Console.log(renderStatus(s))
+  })).pipe(Command.withDescription(
+    "Start swarm mode on a code tree: every directory, file, class, function and method gets a dormant agent; saves wake the agents of the changed code. A restart reconciles with the saved swarm"
+  ))
+
+const stopCommand = Command.make("stop", { home, json }, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    const s = yield* withClient(socket, (c) => call(socket, c.swarm.stop()))
+    if (o.json) return yield* printJson(s)
+    yield* Console.log(renderStatus(s))
+  })).pipe(Command.withDescription("Stop watching and triggering (the agents and their history stay; `swarm start` resumes)"))
+
+const statusCommand = Command.make("status", { home, json }, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    const r = yield* withClient(socket, (c) => call(socket, c.swarm.status()))
+    if (o.json) return yield* printJson(r)
+    yield* Console.log(r.swarm === null ? "no swarm (substrat swarm start <path>)" : renderStatus(r.swarm))
+  })).pipe(Command.withDescription("Show the swarm: root, provider, node agents, dormant and orphaned counts"))
+
+const agentsCommand = Command.make("agents", {
+  home,
+  json,
+  parent: Options.text("parent").pipe(Options.withSchema(NodeRef), Options.withDescription("Only the children of this node"), Options.optional),
+  status: Options.choice("status", SwarmNodeStatus.literals).pipe(
+    Options.repeated,
+    Options.withDescription("Only agents in this state (repeatable): dormant, idle, busy, waiting, orphaned")
+  )
+}, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    const r = yield* withClient(socket, (c) =>
+      call(socket, c.swarm.agents({
+        ...Option.match(o.parent, { onNone: () => ({}), onSome: (parent) => ({ parent }) }),
+        ...(o.status.length > 0 ? { status: o.status } : {})
+      })))
+    if (o.json) return yield* printJson(r)
+    if (r.agents.length === 0) return yield* Console.log("(no node agents)")
+    yield* Console.log(table([["NODE", "AGENT", "STATUS", "LINES"], ...r.agents.map((a) => [a.node_id, a.name, a.status, lines(a)])]))
+  })).pipe(Command.withDescription("List the node agents (node id, agent name, status, lines)"))
+
+const chatCommand = Command.make("chat", {
+  home,
+  json,
+  wait: Options.boolean("wait").pipe(Options.withDescription("Wait for the agent's answer and print it")),
+  node: nodeArg,
+  text: Args.text({ name: "text" }).pipe(Args.withSchema(MessageText), Args.withDescription("The message"))
+}, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    const r = yield* withClient(socket, (c) => call(socket, c.swarm.chat({ node: o.node, text: o.text, wait: o.wait })))
+    if (o.json) return yield* printJson(r)
+    yield* Console.log(r.reply ?? `sent ${r.message_id} to ${r.node_id} (agent ${r.agent_id})`)
+  })).pipe(Command.withDescription("Send a message as USER to one node's agent (it wakes and answers)"))
+
+const triggerCommand = Command.make("trigger", { home, json, node: nodeArg }, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    const r = yield* withClient(socket, (c) => call(socket, c.swarm.trigger({ node: o.node })))
+    if (o.json) return yield* printJson(r)
+    yield* Console.log(`triggered ${r.node_id} (agent ${r.agent_id}; message ${r.message_id})`)
+  })).pipe(Command.withDescription("Wake one node's agent, as a save of its code would"))
+
+export const swarmCommand = Command.make("swarm").pipe(
+  Command.withDescription("Swarm mode: an agent per directory, file, class, function and method of a code tree"),
+  Command.withSubcommands([startCommand, stopCommand, statusCommand, agentsCommand, chatCommand, triggerCommand])
+)

@@ -1,0 +1,50 @@
+// Handlers of the `swarm.*` admin methods (Rpcs.ts), spread into HandlersLive: thin adapters
+// from the wire shapes to the Swarm service (src/swarm/Swarm.ts), errors mapped by WireErrors.
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import { Effect, Option } from "effect"
+import { isAbsolute } from "node:path"
+import { InvalidInputError } from "../domain/errors.js"
+import { Swarm } from "../swarm/Swarm.js"
+import { Internal, type RpcError } from "./Rpcs.js"
+import { fromServiceError, message, type ServiceError } from "./WireErrors.js"
+
+const wire = <A, E extends ServiceError, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, RpcError, R> =>
+  effect.pipe(
+    Effect.mapError(fromServiceError),
+    Effect.catchAllDefect((d) => Effect.logError("handler defect", d).pipe(Effect.zipRight(Effect.fail(new Internal({ message: message(d) })))))
+  )
+const mutation = <A, E extends ServiceError, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, RpcError, R> =>
+  Effect.uninterruptible(wire(effect))
+
+export const makeSwarmHandlers = Effect.gen(function*() {
+  const swarm = yield* Swarm
+  const fs = yield* Effect.provide(FileSystem.FileSystem, NodeFileSystem.layer)
+
+  /** The code tree: an absolute path of an existing directory, as the daemon resolves it. */
+  const codeRoot = (path: string) =>
+    Effect.gen(function*() {
+      const bad = (why: string) => new InvalidInputError({ field: "path", message: `${path}: ${why}` })
+      if (!isAbsolute(path)) return yield* bad("not an absolute path")
+      const real = yield* fs.realPath(path).pipe(Effect.mapError(() => bad("no such directory")))
+      const info = yield* fs.stat(real).pipe(Effect.mapError(() => bad("no such directory")))
+      if (info.type !== "Directory") return yield* bad("not a directory")
+      return real
+    })
+
+  return {
+    "swarm.start": (p: { readonly path: string; readonly provider?: string | undefined; readonly languages?: ReadonlyArray<"typescript" | "tsx" | "javascript" | "python"> | undefined; readonly name?: string | undefined }) =>
+      mutation(Effect.gen(function*() {
+        const path = yield* codeRoot(p.path)
+        return yield* swarm.start({ path, provider: p.provider, languages: p.languages, name: p.name })
+      })),
+    "swarm.stop": () => mutation(swarm.stop),
+    "swarm.status": () => wire(Effect.map(swarm.status, (s) => ({ swarm: Option.getOrNull(s) }))),
+    "swarm.agents": (p: { readonly parent?: string | undefined; readonly status?: ReadonlyArray<"dormant" | "idle" | "busy" | "waiting" | "orphaned"> | undefined }) =>
+      wire(Effect.map(swarm.agents({ parent: p.parent, status: p.status }), (agents) => ({ agents }))),
+    "swarm.agent": (p: { readonly node: string }) => wire(swarm.agent(p.node)),
+    "swarm.chat": (p: { readonly node: string; readonly text: string; readonly wait?: boolean | undefined }) =>
+      p.wait === true ? wire(swarm.chat(p.node, p.text, true)) : mutation(swarm.chat(p.node, p.text, false)),
+    "swarm.trigger": (p: { readonly node: string }) => mutation(swarm.trigger(p.node))
+  } as const
+})

@@ -1,0 +1,42 @@
+// The shapes of the swarm methods of the admin protocol (`swarm.*` in Rpcs.ts; docs/protocol.md,
+// docs/swarm.md), shared by the daemon (SwarmHandlers.ts) and the CLI.
+import { Schema } from "effect"
+import { AgentId, SessionId } from "../domain/ids.js"
+import { LineRange, NodeKind, SwarmLanguage } from "../swarm/SwarmNode.js"
+
+export const SwarmNodeStatus = Schema.Literal("dormant", "idle", "busy", "waiting", "orphaned")
+
+export const SwarmStatus = Schema.Struct({
+  name: Schema.String,
+  root: Schema.String,
+  provider: Schema.String,
+  languages: Schema.Array(SwarmLanguage),
+  running: Schema.Boolean,
+  watching: Schema.Boolean,
+  started_at: Schema.String,
+  /** Live nodes (each has an agent). */
+  nodes: Schema.Number,
+  /** Of those, agents without a session yet. */
+  dormant: Schema.Number,
+  /** Agents whose code is gone (kept for history). */
+  orphaned: Schema.Number
+})
+export type SwarmStatus = typeof SwarmStatus.Type
+
+export const SwarmAgent = Schema.Struct({
+  node_id: Schema.String,
+  agent_id: AgentId,
+  session_id: SessionId,
+  name: Schema.String,
+  kind: NodeKind,
+  path: Schema.String,
+  symbol: Schema.String,
+  lines: Schema.NullOr(LineRange),
+  parent: Schema.NullOr(Schema.String),
+  status: SwarmNodeStatus
+})
+export type SwarmAgent = typeof SwarmAgent.Type
+
+/** A node id (`src/a.ts#function:f`), its agent's id, or the name of exactly one node agent. */
+export const NodeRef = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(4096))
+

@@ -1,0 +1,424 @@
+// Swarm: the running swarm (docs/swarm.md). Every node of a code tree is an agent of the one
+// agent tree — the root directory's agent a root agent, every other node's agent the child of
+// its enclosing node's — added DORMANT (Tree.addDormant: a record in memory, no session, no
+// inbox, no process; its ids derive from the swarm name and node id). The first message that
+// reaches one materializes it (Sessions.materialize): from then on it is an ordinary agent,
+// persisted and recovered like any other.
+//  - start: discover → diff against the saved nodes → orphan (terminate materialized agents,
+//    drop dormant ones, keep a record of each) → adopt new nodes as dormant agents → queue an
+//    update notice for changed ones (durable: `message.enqueued` from SYSTEM) → save the record
+//    and the nodes → watch. Saved last, so a crash repeats the diff rather than losing it.
+//  - a save (watcher batch): the same with `request`s from SYSTEM, which wake exactly the agents
+//    of the nodes whose hash changed; turns run through the TurnRunner (slots bounded).
+//  - chat / trigger: a message from USER / SYSTEM to one node's agent.
+import * as NodePath from "@effect/platform-node/NodePath"
+import { Context, Effect, Either, FiberHandle, Layer, Option, Schema, Stream } from "effect"
+import { basename } from "node:path"
+import { Orchestrator } from "../agent/Orchestrator.js"
+import { Delivery } from "../agent/Delivery.js"
+import { Lifecycle } from "../agent/Lifecycle.js"
+import { Router } from "../agent/Router.js"
+import { Tree } from "../agent/Tree.js"
+import type { AgentNode } from "../domain/agent.js"
+import { InvalidInputError, NotFoundError } from "../domain/errors.js"
+import type { AgentId, MessageId, SessionId } from "../domain/ids.js"
+import { Durable } from "../storage/Durable.js"
+import { type SwarmDiff } from "./Diff.js"
+import { Discovery } from "./Discovery.js"
+import { agentIdOf, changedText, nodeAgent, sessionIdOf, swarmNameOf, triggeredText, uniqueName, validName } from "./SwarmAgents.js"
+import { type LineRange, makeNodeId, type NodeKind, type SwarmLanguage, type SwarmNode, type SwarmNodeId } from "./SwarmNode.js"
+import { loadRecord, nodesFile, type OrphanRecord, saveRecord, SwarmError, type SwarmRecord } from "./SwarmRecord.js"
+import { SwarmStore } from "./SwarmStore.js"
+import { layerParcelFileSystem, SwarmWatcher } from "./Watcher.js"
+
+const ROOT_NODE = makeNodeId(".", "dir")
+
+export const ALL_LANGUAGES: ReadonlyArray<SwarmLanguage> = ["typescript", "tsx", "javascript", "python"]
+
+/** Where the swarm keeps its record (`<home>/swarm/`) and which provider a start defaults to. */
+export class SwarmConfig extends Context.Tag("substrat/swarm/SwarmConfig")<SwarmConfig, {
+  readonly home: string
+  readonly defaultProvider: string
+  /** Quiet time after the last save before a batch (default 50 ms). */
+  readonly debounceMs?: number
+}>() {}
+
+export interface StartArgs {
+  /** Absolute path of the code tree. */
+  readonly path: string
+  readonly provider?: string | undefined
+  readonly languages?: ReadonlyArray<SwarmLanguage> | undefined
+  readonly name?: string | undefined
+}
+
+export const NodeStatus = Schema.Literal("dormant", "idle", "busy", "waiting", "orphaned")
+export type NodeStatus = typeof NodeStatus.Type
+
+export interface SwarmAgentView {
+  readonly node_id: SwarmNodeId
+  readonly agent_id: AgentId
+  readonly session_id: SessionId
+  readonly name: string
+  readonly kind: NodeKind
+  readonly path: string
+  readonly symbol: string
+  readonly lines: LineRange | null
+  readonly parent: SwarmNodeId | null
+  readonly status: NodeStatus
+}
+
+export interface SwarmStatusView {
+  readonly name: string
+  readonly root: string
+  readonly provider: string
+  readonly languages: ReadonlyArray<SwarmLanguage>
+  readonly running: boolean
+  readonly watching: boolean
+  readonly started_at: string
+  readonly nodes: number
+  readonly dormant: number
+  readonly orphaned: number
+}
+
+interface Entry {
+  node: SwarmNode
+  readonly agent: AgentId
+}
+
+/** Parents before children; nodes whose parent is neither in `nodes` nor `known` come first. */
+const parentFirst = (nodes: ReadonlyArray<SwarmNode>): Array<SwarmNode> => {
+  const byId = new Map<SwarmNodeId, SwarmNode>()
+  for (const n of nodes) byId.set(n.id, n)
+  const out: Array<SwarmNode> = []
+  const placed = new Set<SwarmNodeId>()
+  const visit = (n: SwarmNode): void => {
+    if (placed.has(n.id)) return
+    placed.add(n.id)
+    const p = n.parent === null ? undefined : byId.get(n.parent)
+    if (p !== undefined) visit(p)
+    out.push(n)
+  }
+  for (const n of nodes) visit(n)
+  return out
+}
+
+const toolsLayer = Layer.mergeAll(SwarmWatcher.DefaultWithoutDependencies, SwarmStore.Default).pipe(
+  Layer.provideMerge(Discovery.Default),
+  Layer.provide(Layer.mergeAll(layerParcelFileSystem, NodePath.layer))
+)
+
+export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
+  scoped: Effect.gen(function*() {
+    const config = yield* SwarmConfig
+    const durable = yield* Durable
+    const tree = yield* Tree
+    const router = yield* Router
+    const delivery = yield* Delivery
+    const lifecycle = yield* Lifecycle
+    const orchestrator = yield* Orchestrator
+    const scope = yield* Effect.scope
+    // Grammars are loaded on the first start, not with the daemon.
+    const tools = yield* Effect.cached(Layer.buildWithScope(Layer.provide(toolsLayer, Layer.succeed(Durable, durable)), scope))
+    const watching = yield* FiberHandle.make<void, never>()
+    const lock = yield* Effect.makeSemaphore(1)
+    const home = config.home
+
+    let record: SwarmRecord | null = null
+    const entries = new Map<string, Entry>()
+    const byAgent = new Map<string, SwarmNodeId>()
+
+    const now = () => new Date().toISOString()
+    const generation = (id: SwarmNodeId) => record?.generations[id] ?? 0
+    const agentOf = (id: SwarmNodeId): AgentId => entries.get(id)?.agent ?? agentIdOf(record!.name, id, generation(id))
+    const withTools = <A, E>(f: (ctx: Context.Context<SwarmStore | SwarmWatcher | Discovery>) => Effect.Effect<A, E>) =>
+      Effect.flatMap(tools, f)
+    const storeError = (e: { readonly message: string }) => new SwarmError({ reason: "io", message: e.message })
+
+    const systemMessage = (agent: AgentId, kind: "request" | "notification", text: string) =>
+      Effect.gen(function*() {
+        const env = delivery.envelope({ sender: "SYSTEM", recipient: agent, kind, text })
+        yield* router.deliver(env)
+        return env.id
+      })
+
+    /** Orphan these nodes' agents: materialized ones terminated (history kept), dormant ones dropped. */
+    const orphan = (nodes: ReadonlyArray<SwarmNode>) =>
+      Effect.gen(function*() {
+        const rec = record!
+        const at = now()
+        const added: Array<OrphanRecord> = []
+        const generations = { ...rec.generations }
+        const live: Array<AgentId> = []
+        for (const n of nodes) {
+          const agent = agentOf(n.id)
+          const node = tree.get(agent)
+          entries.delete(n.id)
+          byAgent.delete(agent)
+          if (node === undefined) continue
+          const materialized = !tree.isDormant(agent)
+          added.push({ node: n, agent_id: agent, session_id: node.session_id, materialized, at })
+          if (materialized) {
+            generations[n.id] = (generations[n.id] ?? 0) + 1
+            live.push(agent)
+          }
+        }
+        for (const a of live) if (tree.has(a)) yield* lifecycle.terminate(a)
+        const dormant = added.map((o) => o.agent_id).filter((a) => tree.has(a))
+        const removed = tree.removeAll(dormant)
+        if (Either.isLeft(removed)) yield* Effect.logWarning(`swarm: orphaned agents not removed: ${removed.left.message}`)
+        record = { ...rec, generations, orphans: [...rec.orphans, ...added] }
+      })
+
+    /** Give every node without an agent a dormant one (parents first). */
+    const adopt = (nodes: ReadonlyArray<SwarmNode>) =>
+      Effect.gen(function*() {
+        const rec = record!
+        const batch: Array<AgentNode> = []
+        const batchNames = new Map<AgentId | null, Set<string>>()
+        for (const n of parentFirst(nodes)) {
+          const agent = agentIdOf(rec.name, n.id, generation(n.id))
+          entries.set(n.id, { node: n, agent })
+          byAgent.set(agent, n.id)
+          if (tree.has(agent)) continue
+          const parent = n.parent === null ? null : agentOf(n.parent)
+          let names = batchNames.get(parent)
+          if (names === undefined) batchNames.set(parent, names = new Set())
+          const taken = (name: string) => names.has(name) || tree.current().childNamed(parent, name) !== undefined
+          const name = n.parent === null ? rec.name : uniqueName(validName(n.agentName, n.id), n.id, taken)
+          names.add(name)
+          batch.push(nodeAgent({ swarm: rec.name, node: n, generation: generation(n.id), name, parent, provider: rec.provider, workspace: rec.workspace_id }))
+        }
+        const added = tree.addDormant(batch)
+        if (Either.isLeft(added)) return yield* new SwarmError({ reason: "io", message: `swarm agents not added: ${added.left.message}` })
+        return batch.length
+      })
+
+    /** Queue the update notices (start: notifications) or wake the agents (saves: requests). */
+    const notify = (diff: SwarmDiff, atStart: boolean) =>
+      Effect.forEach(diff.changed, (c) => {
+        const agent = agentOf(c.after.id)
+        if (!tree.isLive(agent)) return Effect.void
+        return systemMessage(agent, atStart ? "notification" : "request", changedText(c.before, c.after, atStart)).pipe(
+          Effect.catchAll((e) => Effect.logWarning(`swarm: ${c.after.id} not notified: ${e.message}`))
+        )
+      }, { discard: true })
+
+    const liveNodes = () => Array.from(entries.values(), (e) => e.node)
+
+    const persist = Effect.gen(function*() {
+      yield* saveRecord(home, record!)
+      const store = yield* withTools((ctx) => Effect.succeed(Context.get(ctx, SwarmStore)))
+      yield* store.save(nodesFile(home), { version: 1, root: record!.root, nodes: liveNodes() }).pipe(Effect.mapError(storeError))
+    })
+
+    /** Apply one diff: orphans, new agents, notices; then save (a crash before it repeats the diff). */
+    const apply = (diff: SwarmDiff, atStart: boolean) =>
+      Effect.gen(function*() {
+        if (diff.orphaned.length > 0) yield* orphan(diff.orphaned)
+        yield* adopt(diff.added)
+        for (const n of diff.unchanged) {
+          const e = entries.get(n.id)
+          if (e !== undefined) e.node = n
+        }
+        for (const c of diff.changed) {
+          const e = entries.get(c.after.id)
+          if (e !== undefined) e.node = c.after
+        }
+        yield* notify(diff, atStart)
+        yield* persist
+      })
+
+    const watch = Effect.gen(function*() {
+      const rec = record!
+      const watcher = yield* withTools((ctx) => Effect.succeed(Context.get(ctx, SwarmWatcher)))
+      const run = watcher.watch(rec.root, liveNodes(), { languages: rec.languages, debounce: config.debounceMs ?? 50 }).pipe(
+        Stream.runForEach((change) =>
+          lock.withPermits(1)(apply(change.diff, false)).pipe(
+            Effect.catchAll((e) => Effect.logWarning(`swarm: a change batch failed: ${e.message}`))
+          )
+        ),
+        Effect.catchAllCause((cause) => Effect.logError("swarm: the watcher stopped", cause))
+      )
+      yield* FiberHandle.run(watching, run)
+    })
+
+    const startLocked = (args: StartArgs) =>
+      Effect.gen(function*() {
+        const saved = record ?? Option.getOrNull(yield* loadRecord(home))
+        if (saved !== null && saved.root !== args.path) {
+          return yield* new InvalidInputError({
+            field: "path",
+            message: `this daemon's swarm is of ${saved.root}${saved.running ? " (running)" : ""}; one swarm per SUBSTRAT_HOME`
+          })
+        }
+        if (record !== null && record.running) {
+          return yield* new SwarmError({ reason: "running", message: `the swarm of ${record.root} is running` })
+        }
+        const name = saved?.name ?? (args.name !== undefined ? validName(args.name, args.path) : swarmNameOf(basename(args.path)))
+        const root = tree.current().childNamed(null, name)
+        if (root !== undefined && root.id !== agentIdOf(name, ROOT_NODE, saved?.generations[ROOT_NODE] ?? 0)) {
+          return yield* new InvalidInputError({ field: "name", message: `a root agent named "${name}" exists; pick another swarm name` })
+        }
+        record = {
+          version: 1,
+          name,
+          root: args.path,
+          provider: args.provider ?? saved?.provider ?? config.defaultProvider,
+          languages: args.languages ?? saved?.languages ?? ALL_LANGUAGES,
+          workspace_id: saved?.workspace_id ?? null,
+          running: true,
+          started_at: now(),
+          generations: saved?.generations ?? {},
+          orphans: saved?.orphans ?? []
+        }
+        const store = yield* withTools((ctx) => Effect.succeed(Context.get(ctx, SwarmStore)))
+        const r = yield* store.reconcile(args.path, nodesFile(home), { languages: record.languages }).pipe(Effect.mapError(storeError))
+        // Every discovered node gets its agent (recovered materialized ones are kept as they are).
+        const discovered = r.snapshot.nodes
+        yield* apply({ ...r.diff, added: discovered }, true)
+        yield* watch
+        return statusNow()
+      })
+
+    const statusNow = (): SwarmStatusView => {
+      const rec = record!
+      let dormant = 0
+      for (const e of entries.values()) if (tree.isDormant(e.agent)) dormant++
+      return {
+        name: rec.name,
+        root: rec.root,
+        provider: rec.provider,
+        languages: rec.languages,
+        running: rec.running,
+        watching: rec.running,
+        started_at: rec.started_at,
+        nodes: entries.size,
+        dormant,
+        orphaned: rec.orphans.length
+      }
+    }
+
+    const start = (args: StartArgs) => lock.withPermits(1)(startLocked(args))
+
+    const stop = lock.withPermits(1)(Effect.gen(function*() {
+      if (record === null || !record.running) return yield* new SwarmError({ reason: "not-running", message: "no swarm is running" })
+      yield* FiberHandle.clear(watching)
+      record = { ...record, running: false }
+      yield* saveRecord(home, record)
+      return statusNow()
+    }))
+
+    /** At daemon start (after recovery): a swarm that was running runs again. */
+    const resume = Effect.gen(function*() {
+      const saved = yield* loadRecord(home)
+      if (Option.isNone(saved) || !saved.value.running) return Option.none<SwarmStatusView>()
+      record = { ...saved.value, running: false }
+      return Option.some(yield* start({ path: saved.value.root }))
+    })
+
+    const status = Effect.gen(function*() {
+      if (record === null) {
+        const saved = yield* loadRecord(home)
+        if (Option.isNone(saved)) return Option.none<SwarmStatusView>()
+        record = { ...saved.value, running: false }
+      }
+      return Option.some(statusNow())
+    })
+
+    const viewOf = (e: Entry, status: NodeStatus): SwarmAgentView => {
+      const n = tree.get(e.agent)
+      return {
+        node_id: e.node.id,
+        agent_id: e.agent,
+        session_id: n?.session_id ?? sessionIdOf(record!.name, e.node.id, generation(e.node.id)),
+        name: n?.name ?? e.node.agentName,
+        kind: e.node.kind,
+        path: e.node.path,
+        symbol: e.node.name,
+        lines: e.node.lines,
+        parent: e.node.parent,
+        status
+      }
+    }
+    const statusOf = (agent: AgentId) =>
+      tree.isDormant(agent) ? Effect.succeed<NodeStatus>("dormant") : Effect.map(Effect.orElseSucceed(orchestrator.get(agent), () => null), (n) =>
+        n === null || n.state === "terminated" ? "orphaned" : n.state)
+
+    const notRunning = new SwarmError({ reason: "not-running", message: "no swarm here: substrat swarm start <path>" })
+
+    /** A node by node id, agent id, or agent name (of exactly one live node agent). */
+    const find = (ref: string) =>
+      Effect.gen(function*() {
+        if (record === null) return yield* notRunning
+        const byNode = entries.get(ref)
+        if (byNode !== undefined) return byNode
+        const node = byAgent.get(ref)
+        if (node !== undefined) return entries.get(node)!
+        const named: Array<Entry> = []
+        for (const e of entries.values()) if (tree.get(e.agent)?.name === ref) named.push(e)
+        if (named.length === 1) return named[0]!
+        if (named.length > 1) {
+          return yield* new InvalidInputError({
+            field: "node",
+            message: `${named.length} swarm agents are named "${ref}"; use a node id: ${named.slice(0, 5).map((e) => e.node.id).join(", ")}`
+          })
+        }
+        const gone = record.orphans.find((o) => o.node.id === ref || o.agent_id === ref)
+        if (gone !== undefined) {
+          return yield* new InvalidInputError({ field: "node", message: `${gone.node.id} is orphaned (its code is gone); it is not triggered` })
+        }
+        return yield* new NotFoundError({ kind: "agent", id: ref, message: `no swarm node ${ref}` })
+      })
+
+    const agents = (filter: { readonly parent?: string | undefined; readonly status?: ReadonlyArray<NodeStatus> | undefined }) =>
+      Effect.gen(function*() {
+        if (record === null) return yield* notRunning
+        const parent = filter.parent === undefined ? undefined : (yield* find(filter.parent)).node.id
+        const want = filter.status === undefined || filter.status.length === 0 ? null : new Set(filter.status)
+        const out: Array<SwarmAgentView> = []
+        for (const e of entries.values()) {
+          if (parent !== undefined && e.node.parent !== parent) continue
+          const s = yield* statusOf(e.agent)
+          if (want === null || want.has(s)) out.push(viewOf(e, s))
+        }
+        if (want === null || want.has("orphaned")) {
+          for (const o of record.orphans) {
+            if (parent !== undefined && o.node.parent !== parent) continue
+            out.push({ ...viewOf({ node: o.node, agent: o.agent_id }, "orphaned"), session_id: o.session_id })
+          }
+        }
+        return out
+      })
+
+    const agent = (ref: string) => Effect.flatMap(find(ref), (e) => Effect.map(statusOf(e.agent), (s) => viewOf(e, s)))
+
+    /** A message from USER to a node's agent (a request: it wakes the agent; its turn's answer is the reply). */
+    const chat = (ref: string, text: string, wait: boolean) =>
+      Effect.scoped(Effect.gen(function*() {
+        const e = yield* find(ref)
+        const replies = wait ? Option.some(yield* orchestrator.subscribe(e.agent)) : Option.none()
+        const sent = yield* orchestrator.send({ agent: e.agent, text, sync: true })
+        let reply: string | null = null
+        if (Option.isSome(replies)) {
+          const got = yield* replies.value.pipe(
+            Stream.filterMap((o) =>
+              o._tag === "MessageToUser" && o.message.reply_to === sent.message_id ? Option.some(o.message.payload) : Option.none()
+            ),
+            Stream.runHead
+          )
+          reply = Option.getOrNull(got)
+        }
+        return { message_id: sent.message_id, agent_id: e.agent, node_id: e.node.id, reply }
+      }))
+
+    /** Wake a node's agent with a SYSTEM request (as a save of its code would). */
+    const trigger = (ref: string, why = "by the user") =>
+      Effect.gen(function*() {
+        const e = yield* find(ref)
+        const id: MessageId = yield* systemMessage(e.agent, "request", triggeredText(e.node, why))
+        return { message_id: id, agent_id: e.agent, node_id: e.node.id }
+      })
+
+    return { start, stop, resume, status, agents, agent, chat, trigger, find } as const
+  })
+}) {}
