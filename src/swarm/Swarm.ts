@@ -154,9 +154,9 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
           const node = tree.get(agent)
           entries.delete(n.id)
           byAgent.delete(agent)
-          if (node === undefined) continue
-          const materialized = !tree.isDormant(agent)
-          added.push({ node: n, agent_id: agent, session_id: node.session_id, materialized, at })
+          const materialized = node !== undefined && !tree.isDormant(agent)
+          const session_id = node?.session_id ?? sessionIdOf(rec.name, n.id, generation(n.id))
+          added.push({ node: n, agent_id: agent, session_id, materialized, at })
           if (materialized) {
             generations[n.id] = (generations[n.id] ?? 0) + 1
             live.push(agent)

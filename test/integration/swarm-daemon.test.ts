@@ -1,0 +1,194 @@
+// Swarm mode through real processes: a real daemon driven by the real CLI, a real code tree on
+// disk, the real @parcel/watcher, the scripted provider; kill -9 and restart.
+import * as fs from "node:fs"
+import { join } from "node:path"
+import { afterAll, describe, expect, it } from "vitest"
+import { makeTmpDir, removeDir } from "../support/tmp.js"
+import { cli, cliJson, daemons, sleep, startDaemon, waitFor } from "./daemon.support.js"
+
+const owned = daemons()
+const dirs: Array<string> = []
+const fresh = () => {
+  const d = makeTmpDir("substrat-swarm-")
+  dirs.push(d)
+  return { home: join(d, "home"), repo: join(d, "repo") }
+}
+
+afterAll(async () => {
+  await owned.killAll()
+  for (const d of dirs) removeDir(d)
+})
+
+interface SwarmAgent {
+  readonly node_id: string
+  readonly agent_id: string
+  readonly session_id: string
+  readonly name: string
+  readonly parent: string | null
+  readonly status: string
+}
+interface LogLine {
+  readonly event: string
+  readonly data: Record<string, unknown>
+}
+
+const write = (repo: string, rel: string, text: string) => {
+  fs.mkdirSync(join(repo, rel, ".."), { recursive: true })
+  fs.writeFileSync(join(repo, rel), text)
+}
+
+const A_TS = `export class User {
+  format(): string {
+    return "u"
+  }
+}
+
+export function formatDate(d: Date): string {
+  return d.toISOString()
+}
+
+export function other(): number {
+  return 1
+}
+`
+const MAIN_PY = `def hello():
+    return 1
+`
+
+const agentsOf = async (home: string): Promise<Map<string, SwarmAgent>> => {
+  const r = await cliJson<{ agents: ReadonlyArray<SwarmAgent> }>(home, ["swarm", "agents"])
+  return new Map(r.agents.map((a) => [a.node_id, a]))
+}
+
+const logOf = (home: string, session: string): ReadonlyArray<LogLine> => {
+  const file = join(home, "agents", session, "events.jsonl")
+  if (!fs.existsSync(file)) return []
+  return fs.readFileSync(file, "utf8").split("\n").filter((l) => l.length > 0).map((l) => JSON.parse(l) as LogLine)
+}
+const count = (log: ReadonlyArray<LogLine>, event: string) => log.filter((l) => l.event === event).length
+const sessionsOnDisk = (home: string) => fs.existsSync(join(home, "agents")) ? fs.readdirSync(join(home, "agents")) : []
+
+const kill9 = async (pid: number) => {
+  process.kill(pid, "SIGKILL")
+  await waitFor(`daemon ${pid} gone`, () => {
+    try {
+      process.kill(pid, 0)
+      return undefined
+    } catch {
+      return true
+    }
+  }, 10_000)
+}
+
+describe("swarm mode (real daemon, real files, real watcher)", () => {
+  it("dormant node agents; a burst of saves wakes only the changed node's agent once; chat --wait; kill -9 → restart reconciles", async () => {
+    const { home, repo } = fresh()
+    write(repo, "src/a.ts", A_TS)
+    write(repo, "main.py", MAIN_PY)
+    owned.track(await startDaemon(home))
+
+    const started = await cliJson<{ nodes: number; dormant: number; running: boolean }>(home, ["swarm", "start", repo, "--provider", "scripted:echo"])
+    const expected = [
+      ".#dir",
+      "src#dir",
+      "main.py#file",
+      "main.py#function:hello",
+      "src/a.ts#file",
+      "src/a.ts#class:User",
+      "src/a.ts#method:User.format",
+      "src/a.ts#function:formatDate",
+      "src/a.ts#function:other"
+    ]
+    expect(started).toMatchObject({ nodes: expected.length, dormant: expected.length, running: true })
+    let agents = await agentsOf(home)
+    expect([...agents.keys()].sort()).toEqual([...expected].sort())
+    expect([...agents.values()].every((a) => a.status === "dormant")).toBe(true)
+    // Dormant: nothing on disk per agent.
+    expect(sessionsOnDisk(home)).toEqual([])
+    // The node agents are agents of the one tree: the code tree's parents are the agents' parents.
+    const tree = await cliJson<{ agents: ReadonlyArray<{ id: string; parent_id: string | null }> }>(home, ["agent", "list"])
+    const parentOf = new Map(tree.agents.map((a) => [a.id, a.parent_id]))
+    for (const a of agents.values()) {
+      expect(parentOf.get(a.agent_id)).toBe(a.parent === null ? null : agents.get(a.parent)!.agent_id)
+    }
+
+    // A burst of saves of one function body: one batch, one wake of that function's agent only.
+    const fn = agents.get("src/a.ts#function:formatDate")!
+    for (let i = 0; i < 3; i++) {
+      write(repo, "src/a.ts", A_TS.replace("d.toISOString()", `d.toISOString() + "${i}"`))
+    }
+    await waitFor("the changed function's turn", () => count(logOf(home, fn.session_id), "turn.complete") >= 1 ? true : undefined)
+    await sleep(1500) // anything else the burst could have triggered would have started by now
+    const fnLog = logOf(home, fn.session_id)
+    expect(fnLog.filter((l) => l.event === "message.enqueued" && l.data["sender"] === "SYSTEM")).toHaveLength(1)
+    expect(count(fnLog, "turn.start")).toBe(1)
+    agents = await agentsOf(home)
+    const withTurns = [...agents.values()].filter((a) => count(logOf(home, a.session_id), "turn.start") > 0).map((a) => a.node_id)
+    expect(withTurns).toEqual(["src/a.ts#function:formatDate"])
+    // Its ancestors were materialized with it (recovery rebuilds a child under its parent); the rest stay dormant.
+    expect(agents.get("src/a.ts#function:other")!.status).toBe("dormant")
+    expect(agents.get("main.py#file")!.status).toBe("dormant")
+    expect(agents.get("src/a.ts#file")!.status).toBe("idle")
+
+    // Chat with a dormant method's agent, waiting for its answer.
+    const chat = await cliJson<{ reply: string | null }>(home, ["swarm", "chat", "src/a.ts#method:User.format", "what do you do?", "--wait"])
+    expect(chat.reply).toMatch(/^echo: Message from USER/)
+
+    // kill -9, then edit while the daemon is down: rename, delete a file, add a class, edit a method.
+    const pid = JSON.parse(fs.readFileSync(join(home, "daemon.pid"), "utf8").trim().split("\n")[0]!) as number
+    await kill9(pid)
+    write(
+      repo,
+      "src/a.ts",
+      A_TS.replace("other()", "other2()").replace('return "u"', 'return "user"') + "\nexport class Admin {\n  ban(): void {}\n}\n"
+    )
+    fs.rmSync(join(repo, "main.py"))
+    owned.track(await startDaemon(home))
+    const status = await cliJson<{ swarm: { running: boolean; orphaned: number } }>(home, ["swarm", "status"])
+    expect(status.swarm.running).toBe(true)
+    agents = await agentsOf(home)
+    const statusOf = (id: string) => agents.get(id)?.status
+    expect(statusOf("src/a.ts#function:other")).toBe("orphaned")
+    expect(statusOf("src/a.ts#function:other2")).toBe("dormant")
+    expect(statusOf("main.py#file")).toBe("orphaned")
+    expect(statusOf("main.py#function:hello")).toBe("orphaned")
+    expect(statusOf("src/a.ts#class:Admin")).toBe("dormant")
+    expect(statusOf("src/a.ts#method:Admin.ban")).toBe("dormant")
+    expect(status.swarm.orphaned).toBe(3)
+    // The edited method (materialized by the chat) has its update notice queued, durably.
+    const method = agents.get("src/a.ts#method:User.format")!
+    const notices = logOf(home, method.session_id).filter((l) => l.event === "message.enqueued" && l.data["sender"] === "SYSTEM")
+    expect(notices).toHaveLength(1)
+    expect(notices[0]!.data["kind"]).toBe("notification")
+    // The function's agent came back with its history.
+    expect(statusOf("src/a.ts#function:formatDate")).toBe("idle")
+    expect(count(logOf(home, fn.session_id), "turn.complete")).toBe(1)
+    // Chat to an orphan is refused (exit 2, words).
+    const refused = await cli(home, ["swarm", "chat", "src/a.ts#function:other", "hi"])
+    expect(refused.code).toBe(2)
+    expect(refused.stderr).toMatch(/orphaned/)
+  }, 180_000)
+
+  it("a trigger acknowledged before a kill -9 mid-turn is answered after the restart", async () => {
+    const { home, repo } = fresh()
+    write(repo, "lib.py", "def slow():\n    return 1\n")
+    fs.mkdirSync(join(home, "scripts"), { recursive: true, mode: 0o700 })
+    fs.writeFileSync(join(home, "scripts", "slow.json"), JSON.stringify({ "*": { steps: [{ text: "slow", delay_ms: 4000 }], after: "echo" } }))
+    owned.track(await startDaemon(home))
+    await cliJson(home, ["swarm", "start", repo, "--provider", "scripted:slow"])
+    const t = await cliJson<{ message_id: string }>(home, ["swarm", "trigger", "lib.py#function:slow"])
+    const agent = (await agentsOf(home)).get("lib.py#function:slow")!
+    await waitFor("the turn to start", () => count(logOf(home, agent.session_id), "turn.start") >= 1 ? true : undefined)
+    const pid = JSON.parse(fs.readFileSync(join(home, "daemon.pid"), "utf8").trim().split("\n")[0]!) as number
+    await kill9(pid)
+    expect(count(logOf(home, agent.session_id), "turn.complete")).toBe(0)
+    owned.track(await startDaemon(home))
+    await waitFor("the trigger's turn after the restart", () => {
+      const log = logOf(home, agent.session_id)
+      const done = log.filter((l) => l.event === "turn.complete")
+      return done.length >= 1 ? true : undefined
+    }, 60_000)
+    const starts = logOf(home, agent.session_id).filter((l) => l.event === "turn.start")
+    expect(String(starts[starts.length - 1]!.data["prompt"])).toContain(t.message_id)
+  }, 120_000)
+})
