@@ -5,7 +5,8 @@ import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { Effect, Option } from "effect"
 import { isAbsolute } from "node:path"
 import { InvalidInputError } from "../domain/errors.js"
-import { Swarm } from "../swarm/Swarm.js"
+import { type NodeStatus, Swarm } from "../swarm/Swarm.js"
+import type { SwarmLanguage } from "../swarm/SwarmNode.js"
 import { Internal, type RpcError } from "./Rpcs.js"
 import { fromServiceError, message, type ServiceError } from "./WireErrors.js"
 
@@ -33,14 +34,14 @@ export const makeSwarmHandlers = Effect.gen(function*() {
     })
 
   return {
-    "swarm.start": (p: { readonly path: string; readonly provider?: string | undefined; readonly languages?: ReadonlyArray<"typescript" | "tsx" | "javascript" | "python"> | undefined; readonly name?: string | undefined }) =>
+    "swarm.start": (p: { readonly path: string; readonly provider?: string | undefined; readonly languages?: ReadonlyArray<SwarmLanguage> | undefined; readonly name?: string | undefined }) =>
       mutation(Effect.gen(function*() {
         const path = yield* codeRoot(p.path)
         return yield* swarm.start({ path, provider: p.provider, languages: p.languages, name: p.name })
       })),
     "swarm.stop": () => mutation(swarm.stop),
     "swarm.status": () => wire(Effect.map(swarm.status, (s) => ({ swarm: Option.getOrNull(s) }))),
-    "swarm.agents": (p: { readonly parent?: string | undefined; readonly status?: ReadonlyArray<"dormant" | "idle" | "busy" | "waiting" | "orphaned"> | undefined }) =>
+    "swarm.agents": (p: { readonly parent?: string | undefined; readonly status?: ReadonlyArray<NodeStatus> | undefined }) =>
       wire(Effect.map(swarm.agents({ parent: p.parent, status: p.status }), (agents) => ({ agents }))),
     "swarm.agent": (p: { readonly node: string }) => wire(swarm.agent(p.node)),
     "swarm.chat": (p: { readonly node: string; readonly text: string; readonly wait?: boolean | undefined }) =>

@@ -4,7 +4,7 @@ import { Schema } from "effect"
 import { AgentId, SessionId } from "../domain/ids.js"
 import { LineRange, NodeKind, SwarmLanguage } from "../swarm/SwarmNode.js"
 
-export const SwarmNodeStatus = Schema.Literal("dormant", "idle", "busy", "waiting", "orphaned")
+export const SwarmNodeStatus = Schema.Literal("dormant", "idle", "busy", "waiting", "quarantined", "orphaned")
 
 export const SwarmStatus = Schema.Struct({
   name: Schema.String,

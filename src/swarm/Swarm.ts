@@ -51,7 +51,7 @@ export interface StartArgs {
   readonly name?: string | undefined
 }
 
-export const NodeStatus = Schema.Literal("dormant", "idle", "busy", "waiting", "orphaned")
+export const NodeStatus = Schema.Literal("dormant", "idle", "busy", "waiting", "quarantined", "orphaned")
 export type NodeStatus = typeof NodeStatus.Type
 
 export interface SwarmAgentView {

@@ -7,6 +7,7 @@ import { NodeRef, type SwarmAgent, SwarmNodeStatus, type SwarmStatus } from "../
 import { SwarmLanguage } from "../../swarm/SwarmNode.js"
 import { call, withClient } from "../Client.js"
 import { home, json, pathsOf } from "../Common.js"
+import { describe } from "../Help.js"
 import { printJson, table } from "../Output.js"
 
 const nodeArg = Args.text({ name: "node" }).pipe(
@@ -48,9 +49,12 @@ const startCommand = Command.make("start", {
       })))
     if (o.json) return yield* printJson(s)
     yield* Console.log(renderStatus(s))
-  })).pipe(Command.withDescription(
-    "Start swarm mode on a code tree: every directory, file, class, function and method gets a dormant agent; saves wake the agents of the changed code. A restart reconciles with the saved swarm"
-  ))
+  })).pipe(Command.withDescription(describe("Start swarm mode on a code tree: an agent per directory, file, class, function and method", {
+    details: [
+      "Every node's agent starts dormant (no session, no process); a save wakes the agents of the code that changed. A daemon restart resumes the swarm and reconciles it with the code (docs/swarm.md)."
+    ],
+    examples: ["substrat swarm start . --provider claude", "substrat swarm start ~/src/app --languages python --provider scripted:echo"]
+  })))
 
 const stopCommand = Command.make("stop", { home, json }, (o) =>
   Effect.gen(function*() {
@@ -58,7 +62,9 @@ const stopCommand = Command.make("stop", { home, json }, (o) =>
     const s = yield* withClient(socket, (c) => call(socket, c.swarm.stop()))
     if (o.json) return yield* printJson(s)
     yield* Console.log(renderStatus(s))
-  })).pipe(Command.withDescription("Stop watching and triggering (the agents and their history stay; `swarm start` resumes)"))
+  })).pipe(Command.withDescription(describe("Stop watching and triggering (the agents and their history stay; swarm start resumes)", {
+    examples: ["substrat swarm stop"]
+  })))
 
 const statusCommand = Command.make("status", { home, json }, (o) =>
   Effect.gen(function*() {
@@ -66,7 +72,9 @@ const statusCommand = Command.make("status", { home, json }, (o) =>
     const r = yield* withClient(socket, (c) => call(socket, c.swarm.status()))
     if (o.json) return yield* printJson(r)
     yield* Console.log(r.swarm === null ? "no swarm (substrat swarm start <path>)" : renderStatus(r.swarm))
-  })).pipe(Command.withDescription("Show the swarm: root, provider, node agents, dormant and orphaned counts"))
+  })).pipe(Command.withDescription(describe("Show the swarm: root, provider, node agents, dormant and orphaned counts", {
+    examples: ["substrat swarm status", "substrat swarm status --json"]
+  })))
 
 const agentsCommand = Command.make("agents", {
   home,
@@ -87,7 +95,9 @@ const agentsCommand = Command.make("agents", {
     if (o.json) return yield* printJson(r)
     if (r.agents.length === 0) return yield* Console.log("(no node agents)")
     yield* Console.log(table([["NODE", "AGENT", "STATUS", "LINES"], ...r.agents.map((a) => [a.node_id, a.name, a.status, lines(a)])]))
-  })).pipe(Command.withDescription("List the node agents (node id, agent name, status, lines)"))
+  })).pipe(Command.withDescription(describe("List the node agents (node id, agent name, status, lines)", {
+    examples: ["substrat swarm agents --parent src/a.ts#file", "substrat swarm agents --status orphaned"]
+  })))
 
 const chatCommand = Command.make("chat", {
   home,
@@ -101,7 +111,9 @@ const chatCommand = Command.make("chat", {
     const r = yield* withClient(socket, (c) => call(socket, c.swarm.chat({ node: o.node, text: o.text, wait: o.wait })))
     if (o.json) return yield* printJson(r)
     yield* Console.log(r.reply ?? `sent ${r.message_id} to ${r.node_id} (agent ${r.agent_id})`)
-  })).pipe(Command.withDescription("Send a message as USER to one node's agent (it wakes and answers)"))
+  })).pipe(Command.withDescription(describe("Send a message as USER to one node's agent (it wakes and answers)", {
+    examples: ["substrat swarm chat 'src/a.ts#function:formatDate' 'does this handle time zones?' --wait"]
+  })))
 
 const triggerCommand = Command.make("trigger", { home, json, node: nodeArg }, (o) =>
   Effect.gen(function*() {
@@ -109,9 +121,13 @@ const triggerCommand = Command.make("trigger", { home, json, node: nodeArg }, (o
     const r = yield* withClient(socket, (c) => call(socket, c.swarm.trigger({ node: o.node })))
     if (o.json) return yield* printJson(r)
     yield* Console.log(`triggered ${r.node_id} (agent ${r.agent_id}; message ${r.message_id})`)
-  })).pipe(Command.withDescription("Wake one node's agent, as a save of its code would"))
+  })).pipe(Command.withDescription(describe("Wake one node's agent, as a save of its code would", {
+    examples: ["substrat swarm trigger 'src/a.ts#class:User'"]
+  })))
 
 export const swarmCommand = Command.make("swarm").pipe(
-  Command.withDescription("Swarm mode: an agent per directory, file, class, function and method of a code tree"),
+  Command.withDescription(describe("Swarm mode: an agent per directory, file, class, function and method of a code tree", {
+    examples: ["substrat swarm start . --provider claude", "substrat swarm agents --status idle"]
+  })),
   Command.withSubcommands([startCommand, stopCommand, statusCommand, agentsCommand, chatCommand, triggerCommand])
 )
