@@ -86,7 +86,7 @@ export const HandlersLive = AdminRpcs.toLayer(Effect.gen(function*() {
       : effect
 
   yield* transcript.learn(yield* orchestrator.list)
-  const swarmHandlers = yield* makeSwarmHandlers
+  const swarmHandlers = yield* makeSwarmHandlers({ wire, mutation })
 
   /** An agent by id or by a name that designates exactly one live agent. */
   const resolve = (ref: string): Effect.Effect<AgentNode, RpcError> =>

@@ -1,5 +1,5 @@
 // Handlers of the `swarm.*` admin methods (Rpcs.ts), spread into HandlersLive: thin adapters
-// from the wire shapes to the Swarm service (src/swarm/Swarm.ts), errors mapped by WireErrors.
+// from the wire shapes to the Swarm service (src/swarm/Swarm.ts), errors mapped by the handlers' `wire` / `mutation`.
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { Effect, Option } from "effect"
@@ -7,18 +7,16 @@ import { isAbsolute } from "node:path"
 import { InvalidInputError } from "../domain/errors.js"
 import { type NodeStatus, Swarm } from "../swarm/Swarm.js"
 import type { SwarmLanguage } from "../swarm/SwarmNode.js"
-import { Internal, type RpcError } from "./Rpcs.js"
-import { fromServiceError, message, type ServiceError } from "./WireErrors.js"
+import type { RpcError } from "./Rpcs.js"
+import type { ServiceError } from "./WireErrors.js"
 
-const wire = <A, E extends ServiceError, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, RpcError, R> =>
-  effect.pipe(
-    Effect.mapError(fromServiceError),
-    Effect.catchAllDefect((d) => Effect.logError("handler defect", d).pipe(Effect.zipRight(Effect.fail(new Internal({ message: message(d) })))))
-  )
-const mutation = <A, E extends ServiceError, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, RpcError, R> =>
-  Effect.uninterruptible(wire(effect))
+/** How Handlers.ts turns a service effect into a handler's answer (`mutation`: refused when read-only). */
+export interface Wiring {
+  readonly wire: <A, E extends ServiceError, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, RpcError, R>
+  readonly mutation: <A, E extends ServiceError, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, RpcError, R>
+}
 
-export const makeSwarmHandlers = Effect.gen(function*() {
+export const makeSwarmHandlers = ({ mutation, wire }: Wiring) => Effect.gen(function*() {
   const swarm = yield* Swarm
   const fs = yield* Effect.provide(FileSystem.FileSystem, NodeFileSystem.layer)
 
