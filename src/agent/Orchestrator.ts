@@ -135,6 +135,18 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
       return yield* mailbox.unpark(agent)
     })
 
+    /**
+     * Stop the agent's running turn (it ends as failed, with `message`) and drop its live
+     * provider session, so that its next turn starts its provider afresh (e.g. in a workspace
+     * that no longer exists: a clear error then). False: no turn was running.
+     */
+    const stopTurn = Effect.fn("Orchestrator.stopTurn")(function*(agent: AgentId, message: string) {
+      const node = yield* nodeOf(agent)
+      const stopped = yield* scheduler.stopTurn(node.session_id, message)
+      yield* mux.drop(node.session_id)
+      return stopped
+    })
+
     const agentOfSession = (session: SessionId) => [...tree.current().nodes.values()].find((n) => n.session_id === session)
 
     const suspend = Effect.fn("Orchestrator.suspend")(function*(session: SessionId) {
@@ -180,6 +192,7 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
       userMessages,
       terminate,
       resumeAgent,
+      stopTurn,
       suspend,
       resume,
       deleteSession,

@@ -361,10 +361,31 @@ export const HandlersLive = AdminRpcs.toLayer(Effect.gen(function*() {
       mutation(workspaces.link(p.workspace, { host_path: p.host_path, mount_path: p.mount_path, mode: p.mode ?? "ro" })),
 
     "workspace.delete": (p) =>
-      mutation(Effect.map(
-        workspaces.delete(p.workspace, { force: p.force ?? false }),
-        (r) => ({ workspace: p.workspace, deleted: true, removed: r.deleted })
-      )),
+      mutation(Effect.gen(function*() {
+        if (p.force === true) {
+          // Agents running in it (or in a workspace below it): their turns are stopped first, so
+          // no sandbox runs in a directory being removed.
+          yield* workspaces.get(p.workspace)
+          const all = yield* workspaces.list()
+          const gone = new Set([p.workspace])
+          for (let grew = true; grew;) {
+            grew = false
+            for (const w of all) {
+              if (w.parent_id !== null && gone.has(w.parent_id) && !gone.has(w.id)) {
+                gone.add(w.id)
+                grew = true
+              }
+            }
+          }
+          for (const n of yield* orchestrator.list) {
+            if (n.workspace_id !== null && gone.has(n.workspace_id)) {
+              yield* orchestrator.stopTurn(n.id, `workspace ${n.workspace_id} is being deleted (workspace delete --force)`)
+            }
+          }
+        }
+        const r = yield* workspaces.delete(p.workspace, { force: p.force ?? false })
+        return { workspace: p.workspace, deleted: true, removed: r.deleted }
+      })),
 
     "workspace.diff": (p) =>
       wire(Effect.gen(function*() {

@@ -10,7 +10,7 @@
 // The provider's own tool calls (`ToolCall` with `source: "provider"`: claude's Write/Bash,
 // codex's exec_command — our tools are logged by the ToolHandler) are logged here as a
 // `tool_call.invoked` + `tool_call.result` pair when the provider reports them, best-effort too.
-import { Deferred, Effect, Option, Ref, Stream, type Tracer } from "effect"
+import { Deferred, Effect, Option, Ref, Schema, Stream, type Tracer } from "effect"
 import { ProviderError } from "../domain/errors.js"
 import { isJsonValue, makeEvent } from "../domain/events.js"
 import { newTurnId, type SessionId, type TurnId } from "../domain/ids.js"
@@ -67,6 +67,9 @@ class EndingFailed {
 }
 const ending = <E>(eff: Effect.Effect<void, E>) => Effect.mapError(eff, (e) => new EndingFailed(e))
 
+/** The turn was stopped from outside (`stopTurn`: e.g. its workspace is being deleted). */
+export class TurnStopped extends Schema.TaggedError<TurnStopped>()("TurnStopped", { message: Schema.String }) {}
+
 const describe = (e: unknown): { reason: string; message: string } =>
   e instanceof ProviderError
     ? { reason: e.reason, message: e.message }
@@ -80,6 +83,8 @@ export class TurnScheduler extends Effect.Service<TurnScheduler>()("substrat/Tur
     const log = yield* EventLog
     const tails = yield* Ref.make(new Map<SessionId, Deferred.Deferred<void>>())
     const tracing = yield* Tracing
+    /** The running turn of each session: failing `stop` ends its provider stream with TurnStopped. */
+    const running = new Map<SessionId, { readonly stop: Deferred.Deferred<never, TurnStopped>; readonly done: Deferred.Deferred<void> }>()
 
     /** Run `eff` after every earlier submission for this session, and before later ones. */
     const serialize = <A, E, R>(session: SessionId, eff: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
@@ -105,11 +110,15 @@ export class TurnScheduler extends Effect.Service<TurnScheduler>()("substrat/Tur
         let final: string | null = null
         let usage = zeroUsage
         let sawUsage = false
+        const stop = yield* Deferred.make<never, TurnStopped>()
+        const done = yield* Deferred.make<void>()
+        running.set(id, { stop, done })
         const body = mux.use(binding, (provider) =>
           Effect.gen(function*() {
             yield* log.append(id, makeEvent("turn.start", { turn_id, prompt }))
             if (cb.onStart) yield* cb.onStart(turn_id, prompt)
             yield* provider.send(prompt).pipe(
+              Stream.interruptWhen(Deferred.await(stop)),
               Stream.runForEach((out) =>
                 Effect.gen(function*() {
                   if (out._tag === "TextChunk") chunks += out.text
@@ -162,7 +171,26 @@ export class TurnScheduler extends Effect.Service<TurnScheduler>()("substrat/Tur
               )
               return { turn_id, prompt, response: "", usage, error } satisfies TurnOutcome
             })
-          )
+          ),
+          Effect.ensuring(Effect.suspend(() => {
+            if (running.get(id)?.done === done) running.delete(id)
+            return Deferred.succeed(done, undefined)
+          }))
+        )
+      })
+
+    /**
+     * Stop the session's running turn, if any: its provider stream ends with TurnStopped (the
+     * provider's process is interrupted), the turn ends as failed (`provider.error`, reason
+     * `TurnStopped`) like any failed turn. Returns once it has ended; false: no turn was running.
+     */
+    const stopTurn = (session: SessionId, message: string): Effect.Effect<boolean> =>
+      Effect.suspend(() => {
+        const r = running.get(session)
+        if (r === undefined) return Effect.succeed(false)
+        return Deferred.fail(r.stop, new TurnStopped({ message })).pipe(
+          Effect.zipRight(Deferred.await(r.done)),
+          Effect.as(true)
         )
       })
 
@@ -216,6 +244,6 @@ export class TurnScheduler extends Effect.Service<TurnScheduler>()("substrat/Tur
       return Option.getOrThrow(out)
     })
 
-    return { run, send, serialize } as const
+    return { run, send, serialize, stopTurn } as const
   })
 }) {}

@@ -89,7 +89,14 @@ export const make = (options: AgentSandboxOptions = {}) =>
         workspace = { root_path: root, network_access: false, symlinks: [], limits: noLimits }
       } else {
         const spec: WorkspaceSpec = yield* workspaces.get(workspaceId).pipe(
-          Effect.mapError((e) => err(provider, `workspace ${workspaceId}: ${e.message}`))
+          Effect.mapError((e) =>
+            err(
+              provider,
+              e._tag === "NotFoundError"
+                ? `workspace ${workspaceId} no longer exists (it was deleted); this agent cannot run turns in it: terminate it`
+                : `workspace ${workspaceId}: ${e.message}`
+            )
+          )
         )
         workspace = spec
       }
