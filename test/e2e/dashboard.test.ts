@@ -116,6 +116,34 @@ describe("dashboard in headless chromium", () => {
     ])
     await page.screenshot({ path: join(shots, "2-alice-transcript.png") })
 
+    // The message flow between agents (the whole daemon's feed), names resolved.
+    const flow = () =>
+      page.locator("#flow li").evaluateAll((ls) => ls.map((l) => [l.getAttribute("data-from"), l.getAttribute("data-to"), l.getAttribute("data-kind")].join(" ")))
+    await expect.poll(flow, { timeout: 20_000 }).toEqual(expect.arrayContaining([
+      "USER lead request",
+      "lead alice request",
+      "alice lead response",
+      "lead bob request",
+      "bob lead response",
+      "alice bob multicast"
+    ]))
+    expect(await page.locator('#flow li[data-from="lead"][data-to="alice"] .text').textContent()).toBe("What should we build first?")
+
+    // A busy agent shows its elapsed time (ticking) and current step in the tree.
+    fs.mkdirSync(join(home, "scripts"), { recursive: true })
+    fs.writeFileSync(join(home, "scripts", "slow.json"), JSON.stringify({ "*": { steps: [{ text: "slow done", delay_ms: 6000 }], after: "silent" } }))
+    expect((await request(unix, "POST", "/v1/agents", { name: "slowpoke", provider: "scripted:slow" })).status).toBe(201)
+    expect((await request(unix, "POST", "/v1/agents/slowpoke/messages", { text: "take your time", wait: false })).status).toBe(202)
+    const step = agentItem("slowpoke").locator(".step")
+    await expect.poll(() => step.textContent(), { timeout: 20_000 }).toMatch(/^\d+s · thinking$/)
+    const seconds = async () => Number(/^(\d+)s/.exec((await step.textContent()) ?? "")?.[1] ?? -1)
+    const first = await seconds()
+    await expect.poll(seconds, { timeout: 10_000 }).toBeGreaterThan(first)
+    expect(await stateOf("slowpoke").textContent()).toBe("busy")
+    await page.screenshot({ path: join(shots, "5-busy-and-flow.png") })
+    await expect.poll(() => stateOf("slowpoke").textContent(), { timeout: 30_000 }).toBe("idle")
+    expect(await agentItem("slowpoke").locator(".step").count()).toBe(0)
+
     // A turn that changed a workspace: its diff renders as a diff.
     const ws = (await request(unix, "POST", "/v1/workspaces", { name: "site" })).json<{ id: string; root_path: string }>()
     const writer = await request(unix, "POST", "/v1/agents", { name: "writer", provider: "scripted", workspace_id: ws.id })
@@ -136,10 +164,16 @@ describe("dashboard in headless chromium", () => {
     await page.locator("#terminate").click()
     await expect.poll(() => page.locator('#tree li[data-name="bob"]').count(), { timeout: 20_000 }).toBe(0)
     const live = (await request(unix, "GET", "/v1/agents")).json<{ agents: ReadonlyArray<{ name: string }> }>().agents
-    expect(live.map((a) => a.name).sort()).toEqual(["alice", "lead", "writer"])
+    expect(live.map((a) => a.name).sort()).toEqual(["alice", "lead", "slowpoke", "writer"])
     await page.locator("#show-all").check()
     await expect.poll(() => stateOf("bob").textContent(), { timeout: 20_000 }).toBe("terminated")
     await page.screenshot({ path: join(shots, "4-after-terminate.png") })
-    expect(fs.readdirSync(shots).sort()).toEqual(["1-lead-alone.png", "2-alice-transcript.png", "3-writer-diff.png", "4-after-terminate.png"])
+    expect(fs.readdirSync(shots).sort()).toEqual([
+      "1-lead-alone.png",
+      "2-alice-transcript.png",
+      "3-writer-diff.png",
+      "4-after-terminate.png",
+      "5-busy-and-flow.png"
+    ])
   }, 240_000)
 })

@@ -170,6 +170,7 @@ const refresh = () => {
       agents = (await api("GET", "/v1/agents?all=1")).agents
       for (const a of agents) names.set(a.id, a.name)
       renderTree()
+      for (const li of $("flow").children) labelFlow(li)
     } catch (e) {
       $("conn").textContent = "error: " + e.message
     }
@@ -214,8 +215,10 @@ const entryFor = (e) => {
     case "turn.complete": return item("reply", "turn complete", d.response)
     case "message.enqueued":
       return item("message", (d.kind || "message") + " " + nameOf(d.sender) + " → " + nameOf(d.recipient), d.payload)
-    case "tool_call.invoked": return item("tool", "tool call", d.tool + "(" + short(d.arguments) + ")")
-    case "tool_call.result": return item(d.is_error ? "tool error" : "tool", "tool result", d.tool + " → " + short(d.result))
+    case "tool_call.invoked":
+      return item("tool", d.source === "provider" ? "tool call · provider's own" : "tool call", d.tool + "(" + short(d.arguments) + ")")
+    case "tool_call.result":
+      return item(d.is_error ? "tool error" : "tool", d.source === "provider" ? "tool result · provider's own" : "tool result", d.tool + " → " + short(d.result))
     case "provider.error": return item("error", "provider error (" + d.reason + ")", d.message)
     case "usage": return item("usage", "usage", d.input_tokens + " in · " + d.output_tokens + " out · " + fmtCost(d.cost_usd))
     case "agent.created": return item("lifecycle", "created", d.name + " (" + d.role + ", " + d.provider + ")")
@@ -287,15 +290,44 @@ $("send").addEventListener("submit", async (ev) => {
 // ---------------------------------------------------------------------------------------------
 // The whole daemon's feed: tree changes, current steps, usage
 
+// Every message between agents (and to/from USER), oldest first, the last FLOW_MAX kept. Each is
+// logged once (in its recipient's log; to USER in the sender's). Clicking one selects the recipient.
+const FLOW_MAX = 200
+const flowSender = (d) => (d.sender === "USER" || d.sender === "SYSTEM" ? d.sender : names.get(d.sender) || d.sender_name || nameOf(d.sender))
+/** (Re)write a flow entry's names: the backlog can come before the agent list. */
+const labelFlow = (li) => {
+  const d = li.flowData
+  li.dataset.from = flowSender(d)
+  li.dataset.to = nameOf(d.recipient)
+  li.querySelector(".route").textContent = li.dataset.from + " → " + li.dataset.to
+}
+const addFlow = (e) => {
+  const d = e.data
+  const list = $("flow")
+  const atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 40
+  const target = d.recipient !== "USER" && d.recipient !== null ? d.recipient : d.sender
+  const li = el("li", { "data-kind": d.kind },
+    el("span", { class: "meta muted", text: new Date(e.ts).toLocaleTimeString() + " " }),
+    el("a", { href: "#", class: "route", onclick: (ev) => { ev.preventDefault(); if (target !== "USER" && target !== "SYSTEM") select(target) } }),
+    el("span", { class: "kind", text: " " + d.kind }),
+    el("span", { class: "text", text: d.payload }))
+  li.flowData = d
+  labelFlow(li)
+  list.append(li)
+  while (list.children.length > FLOW_MAX) list.firstElementChild.remove()
+  if (atBottom) list.scrollTop = list.scrollHeight
+}
+
 const onTreeEvent = (name, e) => {
   if (name === "live") { refresh(); return }
   if (name !== "message") return
   const s = e.session_id
   switch (e.event) {
     case "turn.start": busySince.set(s, Date.parse(e.ts)); steps.set(s, "thinking"); break
-    case "tool_call.invoked": steps.set(s, "tool " + e.data.tool); break
+    case "tool_call.invoked": steps.set(s, "tool " + e.data.tool + (e.data.source === "provider" ? " (provider)" : "")); break
     case "tool_call.result": steps.set(s, "thinking"); break
-    case "turn.complete": busySince.delete(s); steps.delete(s); break
+    case "turn.complete": case "provider.error": busySince.delete(s); steps.delete(s); break
+    case "message.enqueued": addFlow(e); break
     case "usage": {
       const u = usage.get(s) || { in: 0, out: 0, cost: 0 }
       usage.set(s, { in: u.in + e.data.input_tokens, out: u.out + e.data.output_tokens, cost: u.cost + e.data.cost_usd })
