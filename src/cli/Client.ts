@@ -6,7 +6,7 @@ import * as RpcClient from "@effect/rpc/RpcClient"
 import type { RpcClientError } from "@effect/rpc/RpcClientError"
 import type * as RpcGroup from "@effect/rpc/RpcGroup"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
-import { Context, Data, Effect, Layer, Match, Option, type Scope } from "effect"
+import { Cause, Context, Data, Effect, Layer, Match, Option, type Scope } from "effect"
 import * as fs from "node:fs"
 import { AdminRpcs, type RpcError } from "../daemon/Rpcs.js"
 import { type CliErrorKind, isNotRunningCode, lostConnectionMessage, notRunningMessage } from "./Exit.js"
@@ -87,3 +87,36 @@ export const withClient = <A, R>(
   f: (client: Admin) => Effect.Effect<A, CliError, R>
 ): Effect.Effect<A, CliError, Exclude<Exclude<R, AdminClient>, Scope.Scope>> =>
   Effect.flatMap(AdminClient, f).pipe(Effect.provide(layer(socket)), Effect.scoped)
+
+/**
+ * Run a follow stream (`logs -f`, `agent logs -f`, `agent list -w`). It never ends by itself, so
+ * when it does — the daemon ended it at shutdown — or the connection drops, the daemon went away:
+ * exit 3 with a line saying so (`resume`: how to pick up where it stopped). Ctrl-C interrupts
+ * this fiber instead, which is no error.
+ */
+export const following = <R>(
+  socket: string,
+  run: Effect.Effect<void, CliError, R>,
+  resume?: () => string | undefined
+): Effect.Effect<never, CliError, R> => {
+  const gone = (detail: string) =>
+    Effect.suspend(() => {
+      const hint = resume?.()
+      return Effect.fail(
+        new CliError({
+          kind: "daemon-not-running",
+          message: `${detail}${hint === undefined ? "" : `; ${hint}`}`
+        })
+      )
+    })
+  return run.pipe(
+    Effect.catchAllCause((cause) => {
+      if (Cause.isInterruptedOnly(cause)) return Effect.void
+      const failure = Cause.failureOption(cause)
+      return Option.isSome(failure) && failure.value.kind === "daemon-not-running"
+        ? gone(failure.value.message)
+        : Effect.failCause(cause)
+    }),
+    Effect.zipRight(gone(`the daemon stopped (${socket})`))
+  )
+}

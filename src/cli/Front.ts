@@ -29,7 +29,7 @@ const dynamicValues = (kind: Dynamic, home: string | undefined): Effect.Effect<R
   const values = withClient(socket, (c): Effect.Effect<ReadonlyArray<string>, CliError> => {
     switch (kind) {
       case "agent":
-        return call(socket, c.agent.list()).pipe(Effect.map((r) => r.agents.flatMap((a) => [a.name, a.id])))
+        return call(socket, c.agent.list({})).pipe(Effect.map((r) => r.agents.flatMap((a) => [a.name, a.id])))
       case "workspace":
         return call(socket, c.workspace.list()).pipe(
           Effect.map((r) => r.workspaces.flatMap((w) => (w.name === undefined || w.name === null ? [w.id] : [w.name, w.id])))

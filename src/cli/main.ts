@@ -10,6 +10,7 @@ import { cleanupCommand } from "./commands/cleanup.js"
 import { configCommand } from "./commands/config.js"
 import { daemonCommand } from "./commands/daemon.js"
 import { doctorCommand } from "./commands/doctor.js"
+import { logsCommand } from "./commands/logs.js"
 import { sessionCommand } from "./commands/session.js"
 import { swarmCommand } from "./commands/swarm.js"
 import { workspaceCommand } from "./commands/workspace.js"
@@ -28,7 +29,7 @@ export const root = Command.make("substrat").pipe(
       "substrat agent send alpha \"Summarise README.md\""
     ]
   })),
-  Command.withSubcommands([daemonCommand, agentCommand, sessionCommand, workspaceCommand, swarmCommand, doctorCommand, cleanupCommand, uiCommand, configCommand])
+  Command.withSubcommands([daemonCommand, agentCommand, logsCommand, sessionCommand, workspaceCommand, swarmCommand, doctorCommand, cleanupCommand, uiCommand, configCommand])
 )
 
 const cli = Command.run(root, { name: "substrat", version })

@@ -17,6 +17,7 @@ import type { DaemonSettings } from "./Config.js"
 import { DaemonConfig } from "./Config.js"
 import { DaemonControl } from "./DaemonControl.js"
 import { HandlersLive } from "./Handlers.js"
+import { EventFeed } from "../feed/EventFeed.js"
 import * as Http from "../http/Server.js"
 import { acquirePidFile, DaemonError, prepareHome, publishSocket, stagingSocket } from "./Lifecycle.js"
 import { AdminRpcs } from "./Rpcs.js"
@@ -91,10 +92,11 @@ export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> 
       // Live streams end with the client, not with its answers (see SocketGuard's half-close).
       openEnded: (method, params) =>
         method === "agent.attach" ||
+        (method === "events.follow" && typeof params === "object" && params !== null && "follow" in params && params.follow === true) ||
         (method === "agent.logs" && typeof params === "object" && params !== null && "follow" in params && params.follow === true)
     })
     const ServerLive = RpcServer.layer(AdminRpcs, { disableFatalDefects: true, concurrency: "unbounded", disableTracing: true }).pipe(
-      Layer.provide(HandlersLive),
+      Layer.provide(HandlersLive.pipe(Layer.provide(EventFeed.Default))),
       Layer.provide(SocketGuard.layerProtocol(guard, control.connections)),
       Layer.provide(NodeSocketServer.layer({ path: stagingSocket(paths), allowHalfOpen: true })),
       Layer.provide(RpcSerialization.layerNdJsonRpc())

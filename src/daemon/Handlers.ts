@@ -10,7 +10,10 @@ import { version } from "../version.js"
 import type { AgentNode } from "../domain/agent.js"
 import { AgentId, type SessionId } from "../domain/ids.js"
 import type { Session } from "../domain/session.js"
+import { addUsage, zeroWithTurns } from "../domain/usage.js"
 import { EventLog } from "../storage/EventLog.js"
+import * as Cursor from "../feed/Cursor.js"
+import { EventFeed, type FeedScope } from "../feed/EventFeed.js"
 import { ProviderRegistry } from "../provider/ProviderRegistry.js"
 import { WorkspaceHistory } from "../sandbox/WorkspaceHistory.js"
 import { WorkspaceStore } from "../sandbox/WorkspaceStore.js"
@@ -18,9 +21,13 @@ import { SessionStore } from "../storage/SessionStore.js"
 import { DaemonControl } from "./DaemonControl.js"
 import { EventTap } from "./EventTap.js"
 import { Tracing } from "../telemetry/Tracing.js"
-import { AdminRpcs, Internal, InvalidInput, NotFound, type OutputEvent, type RpcError, type SessionInfo, Unavailable } from "./Rpcs.js"
+import { AdminRpcs, type FeedItem, type InspectResult, Internal, InvalidInput, type OutputEvent, type RpcError, type SessionInfo, Unavailable } from "./Rpcs.js"
 import { isStorageFailure } from "./Storage.js"
+import { feedLine } from "./FeedLines.js"
+import { makeProgress } from "./Progress.js"
+import { emptyNames, type Names } from "./TranscriptLines.js"
 import { fromServiceError, message, type ServiceError } from "./WireErrors.js"
+import { makeResolver } from "./Resolver.js"
 import { Transcript } from "./Transcript.js"
 import { makeSwarmHandlers } from "./SwarmHandlers.js"
 
@@ -32,7 +39,11 @@ const wire = <A, E extends ServiceError, R>(effect: Effect.Effect<A, E, R>): Eff
   )
 
 
-const isUuid = (s: string) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(s)
+const learnName = (names: Names, id: string, name: string, session_id: string) => {
+  const a = { id, name, session_id }
+  names.byAgent.set(id, a)
+  names.bySession.set(session_id, a)
+}
 
 const clip = (s: string, n = 120) => {
   const one = s.replace(/\r?\n/g, " ↵ ")
@@ -88,22 +99,9 @@ export const HandlersLive = AdminRpcs.toLayer(Effect.gen(function*() {
   yield* transcript.learn(yield* orchestrator.list)
   const swarmHandlers = yield* makeSwarmHandlers({ wire, mutation })
 
-  /** An agent by id or by a name that designates exactly one live agent. */
-  const resolve = (ref: string): Effect.Effect<AgentNode, RpcError> =>
-    Effect.gen(function*() {
-      const all = yield* orchestrator.list
-      const byId = all.find((n) => n.id === ref)
-      if (byId) return byId
-      const named = all.filter((n) => n.name === ref)
-      if (named.length === 1) return named[0]!
-      if (named.length > 1) {
-        return yield* new InvalidInput({
-          field: "agent",
-          message: `${named.length} agents are named "${ref}"; use an id: ${named.map((n) => n.id).join(", ")}`
-        })
-      }
-      return yield* new NotFound({ kind: "agent", id: ref, message: `no live agent ${ref}` })
-    })
+  const resolver = yield* makeResolver
+  const feed = yield* EventFeed
+  const progress = yield* makeProgress
 
   /** The agent that owns a session, from the tree, else from its event log (`agent.created`). */
   const ownerOf = (session: SessionId, tree: ReadonlyArray<AgentNode>) =>
@@ -137,21 +135,75 @@ export const HandlersLive = AdminRpcs.toLayer(Effect.gen(function*() {
       return yield* sessionInfo(s, yield* orchestrator.list)
     })
 
-  /** A session of a terminated/unrecovered agent is still found through its event log. */
-  const sessionOfRef = (ref: string): Effect.Effect<SessionId, RpcError> =>
-    resolve(ref).pipe(
-      Effect.map((n) => n.session_id),
-      Effect.catchTag("NotFound", (nf) =>
-        Effect.gen(function*() {
-          const all = yield* wire(store.scan)
-          for (const s of all) {
-            if (s.id === ref) return s.id
-            const owner = yield* ownerOf(s.id, [])
-            if (Option.isSome(owner) && (owner.value.id === ref || (!isUuid(ref) && owner.value.name === ref))) return s.id
-          }
-          return yield* nf
-        }))
-    )
+  /** `agent.inspect` of an agent that is not in the tree any more: what its event log says. */
+  const inspectGone = (node: AgentNode): Effect.Effect<InspectResult, RpcError> =>
+    Effect.gen(function*() {
+      const all = yield* resolver.agents(true)
+      const entries = yield* log.read(node.session_id).pipe(Stream.runCollect, Effect.mapError(fromServiceError))
+      let usage = zeroWithTurns
+      const turns = new Map<string, { prompt: string; response: string; error: string | null }>()
+      const messages: Array<InspectResult["recent_messages"][number]> = []
+      for (const e of entries) {
+        if (e.event === "usage") usage = { ...addUsage(usage, e.data), turns: usage.turns }
+        else if (e.event === "turn.start") turns.set(e.data.turn_id, { prompt: clip(e.data.prompt), response: "", error: null })
+        else if (e.event === "turn.complete") {
+          usage = { ...usage, turns: usage.turns + 1 }
+          const t = turns.get(e.data.turn_id)
+          if (t) t.response = clip(e.data.response)
+        } else if (e.event === "provider.error" && e.data.turn_id !== null) {
+          const t = turns.get(e.data.turn_id)
+          if (t) t.error = clip(e.data.message)
+        } else if (e.event === "message.enqueued" && e.data.recipient === node.id) {
+          const peer = e.data.sender === "USER" || e.data.sender === "SYSTEM" ? e.data.sender : e.data.sender_name ?? nameOf(e.data.sender, all)
+          messages.push({ direction: "in", peer, kind: e.data.kind, message_id: e.data.id, text: clip(e.data.payload) })
+        }
+      }
+      const session = yield* store.load(node.session_id).pipe(Effect.flatMap((s) => sessionInfo(s, [])), Effect.option)
+      return {
+        agent: node,
+        session: Option.getOrNull(session),
+        parent: node.parent_id === null ? null : nameOf(node.parent_id, all),
+        children: all.filter((n) => n.parent_id === node.id),
+        inbox: 0,
+        queued_turns: 0,
+        waiting_for_replies: 0,
+        usage: { own: usage, subtree: usage },
+        recent_turns: [...turns].slice(-3).map(([turn_id, t]) => ({ turn_id, ...t })),
+        recent_messages: messages.slice(-5)
+      }
+    })
+
+  /** What `events.follow` streams: its scope, start, time filter, and the names known so far. */
+  const followScope = (p: {
+    readonly agent?: string | undefined
+    readonly tree?: string | undefined
+    readonly from?: string | undefined
+    readonly after?: string | undefined
+  }) =>
+    Effect.gen(function*() {
+      if (p.agent !== undefined && p.tree !== undefined) {
+        return yield* new InvalidInput({ field: "tree", message: "give an agent or a tree, not both" })
+      }
+      const scope: FeedScope = p.tree !== undefined
+        ? { _tag: "tree", agent: (yield* resolver.agent(p.tree, { terminated: true })).node.id }
+        : p.agent !== undefined
+        ? { _tag: "agent", agent: (yield* resolver.agent(p.agent, { terminated: true })).node.session_id }
+        : { _tag: "all" }
+      const from = p.from === undefined || p.from === "start" ? Cursor.empty : p.from === "end" ? "end" as const : Cursor.decode(p.from)
+      if (from === undefined) {
+        return yield* new InvalidInput({
+          field: "from",
+          message: `not a position in the event stream: ${JSON.stringify(p.from)} (expected "start", "end" or the cursor of an item)`
+        })
+      }
+      const after = p.after === undefined ? undefined : Date.parse(p.after)
+      if (after !== undefined && Number.isNaN(after)) {
+        return yield* new InvalidInput({ field: "after", message: `not a time: ${JSON.stringify(p.after)} (expected an ISO 8601 time)` })
+      }
+      const names = emptyNames()
+      for (const n of yield* resolver.agents(true)) learnName(names, n.id, n.name, n.session_id)
+      return { scope, from, after, names }
+    })
 
   const nameOf = (id: string, tree: ReadonlyArray<AgentNode>) => tree.find((n) => n.id === id)?.name ?? id.slice(0, 8)
 
@@ -249,28 +301,29 @@ export const HandlersLive = AdminRpcs.toLayer(Effect.gen(function*() {
         // agent's first turn.
         const factory = yield* providers.get(provider)
         if (factory.check !== undefined) yield* factory.check
-        if (p.workspace_id !== undefined) yield* workspaces.get(p.workspace_id)
+        const workspace_id = p.workspace_id === undefined ? undefined : yield* resolver.workspaceId(p.workspace_id)
         return yield* orchestrator.createRoot({
           name: p.name ?? `agent-${Math.random().toString(16).slice(2, 6)}`,
           instructions: p.instructions ?? "",
           provider,
           ...(p.role === undefined ? {} : { role: p.role }),
-          ...(p.workspace_id === undefined ? {} : { workspace_id: p.workspace_id })
+          ...(workspace_id === undefined ? {} : { workspace_id })
         })
       }).pipe(request("agent.create", { "gen_ai.provider.name": p.provider ?? defaultProvider }))),
 
-    "agent.list": () => wire(Effect.map(orchestrator.list, (agents) => ({ agents }))),
+    "agent.list": (p) =>
+      wire(Effect.map(resolver.agents(p?.all ?? false), (agents) => ({ agents, activity: progress.all() }))),
 
     "agent.send": (p) =>
       mutation(Effect.gen(function*() {
-        const node = yield* resolve(p.agent)
+        const node = yield* resolver.liveAgent(p.agent)
         yield* Effect.annotateCurrentSpan({ "gen_ai.agent.id": node.id, "gen_ai.agent.name": node.name })
         const r = yield* orchestrator.send({ agent: node.id, text: p.text, sync: p.sync ?? true })
         return { message_id: r.message_id, agent_id: node.id }
       }).pipe(request("agent.send", { "substrat.agent.ref": p.agent }))),
 
     "agent.attach": (p) =>
-      Stream.unwrap(wire(Effect.map(resolve(p.agent), (node) =>
+      Stream.unwrap(wire(Effect.map(resolver.liveAgent(p.agent), (node) =>
         Stream.merge(
           orchestrator.output(node.id).pipe(Stream.mapEffect(outputEvent(node)), Stream.filterMap((x) => x)),
           heard(node)
@@ -278,7 +331,8 @@ export const HandlersLive = AdminRpcs.toLayer(Effect.gen(function*() {
 
     "agent.inspect": (p) =>
       wire(Effect.gen(function*() {
-        const node = yield* resolve(p.agent)
+        const { live, node } = yield* resolver.agent(p.agent, { terminated: true })
+        if (!live) return yield* inspectGone(node)
         const i = yield* orchestrator.inspect(node.id)
         const tree = yield* orchestrator.list
         const session = yield* store.load(node.session_id).pipe(
@@ -295,26 +349,60 @@ export const HandlersLive = AdminRpcs.toLayer(Effect.gen(function*() {
           waiting_for_replies: i.waiting_for_replies,
           usage: { own: i.usage.own, subtree: i.usage.subtree },
           recent_turns: i.recent_turns,
-          recent_messages: i.recent_messages
+          recent_messages: i.recent_messages,
+          activity: progress.of(node.id) ?? null
         }
       })),
 
     "agent.terminate": (p) =>
       mutation(Effect.gen(function*() {
-        const node = yield* resolve(p.agent)
+        const node = yield* resolver.liveAgent(p.agent)
         const ids = yield* orchestrator.terminate(node.id)
         return { agent_id: node.id, terminated: ids }
       })),
 
     "agent.resume": (p) =>
       mutation(Effect.gen(function*() {
-        const node = yield* resolve(p.agent)
+        const node = yield* resolver.liveAgent(p.agent)
         const turns = yield* orchestrator.resumeAgent(node.id)
         return { agent_id: node.id, turns }
       })),
 
     "agent.logs": (p) =>
-      Stream.unwrap(wire(Effect.map(sessionOfRef(p.agent), (session) => transcript.lines(session, p.follow ?? false)))),
+      Stream.unwrap(wire(Effect.map(
+        resolver.agent(p.agent, { terminated: true }),
+        (a) => transcript.lines(a.node.session_id, p.follow ?? false)
+      ))),
+
+    "events.follow": (p) =>
+      Stream.unwrap(wire(Effect.map(followScope(p), ({ scope, from, after, names }) => {
+        let live = false
+        const items = feed.stream({ scope, from }).pipe(
+          Stream.mapError(fromServiceError),
+          Stream.filterMap((item): Option.Option<FeedItem> => {
+            if (item._tag === "Live") {
+              live = true
+              return Option.some({ kind: "live", cursor: Cursor.encode(item.cursor) })
+            }
+            const e = item.entry
+            if (e.event === "agent.created") learnName(names, e.data.agent_id, e.data.name, e.session_id)
+            if (!live && after !== undefined && Date.parse(e.ts) < after) return Option.none()
+            const { agent, text } = feedLine(e, names)
+            return Option.some({
+              kind: "event",
+              cursor: Cursor.encode(item.position),
+              session_id: item.session,
+              line: item.line,
+              ts: e.ts,
+              event: e.event,
+              agent,
+              text,
+              entry: e
+            })
+          })
+        )
+        return p.follow === true ? items : items.pipe(Stream.takeUntil((i) => i.kind === "live"))
+      }))),
 
     "session.list": () =>
       wire(Effect.gen(function*() {
@@ -329,45 +417,51 @@ export const HandlersLive = AdminRpcs.toLayer(Effect.gen(function*() {
 
     "session.suspend": (p) =>
       mutation(Effect.gen(function*() {
-        yield* store.load(p.session)
-        yield* orchestrator.suspend(p.session)
-        return yield* loadInfo(p.session)
+        const session = yield* resolver.session(p.session)
+        yield* orchestrator.suspend(session)
+        return yield* loadInfo(session)
       })),
 
     "session.resume": (p) =>
       mutation(Effect.gen(function*() {
-        yield* store.load(p.session)
-        yield* orchestrator.resume(p.session)
-        return yield* loadInfo(p.session)
+        const session = yield* resolver.session(p.session)
+        yield* orchestrator.resume(session)
+        return yield* loadInfo(session)
       })),
 
     "session.delete": (p) =>
       mutation(Effect.gen(function*() {
-        yield* store.load(p.session)
-        yield* orchestrator.deleteSession(p.session)
-        return { session: p.session, deleted: true }
+        const session = yield* resolver.session(p.session)
+        yield* orchestrator.deleteSession(session)
+        return { session, deleted: true }
       })),
 
     "workspace.create": (p) =>
-      mutation(workspaces.create({
-        ...(p.name === undefined ? {} : { name: p.name }),
-        ...(p.parent === undefined ? {} : { parent: p.parent }),
-        ...(p.network === undefined ? {} : { network_access: p.network })
+      mutation(Effect.gen(function*() {
+        const parent = p.parent === undefined ? undefined : yield* resolver.workspaceId(p.parent)
+        return yield* workspaces.create({
+          ...(p.name === undefined ? {} : { name: p.name }),
+          ...(parent === undefined ? {} : { parent }),
+          ...(p.network === undefined ? {} : { network_access: p.network })
+        })
       })),
 
     "workspace.list": () => wire(Effect.map(workspaces.list(), (ws) => ({ workspaces: ws }))),
 
     "workspace.link": (p) =>
-      mutation(workspaces.link(p.workspace, { host_path: p.host_path, mount_path: p.mount_path, mode: p.mode ?? "ro" })),
+      mutation(Effect.flatMap(
+        resolver.workspaceId(p.workspace),
+        (id) => workspaces.link(id, { host_path: p.host_path, mount_path: p.mount_path, mode: p.mode ?? "ro" })
+      )),
 
     "workspace.delete": (p) =>
       mutation(Effect.gen(function*() {
+        const id = yield* resolver.workspaceId(p.workspace)
         if (p.force === true) {
           // Agents running in it (or in a workspace below it): their turns are stopped first, so
           // no sandbox runs in a directory being removed.
-          yield* workspaces.get(p.workspace)
           const all = yield* workspaces.list()
-          const gone = new Set([p.workspace])
+          const gone = new Set([id])
           for (let grew = true; grew;) {
             grew = false
             for (const w of all) {
@@ -383,35 +477,37 @@ export const HandlersLive = AdminRpcs.toLayer(Effect.gen(function*() {
             }
           }
         }
-        const r = yield* workspaces.delete(p.workspace, { force: p.force ?? false })
-        return { workspace: p.workspace, deleted: true, removed: r.deleted }
+        const r = yield* workspaces.delete(id, { force: p.force ?? false })
+        return { workspace: id, deleted: true, removed: r.deleted }
       })),
 
     "workspace.diff": (p) =>
       wire(Effect.gen(function*() {
-        yield* workspaces.get(p.workspace)
+        const ws = yield* resolver.workspaceId(p.workspace)
         if (p.turn === undefined) {
-          const paths = yield* history.pendingChanges(p.workspace)
-          const diff = yield* history.diff(p.workspace)
-          return { workspace: p.workspace, turn: null, paths, diff }
+          const paths = yield* history.pendingChanges(ws)
+          const diff = yield* history.diff(ws)
+          return { workspace: ws, turn: null, paths, diff }
         }
-        const paths = yield* history.changes(p.workspace, p.turn)
-        const diff = yield* history.diff(p.workspace, p.turn)
-        return { workspace: p.workspace, turn: p.turn, paths, diff }
+        const turn = yield* resolver.turn(ws, p.turn)
+        const paths = yield* history.changes(ws, turn)
+        const diff = yield* history.diff(ws, turn)
+        return { workspace: ws, turn, paths, diff }
       })),
 
     "workspace.revert": (p) =>
       mutation(Effect.gen(function*() {
-        yield* workspaces.get(p.workspace)
-        const r = yield* history.revert(p.workspace, p.turn, { agent: "USER" })
-        return { workspace: p.workspace, turn: p.turn, commit: r.commit, paths: r.paths }
+        const ws = yield* resolver.workspaceId(p.workspace)
+        const turn = yield* resolver.turn(ws, p.turn)
+        const r = yield* history.revert(ws, turn, { agent: "USER" })
+        return { workspace: ws, turn, commit: r.commit, paths: r.paths }
       })),
 
     "workspace.log": (p) =>
       wire(Effect.gen(function*() {
-        yield* workspaces.get(p.workspace)
-        const turns = yield* history.log(p.workspace, { limit: Math.max(1, Math.min(10_000, Math.floor(p.limit ?? 100))) })
-        return { workspace: p.workspace, turns }
+        const ws = yield* resolver.workspaceId(p.workspace)
+        const turns = yield* history.log(ws, { limit: Math.max(1, Math.min(10_000, Math.floor(p.limit ?? 100))) })
+        return { workspace: ws, turns }
       }))
   }
 }))

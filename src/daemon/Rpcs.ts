@@ -5,6 +5,7 @@ import * as Rpc from "@effect/rpc/Rpc"
 import * as RpcGroup from "@effect/rpc/RpcGroup"
 import { Schema } from "effect"
 import { AgentNode } from "../domain/agent.js"
+import { LogEntry } from "../domain/events.js"
 import { AgentId, MessageId, SessionId, TurnId, WorkspaceId } from "../domain/ids.js"
 import { RecentMessage, RecentTurn } from "../domain/inspection.js"
 import { SessionState } from "../domain/session.js"
@@ -55,8 +56,20 @@ export type RpcError = typeof RpcError.Type
 // ---------------------------------------------------------------------------------------------
 // Shapes
 
-/** An agent id, or a name that designates exactly one live agent. */
-export const AgentRef = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(256))
+/** What a person types for a thing: its id, its name or a unique id prefix (src/daemon/Refs.ts). */
+const ref = (what: string) =>
+  Schema.String.pipe(Schema.filter((s) => s.trim().length >= 1 && s.length <= 256, {
+    message: () => `expected ${what}: a name, an id or a unique id prefix (1-256 characters)`
+  }))
+
+/** An agent: id, name, unique id prefix, or its session's id. */
+export const AgentRef = ref("an agent")
+/** A workspace: id, name or unique id prefix. */
+export const WorkspaceRef = ref("a workspace")
+/** A session: id or unique id prefix, or an agent reference (that agent's session). */
+export const SessionRef = ref("a session")
+/** A recorded turn of a workspace: id or unique id prefix (`substrat workspace log`). */
+export const TurnRef = ref("a turn")
 
 /** The text of one message from USER. */
 export const MessageText = Schema.String.pipe(Schema.maxLength(512 * 1024))
@@ -105,6 +118,17 @@ export type SessionInfo = typeof SessionInfo.Type
 export const Usage = UsageWithTurns
 export type Usage = typeof Usage.Type
 
+/** A busy agent's running turn: since when, and its current step (src/daemon/Progress.ts). */
+export const AgentActivity = Schema.Struct({
+  agent_id: AgentId,
+  turn_id: Schema.String,
+  since: Schema.String,
+  /** e.g. `waiting for the model`, `model streaming`, `tool send_message → bob (request)`. */
+  step: Schema.String,
+  step_since: Schema.String
+})
+export type AgentActivity = typeof AgentActivity.Type
+
 export const InspectResult = Schema.Struct({
   agent: AgentNode,
   session: Schema.NullOr(SessionInfo),
@@ -116,7 +140,9 @@ export const InspectResult = Schema.Struct({
   waiting_for_replies: Schema.Number,
   usage: Schema.Struct({ own: Usage, subtree: Usage }),
   recent_turns: Schema.Array(RecentTurn),
-  recent_messages: Schema.Array(RecentMessage)
+  recent_messages: Schema.Array(RecentMessage),
+  /** Its running turn, when it has one. */
+  activity: Schema.optional(Schema.NullOr(AgentActivity))
 })
 export type InspectResult = typeof InspectResult.Type
 
@@ -146,14 +172,20 @@ export class AgentCreateRpc extends Rpc.make("agent.create", {
     instructions: Schema.optional(Schema.String),
     provider: Schema.optional(Schema.String),
     role: Schema.optional(Schema.String),
-    workspace_id: Schema.optional(WorkspaceId)
+    /** A workspace reference (id, name or unique id prefix). */
+    workspace_id: Schema.optional(WorkspaceRef)
   },
   success: AgentNode,
   error: RpcError
 }) {}
 
+const AgentListParams = Schema.Struct({ all: Schema.optional(Schema.Boolean) })
+
 export class AgentListRpc extends Rpc.make("agent.list", {
-  success: Schema.Struct({ agents: Schema.Array(AgentNode) }),
+  /** `all`: terminated agents too (state `terminated`), after the live tree. No params: live only. */
+  payload: Schema.UndefinedOr(AgentListParams),
+  /** `activity`: the running turn of each busy agent. */
+  success: Schema.Struct({ agents: Schema.Array(AgentNode), activity: Schema.optional(Schema.Array(AgentActivity)) }),
   error: RpcError
 }) {}
 
@@ -203,22 +235,63 @@ export class AgentLogsRpc extends Rpc.make("agent.logs", {
   stream: true
 }) {}
 
+/** One item of `events.follow`: an entry of an agent's event log, or the end of the backlog. */
+export const FeedItem = Schema.Union(
+  Schema.Struct({
+    kind: Schema.Literal("event"),
+    /** The stream's position after this item: pass it as `from` to resume right after it. */
+    cursor: Schema.String,
+    session_id: SessionId,
+    /** Line of the entry in that session's events.jsonl. */
+    line: Schema.Number,
+    ts: Schema.String,
+    event: Schema.String,
+    /** Who it is about: for a message its sender (USER, SYSTEM or an agent's name), else the log's agent. */
+    agent: Schema.String,
+    /** One line for people (no time, no name); null for bookkeeping entries (usage, deliveries, …). */
+    text: Schema.NullOr(Schema.String),
+    entry: LogEntry
+  }),
+  Schema.Struct({ kind: Schema.Literal("live"), cursor: Schema.String })
+)
+export type FeedItem = typeof FeedItem.Type
+
+/**
+ * The daemon's event stream (src/feed/EventFeed.ts): every agent, one agent (`agent`) or an
+ * agent's subtree (`tree`), terminated agents included; from the start, from a cursor (`from`:
+ * an item's `cursor`, so nothing is missed or repeated across a reconnect or a daemon restart),
+ * or from now (`from: "end"`); `after` (ISO time) skips older backlog entries. After the backlog
+ * comes one `live` item; with `follow` the stream then goes on with new entries, else it ends.
+ */
+export class EventsFollowRpc extends Rpc.make("events.follow", {
+  payload: {
+    agent: Schema.optional(AgentRef),
+    tree: Schema.optional(AgentRef),
+    from: Schema.optional(Schema.String),
+    after: Schema.optional(Schema.String),
+    follow: Schema.optional(Schema.Boolean)
+  },
+  success: FeedItem,
+  error: RpcError,
+  stream: true
+}) {}
+
 export class SessionListRpc extends Rpc.make("session.list", {
   success: Schema.Struct({ sessions: Schema.Array(SessionInfo) }),
   error: RpcError
 }) {}
 export class SessionSuspendRpc extends Rpc.make("session.suspend", {
-  payload: { session: SessionId },
+  payload: { session: SessionRef },
   success: SessionInfo,
   error: RpcError
 }) {}
 export class SessionResumeRpc extends Rpc.make("session.resume", {
-  payload: { session: SessionId },
+  payload: { session: SessionRef },
   success: SessionInfo,
   error: RpcError
 }) {}
 export class SessionDeleteRpc extends Rpc.make("session.delete", {
-  payload: { session: SessionId },
+  payload: { session: SessionRef },
   success: Schema.Struct({ session: SessionId, deleted: Schema.Boolean }),
   error: RpcError
 }) {}
@@ -226,7 +299,7 @@ export class SessionDeleteRpc extends Rpc.make("session.delete", {
 export class WorkspaceCreateRpc extends Rpc.make("workspace.create", {
   payload: {
     name: Schema.optional(Schema.String),
-    parent: Schema.optional(WorkspaceId),
+    parent: Schema.optional(WorkspaceRef),
     network: Schema.optional(Schema.Boolean)
   },
   success: WorkspaceSpec,
@@ -238,7 +311,7 @@ export class WorkspaceListRpc extends Rpc.make("workspace.list", {
 }) {}
 export class WorkspaceLinkRpc extends Rpc.make("workspace.link", {
   payload: {
-    workspace: WorkspaceId,
+    workspace: WorkspaceRef,
     host_path: Schema.String,
     mount_path: Schema.String,
     mode: Schema.optional(BindMode)
@@ -248,7 +321,7 @@ export class WorkspaceLinkRpc extends Rpc.make("workspace.link", {
 }) {}
 export class WorkspaceDeleteRpc extends Rpc.make("workspace.delete", {
   /** `force`: delete even while an agent uses it (or a descendant), and with child workspaces. */
-  payload: { workspace: WorkspaceId, force: Schema.optional(Schema.Boolean) },
+  payload: { workspace: WorkspaceRef, force: Schema.optional(Schema.Boolean) },
   /** `removed`: every workspace deleted (children first, then this one). */
   success: Schema.Struct({
     workspace: WorkspaceId,
@@ -266,7 +339,7 @@ export const ChangedPath = Schema.Struct({
 
 /** What one turn changed (with `turn`), or what changed since the last recorded turn (without). */
 export class WorkspaceDiffRpc extends Rpc.make("workspace.diff", {
-  payload: { workspace: WorkspaceId, turn: Schema.optional(TurnId) },
+  payload: { workspace: WorkspaceRef, turn: Schema.optional(TurnRef) },
   success: Schema.Struct({
     workspace: WorkspaceId,
     turn: Schema.NullOr(TurnId),
@@ -279,7 +352,7 @@ export class WorkspaceDiffRpc extends Rpc.make("workspace.diff", {
 
 /** Undo one recorded turn with a new history commit. */
 export class WorkspaceRevertRpc extends Rpc.make("workspace.revert", {
-  payload: { workspace: WorkspaceId, turn: TurnId },
+  payload: { workspace: WorkspaceRef, turn: TurnRef },
   success: Schema.Struct({
     workspace: WorkspaceId,
     turn: TurnId,
@@ -292,7 +365,7 @@ export class WorkspaceRevertRpc extends Rpc.make("workspace.revert", {
 
 /** Recorded turns touching a workspace, newest first. */
 export class WorkspaceLogRpc extends Rpc.make("workspace.log", {
-  payload: { workspace: WorkspaceId, limit: Schema.optional(Schema.Number) },
+  payload: { workspace: WorkspaceRef, limit: Schema.optional(Schema.Number) },
   success: Schema.Struct({
     workspace: WorkspaceId,
     turns: Schema.Array(Schema.Struct({
@@ -363,6 +436,7 @@ export class AdminRpcs extends RpcGroup.make(
   AgentTerminateRpc,
   AgentResumeRpc,
   AgentLogsRpc,
+  EventsFollowRpc,
   SessionListRpc,
   SessionSuspendRpc,
   SessionResumeRpc,

@@ -1,14 +1,13 @@
 // The REST routes under /v1/ (docs/http.md). Each route decodes its params/body with the payload
 // Schema of the matching admin RPC (src/daemon/Rpcs.ts) and calls that RPC's own handler
 // (`AdminRpcs.accessHandler`, built from src/daemon/Handlers.ts): one implementation of every
-// operation for the CLI and HTTP alike, with the same errors. What HTTP adds: `?all=1` on the
-// agent list, `wait` on messages (the answer, from the event feed) and the SSE stream (Sse.ts).
+// operation for the CLI and HTTP alike, with the same errors and the same references (ids, names,
+// unique id prefixes: src/daemon/Resolver.ts). What HTTP adds: `wait` on messages (the answer, from the event feed) and the SSE stream (Sse.ts).
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Duration, Effect, Option, Queue, Schema, Stream } from "effect"
+import { Duration, Effect, Queue, Schema, Stream } from "effect"
 import type { MessageEnvelope } from "../domain/message.js"
 import * as Cursor from "../feed/Cursor.js"
 import { EventFeed } from "../feed/EventFeed.js"
-import { EventLog } from "../storage/EventLog.js"
 import {
   AdminRpcs,
   AgentCreateRpc,
@@ -59,7 +58,6 @@ const respond = <E, R>(effect: Effect.Effect<HttpServerResponse.HttpServerRespon
 
 export const make = Effect.gen(function*() {
   const feed = yield* EventFeed
-  const log = yield* EventLog
   const status = yield* AdminRpcs.accessHandler("daemon.status")
   const create = yield* AdminRpcs.accessHandler("agent.create")
   const list = yield* AdminRpcs.accessHandler("agent.list")
@@ -78,40 +76,6 @@ export const make = Effect.gen(function*() {
   const wsLog = yield* AdminRpcs.accessHandler("workspace.log")
   const headers = {} as Parameters<typeof status>[1]
   const openapi = OpenApi.document()
-
-  /** Live agents, and with `all` the agents of the other sessions (terminated or not recovered). */
-  const agents = (all: boolean) =>
-    Effect.gen(function*() {
-      const live = (yield* list(undefined, headers)).agents
-      if (!all) return { agents: live }
-      const known = new Set<string>(live.map((a) => a.id))
-      const sessions = (yield* sessionList(undefined, headers)).sessions
-      const agentOfSession = new Map(sessions.map((s) => [s.id as string, s.agent_id]))
-      const gone = yield* Effect.forEach(
-        sessions.filter((s) => s.agent_id !== null && !known.has(s.agent_id)),
-        (s) =>
-          // The parent, from the agent's own `agent.created` (its parent's session → that agent).
-          log.read(s.id).pipe(
-            Stream.filter((e) => e.event === "agent.created"),
-            Stream.runHead,
-            Effect.orElseSucceed(() => Option.none()),
-            Effect.map((created) => {
-              const parentSession = Option.isSome(created) && created.value.event === "agent.created"
-                ? created.value.data.parent_session_id
-                : null
-              return {
-                id: s.agent_id,
-                name: s.agent_name,
-                session_id: s.id,
-                parent_id: parentSession === null ? null : agentOfSession.get(parentSession) ?? null,
-                provider: s.provider_name,
-                state: "terminated" as const
-              }
-            })
-          )
-      )
-      return { agents: [...live, ...gone] }
-    })
 
   /** The answer to a USER message: the agent's reply in its log (message.enqueued to USER). */
   const sendAndWait = (ref: string, text: string, timeoutS: number) =>
@@ -175,7 +139,7 @@ export const make = Effect.gen(function*() {
 
   return HttpRouter.empty.pipe(
     HttpRouter.get("/v1/daemon", respond(Effect.map(status(undefined, headers), json()))),
-    HttpRouter.get("/v1/agents", respond(Effect.flatMap(query, (q) => Effect.map(agents(flag(q.get("all"))), json())))),
+    HttpRouter.get("/v1/agents", respond(Effect.flatMap(query, (q) => Effect.map(list({ all: flag(q.get("all")) }, headers), json())))),
     HttpRouter.post(
       "/v1/agents",
       respond(Effect.gen(function*() {

@@ -106,7 +106,7 @@ export const serve = (paths: Paths, tcp: string | undefined) =>
   Effect.gen(function*() {
     const address = tcp === undefined ? undefined : parseAddress(tcp)
     if (tcp !== undefined && address === undefined) return yield* fail(`--http wants HOST:PORT (e.g. 127.0.0.1:8080), not ${tcp}`)
-    const services = yield* Layer.build(Layer.mergeAll(HandlersLive, EventFeed.Default))
+    const services = yield* Layer.build(HandlersLive.pipe(Layer.provideMerge(EventFeed.Default)))
     const routes = yield* Effect.provide(Routes.make, services)
     const app = Static.routes(yield* Static.load).pipe(HttpRouter.concat(routes))
 

@@ -186,7 +186,8 @@ describe("substrat CLI ↔ daemon (real processes, --json)", () => {
       [["agent", "logs", "nobody"], 4],
       [["session", "suspend", "00000000-0000-4000-8000-000000000000"], 4],
       [["workspace", "delete", "00000000-0000-4000-8000-000000000000"], 4],
-      [["session", "suspend", "not-a-uuid"], 2],
+      // A reference that names nothing (not an id, name or id prefix of anything) is not found.
+      [["session", "suspend", "not-a-uuid"], 4],
       [["agent", "create", "--name", "bad name!"], 2],
       [["agent", "create", "--name", "x", "--provider", "no-such-provider"], 2],
       [["agent", "create", "--name", "lead", "--provider", "scripted"], 2], // duplicate root name
@@ -196,7 +197,7 @@ describe("substrat CLI ↔ daemon (real processes, --json)", () => {
       [["agent", "send", "", "hi"], 2],
       [["agent", "send", "x".repeat(300), "hi"], 2],
       [["agent", "inspect", "x".repeat(300)], 2],
-      [["agent", "create", "--name", "w", "--workspace", "not-a-uuid"], 2]
+      [["agent", "create", "--name", "w", "--workspace", "not-a-uuid"], 4]
     ]
     for (const [args, code] of cases) {
       const r = await cli(home, args)

@@ -133,13 +133,12 @@ describe("HTTP API (real daemon)", () => {
   it("errors: the CLI's wire errors as JSON (404 NotFound, 400 InvalidInput), in words", async () => {
     const nf = await request(unix, "GET", "/v1/agents/nobody")
     expect(nf.status).toBe(404)
-    expect(nf.json()).toEqual({ error: { _tag: "NotFound", code: -32001, kind: "agent", id: "nobody", message: "no live agent nobody" } })
+    expect(nf.json()).toEqual({ error: { _tag: "NotFound", code: -32001, kind: "agent", id: "nobody", message: "no agent \"nobody\"" } })
+    // Workspaces are named by id, name or unique id prefix (the daemon's Resolver): no Schema words.
     const bad = await request(unix, "GET", "/v1/workspaces/not-a-uuid/turns")
-    expect(bad.status).toBe(400)
+    expect(bad.status).toBe(404)
     const err = bad.json<{ error: { _tag: string; code: number; message: string } }>().error
-    expect(err).toMatchObject({ _tag: "InvalidInput", code: -32002 })
-    expect(err.message).toContain("Expected a Universally Unique Identifier")
-    expect(err.message).not.toContain("Brand<")
+    expect(err).toMatchObject({ _tag: "NotFound", code: -32001, message: "no workspace \"not-a-uuid\"" })
     const noText = await request(unix, "POST", "/v1/agents/lead/messages", { wait: true })
     expect(noText.status).toBe(400)
     expect((await request(unix, "POST", "/v1/agents", "not an object")).status).toBe(400)

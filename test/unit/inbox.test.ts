@@ -47,8 +47,8 @@ describe("inbox semantics", () => {
       ])
       const aPrompts = dataOf(yield* eventsOf(a.session_id), "turn.start").map((t) => t.prompt)
       expect(aPrompts).toEqual([
-        `Reply from b (to message ${r1.message_id}): echo: Message from a (message ${r1.message_id}, reply expected):`,
-        `Reply from b (to message ${r2.message_id}): echo: Message from a (message ${r2.message_id}, reply expected):`
+        `Reply from b (to message ${r1.message_id}): echo: a: one`,
+        `Reply from b (to message ${r2.message_id}): echo: a: two`
       ])
       expect((yield* o.inspect(a.id)).waiting_for_replies).toBe(0)
     }).pipe(Effect.provide(stack({ scripts: echo }))))
@@ -110,7 +110,7 @@ describe("inbox semantics", () => {
       yield* o.awaitIdle
       const toUser = yield* o.userMessages(p.id)
       expect(toUser.map((m) => [m.kind, m.reply_to, m.payload])).toEqual([
-        ["response", message_id, `echo: Message from USER (message ${message_id}, reply expected):`]
+        ["response", message_id, "echo: USER: status?"]
       ])
       const pLog = yield* eventsOf(p.session_id)
       expect(dataOf(pLog, "message.enqueued").map((m) => m.recipient)).toEqual([p.id, "USER"])

@@ -2,8 +2,7 @@
 import { Args, Command, Options } from "@effect/cli"
 import { Console, Effect, Fiber, Option, Stream } from "effect"
 import * as readline from "node:readline"
-import { AgentRef, MessageText, type OutputEvent } from "../../daemon/Rpcs.js"
-import { WorkspaceId } from "../../domain/ids.js"
+import { AgentRef, MessageText, type OutputEvent, WorkspaceRef } from "../../daemon/Rpcs.js"
 import { call, withClient } from "../Client.js"
 import { home, json, pathsOf, quiet } from "../Common.js"
 import { printJson, renderInspect, renderSent, renderTree } from "../Output.js"
@@ -11,7 +10,7 @@ import { describe } from "../Help.js"
 
 const agentArg = Args.text({ name: "agent" }).pipe(
   Args.withSchema(AgentRef),
-  Args.withDescription("Agent id, or the name of exactly one live agent")
+  Args.withDescription("Agent name, id or unique id prefix")
 )
 
 const opt = <A>(o: Option.Option<A>, key: string): Record<string, A> =>
@@ -33,8 +32,8 @@ const createCommand = Command.make("create", {
   ),
   role: Options.text("role").pipe(Options.withDescription("Role label"), Options.optional),
   workspace: Options.text("workspace").pipe(
-    Options.withSchema(WorkspaceId),
-    Options.withDescription("Workspace id to run in (uuid)"),
+    Options.withSchema(WorkspaceRef),
+    Options.withDescription("Workspace to run in: name, id or unique id prefix"),
     Options.optional
   )
 }, (o) =>
@@ -59,10 +58,15 @@ const createCommand = Command.make("create", {
     ]
   })))
 
-const listCommand = Command.make("list", { home, json, quiet }, (o) =>
+const listCommand = Command.make("list", {
+  home,
+  json,
+  quiet,
+  all: Options.boolean("all").pipe(Options.withAlias("a"), Options.withDescription("Also show terminated agents"))
+}, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const r = yield* withClient(socket, (c) => call(socket, c.agent.list()))
+    const r = yield* withClient(socket, (c) => call(socket, c.agent.list({ all: o.all })))
     if (o.json) return yield* printJson(r)
     if (o.quiet) return yield* Console.log(r.agents.map((a) => a.id).join("\n"))
     yield* Console.log(renderTree(r.agents))

@@ -76,7 +76,7 @@ const daemonCheck = (paths: Paths): Effect.Effect<Check> =>
 
 /** Agents a crash loop quarantined (docs/recovery.md): none → no check at all. */
 const quarantineCheck = (paths: Paths): Effect.Effect<ReadonlyArray<Check>> =>
-  withClient(paths.socket, (c) => call(paths.socket, c.agent.list())).pipe(
+  withClient(paths.socket, (c) => call(paths.socket, c.agent.list({}))).pipe(
     Effect.timeout(Duration.seconds(5)),
     Effect.map((r): ReadonlyArray<Check> => {
       const held = r.agents.filter((a) => a.state === "quarantined")

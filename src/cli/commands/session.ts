@@ -1,13 +1,13 @@
 // `substrat session list|suspend|resume|delete`: low-level control of agents' sessions.
 import { Args, Command } from "@effect/cli"
 import { Console, Effect } from "effect"
-import { SessionId } from "../../domain/ids.js"
+import { SessionRef } from "../../daemon/Rpcs.js"
 import { call, withClient } from "../Client.js"
 import { home, json, pathsOf, quiet } from "../Common.js"
 import { printJson, renderSessions } from "../Output.js"
 import { describe } from "../Help.js"
 
-const sessionArg = Args.text({ name: "session" }).pipe(Args.withSchema(SessionId), Args.withDescription("Session id (uuid)"))
+const sessionArg = Args.text({ name: "session" }).pipe(Args.withSchema(SessionRef), Args.withDescription("Session id or unique id prefix, or its agent's name"))
 
 const listCommand = Command.make("list", { home, json, quiet }, (o) =>
   Effect.gen(function*() {

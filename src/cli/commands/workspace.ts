@@ -1,22 +1,22 @@
 // `substrat workspace create|list|link|delete|diff|revert|log`.
 import { Args, Command, Options } from "@effect/cli"
 import { Console, Effect, Option } from "effect"
-import { TurnId, WorkspaceId } from "../../domain/ids.js"
+import { TurnRef, WorkspaceRef } from "../../daemon/Rpcs.js"
 import { call, CliError, withClient } from "../Client.js"
 import { home, json, pathsOf, quiet } from "../Common.js"
 import { suggest } from "../Exit.js"
 import { printJson, renderWorkspaces, table } from "../Output.js"
 import { describe } from "../Help.js"
 
-const workspaceArg = Args.text({ name: "workspace" }).pipe(Args.withSchema(WorkspaceId), Args.withDescription("Workspace id (uuid)"))
+const workspaceArg = Args.text({ name: "workspace" }).pipe(Args.withSchema(WorkspaceRef), Args.withDescription("Workspace name, id or unique id prefix"))
 
 const createCommand = Command.make("create", {
   home,
   json,
   quiet,
   parent: Options.text("parent").pipe(
-    Options.withSchema(WorkspaceId),
-    Options.withDescription("Parent workspace: the new one is nested in it, never wider"),
+    Options.withSchema(WorkspaceRef),
+    Options.withDescription("Parent workspace (name, id or id prefix): the new one is nested in it, never wider"),
     Options.optional
   ),
   name: Options.text("name").pipe(Options.withDescription("A label"), Options.optional),
@@ -101,8 +101,8 @@ const deleteCommand = Command.make("delete", {
   })))
 
 const turnOption = Options.text("turn").pipe(
-  Options.withSchema(TurnId),
-  Options.withDescription("Turn id (uuid): see `substrat workspace log` or the workspace.diff events")
+  Options.withSchema(TurnRef),
+  Options.withDescription("Turn id or unique id prefix: see `substrat workspace log`")
 )
 
 const changeMark = { added: "A", modified: "M", deleted: "D" } as const

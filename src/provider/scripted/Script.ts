@@ -2,6 +2,7 @@
 // The JSON form (`ScriptBook`) is what the daemon, the CLI and the demo pick by name; the
 // programmatic form (`Scripts`) also accepts functions of the prompt.
 import { Schema } from "effect"
+import { forPeople } from "../../agent/Prompt.js"
 
 export const ScriptToolCall = Schema.Struct({ tool: Schema.String, args: Schema.Unknown })
 export type ScriptToolCall = typeof ScriptToolCall.Type
@@ -27,7 +28,7 @@ export const ScriptStep = Schema.Struct({
 })
 export type ScriptStep = typeof ScriptStep.Type
 
-/** What to do once the steps run out: echo the prompt's first line, repeat the last step, or reply "". */
+/** What to do once the steps run out: echo the prompt's first line (message headers shortened: `USER: hi`), repeat the last step, or reply "". */
 export const ScriptAfter = Schema.Literal("echo", "repeat-last", "silent")
 export type ScriptAfter = typeof ScriptAfter.Type
 
@@ -99,7 +100,7 @@ export const replyFor = (
       ? script.steps[script.steps.length - 1]
       : script.after === "silent"
       ? { text: "" }
-      : { text: `echo: ${input.prompt.split("\n").find((l) => l.trim().length > 0) ?? ""}` })
+      : { text: `echo: ${forPeople(input.prompt).split("\n").find((l) => l.trim().length > 0) ?? ""}` })
   const step = typeof raw === "function" ? raw(input) : raw ?? { text: "" }
   return template(step, input) as ScriptStep
 }

@@ -1,0 +1,74 @@
+// The words of the live view (`events.follow`, `substrat logs`): for one log entry, who it is
+// about and one line for people — or nothing for bookkeeping entries. Pure. Prompts are shown
+// without the daemon's message headers (Prompt.ts's `forPeople`).
+import { forPeople } from "../agent/Prompt.js"
+import type { LogEntry } from "../domain/events.js"
+import type { Names } from "./TranscriptLines.js"
+
+export interface FeedLine {
+  /** Who speaks: a message's sender, else the agent whose log it is. */
+  readonly agent: string
+  readonly text: string | null
+}
+
+const oneLine = (s: string): string => s.replace(/\r?\n/g, " ↵ ")
+
+const clip = (s: string, n = 200): string => {
+  const one = oneLine(s)
+  return one.length <= n ? one : `${one.slice(0, n - 1)}…`
+}
+
+/** Substrat tools that leave no other trace in the logs (their call is the news). */
+const quietTools = new Set(["check_inbox", "inspect_agent"])
+
+const json = (u: unknown): string => (typeof u === "string" ? u : JSON.stringify(u) ?? "")
+
+export const feedLine = (entry: LogEntry, names: Names): FeedLine => {
+  const own = names.bySession.get(entry.session_id)?.name ?? entry.session_id.slice(0, 8)
+  const nameOf = (id: string, fallback?: string): string => names.byAgent.get(id)?.name ?? fallback ?? id.slice(0, 8)
+  switch (entry.event) {
+    case "agent.created": {
+      const d = entry.data
+      return { agent: d.name, text: `* created (provider ${d.provider}${d.role ? `, role ${d.role}` : ""})` }
+    }
+    case "agent.terminated":
+      return { agent: nameOf(entry.data.agent_id, own), text: "* terminated" }
+    case "agent.quarantined":
+      return { agent: nameOf(entry.data.agent_id, own), text: `! quarantined after ${entry.data.attempts} daemon deaths during a turn (substrat agent resume)` }
+    case "agent.resumed":
+      return { agent: nameOf(entry.data.agent_id, own), text: "* resumed" }
+    case "turn.start":
+      return { agent: own, text: `▶ turn: ${clip(forPeople(entry.data.prompt), 160)}` }
+    case "turn.complete":
+      return { agent: own, text: `■ turn done${entry.data.response.length > 0 ? `: ${clip(entry.data.response, 160)}` : ""}` }
+    case "message.enqueued": {
+      const env = entry.data
+      const from = env.sender === "USER" || env.sender === "SYSTEM" ? env.sender : nameOf(env.sender, env.sender_name)
+      const to = env.recipient === null ? "*" : env.recipient === "USER" ? "USER" : nameOf(env.recipient)
+      const kind = env.kind === "request" ? " (request)" : env.kind === "multicast" ? " (broadcast)" : ""
+      return { agent: from, text: `→ ${to}${kind}: ${clip(env.payload)}` }
+    }
+    case "message.timed_out":
+      return { agent: own, text: `! no reply from ${entry.data.recipient_name} within ${entry.data.timeout_s} s` }
+    case "provider.error":
+      return { agent: own, text: `! ${entry.data.reason}: ${clip(entry.data.message)}` }
+    // The provider's own tools (claude's Write, codex's exec_command): call and result. Substrat's
+    // tools show as what they do (messages, agents created); only reads and failures get a line.
+    case "tool_call.invoked":
+      if (entry.data.source === undefined && !quietTools.has(entry.data.tool)) return { agent: own, text: null }
+      return { agent: own, text: `⚙ ${entry.data.tool} ${clip(json(entry.data.arguments), 160)}` }
+    case "tool_call.result":
+      if (entry.data.source === undefined && !entry.data.is_error) return { agent: own, text: null }
+      return { agent: own, text: `⚙ ${entry.data.tool} → ${entry.data.is_error ? "error: " : ""}${clip(json(entry.data.result), 160)}` }
+    case "workspace.diff": {
+      const n = entry.data.paths.length
+      return { agent: own, text: `± ${n} path${n === 1 ? "" : "s"} changed (commit ${entry.data.commit.slice(0, 12)})` }
+    }
+    case "session.created":
+    case "suspend.result":
+    case "session.restored":
+    case "message.delivered":
+    case "usage":
+      return { agent: own, text: null }
+  }
+}
