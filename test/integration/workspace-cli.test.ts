@@ -139,9 +139,11 @@ describe("per-turn workspace history through the CLI", () => {
     expect(fs.readFileSync(file("a.txt"), "utf8")).toBe("three\n")
     expect(fs.readFileSync(file("b.txt"), "utf8")).toBe("bee\n")
 
-    // Errors: unknown turn (4), malformed turn id (2), unknown workspace (4).
+    // Errors: unknown turn (4), a turn reference that names no turn (4, in words), unknown workspace (4).
     expect((await cli(home, ["workspace", "diff", ws.id, "--turn", "00000000-0000-4000-8000-000000000000"])).code).toBe(4)
-    expect((await cli(home, ["workspace", "revert", ws.id, "--turn", "not-a-uuid"])).code).toBe(2)
+    const noTurn = await cli(home, ["workspace", "revert", ws.id, "--turn", "not-a-uuid"])
+    expect(noTurn.code).toBe(4)
+    expect(noTurn.stderr).toBe("substrat: no turn \"not-a-uuid\"\n")
     expect((await cli(home, ["workspace", "diff", "00000000-0000-4000-8000-000000000000"])).code).toBe(4)
   })
 
