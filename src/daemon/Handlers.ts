@@ -8,7 +8,7 @@ import { Orchestrator } from "../agent/Orchestrator.js"
 import type { AgentOutput } from "../agent/OutputBus.js"
 import { version } from "../version.js"
 import type { AgentNode } from "../domain/agent.js"
-import { AgentId, type SessionId } from "../domain/ids.js"
+import { AgentId, newTurnId, type SessionId } from "../domain/ids.js"
 import type { Session } from "../domain/session.js"
 import { addUsage, zeroWithTurns } from "../domain/usage.js"
 import { EventLog } from "../storage/EventLog.js"
@@ -501,6 +501,14 @@ export const HandlersLive = AdminRpcs.toLayer(Effect.gen(function*() {
         const turn = yield* resolver.turn(ws, p.turn)
         const r = yield* history.revert(ws, turn, { agent: "USER" })
         return { workspace: ws, turn, commit: r.commit, paths: r.paths }
+      })),
+
+    "workspace.record": (p) =>
+      mutation(Effect.gen(function*() {
+        yield* workspaces.get(p.workspace)
+        const turn = newTurnId()
+        const r = yield* history.commitTurn(p.workspace, { agent: p.author, turnId: turn, summary: p.summary ?? `${p.author}: changes made by hand` })
+        return { workspace: p.workspace, turn, commit: r.commit, paths: r.paths }
       })),
 
     "workspace.log": (p) =>

@@ -363,6 +363,21 @@ export class WorkspaceRevertRpc extends Rpc.make("workspace.revert", {
   error: RpcError
 }) {}
 
+/**
+ * Record what changed in a workspace since its last recorded turn as one turn of `author`
+ * (`substrat workspace shell`: the human's changes). commit null: nothing changed.
+ */
+export class WorkspaceRecordRpc extends Rpc.make("workspace.record", {
+  payload: { workspace: WorkspaceId, author: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64)), summary: Schema.optional(Schema.String.pipe(Schema.maxLength(200))) },
+  success: Schema.Struct({
+    workspace: WorkspaceId,
+    turn: TurnId,
+    commit: Schema.NullOr(Schema.String),
+    paths: Schema.Array(ChangedPath)
+  }),
+  error: RpcError
+}) {}
+
 /** Recorded turns touching a workspace, newest first. */
 export class WorkspaceLogRpc extends Rpc.make("workspace.log", {
   payload: { workspace: WorkspaceRef, limit: Schema.optional(Schema.Number) },
@@ -448,6 +463,7 @@ export class AdminRpcs extends RpcGroup.make(
   WorkspaceDiffRpc,
   WorkspaceRevertRpc,
   WorkspaceLogRpc,
+  WorkspaceRecordRpc,
   SwarmStartRpc,
   SwarmStopRpc,
   SwarmStatusRpc,

@@ -46,6 +46,11 @@ export interface BwrapInput {
    * to an unprivileged uid (the "inner" identity mode for a daemon running as root).
    */
   readonly userNamespace?: boolean
+  /**
+   * A person's shell on their terminal (`substrat workspace shell`): no `--new-session`, so the
+   * shell keeps the controlling terminal and gets Ctrl-C, Ctrl-Z and window-size changes.
+   */
+  readonly interactive?: boolean
   readonly hostname?: string
   /** Size of the RAM-backed /tmp in bytes (bwrap `--size`); unbounded when absent. */
   readonly tmpBytes?: number
@@ -99,7 +104,7 @@ export const buildBwrapArgs = (input: BwrapInput): Either.Either<ReadonlyArray<s
     }
 
     const userNs = input.userNamespace ?? true
-    const argv: Array<string> = ["--die-with-parent", "--new-session"]
+    const argv: Array<string> = input.interactive === true ? ["--die-with-parent"] : ["--die-with-parent", "--new-session"]
     if (userNs) {
       argv.push("--unshare-all")
       if (input.spec.network_access) argv.push("--share-net")

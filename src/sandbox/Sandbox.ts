@@ -27,6 +27,8 @@ export interface SandboxRequest {
   readonly extraBinds?: ReadonlyArray<ExtraBind>
   /** Overrides `workspace.limits` for this command. */
   readonly limits?: ResourceLimits
+  /** A person's terminal shell: keeps the controlling terminal (BwrapArgs `interactive`). */
+  readonly interactive?: boolean
   /** Bytes fed to the process' stdin; stdin is closed when the stream ends (default: empty). */
   readonly stdin?: Stream.Stream<Uint8Array>
 }

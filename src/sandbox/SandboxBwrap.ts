@@ -281,6 +281,7 @@ export const sandboxCommandLine = (
       env: { ...defaultSandboxEnv, ...request.env },
       ...(request.cwd === undefined ? {} : { cwd: request.cwd }),
       ...(request.extraBinds === undefined ? {} : { extraBinds: request.extraBinds }),
+      ...(request.interactive === undefined ? {} : { interactive: request.interactive }),
       userNamespace: identity.mode !== "inner",
       tmpBytes,
       ...(config.hostname === undefined ? {} : { hostname: config.hostname })

@@ -3,10 +3,11 @@ import { Args, Command, Options } from "@effect/cli"
 import { Console, Effect, Fiber, Option, Stream } from "effect"
 import * as readline from "node:readline"
 import { AgentRef, MessageText, type OutputEvent, WorkspaceRef } from "../../daemon/Rpcs.js"
-import { call, withClient } from "../Client.js"
+import { call, CliError, withClient } from "../Client.js"
 import { home, json, pathsOf, quiet } from "../Common.js"
 import { printJson, renderInspect, renderSent, renderTree } from "../Output.js"
 import { describe } from "../Help.js"
+import { shellIn, workspaceById } from "../Shell.js"
 
 const agentArg = Args.text({ name: "agent" }).pipe(
   Args.withSchema(AgentRef),
@@ -237,6 +238,24 @@ const logsCommand = Command.make("logs", {
     examples: ["substrat agent logs alpha", "substrat agent logs -f alpha"]
   })))
 
+const shellCommand = Command.make("shell", { home, agent: agentArg }, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    yield* withClient(socket, (c) =>
+      Effect.gen(function*() {
+        const info = yield* call(socket, c.agent.inspect({ agent: o.agent }))
+        const ws = info.agent.workspace_id
+        if (ws === null || ws === undefined) {
+          return yield* new CliError({ kind: "invalid-input", message: `agent ${info.agent.name} has no workspace (it was created without --workspace)` })
+        }
+        const spec = yield* workspaceById(socket, c, ws)
+        yield* shellIn(socket, c, spec, info.agent.name)
+      }))
+  })).pipe(Command.withDescription(describe("Open a shell inside an agent's sandbox: its workspace, binds, limits, network", {
+    details: ["Your changes are recorded in the workspace history as a turn of human when the shell exits."],
+    examples: ["substrat agent shell alpha"]
+  })))
+
 export const agentCommand = Command.make("agent").pipe(
   Command.withDescription(describe("Create, list and talk to agents", {
     examples: ["substrat agent create --name alpha --provider scripted:demo", "substrat agent send alpha \"hello\"", "substrat agent ls"]
@@ -249,7 +268,8 @@ export const agentCommand = Command.make("agent").pipe(
     inspectCommand,
     terminateCommand,
     resumeCommand,
-    logsCommand
+    logsCommand,
+    shellCommand
   ])
 )
 

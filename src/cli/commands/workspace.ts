@@ -5,6 +5,7 @@ import { TurnRef, WorkspaceRef } from "../../daemon/Rpcs.js"
 import { call, CliError, withClient } from "../Client.js"
 import { home, json, pathsOf, quiet } from "../Common.js"
 import { suggest } from "../Exit.js"
+import { shellIn, workspaceById } from "../Shell.js"
 import { printJson, renderWorkspaces, table } from "../Output.js"
 import { describe } from "../Help.js"
 
@@ -158,9 +159,19 @@ const logCommand = Command.make("log", {
     examples: ["substrat workspace log <workspace>", "substrat workspace log --limit 10 --json <workspace>"]
   })))
 
+const shellCommand = Command.make("shell", { home, workspace: workspaceArg }, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    yield* withClient(socket, (c) =>
+      Effect.flatMap(workspaceById(socket, c, o.workspace), (spec) => shellIn(socket, c, spec, spec.name ?? spec.id.slice(0, 8))))
+  })).pipe(Command.withDescription(describe("Open a shell inside a workspace's sandbox (same binds, limits, network)", {
+    details: ["Your changes are recorded in the workspace history as a turn of human when the shell exits."],
+    examples: ["substrat workspace shell <workspace>"]
+  })))
+
 export const workspaceCommand = Command.make("workspace").pipe(
   Command.withDescription(describe("Manage sandbox workspaces and their history", {
     examples: ["substrat workspace create --name web", "substrat workspace log <workspace>"]
   })),
-  Command.withSubcommands([createCommand, listCommand, linkCommand, deleteCommand, diffCommand, revertCommand, logCommand])
+  Command.withSubcommands([createCommand, listCommand, linkCommand, deleteCommand, diffCommand, revertCommand, logCommand, shellCommand])
 )

@@ -1,0 +1,95 @@
+// `substrat workspace shell` / `agent shell`: an interactive shell inside a workspace's sandbox,
+// in the user's own terminal. The CLI builds the same bwrap command line the daemon's sandbox
+// layer builds for the workspace (its binds, limits, network setting; SandboxBwrap with the
+// daemon's default configuration), minus `--new-session` so the shell keeps the controlling
+// terminal: it gets the real PTY, its window size, Ctrl-C and Ctrl-Z (the CLI ignores those while
+// the shell runs). When the shell exits, the daemon records what changed in the workspace as one
+// turn of "human" (workspace.record), so `workspace log/diff/revert` see it like an agent's turn.
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import { CommandExecutor, FileSystem } from "@effect/platform"
+import { Effect, Either } from "effect"
+import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import type { WorkspaceSpec } from "../domain/workspace.js"
+import { type Admin, call, CliError } from "./Client.js"
+
+/** The shell to run: $SHELL when the sandbox has it (system paths are bound), else /bin/sh. */
+const shellProgram = (): string => {
+  const s = process.env.SHELL
+  return s !== undefined && /^\/(usr\/)?s?bin\/[A-Za-z0-9._-]+$/.test(s) && fs.existsSync(s) ? s : "/bin/sh"
+}
+
+/** The host command line of an interactive shell in `spec`'s sandbox. */
+const commandLine = (spec: WorkspaceSpec, label: string): Effect.Effect<ReadonlyArray<string>, CliError> =>
+  Effect.gen(function*() {
+    const Bwrap = yield* Effect.promise(() => import("../sandbox/SandboxBwrap.js"))
+    const Limits = yield* Effect.promise(() => import("../sandbox/Limits.js"))
+    const files = yield* FileSystem.FileSystem
+    const executor = yield* CommandExecutor.CommandExecutor
+    const probe = yield* Bwrap.probeBwrap(files, executor).pipe(
+      Effect.mapError((e) => new CliError({ kind: "unavailable", message: `no sandbox: ${e.message}; ${e.fix}` }))
+    )
+    const request = {
+      workspace: spec,
+      command: [shellProgram(), "-i"],
+      cwd: "/workspace",
+      interactive: true,
+      env: { TERM: process.env.TERM ?? "xterm", PS1: `[substrat ${label}] $ ` }
+    }
+    yield* Bwrap.checkHostPaths(request).pipe(Effect.mapError((e) => new CliError({ kind: "invalid-input", message: e.message })))
+    const argv = Bwrap.sandboxCommandLine(probe, request, Limits.withDefaults(spec.limits))
+    if (Either.isLeft(argv)) return yield* new CliError({ kind: "invalid-input", message: argv.left.message })
+    return argv.right
+  }).pipe(Effect.provide(NodeContext.layer))
+
+const terminalSignals: ReadonlyArray<NodeJS.Signals> = ["SIGINT", "SIGQUIT", "SIGTSTP", "SIGTTIN", "SIGTTOU"]
+
+/** Run `argv` on the inherited terminal; the CLI ignores terminal signals until it exits. */
+const runOnTerminal = (argv: ReadonlyArray<string>): Effect.Effect<number, CliError> =>
+  Effect.async<number, CliError>((resume) => {
+    const ignore = () => {}
+    for (const s of terminalSignals) process.on(s, ignore)
+    const done = () => {
+      for (const s of terminalSignals) process.off(s, ignore)
+    }
+    const child = spawn(argv[0]!, argv.slice(1), { stdio: "inherit" })
+    child.on("error", (e) => {
+      done()
+      resume(Effect.fail(new CliError({ kind: "unavailable", message: `cannot start the sandbox: ${e.message}` })))
+    })
+    child.on("exit", (code, signal) => {
+      done()
+      resume(Effect.succeed(code ?? (signal === null ? 0 : 128)))
+    })
+  })
+
+/** Open the shell in `spec`, then record its changes as a human turn. */
+export const shellIn = (socket: string, client: Admin, spec: WorkspaceSpec, label: string): Effect.Effect<void, CliError> =>
+  Effect.gen(function*() {
+    const argv = yield* commandLine(spec, label)
+    const where = spec.network_access ? "network allowed" : "no network"
+    yield* Effect.sync(() => process.stderr.write(`shell in workspace ${spec.id} (/workspace, ${where}); exit to return\n`))
+    yield* runOnTerminal(argv)
+    const r = yield* call(socket, client.workspace.record({ workspace: spec.id, author: "human", summary: `human: shell in ${label}` }))
+    const line = r.commit === null
+      ? "no changes to record"
+      : `recorded ${r.paths.length} changed path(s) as turn ${r.turn} of human (commit ${r.commit.slice(0, 12)})`
+    // Straight to stderr: main.ts captures Console.error for @effect/cli's own messages.
+    yield* Effect.sync(() => process.stderr.write(`${line}\n`))
+  })
+
+/** The workspace named by `ref` (id, name or unique id prefix), from the daemon's list. */
+export const workspaceById = (socket: string, client: Admin, ref: string): Effect.Effect<WorkspaceSpec, CliError> =>
+  call(socket, client.workspace.list()).pipe(
+    Effect.flatMap((r) => {
+      const exact = r.workspaces.find((x) => x.id === ref) ?? r.workspaces.find((x) => x.name === ref)
+      const byPrefix = r.workspaces.filter((x) => x.id.startsWith(ref))
+      const w = exact ?? (byPrefix.length === 1 ? byPrefix[0] : undefined)
+      if (w !== undefined) return Effect.succeed(w)
+      return Effect.fail(
+        byPrefix.length > 1
+          ? new CliError({ kind: "invalid-input", message: `workspace '${ref}' is ambiguous: ${byPrefix.map((x) => x.id).join(", ")}` })
+          : new CliError({ kind: "not-found", message: `no workspace ${ref}` })
+      )
+    })
+  )

@@ -1,0 +1,93 @@
+// requires: bwrap, git
+// `substrat workspace shell` / `agent shell` on a real pseudo-terminal (script(1), SHELL=/bin/sh):
+// the shell runs in the workspace's sandbox (no network, /workspace), stdin is a terminal, Ctrl-C
+// interrupts the shell's command and not the shell or the CLI, and what the human changed is
+// recorded in the workspace history as a turn of "human".
+import { spawn } from "node:child_process"
+import { join } from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { makeTmpDir, removeDir } from "../support/tmp.js"
+import { cli, cliJson, daemons, launcher, sleep, startDaemon } from "./daemon.support.js"
+
+const owned = daemons()
+const dir = makeTmpDir("substrat-shell-")
+const home = join(dir, "home")
+
+/** Run `substrat <args>` under script(1), typing `keys` (strings, or pauses in ms) into the terminal. */
+const onTerminal = (args: ReadonlyArray<string>, keys: ReadonlyArray<string | number>) =>
+  new Promise<{ code: number; out: string }>((resolve) => {
+    const command = ["exec", process.execPath, launcher, ...args].map((a) => `'${a}'`).join(" ").replace("'exec'", "exec")
+    const child = spawn("script", ["-qec", command, "/dev/null"], {
+      env: { ...process.env, SUBSTRAT_HOME: home, SHELL: "/bin/sh", TERM: "dumb" },
+      stdio: ["pipe", "pipe", "pipe"]
+    })
+    let out = ""
+    child.stdout.on("data", (d: Buffer) => (out += d.toString("utf8")))
+    child.stderr.on("data", (d: Buffer) => (out += d.toString("utf8")))
+    child.on("exit", (code) => resolve({ code: code ?? 1, out }))
+    void (async () => {
+      // Until the shell's prompt is there, what is typed could reach bwrap's setup.
+      for (let i = 0; i < 600 && !out.includes("$ "); i++) await sleep(50)
+      for (const k of keys) {
+        if (typeof k === "number") await sleep(k)
+        else child.stdin.write(k)
+      }
+    })()
+  })
+
+interface Workspace {
+  readonly id: string
+}
+
+beforeAll(async () => {
+  owned.track(await startDaemon(home))
+})
+
+afterAll(async () => {
+  await cli(home, ["daemon", "stop"])
+  await owned.killAll()
+  removeDir(dir)
+})
+
+describe("a human's shell in a sandbox", () => {
+  it("workspace shell: a terminal, no network, Ctrl-C reaches the shell's command; changes become a human turn", async () => {
+    const ws = await cliJson<Workspace>(home, ["workspace", "create", "--name", "web"])
+    const r = await onTerminal(["workspace", "shell", ws.id], [
+      "[ -t 0 ] && echo IS-A-TERMINAL; pwd\n",
+      "echo NET=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ,)\n",
+      "sleep 60; echo AFTER-SLEEP\n",
+      1000,
+      "\x03",
+      500,
+      "echo by hand > notes.txt; echo STILL-HERE\n",
+      "exit\n"
+    ])
+    expect(r.out).toContain(`shell in workspace ${ws.id} (/workspace, no network); exit to return`)
+    expect(r.out).toContain("[substrat web] $ ")
+    expect(r.out).toContain("IS-A-TERMINAL\r\n/workspace")
+    expect(r.out).toContain("NET=lo,")
+    expect(r.out).toContain("STILL-HERE")
+    expect(r.out).not.toMatch(/^AFTER-SLEEP/m)
+    const turn = /recorded 1 changed path\(s\) as turn ([0-9a-f-]{36}) of human \(commit [0-9a-f]{12}\)/.exec(r.out)?.[1]
+    expect(turn, r.out).toBeDefined()
+    const log = await cliJson<{ turns: ReadonlyArray<{ agent: string; turn_id: string; subject: string }> }>(home, ["workspace", "log", ws.id])
+    expect(log.turns[0]).toMatchObject({ agent: "human", turn_id: turn, subject: "human: shell in web" })
+    const diff = await cliJson<{ paths: ReadonlyArray<{ path: string; change: string }> }>(home, ["workspace", "diff", ws.id, "--turn", turn!])
+    expect(diff.paths).toEqual([{ path: "notes.txt", change: "added" }])
+  })
+
+  it("agent shell: the agent's workspace; an agent without one is refused", async () => {
+    const ws = await cliJson<Workspace>(home, ["workspace", "create", "--name", "team"])
+    await cli(home, ["agent", "create", "--name", "beta", "--provider", "scripted:echo", "--workspace", ws.id])
+    const r = await onTerminal(["agent", "shell", "beta"], ["exit\n"])
+    expect(r.out).toContain(`shell in workspace ${ws.id}`)
+    expect(r.out).toContain("[substrat beta] $ ")
+    expect(r.out).toContain("no changes to record")
+    await cli(home, ["agent", "create", "--name", "loner", "--provider", "scripted:echo"])
+    expect(await cli(home, ["agent", "shell", "loner"])).toEqual({
+      code: 2,
+      stdout: "",
+      stderr: "substrat: agent loner has no workspace (it was created without --workspace)\n"
+    })
+  })
+})
