@@ -6,6 +6,7 @@ import { Console, Effect, Option, Stream } from "effect"
 import { AgentRef, type FeedItem } from "../../daemon/Rpcs.js"
 import { call, CliError, following, withClient } from "../Client.js"
 import { home, json, pathsOf } from "../Common.js"
+import { describe } from "../Help.js"
 import { feedText, wantsColor } from "../Live.js"
 
 /** `--since`: where to start, as the daemon's `from`/`after` (or an error in words). */
@@ -73,6 +74,7 @@ export const logsCommand = Command.make("logs", {
       ...Option.match(o.tree, { onNone: () => [], onSome: (t) => [`--tree ${t}`] })].join(" ")
     return yield* following(socket, run, () =>
       position === undefined ? undefined : `once it is back, continue with: ${again} --since ${position}`)
-  })).pipe(Command.withDescription(
-    "Show what the agents do: every agent's events interleaved (or one agent's, or a subtree's); -f follows live"
-  ))
+  })).pipe(Command.withDescription(describe(
+    "Show what the agents do: every agent's events interleaved (or one agent's, or a subtree's); -f follows live",
+    { examples: ["substrat logs -f", "substrat logs -f --tree lead --since 10m", "substrat logs alpha --json"] }
+  )))
