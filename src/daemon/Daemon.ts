@@ -95,13 +95,15 @@ export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> 
         (method === "events.follow" && typeof params === "object" && params !== null && "follow" in params && params.follow === true) ||
         (method === "agent.logs" && typeof params === "object" && params !== null && "follow" in params && params.follow === true)
     })
+    // Only the handlers get the daemon's services: the server's own context (which RpcServer
+    // merges into every request's runtime) holds the handlers and the protocol.
     const ServerLive = RpcServer.layer(AdminRpcs, { disableFatalDefects: true, concurrency: "unbounded", disableTracing: true }).pipe(
-      Layer.provide(HandlersLive.pipe(Layer.provide(EventFeed.Default))),
+      Layer.provide(HandlersLive.pipe(Layer.provide(EventFeed.Default), Layer.provide(Layer.succeedContext(runtime)))),
       Layer.provide(SocketGuard.layerProtocol(guard, control.connections)),
       Layer.provide(NodeSocketServer.layer({ path: stagingSocket(paths), allowHalfOpen: true })),
       Layer.provide(RpcSerialization.layerNdJsonRpc())
     )
-    yield* Layer.build(ServerLive.pipe(Layer.provide(Layer.succeedContext(runtime)))).pipe(
+    yield* Layer.build(ServerLive).pipe(
       Effect.mapError((e) => new DaemonError({ reason: "socket", message: `cannot listen on ${paths.socket}: ${String(e.cause)}` }))
     )
     yield* Http.serve(paths, settings.http).pipe(Effect.provide(runtime)) // http.sock (+ TCP): src/http/Server.ts

@@ -3,7 +3,9 @@
 // a wire error (NotFound, InvalidInput, Unavailable, Internal; WireErrors.ts) — never a defect.
 // Over 300 lines because it is one `AdminRpcs.toLayer` with twenty methods sharing the
 // reference resolution and attach/session helpers above them.
-import { Deferred, Effect, Option, Stream } from "effect"
+import type * as Rpc from "@effect/rpc/Rpc"
+import type * as RpcGroup from "@effect/rpc/RpcGroup"
+import { Context, Deferred, Effect, Layer, Option, Stream } from "effect"
 import { Orchestrator } from "../agent/Orchestrator.js"
 import type { AgentOutput } from "../agent/OutputBus.js"
 import { version } from "../version.js"
@@ -11,6 +13,7 @@ import type { AgentNode } from "../domain/agent.js"
 import { AgentId, newTurnId, type SessionId } from "../domain/ids.js"
 import type { Session } from "../domain/session.js"
 import { addUsage, zeroWithTurns } from "../domain/usage.js"
+import { Durable } from "../storage/Durable.js"
 import { EventLog } from "../storage/EventLog.js"
 import * as Cursor from "../feed/Cursor.js"
 import { EventFeed, type FeedScope } from "../feed/EventFeed.js"
@@ -58,7 +61,7 @@ const shortJson = (u: unknown) => {
   }
 }
 
-export const HandlersLive = AdminRpcs.toLayer(Effect.gen(function*() {
+const makeHandlers = Effect.gen(function*() {
   const control = yield* DaemonControl
   const orchestrator = yield* Orchestrator
   const store = yield* SessionStore
@@ -269,7 +272,7 @@ export const HandlersLive = AdminRpcs.toLayer(Effect.gen(function*() {
 
   const stopSoon = Deferred.succeed(control.stop, undefined).pipe(Effect.delay("30 millis"), Effect.forkDaemon)
 
-  return {
+  return AdminRpcs.of({
     ...swarmHandlers,
     "daemon.status": () =>
       wire(Effect.gen(function*() {
@@ -517,5 +520,17 @@ export const HandlersLive = AdminRpcs.toLayer(Effect.gen(function*() {
         const turns = yield* history.log(ws, { limit: Math.max(1, Math.min(10_000, Math.floor(p.limit ?? 100))) })
         return { workspace: ws, turns }
       }))
-  }
+  })
+})
+
+/**
+ * The handlers as the RpcServer's context. Each handler has its services from `makeHandlers`;
+ * what `toHandlersContext` captures for running them is only the services a handler still needs
+ * at run time (the annotation below lists them: Durable, for the swarm's), so the per-request
+ * runtime RpcServer builds merges a small context, not the daemon's whole one.
+ */
+export const HandlersLive = Layer.scopedContext(Effect.flatMap(makeHandlers, (handlers) => {
+  const handlersContext: Effect.Effect<Context.Context<Rpc.ToHandler<RpcGroup.Rpcs<typeof AdminRpcs>>>, never, Durable> =
+    AdminRpcs.toHandlersContext(handlers)
+  return Effect.mapInputContext(handlersContext, (context: Context.Context<Durable>) => Context.pick(Durable)(context))
 }))
