@@ -52,7 +52,9 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
     const bus = yield* OutputBus
     const records = yield* Sessions
 
-    const view = (n: AgentNode): AgentNode => new AgentNodeClass({ ...n, state: inspection.stateOf(n.id) })
+    // A node of the tree (checked by its Schema when it was made) with its current state (an
+    // `AgentState` by type): nothing here for the constructor to re-check.
+    const view = (n: AgentNode): AgentNode => new AgentNodeClass({ ...n, state: inspection.stateOf(n.id) }, true)
     const notFound = (id: string) => new NotFoundError({ kind: "agent", id, message: `no agent ${id}` })
     const nodeOf = (id: AgentId) =>
       Effect.suspend(() => {
