@@ -38,6 +38,11 @@ const timeoutProblem = (args: SendArgs): string | null => {
   return null
 }
 
+/** Recipient forms beside names (swarm routing, docs/swarm.md): all one hop. */
+export const PARENT = "parent"
+export const BROADCAST_CHILDREN = "broadcast:children"
+export const BROADCAST_SIBLINGS = "broadcast:siblings"
+
 export class Router extends Effect.Service<Router>()("substrat/Router", {
   effect: Effect.gen(function*() {
     const tree = yield* Tree
@@ -80,6 +85,22 @@ export class Router extends Effect.Service<Router>()("substrat/Router", {
       return Either.right(t)
     }
 
+    /** A name under the one-hop rule; `parent` (unless a one-hop agent is named so) is the sender's parent. */
+    const resolveRecipient = (from: AgentId, recipient: string) => {
+      const t = tree.current()
+      if (recipient === PARENT && !t.oneHop(from).some((n) => n.name === PARENT)) {
+        const p = t.parent(from)
+        if (p !== undefined) return Either.right(p)
+        return Either.left(new RoutingError({
+          from: t.get(from)?.name ?? from,
+          to: PARENT,
+          reason: "unknown-recipient",
+          message: "you have no parent (a root agent talks to USER)"
+        }))
+      }
+      return t.resolve(from, recipient)
+    }
+
     const sendFrom = Effect.fn("Router.send")(function*(from: AgentId, args: SendArgs) {
       const why = timeoutProblem(args)
       if (why !== null) return yield* invalid("timeout_seconds", `timeout_seconds ${why}`)
@@ -95,7 +116,14 @@ export class Router extends Effect.Service<Router>()("substrat/Router", {
         }
         return yield* toUser(from, args)
       }
-      const target = yield* tree.current().resolve(from, args.recipient)
+      if (args.recipient === BROADCAST_SIBLINGS || args.recipient === BROADCAST_CHILDREN) {
+        if (args.reply_to !== undefined || args.timeout_seconds !== undefined) {
+          return yield* invalid("recipient", `${args.recipient} is a multicast: no reply_to or timeout_seconds`)
+        }
+        const r = yield* multicast(from, args.text, args.recipient === BROADCAST_CHILDREN ? "children" : "siblings")
+        return { message_id: r.message_id, waiting_for_reply: false } satisfies SendResult
+      }
+      const target = yield* resolveRecipient(from, args.recipient)
       const to = target.id
       // The request this message answers: no longer pending, unless the answer is not durable.
       const answers = yield* answering(from, to, args)
@@ -133,11 +161,11 @@ export class Router extends Effect.Service<Router>()("substrat/Router", {
     })
 
     /**
-     * Multicast: one copy per sibling (same parent), each with its own id; never wakes. A copy
-     * that cannot be logged fails the broadcast (copies already logged stay delivered).
+     * Multicast: one copy per sibling (same parent) — or per child — each with its own id; never
+     * wakes. A copy that cannot be logged fails the broadcast (copies already logged stay delivered).
      */
-    const broadcast = Effect.fn("Router.broadcast")(function*(from: AgentId, text: string) {
-      const team = tree.current().team(from)
+    const multicast = Effect.fn("Router.broadcast")(function*(from: AgentId, text: string, to: "siblings" | "children") {
+      const team = to === "children" ? tree.current().children(from) : tree.current().team(from)
       const multicast_id = newMessageId()
       for (const sib of team) {
         yield* deliver(delivery.envelope({ sender: from, recipient: sib.id, kind: "multicast", text, extra: { multicast_id } }))
@@ -160,6 +188,8 @@ export class Router extends Effect.Service<Router>()("substrat/Router", {
       yield* deliver(env).pipe(Effect.tapError(() => Effect.sync(() => requests.unregister(env.id))))
       return { message_id: env.id }
     })
+
+    const broadcast = (from: AgentId, text: string) => multicast(from, text, "siblings")
 
     return { sendFrom, broadcast, fromUser, deliver } as const
   })

@@ -12,7 +12,7 @@ const strict = { parseOptions: { onExcessProperty: "error" } } as const
 
 export const SendMessageArgs = Schema.Struct({
   recipient: Schema.String.annotations({
-    description: "Name of your parent, one of your children or a sibling; USER (root agents only) for the human."
+    description: "Name of your parent, one of your children or a sibling; USER (root agents only) for the human; \"parent\" for your parent; \"broadcast:children\" / \"broadcast:siblings\" for a notification to all of them."
   }),
   text: Schema.String.annotations({ description: "The message." }),
   sync: Schema.optionalWith(
