@@ -13,6 +13,9 @@ import {
   AgentCreateRpc,
   InvalidInput,
   SessionDeleteRpc,
+  SwarmAgentsRpc,
+  SwarmChatRpc,
+  SwarmStartRpc,
   Unavailable,
   WorkspaceCreateRpc,
   WorkspaceDeleteRpc,
@@ -74,6 +77,13 @@ export const make = Effect.gen(function*() {
   const wsDiff = yield* AdminRpcs.accessHandler("workspace.diff")
   const wsRevert = yield* AdminRpcs.accessHandler("workspace.revert")
   const wsLog = yield* AdminRpcs.accessHandler("workspace.log")
+  const swarmStart = yield* AdminRpcs.accessHandler("swarm.start")
+  const swarmStop = yield* AdminRpcs.accessHandler("swarm.stop")
+  const swarmStatus = yield* AdminRpcs.accessHandler("swarm.status")
+  const swarmAgents = yield* AdminRpcs.accessHandler("swarm.agents")
+  const swarmAgent = yield* AdminRpcs.accessHandler("swarm.agent")
+  const swarmChat = yield* AdminRpcs.accessHandler("swarm.chat")
+  const swarmTrigger = yield* AdminRpcs.accessHandler("swarm.trigger")
   const headers = {} as Parameters<typeof status>[1]
   const openapi = OpenApi.document()
 
@@ -106,9 +116,35 @@ export const make = Effect.gen(function*() {
       return { ...sent, answer: { message_id: answer.id, text: answer.payload, timestamp: answer.timestamp } }
     }))
 
-  const events = Effect.gen(function*() {
+  /** Where an SSE stream starts: after Last-Event-ID (or ?last_event_id), at the end (?from=end), or at the start. */
+  const fromCursor = Effect.gen(function*() {
     const q = yield* query
     const req = yield* HttpServerRequest.HttpServerRequest
+    const lastId = req.headers["last-event-id"] ?? q.get("last_event_id") ?? undefined
+    const from = lastId !== undefined ? Cursor.decode(lastId) : q.get("from") === "end" ? "end" as const : Cursor.empty
+    if (from === undefined) {
+      return yield* new InvalidInput({ field: "Last-Event-ID", message: `not an event id of this stream: ${lastId}` })
+    }
+    return from
+  })
+
+  /** The swarm's events: the feed of its root agent's tree (every node agent that has a session). */
+  const swarmEvents = Effect.gen(function*() {
+    const root = yield* swarmAgent({ node: ".#dir" }, headers)
+    return Sse.response(feed.stream({ scope: { _tag: "tree", agent: root.agent_id }, from: yield* fromCursor }))
+  })
+
+  /** `{id}` of /swarm/agents/{id}: an agent id, or a node id / agent name, URL-encoded. */
+  const nodeParam = Effect.map(param("id"), (raw) => {
+    try {
+      return decodeURIComponent(raw)
+    } catch {
+      return raw
+    }
+  })
+
+  const events = Effect.gen(function*() {
+    const q = yield* query
     const agent = q.get("agent")
     const tree = q.get("tree")
     const ref = tree ?? agent
@@ -123,11 +159,7 @@ export const make = Effect.gen(function*() {
           Effect.flatMap(sessionList(undefined, headers), (l) =>
             l.sessions.some((s) => s.id === ref || s.agent_id === ref) ? Effect.succeed(ref) : Effect.fail(nf)))
       )
-    const lastId = req.headers["last-event-id"] ?? q.get("last_event_id") ?? undefined
-    const from = lastId !== undefined ? Cursor.decode(lastId) : q.get("from") === "end" ? "end" as const : Cursor.empty
-    if (from === undefined) {
-      return yield* new InvalidInput({ field: "Last-Event-ID", message: `not an event id of this stream: ${lastId}` })
-    }
+    const from = yield* fromCursor
     const scope = target === null
       ? { _tag: "all" as const }
       : tree !== null
@@ -137,7 +169,44 @@ export const make = Effect.gen(function*() {
     return Sse.response(items)
   })
 
-  return HttpRouter.empty.pipe(
+  // Swarm mode (docs/swarm.md, docs/http.md): the swarm.* admin handlers.
+  const swarmRoutes = HttpRouter.empty.pipe(
+    HttpRouter.post(
+      "/swarm/start",
+      respond(Effect.gen(function*() {
+        const p = yield* Effect.flatMap(body, decode(SwarmStartRpc.payloadSchema, "body"))
+        return json()(yield* swarmStart(p, headers))
+      }))
+    ),
+    HttpRouter.post("/swarm/stop", respond(Effect.map(swarmStop(undefined, headers), json()))),
+    HttpRouter.get("/swarm", respond(Effect.map(swarmStatus(undefined, headers), json()))),
+    HttpRouter.get(
+      "/swarm/agents",
+      respond(Effect.gen(function*() {
+        const q = yield* query
+        const parent = q.get("parent")
+        const status = q.getAll("status").flatMap((v) => v.split(",")).filter((v) => v !== "")
+        const p = yield* decode(SwarmAgentsRpc.payloadSchema, "query")({
+          ...(parent === null ? {} : { parent }),
+          ...(status.length === 0 ? {} : { status })
+        })
+        return json()(yield* swarmAgents(p, headers))
+      }))
+    ),
+    HttpRouter.get("/swarm/agents/:id", respond(Effect.flatMap(nodeParam, (node) => Effect.map(swarmAgent({ node }, headers), json())))),
+    HttpRouter.post(
+      "/swarm/agents/:id/chat",
+      respond(Effect.gen(function*() {
+        const b = yield* body
+        const p = yield* decode(SwarmChatRpc.payloadSchema, "body")({ ...(typeof b === "object" && b !== null ? b : {}), node: yield* nodeParam })
+        return json()(yield* swarmChat(p, headers))
+      }))
+    ),
+    HttpRouter.post("/swarm/agents/:id/trigger", respond(Effect.flatMap(nodeParam, (node) => Effect.map(swarmTrigger({ node }, headers), json())))),
+    HttpRouter.get("/swarm/events", respond(swarmEvents))
+  )
+
+  return HttpRouter.concat(HttpRouter.empty.pipe(
     HttpRouter.get("/v1/daemon", respond(Effect.map(status(undefined, headers), json()))),
     HttpRouter.get("/v1/agents", respond(Effect.flatMap(query, (q) => Effect.map(list({ all: flag(q.get("all")) }, headers), json())))),
     HttpRouter.post(
@@ -226,5 +295,5 @@ export const make = Effect.gen(function*() {
     ),
     HttpRouter.get("/v1/events", respond(events)),
     HttpRouter.get("/openapi.json", Effect.sync(() => HttpServerResponse.unsafeJson(openapi)))
-  )
+  ), swarmRoutes)
 })

@@ -18,6 +18,7 @@ import { Orchestrator } from "../agent/Orchestrator.js"
 import { Delivery } from "../agent/Delivery.js"
 import { Lifecycle } from "../agent/Lifecycle.js"
 import { Router } from "../agent/Router.js"
+import { Sessions } from "../agent/Sessions.js"
 import { Tree } from "../agent/Tree.js"
 import type { AgentNode } from "../domain/agent.js"
 import { InvalidInputError, NotFoundError } from "../domain/errors.js"
@@ -116,6 +117,7 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
     const delivery = yield* Delivery
     const lifecycle = yield* Lifecycle
     const orchestrator = yield* Orchestrator
+    const sessions = yield* Sessions
     const scope = yield* Effect.scope
     // Grammars are loaded on the first start, not with the daemon.
     const tools = yield* Effect.cached(Layer.buildWithScope(Layer.provide(toolsLayer, Layer.succeed(Durable, durable)), scope))
@@ -276,6 +278,8 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
         // Every discovered node gets its agent (recovered materialized ones are kept as they are).
         const discovered = r.snapshot.nodes
         yield* apply({ ...r.diff, added: discovered }, true)
+        // The root's session exists from the start: the swarm's event stream is its tree's.
+        yield* sessions.materialize(agentOf(ROOT_NODE)).pipe(Effect.mapError(storeError))
         yield* watch
         return statusNow()
       })

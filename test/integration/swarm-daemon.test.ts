@@ -1,6 +1,7 @@
 // Swarm mode through real processes: a real daemon driven by the real CLI, a real code tree on
 // disk, the real @parcel/watcher, the scripted provider; kill -9 and restart.
 import * as fs from "node:fs"
+import * as http from "node:http"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
@@ -80,7 +81,42 @@ const kill9 = async (pid: number) => {
   }, 10_000)
 }
 
+/** One HTTP request over the daemon's http.sock; the SSE stream is read for `ms` then closed. */
+const request = (home: string, method: string, path: string, body?: unknown, ms?: number) =>
+  new Promise<{ status: number; text: string }>((resolve, reject) => {
+    const req = http.request({ socketPath: join(home, "http.sock"), method, path, headers: { "content-type": "application/json" } }, (res) => {
+      let text = ""
+      res.on("data", (d: Buffer) => (text += d.toString("utf8")))
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, text }))
+      if (ms !== undefined) setTimeout(() => { req.destroy(); resolve({ status: res.statusCode ?? 0, text }) }, ms)
+    })
+    req.on("error", (e) => ms === undefined ? reject(e) : undefined)
+    req.end(body === undefined ? undefined : JSON.stringify(body))
+  })
+
 describe("swarm mode (real daemon, real files, real watcher)", () => {
+  it("HTTP: /swarm/start, /swarm/agents, chat with wait, trigger, /swarm/events", async () => {
+    const { home, repo } = fresh()
+    write(repo, "x.py", "def a():\n    return 1\n\nclass K:\n    def m(self):\n        return 2\n")
+    owned.track(await startDaemon(home))
+    const started = await request(home, "POST", "/swarm/start", { path: repo, provider: "scripted:echo" })
+    expect(started.status).toBe(200)
+    expect(JSON.parse(started.text)).toMatchObject({ nodes: 5, running: true })
+    const bad = await request(home, "POST", "/swarm/start", { path: "relative/path" })
+    expect(bad.status).toBe(400)
+    const dormant = JSON.parse((await request(home, "GET", "/swarm/agents?status=dormant")).text) as { agents: ReadonlyArray<SwarmAgent> }
+    expect(dormant.agents.map((a) => a.node_id).sort()).toEqual(["x.py#class:K", "x.py#file", "x.py#function:a", "x.py#method:K.m"])
+    const one = JSON.parse((await request(home, "GET", `/swarm/agents/${encodeURIComponent("x.py#function:a")}`)).text) as SwarmAgent
+    expect(one).toMatchObject({ node_id: "x.py#function:a", status: "dormant", parent: "x.py#file" })
+    const chat = await request(home, "POST", `/swarm/agents/${encodeURIComponent("x.py#method:K.m")}/chat`, { text: "hi", wait: true })
+    expect(JSON.parse(chat.text)).toMatchObject({ node_id: "x.py#method:K.m", reply: expect.stringMatching(/^echo: /) })
+    const trig = JSON.parse((await request(home, "POST", `/swarm/agents/${one.agent_id}/trigger`)).text) as { message_id: string }
+    await waitFor("the trigger's turn", () => count(logOf(home, one.session_id), "turn.complete") >= 1 ? true : undefined)
+    const sse = await request(home, "GET", "/swarm/events", undefined, 1500)
+    expect(sse.text).toContain(`"event":"turn.start"`)
+    expect(sse.text).toContain(trig.message_id)
+  }, 120_000)
+
   it("dormant node agents; a burst of saves wakes only the changed node's agent once; chat --wait; kill -9 → restart reconciles", async () => {
     const { home, repo } = fresh()
     write(repo, "src/a.ts", A_TS)
