@@ -350,16 +350,18 @@ export class WorkspaceDiffRpc extends Rpc.make("workspace.diff", {
   error: RpcError
 }) {}
 
-/** Undo one recorded turn with a new history commit. */
+/** A history commit made for a turn: revert's, or record's. commit null: nothing to commit. */
+const TurnCommitResult = Schema.Struct({
+  workspace: WorkspaceId,
+  turn: TurnId,
+  commit: Schema.NullOr(Schema.String),
+  paths: Schema.Array(ChangedPath)
+})
+
+/** Undo one recorded turn with a new history commit (null when there was nothing left to undo). */
 export class WorkspaceRevertRpc extends Rpc.make("workspace.revert", {
   payload: { workspace: WorkspaceRef, turn: TurnRef },
-  success: Schema.Struct({
-    workspace: WorkspaceId,
-    turn: TurnId,
-    /** The revert commit; null when there was nothing left to undo. */
-    commit: Schema.NullOr(Schema.String),
-    paths: Schema.Array(ChangedPath)
-  }),
+  success: TurnCommitResult,
   error: RpcError
 }) {}
 
@@ -368,13 +370,12 @@ export class WorkspaceRevertRpc extends Rpc.make("workspace.revert", {
  * (`substrat workspace shell`: the human's changes). commit null: nothing changed.
  */
 export class WorkspaceRecordRpc extends Rpc.make("workspace.record", {
-  payload: { workspace: WorkspaceId, author: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64)), summary: Schema.optional(Schema.String.pipe(Schema.maxLength(200))) },
-  success: Schema.Struct({
+  payload: {
     workspace: WorkspaceId,
-    turn: TurnId,
-    commit: Schema.NullOr(Schema.String),
-    paths: Schema.Array(ChangedPath)
-  }),
+    author: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64)),
+    summary: Schema.optional(Schema.String.pipe(Schema.maxLength(200)))
+  },
+  success: TurnCommitResult,
   error: RpcError
 }) {}
 
