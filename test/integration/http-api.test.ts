@@ -1,3 +1,4 @@
+// requires: git
 // The HTTP API of a real daemon (`daemon start --http 127.0.0.1:0`): http.sock without a token,
 // TCP only with the bearer token, every /v1 route's status and body on a scripted team, errors as
 // the CLI's wire errors, and SSE resumed with Last-Event-ID across a kill -9 and restart: every
