@@ -2,6 +2,7 @@
 // commands through Output.ts). Pure functions, only type imports.
 import type { DaemonStatus, InspectResult, SessionInfo, Usage } from "../daemon/Rpcs.js"
 import type { AgentNode } from "../domain/agent.js"
+import { activityText } from "./Live.js"
 import type { WorkspaceSpec } from "../domain/workspace.js"
 
 /** What `--json` prints (followed by a newline). */
@@ -14,8 +15,11 @@ export const table = (rows: ReadonlyArray<ReadonlyArray<string>>): string => {
   return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join("  ")).join("\n")
 }
 
-/** The agent forest, roots first, children indented with box-drawing branches. */
-export const renderTree = (agents: ReadonlyArray<AgentNode>): string => {
+/**
+ * The agent forest, roots first, children indented with box-drawing branches; `doing` (agent id →
+ * what its running turn is doing) adds a DOING column when any agent is busy.
+ */
+export const renderTree = (agents: ReadonlyArray<AgentNode>, doing: ReadonlyMap<string, string> = new Map()): string => {
   if (agents.length === 0) return "(no agents)"
   const ids = new Set(agents.map((a) => a.id))
   const children = new Map<string, Array<AgentNode>>()
@@ -24,15 +28,16 @@ export const renderTree = (agents: ReadonlyArray<AgentNode>): string => {
     if (a.parent_id === null || !ids.has(a.parent_id)) roots.push(a)
     else children.set(a.parent_id, [...(children.get(a.parent_id) ?? []), a])
   }
+  const withDoing = agents.some((a) => doing.has(a.id))
   const lines: Array<ReadonlyArray<string>> = []
   const walk = (a: AgentNode, prefix: string, branch: string) => {
-    lines.push([`${prefix}${branch}${a.name}`, a.state, a.provider, a.role, a.id])
+    lines.push([`${prefix}${branch}${a.name}`, a.state, a.provider, a.role, a.id, ...(withDoing ? [doing.get(a.id) ?? ""] : [])])
     const kids = children.get(a.id) ?? []
     const nextPrefix = prefix + (branch === "" ? "" : branch === "└─ " ? "   " : "│  ")
     kids.forEach((k, i) => walk(k, nextPrefix, i === kids.length - 1 ? "└─ " : "├─ "))
   }
   for (const r of roots) walk(r, "", "")
-  const out = table([["NAME", "STATE", "PROVIDER", "ROLE", "ID"], ...lines])
+  const out = table([["NAME", "STATE", "PROVIDER", "ROLE", "ID", ...(withDoing ? ["DOING"] : [])], ...lines]).replace(/ +$/gm, "")
   const held = agents.filter((a) => a.state === "quarantined")
   if (held.length === 0) return out
   return `${out}\n\n${
@@ -74,7 +79,7 @@ export const renderInspect = (r: InspectResult): string => {
   const out = [table([
     ["name", a.name],
     ["id", a.id],
-    ["state", a.state],
+    ["state", r.activity ? `${a.state} (${activityText(r.activity, Date.now())})` : a.state],
     ["provider", a.provider],
     ["role", a.role],
     ["session", r.session ? `${r.session.id} (${r.session.state})` : "-"],

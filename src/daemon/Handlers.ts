@@ -7,6 +7,7 @@ import type * as Rpc from "@effect/rpc/Rpc"
 import type * as RpcGroup from "@effect/rpc/RpcGroup"
 import { Context, Deferred, Effect, Layer, Option, Stream } from "effect"
 import { Orchestrator } from "../agent/Orchestrator.js"
+import { forPeople } from "../agent/Prompt.js"
 import type { AgentOutput } from "../agent/OutputBus.js"
 import { version } from "../version.js"
 import type { AgentNode } from "../domain/agent.js"
@@ -216,7 +217,7 @@ const makeHandlers = Effect.gen(function*() {
       const base = { ts, agent_id: node.id }
       switch (o._tag) {
         case "TurnStarted":
-          return Option.some({ ...base, kind: "turn.start" as const, text: `${node.name} turn: ${clip(o.prompt)}` })
+          return Option.some({ ...base, kind: "turn.start" as const, from: node.name, text: clip(forPeople(o.prompt)) })
         case "Text":
           return Option.some({ ...base, kind: "text" as const, from: node.name, text: o.text })
         case "ToolCalled":

@@ -12,6 +12,7 @@ import {
   daemons,
   type Inspect,
   launcher,
+  sleep,
   spawnCli,
   startDaemon,
   waitFor,
@@ -99,8 +100,11 @@ describe("substrat CLI ↔ daemon (real processes, --json)", () => {
     const a = spawnCli(home, ["agent", "attach", "lead"])
     await waitFor("attached", () => (a.err().includes("attached to lead") ? true : undefined))
     a.child.stdin!.write("ping-from-attach\n")
-    await waitFor("reply streamed", () => (/lead → USER: echo: .*\n/.test(a.out()) ? true : undefined))
-    expect(a.out()).toMatch(/… lead turn: .*ping-from-attach/)
+    await waitFor("reply streamed", () => (/\] lead: echo: USER: ping-from-attach\n/.test(a.out()) ? true : undefined))
+    expect(a.out()).toMatch(/▶ lead turn: USER: ping-from-attach\n/)
+    // The daemon's prompt wrapper is not shown, and the reply is shown once (not as text and again as a message).
+    expect(a.out()).not.toContain("Message from USER")
+    expect(a.out().split("echo: USER: ping-from-attach").length - 1).toBe(1)
     a.child.stdin!.write("/quit\n")
     expect(await a.exit).toBe(0)
     expect(a.err()).toMatch(/detached/)
@@ -110,7 +114,19 @@ describe("substrat CLI ↔ daemon (real processes, --json)", () => {
     await waitQuiet(home)
   })
 
-  it("agent attach through a pseudo-terminal: Ctrl-C detaches, agent stays", async () => {
+  it("agent attach --read-only: stdin at EOF does not detach; output streams until Ctrl-C", async () => {
+    const a = spawnCli(home, ["agent", "attach", "lead", "--read-only"])
+    a.child.stdin!.end()
+    await waitFor("watching", () => (a.err().includes("watching lead") ? true : undefined))
+    await cliJson(home, ["agent", "send", "lead", "ro-ping"])
+    await waitFor("reply", () => (a.out().includes("lead: echo: USER: ro-ping") ? true : undefined))
+    a.child.kill("SIGINT")
+    expect(await a.exit).toBe(0)
+    expect(a.err()).toMatch(/^detached$/m)
+    await waitQuiet(home)
+  })
+
+  it("agent attach REPL through a pseudo-terminal: prompt, history, /status, /help, Ctrl-C detaches, agent stays", async () => {
     const script = "/usr/bin/script"
     if (!fs.existsSync(script)) return // util-linux `script` not installed: the piped-stdin test covers attach
     // `script -c` runs the command through $SHELL (or /bin/sh). dash stays as the parent of a
@@ -118,10 +134,27 @@ describe("substrat CLI ↔ daemon (real processes, --json)", () => {
     // process on the pty's foreground is then the CLI alone, as under an interactive shell.
     const a = spawnCli(home, ["-qefc", `exec ${JSON.stringify(process.execPath)} ${JSON.stringify(launcher)} agent attach lead`, "/dev/null"], script, [], { SHELL: "/bin/sh" })
     await waitFor("attached", () => (a.out().includes("attached to lead") ? true : undefined))
+    await waitFor("prompt", () => (a.out().includes("lead> ") ? true : undefined))
+    const count = (s: string) => a.out().split(s).length - 1
     a.child.stdin!.write("ping-from-pty\r")
-    await waitFor("reply", () => (a.out().includes("lead → USER: echo:") ? true : undefined))
+    await waitFor("reply", () => (count("lead: echo: USER: ping-from-pty") === 1 ? true : undefined))
+    // Up-arrow recalls the line (readline history), Enter sends it again: no "^[[A" reaches the agent.
+    a.child.stdin!.write("\x1b[A")
+    await sleep(300)
+    a.child.stdin!.write("\r")
+    await waitFor("second reply", () => (count("lead: echo: USER: ping-from-pty") === 2 ? true : undefined))
+    a.child.stdin!.write("/status\r")
+    await waitFor("status", () => (/lead \([0-9a-f]{8}\): (idle|busy)/.test(a.out()) ? true : undefined))
+    a.child.stdin!.write("/help\r")
+    await waitFor("help", () => (a.out().includes("/quit     detach") ? true : undefined))
     a.child.stdin!.write("\x03")
     expect(await a.exit).toBe(0)
+    expect(a.out()).toMatch(/detached/)
+    expect(a.out()).not.toContain("Message from USER")
+    expect(count("▶ lead turn: USER: ping-from-pty")).toBe(2)
+    const logs = (await cli(home, ["agent", "logs", "lead"])).stdout
+    expect(logs.split("USER → lead: ping-from-pty\n").length - 1).toBe(2)
+    expect(logs).not.toContain("\x1b")
     const { agents } = await cliJson<{ agents: ReadonlyArray<Agent> }>(home, ["agent", "list"])
     expect(agents.map((x) => x.name)).toContain("lead")
     await waitQuiet(home)

@@ -1,11 +1,12 @@
 // `substrat agent create|list|send|attach|inspect|terminate|logs`.
 import { Args, Command, Options } from "@effect/cli"
-import { Console, Effect, Fiber, Option, Stream } from "effect"
-import * as readline from "node:readline"
-import { AgentRef, MessageText, type OutputEvent, WorkspaceRef } from "../../daemon/Rpcs.js"
-import { call, CliError, withClient } from "../Client.js"
+import { Console, Effect, Option, Stream } from "effect"
+import { type AgentActivity, AgentRef, MessageText, WorkspaceRef } from "../../daemon/Rpcs.js"
+import { attachCommand } from "./attach.js"
+import { call, CliError, following, fromRpcError, withClient } from "../Client.js"
 import { home, json, pathsOf, quiet } from "../Common.js"
 import { printJson, renderInspect, renderSent, renderTree } from "../Output.js"
+import { activityText } from "../Live.js"
 import { describe } from "../Help.js"
 import { shellIn, workspaceById } from "../Shell.js"
 
@@ -63,17 +64,60 @@ const listCommand = Command.make("list", {
   home,
   json,
   quiet,
-  all: Options.boolean("all").pipe(Options.withAlias("a"), Options.withDescription("Also show terminated agents"))
+  all: Options.boolean("all").pipe(Options.withAlias("a"), Options.withDescription("Also show terminated agents")),
+  watch: Options.boolean("watch").pipe(
+    Options.withAlias("w"),
+    Options.withDescription("Keep the list on screen, redrawn whenever something happens (Ctrl-C to stop)")
+  )
 }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
+    if (o.watch) return yield* watchList(socket, o.all)
     const r = yield* withClient(socket, (c) => call(socket, c.agent.list({ all: o.all })))
     if (o.json) return yield* printJson(r)
     if (o.quiet) return yield* Console.log(r.agents.map((a) => a.id).join("\n"))
-    yield* Console.log(renderTree(r.agents))
+    yield* Console.log(renderTree(r.agents, doingOf(r.activity, Date.now())))
   })).pipe(Command.withDescription(describe("Show the agent tree (all roots and their children)", {
-    examples: ["substrat agent list", "substrat agent ls --json", "substrat agent ls --quiet   # ids only"]
+    details: ["Busy agents show how long their turn has run and what it is doing (DOING)."],
+    examples: [
+      "substrat agent list",
+      "substrat agent ls -w        # redrawn live",
+      "substrat agent ls --all     # with terminated agents",
+      "substrat agent ls --quiet   # ids only"
+    ]
   })))
+
+const doingOf = (activity: ReadonlyArray<AgentActivity> | undefined, now: number): ReadonlyMap<string, string> =>
+  new Map((activity ?? []).map((a) => [a.agent_id, activityText(a, now)]))
+
+/**
+ * `agent list -w`: the tree again on every event of the daemon (coalesced), and each second on a
+ * terminal (elapsed times). A terminal gets the screen redrawn; a pipe gets each new table once
+ * it differs, after a blank line. Ends with Ctrl-C, or exit 3 when the daemon goes away.
+ */
+const watchList = (socket: string, all: boolean) => {
+  const redraw = process.stdout.isTTY === true && process.env["TERM"] !== "dumb"
+  let last = ""
+  const run = withClient(socket, (c) =>
+    Effect.gen(function*() {
+      const draw = Effect.flatMap(call(socket, c.agent.list({ all })), (r) =>
+        Effect.sync(() => {
+          const text = renderTree(r.agents, doingOf(r.activity, Date.now()))
+          if (text === last) return
+          if (redraw) process.stdout.write(`\x1b[H\x1b[2J${new Date().toISOString().slice(11, 19)}  substrat agent list -w (Ctrl-C to stop)\n\n${text}\n`)
+          else process.stdout.write(`${last === "" ? "" : "\n"}${text}\n`)
+          last = text
+        }))
+      yield* draw
+      const changes = c.events.follow({ from: "end", follow: true }).pipe(
+        Stream.mapError(fromRpcError),
+        Stream.map(() => undefined)
+      )
+      const ticks = redraw ? Stream.tick("1 second") : Stream.empty
+      yield* Stream.merge(changes, ticks).pipe(Stream.groupedWithin(10_000, "150 millis"), Stream.runForEach(() => draw))
+    }))
+  return following(socket, run)
+}
 
 const sendCommand = Command.make("send", {
   home,
@@ -95,100 +139,6 @@ const sendCommand = Command.make("send", {
       "substrat agent send alpha \"Fix the failing test in src/math.ts\"",
       "substrat agent send --notify alpha \"The build is green again\""
     ]
-  })))
-
-/** Status lines go straight to stderr (main.ts captures @effect/cli's own Console.error output). */
-const stderr = (line: string) => Effect.sync(() => process.stderr.write(`${line}\n`))
-
-const clock = (ts: string) => (ts.length >= 19 ? ts.slice(11, 19) : ts)
-
-/**
- * Prints attach events: text chunks of a turn run on one line (`[t] alpha: …`), everything else
- * gets its own line. A turn's final text is printed only when no chunk of it was streamed.
- */
-export const makePrinter = (write: (s: string) => void) => {
-  let inText = false
-  let streamed = false
-  const line = (s: string) => {
-    if (inText) write("\n")
-    inText = false
-    write(`${s}\n`)
-  }
-  return (e: OutputEvent): void => {
-    const t = `[${clock(e.ts)}]`
-    switch (e.kind) {
-      case "text":
-        if (!inText) write(`${t} ${e.from ?? "agent"}: `)
-        write(e.text)
-        inText = true
-        streamed = true
-        return
-      case "message":
-        return line(`${t} ${e.from ?? "?"} → ${e.to ?? "?"}: ${e.text}`)
-      case "turn.start":
-        streamed = false
-        return line(`${t} … ${e.text}`)
-      case "turn.complete":
-        if (!streamed && e.text.length > 0) line(`${t} ${e.text}`)
-        else if (inText) {
-          write("\n")
-          inText = false
-        }
-        streamed = false
-        return
-      case "tool":
-        return line(`${t} ⚙ ${e.text}`)
-      case "error":
-        return line(`${t} ! ${e.text}`)
-      case "state":
-        return line(`${t} * ${e.text}`)
-    }
-  }
-}
-
-/** Lines of stdin until EOF or `/quit`. */
-const stdinLines = Stream.asyncPush<string>((emit) =>
-  Effect.acquireRelease(
-    Effect.sync(() => {
-      const rl = readline.createInterface({ input: process.stdin, terminal: false })
-      rl.on("line", (line) => {
-        if (line.trim() === "/quit") {
-          emit.end()
-          rl.close()
-        } else emit.single(line)
-      })
-      rl.on("close", () => emit.end())
-      return rl
-    }),
-    (rl) => Effect.sync(() => rl.close())
-  )
-)
-
-const attachCommand = Command.make("attach", { home, agent: agentArg }, (o) =>
-  Effect.gen(function*() {
-    const socket = pathsOf(o.home).socket
-    yield* withClient(socket, (c) =>
-      Effect.gen(function*() {
-        // Resolve first, so a bad id fails with "not found" before anything is read.
-        const info = yield* call(socket, c.agent.inspect({ agent: o.agent }))
-        yield* stderr(`attached to ${info.agent.name} (${info.agent.id}); type a message, /quit or Ctrl-C to detach`)
-        const print = makePrinter((s) => process.stdout.write(s))
-        const output = yield* c.agent.attach({ agent: info.agent.id }).pipe(
-          Stream.runForEach((e) => Effect.sync(() => print(e))),
-          (s) => call(socket, s),
-          Effect.fork
-        )
-        const input = stdinLines.pipe(
-          Stream.filter((l) => l.trim().length > 0),
-          Stream.runForEach((text) => call(socket, c.agent.send({ agent: info.agent.id, text, sync: true }))),
-          Effect.zipRight(stderr("detached"))
-        )
-        // Ends at /quit or EOF on stdin (detach), or when the daemon ends the stream.
-        yield* Effect.raceFirst(input, Fiber.join(output))
-      }))
-  })).pipe(Command.withDescription(describe("Talk to an agent: its output streams live, each input line is a message", {
-    details: ["/quit or Ctrl-C detaches; the agent keeps running."],
-    examples: ["substrat agent attach alpha"]
   })))
 
 const inspectCommand = Command.make("inspect", { home, json, agent: agentArg }, (o) =>
@@ -229,11 +179,13 @@ const logsCommand = Command.make("logs", {
 }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    yield* withClient(socket, (c) =>
+    const run = withClient(socket, (c) =>
       c.agent.logs({ agent: o.agent, follow: o.follow }).pipe(
         Stream.runForEach((line) => Console.log(line)),
         (s) => call(socket, s)
       ))
+    if (o.follow) return yield* following(socket, run)
+    yield* run
   })).pipe(Command.withDescription(describe("Print an agent's transcript; -f keeps following it", {
     examples: ["substrat agent logs alpha", "substrat agent logs -f alpha"]
   })))
