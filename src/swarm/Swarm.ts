@@ -127,7 +127,6 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
 
     let record: SwarmRecord | null = null
     const entries = new Map<string, Entry>()
-    const byAgent = new Map<string, SwarmNodeId>()
 
     const now = () => new Date().toISOString()
     const generation = (id: SwarmNodeId) => record?.generations[id] ?? 0
@@ -155,7 +154,6 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
           const agent = agentOf(n.id)
           const node = tree.get(agent)
           entries.delete(n.id)
-          byAgent.delete(agent)
           const materialized = node !== undefined && !tree.isDormant(agent)
           const session_id = node?.session_id ?? sessionIdOf(rec.name, n.id, generation(n.id))
           added.push({ node: n, agent_id: agent, session_id, materialized, at })
@@ -180,7 +178,6 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
         for (const n of parentFirst(nodes)) {
           const agent = agentIdOf(rec.name, n.id, generation(n.id))
           entries.set(n.id, { node: n, agent })
-          byAgent.set(agent, n.id)
           if (tree.has(agent)) continue
           const parent = n.parent === null ? null : agentOf(n.parent)
           let names = batchNames.get(parent)
@@ -356,10 +353,11 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
         if (record === null) return yield* notRunning
         const byNode = entries.get(ref)
         if (byNode !== undefined) return byNode
-        const node = byAgent.get(ref)
-        if (node !== undefined) return entries.get(node)!
         const named: Array<Entry> = []
-        for (const e of entries.values()) if (tree.get(e.agent)?.name === ref) named.push(e)
+        for (const e of entries.values()) {
+          if (e.agent === ref) return e
+          if (tree.get(e.agent)?.name === ref) named.push(e)
+        }
         if (named.length === 1) return named[0]!
         if (named.length > 1) {
           return yield* new InvalidInputError({

@@ -78,6 +78,15 @@ export interface NodeAgentArgs {
   readonly workspace: WorkspaceId | null
 }
 
+/** One role string per kind (shared by every agent of that kind). */
+const roles: Readonly<Record<SwarmNode["kind"], string>> = {
+  dir: "swarm-dir",
+  file: "swarm-file",
+  class: "swarm-class",
+  function: "swarm-function",
+  method: "swarm-method"
+}
+
 export const nodeAgent = (a: NodeAgentArgs): AgentNode =>
   new AgentNode({
     id: agentIdOf(a.swarm, a.node.id, a.generation),
@@ -85,7 +94,7 @@ export const nodeAgent = (a: NodeAgentArgs): AgentNode =>
     session_id: sessionIdOf(a.swarm, a.node.id, a.generation),
     parent_id: a.parent,
     instructions: instructionsOf(a.node),
-    role: `swarm-${a.node.kind}`,
+    role: roles[a.node.kind],
     provider: a.provider,
     workspace_id: a.workspace,
     state: "idle"
