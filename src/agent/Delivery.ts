@@ -47,7 +47,7 @@ export class Delivery extends Effect.Service<Delivery>()("substrat/Delivery", {
       readonly kind: MessageKind
       readonly text: string
       readonly reply_to?: MessageId | null
-      readonly extra?: Pick<MessageEnvelope, "timeout_s" | "timed_out" | "late" | "multicast_id">
+      readonly extra?: Pick<MessageEnvelope, "timeout_s" | "timed_out" | "late" | "multicast_id" | "progress">
     }) =>
       new MessageEnvelope({
         id: newMessageId(),

@@ -63,6 +63,8 @@ export class Mailbox extends Effect.Service<Mailbox>()("substrat/Mailbox", {
         inbox?.push(env)
         return inbox !== undefined
       },
+      /** Replies (responses) delivered to the agent that no turn of it has read yet. */
+      unreadReplies: (agent: AgentId): number => (inboxes.get(agent) ?? []).filter((e) => e.kind === "response").length,
       inboxIds: (agent: AgentId): ReadonlySet<MessageId> => new Set((inboxes.get(agent) ?? []).map((e) => e.id)),
       /** Messages waiting for the agent: in its inbox, or held for its birth. */
       pendingCount: (agent: AgentId): number => (inboxes.get(agent) ?? []).length + (unborn.get(agent) ?? []).length,

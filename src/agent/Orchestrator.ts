@@ -7,7 +7,8 @@ import type { AgentNode } from "../domain/agent.js"
 import { AgentNode as AgentNodeClass } from "../domain/agent.js"
 import { InvalidInputError, NotFoundError } from "../domain/errors.js"
 import { makeEvent } from "../domain/events.js"
-import type { AgentId, SessionId } from "../domain/ids.js"
+import type { AgentId, MessageId, SessionId } from "../domain/ids.js"
+import type { MessageEnvelope } from "../domain/message.js"
 import { Multiplexer } from "../session/Multiplexer.js"
 import { type TurnOutcome, TurnScheduler } from "../session/TurnScheduler.js"
 import { EventLog } from "../storage/EventLog.js"
@@ -109,6 +110,24 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
       bus.subscribe.pipe(
         Effect.map((st) => agent === undefined ? st : st.pipe(Stream.filter((o) => o.agent_id === agent)))
       )
+    /**
+     * The answer to USER's request `request` (a response to USER with that `reply_to`): at once
+     * when it was already given, else when it comes. None: the daemon shut down first. Callers
+     * bound the wait (`Effect.timeout`); `agent.send {wait}` and `POST …/messages {wait}` use it.
+     */
+    const awaitAnswer = Effect.fn("Orchestrator.awaitAnswer")(function*(request: MessageId) {
+      const isAnswer = (m: MessageEnvelope) => m.kind === "response" && m.reply_to === request
+      return yield* Effect.scoped(Effect.gen(function*() {
+        const live = yield* bus.subscribe
+        const given = mailbox.userMessages().find(isAnswer)
+        if (given !== undefined) return Option.some(given)
+        return yield* live.pipe(
+          Stream.filterMap((o) => o._tag === "MessageToUser" && isAnswer(o.message) ? Option.some(o.message) : Option.none()),
+          Stream.runHead
+        )
+      }))
+    })
+
     /** Messages agents sent to USER (replies and send_message("USER")), oldest first. */
     const userMessages = (agent?: AgentId) => Effect.sync(() => mailbox.userMessages(agent))
 
@@ -192,6 +211,7 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
       output,
       subscribe,
       userMessages,
+      awaitAnswer,
       terminate,
       resumeAgent,
       stopTurn,

@@ -24,6 +24,11 @@ export interface PendingRequest {
   readonly to: AgentId
   /** The request's reply timeout, seconds; absent: waits indefinitely. */
   readonly timeout_s?: number | undefined
+  /**
+   * USER's request whose turn ended while its recipient still waited on requests of its own: it
+   * is answered by the first later turn of the recipient that ends with none outstanding.
+   */
+  readonly carried?: boolean | undefined
 }
 
 /** A request found by id: pending, or timed out (a reply to it is late). */
@@ -202,6 +207,14 @@ export class Requests extends Effect.Service<Requests>()("substrat/Requests", {
         pending.delete(id)
       },
       isPending: (id: MessageId): boolean => pending.has(id),
+      /** USER's request `id` was read by a turn that left work outstanding: keep it open (see PendingRequest.carried). */
+      carry: (id: MessageId): void => {
+        const p = pending.get(id)
+        if (p !== undefined && p.from === USER) pending.set(id, { ...p, carried: true })
+      },
+      /** USER's requests to `agent` that it has read and not answered yet, oldest first. */
+      carriedFor: (agent: AgentId): ReadonlyArray<PendingRequest> =>
+        [...pending.values()].filter((r) => r.from === USER && r.to === agent && r.carried === true),
       find,
       take,
       settle,

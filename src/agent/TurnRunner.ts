@@ -6,12 +6,13 @@
 // spawned, sends the auto-reply and notes the turn's usage and summary.
 import { Effect, Fiber, FiberSet, Option, Schema, type Tracer } from "effect"
 import type { AgentNode } from "../domain/agent.js"
-import type { AgentId } from "../domain/ids.js"
+import type { AgentId, MessageId } from "../domain/ids.js"
 import type { SessionBinding } from "../session/Multiplexer.js"
 import type { MessageEnvelope } from "../domain/message.js"
 import { type TurnOutcome, TurnScheduler, type TurnSpan } from "../session/TurnScheduler.js"
 import { Tracing } from "../telemetry/Tracing.js"
 import { Activity } from "./Activity.js"
+import { USER } from "./AgentTree.js"
 import { Delivery } from "./Delivery.js"
 import { Lifecycle } from "./Lifecycle.js"
 import { Mailbox } from "./Mailbox.js"
@@ -91,6 +92,28 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
         if (failure !== null) return yield* failure
       })
 
+    /**
+     * The answer rule (docs/messaging.md): USER's requests this agent has read (the one that
+     * woke this turn, and earlier ones still open) are answered by the text of a turn that ends
+     * with nothing outstanding — no sync request of its own unanswered, no reply unread. A turn
+     * that ends with work outstanding keeps them open and its text goes to USER as progress.
+     */
+    const answerUser = (node: AgentNode, woke: MessageId | null, text: string) =>
+      Effect.gen(function*() {
+        const open = [...requests.carriedFor(node.id).map((r) => r.id), ...(woke === null ? [] : [woke])]
+        if (open.length === 0) return
+        if (requests.waitingOn(node.id) === 0 && mailbox.unreadReplies(node.id) === 0) {
+          for (const id of open) yield* requests.reply(id, text)
+          return
+        }
+        for (const id of open) requests.carry(id)
+        if (text === "") return
+        const env = delivery.envelope({ sender: node.id, recipient: USER, kind: "notification", text, extra: { progress: true } })
+        yield* delivery.toUser(node.id, env).pipe(
+          Effect.catchAll((e) => Effect.logWarning(`progress of ${node.name} to USER not logged: ${e.message}`))
+        )
+      })
+
     const afterTurn = (node: AgentNode, trigger: Trigger, o: TurnOutcome) =>
       Effect.gen(function*() {
         // Hooks first (e.g. recording the turn's workspace diff): the agent still counts as busy,
@@ -112,13 +135,12 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
           }
           yield* mailbox.releaseWakes(child)
         }
+        const text = o.error ? `[error] ${node.name} failed to answer: ${o.error.message}` : o.response
+        const owed = trigger._tag === "message" && requests.awaitsReply(trigger.id, node.id) ? trigger.id : null
+        const fromUser = owed !== null && requests.find(owed)?.request.from === USER
         // (A request that timed out meanwhile still gets its reply, delivered as a late one.)
-        if (trigger._tag === "message" && requests.awaitsReply(trigger.id, node.id)) {
-          yield* requests.reply(
-            trigger.id,
-            o.error ? `[error] ${node.name} failed to answer: ${o.error.message}` : o.response
-          )
-        }
+        if (owed !== null && !fromUser) yield* requests.reply(owed, text)
+        yield* answerUser(node, fromUser ? owed : null, text)
         yield* bus.publish({
           _tag: "TurnCompleted",
           agent_id: node.id,

@@ -11,10 +11,12 @@ export const ExitCode = {
   daemonNotRunning: 3,
   notFound: 4,
   unavailable: 5,
-  alreadyRunning: 6
+  alreadyRunning: 6,
+  agentFailed: 7
 } as const
 
-export type CliErrorKind = "internal" | "invalid-input" | "daemon-not-running" | "not-found" | "unavailable" | "already-running"
+export type CliErrorKind = "internal" | "invalid-input" | "daemon-not-running" | "not-found" | "unavailable" | "already-running" | "agent-failed"
+  | "agent-failed"
 
 export const exitCodeOf = (kind: CliErrorKind): number => {
   switch (kind) {
@@ -30,6 +32,8 @@ export const exitCodeOf = (kind: CliErrorKind): number => {
       return ExitCode.unavailable
     case "already-running":
       return ExitCode.alreadyRunning
+    case "agent-failed":
+      return ExitCode.agentFailed
   }
 }
 

@@ -5,7 +5,7 @@
 // reference resolution and attach/session helpers above them.
 import type * as Rpc from "@effect/rpc/Rpc"
 import type * as RpcGroup from "@effect/rpc/RpcGroup"
-import { Context, Deferred, Effect, Layer, Option, Stream } from "effect"
+import { Context, Deferred, Duration, Effect, Layer, Option, Stream } from "effect"
 import { Orchestrator } from "../agent/Orchestrator.js"
 import { forPeople } from "../agent/Prompt.js"
 import type { AgentOutput } from "../agent/OutputBus.js"
@@ -25,6 +25,7 @@ import { SessionStore } from "../storage/SessionStore.js"
 import { DaemonControl } from "./DaemonControl.js"
 import { EventTap } from "./EventTap.js"
 import { Tracing } from "../telemetry/Tracing.js"
+import { isErrorReply } from "../domain/message.js"
 import { AdminRpcs, type FeedItem, type InspectResult, Internal, InvalidInput, type OutputEvent, type RpcError, type SessionInfo, Unavailable } from "./Rpcs.js"
 import { isStorageFailure } from "./Storage.js"
 import { feedLine } from "./FeedLines.js"
@@ -319,12 +320,37 @@ const makeHandlers = Effect.gen(function*() {
       wire(Effect.map(resolver.agents(p?.all ?? false), (agents) => ({ agents, activity: progress.all() }))),
 
     "agent.send": (p) =>
-      mutation(Effect.gen(function*() {
-        const node = yield* resolver.liveAgent(p.agent)
-        yield* Effect.annotateCurrentSpan({ "gen_ai.agent.id": node.id, "gen_ai.agent.name": node.name })
-        const r = yield* orchestrator.send({ agent: node.id, text: p.text, sync: p.sync ?? true })
-        return { message_id: r.message_id, agent_id: node.id }
-      }).pipe(request("agent.send", { "substrat.agent.ref": p.agent }))),
+      Effect.gen(function*() {
+        const sync = p.sync ?? true
+        if (p.wait === true && !sync) {
+          return yield* new InvalidInput({ field: "wait", message: "a notification (sync=false) gets no answer to wait for" })
+        }
+        const sent = yield* mutation(Effect.gen(function*() {
+          const node = yield* resolver.liveAgent(p.agent)
+          yield* Effect.annotateCurrentSpan({ "gen_ai.agent.id": node.id, "gen_ai.agent.name": node.name })
+          const r = yield* orchestrator.send({ agent: node.id, text: p.text, sync })
+          return { message_id: r.message_id, agent_id: node.id, name: node.name }
+        }).pipe(request("agent.send", { "substrat.agent.ref": p.agent })))
+        const result = { message_id: sent.message_id, agent_id: sent.agent_id }
+        if (p.wait !== true) return result
+        // The wait is interruptible: a client that goes away stops waiting (the message stays sent).
+        const timeout = p.timeout_s ?? null
+        const waited = orchestrator.awaitAnswer(sent.message_id)
+        const answer = timeout === null ? yield* waited : Option.flatten(yield* Effect.timeoutTo(waited, {
+          duration: Duration.seconds(timeout),
+          onSuccess: Option.some,
+          onTimeout: () => Option.none()
+        }))
+        if (Option.isNone(answer)) {
+          return yield* new Unavailable({
+            message: timeout === null
+              ? `the daemon stopped before ${sent.name} answered (message ${sent.message_id})`
+              : `no answer from ${sent.name} within ${timeout} s (message ${sent.message_id}; the answer will still come: agent attach/logs)`
+          })
+        }
+        const a = answer.value
+        return { ...result, answer: { message_id: a.id, text: a.payload, timestamp: a.timestamp, error: isErrorReply(a) } }
+      }),
 
     "agent.attach": (p) =>
       Stream.unwrap(wire(Effect.map(resolver.liveAgent(p.agent), (node) =>

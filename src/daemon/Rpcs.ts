@@ -189,13 +189,26 @@ export class AgentListRpc extends Rpc.make("agent.list", {
   error: RpcError
 }) {}
 
+/** The answer to USER's request (docs/messaging.md, "When a user's request is answered"). */
+export const UserAnswer = Schema.Struct({
+  message_id: MessageId,
+  text: Schema.String,
+  timestamp: Schema.String,
+  /** The agent failed to answer (its turn failed, it was terminated, …): `text` says why. */
+  error: Schema.Boolean
+})
+export type UserAnswer = typeof UserAnswer.Type
+
 export class AgentSendRpc extends Rpc.make("agent.send", {
   payload: {
     agent: AgentRef,
     text: MessageText,
-    sync: Schema.optional(Schema.Boolean)
+    sync: Schema.optional(Schema.Boolean),
+    /** Wait for the answer (sync only) and return it; `Unavailable` when `timeout_s` passes first. */
+    wait: Schema.optional(Schema.Boolean),
+    timeout_s: Schema.optional(Schema.Number.pipe(Schema.positive(), Schema.finite()))
   },
-  success: Schema.Struct({ message_id: MessageId, agent_id: AgentId }),
+  success: Schema.Struct({ message_id: MessageId, agent_id: AgentId, answer: Schema.optional(UserAnswer) }),
   error: RpcError
 }) {}
 

@@ -47,7 +47,7 @@ export const linesFor = (entry: LogEntry, names: Names): ReadonlyArray<readonly 
         ? env.sender
         : nameOf(env.sender, env.sender_name)
       const to = env.recipient === null ? "*" : env.recipient === "USER" ? "USER" : nameOf(env.recipient)
-      const line = `${t} ${from} → ${to}: ${oneLine(env.payload)}`
+      const line = `${t} ${from} → ${to}${env.progress === true ? " (progress)" : ""}: ${oneLine(env.payload)}`
       const out: Array<readonly [string, string]> = [[entry.session_id, line]]
       if (env.sender !== "USER" && env.sender !== "SYSTEM") {
         const senderSession = names.byAgent.get(env.sender)?.session_id

@@ -41,10 +41,18 @@ const fields = {
   /** A reply recovery sent (a lost auto-reply re-delivered, or an error for a request nobody will answer). */
   recovered: Schema.optional(Schema.Boolean),
   /** With tracing on: the W3C traceparent of the message's span (the recipient's turn hangs below it). */
-  trace: Schema.optional(Schema.String)
+  trace: Schema.optional(Schema.String),
+  /**
+   * To USER: a root's turn text while it still waits on its own requests — progress on the
+   * user's open request, not its answer (docs/messaging.md, "When a user's request is answered").
+   */
+  progress: Schema.optional(Schema.Boolean)
 }
 
 export class MessageEnvelope extends Schema.Class<MessageEnvelope>("MessageEnvelope")(fields) {}
+
+/** A reply the daemon wrote because no answer will come (a failed turn, a terminated or lost agent): "[error] …". */
+export const isErrorReply = (env: MessageEnvelope): boolean => env.kind === "response" && env.payload.startsWith("[error] ")
 
 /**
  * The envelope as logs written before the typed fields carried it. `metadata` comes first: a

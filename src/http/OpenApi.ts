@@ -44,10 +44,7 @@ export const SendBody = Schema.Struct({
   timeout_s: Schema.optional(Schema.Number.pipe(Schema.positive())).annotations({ description: "with wait: seconds to wait (default 600)" })
 })
 
-const SendResult = Schema.Struct({
-  ...AgentSendRpc.successSchema.fields,
-  answer: Schema.optional(Schema.Struct({ message_id: Schema.String, text: Schema.String, timestamp: Schema.String }))
-})
+const SendResult = AgentSendRpc.successSchema
 
 const ErrorBody = Schema.Struct({ error: RpcError })
 

@@ -2,10 +2,9 @@
 // Schema of the matching admin RPC (src/daemon/Rpcs.ts) and calls that RPC's own handler
 // (`AdminRpcs.accessHandler`, built from src/daemon/Handlers.ts): one implementation of every
 // operation for the CLI and HTTP alike, with the same errors and the same references (ids, names,
-// unique id prefixes: src/daemon/Resolver.ts). What HTTP adds: `wait` on messages (the answer, from the event feed) and the SSE stream (Sse.ts).
+// unique id prefixes: src/daemon/Resolver.ts). What HTTP adds: the default wait of messages and the SSE stream (Sse.ts).
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Duration, Effect, Queue, Schema, Stream } from "effect"
-import type { MessageEnvelope } from "../domain/message.js"
+import { Effect, Schema } from "effect"
 import * as Cursor from "../feed/Cursor.js"
 import { EventFeed } from "../feed/EventFeed.js"
 import {
@@ -16,7 +15,6 @@ import {
   SwarmAgentsRpc,
   SwarmChatRpc,
   SwarmStartRpc,
-  Unavailable,
   WorkspaceCreateRpc,
   WorkspaceDeleteRpc,
   WorkspaceDiffRpc,
@@ -87,34 +85,6 @@ export const make = Effect.gen(function*() {
   const headers = {} as Parameters<typeof status>[1]
   const openapi = OpenApi.document()
 
-  /** The answer to a USER message: the agent's reply in its log (message.enqueued to USER). */
-  const sendAndWait = (ref: string, text: string, timeoutS: number) =>
-    Effect.scoped(Effect.gen(function*() {
-      const node = (yield* inspect({ agent: ref }, headers)).agent
-      const replies = yield* Queue.unbounded<MessageEnvelope>()
-      const ready = yield* Effect.makeLatch(false)
-      // Follow the agent's log from now on before sending, so the reply cannot slip by.
-      yield* feed.stream({ scope: { _tag: "agent", agent: node.id }, from: "end" }).pipe(
-        Stream.runForEach((i) =>
-          i._tag === "Live"
-            ? ready.open
-            : i.entry.event === "message.enqueued" && i.entry.data.recipient === "USER"
-            ? Queue.offer(replies, i.entry.data)
-            : Effect.void
-        ),
-        Effect.forkScoped
-      )
-      yield* ready.await
-      const sent = yield* send({ agent: node.id, text, sync: true }, headers)
-      const answer = yield* Queue.take(replies).pipe(
-        Effect.repeat({ until: (m) => m.reply_to === sent.message_id }),
-        Effect.timeoutFail({
-          duration: Duration.seconds(timeoutS),
-          onTimeout: () => new Unavailable({ message: `no answer from ${node.name} within ${timeoutS} s (message ${sent.message_id})` })
-        })
-      )
-      return { ...sent, answer: { message_id: answer.id, text: answer.payload, timestamp: answer.timestamp } }
-    }))
 
   /** Where an SSE stream starts: after Last-Event-ID (or ?last_event_id), at the end (?from=end), or at the start. */
   const fromCursor = Effect.gen(function*() {
@@ -224,7 +194,8 @@ export const make = Effect.gen(function*() {
       respond(Effect.gen(function*() {
         const ref = yield* param("ref")
         const p = yield* Effect.flatMap(body, decode(OpenApi.SendBody, "body"))
-        if (p.wait === true) return json()(yield* sendAndWait(ref, p.text, p.timeout_s ?? defaultWaitSeconds))
+        // The same daemon operation as `agent send --wait` (Handlers.ts "agent.send").
+        if (p.wait === true) return json()(yield* send({ agent: ref, text: p.text, sync: true, wait: true, timeout_s: p.timeout_s ?? defaultWaitSeconds }, headers))
         return json(202)(yield* send({ agent: ref, text: p.text, sync: true }, headers))
       }))
     ),

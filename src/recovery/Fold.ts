@@ -86,6 +86,12 @@ export interface SessionLog {
   readonly sent: ReadonlyArray<SentRequest>
   /** Messages this root sent to USER (logged in its own log), in order. */
   readonly toUser: ReadonlyArray<MessageEnvelope>
+  /**
+   * USER's requests a completed turn read but left open (it ended with requests of its own
+   * outstanding) and no later turn answered: answered by the agent's next turn that ends with
+   * none (docs/messaging.md, "When a user's request is answered").
+   */
+  readonly carried: ReadonlyArray<MessageId>
   readonly turns: TurnPosition
   readonly usage: UsageTotals
   /** The last RECENT_TURNS ended turns, oldest first (texts excerpted), as `noteTurn` records them. */
@@ -169,6 +175,12 @@ class Acc {
   replies: Set<MessageId> | undefined
   sent: Array<SentRequest> | undefined
   toUser: Array<MessageEnvelope> | undefined
+  /** Sync requests this agent sent that no reply (or timeout) has answered yet. */
+  unanswered: Set<MessageId> | undefined
+  /** Responses enqueued to this agent that no turn has read yet. */
+  unreadReplies = 0
+  /** USER's requests read by a turn that ended with work outstanding, not answered since. */
+  carried: Array<MessageId> | undefined
   /** `send_message` / `broadcast` calls waiting for their result: call id → tool and arguments. */
   invoked: Map<string, { readonly tool: string; readonly args: unknown }> | undefined
   openTurn: string | null = null
@@ -202,12 +214,21 @@ class Acc {
       ends.shift()
       prompts.shift()
     }
+    const text = end._tag === "complete"
+      ? end.data.response
+      : `[error] ${this.created?.name ?? "the agent"} failed to answer: ${end.data.message}`
+    // The answer rule, as TurnRunner applies it: USER's requests read so far are answered by a
+    // turn that ends with nothing outstanding, and carried past one that does not.
+    const users = [...(this.carried ?? none)]
     for (const [id, p] of this.open) {
       if (p.envelope.kind !== "request") continue
-      const text = end._tag === "complete"
-        ? end.data.response
-        : `[error] ${this.created?.name ?? "the agent"} failed to answer: ${end.data.message}`
-      ;(this.answers ??= new Map()).set(id, { requester: p.envelope.sender, text, ts })
+      if (p.envelope.sender === "USER") users.push(id)
+      else (this.answers ??= new Map()).set(id, { requester: p.envelope.sender, text, ts })
+    }
+    if ((this.unanswered?.size ?? 0) > 0 || this.unreadReplies > 0) this.carried = users
+    else {
+      for (const id of users) (this.answers ??= new Map()).set(id, { requester: "USER", text, ts })
+      this.carried = undefined
     }
     this.open.clear()
     this.openTurn = null
@@ -235,7 +256,11 @@ class Acc {
     const decoded = call === undefined ? undefined : decodeSendArgs(call.args)
     const args = decoded === undefined || Either.isLeft(decoded) ? null : decoded.right
     const { message_id, waiting_for_reply } = r.right
-    if (waiting_for_reply) (this.sent ??= []).push({ id: message_id, recipient: args?.recipient ?? "?", ts })
+    if (waiting_for_reply) {
+      ;(this.sent ??= []).push({ id: message_id, recipient: args?.recipient ?? "?", ts })
+      // (Its reply may be logged before this result: then it is answered already.)
+      if (!this.replies?.has(message_id)) (this.unanswered ??= new Set()).add(message_id)
+    }
     // A message to USER is noted by its own `message.enqueued` (in this log, before this result).
     if (args?.recipient === "USER") return
     const kind = args?.reply_to !== undefined ? "response" : waiting_for_reply ? "request" : "notification"
@@ -269,7 +294,11 @@ const handlers: { readonly [E in LogEventName]: Handler<E> } = {
     acc.inARow = 0
   },
   "message.enqueued": (acc, env) => {
-    if (env.kind === "response" && env.reply_to !== null) (acc.replies ??= new Set()).add(env.reply_to)
+    if (env.kind === "response" && env.reply_to !== null) {
+      ;(acc.replies ??= new Set()).add(env.reply_to)
+      acc.unanswered?.delete(env.reply_to)
+      if (env.recipient !== "USER") acc.unreadReplies++
+    }
     acc.noteMessage({ _tag: "enqueued", envelope: env })
     // Messages to USER are logged (enqueued + delivered) in the sending root's own log.
     if (env.recipient === "USER") {
@@ -281,10 +310,12 @@ const handlers: { readonly [E in LogEventName]: Handler<E> } = {
   // A sync request of this agent's that timed out: answered, no longer owed.
   "message.timed_out": (acc, data) => {
     ;(acc.replies ??= new Set()).add(data.message_id)
+    acc.unanswered?.delete(data.message_id)
   },
   "message.delivered": (acc, data) => {
     const p = acc.pending.get(data.message_id)
     if (p !== undefined) {
+      if (p.envelope.kind === "response") acc.unreadReplies--
       acc.pending.delete(data.message_id)
       acc.open.set(data.message_id, p)
     }
@@ -373,6 +404,7 @@ export class SessionFold {
       replies: a.replies ?? noReplies,
       sent: a.sent ?? none,
       toUser: a.toUser ?? none,
+      carried: a.carried === undefined ? none : a.carried.filter((id) => !a.replies?.has(id)),
       turns: {
         started: a.started,
         ended: a.ended,

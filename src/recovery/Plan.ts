@@ -273,6 +273,10 @@ const inboxes = (
       }
       if (wakes(env)) woken.push({ agent: node.id, message: env.id })
     }
+    // USER's requests it read and still owes an answer: its next turn with nothing outstanding answers them.
+    for (const id of live[i]!.log.carried) {
+      if (!answered.has(id)) requests.push({ id, from: USER, to: node.id, carried: true })
+    }
     byAgent.set(node.id, inbox)
   }
   const userOutbox: Array<MessageEnvelope> = []

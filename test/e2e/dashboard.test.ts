@@ -89,7 +89,7 @@ describe("dashboard in headless chromium", () => {
     await page.locator("#send-text").fill("Plan the project")
     await page.locator("#send-text").press("Enter")
     await expect.poll(() => page.locator("#answer").textContent(), { timeout: 60_000 }).toBe(
-      "lead: I spawned alice and bob and asked each of them a question; their replies come next."
+      "lead: Both workers answered; the team is done."
     )
     await agentItem("alice").waitFor({ timeout: 30_000 })
     await agentItem("bob").waitFor({ timeout: 30_000 })

@@ -91,7 +91,7 @@ describe("HTTP API (real daemon)", () => {
     expect(sent.status).toBe(200)
     const answer = sent.json<{ agent_id: string; answer: { text: string } }>()
     expect(answer.agent_id).toBe(lead.id)
-    expect(answer.answer.text).toBe("I spawned alice and bob and asked each of them a question; their replies come next.")
+    expect(answer.answer.text).toBe("Both workers answered; the team is done.")
     await waitQuiet(home)
 
     const list = (await request(tcp, "GET", "/v1/agents")).json<{ agents: ReadonlyArray<Node> }>().agents

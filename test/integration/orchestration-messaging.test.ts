@@ -176,7 +176,12 @@ describe("messaging scenarios (scripted provider, file EventLog)", () => {
           expect(n.state).toBe("idle")
         }
         expect(evictions).toBeGreaterThan(0)
-        expect((yield* o.userMessages(n0.id)).map((m) => m.payload)).toEqual(["n0 forwarded"])
+        // The answer rule: the first turn left a request outstanding (progress); the reply's turn answers.
+        const toUser = yield* o.userMessages(n0.id)
+        expect(toUser.map((m) => [m.payload, m.kind, m.progress ?? false])).toEqual([
+          ["n0 forwarded", "notification", true],
+          ["n0 done", "response", false]
+        ])
       }).pipe(Effect.provide(stack({ home, scripts, slots: 2 })))
     }))
 

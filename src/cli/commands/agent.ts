@@ -1,6 +1,6 @@
 // `substrat agent create|list|send|attach|inspect|terminate|logs`.
 import { Args, Command, Options } from "@effect/cli"
-import { Console, Effect, Option, Stream } from "effect"
+import { Console, Effect, Option, Schema, Stream } from "effect"
 import { type AgentActivity, AgentRef, MessageText, WorkspaceRef } from "../../daemon/Rpcs.js"
 import { attachCommand } from "./attach.js"
 import { call, CliError, following, fromRpcError, withClient } from "../Client.js"
@@ -119,25 +119,55 @@ const watchList = (socket: string, all: boolean) => {
   return following(socket, run)
 }
 
+/** All of stdin, for `agent send <agent> -`. */
+const readStdin = Effect.async<string>((resume) => {
+  const chunks: Array<Buffer> = []
+  process.stdin.on("data", (c: Buffer) => chunks.push(c))
+  process.stdin.on("end", () => resume(Effect.succeed(Buffer.concat(chunks).toString("utf8"))))
+  process.stdin.on("error", () => resume(Effect.succeed(Buffer.concat(chunks).toString("utf8"))))
+})
+
+const messageText = (arg: string) =>
+  arg !== "-" ? Effect.succeed(arg) : readStdin.pipe(
+    Effect.flatMap((text) => Schema.decodeUnknown(MessageText)(text)),
+    Effect.mapError(() => new CliError({ kind: "invalid-input", message: "the message on stdin is over 512 KiB" }))
+  )
+
 const sendCommand = Command.make("send", {
   home,
   json,
   notify: Options.boolean("notify").pipe(
     Options.withDescription("Queue as a notification (the agent sees it on its next turn) instead of a request that wakes it")
   ),
+  wait: Options.boolean("wait").pipe(
+    Options.withDescription("Wait for the answer and print it (exit 5 past --timeout, 7 if the agent fails)")
+  ),
+  timeout: Options.float("timeout").pipe(
+    Options.withSchema(Schema.Number.pipe(Schema.positive(), Schema.finite())),
+    Options.withDescription("With --wait: give up after S seconds (default: no limit)"),
+    Options.optional
+  ),
   agent: agentArg,
-  message: Args.text({ name: "message" }).pipe(Args.withSchema(MessageText), Args.withDescription("The message text"))
+  message: Args.text({ name: "message" }).pipe(Args.withSchema(MessageText), Args.withDescription("The message text; - reads it from stdin"))
 }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
+    if (o.wait && o.notify) return yield* new CliError({ kind: "invalid-input", message: "--wait needs a request: drop --notify" })
+    if (Option.isSome(o.timeout) && !o.wait) return yield* new CliError({ kind: "invalid-input", message: "--timeout applies to --wait only" })
+    const text = yield* messageText(o.message)
     const r = yield* withClient(socket, (c) =>
-      call(socket, c.agent.send({ agent: o.agent, text: o.message, sync: !o.notify })))
-    if (o.json) return yield* printJson(r)
-    yield* Console.log(renderSent(r))
-  })).pipe(Command.withDescription(describe("Send one message to an agent as USER", {
+      call(socket, c.agent.send({ agent: o.agent, text, sync: !o.notify, ...(o.wait ? { wait: true } : {}), ...opt(o.timeout, "timeout_s") })))
+    if (o.json) yield* printJson(r)
+    else if (r.answer !== undefined) yield* Console.log(r.answer.text)
+    else yield* Console.log(renderSent(r))
+    if (r.answer?.error === true) {
+      return yield* new CliError({ kind: "agent-failed", message: `${o.agent} did not answer (message ${r.message_id})` })
+    }
+  })).pipe(Command.withDescription(describe("Send one message to an agent as USER; --wait prints its answer", {
     examples: [
       "substrat agent send alpha \"Fix the failing test in src/math.ts\"",
-      "substrat agent send --notify alpha \"The build is green again\""
+      "substrat agent send --wait --timeout 600 lead \"Add a --version flag and get it reviewed\"",
+      "git diff | substrat agent send --notify alpha -"
     ]
   })))
 

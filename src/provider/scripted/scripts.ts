@@ -6,7 +6,7 @@ export const echo: ScriptBook = { "*": { steps: [], after: "echo" } }
 
 /**
  * The demo: a root spawns two workers (alice, bob), asks each a question with a sync message,
- * and reports to USER once both replies are in. alice broadcasts to her team (bob sees it in
+ * and answers USER once both replies are in (the texts before are progress). alice broadcasts to her team (bob sees it in
  * his inbox); bob checks his inbox, then answers.
  */
 export const demo: ScriptBook = {
@@ -22,13 +22,7 @@ export const demo: ScriptBook = {
         text: "I spawned alice and bob and asked each of them a question; their replies come next."
       },
       { text: "Noted the first reply; waiting for the other one." },
-      {
-        tools: [{
-          tool: "send_message",
-          args: { recipient: "USER", text: "Both workers answered; the team is done.", sync: false }
-        }],
-        text: "Summary sent to USER."
-      }
+      { text: "Both workers answered; the team is done." }
     ],
     after: "echo"
   },
