@@ -91,7 +91,7 @@ describe("typos and aliases", () => {
 describe("completion (what __complete offers)", () => {
   it("below the top level: the command's own flags, not only the global ones", () => {
     const w = want(tree, ["agent", "send", "--"])
-    expect(w.want).toEqual({ _tag: "words", words: ["--home", "--json", "--notify", "--help"] })
+    expect(w.want).toEqual({ _tag: "words", words: ["--home", "--json", "--notify", "--wait", "--timeout", "--help"] })
   })
 
   it("subcommands, daemon-backed arguments, option values", () => {
