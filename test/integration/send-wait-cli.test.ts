@@ -49,7 +49,7 @@ describe("agent send --wait", () => {
     expect(r.code).toBe(0)
     const out = JSON.parse(r.stdout) as { message_id: string; answer: { text: string; error: boolean; message_id: string } }
     expect(out.answer.error).toBe(false)
-    expect(out.answer.text).toContain(`message ${out.message_id}`)
+    expect(out.answer.text).toMatch(/^echo: /)
     // The whole of stdin was the message.
     const logs = await cli(home, ["agent", "logs", "echo1"])
     expect(logs.stdout).toContain("USER → echo1: first line from stdin ↵ second line")
