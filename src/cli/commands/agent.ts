@@ -80,7 +80,6 @@ const listCommand = Command.make("list", {
   })).pipe(Command.withDescription(describe("Show the agent tree (all roots and their children)", {
     details: ["Busy agents show how long their turn has run and what it is doing (DOING)."],
     examples: [
-      "substrat agent list",
       "substrat agent ls -w        # redrawn live",
       "substrat agent ls --all     # with terminated agents",
       "substrat agent ls --quiet   # ids only"
