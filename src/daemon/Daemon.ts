@@ -11,7 +11,7 @@
 import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as RpcServer from "@effect/rpc/RpcServer"
-import { Deferred, Effect, Layer, Option } from "effect"
+import { Deferred, Duration, Effect, Layer, Option } from "effect"
 import { makePaths, SubstratPaths } from "../config/Paths.js"
 import type { DaemonSettings } from "./Config.js"
 import { DaemonConfig } from "./Config.js"
@@ -65,15 +65,18 @@ export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> 
         if (recovery.runReadOnly === undefined) return yield* Effect.fail(why)
         return yield* recovery.runReadOnly
       })
-    const report = yield* (storage.readOnly() ? readOnlyRecovery(storage.status().reason ?? "storage unavailable") : recovery.run.pipe(
+    const [recoveryTook, report] = yield* (storage.readOnly() ? readOnlyRecovery(storage.status().reason ?? "storage unavailable") : recovery.run.pipe(
       Effect.catchAll((e) => isStorageFailure(String(e)) ? readOnlyRecovery(`recovery could not write: ${String(e)}`) : Effect.fail(e))
     )).pipe(
+      Effect.timed,
       Effect.provide(runtime),
       Effect.mapError((e) => new DaemonError({ reason: "home", message: `recovery failed: ${String(e)}` }))
     )
     yield* monitor(storage)
     yield* Effect.logInfo(
-      `recovered ${report.sessions} session(s), ${report.suspended} suspended, ${report.agents} agent(s)` +
+      `recovered ${report.sessions} session(s), ${report.suspended} suspended, ${report.agents} agent(s) in ${
+        Math.round(Duration.toMillis(recoveryTook))
+      } ms` +
         (report.notes.length > 0 ? `; ${report.notes.join("; ")}` : "")
     )
 

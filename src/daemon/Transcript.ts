@@ -9,7 +9,7 @@
 // died (kill -9, crash, power loss): every transcript is then regenerated from the event logs
 // (TranscriptLines.ts) and replaced atomically where it differs — before recovery and before
 // anything new is logged, so nothing races with the live writer.
-import { Effect, Fiber, Option, PubSub, Queue, Schema, Stream } from "effect"
+import { Duration, Effect, Fiber, Option, PubSub, Queue, Schema, Stream } from "effect"
 import * as fsp from "node:fs/promises"
 import { SubstratPaths } from "../config/Paths.js"
 import type { LogEntry } from "../domain/events.js"
@@ -99,7 +99,14 @@ export class Transcript extends Effect.Service<Transcript>()("substrat/Transcrip
     const dirty = `${paths.home}/transcripts.dirty`
     if (Option.isSome(yield* Effect.orElseSucceed(durable.size(dirty), () => Option.none()))) {
       yield* rebuildAll.pipe(
-        Effect.tap((r) => Effect.logInfo(`transcripts: the last daemon did not stop cleanly; regenerated from the event logs: ${r.rewritten} of ${r.sessions} rewritten`)),
+        Effect.timed,
+        Effect.tap(([took, r]) =>
+          Effect.logInfo(
+            `transcripts: the last daemon did not stop cleanly; regenerated from the event logs: ${r.rewritten} of ${r.sessions} rewritten in ${
+              Math.round(Duration.toMillis(took))
+            } ms`
+          )
+        ),
         Effect.catchAllCause((cause) => Effect.logWarning("transcripts: regeneration failed; they may miss lines", cause))
       )
     }
