@@ -19,11 +19,13 @@ import { makeTmpDir, removeDir } from "../test/support/tmp.js"
 /** The native Claude Code binary (devDependency; runs offline against the scripted endpoint). */
 const claudeBin = join(repoRoot, "node_modules/@anthropic-ai/claude-code/bin/claude.exe")
 
-/** The text of the tool results a model request carries (what the agent's Bash printed). */
-const toolOutput = (r: ScriptedLlm.RecordedRequest): string =>
-  JSON.stringify(((r.body as { messages?: ReadonlyArray<{ content: unknown }> }).messages ?? []).flatMap((m) =>
+/** The last tool result a model request carries (what the agent's last Bash call printed). */
+const toolOutput = (r: ScriptedLlm.RecordedRequest): string => {
+  const blocks = ((r.body as { messages?: ReadonlyArray<{ content: unknown }> }).messages ?? []).flatMap((m) =>
     Array.isArray(m.content) ? m.content.filter((b: { type?: string }) => b.type === "tool_result") : []
-  ))
+  ) as ReadonlyArray<{ readonly content?: unknown }>
+  return JSON.stringify(blocks.at(-1)?.content ?? null)
+}
 
 const argv = process.argv.slice(2)
 const flag = (name: string, def: number) => {
@@ -281,17 +283,22 @@ const diskFull = async () => {
 /** A sandboxed claude agent whose Bash calls try to exhaust processes, /tmp and the workspace. */
 const sandbox = () => {
   const probes = {
-    fork: `n=0; for i in $(seq 1 400); do (sleep 20 &) 2>/dev/null && n=$((n+1)); done; sleep 1; echo FORK started=$(ps -e --no-headers 2>/dev/null | wc -l)`,
-    tmp: `dd if=/dev/zero of=/tmp/big bs=1M count=300 2>&1 | tail -1; echo TMP $(du -sm /tmp/big 2>/dev/null | cut -f1)MB`,
-    ws: `dd if=/dev/zero of=big.bin bs=1M count=300 2>&1 | tail -1; echo WS $(du -sm big.bin 2>/dev/null | cut -f1)MB`,
-    mem: `node -e "const a=[];try{for(let i=0;i<64;i++)a.push(Buffer.alloc(64*1024*1024,1));console.log('MEM '+a.length*64+'MB')}catch(e){console.log('MEM failed at '+a.length*64+'MB: '+e.message)}" 2>&1 | tail -1`
+    fork: `n=0; for i in $(seq 1 700); do (sleep 20 &) 2>/dev/null && n=$((n+1)); done; sleep 1; echo FORK started=$(ps -e --no-headers 2>/dev/null | wc -l)`,
+    tmp: `dd if=/dev/zero of=/tmp/big bs=1M count=300 2>&1 | tail -1; echo TMP $(du -sm /tmp/big 2>/dev/null | cut -f1)MB; rm -f /tmp/big`,
+    ws: `dd if=/dev/zero of=big.bin bs=1M count=300 2>&1 | tail -1; echo WS $(du -sm big.bin 2>/dev/null | cut -f1)MB; rm -f big.bin`,
+    mem: `node -e "const a=[];try{for(let i=0;i<8;i++)a.push(Buffer.alloc(64*1024*1024,1));console.log('MEM '+a.length*64+'MB')}catch(e){console.log('MEM failed at '+a.length*64+'MB: '+e.message)}" 2>&1 | tail -1`
   }
+  // Probe k answers the request that carries k tool results (whatever the previous probe printed).
+  const done = (r: { readonly raw: string }) => (r.raw.match(/"type":"tool_result"/g) ?? []).length
+  // The process limit ends the turn (LimitExceededError), so the fork probe goes last.
+  const steps = [["tmp", probes.tmp], ["ws", probes.ws], ["mem", probes.mem], ["fork", probes.fork]] as const
   return withLlm([
-    { match: { system: "AGENT=x", lastUser: "MEM" }, reply: Reply.text("done"), label: "end" },
-    { match: { system: "AGENT=x", lastUser: "WS" }, reply: Reply.toolCall("Bash", { command: probes.mem, description: "mem" }), label: "mem" },
-    { match: { system: "AGENT=x", lastUser: "TMP" }, reply: Reply.toolCall("Bash", { command: probes.ws, description: "ws" }), label: "ws" },
-    { match: { system: "AGENT=x", lastUser: "FORK" }, reply: Reply.toolCall("Bash", { command: probes.tmp, description: "tmp" }), label: "tmp" },
-    { match: { system: "AGENT=x" }, reply: Reply.toolCall("Bash", { command: probes.fork, description: "fork" }), label: "fork" }
+    ...steps.map(([label, command], k): ScriptedLlm.ScriptEntry => ({
+      match: { system: "AGENT=x", where: (r) => done(r) === k },
+      reply: Reply.toolCall("Bash", { command, description: label }),
+      label
+    })),
+    { match: { system: "AGENT=x", where: (r) => done(r) >= steps.length }, reply: Reply.text("done"), label: "end" }
   ], async (llm) => {
     const home = makeTmpDir("scs-")
     try {
@@ -304,14 +311,14 @@ const sandbox = () => {
       const out = (label: string) => {
         const i = reqs.findIndex((r) => r.label === label)
         const next = reqs[i + 1]
-        return next === undefined ? "(no result)" : toolOutput(next).replace(/\\n/g, " ").slice(-160)
+        return next === undefined ? "(no result)" : toolOutput(next).replace(/\\n/g, " ").slice(0, 200)
       }
       const errors = linesOf(home, a.session_id).filter((l) => l.event === "provider.error").map((l) => `${l.data["reason"]}: ${l.data["message"]}`)
       report("sandbox: a claude agent's Bash tries to exhaust its sandbox", {
-        "fork 400 sleepers": out("fork"),
+        "fork 700 sleepers": out("fork"),
         "300 MB into /tmp": out("tmp"),
         "300 MB into /workspace": out("ws"),
-        "4 GB of memory": out("mem"),
+        "512 MB of memory": out("mem"),
         "turn errors": errors.length === 0 ? "none" : errors.join(" | "),
         "daemon alive": isAlive(pid)
       })
