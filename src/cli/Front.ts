@@ -3,6 +3,7 @@
 // and command aliases (`ls`, `rm`) rewritten to their full names. See Help.ts and
 // Completion.ts for why these are ours and not @effect/cli's built-ins.
 import { Console, Duration, Effect, Option } from "effect"
+import { parentEnv } from "../config/Config.js"
 import { call, CliError, withClient } from "./Client.js"
 import { pathsOf } from "./Common.js"
 import { answer, type Dynamic, homeIn, script, type Shell, shells, want } from "./Completion.js"
@@ -15,7 +16,7 @@ export type FrontDoor =
   | { readonly _tag: "parse"; readonly args: ReadonlyArray<string>; readonly path: string }
 
 export const terminalStyle = (): Style => ({
-  color: wantsColor(process.env, process.stdout.isTTY === true),
+  color: wantsColor(parentEnv(), process.stdout.isTTY === true),
   width: Math.min(Math.max(process.stdout.columns ?? 100, 60), 120)
 })
 

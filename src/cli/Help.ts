@@ -7,6 +7,7 @@
 // (Tree.ts) and leave parsing to @effect/cli; main.ts answers --help/-h, --version and bare
 // groups with these pages before @effect/cli runs.
 import * as HelpDoc from "@effect/cli/HelpDoc"
+import type { ProcessEnv } from "../config/Config.js"
 import { type ArgSpec, type CommandNode, EXAMPLES_HEADER, type OptionSpec } from "./Tree.js"
 
 /**
@@ -24,8 +25,8 @@ export const describe = (
   ])
 
 /** Colours only on a terminal that wants them (not piped, not NO_COLOR, not TERM=dumb). */
-export const wantsColor = (env: NodeJS.ProcessEnv, isTTY: boolean): boolean =>
-  isTTY && (env.NO_COLOR === undefined || env.NO_COLOR === "") && env.TERM !== "dumb"
+export const wantsColor = (env: ProcessEnv, isTTY: boolean): boolean =>
+  isTTY && (env["NO_COLOR"] === undefined || env["NO_COLOR"] === "") && env["TERM"] !== "dumb"
 
 export interface Style {
   readonly color: boolean

@@ -2,9 +2,7 @@
 // only when asked for (a terminal, no NO_COLOR, TERM not dumb).
 import type { AgentActivity, FeedItem } from "../daemon/Rpcs.js"
 
-/** Colours only on a terminal that wants them (not piped, not NO_COLOR, not TERM=dumb). */
-export const wantsColor = (env: NodeJS.ProcessEnv, isTTY: boolean): boolean =>
-  isTTY && (env["NO_COLOR"] === undefined || env["NO_COLOR"] === "") && env["TERM"] !== "dumb"
+export { wantsColor } from "./Help.js"
 
 const palette = [36, 33, 35, 32, 34, 31, 96, 93, 95, 92, 94, 91] as const
 

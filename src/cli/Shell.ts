@@ -10,12 +10,13 @@ import { CommandExecutor, FileSystem } from "@effect/platform"
 import { Effect, Either } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
+import { parentEnv } from "../config/Config.js"
 import type { WorkspaceSpec } from "../domain/workspace.js"
 import { type Admin, call, CliError } from "./Client.js"
 
 /** The shell to run: $SHELL when the sandbox has it (system paths are bound), else /bin/sh. */
 const shellProgram = (): string => {
-  const s = process.env.SHELL
+  const s = parentEnv()["SHELL"]
   return s !== undefined && /^\/(usr\/)?s?bin\/[A-Za-z0-9._-]+$/.test(s) && fs.existsSync(s) ? s : "/bin/sh"
 }
 
@@ -34,7 +35,7 @@ const commandLine = (spec: WorkspaceSpec, label: string): Effect.Effect<Readonly
       command: [shellProgram(), "-i"],
       cwd: "/workspace",
       interactive: true,
-      env: { TERM: process.env.TERM ?? "xterm", PS1: `[substrat ${label}] $ ` }
+      env: { TERM: parentEnv()["TERM"] ?? "xterm", PS1: `[substrat ${label}] $ ` }
     }
     yield* Bwrap.checkHostPaths(request).pipe(Effect.mapError((e) => new CliError({ kind: "invalid-input", message: e.message })))
     const argv = Bwrap.sandboxCommandLine(probe, request, Limits.withDefaults(spec.limits))

@@ -1,6 +1,7 @@
 // `substrat agent create|list|send|attach|inspect|terminate|logs`.
 import { Args, Command, Options } from "@effect/cli"
 import { Console, Effect, Option, Schema, Stream } from "effect"
+import { parentEnv } from "../../config/Config.js"
 import { type AgentActivity, AgentRef, MessageText, WorkspaceRef } from "../../daemon/Rpcs.js"
 import { attachCommand } from "./attach.js"
 import { call, CliError, following, fromRpcError, withClient } from "../Client.js"
@@ -95,7 +96,7 @@ const doingOf = (activity: ReadonlyArray<AgentActivity> | undefined, now: number
  * it differs, after a blank line. Ends with Ctrl-C, or exit 3 when the daemon goes away.
  */
 const watchList = (socket: string, all: boolean) => {
-  const redraw = process.stdout.isTTY === true && process.env["TERM"] !== "dumb"
+  const redraw = process.stdout.isTTY === true && parentEnv()["TERM"] !== "dumb"
   let last = ""
   const run = withClient(socket, (c) =>
     Effect.gen(function*() {

@@ -3,6 +3,7 @@
 // per agent on a colour terminal — or as NDJSON items for scripts.
 import { Args, Command, Options } from "@effect/cli"
 import { Console, Effect, Option, Stream } from "effect"
+import { parentEnv } from "../../config/Config.js"
 import { AgentRef, type FeedItem } from "../../daemon/Rpcs.js"
 import { call, CliError, following, withClient } from "../Client.js"
 import { home, json, pathsOf } from "../Common.js"
@@ -53,7 +54,7 @@ export const logsCommand = Command.make("logs", {
     }
     const since = Option.match(o.since, { onNone: () => ({ from: "start" }), onSome: (s) => parseSince(s, Date.now()) })
     if (typeof since === "string") return yield* new CliError({ kind: "invalid-input", message: since })
-    const color = !o.json && wantsColor(process.env, process.stdout.isTTY === true)
+    const color = !o.json && wantsColor(parentEnv(), process.stdout.isTTY === true)
     let position: string | undefined
     const print = (item: FeedItem): Effect.Effect<void> => {
       position = item.cursor
