@@ -7,6 +7,7 @@ import {
   addUsage,
   addWithTurns,
   type UsageReport,
+  type UsageLike,
   type UsageTotals,
   type UsageWithTurns,
   zeroUsage,
@@ -74,6 +75,8 @@ export class Activity extends Effect.Service<Activity>()("substrat/Activity", {
   sync: () => {
     const usage = new Map<AgentId, AgentUsage>()
     const recent = new Map<AgentId, RecentActivity>()
+    /** Per agent, the running turns that have request-level usage (metered at the forwarder). */
+    const metered = new Map<AgentId, Set<string>>()
     const own = (a: AgentId): UsageWithTurns => {
       const u = usage.get(a)
       return u ? { ...u.own, turns: u.turns } : zeroWithTurns
@@ -86,10 +89,25 @@ export class Activity extends Effect.Service<Activity>()("substrat/Activity", {
       noteMessage: (agent: AgentId, m: MessageSummary): void => {
         recent.set(agent, withMessage(recent.get(agent), m))
       },
-      /** A turn ended: its usage counts, it joins the recent turns. */
+      /**
+       * One model request's usage (metered at the forwarder): counted at once, so budgets see it
+       * between the requests of a turn. The turn's own (provider-reported) total is then not added.
+       */
+      noteRequest: (agent: AgentId, turn_id: string | null, u: UsageLike): void => {
+        const cur = usage.get(agent) ?? noUsage
+        usage.set(agent, { ...cur, own: addUsage(cur.own, u) })
+        if (turn_id === null) return
+        const set = metered.get(agent) ?? new Set<string>()
+        set.add(turn_id)
+        metered.set(agent, set)
+      },
+      /** A turn ended: its usage counts (unless metered per request), it joins the recent turns. */
       noteTurn: (agent: AgentId, o: TurnOutcome): void => {
         const u = usage.get(agent) ?? noUsage
-        usage.set(agent, { ...u, own: addUsage(u.own, o.usage), turns: u.turns + 1 })
+        const set = metered.get(agent)
+        const wasMetered = set?.delete(o.turn_id) === true
+        if (set !== undefined && set.size === 0) metered.delete(agent)
+        usage.set(agent, { ...u, own: wasMetered ? u.own : addUsage(u.own, o.usage), turns: u.turns + 1 })
         recent.set(
           agent,
           withTurn(recent.get(agent), {
@@ -105,6 +123,7 @@ export class Activity extends Effect.Service<Activity>()("substrat/Activity", {
         const u = usage.get(agent)
         usage.delete(agent)
         recent.delete(agent)
+        metered.delete(agent)
         if (u && parent !== null) usage.set(parent, retireInto(usage.get(parent), u))
       },
       recentOf: (agent: AgentId): RecentActivity => recent.get(agent) ?? noActivity,

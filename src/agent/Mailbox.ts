@@ -23,6 +23,8 @@ export class Mailbox extends Effect.Service<Mailbox>()("substrat/Mailbox", {
     const triggers = new Map<AgentId, Array<Trigger>>()
     const heldWakes = new Map<AgentId, number>()
     const parked = new Set<AgentId>()
+    /** Wakes of parked agents (a budget or a question to the human stops them): not outstanding work. */
+    const parkedWakes = new Map<AgentId, number>()
     const userOutbox: Array<MessageEnvelope> = []
     const wakes = yield* Queue.unbounded<AgentId>()
 
@@ -55,6 +57,7 @@ export class Mailbox extends Effect.Service<Mailbox>()("substrat/Mailbox", {
         unborn.delete(agent)
         triggers.delete(agent)
         parked.delete(agent)
+        parkedWakes.delete(agent)
         return queued
       },
       /** Put a delivered message into the agent's inbox; false when it has none (gone). */
@@ -107,6 +110,24 @@ export class Mailbox extends Effect.Service<Mailbox>()("substrat/Mailbox", {
             Effect.zipRight(Queue.offerAll(wakes, Array.from({ length: n }, () => agent))),
             Effect.as(n)
           )
+        }),
+      /**
+       * The wake just taken for `agent` is parked by the turn gate (a spent budget, a question to
+       * the human: src/agent/TurnGate.ts); its trigger stays queued and the taker still counts the
+       * wake as done. `ungate` wakes it again. (Apart from the quarantine's `park`.)
+       */
+      gateWake: (agent: AgentId): void => {
+        parkedWakes.set(agent, (parkedWakes.get(agent) ?? 0) + 1)
+      },
+      /** Agents with wakes parked by the gate. */
+      gated: (): ReadonlyArray<AgentId> => [...parkedWakes.keys()],
+      isGated: (agent: AgentId): boolean => parkedWakes.has(agent),
+      ungate: (agent: AgentId): Effect.Effect<void> =>
+        Effect.suspend(() => {
+          const n = parkedWakes.get(agent)
+          parkedWakes.delete(agent)
+          if (!n) return Effect.void
+          return turns.addWork(n).pipe(Effect.zipRight(Queue.offerAll(wakes, Array.from({ length: n }, () => agent))))
         }),
       /** The next agent to run one turn of (waits). */
       nextWake: Queue.take(wakes),

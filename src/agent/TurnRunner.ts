@@ -20,6 +20,7 @@ import { type AgentOutput, OutputBus } from "./OutputBus.js"
 import { Requests } from "./Requests.js"
 import { ToolHandler } from "./ToolHandler.js"
 import { Tree } from "./Tree.js"
+import { TurnGate } from "./TurnGate.js"
 import { TurnHooks } from "./TurnHooks.js"
 import { settle, type Trigger, Turns } from "./Turns.js"
 
@@ -44,6 +45,7 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
     const hooks = Option.getOrElse(yield* Effect.serviceOption(TurnHooks), () => ({
       afterTurn: () => Effect.void
     }))
+    const gate = Option.getOrNull(yield* Effect.serviceOption(TurnGate))
     const fibers = yield* FiberSet.make()
     const tracing = yield* Tracing
 
@@ -185,6 +187,17 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
           if (t) yield* settle(t, null)
           return
         }
+        // Parked (budget spent, or waiting for the human): the trigger stays queued, no slot is taken.
+        if (gate !== null && mailbox.queuedTurns(agent) > 0 && !(yield* gate.mayStart(node))) {
+          mailbox.gateWake(agent)
+          return
+        }
+        let reserved = gate !== null && mailbox.queuedTurns(agent) > 0
+        const release = Effect.suspend(() => {
+          if (!reserved || gate === null) return Effect.void
+          reserved = false
+          return gate.turnEnded(node)
+        })
         let taken: Trigger | null = null
         let took: ReadonlyArray<MessageEnvelope> = []
         const prompt = Effect.suspend(() => {
@@ -199,7 +212,10 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
         })
         const publish = (o: AgentOutput) => bus.publish(o)
         yield* scheduler.run(bindingOf(node), prompt, {
-          onStart: (turn_id, p) => publish({ _tag: "TurnStarted", agent_id: agent, turn_id, prompt: p }),
+          onStart: (turn_id, p) =>
+            Effect.sync(() => turns.started(agent, turn_id)).pipe(
+              Effect.zipRight(publish({ _tag: "TurnStarted", agent_id: agent, turn_id, prompt: p }))
+            ),
           onOutput: (turn_id, out) =>
             out._tag === "TextChunk"
               ? publish({ _tag: "Text", agent_id: agent, turn_id, text: out.text })
@@ -215,9 +231,9 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
               })
               : Effect.void,
           beforeEnd: () => birthChildren(node),
-          after: (o) => taken ? afterTurn(node, taken, o) : Effect.void,
+          after: (o) => (taken ? afterTurn(node, taken, o) : Effect.void).pipe(Effect.ensuring(release)),
           span: () => turnSpan(node, taken, took)
-        })
+        }).pipe(Effect.ensuring(release))
       }).pipe(Effect.ensuring(turns.addWork(-1)))
 
     const wakeLoop = yield* mailbox.nextWake.pipe(

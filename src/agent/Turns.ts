@@ -3,7 +3,7 @@
 // pending births) that `awaitIdle` waits on. Only the turn runner (TurnRunner.ts) begins and
 // ends a turn. Operations on the map are synchronous (atomic within an Effect.sync block).
 import { Deferred, Effect, Stream, SubscriptionRef } from "effect"
-import type { AgentId, MessageId } from "../domain/ids.js"
+import type { AgentId, MessageId, TurnId } from "../domain/ids.js"
 import type { TurnOutcome } from "../session/TurnScheduler.js"
 
 /** Why a turn runs: a message that wakes the agent, or an explicit prompt. */
@@ -23,6 +23,8 @@ interface TurnContext {
   readonly trigger: Trigger
   /** Children spawned during the turn, born when it ends. */
   readonly deferredSpawns: Array<AgentId>
+  /** Set once the turn has started (its `turn.start` is logged). */
+  turn_id: TurnId | null
 }
 
 export class Turns extends Effect.Service<Turns>()("substrat/Turns", {
@@ -32,8 +34,15 @@ export class Turns extends Effect.Service<Turns>()("substrat/Turns", {
 
     return {
       begin: (agent: AgentId, trigger: Trigger): void => {
-        running.set(agent, { trigger, deferredSpawns: [] })
+        running.set(agent, { trigger, deferredSpawns: [], turn_id: null })
       },
+      /** The turn's id, once its `turn.start` is logged. */
+      started: (agent: AgentId, turn_id: TurnId): void => {
+        const ctx = running.get(agent)
+        if (ctx) ctx.turn_id = turn_id
+      },
+      /** The id of `agent`'s running turn (null: none running, or not started yet). */
+      turnIdOf: (agent: AgentId): TurnId | null => running.get(agent)?.turn_id ?? null,
       /** The turn is over; the children it spawned (to be born now, if not yet). */
       end: (agent: AgentId): ReadonlyArray<AgentId> => {
         const ctx = running.get(agent)

@@ -12,10 +12,11 @@
 // of config.toml (ConfigProvider.snakeCase). Credentials keep their usual unprefixed names
 // (ANTHROPIC_API_KEY, OPENAI_API_KEY, …) and are read from the environment only.
 import * as FileSystem from "@effect/platform/FileSystem"
-import { Config, type ConfigError, ConfigProvider, Context, Data, Effect, Layer, Option, Redacted } from "effect"
+import { Config, ConfigError, ConfigProvider, Context, Data, Effect, Either, Layer, Option, Redacted } from "effect"
 import { homedir } from "node:os"
 import * as Path from "node:path"
 import { parse as parseToml } from "smol-toml"
+import { parsePrices } from "../meter/Prices.js"
 
 /** An environment: variable name → value (`process.env`'s shape). */
 export type ProcessEnv = Readonly<Record<string, string | undefined>>
@@ -112,6 +113,13 @@ const url = (name: string) =>
     }
   }))
 
+/** `meter.prices`: a JSON price table (src/meter/Prices.ts), checked at load. */
+const prices = (name: string) =>
+  Config.string(name).pipe(Config.mapOrFail((s) => {
+    const t = parsePrices(s)
+    return Either.isRight(t) ? Either.right(t.right) : Either.left(ConfigError.InvalidData([], `Expected a JSON price table: ${t.left}`))
+  }))
+
 const cli = (name: string, label: string, binDefault: string) =>
   Config.all({
     bin: optional([name, "bin"], text, { description: `${label} executable (default: ${binDefault})` }),
@@ -186,6 +194,12 @@ const settingsConfig = Config.all({
     endpoint: optional(["otlp", "endpoint"], url, {
       description: "Export OpenTelemetry traces over OTLP/HTTP (JSON) to this base URL (`/v1/traces` is appended); else OTEL_EXPORTER_OTLP_ENDPOINT; unset: no tracing"
     })
+  }),
+  meter: Config.all({
+    prices: optional(["meter", "prices"], prices, {
+      description:
+        "Model prices in USD per million tokens, JSON: {\"model-prefix\": {\"input\": 3, \"output\": 15, \"cache_read\": 0.3, \"cache_write\": 3.75}}; added to / overriding the defaults (docs/budgets.md)"
+    })
   })
 })
 
@@ -237,7 +251,8 @@ export interface Loaded {
 const envProvider = (env: ProcessEnv): ConfigProvider.ConfigProvider => {
   const map = new Map<string, string>()
   for (const [k, v] of Object.entries(env)) if (v !== undefined && v.trim() !== "") map.set(k, v.trim())
-  return ConfigProvider.fromMap(map, { pathDelim: "_" })
+  // No setting is a list: a comma is part of the value (JSON values such as meter.prices).
+  return ConfigProvider.fromMap(map, { pathDelim: "_", seqDelim: "\u0000" })
 }
 
 const prefixed = (env: ConfigProvider.ConfigProvider) => env.pipe(ConfigProvider.constantCase, ConfigProvider.nested("SUBSTRAT"))
@@ -428,7 +443,8 @@ export const valueAt = (settings: Settings, key: string): string | number | null
   if (Option.isOption(v)) v = Option.getOrNull(v)
   if (Redacted.isRedacted(v)) return "<redacted>"
   if (typeof v === "number" || typeof v === "string") return v
-  return v === undefined || v === null ? null : String(v)
+  if (v === undefined || v === null) return null
+  return typeof v === "object" ? JSON.stringify(v) : String(v)
 }
 
 /** The loaded settings as a service (the daemon provides them once, at start-up). */
@@ -462,6 +478,7 @@ export const defaults = (overrides: Partial<Settings> = {}): Settings => ({
     retryDelayMs: 500
   },
   otlp: { endpoint: Option.none() },
+  meter: { prices: Option.none() },
   credentials: {
     anthropicApiKey: Option.none(),
     anthropicAuthToken: Option.none(),

@@ -64,6 +64,17 @@ export const feedLine = (entry: LogEntry, names: Names): FeedLine => {
       const n = entry.data.paths.length
       return { agent: own, text: `± ${n} path${n === 1 ? "" : "s"} changed (commit ${entry.data.commit.slice(0, 12)})` }
     }
+    case "budget.set": {
+      const d = entry.data
+      const parts = [d.usd === null ? null : `$${d.usd}`, d.tokens === null ? null : `${d.tokens} tokens`, d.turns === null ? null : `${d.turns} turns`, d.time_s === null ? null : `${d.time_s} s`]
+      return { agent: own, text: `$ budget: ${parts.filter((p) => p !== null).join(", ") || "no limit"}` }
+    }
+    case "budget.breached":
+      return { agent: own, text: `! ${entry.data.reason} (inbox item ${entry.data.item_id})` }
+    case "human.asked":
+      return { agent: own, text: `? asks the human: ${clip(entry.data.question)} (inbox item ${entry.data.item_id})` }
+    case "human.answered":
+      return { agent: own, text: `← the human answers: ${clip(entry.data.answer)}` }
     case "session.created":
     case "suspend.result":
     case "session.restored":

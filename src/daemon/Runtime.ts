@@ -3,7 +3,12 @@
 // workspaces (store, per-turn history hook, child workspaces, in-use = live tree), start-up recovery (src/recovery/Recovery.ts), and the shutdown drain. One place decides which
 // implementation of each port the daemon runs.
 import * as NodeContext from "@effect/platform-node/NodeContext"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
+import { Activity } from "../agent/Activity.js"
+import { Mailbox } from "../agent/Mailbox.js"
+import { Turns } from "../agent/Turns.js"
+import * as Meter from "../meter/Meter.js"
+import { MeterPrices } from "../meter/Meter.js"
 import * as Orchestration from "../agent/Orchestrator.js"
 import { Tree } from "../agent/Tree.js"
 import type { SubstratPaths } from "../config/Paths.js"
@@ -46,6 +51,16 @@ const SlotsLive = Layer.unwrapEffect(Effect.map(DaemonConfig, (c) => Multiplexer
  * The layer also serves the model forwarders on `$SUBSTRAT_HOME/llm/*.sock` (the API keys stay in
  * the daemon; sandboxes only see the sockets). CLI providers run in bwrap through `SandboxLive`.
  */
+// The Meter (budgets, the human inbox; src/meter/Meter.ts) sits below the providers — every
+// agent's model forwarder meters through it — and below the turn runner (TurnGate, HumanDesk).
+// Turns, Activity and Mailbox are the same layers the agent services use (memoized by reference).
+const MeterLive = Meter.ports.pipe(
+  Layer.provideMerge(Meter.Meter.Default),
+  Layer.provide(Layer.unwrapEffect(Effect.map(DaemonConfig, (c) => MeterPrices.layer(Option.getOrUndefined(c.meter.prices))))),
+  Layer.provide(Mailbox.DefaultWithoutDependencies),
+  Layer.provide(Layer.mergeAll(Layer.effect(Tree, Tree), Turns.Default, Activity.Default))
+)
+
 const ProvidersLive = Layer.unwrapEffect(Effect.map(DaemonConfig, (config) => RegistryLive.layerDaemon(config))).pipe(
   Layer.provide(AgentSocket.toolEndpoint)
 )
@@ -56,7 +71,8 @@ const SandboxLive = SandboxBwrap.layerBwrap().pipe(Layer.provide(NodeContext.lay
 const StateLive = Tree.Default
 
 const OrchestrationLive = Orchestration.layerWithTree(Layer.effect(Tree, Tree)).pipe(
-  Layer.provideMerge(Layer.mergeAll(ProvidersLive, SlotsLive))
+  Layer.provideMerge(Layer.mergeAll(ProvidersLive, SlotsLive)),
+  Layer.provideMerge(MeterLive)
 )
 
 // Workspaces: the store (in use = a live agent has it), per-turn history + the TurnHooks that

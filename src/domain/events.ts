@@ -3,6 +3,7 @@
 // keep decoding. Add events and optional fields; never rename or retype an existing one.
 import { Schema } from "effect"
 import { AgentId, MessageId, SessionId, TurnId, WorkspaceId } from "./ids.js"
+import { Budget } from "./budget.js"
 import { MessageEnvelopeFromLog } from "./message.js"
 
 /**
@@ -92,12 +93,28 @@ export const ProviderErrorData = Schema.Struct({
   reason: Schema.String,
   message: Schema.String
 })
+/**
+ * Tokens and cost. `source: "request"`: one model request metered at the model forwarder (or by
+ * the openai provider's own calls) — the source of truth. Absent: a turn's total as its provider
+ * reported it; it counts only for a turn without request-level events (providers not metered).
+ */
 export const UsageData = Schema.Struct({
   turn_id: Schema.NullOr(TurnId),
   input_tokens: Schema.JsonNumber,
   output_tokens: Schema.JsonNumber,
-  cost_usd: Schema.JsonNumber
+  cost_usd: Schema.JsonNumber,
+  cache_read_tokens: Schema.optional(Schema.JsonNumber),
+  cache_write_tokens: Schema.optional(Schema.JsonNumber),
+  source: Schema.optional(Schema.Literal("request")),
+  model: Schema.optional(Schema.NullOr(Schema.String))
 })
+/** The agent's subtree budget (docs/budgets.md); the last one logged is in force. */
+export const BudgetSetData = Budget
+/** The agent's subtree budget is spent: an inbox item until a `budget.set` raises it (or the agent goes). */
+export const BudgetBreachedData = Schema.Struct({ item_id: Schema.String, reason: Schema.String })
+/** `ask_human`: the agent is parked until the human answers (`human.answered`, same item id). */
+export const HumanAskedData = Schema.Struct({ item_id: Schema.String, question: Schema.String })
+export const HumanAnsweredData = Schema.Struct({ item_id: Schema.String, answer: Schema.String })
 export const WorkspaceDiffData = Schema.Struct({
   workspace_id: WorkspaceId,
   turn_id: TurnId,
@@ -123,7 +140,11 @@ export const LogEvent = Schema.Union(
   event("tool_call.result", ToolCallResultData),
   event("provider.error", ProviderErrorData),
   event("usage", UsageData),
-  event("workspace.diff", WorkspaceDiffData)
+  event("workspace.diff", WorkspaceDiffData),
+  event("budget.set", BudgetSetData),
+  event("budget.breached", BudgetBreachedData),
+  event("human.asked", HumanAskedData),
+  event("human.answered", HumanAnsweredData)
 )
 export type LogEvent = typeof LogEvent.Type
 export type LogEventName = LogEvent["event"]

@@ -16,7 +16,8 @@ import { type EventData, LogEvent, type LogEventName } from "../domain/events.js
 import { MessageId, type SessionId, type TurnId } from "../domain/ids.js"
 import type { MessageEnvelope } from "../domain/message.js"
 import { BroadcastArgs, SendMessageArgs } from "../domain/tools.js"
-import type { UsageTotals } from "../domain/usage.js"
+import type { Budget } from "../domain/budget.js"
+import { addUsage, type UsageTotals, zeroUsage } from "../domain/usage.js"
 import { type MessageSummary, RECENT_MESSAGES, RECENT_TURNS, type TurnSummary } from "../agent/Activity.js"
 import { excerpt } from "../agent/Inspection.js"
 import { senderName } from "../agent/Prompt.js"
@@ -94,10 +95,27 @@ export interface SessionLog {
   readonly carried: ReadonlyArray<MessageId>
   readonly turns: TurnPosition
   readonly usage: UsageTotals
+  /** The budget in force (the last `budget.set`), or null. */
+  readonly budget: Budget | null
+  /** A `budget.breached` not followed by a `budget.set`: still waiting for the human. */
+  readonly breach: OpenBreach | null
+  /** `human.asked` without its `human.answered`, oldest first. */
+  readonly questions: ReadonlyArray<OpenQuestion>
   /** The last RECENT_TURNS ended turns, oldest first (texts excerpted), as `noteTurn` records them. */
   readonly recentTurns: ReadonlyArray<TurnSummary>
   /** The last RECENT_MESSAGES messages in and out, in log order (texts excerpted), as `noteMessage` records them. */
   readonly recentMessages: ReadonlyArray<RecentMessage>
+}
+
+export interface OpenBreach {
+  readonly item_id: string
+  readonly reason: string
+  readonly ts: string
+}
+export interface OpenQuestion {
+  readonly item_id: string
+  readonly question: string
+  readonly ts: string
 }
 
 /** One decoded line of event `E`. */
@@ -194,9 +212,12 @@ class Acc {
   /** `turn.start`s since the last turn end or `agent.resumed`. */
   inARow = 0
   quarantine: EventData<"agent.quarantined"> | null = null
-  input = 0
-  output = 0
-  cost = 0
+  usage: UsageTotals = zeroUsage
+  budget: Budget | null = null
+  breach: OpenBreach | null = null
+  questions: Array<OpenQuestion> | undefined
+  /** Turns with request-level `usage` events: their turn-level `usage` is not counted again. */
+  metered: Set<string> | undefined
 
   noteMessage(m: Noted): void {
     const ring = this.messages ??= []
@@ -280,6 +301,19 @@ const handlers: { readonly [E in LogEventName]: Handler<E> } = {
   "session.restored": ignore,
   "suspend.result": ignore,
   "workspace.diff": ignore,
+  "budget.set": (acc, data) => {
+    acc.budget = data
+    acc.breach = null
+  },
+  "budget.breached": (acc, data, ts) => {
+    acc.breach = { item_id: data.item_id, reason: data.reason, ts }
+  },
+  "human.asked": (acc, data, ts) => {
+    ;(acc.questions ??= []).push({ item_id: data.item_id, question: data.question, ts })
+  },
+  "human.answered": (acc, data) => {
+    if (acc.questions !== undefined) acc.questions = acc.questions.filter((q) => q.item_id !== data.item_id)
+  },
   "agent.created": (acc, data) => {
     if (acc.created === null) acc.created = data
   },
@@ -331,9 +365,10 @@ const handlers: { readonly [E in LogEventName]: Handler<E> } = {
     if (data.turn_id !== null) acc.endTurn({ _tag: "failed", turn_id: data.turn_id, data }, ts)
   },
   usage: (acc, data) => {
-    acc.input += data.input_tokens
-    acc.output += data.output_tokens
-    acc.cost += data.cost_usd
+    if (data.source === "request") {
+      if (data.turn_id !== null) (acc.metered ??= new Set()).add(data.turn_id)
+    } else if (data.turn_id !== null && acc.metered?.has(data.turn_id) === true) return
+    acc.usage = addUsage(acc.usage, data)
   },
   "tool_call.invoked": (acc, data) => {
     if (data.tool === "send_message" || data.tool === "broadcast") {
@@ -411,7 +446,10 @@ export class SessionFold {
         interrupted: a.openTurn === null ? null : { prompt: a.openTurn, consumedMessages: consumed, ts: a.openTurnTs },
         interruptedInARow: a.openTurn === null ? 0 : a.inARow
       },
-      usage: { input_tokens: a.input, output_tokens: a.output, cost_usd: a.cost },
+      usage: a.usage,
+      budget: a.budget,
+      breach: a.breach,
+      questions: a.questions ?? none,
       recentTurns: a.turnEnds === undefined ? none : a.turnEnds.map((end, i) => turnSummary(end, prompts[i] ?? "")),
       recentMessages: a.messages === undefined ? none : a.messages.map(messageSummary)
     }

@@ -17,7 +17,11 @@ import { SubstratConfig } from "../config/Config.js"
 import { SubstratPaths } from "../config/Paths.js"
 import type { DurableError, EventLogError, SessionStoreError } from "../domain/errors.js"
 import { makeEvent } from "../domain/events.js"
-import type { SessionId } from "../domain/ids.js"
+import type { AgentId, SessionId } from "../domain/ids.js"
+import type { Budget } from "../domain/budget.js"
+import type { AgentTree } from "../agent/AgentTree.js"
+import { Meter, type MeterSeed } from "../meter/Meter.js"
+import type { OpenBreach } from "./Fold.js"
 import { Session } from "../domain/session.js"
 import type { LogPosition } from "../provider/Provider.js"
 import { ProviderRegistry } from "../provider/ProviderRegistry.js"
@@ -100,6 +104,7 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
     const durable = yield* Durable
     const paths = yield* SubstratPaths
     const registry = yield* ProviderRegistry
+    const meter = yield* Effect.serviceOption(Meter)
 
     const saveState = (id: SessionId, f: (s: Session) => Session) =>
       Effect.flatMap(store.load(id), (rec) => store.save(f(rec)))
@@ -225,6 +230,7 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
       }
       yield* seeding.seed(p.seed)
       yield* seeding.park(p.parked)
+      if (Option.isSome(meter)) meter.value.seed(meterSeed(p.seed.tree, sessions))
       if (options.resume !== false) {
         yield* seeding.queueTurns(p.turns)
         // Pending sync requests with a reply timeout: re-armed with their remaining time.
@@ -264,6 +270,22 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
     return { run } as const
   })
 }) {}
+
+/** Budgets, open breaches and open questions of the live agents, from their logs. */
+const meterSeed = (tree: AgentTree, sessions: ReadonlyArray<PlanSession>): MeterSeed => {
+  const logs = new Map(sessions.map((x) => [x.id, x.log] as const))
+  const budgets = new Map<AgentId, Budget>()
+  const breaches = new Map<AgentId, OpenBreach>()
+  const questions: Array<MeterSeed["questions"][number]> = []
+  for (const n of tree.nodes.values()) {
+    const l = logs.get(n.session_id)
+    if (l === null || l === undefined) continue
+    if (l.budget !== null) budgets.set(n.id, l.budget)
+    if (l.breach !== null) breaches.set(n.id, l.breach)
+    for (const q of l.questions) questions.push({ ...q, agent: n.id })
+  }
+  return { budgets, breaches, questions }
+}
 
 /** One line for the daemon's start-up log. */
 export const describeReport = (r: RecoveryReport): string =>

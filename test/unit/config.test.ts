@@ -134,13 +134,19 @@ describe("configuration", () => {
     Effect.gen(function*() {
       for (const k of allKeys) {
         if (k.key === "home" || k.key.startsWith("credentials.")) continue
-        const sample = /Ms|Steps|Retries|slots|Bytes|Attempts/i.test(k.key) ? "2048" : /upstream|endpoint/.test(k.key) ? "http://x" : "v"
+        const sample = /Ms|Steps|Retries|slots|Bytes|Attempts/i.test(k.key)
+          ? "2048"
+          : /upstream|endpoint/.test(k.key)
+          ? "http://x"
+          : k.key.endsWith("prices")
+          ? `{"m":{"input":1,"output":2}}`
+          : "v"
         const l = yield* loadWith({ env: { [k.env]: sample } })
         expect([k.env, l.sources[k.key]]).toEqual([k.env, "env"])
         expect([k.env, String(valueAt(l.settings, k.key))]).toEqual([k.env, k.secret ? "<redacted>" : sample])
         if (k.file !== null) {
           const [table, key] = k.file.includes(".") ? k.file.split(".") : [null, k.file]
-          const toml = table === null ? `${key} = "${sample}"\n` : `[${table}]\n${key} = "${sample}"\n`
+          const toml = table === null ? `${key} = ${JSON.stringify(sample)}\n` : `[${table}]\n${key} = ${JSON.stringify(sample)}\n`
           const f = yield* loadWith({ toml })
           expect([k.file, f.sources[k.key]]).toEqual([k.file, "file"])
         }

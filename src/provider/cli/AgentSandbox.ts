@@ -20,7 +20,10 @@ import { noLimits, type WorkspaceSpec } from "../../domain/workspace.js"
 import { EventLog } from "../../storage/EventLog.js"
 import type { SandboxRequest } from "../../sandbox/Sandbox.js"
 import { WorkspaceStore } from "../../sandbox/WorkspaceStore.js"
+import type { ModelApi } from "../../meter/RequestUsage.js"
+import { ModelMeter } from "../ModelMeter.js"
 import type { ProviderContext } from "../Provider.js"
+import * as ModelForwarder from "./ModelForwarder.js"
 import { ToolEndpoint } from "../ToolEndpoint.js"
 
 export interface AgentSandbox {
@@ -43,6 +46,17 @@ export interface AgentSandboxOptions {
 export class AgentSandboxes extends Context.Tag("substrat/provider/AgentSandboxes")<AgentSandboxes, {
   /** Prepare the agent's directories (and socket) for one provider instance; released with its scope. */
   readonly prepare: (ctx: ProviderContext, provider: string) => Effect.Effect<AgentSandbox, ProviderError, Scope.Scope>
+  /**
+   * The host socket to bind at /run/substrat/llm.sock for `api`: with a ModelMeter, a metering
+   * forwarder of this agent's own relaying to `upstream` (served while the scope lives); without
+   * one, `upstream` itself.
+   */
+  readonly modelSocket: (
+    ctx: ProviderContext,
+    provider: string,
+    api: ModelApi,
+    upstream: string | null
+  ) => Effect.Effect<string | null, ProviderError, Scope.Scope>
 }>() {}
 
 /** In-sandbox locations shared by every CLI provider. */
@@ -75,6 +89,26 @@ export const make = (options: AgentSandboxOptions = {}) =>
     const workspaces = yield* WorkspaceStore
     const endpoint = yield* ToolEndpoint
     const serveSocket = options.serveSocket ?? true
+    const meter = yield* Effect.serviceOption(ModelMeter)
+
+    const modelSocket = Effect.fn("AgentSandboxes.modelSocket")(function*(
+      ctx: ProviderContext,
+      provider: string,
+      api: ModelApi,
+      upstream: string | null
+    ) {
+      if (upstream === null || Option.isNone(meter)) return upstream
+      const m = meter.value
+      const socketPath = Path.join(paths.sessionDir(ctx.session_id), `llm-${api}.sock`)
+      yield* ModelForwarder.serve({
+        socketPath,
+        upstream: "http://localhost",
+        upstreamSocket: upstream,
+        credential: null,
+        meter: { admit: m.admit(ctx.session_id), record: (u) => m.record(ctx.session_id, u) }
+      }).pipe(Effect.mapError((e) => err(provider, `model socket: ${e.message}`)))
+      return socketPath
+    })
 
     const prepare = Effect.fn("AgentSandboxes.prepare")(function*(ctx: ProviderContext, provider: string) {
       const agentDir = paths.sessionDir(ctx.session_id)
@@ -116,7 +150,7 @@ export const make = (options: AgentSandboxOptions = {}) =>
       }
       return result
     })
-    return AgentSandboxes.of({ prepare })
+    return AgentSandboxes.of({ prepare, modelSocket })
   })
 
 export const layer = (

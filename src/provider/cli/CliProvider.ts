@@ -77,14 +77,20 @@ export const cliFactory = (driver: CliDriver) =>
   Effect.gen(function*() {
     const sandbox = yield* Sandbox
     const sandboxes = yield* AgentSandboxes
-    const settings = yield* CliSettings
+    const baseSettings = yield* CliSettings
     const name = driver.name
     const fail = (reason: ProviderError["reason"], message: string) => new ProviderError({ provider: name, reason, message })
 
     const make = (ctx: ProviderContext) =>
       Effect.gen(function*() {
-        const bin = yield* resolveBinary(name, settings.binaries[name], parentEnv(), settings.installDir)
+        const bin = yield* resolveBinary(name, baseSettings.binaries[name], parentEnv(), baseSettings.installDir)
         const agent = yield* sandboxes.prepare(ctx, name)
+        // Model requests go through a metering forwarder of this agent's own when the daemon meters.
+        const settings = {
+          ...baseSettings,
+          anthropicSocket: yield* sandboxes.modelSocket(ctx, name, "anthropic", baseSettings.anthropicSocket),
+          openaiSocket: yield* sandboxes.modelSocket(ctx, name, "openai", baseSettings.openaiSocket)
+        }
         const resumeFile = Path.join(agent.agentDir, "cli-resume.json")
         const persist = (id: string, cost_total: number) =>
           Effect.try({
@@ -187,7 +193,7 @@ export const cliFactory = (driver: CliDriver) =>
     const factory: ProviderFactory = {
       name,
       make: (ctx) => Effect.acquireRelease(make(ctx), (p) => p.stop.pipe(Effect.ignore)),
-      check: checkBinary(name, settings.binaries[name], parentEnv(), settings.installDir)
+      check: checkBinary(name, baseSettings.binaries[name], parentEnv(), baseSettings.installDir)
     }
     return factory
   })

@@ -1,16 +1,22 @@
 // The daemon-owned model forwarder: a Unix socket that sandboxes get bound in (at
 // /run/substrat/llm.sock), relaying HTTP to the configured upstream — streaming, byte for byte.
 // The API key lives only in the daemon: the forwarder drops whatever credential the client sent
-// (the sandbox only has a placeholder) and injects the real one. Nothing else is rewritten
-// (metering can be added here later: every model request passes through).
+// (the sandbox only has a placeholder) and injects the real one. Nothing else is rewritten.
+// Metering (optional `meter`): before a model request (POST …/messages, …/chat/completions,
+// …/responses) is relayed, `admit` may refuse it (a budget is spent: the client gets a 400 whose
+// message says why); as its response streams back, usage is read from a copy of the bytes
+// (src/meter/RequestUsage.ts) and handed to `record`. The daemon serves one such forwarder per
+// agent (its socket is the agent's identity), relaying to the shared forwarder (`upstreamSocket`).
 //
 //   Anthropic: SUBSTRAT_ANTHROPIC_UPSTREAM (default https://api.anthropic.com), key ANTHROPIC_API_KEY
 //              as `x-api-key` (or ANTHROPIC_AUTH_TOKEN as `Authorization: Bearer`)
 //   OpenAI:    SUBSTRAT_OPENAI_UPSTREAM (default https://api.openai.com), key OPENAI_API_KEY as
 //              `Authorization: Bearer`
 // Without a key the client's own credential header passes through unchanged (scripted endpoints).
-import { Data, Effect, Option, Redacted, type Scope } from "effect"
+import { Data, Effect, Option, Redacted, Runtime, type Scope } from "effect"
 import * as Fs from "node:fs"
+import * as Zlib from "node:zlib"
+import { isModelRequest, type RequestUsage, ResponseTap } from "../../meter/RequestUsage.js"
 import * as Http from "node:http"
 import * as Https from "node:https"
 import * as Path from "node:path"
@@ -33,6 +39,26 @@ export interface ForwarderOptions {
   readonly upstream: string
   /** Injected in place of any client credential; null: pass the client's through. */
   readonly credential: Credential | null
+  /** Reach the upstream through this Unix socket (the upstream URL then gives only host and path prefix). */
+  readonly upstreamSocket?: string | undefined
+  readonly meter?: ForwarderMeter | undefined
+}
+
+/** The metering hooks of a forwarder (see the header). */
+export interface ForwarderMeter {
+  /** Null: relay the model request; else the reason it is refused. */
+  readonly admit: Effect.Effect<string | null>
+  /** The usage read from a model response (not called when it carried none). */
+  readonly record: (usage: RequestUsage) => Effect.Effect<void>
+}
+
+/** A decompressing copy of a response body for the usage tap (identity when not encoded). */
+const decoded = (encoding: string | undefined): Zlib.Gunzip | Zlib.Inflate | Zlib.BrotliDecompress | null => {
+  const e = (encoding ?? "").toLowerCase().trim()
+  if (e === "gzip" || e === "x-gzip") return Zlib.createGunzip()
+  if (e === "deflate") return Zlib.createInflate()
+  if (e === "br") return Zlib.createBrotliDecompress()
+  return null
 }
 
 export interface Forwarder {
@@ -47,6 +73,9 @@ const credentialHeaders = ["x-api-key", "authorization"]
 
 const errorBody = (message: string) =>
   JSON.stringify({ type: "error", error: { type: "api_error", message: `substrat model forwarder: ${message}` } })
+/** A refused request: Anthropic's error shape, which OpenAI clients read too (`error.message`). */
+const refusalBody = (message: string) =>
+  JSON.stringify({ type: "error", error: { type: "invalid_request_error", code: "substrat_budget", message: `substrat: ${message}` } })
 
 /** Serve the forwarder until the scope closes (then the socket file is removed). */
 export const serve = (o: ForwarderOptions): Effect.Effect<Forwarder, ForwarderError, Scope.Scope> =>
@@ -56,11 +85,32 @@ export const serve = (o: ForwarderOptions): Effect.Effect<Forwarder, ForwarderEr
       catch: () => new ForwarderError({ socketPath: o.socketPath, message: `invalid upstream URL ${o.upstream}` })
     })
     const prefix = upstream.pathname.replace(/\/+$/, "")
-    const client = upstream.protocol === "https:" ? Https : Http
+    const client = o.upstreamSocket !== undefined ? Http : upstream.protocol === "https:" ? Https : Http
+    const runtime = yield* Effect.runtime<never>()
+    const run = Runtime.runPromise(runtime)
     let count = 0
+    /** Usage still being recorded: the next model request is admitted only after it. */
+    let recording: Promise<unknown> = Promise.resolve()
 
-    const server = Http.createServer((req, res) => {
-      count++
+    /** Tap a model response: usage from a (decompressed) copy of its bytes, recorded at its end. */
+    const tap = (upRes: Http.IncomingMessage, meter: ForwarderMeter) => {
+      const t = new ResponseTap(upRes.headers["content-type"], null)
+      const inflate = decoded(upRes.headers["content-encoding"] as string | undefined)
+      const source: NodeJS.ReadableStream = inflate === null ? upRes : upRes.pipe(inflate)
+      let done = false
+      const finish = () => {
+        if (done) return
+        done = true
+        const u = t.end()
+        if (u !== null) recording = recording.then(() => run(meter.record(u))).catch(() => undefined)
+      }
+      source.on("data", (c: Buffer) => t.write(c))
+      source.on("end", finish)
+      source.on("error", finish)
+      if (inflate === null) upRes.on("close", finish)
+    }
+
+    const relay = (req: Http.IncomingMessage, res: Http.ServerResponse, metered: boolean) => {
       const headers: Record<string, string | Array<string>> = {}
       for (const [k, v] of Object.entries(req.headers)) {
         if (v === undefined || hopByHop.has(k)) continue
@@ -71,9 +121,10 @@ export const serve = (o: ForwarderOptions): Effect.Effect<Forwarder, ForwarderEr
       if (o.credential !== null) headers[o.credential.header] = o.credential.value
       const up = client.request(
         {
-          protocol: upstream.protocol,
+          protocol: o.upstreamSocket !== undefined ? "http:" : upstream.protocol,
           hostname: upstream.hostname,
           port: upstream.port === "" ? undefined : Number(upstream.port),
+          ...(o.upstreamSocket !== undefined ? { socketPath: o.upstreamSocket } : {}),
           method: req.method ?? "GET",
           path: `${prefix}${req.url ?? "/"}`,
           headers
@@ -84,6 +135,7 @@ export const serve = (o: ForwarderOptions): Effect.Effect<Forwarder, ForwarderEr
             if (v !== undefined && !hopByHop.has(k)) out[k] = v
           }
           res.writeHead(upRes.statusCode ?? 502, out)
+          if (metered && o.meter !== undefined) tap(upRes, o.meter)
           upRes.pipe(res)
           upRes.on("error", () => res.destroy())
         }
@@ -101,6 +153,22 @@ export const serve = (o: ForwarderOptions): Effect.Effect<Forwarder, ForwarderEr
       res.on("close", () => {
         if (!res.writableFinished) up.destroy()
       })
+    }
+
+    const server = Http.createServer((req, res) => {
+      count++
+      const meter = o.meter
+      if (meter === undefined || !isModelRequest(req.method, req.url)) return relay(req, res, false)
+      req.pause()
+      void recording.then(() => run(meter.admit)).then(
+        (refusal) => {
+          if (refusal === null) return relay(req, res, true)
+          req.resume()
+          res.writeHead(400, { "content-type": "application/json" })
+          res.end(refusalBody(refusal))
+        },
+        () => relay(req, res, true)
+      )
     })
 
     yield* Effect.acquireRelease(

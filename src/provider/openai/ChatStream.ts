@@ -56,6 +56,8 @@ export class ChatAccumulator {
   text = ""
   finishReason: string | null = null
   usage: ChatUsage | null = null
+  /** The chunk that carried `usage`, as sent (the Meter reads cache tokens and the model from it). */
+  rawUsage: unknown = null
   done = false
   private readonly calls: Array<{ id: string; name: string; arguments: string }> = []
   private data: Array<string> = []
@@ -113,7 +115,10 @@ export class ChatAccumulator {
       return { kind: "api", message: `the endpoint reported an error mid-stream: ${apiErrorText(chunk["error"])}` }
     }
     const usage = usageOf(chunk["usage"])
-    if (usage !== null) this.usage = usage
+    if (usage !== null) {
+      this.usage = usage
+      this.rawUsage = chunk
+    }
     const choices = chunk["choices"]
     if (choices === undefined || choices === null) return []
     if (!Array.isArray(choices)) return { kind: "malformed", message: "`choices` is not an array" }

@@ -11,10 +11,12 @@
 //     restart (blob) or a kill -9 (no blob: `start`) the next request carries every earlier turn.
 //   - suspend blob: `{"v":1,"provider":"openai","model","turns"}` — small; the log is the state.
 //   - model: `openai:<model>`, else SUBSTRAT_OPENAI_MODEL; endpoint and key: Settings.ts.
-import { Effect, Schema, Stream } from "effect"
+import { Effect, Option, Schema, Stream } from "effect"
 import { ProviderError } from "../../domain/errors.js"
 import type { SessionId } from "../../domain/ids.js"
 import { EventLog, type EventLogService } from "../../storage/EventLog.js"
+import { UsageAccumulator } from "../../meter/RequestUsage.js"
+import { ModelMeter, type ModelMeterShape } from "../ModelMeter.js"
 import type { ProviderContext, ProviderFactory, ProviderOutput, ProviderService } from "../Provider.js"
 import { ChatAccumulator, type ChatError, streamCompletion } from "./ChatClient.js"
 import type { AssembledCall, ChatUsage } from "./ChatStream.js"
@@ -61,10 +63,25 @@ const readLog = (log: EventLogService, session: SessionId) =>
     Effect.mapError((e) => fail("resume", `openai: cannot replay the conversation from the event log: ${e.message}`))
   )
 
+/** The meter's view of one chat call: admitted before it, its usage recorded after it. */
+const meterHooks = (meter: ModelMeterShape | null, ctx: ProviderContext, model: string) => ({
+  admit: meter === null ? Effect.void : meter.admit(ctx.session_id).pipe(
+    Effect.flatMap((refusal) => refusal === null ? Effect.void : Effect.fail(fail("turn", `openai: substrat: ${refusal}`)))
+  ),
+  record: (acc: ChatAccumulator) => {
+    if (meter === null || acc.rawUsage === null) return Effect.void
+    const u = new UsageAccumulator(model)
+    u.observe(acc.rawUsage)
+    const r = u.result()
+    return r === null ? Effect.void : meter.record(ctx.session_id, r)
+  }
+})
+
 export const makeOpenAi = (
   ctx: ProviderContext,
   settings: OpenAiSettingsShape,
-  log: EventLogService
+  log: EventLogService,
+  meter: ModelMeterShape | null = null
 ): Effect.Effect<ProviderService, ProviderError> =>
   Effect.gen(function*() {
     const model = modelFor(settings, ctx.variant)
@@ -72,6 +89,7 @@ export const makeOpenAi = (
       return yield* fail("start", "openai: no model — use the provider string openai:<model> or set SUBSTRAT_OPENAI_MODEL")
     }
     const tools = chatTools()
+    const metering = meterHooks(meter, ctx, model)
     let system: ChatMessage = systemMessage("")
     let turns: Array<TurnRecord> = []
     let live = false
@@ -130,11 +148,14 @@ export const makeOpenAi = (
             stream: true,
             stream_options: { include_usage: true }
           }
-          const text = streamCompletion(settings, request, acc).pipe(
-            Stream.map((t): ProviderOutput => ({ _tag: "TextChunk", text: t })),
-            Stream.mapError(turnError)
+          const text = Stream.fromEffect(metering.admit).pipe(
+            Stream.drain,
+            Stream.concat(streamCompletion(settings, request, acc).pipe(
+              Stream.map((t): ProviderOutput => ({ _tag: "TextChunk", text: t })),
+              Stream.mapError(turnError)
+            ))
           )
-          const after = Stream.unwrap(Effect.sync(() => {
+          const after = Stream.unwrap(metering.record(acc).pipe(Effect.map(() => {
             if (acc.usage !== null) {
               const u = acc.usage
               usage = usage === null
@@ -157,7 +178,7 @@ export const makeOpenAi = (
               Stream.mapEffect(runCall),
               Stream.concat(Stream.suspend(() => step(n + 1)))
             )
-          }))
+          })))
           return Stream.concat(text, after)
         }
 
@@ -192,9 +213,9 @@ export const makeOpenAi = (
 
 /** The `openai` factory over given settings (needs the EventLog: resume replays it). */
 export const factoryWith = (settings: OpenAiSettingsShape): Effect.Effect<ProviderFactory, never, EventLog> =>
-  Effect.map(EventLog, (log) => ({
+  Effect.map(Effect.all([EventLog, Effect.serviceOption(ModelMeter)]), ([log, meter]) => ({
     name: NAME,
-    make: (ctx) => Effect.acquireRelease(makeOpenAi(ctx, settings, log), (p) => p.stop.pipe(Effect.ignore)),
+    make: (ctx) => Effect.acquireRelease(makeOpenAi(ctx, settings, log, Option.getOrNull(meter)), (p) => p.stop.pipe(Effect.ignore)),
     check: checkSettings(settings),
     checkVariant: (variant) =>
       modelFor(settings, variant) === null

@@ -86,8 +86,8 @@ export const messageJson = (reply: Extract<Reply, { _tag: "Message" }>, request:
     stop_sequence: null,
     usage: {
       input_tokens: reply.usage?.input_tokens ?? roughTokens(request.raw),
-      cache_creation_input_tokens: 0,
-      cache_read_input_tokens: 0,
+      cache_creation_input_tokens: reply.usage?.cache_write_tokens ?? 0,
+      cache_read_input_tokens: reply.usage?.cache_read_tokens ?? 0,
       output_tokens: reply.usage?.output_tokens ?? roughTokens(JSON.stringify(content))
     }
   }

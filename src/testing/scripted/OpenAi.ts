@@ -127,11 +127,12 @@ const responseItems = (reply: MessageReply, request: ScriptRequest): Array<Json>
 }
 
 const responseUsage = (reply: MessageReply, request: ScriptRequest, items: Array<Json>): Json => {
-  const input_tokens = reply.usage?.input_tokens ?? roughTokens(request.raw)
+  const cached_tokens = reply.usage?.cache_read_tokens ?? 0
+  const input_tokens = (reply.usage?.input_tokens ?? roughTokens(request.raw)) + cached_tokens
   const output_tokens = reply.usage?.output_tokens ?? roughTokens(JSON.stringify(items))
   return {
     input_tokens,
-    input_tokens_details: { cached_tokens: 0 },
+    input_tokens_details: { cached_tokens },
     output_tokens,
     output_tokens_details: { reasoning_tokens: 0 },
     total_tokens: input_tokens + output_tokens
@@ -238,9 +239,15 @@ const chatParts = (reply: MessageReply) => {
 }
 
 const chatUsage = (reply: MessageReply, request: ScriptRequest, out: string): Json => {
-  const prompt_tokens = reply.usage?.input_tokens ?? roughTokens(request.raw)
+  const cached_tokens = reply.usage?.cache_read_tokens ?? 0
+  const prompt_tokens = (reply.usage?.input_tokens ?? roughTokens(request.raw)) + cached_tokens
   const completion_tokens = reply.usage?.output_tokens ?? roughTokens(out)
-  return { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens }
+  return {
+    prompt_tokens,
+    completion_tokens,
+    total_tokens: prompt_tokens + completion_tokens,
+    ...(cached_tokens > 0 ? { prompt_tokens_details: { cached_tokens } } : {})
+  }
 }
 
 export const chatJson = (reply: MessageReply, request: ScriptRequest): Json => {

@@ -27,7 +27,14 @@ export type Reply =
     readonly content: ReadonlyArray<ReplyBlock>
     /** Defaults to `tool_use` when the message has a tool call, else `end_turn`. */
     readonly stopReason?: string
-    readonly usage?: { readonly input_tokens?: number; readonly output_tokens?: number }
+    /** Reported usage (default: rough counts, no cache). Cache reads/writes are apart from input_tokens,
+     * as Anthropic reports them; the OpenAI formats add cache reads into their prompt/input count. */
+    readonly usage?: {
+      readonly input_tokens?: number
+      readonly output_tokens?: number
+      readonly cache_read_tokens?: number
+      readonly cache_write_tokens?: number
+    }
   }
   | {
     readonly _tag: "Error"

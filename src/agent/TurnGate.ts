@@ -1,0 +1,19 @@
+// TurnGate and HumanDesk (optional ports): what the turn runner and the tool handler ask before
+// an agent works, and how an agent asks the human. The daemon provides both from the Meter
+// (src/meter/Meter.ts: budgets, parked agents, the human inbox); without them every turn may start
+// and `ask_human` is refused.
+import { Context, type Effect } from "effect"
+import type { AgentNode } from "../domain/agent.js"
+
+export class TurnGate extends Context.Tag("substrat/TurnGate")<TurnGate, {
+  /** May `node` start a turn now? True reserves one (released by `turnEnded`); false: it is parked. */
+  readonly mayStart: (node: AgentNode) => Effect.Effect<boolean>
+  readonly turnEnded: (node: AgentNode) => Effect.Effect<void>
+  /** Null: `parent` may spawn a child now; else why not. */
+  readonly maySpawn: (parent: AgentNode) => Effect.Effect<string | null>
+}>() {}
+
+export class HumanDesk extends Context.Tag("substrat/HumanDesk")<HumanDesk, {
+  /** Put `question` in the human's inbox (durable); the agent is parked once its turn ends. */
+  readonly ask: (node: AgentNode, question: string) => Effect.Effect<{ readonly item_id: string }, { readonly message: string }>
+}>() {}

@@ -1,0 +1,345 @@
+// Meter: the one owner of budgets, turn reservations, parked agents' reasons and the human inbox
+// (docs/budgets.md). It meters every model request (ModelMeter: the per-agent forwarders and the
+// openai provider call it), admits or refuses the next request, gates turns and spawns (TurnGate)
+// and takes agents' questions (HumanDesk). Durable: `usage` (source "request"), `budget.set`,
+// `budget.breached`, `human.asked` / `human.answered` in the agent's own log; recovery folds them
+// back (src/recovery/Fold.ts) and hands them to `seed`.
+//   - A budget covers its agent's subtree. Every budget on the path from an agent to its root
+//     must have room: a child's own budget is carved out of its ancestors' (it can never spend
+//     more than any of them has left); a child without one shares its parent's.
+//   - Before a turn: a turn is reserved (the turn budget counts running turns); the agent is
+//     parked instead when a budget on its path is spent or it waits for the human.
+//   - Before a model request: refused once a budget on the path is spent (cache reads count).
+//   - A spent budget opens one inbox item (`budget.breached` in the owner's log); `setBudget`
+//     (a raise) closes it and unparks the subtree.
+import { Context, Effect, Layer } from "effect"
+import { randomUUID } from "node:crypto"
+import type { AgentNode } from "../domain/agent.js"
+import { type Budget, type BudgetLimits, exhaustedBy, type InboxItem, type Remaining, remainingOf } from "../domain/budget.js"
+import { InvalidInputError, NotFoundError } from "../domain/errors.js"
+import { makeEvent } from "../domain/events.js"
+import type { AgentId, SessionId } from "../domain/ids.js"
+import type { UsageWithTurns } from "../domain/usage.js"
+import { Activity } from "../agent/Activity.js"
+import { Mailbox } from "../agent/Mailbox.js"
+import { Tree } from "../agent/Tree.js"
+import { HumanDesk, TurnGate } from "../agent/TurnGate.js"
+import { Turns } from "../agent/Turns.js"
+import { ModelMeter } from "../provider/ModelMeter.js"
+import { EventLog } from "../storage/EventLog.js"
+import { costOf, type PriceTable, priceTable } from "./Prices.js"
+import type { RequestUsage } from "./RequestUsage.js"
+
+/** The price table the Meter uses (the daemon builds it from `meter.prices`). */
+export class MeterPrices extends Context.Tag("substrat/MeterPrices")<MeterPrices, PriceTable>() {
+  static readonly layer = (overrides: PriceTable = {}): Layer.Layer<MeterPrices> => Layer.succeed(MeterPrices, priceTable(overrides))
+}
+
+interface Breach {
+  readonly item_id: string
+  readonly reason: string
+  readonly ts: string
+}
+interface Question {
+  readonly item_id: string
+  readonly agent: AgentId
+  readonly question: string
+  readonly ts: string
+}
+
+/** What recovery rebuilt from the logs. */
+export interface MeterSeed {
+  readonly budgets: ReadonlyMap<AgentId, Budget>
+  readonly breaches: ReadonlyMap<AgentId, Breach>
+  readonly questions: ReadonlyArray<Question>
+}
+
+/** One agent's budget view: its own budget (if any) and every budget on its path, with what is left. */
+export interface BudgetReport {
+  readonly agent_id: AgentId
+  readonly budget: Budget | null
+  readonly used: UsageWithTurns
+  readonly remaining: Remaining | null
+  /** Why the agent cannot work now (its own or an ancestor's budget spent), or null. */
+  readonly exhausted: string | null
+  readonly breach: { readonly item_id: string; readonly reason: string } | null
+}
+
+const newItemId = () => randomUUID()
+
+export class Meter extends Effect.Service<Meter>()("substrat/Meter", {
+  effect: Effect.gen(function*() {
+    const tree = yield* Tree
+    const activity = yield* Activity
+    const turns = yield* Turns
+    const mailbox = yield* Mailbox
+    const log = yield* EventLog
+    const prices = yield* MeterPrices
+
+    const budgets = new Map<AgentId, Budget>()
+    const breaches = new Map<AgentId, Breach>()
+    const questions = new Map<string, Question>()
+    /** Turns running now per agent (reserved by `mayStart`). */
+    const reserved = new Map<AgentId, number>()
+
+    const nodeOfSession = (session: SessionId): AgentNode | undefined => {
+      for (const n of tree.current().nodes.values()) if (n.session_id === session) return n
+      return undefined
+    }
+    const subtreeIds = (id: AgentId) => tree.current().subtree(id).map((n) => n.id)
+    const usedBy = (id: AgentId): UsageWithTurns => activity.usageOf(id, subtreeIds(id)).subtree
+    const reservedIn = (id: AgentId) => subtreeIds(id).reduce((n, a) => n + (reserved.get(a) ?? 0), 0)
+
+    /** The agent and its ancestors, nearest first. */
+    const path = (id: AgentId): ReadonlyArray<AgentNode> => {
+      const out: Array<AgentNode> = []
+      let n = tree.get(id)
+      while (n !== undefined) {
+        out.push(n)
+        n = n.parent_id === null ? undefined : tree.get(n.parent_id)
+      }
+      return out
+    }
+
+    /** The first budget on the path that admits no more work: its owner and why. */
+    const exhausted = (id: AgentId, turn: boolean): { readonly owner: AgentNode; readonly reason: string } | null => {
+      const now = Date.now()
+      for (const n of path(id)) {
+        const b = budgets.get(n.id)
+        if (b === undefined) continue
+        const reason = exhaustedBy(b, usedBy(n.id), reservedIn(n.id), now, turn)
+        if (reason !== null) return { owner: n, reason }
+      }
+      return null
+    }
+
+    /** Open the owner's inbox item for a spent budget (once, until it is raised). */
+    const breach = (owner: AgentNode, reason: string) =>
+      Effect.gen(function*() {
+        if (breaches.has(owner.id)) return
+        const item: Breach = { item_id: newItemId(), reason, ts: new Date().toISOString() }
+        breaches.set(owner.id, item)
+        yield* log.append(owner.session_id, makeEvent("budget.breached", { item_id: item.item_id, reason })).pipe(
+          Effect.catchAll((e) => Effect.logWarning(`budget.breached of ${owner.name} not logged: ${e.message}`))
+        )
+      })
+
+    const refusal = (owner: AgentNode, reason: string, agent: AgentId) =>
+      `${owner.id === agent ? "this agent's" : `${owner.name}'s (an ancestor's)`} ${reason}`
+
+    const record = Effect.fn("Meter.record")(function*(session: SessionId, u: RequestUsage) {
+      const node = nodeOfSession(session)
+      const turn_id = node === undefined ? null : turns.turnIdOf(node.id)
+      const cost_usd = costOf(prices, u)
+      const totals = {
+        input_tokens: u.input_tokens,
+        output_tokens: u.output_tokens,
+        cache_read_tokens: u.cache_read_tokens,
+        cache_write_tokens: u.cache_write_tokens,
+        cost_usd
+      }
+      yield* log.append(session, makeEvent("usage", { turn_id, ...totals, source: "request", model: u.model })).pipe(
+        Effect.catchAll((e) => Effect.logWarning(`usage of a model request of ${session} not logged: ${e.message}`))
+      )
+      if (node !== undefined) activity.noteRequest(node.id, turn_id, totals)
+    })
+
+    const admit = Effect.fn("Meter.admit")(function*(session: SessionId) {
+      const node = nodeOfSession(session)
+      if (node === undefined) return null
+      const x = exhausted(node.id, false)
+      if (x === null) return null
+      yield* breach(x.owner, x.reason)
+      return `${refusal(x.owner, x.reason, node.id)}; the human was asked to raise it (substrat budget set). Stop and end your turn.`
+    })
+
+    const mayStart = Effect.fn("Meter.mayStart")(function*(node: AgentNode) {
+      if ([...questions.values()].some((q) => q.agent === node.id)) return false
+      const x = exhausted(node.id, true)
+      if (x !== null) {
+        yield* breach(x.owner, x.reason)
+        return false
+      }
+      reserved.set(node.id, (reserved.get(node.id) ?? 0) + 1)
+      return true
+    })
+
+    const turnEnded = (node: AgentNode) =>
+      Effect.sync(() => {
+        const n = (reserved.get(node.id) ?? 0) - 1
+        if (n > 0) reserved.set(node.id, n)
+        else reserved.delete(node.id)
+      })
+
+    const maySpawn = Effect.fn("Meter.maySpawn")(function*(parent: AgentNode) {
+      const x = exhausted(parent.id, false)
+      if (x === null) return null
+      yield* breach(x.owner, x.reason)
+      return refusal(x.owner, x.reason, parent.id)
+    })
+
+    /** Unpark every agent of `id`'s subtree (they are gated again as their wakes run). */
+    const unparkSubtree = (id: AgentId) => Effect.forEach(subtreeIds(id), (a) => mailbox.ungate(a), { discard: true })
+
+    const nodeOf = (id: AgentId) =>
+      Effect.suspend(() => {
+        const n = tree.get(id)
+        return n ? Effect.succeed(n) : Effect.fail(new NotFoundError({ kind: "agent", id, message: `no agent ${id}` }))
+      })
+
+    /**
+     * Set (or raise, or lower) `agent`'s subtree budget. Fields left undefined keep their value;
+     * null removes that limit. A child's budget may not exceed what its ancestors have left.
+     */
+    const setBudget = Effect.fn("Meter.setBudget")(function*(agent: AgentId, limits: Partial<BudgetLimits>) {
+      const node = yield* nodeOf(agent)
+      const prev = budgets.get(agent)
+      const now = Date.now()
+      const next: Budget = {
+        usd: limits.usd !== undefined ? limits.usd : prev?.usd ?? null,
+        tokens: limits.tokens !== undefined ? limits.tokens : prev?.tokens ?? null,
+        turns: limits.turns !== undefined ? limits.turns : prev?.turns ?? null,
+        time_s: limits.time_s !== undefined ? limits.time_s : prev?.time_s ?? null,
+        since: prev?.since ?? new Date(now).toISOString()
+      }
+      yield* log.append(node.session_id, makeEvent("budget.set", next))
+      budgets.set(agent, next)
+      breaches.delete(agent)
+      yield* unparkSubtree(agent)
+      return next
+    })
+
+    /**
+     * A child's share, carved from what `parent`'s path has left now: each limit is at most the
+     * smallest remainder on the path. Fails when a requested share is more than is left.
+     */
+    const carve = Effect.fn("Meter.carve")(function*(parent: AgentId, share: Partial<BudgetLimits>) {
+      const now = Date.now()
+      const left: Record<"usd" | "tokens" | "turns" | "time_s", number | null> = { usd: null, tokens: null, turns: null, time_s: null }
+      for (const n of path(parent)) {
+        const b = budgets.get(n.id)
+        if (b === undefined) continue
+        const r = remainingOf(b, usedBy(n.id), reservedIn(n.id), now)
+        for (const k of ["usd", "tokens", "turns", "time_s"] as const) {
+          const v = r[k]
+          if (v !== null) left[k] = left[k] === null ? v : Math.min(left[k], v)
+        }
+      }
+      for (const k of ["usd", "tokens", "turns", "time_s"] as const) {
+        const want = share[k]
+        const have = left[k]
+        if (want !== undefined && want !== null && have !== null && want > have) {
+          return yield* new InvalidInputError({
+            field: `budget_${k}`,
+            message: `a share of ${want} ${k} is more than the parent's budget has left (${Math.max(0, have)})`
+          })
+        }
+      }
+      return share
+    })
+
+    const report = (agent: AgentId): BudgetReport => {
+      const b = budgets.get(agent) ?? null
+      const used = usedBy(agent)
+      const x = exhausted(agent, false)
+      const open = breaches.get(agent)
+      return {
+        agent_id: agent,
+        budget: b,
+        used,
+        remaining: b === null ? null : remainingOf(b, used, reservedIn(agent), Date.now()),
+        exhausted: x === null ? null : refusal(x.owner, x.reason, agent),
+        breach: open === undefined ? null : { item_id: open.item_id, reason: open.reason }
+      }
+    }
+
+    const ask = Effect.fn("Meter.ask")(function*(node: AgentNode, question: string) {
+      const q: Question = { item_id: newItemId(), agent: node.id, question, ts: new Date().toISOString() }
+      yield* log.append(node.session_id, makeEvent("human.asked", { item_id: q.item_id, question }))
+      questions.set(q.item_id, q)
+      return { item_id: q.item_id }
+    })
+
+    /** Everything waiting for the human, oldest first. */
+    const inbox = (): ReadonlyArray<InboxItem> => {
+      const items: Array<InboxItem> = []
+      const nameOf = (id: AgentId) => tree.get(id)?.name ?? id
+      for (const q of questions.values()) {
+        if (!tree.has(q.agent)) continue
+        items.push({ id: q.item_id, kind: "question", agent_id: q.agent, agent_name: nameOf(q.agent), text: q.question, ts: q.ts })
+      }
+      for (const [agent, b] of breaches) {
+        if (!tree.has(agent)) continue
+        items.push({
+          id: b.item_id,
+          kind: "budget",
+          agent_id: agent,
+          agent_name: nameOf(agent),
+          text: `${b.reason}. Raise it (substrat budget set ${nameOf(agent)} …) or stop the subtree (substrat inbox answer ${b.item_id} stop).`,
+          ts: b.ts
+        })
+      }
+      return items.sort((a, b) => a.ts.localeCompare(b.ts))
+    }
+
+    /**
+     * The human answers item `id`. A question: `human.answered` is logged and the asker is
+     * unparked (the caller delivers the answer as its next message). A budget item takes "stop"
+     * (the caller terminates the subtree); raising is `setBudget`.
+     */
+    const answer = Effect.fn("Meter.answer")(function*(id: string, text: string) {
+      const q = questions.get(id)
+      if (q !== undefined) {
+        const node = yield* nodeOf(q.agent)
+        yield* log.append(node.session_id, makeEvent("human.answered", { item_id: id, answer: text }))
+        questions.delete(id)
+        return { kind: "question" as const, agent: node, question: q.question }
+      }
+      for (const [agent, b] of breaches) {
+        if (b.item_id !== id) continue
+        const node = yield* nodeOf(agent)
+        if (text.trim().toLowerCase() !== "stop") {
+          return yield* new InvalidInputError({
+            field: "answer",
+            message: `item ${id} is a spent budget: answer "stop" to stop ${node.name}'s subtree, or raise it with substrat budget set ${node.name} …`
+          })
+        }
+        breaches.delete(agent)
+        return { kind: "stop" as const, agent: node, question: b.reason }
+      }
+      return yield* new NotFoundError({ kind: "message", id, message: `no inbox item ${id}` })
+    })
+
+    const seed = (s: MeterSeed): void => {
+      for (const [k, v] of s.budgets) budgets.set(k, v)
+      for (const [k, v] of s.breaches) breaches.set(k, v)
+      for (const q of s.questions) questions.set(q.item_id, q)
+    }
+
+    return {
+      record,
+      admit,
+      mayStart,
+      turnEnded,
+      maySpawn,
+      setBudget,
+      carve,
+      report,
+      ask,
+      inbox,
+      answer,
+      seed,
+      budgetOf: (agent: AgentId): Budget | null => budgets.get(agent) ?? null
+    } as const
+  })
+}) {}
+
+/** The Meter as the ports the providers, the turn runner and the tool handler use. */
+export const ports: Layer.Layer<ModelMeter | TurnGate | HumanDesk, never, Meter> = Layer.effectContext(
+  Effect.map(Meter, (m) =>
+    Context.empty().pipe(
+      Context.add(ModelMeter, { admit: m.admit, record: m.record }),
+      Context.add(TurnGate, { mayStart: m.mayStart, turnEnded: m.turnEnded, maySpawn: m.maySpawn }),
+      Context.add(HumanDesk, { ask: m.ask })
+    ))
+)

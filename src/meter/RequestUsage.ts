@@ -1,0 +1,184 @@
+// What one model request used, read from the response as it streams past the model forwarder
+// (or the openai provider's own calls). Pure: no Effect, no I/O. Three wire formats:
+//   Anthropic Messages   /v1/messages: `usage` in the JSON body, or `message_start.message.usage`
+//                        + `message_delta.usage` (cumulative) in the event stream; input_tokens
+//                        excludes cache reads/writes (cache_read_input_tokens, cache_creation_input_tokens)
+//   OpenAI Chat          /v1/chat/completions: `usage.prompt_tokens` (includes
+//                        prompt_tokens_details.cached_tokens), `completion_tokens`, OpenRouter's `cost`
+//   OpenAI Responses     /v1/responses: `usage` of the body or of `response.completed`;
+//                        input_tokens includes input_tokens_details.cached_tokens
+// Normalised: `input_tokens` is uncached input only; cache reads and writes are apart.
+import { StringDecoder } from "node:string_decoder"
+
+export type ModelApi = "anthropic" | "openai"
+
+export interface RequestUsage {
+  readonly model: string | null
+  readonly input_tokens: number
+  readonly output_tokens: number
+  readonly cache_read_tokens: number
+  readonly cache_write_tokens: number
+  /** The cost the upstream reported itself (OpenRouter's `usage.cost`), else null: priced by the table. */
+  readonly reported_cost_usd: number | null
+}
+
+type Json = Record<string, unknown>
+const isObj = (u: unknown): u is Json => typeof u === "object" && u !== null && !Array.isArray(u)
+const num = (u: unknown): number | undefined => (typeof u === "number" && Number.isFinite(u) && u >= 0 ? u : undefined)
+
+/** Paths whose responses are model generations (metered, and refused past a budget). */
+export const isModelRequest = (method: string | undefined, url: string | undefined): boolean => {
+  if (method !== "POST" || url === undefined) return false
+  const path = url.split("?")[0]!.replace(/\/+$/, "")
+  return path.endsWith("/messages") || path.endsWith("/chat/completions") || path.endsWith("/responses")
+}
+
+/** Accumulates usage from the objects of one response (the JSON body, or each SSE `data:`). */
+export class UsageAccumulator {
+  private model: string | null = null
+  private input: number | undefined
+  private output: number | undefined
+  private cacheRead: number | undefined
+  private cacheWrite: number | undefined
+  private cost: number | undefined
+  private seen = false
+
+  constructor(model: string | null = null) {
+    this.model = model
+  }
+
+  private anthropic(u: Json): void {
+    this.seen = true
+    this.input = num(u["input_tokens"]) ?? this.input
+    this.output = num(u["output_tokens"]) ?? this.output
+    this.cacheRead = num(u["cache_read_input_tokens"]) ?? this.cacheRead
+    this.cacheWrite = num(u["cache_creation_input_tokens"]) ?? this.cacheWrite
+  }
+
+  /** OpenAI: `total_in` includes `cached`. */
+  private openai(totalIn: number | undefined, out: number | undefined, cached: number | undefined, cost: number | undefined): void {
+    this.seen = true
+    const c = cached ?? 0
+    if (totalIn !== undefined) this.input = Math.max(0, totalIn - c)
+    this.cacheRead = c
+    this.output = out ?? this.output
+    this.cost = cost ?? this.cost
+  }
+
+  private usage(u: Json): void {
+    if ("prompt_tokens" in u || "completion_tokens" in u) {
+      const details = isObj(u["prompt_tokens_details"]) ? u["prompt_tokens_details"] : {}
+      return this.openai(num(u["prompt_tokens"]), num(u["completion_tokens"]), num(details["cached_tokens"]), num(u["cost"]))
+    }
+    if (isObj(u["input_tokens_details"])) {
+      return this.openai(num(u["input_tokens"]), num(u["output_tokens"]), num(u["input_tokens_details"]["cached_tokens"]), num(u["cost"]))
+    }
+    this.anthropic(u)
+  }
+
+  private noteModel(m: unknown): void {
+    if (typeof m === "string" && m !== "") this.model = m
+  }
+
+  /** One object of the response (a JSON body, or one event of a stream). */
+  observe(o: unknown): void {
+    if (!isObj(o)) return
+    const type = o["type"]
+    if (type === "message_start" && isObj(o["message"])) {
+      this.noteModel(o["message"]["model"])
+      if (isObj(o["message"]["usage"])) this.anthropic(o["message"]["usage"])
+      return
+    }
+    if (typeof type === "string" && type.startsWith("response.") && isObj(o["response"])) {
+      this.noteModel(o["response"]["model"])
+      if (isObj(o["response"]["usage"])) this.usage(o["response"]["usage"])
+      return
+    }
+    this.noteModel(o["model"])
+    if (isObj(o["usage"])) this.usage(o["usage"])
+  }
+
+  /** Null when the response carried no usage at all (an error, or a server that reports none). */
+  result(): RequestUsage | null {
+    if (!this.seen) return null
+    return {
+      model: this.model,
+      input_tokens: this.input ?? 0,
+      output_tokens: this.output ?? 0,
+      cache_read_tokens: this.cacheRead ?? 0,
+      cache_write_tokens: this.cacheWrite ?? 0,
+      reported_cost_usd: this.cost ?? null
+    }
+  }
+}
+
+/** JSON bodies larger than this are not buffered for metering (usage is then unknown). */
+const MAX_JSON_BYTES = 32 * 1024 * 1024
+
+/**
+ * Reads usage from a response body fed chunk by chunk (already decompressed): an event stream
+ * (`text/event-stream`: each `data:` line is one object) or one JSON body.
+ */
+export class ResponseTap {
+  private readonly acc: UsageAccumulator
+  private readonly decoder = new StringDecoder("utf8")
+  private readonly sse: boolean
+  private buffer = ""
+  private overflow = false
+
+  constructor(contentType: string | undefined, requestModel: string | null) {
+    this.sse = (contentType ?? "").toLowerCase().includes("text/event-stream")
+    this.acc = new UsageAccumulator(requestModel)
+  }
+
+  private line(l: string): void {
+    if (!l.startsWith("data:")) return
+    const data = l.slice(5).trim()
+    if (data === "" || data === "[DONE]") return
+    try {
+      this.acc.observe(JSON.parse(data))
+    } catch {
+      // not JSON: not ours to judge (the client sees the same bytes)
+    }
+  }
+
+  write(chunk: Uint8Array): void {
+    if (this.overflow) return
+    this.buffer += this.decoder.write(Buffer.from(chunk))
+    if (this.sse) {
+      let i: number
+      while ((i = this.buffer.indexOf("\n")) >= 0) {
+        this.line(this.buffer.slice(0, i).replace(/\r$/, ""))
+        this.buffer = this.buffer.slice(i + 1)
+      }
+    } else if (this.buffer.length > MAX_JSON_BYTES) {
+      this.overflow = true
+      this.buffer = ""
+    }
+  }
+
+  end(): RequestUsage | null {
+    this.buffer += this.decoder.end()
+    if (this.sse) {
+      for (const l of this.buffer.split("\n")) this.line(l.replace(/\r$/, ""))
+    } else if (!this.overflow && this.buffer.trim() !== "") {
+      try {
+        this.acc.observe(JSON.parse(this.buffer))
+      } catch {
+        // not JSON
+      }
+    }
+    this.buffer = ""
+    return this.acc.result()
+  }
+}
+
+/** The `model` field of a request body (JSON), else null. */
+export const requestModel = (body: string): string | null => {
+  try {
+    const j: unknown = JSON.parse(body)
+    return isObj(j) && typeof j["model"] === "string" ? j["model"] : null
+  } catch {
+    return null
+  }
+}
