@@ -129,6 +129,12 @@ export class Mailbox extends Effect.Service<Mailbox>()("substrat/Mailbox", {
           if (!n) return Effect.void
           return turns.addWork(n).pipe(Effect.zipRight(Queue.offerAll(wakes, Array.from({ length: n }, () => agent))))
         }),
+      /** Move the turn `message` wakes to the front of `agent`'s queued turns (the human's answer comes first). */
+      promote: (agent: AgentId, message: MessageId): void => {
+        const list = triggers.get(agent)
+        const i = list?.findIndex((t) => t._tag === "message" && t.id === message) ?? -1
+        if (list !== undefined && i > 0) list.unshift(...list.splice(i, 1))
+      },
       /** The next agent to run one turn of (waits). */
       nextWake: Queue.take(wakes),
       /** The agent's oldest trigger, taken off its queue. */

@@ -64,3 +64,7 @@ export const recoveryPrompt = (args: {
   return lines.join("\n")
 }
 
+
+/** The human's answer to an agent's `ask_human` question, as the agent reads it. */
+export const answerPrompt = (itemId: string, question: string, answer: string): string =>
+  `Answer from the human to your question (inbox item ${itemId}: "${question.length > 200 ? `${question.slice(0, 199)}…` : question}"):\n${answer}`

@@ -3,12 +3,13 @@
 // with the catalog's Schemas (src/domain/tools.ts; unknown keys rejected). Each call is logged as
 // `tool_call.invoked` and `tool_call.result` in the calling agent's log. Each tool keeps its
 // typed error union; `toResult` maps the tags to the JSON error types in one place.
-import { Data, Effect, Schema } from "effect"
+import { Data, Effect, Option, Schema } from "effect"
 import { randomUUID } from "node:crypto"
 import type { EventLogError, InvalidInputError, NotFoundError, RoutingError, SessionStoreError } from "../domain/errors.js"
 import { type EventData, makeEvent } from "../domain/events.js"
 import type { AgentId } from "../domain/ids.js"
 import {
+  AskHumanArgs,
   BroadcastArgs,
   CheckInboxArgs,
   InspectAgentArgs,
@@ -29,8 +30,9 @@ import { Lifecycle } from "./Lifecycle.js"
 import { senderName } from "./Prompt.js"
 import { Router } from "./Router.js"
 import { Tree } from "./Tree.js"
+import { HumanDesk, TurnGate } from "./TurnGate.js"
 
-export { BroadcastArgs, CheckInboxArgs, InspectAgentArgs, SendMessageArgs, SpawnAgentArgs, type ToolName }
+export { AskHumanArgs, BroadcastArgs, CheckInboxArgs, InspectAgentArgs, SendMessageArgs, SpawnAgentArgs, type ToolName }
 
 /** The catalog, with a one-line description each (for MCP tool listings): the domain's, per tool. */
 export const toolCatalog: { readonly [K in ToolName]: { readonly args: (typeof toolArgs)[K]; readonly description: string } } = {
@@ -38,7 +40,8 @@ export const toolCatalog: { readonly [K in ToolName]: { readonly args: (typeof t
   broadcast: { args: toolArgs.broadcast, description: toolDescriptions.broadcast },
   check_inbox: { args: toolArgs.check_inbox, description: toolDescriptions.check_inbox },
   spawn_agent: { args: toolArgs.spawn_agent, description: toolDescriptions.spawn_agent },
-  inspect_agent: { args: toolArgs.inspect_agent, description: toolDescriptions.inspect_agent }
+  inspect_agent: { args: toolArgs.inspect_agent, description: toolDescriptions.inspect_agent },
+  ask_human: { args: toolArgs.ask_human, description: toolDescriptions.ask_human }
 }
 
 type Json = EventData<"tool_call.result">["result"]
@@ -86,6 +89,19 @@ export class ToolHandler extends Effect.Service<ToolHandler>()("substrat/ToolHan
     const lifecycle = yield* Lifecycle
     const inspection = yield* Inspection
     const log = yield* EventLog
+    const gate = Option.getOrNull(yield* Effect.serviceOption(TurnGate))
+    const desk = Option.getOrNull(yield* Effect.serviceOption(HumanDesk))
+    const nodeOf = (self: AgentId) =>
+      Effect.suspend(() => {
+        const n = tree.get(self)
+        return n ? Effect.succeed(n) : Effect.fail(new ToolFailure({ type: "not_found", message: "this agent was terminated" }))
+      })
+    /** A spawn is refused while a budget on the spawner's path is spent. */
+    const spawnAllowed = (self: AgentId) =>
+      gate === null ? Effect.void : nodeOf(self).pipe(
+        Effect.flatMap(gate.maySpawn),
+        Effect.flatMap((why) => why === null ? Effect.void : Effect.fail(new ToolFailure({ type: "budget_exhausted", message: `spawn refused: ${why}` })))
+      )
 
     const run = (self: AgentId, tool: ToolName, args: unknown): Effect.Effect<ToolResult> => {
       switch (tool) {
@@ -108,6 +124,7 @@ export class ToolHandler extends Effect.Service<ToolHandler>()("substrat/ToolHan
           ))
         case "spawn_agent":
           return toResult(decode(SpawnAgentArgs, tool, args).pipe(
+            Effect.tap(() => spawnAllowed(self)),
             Effect.flatMap((a) => lifecycle.spawn(self, a)),
             Effect.map((n) => ({ status: "created", agent_id: n.id, name: n.name }))
           ))
@@ -118,6 +135,20 @@ export class ToolHandler extends Effect.Service<ToolHandler>()("substrat/ToolHan
               const i = inspection.inspect(n.id)
               return i ? Effect.succeed(i) : new ToolFailure({ type: "not_found", message: `agent ${n.name} is gone` })
             })
+          ))
+        case "ask_human":
+          return toResult(decode(AskHumanArgs, tool, args).pipe(
+            Effect.flatMap((a) =>
+              desk === null
+                ? Effect.fail(new ToolFailure({ type: "unavailable", message: "ask_human: this daemon has no human inbox" }))
+                : Effect.flatMap(nodeOf(self), (n) =>
+                  desk.ask(n, a.question).pipe(Effect.mapError((e) => new ToolFailure({ type: "internal", message: e.message }))))
+            ),
+            Effect.map((r) => ({
+              status: "asked",
+              item_id: r.item_id,
+              note: "End your turn now. You are paused until the human answers; the answer arrives as your next message."
+            }))
           ))
       }
     }

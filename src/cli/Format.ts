@@ -71,7 +71,8 @@ export const renderWorkspaces = (ws: ReadonlyArray<WorkspaceSpec>): string =>
       ])
     ])
 
-const usage = (x: Usage) => `${x.turns} turns, ${x.input_tokens} in / ${x.output_tokens} out tokens, $${x.cost_usd.toFixed(4)}`
+const usage = (x: Usage) =>
+  `${x.turns} turns, ${x.input_tokens} in / ${x.output_tokens} out tokens, ${x.cache_read_tokens} cache read / ${x.cache_write_tokens} cache write, $${x.cost_usd.toFixed(4)}`
 
 /** `agent inspect`: the agent's fields, then its recent turns and messages (when any). */
 export const renderInspect = (r: InspectResult): string => {

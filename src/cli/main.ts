@@ -14,6 +14,7 @@ import { logsCommand } from "./commands/logs.js"
 import { sessionCommand } from "./commands/session.js"
 import { swarmCommand } from "./commands/swarm.js"
 import { workspaceCommand } from "./commands/workspace.js"
+import { budgetCommand, inboxCommand } from "./commands/budget.js"
 import { uiCommand } from "./commands/ui.js"
 import { errorLine, exitCodeOf, ExitCode } from "./Exit.js"
 import { frontDoor, terminalStyle } from "./Front.js"
@@ -29,7 +30,7 @@ export const root = Command.make("substrat").pipe(
       "substrat agent send alpha \"Summarise README.md\""
     ]
   })),
-  Command.withSubcommands([daemonCommand, agentCommand, logsCommand, sessionCommand, workspaceCommand, swarmCommand, doctorCommand, cleanupCommand, uiCommand, configCommand])
+  Command.withSubcommands([daemonCommand, agentCommand, logsCommand, sessionCommand, workspaceCommand, swarmCommand, doctorCommand, cleanupCommand, uiCommand, configCommand, budgetCommand, inboxCommand])
 )
 
 const cli = Command.run(root, { name: "substrat", version })

@@ -35,6 +35,8 @@ import { fromServiceError, message, type ServiceError } from "./WireErrors.js"
 import { makeResolver } from "./Resolver.js"
 import { Transcript } from "./Transcript.js"
 import { makeSwarmHandlers } from "./SwarmHandlers.js"
+import { budgetHandlers } from "./BudgetHandlers.js"
+import { Meter } from "../meter/Meter.js"
 
 /** Map failures to wire errors, and defects to Internal (the daemon never dies of a request). */
 const wire = <A, E extends ServiceError, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, RpcError, R> =>
@@ -100,6 +102,7 @@ const makeHandlers = Effect.gen(function*() {
     tracing.enabled
       ? Effect.withSpan(effect, `user.${method}`, { root: true, kind: "server", attributes: { "rpc.method": method, ...attributes } })
       : effect
+  const meter = yield* Meter
 
   yield* transcript.learn(yield* orchestrator.list)
   const swarmHandlers = yield* makeSwarmHandlers({ wire, mutation })
@@ -307,14 +310,18 @@ const makeHandlers = Effect.gen(function*() {
         const factory = yield* providers.get(provider)
         if (factory.check !== undefined) yield* factory.check
         const workspace_id = p.workspace_id === undefined ? undefined : yield* resolver.workspaceId(p.workspace_id)
-        return yield* orchestrator.createRoot({
+        const node = yield* orchestrator.createRoot({
           name: p.name ?? `agent-${Math.random().toString(16).slice(2, 6)}`,
           instructions: p.instructions ?? "",
           provider,
           ...(p.role === undefined ? {} : { role: p.role }),
           ...(workspace_id === undefined ? {} : { workspace_id })
         })
+        if (p.budget !== undefined) yield* meter.setBudget(node.id, p.budget)
+        return node
       }).pipe(request("agent.create", { "gen_ai.provider.name": p.provider ?? defaultProvider }))),
+
+    ...budgetHandlers({ meter, orchestrator, resolve: (ref) => resolver.liveAgent(ref), wire, mutation }),
 
     "agent.list": (p) =>
       wire(Effect.map(resolver.agents(p?.all ?? false), (agents) => ({ agents, activity: progress.all() }))),

@@ -13,6 +13,7 @@ import { UsageWithTurns } from "../domain/usage.js"
 import { BindMode, WorkspaceSpec } from "../domain/workspace.js"
 import { SwarmLanguage } from "../swarm/SwarmNode.js"
 import { NodeRef, SwarmAgent, SwarmNodeStatus, SwarmStatus } from "./SwarmRpcs.js"
+import { Budget, InboxItem, Remaining } from "../domain/budget.js"
 
 // ---------------------------------------------------------------------------------------------
 // Wire errors. `code` is what a JSON-RPC client sees as `error.code` (@effect/rpc copies a
@@ -166,6 +167,62 @@ export class DaemonStopRpc extends Rpc.make("daemon.stop", {
   success: Schema.Struct({ pid: Schema.Number, stopping: Schema.Boolean })
 }) {}
 
+// Budgets and the human inbox (docs/budgets.md)
+
+const Limit = Schema.NullOr(Schema.Number.pipe(Schema.nonNegative()))
+
+/** Limits to set: absent keeps a limit, null removes it. */
+export const BudgetPatch = Schema.Struct({
+  usd: Schema.optional(Limit),
+  tokens: Schema.optional(Limit),
+  turns: Schema.optional(Limit),
+  time_s: Schema.optional(Limit)
+})
+export type BudgetPatch = typeof BudgetPatch.Type
+
+export const BudgetView = Schema.Struct({
+  agent_id: AgentId,
+  agent_name: Schema.String,
+  /** The agent's own subtree budget (null: none; it shares its ancestors'). */
+  budget: Schema.NullOr(Budget),
+  /** What the subtree used (cache tokens included). */
+  used: UsageWithTurns,
+  remaining: Schema.NullOr(Remaining),
+  /** Why the agent cannot work now (its own or an ancestor's budget spent), else null. */
+  exhausted: Schema.NullOr(Schema.String),
+  /** The inbox item of its spent budget, while the human has not raised it. */
+  breach: Schema.NullOr(Schema.Struct({ item_id: Schema.String, reason: Schema.String }))
+})
+export type BudgetView = typeof BudgetView.Type
+
+export class BudgetSetRpc extends Rpc.make("budget.set", {
+  payload: { agent: AgentRef, ...BudgetPatch.fields },
+  success: BudgetView,
+  error: RpcError
+}) {}
+
+export class BudgetShowRpc extends Rpc.make("budget.show", {
+  payload: { agent: AgentRef },
+  success: BudgetView,
+  error: RpcError
+}) {}
+
+export class InboxListRpc extends Rpc.make("inbox.list", {
+  success: Schema.Struct({ items: Schema.Array(InboxItem) }),
+  error: RpcError
+}) {}
+
+export class InboxAnswerRpc extends Rpc.make("inbox.answer", {
+  payload: { id: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(128)), text: MessageText },
+  success: Schema.Struct({
+    id: Schema.String,
+    kind: Schema.Literal("question", "stop"),
+    agent_id: AgentId,
+    agent_name: Schema.String
+  }),
+  error: RpcError
+}) {}
+
 export class AgentCreateRpc extends Rpc.make("agent.create", {
   payload: {
     name: Schema.optional(Schema.String),
@@ -173,7 +230,9 @@ export class AgentCreateRpc extends Rpc.make("agent.create", {
     provider: Schema.optional(Schema.String),
     role: Schema.optional(Schema.String),
     /** A workspace reference (id, name or unique id prefix). */
-    workspace_id: Schema.optional(WorkspaceRef)
+    workspace_id: Schema.optional(WorkspaceRef),
+    /** The new root's subtree budget (docs/budgets.md). */
+    budget: Schema.optional(BudgetPatch)
   },
   success: AgentNode,
   error: RpcError
@@ -484,7 +543,11 @@ export class AdminRpcs extends RpcGroup.make(
   SwarmAgentsRpc,
   SwarmAgentRpc,
   SwarmChatRpc,
-  SwarmTriggerRpc
+  SwarmTriggerRpc,
+  BudgetSetRpc,
+  BudgetShowRpc,
+  InboxListRpc,
+  InboxAnswerRpc
 ) {}
 
 /** Every method name, for the frame guard and the docs. */

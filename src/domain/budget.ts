@@ -12,6 +12,9 @@ export const BudgetLimits = Schema.Struct({
 })
 export type BudgetLimits = typeof BudgetLimits.Type
 
+/** Limits to change: an absent (undefined) key keeps its limit, null removes it. */
+export type LimitsPatch = { readonly [K in keyof BudgetLimits]?: BudgetLimits[K] | undefined }
+
 export const noLimits: BudgetLimits = { usd: null, tokens: null, turns: null, time_s: null }
 export const hasLimit = (b: BudgetLimits): boolean => b.usd !== null || b.tokens !== null || b.turns !== null || b.time_s !== null
 

@@ -65,15 +65,22 @@ export const InspectAgentArgs = Schema.Struct({
   name: Schema.String.annotations({ description: "Name of your parent, a child or a sibling." })
 }).annotations(strict)
 
+export const AskHumanArgs = Schema.Struct({
+  question: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64 * 1024)).annotations({
+    description: "The question for the human, with the context they need to answer it."
+  })
+}).annotations(strict)
+
 export const toolArgs = {
   send_message: SendMessageArgs,
   broadcast: BroadcastArgs,
   check_inbox: CheckInboxArgs,
   spawn_agent: SpawnAgentArgs,
-  inspect_agent: InspectAgentArgs
+  inspect_agent: InspectAgentArgs,
+  ask_human: AskHumanArgs
 } as const
 export type ToolName = keyof typeof toolArgs
-export const toolNames: ReadonlyArray<ToolName> = ["send_message", "broadcast", "check_inbox", "spawn_agent", "inspect_agent"]
+export const toolNames: ReadonlyArray<ToolName> = ["send_message", "broadcast", "check_inbox", "spawn_agent", "inspect_agent", "ask_human"]
 export const isToolName = (u: string): u is ToolName => Object.prototype.hasOwnProperty.call(toolArgs, u)
 /** One tool's argument Schema, for code that handles every tool alike. */
 export const argsSchemaOf = (tool: ToolName): Schema.Schema.AnyNoContext => toolArgs[tool]
@@ -85,7 +92,9 @@ export const toolDescriptions: Readonly<Record<ToolName, string>> = {
   broadcast: "Send a message to every sibling (your team). It waits in their inboxes.",
   check_inbox: "Read (and clear) the notifications and broadcasts waiting for you.",
   spawn_agent: "Create a child agent. It starts when your turn ends; you can message it right away.",
-  inspect_agent: "See a parent's, child's or sibling's state, recent turns and messages."
+  inspect_agent: "See a parent's, child's or sibling's state, recent turns and messages.",
+  ask_human:
+    "Ask the human a question (it goes to their inbox). Then end your turn: you are paused until they answer, and the answer arrives as your next message."
 }
 
 /** A JSON Schema object as MCP's `tools/list` carries it (`type: "object"` at the top). */

@@ -5,6 +5,11 @@ import { OpenApiJsonSchema } from "@effect/platform"
 import { Schema } from "effect"
 import { version } from "../version.js"
 import {
+  BudgetPatch,
+  BudgetSetRpc,
+  BudgetShowRpc,
+  InboxAnswerRpc,
+  InboxListRpc,
   AgentCreateRpc,
   AgentInspectRpc,
   AgentListRpc,
@@ -42,6 +47,11 @@ export const SendBody = Schema.Struct({
   text: AgentSendRpc.payloadSchema.fields.text,
   wait: Schema.optional(Schema.Boolean).annotations({ description: "wait for the agent's answer (as agent send --wait)" }),
   timeout_s: Schema.optional(Schema.Number.pipe(Schema.positive())).annotations({ description: "with wait: seconds to wait (default 600)" })
+})
+
+/** `POST /v1/inbox/{id}/answer`. */
+export const AnswerBody = Schema.Struct({
+  text: InboxAnswerRpc.payloadSchema.fields.text.annotations({ description: "the answer (for a spent budget: stop)" })
 })
 
 const SendResult = AgentSendRpc.successSchema
@@ -95,6 +105,24 @@ const routes: ReadonlyArray<Route> = [
   { method: "get", path: "/v1/workspaces/{workspace}/diff", summary: "Changes not yet recorded", tag: "workspaces", success: WorkspaceDiffRpc.successSchema },
   { method: "get", path: "/v1/workspaces/{workspace}/turns/{turn}/diff", summary: "What one turn changed", tag: "workspaces", success: WorkspaceDiffRpc.successSchema },
   { method: "post", path: "/v1/workspaces/{workspace}/turns/{turn}/revert", summary: "Undo one turn", tag: "workspaces", success: WorkspaceRevertRpc.successSchema },
+  { method: "get", path: "/v1/inbox", summary: "What waits for the human, oldest first", tag: "inbox", success: InboxListRpc.successSchema },
+  {
+    method: "post",
+    path: "/v1/inbox/{id}/answer",
+    summary: "Answer a question (the agent resumes with it) or stop a spent subtree",
+    tag: "inbox",
+    body: AnswerBody,
+    success: InboxAnswerRpc.successSchema
+  },
+  { method: "get", path: "/v1/agents/{ref}/budget", summary: "The agent's subtree budget", tag: "agents", success: BudgetShowRpc.successSchema },
+  {
+    method: "post",
+    path: "/v1/agents/{ref}/budget",
+    summary: "Set (raise) the agent's subtree budget",
+    tag: "agents",
+    body: BudgetPatch,
+    success: BudgetSetRpc.successSchema
+  },
   {
     method: "get",
     path: "/v1/events",

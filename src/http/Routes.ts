@@ -10,6 +10,7 @@ import { EventFeed } from "../feed/EventFeed.js"
 import {
   AdminRpcs,
   AgentCreateRpc,
+  BudgetPatch,
   InvalidInput,
   SessionDeleteRpc,
   SwarmAgentsRpc,
@@ -82,6 +83,10 @@ export const make = Effect.gen(function*() {
   const swarmAgent = yield* AdminRpcs.accessHandler("swarm.agent")
   const swarmChat = yield* AdminRpcs.accessHandler("swarm.chat")
   const swarmTrigger = yield* AdminRpcs.accessHandler("swarm.trigger")
+  const inboxList = yield* AdminRpcs.accessHandler("inbox.list")
+  const inboxAnswer = yield* AdminRpcs.accessHandler("inbox.answer")
+  const budgetShow = yield* AdminRpcs.accessHandler("budget.show")
+  const budgetSet = yield* AdminRpcs.accessHandler("budget.set")
   const headers = {} as Parameters<typeof status>[1]
   const openapi = OpenApi.document()
 
@@ -176,7 +181,29 @@ export const make = Effect.gen(function*() {
     HttpRouter.get("/swarm/events", respond(swarmEvents))
   )
 
-  return HttpRouter.concat(HttpRouter.empty.pipe(
+  // Budgets and the human inbox (docs/budgets.md).
+  const budgetRoutes = HttpRouter.empty.pipe(
+    HttpRouter.get("/v1/inbox", respond(Effect.map(inboxList(undefined, headers), json()))),
+    HttpRouter.post(
+      "/v1/inbox/:id/answer",
+      respond(Effect.gen(function*() {
+        const id = yield* param("id")
+        const p = yield* Effect.flatMap(body, decode(OpenApi.AnswerBody, "body"))
+        return json()(yield* inboxAnswer({ id, text: p.text }, headers))
+      }))
+    ),
+    HttpRouter.get("/v1/agents/:ref/budget", respond(Effect.flatMap(param("ref"), (ref) => Effect.map(budgetShow({ agent: ref }, headers), json())))),
+    HttpRouter.post(
+      "/v1/agents/:ref/budget",
+      respond(Effect.gen(function*() {
+        const ref = yield* param("ref")
+        const p = yield* Effect.flatMap(body, decode(BudgetPatch, "body"))
+        return json()(yield* budgetSet({ agent: ref, ...p }, headers))
+      }))
+    )
+  )
+
+  return HttpRouter.concat(HttpRouter.concat(HttpRouter.empty.pipe(
     HttpRouter.get("/v1/daemon", respond(Effect.map(status(undefined, headers), json()))),
     HttpRouter.get("/v1/agents", respond(Effect.flatMap(query, (q) => Effect.map(list({ all: flag(q.get("all")) }, headers), json())))),
     HttpRouter.post(
@@ -266,5 +293,5 @@ export const make = Effect.gen(function*() {
     ),
     HttpRouter.get("/v1/events", respond(events)),
     HttpRouter.get("/openapi.json", Effect.sync(() => HttpServerResponse.unsafeJson(openapi)))
-  ), swarmRoutes)
+  ), swarmRoutes), budgetRoutes)
 })

@@ -13,6 +13,7 @@ import { Duration, Effect, Layer, ParseResult, Schema } from "effect"
 import * as fs from "node:fs"
 import { AgentRpcs, ToolError } from "./AgentRpcs.js"
 import {
+  AskHumanArgs,
   BroadcastArgs,
   CheckInboxArgs,
   InspectAgentArgs,
@@ -54,6 +55,8 @@ const prepare = (tool: ToolName, args: unknown): Effect.Effect<Call, ParseResult
       return Effect.map(decodeArgs(SpawnAgentArgs, args), (a): Call => (c) => c.spawn_agent(a))
     case "inspect_agent":
       return Effect.map(decodeArgs(InspectAgentArgs, args), (a): Call => (c) => c.inspect_agent(a))
+    case "ask_human":
+      return Effect.map(decodeArgs(AskHumanArgs, args), (a): Call => (c) => c.ask_human(a))
   }
 }
 

@@ -7,7 +7,7 @@ import * as Rpc from "@effect/rpc/Rpc"
 import * as RpcGroup from "@effect/rpc/RpcGroup"
 import { Schema } from "effect"
 import { JsonValue } from "../domain/events.js"
-import { BroadcastArgs, CheckInboxArgs, InspectAgentArgs, SendMessageArgs, SpawnAgentArgs } from "../domain/tools.js"
+import { AskHumanArgs, BroadcastArgs, CheckInboxArgs, InspectAgentArgs, SendMessageArgs, SpawnAgentArgs } from "../domain/tools.js"
 
 /** JSON-RPC `error.code` of a tool failure (the admin socket uses -32000…-32003). */
 export const ToolErrorCode = -32010
@@ -30,4 +30,6 @@ export class CheckInboxRpc extends Rpc.make("check_inbox", { payload: CheckInbox
 export class SpawnAgentRpc extends Rpc.make("spawn_agent", { payload: SpawnAgentArgs, success: JsonValue, error: ToolError }) {}
 export class InspectAgentRpc extends Rpc.make("inspect_agent", { payload: InspectAgentArgs, success: JsonValue, error: ToolError }) {}
 
-export class AgentRpcs extends RpcGroup.make(SendMessageRpc, BroadcastRpc, CheckInboxRpc, SpawnAgentRpc, InspectAgentRpc) {}
+export class AskHumanRpc extends Rpc.make("ask_human", { payload: AskHumanArgs, success: JsonValue, error: ToolError }) {}
+
+export class AgentRpcs extends RpcGroup.make(SendMessageRpc, BroadcastRpc, CheckInboxRpc, SpawnAgentRpc, InspectAgentRpc, AskHumanRpc) {}

@@ -73,7 +73,8 @@ const handlersFor = (tools: ToolInvoker) =>
     broadcast: (p) => invoke(tools, "broadcast", p),
     check_inbox: (p) => invoke(tools, "check_inbox", p),
     spawn_agent: (p) => invoke(tools, "spawn_agent", p),
-    inspect_agent: (p) => invoke(tools, "inspect_agent", p)
+    inspect_agent: (p) => invoke(tools, "inspect_agent", p),
+    ask_human: (p) => invoke(tools, "ask_human", p)
   })
 
 /** Remove a leftover socket at `p` (a dead daemon's); refuse to clobber anything else. */

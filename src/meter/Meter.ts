@@ -15,10 +15,10 @@
 import { Context, Effect, Layer } from "effect"
 import { randomUUID } from "node:crypto"
 import type { AgentNode } from "../domain/agent.js"
-import { type Budget, type BudgetLimits, exhaustedBy, type InboxItem, type Remaining, remainingOf } from "../domain/budget.js"
+import { type Budget, type LimitsPatch, exhaustedBy, type InboxItem, type Remaining, remainingOf } from "../domain/budget.js"
 import { InvalidInputError, NotFoundError } from "../domain/errors.js"
 import { makeEvent } from "../domain/events.js"
-import type { AgentId, SessionId } from "../domain/ids.js"
+import type { AgentId, MessageId, SessionId } from "../domain/ids.js"
 import type { UsageWithTurns } from "../domain/usage.js"
 import { Activity } from "../agent/Activity.js"
 import { Mailbox } from "../agent/Mailbox.js"
@@ -191,7 +191,7 @@ export class Meter extends Effect.Service<Meter>()("substrat/Meter", {
      * Set (or raise, or lower) `agent`'s subtree budget. Fields left undefined keep their value;
      * null removes that limit. A child's budget may not exceed what its ancestors have left.
      */
-    const setBudget = Effect.fn("Meter.setBudget")(function*(agent: AgentId, limits: Partial<BudgetLimits>) {
+    const setBudget = Effect.fn("Meter.setBudget")(function*(agent: AgentId, limits: LimitsPatch) {
       const node = yield* nodeOf(agent)
       const prev = budgets.get(agent)
       const now = Date.now()
@@ -213,7 +213,7 @@ export class Meter extends Effect.Service<Meter>()("substrat/Meter", {
      * A child's share, carved from what `parent`'s path has left now: each limit is at most the
      * smallest remainder on the path. Fails when a requested share is more than is left.
      */
-    const carve = Effect.fn("Meter.carve")(function*(parent: AgentId, share: Partial<BudgetLimits>) {
+    const carve = Effect.fn("Meter.carve")(function*(parent: AgentId, share: LimitsPatch) {
       const now = Date.now()
       const left: Record<"usd" | "tokens" | "turns" | "time_s", number | null> = { usd: null, tokens: null, turns: null, time_s: null }
       for (const n of path(parent)) {
@@ -241,7 +241,7 @@ export class Meter extends Effect.Service<Meter>()("substrat/Meter", {
     const report = (agent: AgentId): BudgetReport => {
       const b = budgets.get(agent) ?? null
       const used = usedBy(agent)
-      const x = exhausted(agent, false)
+      const x = exhausted(agent, true)
       const open = breaches.get(agent)
       return {
         agent_id: agent,
@@ -329,6 +329,10 @@ export class Meter extends Effect.Service<Meter>()("substrat/Meter", {
       inbox,
       answer,
       seed,
+      /** The turn `message` wakes runs before `agent`'s other queued turns. */
+      promote: (agent: AgentId, message: MessageId) => Effect.sync(() => mailbox.promote(agent, message)),
+      /** Wake `agent`'s parked turns again (they are gated anew). */
+      unpark: (agent: AgentId) => mailbox.unpark(agent),
       budgetOf: (agent: AgentId): Budget | null => budgets.get(agent) ?? null
     } as const
   })

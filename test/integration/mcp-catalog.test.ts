@@ -17,7 +17,8 @@ const handlerArgs: Record<ToolName, Schema.Schema.AnyNoContext> = {
   broadcast: Handler.BroadcastArgs,
   check_inbox: Handler.CheckInboxArgs,
   spawn_agent: Handler.SpawnAgentArgs,
-  inspect_agent: Handler.InspectAgentArgs
+  inspect_agent: Handler.InspectAgentArgs,
+  ask_human: Handler.AskHumanArgs
 }
 
 /** Drop what only documents (descriptions, titles, defaults) to compare the shapes. */

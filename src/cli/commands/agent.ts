@@ -6,6 +6,7 @@ import { type AgentActivity, AgentRef, MessageText, WorkspaceRef } from "../../d
 import { attachCommand } from "./attach.js"
 import { call, CliError, following, fromRpcError, withClient } from "../Client.js"
 import { home, json, pathsOf, quiet } from "../Common.js"
+import { budgetOptions, budgetPatch } from "./budget.js"
 import { printJson, renderInspect, renderSent, renderTree } from "../Output.js"
 import { activityText } from "../Live.js"
 import { describe } from "../Help.js"
@@ -38,17 +39,20 @@ const createCommand = Command.make("create", {
     Options.withSchema(WorkspaceRef),
     Options.withDescription("Workspace to run in: name, id or unique id prefix"),
     Options.optional
-  )
+  ),
+  ...budgetOptions("budget-")
 }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
+    const budget = yield* budgetPatch(o)
     const agent = yield* withClient(socket, (c) =>
       call(socket, c.agent.create({
         ...opt(o.provider, "provider"),
         ...opt(o.name, "name"),
         ...opt(o.instructions, "instructions"),
         ...opt(o.role, "role"),
-        ...opt(o.workspace, "workspace_id")
+        ...opt(o.workspace, "workspace_id"),
+        ...(Object.keys(budget).length > 0 ? { budget } : {})
       })))
     if (o.json) return yield* printJson(agent)
     if (o.quiet) return yield* Console.log(agent.id)

@@ -1,0 +1,128 @@
+// `substrat budget set|show` and `substrat inbox [answer]` (docs/budgets.md), plus the budget
+// options `agent create` shares (--budget-usd, --budget-tokens, --budget-turns, --budget-time).
+import { Args, Command, Options } from "@effect/cli"
+import { Console, Effect, Option } from "effect"
+import { AgentRef, type BudgetPatch, type BudgetView, MessageText } from "../../daemon/Rpcs.js"
+import type { InboxItem } from "../../domain/budget.js"
+import { call, CliError, withClient } from "../Client.js"
+import { home, json, pathsOf } from "../Common.js"
+import { printJson, table } from "../Output.js"
+
+const agentArg = Args.text({ name: "agent" }).pipe(
+  Args.withSchema(AgentRef),
+  Args.withDescription("Agent id, or the name of exactly one live agent")
+)
+
+/** The four limits as options, named `<prefix>usd` etc. (`budget set --usd`, `agent create --budget-usd`). */
+export const budgetOptions = (prefix: string) => ({
+  usd: Options.float(`${prefix}usd`).pipe(
+    Options.withDescription("USD the subtree may spend (priced per model request; 0 stops it)"),
+    Options.optional
+  ),
+  tokens: Options.integer(`${prefix}tokens`).pipe(
+    Options.withDescription("Tokens the subtree may use: input + output + cache reads + cache writes"),
+    Options.optional
+  ),
+  turns: Options.integer(`${prefix}turns`).pipe(Options.withDescription("Turns the subtree may run"), Options.optional),
+  time: Options.integer(`${prefix}time`).pipe(
+    Options.withDescription("Wall-clock seconds the subtree may work, from when its budget was first set"),
+    Options.optional
+  )
+})
+
+/** The patch of the given options; a negative value is refused (exit 2). */
+export const budgetPatch = (o: {
+  readonly usd: Option.Option<number>
+  readonly tokens: Option.Option<number>
+  readonly turns: Option.Option<number>
+  readonly time: Option.Option<number>
+}): Effect.Effect<BudgetPatch, CliError> => {
+  const patch: { usd?: number; tokens?: number; turns?: number; time_s?: number } = {}
+  const entries = [["usd", o.usd], ["tokens", o.tokens], ["turns", o.turns], ["time_s", o.time]] as const
+  for (const [k, v] of entries) {
+    if (Option.isNone(v)) continue
+    if (!(v.value >= 0)) return Effect.fail(new CliError({ kind: "invalid-input", message: `a budget limit cannot be negative (${k}: ${v.value})` }))
+    patch[k] = v.value
+  }
+  return Effect.succeed(patch)
+}
+
+const fmt = (n: number | null, unit: (x: number) => string) => (n === null ? "-" : unit(n))
+const usd = (x: number) => `$${x.toFixed(4)}`
+const plain = (x: number) => String(Math.round(x * 1000) / 1000)
+
+export const renderBudget = (v: BudgetView): string => {
+  const b = v.budget
+  const r = v.remaining
+  const used = v.used
+  const tokens = used.input_tokens + used.output_tokens + used.cache_read_tokens + used.cache_write_tokens
+  return table([
+    ["agent", `${v.agent_name} (${v.agent_id})`],
+    ["", "limit / used / left"],
+    ["usd", `${fmt(b?.usd ?? null, usd)} / ${usd(used.cost_usd)} / ${fmt(r?.usd ?? null, usd)}`],
+    ["tokens", `${fmt(b?.tokens ?? null, plain)} / ${tokens} / ${fmt(r?.tokens ?? null, plain)}`],
+    ["turns", `${fmt(b?.turns ?? null, plain)} / ${used.turns} / ${fmt(r?.turns ?? null, plain)}`],
+    ["time", `${fmt(b?.time_s ?? null, (x) => `${plain(x)}s`)} / since ${b?.since ?? "-"} / ${fmt(r?.time_s ?? null, (x) => `${plain(x)}s`)}`],
+    ["state", v.exhausted === null ? "ok" : `parked: ${v.exhausted}`],
+    ["inbox", v.breach === null ? "-" : `item ${v.breach.item_id}`]
+  ])
+}
+
+const setCommand = Command.make("set", { home, json, ...budgetOptions(""), agent: agentArg }, (o) =>
+  Effect.gen(function*() {
+    const patch = yield* budgetPatch(o)
+    if (Object.keys(patch).length === 0) {
+      return yield* new CliError({ kind: "invalid-input", message: "give at least one of --usd, --tokens, --turns, --time" })
+    }
+    const socket = pathsOf(o.home).socket
+    const v = yield* withClient(socket, (c) => call(socket, c.budget.set({ agent: o.agent, ...patch })))
+    if (o.json) return yield* printJson(v)
+    yield* Console.log(renderBudget(v))
+  })).pipe(Command.withDescription(
+    "Set (raise, lower) the budget of an agent's subtree; a raise resumes a subtree parked by its budget. A child's budget cannot exceed what its ancestors have left."
+  ))
+
+const showCommand = Command.make("show", { home, json, agent: agentArg }, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    const v = yield* withClient(socket, (c) => call(socket, c.budget.show({ agent: o.agent })))
+    if (o.json) return yield* printJson(v)
+    yield* Console.log(renderBudget(v))
+  })).pipe(Command.withDescription("Show an agent's subtree budget: limits, what was used, what is left"))
+
+export const budgetCommand = Command.make("budget").pipe(
+  Command.withDescription("Budgets per agent subtree: USD, tokens (cache included), turns, wall-clock time"),
+  Command.withSubcommands([setCommand, showCommand])
+)
+
+export const renderInbox = (items: ReadonlyArray<InboxItem>): string =>
+  items.length === 0
+    ? "nothing waits for you"
+    : table([["id", "kind", "agent", "since", "text"], ...items.map((i) => [i.id, i.kind, i.agent_name, i.ts, i.text])])
+
+const answerCommand = Command.make("answer", {
+  home,
+  json,
+  id: Args.text({ name: "id" }).pipe(Args.withDescription("The inbox item's id")),
+  text: Args.text({ name: "text" }).pipe(
+    Args.withSchema(MessageText),
+    Args.withDescription("The answer (delivered as the agent's next message); for a spent budget: stop")
+  )
+}, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    const r = yield* withClient(socket, (c) => call(socket, c.inbox.answer({ id: o.id, text: o.text })))
+    if (o.json) return yield* printJson(r)
+    yield* Console.log(r.kind === "question" ? `answered ${r.agent_name}: it resumes with your answer` : `stopped ${r.agent_name} and its subtree`)
+  })).pipe(Command.withDescription("Answer an agent's question (it resumes with your answer), or stop a subtree whose budget is spent"))
+
+export const inboxCommand = Command.make("inbox", { home, json }, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    const r = yield* withClient(socket, (c) => call(socket, c.inbox.list()))
+    if (o.json) return yield* printJson(r)
+    yield* Console.log(renderInbox(r.items))
+  })).pipe(
+    Command.withDescription("What waits for you, oldest first: agents' questions and spent budgets"),
+    Command.withSubcommands([answerCommand])
+  )

@@ -1,0 +1,50 @@
+// Handlers of the budget and inbox methods (Rpcs.ts: budget.set, budget.show, inbox.list,
+// inbox.answer), spread into the admin group's handlers (Handlers.ts). Thin adapters to the Meter
+// (src/meter/Meter.ts); answering a question delivers the answer to the asker as a message from
+// USER, its next turn's prompt; "stop" on a spent budget terminates that subtree.
+import { Effect } from "effect"
+import type { Orchestrator } from "../agent/Orchestrator.js"
+import type { AgentNode } from "../domain/agent.js"
+import { answerPrompt } from "../agent/Prompt.js"
+import type { Meter } from "../meter/Meter.js"
+import type { BudgetPatch, BudgetView, RpcError } from "./Rpcs.js"
+import type { ServiceError } from "./WireErrors.js"
+
+type Wire = <A, E extends ServiceError, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, RpcError, R>
+
+export const budgetHandlers = (deps: {
+  readonly meter: Meter
+  readonly orchestrator: Orchestrator
+  readonly resolve: (ref: string) => Effect.Effect<AgentNode, RpcError>
+  readonly wire: Wire
+  readonly mutation: Wire
+}) => {
+  const { meter, orchestrator, resolve, wire, mutation } = deps
+  const view = (node: AgentNode): BudgetView => ({ ...meter.report(node.id), agent_name: node.name })
+  return {
+    "budget.set": (p: { readonly agent: string } & BudgetPatch) =>
+      mutation(Effect.gen(function*() {
+        const node = yield* resolve(p.agent)
+        const { agent: _, ...patch } = p
+        yield* meter.setBudget(node.id, patch)
+        return view(node)
+      })),
+
+    "budget.show": (p: { readonly agent: string }) => wire(Effect.map(resolve(p.agent), view)),
+
+    "inbox.list": () => wire(Effect.sync(() => ({ items: [...meter.inbox()] }))),
+
+    "inbox.answer": (p: { readonly id: string; readonly text: string }) =>
+      mutation(Effect.gen(function*() {
+        const a = yield* meter.answer(p.id, p.text)
+        if (a.kind === "question") {
+          const sent = yield* orchestrator.send({ agent: a.agent.id, text: answerPrompt(p.id, a.question, p.text), sync: false })
+          yield* meter.promote(a.agent.id, sent.message_id)
+          yield* meter.unpark(a.agent.id)
+        } else {
+          yield* orchestrator.terminate(a.agent.id)
+        }
+        return { id: p.id, kind: a.kind, agent_id: a.agent.id, agent_name: a.agent.name }
+      }))
+  }
+}
