@@ -121,7 +121,8 @@ describe("budgets and the human inbox (daemon + CLI)", () => {
     expect(second).toContain("blue")
     expect((await inbox(h)).map((i) => i.id)).not.toContain(q.id)
 
-    // The message sent while parked runs next (its turn asks again); answered over HTTP (http.sock).
+    // Another question, answered over HTTP (http.sock).
+    expect((await cli(h, ["agent", "send", "asker", "next"])).code).toBe(0)
     const target = { socketPath: Path.join(h, "http.sock") }
     const q2 = await waitFor("the second question", async () => {
       const r = await request(target, "GET", "/v1/inbox")

@@ -6,6 +6,7 @@ import { AgentRef, type BudgetPatch, type BudgetView, MessageText } from "../../
 import type { InboxItem } from "../../domain/budget.js"
 import { call, CliError, withClient } from "../Client.js"
 import { home, json, pathsOf } from "../Common.js"
+import { describe } from "../Help.js"
 import { printJson, table } from "../Output.js"
 
 const agentArg = Args.text({ name: "agent" }).pipe(
@@ -78,9 +79,13 @@ const setCommand = Command.make("set", { home, json, ...budgetOptions(""), agent
     const v = yield* withClient(socket, (c) => call(socket, c.budget.set({ agent: o.agent, ...patch })))
     if (o.json) return yield* printJson(v)
     yield* Console.log(renderBudget(v))
-  })).pipe(Command.withDescription(
-    "Set (raise, lower) the budget of an agent's subtree; a raise resumes a subtree parked by its budget. A child's budget cannot exceed what its ancestors have left."
-  ))
+  })).pipe(Command.withDescription(describe(
+    "Set (raise, lower) the budget of an agent's subtree; a raise resumes a subtree parked by its budget",
+    {
+      details: ["A child's budget cannot exceed what its ancestors have left. Limits not given keep their value."],
+      examples: ["substrat budget set lead --usd 2", "substrat budget set lead --tokens 500000 --turns 40"]
+    }
+  )))
 
 const showCommand = Command.make("show", { home, json, agent: agentArg }, (o) =>
   Effect.gen(function*() {
@@ -88,10 +93,14 @@ const showCommand = Command.make("show", { home, json, agent: agentArg }, (o) =>
     const v = yield* withClient(socket, (c) => call(socket, c.budget.show({ agent: o.agent })))
     if (o.json) return yield* printJson(v)
     yield* Console.log(renderBudget(v))
-  })).pipe(Command.withDescription("Show an agent's subtree budget: limits, what was used, what is left"))
+  })).pipe(Command.withDescription(describe("Show an agent's subtree budget: limits, what was used, what is left", {
+    examples: ["substrat budget show lead", "substrat budget show lead --json"]
+  })))
 
 export const budgetCommand = Command.make("budget").pipe(
-  Command.withDescription("Budgets per agent subtree: USD, tokens (cache included), turns, wall-clock time"),
+  Command.withDescription(describe("Budgets per agent subtree: USD, tokens (cache included), turns, wall-clock time", {
+    examples: ["substrat budget set lead --usd 2", "substrat budget show lead"]
+  })),
   Command.withSubcommands([setCommand, showCommand])
 )
 
@@ -100,29 +109,41 @@ export const renderInbox = (items: ReadonlyArray<InboxItem>): string =>
     ? "nothing waits for you"
     : table([["id", "kind", "agent", "since", "text"], ...items.map((i) => [i.id, i.kind, i.agent_name, i.ts, i.text])])
 
-const answerCommand = Command.make("answer", {
+/**
+ * `substrat inbox` lists; `substrat inbox answer <id> <text>` answers. One command with optional
+ * positionals (a bare group would print its help instead of listing).
+ */
+export const inboxCommand = Command.make("inbox", {
   home,
   json,
-  id: Args.text({ name: "id" }).pipe(Args.withDescription("The inbox item's id")),
+  action: Args.choice([["answer", "answer" as const]], { name: "answer" }).pipe(
+    Args.withDescription("answer: answer item <id> with <text>"),
+    Args.optional
+  ),
+  id: Args.text({ name: "id" }).pipe(Args.withDescription("The inbox item's id"), Args.optional),
   text: Args.text({ name: "text" }).pipe(
     Args.withSchema(MessageText),
-    Args.withDescription("The answer (delivered as the agent's next message); for a spent budget: stop")
+    Args.withDescription("The answer (delivered as the agent's next message); for a spent budget: stop"),
+    Args.optional
   )
 }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const r = yield* withClient(socket, (c) => call(socket, c.inbox.answer({ id: o.id, text: o.text })))
+    if (Option.isNone(o.action)) {
+      if (Option.isSome(o.id)) return yield* new CliError({ kind: "invalid-input", message: `unknown inbox action "${o.id.value}"; use: substrat inbox answer <id> <text>` })
+      const r = yield* withClient(socket, (c) => call(socket, c.inbox.list()))
+      if (o.json) return yield* printJson(r)
+      return yield* Console.log(renderInbox(r.items))
+    }
+    if (Option.isNone(o.id) || Option.isNone(o.text)) {
+      return yield* new CliError({ kind: "invalid-input", message: "usage: substrat inbox answer <id> <text>" })
+    }
+    const id = o.id.value
+    const text = o.text.value
+    const r = yield* withClient(socket, (c) => call(socket, c.inbox.answer({ id, text })))
     if (o.json) return yield* printJson(r)
     yield* Console.log(r.kind === "question" ? `answered ${r.agent_name}: it resumes with your answer` : `stopped ${r.agent_name} and its subtree`)
-  })).pipe(Command.withDescription("Answer an agent's question (it resumes with your answer), or stop a subtree whose budget is spent"))
-
-export const inboxCommand = Command.make("inbox", { home, json }, (o) =>
-  Effect.gen(function*() {
-    const socket = pathsOf(o.home).socket
-    const r = yield* withClient(socket, (c) => call(socket, c.inbox.list()))
-    if (o.json) return yield* printJson(r)
-    yield* Console.log(renderInbox(r.items))
-  })).pipe(
-    Command.withDescription("What waits for you, oldest first: agents' questions and spent budgets"),
-    Command.withSubcommands([answerCommand])
-  )
+  })).pipe(Command.withDescription(describe("What waits for you, oldest first (agents' questions, spent budgets); answer an item", {
+    details: ["An answer is the agent's next message. On a spent budget, `stop` terminates the subtree; raising it is `substrat budget set`."],
+    examples: ["substrat inbox", "substrat inbox answer 91aa0c2e-… \"Use blue\"", "substrat inbox answer 6f1c7d3b-… stop"]
+  })))
