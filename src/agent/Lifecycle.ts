@@ -77,6 +77,12 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
       if (tree.current().childNamed(null, name)) {
         return yield* new InvalidInputError({ field: "name", message: `a root agent named "${name}" exists` })
       }
+      // No workspace given: one of its own (with history), which its children share by default.
+      const workspace = args.workspace_id !== undefined
+        ? args.workspace_id
+        : Option.isSome(childWorkspaces)
+        ? yield* childWorkspaces.value.forRoot(name)
+        : null
       const node = new AgentNode({
         id: newAgentId(),
         name,
@@ -85,7 +91,7 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
         instructions: args.instructions,
         role: args.role ?? "manager",
         provider: args.provider,
-        workspace_id: args.workspace_id ?? null,
+        workspace_id: workspace,
         state: "idle"
       })
       yield* createSession(node)

@@ -63,7 +63,7 @@ export const renderWorkspaces = (ws: ReadonlyArray<WorkspaceSpec>): string =>
       ["WORKSPACE", "NAME", "PARENT", "NETWORK", "LINKS", "ROOT"],
       ...ws.map((w) => [
         w.id,
-        w.name ?? "-",
+        w.name ?? (w.default_for === null ? "-" : `(${w.default_for}'s)`),
         w.parent_id ?? "-",
         w.network_access ? "yes" : "no",
         String(w.symlinks.length),

@@ -36,6 +36,13 @@ export const layer: Layer.Layer<ChildWorkspaces, never, WorkspaceStore> = Layer.
         Effect.withSpan("ChildWorkspaces.forSubdir")
       )
 
-    return ChildWorkspaces.of({ forSubdir })
+    const forRoot = (agent: string) =>
+      store.create({ default_for: agent }).pipe(
+        Effect.map((ws) => ws.id),
+        Effect.mapError((e) => new InvalidInputError({ field: "workspace", message: `the default workspace of ${agent}: ${messageOf(e)}` })),
+        Effect.withSpan("ChildWorkspaces.forRoot")
+      )
+
+    return ChildWorkspaces.of({ forSubdir, forRoot })
   })
 )

@@ -40,5 +40,7 @@ export class WorkspaceSpec extends Schema.Class<WorkspaceSpec>("WorkspaceSpec")(
   network_access: Schema.Boolean,
   symlinks: Schema.Array(SymlinkSpec),
   limits: Schema.optionalWith(ResourceLimits, { default: () => noLimits }),
+  /** The root agent this workspace was created for (`agent create` without `--workspace`); null otherwise. */
+  default_for: Schema.optionalWith(Schema.NullOr(Schema.String), { default: () => null }),
   created_at: Schema.String
 }) {}

@@ -28,6 +28,8 @@ export interface CreateWorkspace {
   readonly subdir?: string
   readonly network_access?: boolean
   readonly limits?: ResourceLimits
+  /** Top-level only: the root agent it is the default workspace of. */
+  readonly default_for?: string
   /** chown the (new) root directory, e.g. to the sandbox uid of the `inner`/`outer` identities. */
   readonly owner?: { readonly uid: number; readonly gid: number }
   readonly now?: string
@@ -202,6 +204,7 @@ export class WorkspaceStore extends Effect.Service<WorkspaceStore>()("substrat/W
           network_access: input.network_access ?? false,
           symlinks: [],
           limits: wantLimits,
+          default_for: input.default_for ?? null,
           created_at: now
         })
         yield* write(spec)

@@ -169,7 +169,8 @@ describe("spawn_agent(workspace_subdir) in the daemon's wiring", () => {
   it("a parent without a workspace cannot ask for a subdir", async () => {
     const log = await rt.runPromise(Effect.gen(function*() {
       const o = yield* Orchestration.Orchestrator
-      const loner = yield* o.createRoot({ name: "loner", instructions: "", provider: "scripted" })
+      // (Explicitly none: without `workspace_id` the daemon's wiring gives a root its own.)
+      const loner = yield* o.createRoot({ name: "loner", instructions: "", provider: "scripted", workspace_id: null })
       yield* o.runTurn(loner.id, "go")
       expect((yield* o.list).some((a) => a.name === "kid")).toBe(false)
       return yield* eventsOf(loner.session_id)
