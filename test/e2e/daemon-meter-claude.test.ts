@@ -57,16 +57,18 @@ const { Reply } = ScriptedLlm
 describe("metering and budgets with the real claude binary", () => {
   it("per-request usage events match the endpoint's requests; own and subtree totals are exact", () =>
     withLlm([
-      entry("AGENT=boss", Reply.text("All done."), "boss-2", "Reply from w1"),
       entry("AGENT=boss", Reply.toolCall("mcp__substrat__spawn_agent", { name: "w1", instructions: "AGENT=w1" }), "spawn"),
       entry("AGENT=boss", Reply.toolCall("mcp__substrat__send_message", { recipient: "w1", text: "Say hi.", sync: true }), "ask"),
       entry("AGENT=boss", Reply.text("Asked."), "boss-1"),
+      entry("AGENT=boss", Reply.text("All done."), "boss-2"),
       entry("AGENT=w1", Reply.text("hi"), "w1")
     ], async (llm) => {
       const home = setup(llm)
       ds.track(await startDaemon(home))
       const boss = await cliJson<Agent>(home, ["agent", "create", "--provider", "claude", "--name", "boss", "--instructions", "AGENT=boss You lead."])
       expect((await cli(home, ["agent", "send", "boss", "Start."])).code).toBe(0)
+      // w1's reply wakes the boss for a second turn.
+      await Effect.runPromise(llm.awaitRequests(5, (r) => r.label !== undefined))
       const agents = await waitQuiet(home)
       const w1 = agents.find((a) => a.name === "w1")!
       const reqs = await Effect.runPromise(llm.modelRequests)
