@@ -120,9 +120,10 @@ describe("durability under plain I/O errors (not a crash)", () => {
         expect(Either.isLeft(r)).toBe(true)
         if (Either.isLeft(r)) {
           expect(r.left).toMatchObject({ _tag: "EventLogError" })
-          // The admin socket answers it as an error (never "ok").
-          expect(toRpcError(r.left)._tag).toBe("Internal")
-          expect(toRpcError(r.left).message).toMatch(/ENOSPC/)
+          // The admin socket answers it as an error (never "ok"): a full disk is Unavailable
+          // (exit 5, nothing acknowledged), naming the cause.
+          expect(toRpcError(r.left)._tag).toBe("Unavailable")
+          expect(toRpcError(r.left).message).toMatch(/nothing was acknowledged.*ENOSPC/)
         }
         const s = await life.runPromise(agentState)
         expect(s.inboxes.get(boss.id)).toEqual([])
