@@ -195,6 +195,12 @@ const settingsConfig = Config.all({
       description: "Export OpenTelemetry traces over OTLP/HTTP (JSON) to this base URL (`/v1/traces` is appended); else OTEL_EXPORTER_OTLP_ENDPOINT; unset: no tracing"
     })
   }),
+  sandbox: Config.all({
+    workspaceGrowthBytes: setting(["sandbox", "workspaceGrowthBytes"], int(0), 256 * 1024 * 1024, {
+      description:
+        "How many bytes one sandboxed turn may add to its workspace; past it the turn's sandbox is killed and the turn fails (0: unbounded)"
+    })
+  }),
   meter: Config.all({
     prices: optional(["meter", "prices"], prices, {
       description:
@@ -478,6 +484,7 @@ export const defaults = (overrides: Partial<Settings> = {}): Settings => ({
     retryDelayMs: 500
   },
   otlp: { endpoint: Option.none() },
+  sandbox: { workspaceGrowthBytes: 256 * 1024 * 1024 },
   meter: { prices: Option.none() },
   credentials: {
     anthropicApiKey: Option.none(),

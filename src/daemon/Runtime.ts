@@ -64,7 +64,12 @@ const MeterLive = Meter.ports.pipe(
 const ProvidersLive = Layer.unwrapEffect(Effect.map(DaemonConfig, (config) => RegistryLive.layerDaemon(config))).pipe(
   Layer.provide(AgentSocket.toolEndpoint)
 )
-const SandboxLive = SandboxBwrap.layerBwrap().pipe(Layer.provide(NodeContext.layer))
+const SandboxLive = Layer.unwrapEffect(Effect.map(DaemonConfig, (c) =>
+  SandboxBwrap.layerBwrap({
+    defaultLimits: { workspace_growth_bytes: c.sandbox.workspaceGrowthBytes === 0 ? null : c.sandbox.workspaceGrowthBytes },
+    growthHint: "raise it with `sandbox.workspace_growth_bytes` in config.toml or SUBSTRAT_SANDBOX_WORKSPACE_GROWTH_BYTES (0: unbounded)"
+  })
+)).pipe(Layer.provide(NodeContext.layer))
 
 // The agent tree (Tree) is built below everything that reads it: the workspace in-use
 // registry asks the live tree (WorkspaceInUse.ts), and recovery seeds the same Tree.

@@ -34,6 +34,11 @@ export interface SandboxDefaults {
   readonly wall_clock_seconds: number | null
   /** Size of the sandbox's RAM-backed /tmp (bwrap `--size` on its tmpfs). */
   readonly tmp_bytes: number
+  /**
+   * How much one command (one agent turn) may grow its /workspace (disk blocks of the tree);
+   * null = unbounded. Enforced by a poller that kills the sandbox (WorkspaceGrowth.ts).
+   */
+  readonly workspace_growth_bytes: number | null
 }
 
 const GiB = 1024 * 1024 * 1024
@@ -44,7 +49,8 @@ export const defaultSandboxLimits: SandboxDefaults = {
   max_processes: 512,
   max_file_bytes: 1 * GiB,
   wall_clock_seconds: null,
-  tmp_bytes: 256 * 1024 * 1024
+  tmp_bytes: 256 * 1024 * 1024,
+  workspace_growth_bytes: 256 * 1024 * 1024
 }
 
 /** `limits` with every null replaced by the default. */

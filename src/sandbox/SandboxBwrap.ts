@@ -51,6 +51,10 @@ export interface BwrapConfig {
   readonly cgroupBase?: string | null
   /** The limits every command gets where its own are null (default `defaultSandboxLimits`). */
   readonly defaultLimits?: Partial<SandboxDefaults>
+  /** How often the workspace-growth watcher re-measures /workspace at most (ms; default 250). */
+  readonly growthPollMs?: number
+  /** Appended to a workspace-growth error: how the operator raises the limit. */
+  readonly growthHint?: string
 }
 
 export const defaultSystemPaths: ReadonlyArray<string> = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"]
@@ -332,6 +336,14 @@ export const make = (config: BwrapConfig = {}) =>
           "sandbox: running as root with identity 'as-is' and no writable pids cgroup: max_processes (RLIMIT_NPROC) is not enforced for uid 0; configure identity 'inner' or 'outer'"
         )
       }
+      // A person's shell is not bounded by the per-turn growth budget; agent commands are.
+      const growth = defaults.workspace_growth_bytes === null || request.interactive === true
+        ? undefined
+        : {
+          root: request.workspace.root_path,
+          bytes: defaults.workspace_growth_bytes,
+          ...(config.growthPollMs === undefined ? {} : { pollMs: config.growthPollMs })
+        }
       return yield* spawnScoped(executor, {
         argv: [...prefix, ...argv.right],
         env: { PATH: parentEnv()["PATH"] ?? "/usr/bin:/bin" },
@@ -340,6 +352,8 @@ export const make = (config: BwrapConfig = {}) =>
         graceMs: config.killGraceMs ?? 2000,
         setupErrorPrefix: "bwrap: ",
         tmpBytes: defaults.tmp_bytes,
+        ...(growth === undefined ? {} : { growth }),
+        ...(config.growthHint === undefined ? {} : { growthHint: config.growthHint }),
         ...(cgroupEvents === undefined ? {} : { cgroupEvents })
       })
     })

@@ -37,7 +37,7 @@ export class SandboxProcessError extends Schema.TaggedError<SandboxProcessError>
   message: Schema.String
 }) {}
 
-export const LimitName = Schema.Literal("memory", "cpu", "processes", "file-size", "wall-clock", "tmp-size")
+export const LimitName = Schema.Literal("memory", "cpu", "processes", "file-size", "wall-clock", "tmp-size", "workspace-growth")
 export type LimitName = typeof LimitName.Type
 
 /**

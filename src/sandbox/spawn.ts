@@ -18,8 +18,9 @@ import { Chunk, Deferred, Duration, Effect, Exit, Option, type Scope, Stream } f
 import { type ChildProcess, spawn } from "node:child_process"
 import type { Readable } from "node:stream"
 import type { ResourceLimits } from "../domain/workspace.js"
-import { type LimitExceededError, SandboxProcessError } from "./errors.js"
+import { LimitExceededError, SandboxProcessError } from "./errors.js"
 import { attributeExit, type CgroupEvents, type ExitStatus, normaliseExit } from "./Limits.js"
+import { type GrowthBudget, treeBytes, watchGrowth } from "./WorkspaceGrowth.js"
 import type { SandboxProcess, SandboxResult } from "./Sandbox.js"
 
 export interface SpawnOptions {
@@ -35,6 +36,10 @@ export interface SpawnOptions {
   readonly cgroupEvents?: Effect.Effect<CgroupEvents>
   /** Size of the sandbox's /tmp when bounded (ENOSPC attribution). */
   readonly tmpBytes?: number
+  /** Kill the command when this directory grows past the budget (WorkspaceGrowth.ts). */
+  readonly growth?: GrowthBudget
+  /** Appended to the workspace-growth error: how to raise the limit. */
+  readonly growthHint?: string
 }
 
 const TAIL = 4096
@@ -216,7 +221,9 @@ export const spawnScoped = (
     if (program === undefined) return yield* spawnError("empty argv")
     const status = yield* Deferred.make<ExitStatus>()
     let timedOut = false
+    let grownBy: number | undefined
     let timer: ReturnType<typeof setTimeout> | undefined
+    const baseline = opts.growth === undefined ? 0 : yield* treeBytes(opts.growth.root)
 
     const child = yield* Effect.acquireRelease(
       startChild(program, args, opts, status),
@@ -258,6 +265,14 @@ export const spawnScoped = (
       child.once("exit", () => clearTimeout(timer))
     }
 
+    if (opts.growth !== undefined) {
+      const running = () => child.exitCode === null && child.signalCode === null
+      yield* Effect.forkScoped(watchGrowth(opts.growth, baseline, running, (n) => {
+        grownBy = n
+        killGroup(pid, "SIGKILL")
+      }))
+    }
+
     if (opts.stdin !== undefined && child.stdin !== null) {
       const sink = child.stdin
       sink.on("error", () => {}) // EPIPE when the child exits without reading everything
@@ -276,6 +291,18 @@ export const spawnScoped = (
     const exit: Effect.Effect<ExitStatus, LimitExceededError | SandboxProcessError> = Effect.gen(function*() {
       const s = yield* Deferred.await(status)
       const text = tail.text()
+      if (grownBy !== undefined && opts.growth !== undefined) {
+        const n = normaliseExit(s)
+        return yield* new LimitExceededError({
+          limit: "workspace-growth",
+          certainty: "certain",
+          value: opts.growth.bytes,
+          exit_code: n.code,
+          signal: n.signal,
+          message: `workspace-growth limit (${opts.growth.bytes} bytes) exceeded: the command grew /workspace by ${grownBy} bytes ` +
+            `and was killed${opts.growthHint === undefined ? "" : `; ${opts.growthHint}`}`
+        })
+      }
       const cgroup = opts.cgroupEvents === undefined ? undefined : yield* opts.cgroupEvents
       const limit = attributeExit({
         status: s,

@@ -123,6 +123,36 @@ for (const idc of identities) {
       }
     })
 
+    it("workspace growth: many files, each under the file-size limit, past the per-command budget → workspace-growth; the next command works", async () => {
+      const home3 = join(T, "home-growth")
+      const rt3 = makeRuntime(home3, idc.identity, undefined, {
+        defaultLimits: { workspace_growth_bytes: 8 * MB },
+        growthPollMs: 100,
+        growthHint: "raise it with the-test-key"
+      })
+      try {
+        const run3 = (script: string) =>
+          rt3.runPromise(Effect.flatMap(Sandbox, (s) => s.run({ workspace: ws, command: sh(script) })).pipe(Effect.either))
+        // Already in the workspace before the command: not counted against its budget.
+        fs.writeFileSync(join(ws.root_path, "before.bin"), Buffer.alloc(12 * MB, 1))
+        const e = limitOf(await run3("mkdir -p /workspace/grow; i=0; while :; do head -c 1000000 /dev/zero > /workspace/grow/f$i; i=$((i+1)); done"))
+        expect(e).toMatchObject({ limit: "workspace-growth", certainty: "certain", value: 8 * MB, signal: "SIGKILL" })
+        expect(e.message).toMatch(/grew \/workspace by \d+ bytes and was killed; raise it with the-test-key/)
+        expect(fs.readdirSync(join(ws.root_path, "grow")).length).toBeGreaterThan(8)
+        // Stopped: nothing writes any more.
+        const n = fs.readdirSync(join(ws.root_path, "grow")).length
+        await new Promise((r) => setTimeout(r, 300))
+        expect(fs.readdirSync(join(ws.root_path, "grow")).length).toBe(n)
+        // The next command starts from the new size: small writes succeed.
+        const ok = await run3("head -c 1000000 /dev/zero > /workspace/after.bin; echo ok")
+        if (Either.isLeft(ok)) throw new Error(ok.left.message)
+        expect(ok.right.stdout).toBe("ok\n")
+      } finally {
+        await rt3.dispose()
+        for (const f of ["grow", "before.bin", "after.bin"]) fs.rmSync(join(ws.root_path, f), { recursive: true, force: true })
+      }
+    })
+
     it("within limits: ordinary exits are results, not limit errors", async () => {
       const all = { memory_bytes: 512 * MB, cpu_seconds: 10, max_processes: 50, max_file_bytes: MB, wall_clock_seconds: 60 }
       const ok = await run("echo fine; head -c 1000 /dev/zero > /tmp/small; exit 3", all)
