@@ -6,42 +6,16 @@
 //   - a USD budget smaller than the work: the forwarder refuses the request past it (the endpoint
 //     never sees it), the turn ends, the inbox shows the breach.
 import { Effect } from "effect"
-import * as Fs from "node:fs"
-import * as Path from "node:path"
 import { describe, expect, it } from "vitest"
 import * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
-import { makeTmpDir } from "../support/tmp.js"
 import { type Agent, cli, cliJson, startDaemon, waitFor, waitQuiet } from "../integration/daemon.support.js"
-import { claudeBin, daemonTestScope } from "./support.js"
+import { agentEvents, claudeMeteredHome, claudeMeterEnvKeys, daemonTestScope, dataNamed, withLlm } from "./support.js"
 
-type Entry = { readonly event: string; readonly data: Record<string, unknown> }
-const events = (home: string, sid: string): ReadonlyArray<Entry> =>
-  Fs.readFileSync(Path.join(home, "agents", sid, "events.jsonl"), "utf8").split("\n").filter((l) => l !== "").map((l) => JSON.parse(l) as Entry)
 const requestUsage = (home: string, sid: string) =>
-  events(home, sid).filter((e) => e.event === "usage" && e.data["source"] === "request").map((e) => e.data)
+  dataNamed(agentEvents(home, sid), "usage").filter((u) => u["source"] === "request")
 
-const withLlm = async <A>(script: ReadonlyArray<ScriptedLlm.ScriptEntry>, f: (llm: ScriptedLlm.ScriptedLlmServer) => Promise<A>): Promise<A> =>
-  Effect.runPromise(Effect.scoped(Effect.flatMap(ScriptedLlm.make({ listen: { port: 0 }, script }), (llm) => Effect.promise(() => f(llm)))))
-
-const { ds, homes } = daemonTestScope([
-  "SUBSTRAT_ANTHROPIC_UPSTREAM",
-  "ANTHROPIC_API_KEY",
-  "SUBSTRAT_CLAUDE_BIN",
-  "SUBSTRAT_CLAUDE_MODEL",
-  "SUBSTRAT_METER_PRICES"
-])
-
-const setup = (llm: ScriptedLlm.ScriptedLlmServer) => {
-  const home = makeTmpDir("smc-")
-  homes.push(home)
-  process.env["SUBSTRAT_ANTHROPIC_UPSTREAM"] = llm.baseUrl
-  process.env["ANTHROPIC_API_KEY"] = "sk-test-daemon-only"
-  process.env["SUBSTRAT_CLAUDE_BIN"] = claudeBin
-  // The model Claude Code asks for costs $1 / $2 / $0.5 / $4 per million tokens here.
-  process.env["SUBSTRAT_CLAUDE_MODEL"] = "claude-test-1"
-  process.env["SUBSTRAT_METER_PRICES"] = JSON.stringify({ "claude-test-1": { input: 1, output: 2, cache_read: 0.5, cache_write: 4 } })
-  return home
-}
+const { ds, homes } = daemonTestScope(claudeMeterEnvKeys)
+const setup = (llm: ScriptedLlm.ScriptedLlmServer) => claudeMeteredHome(llm, homes, "smc-")
 
 const usage = { input_tokens: 1000, output_tokens: 200, cache_read_tokens: 3000, cache_write_tokens: 500 }
 /** $ per request: (1000×1 + 200×2 + 3000×0.5 + 500×4) / 1e6. */

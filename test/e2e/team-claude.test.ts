@@ -3,7 +3,7 @@
 // the daemon as a child process, every agent a claude in its own bwrap sandbox (network off), the
 // model reached through the daemon's forwarder, upstream = a scripted Anthropic endpoint.
 //   lead (created WITHOUT --workspace) spawns coder and reviewer (spawn_agent), asks coder; coder
-//   writes hello.txt with claude's built-in Write; lead then asks reviewer, who reads it (Read)
+//   writes version.ts with claude's built-in Write; lead then asks reviewer, who reads it (Read)
 //   and answers with what it read; lead answers USER after both replies.
 // Asserted: `agent send --wait` prints lead's FINAL text (not its progress) and exits 0; the file
 // is in lead's default workspace on disk with the exact bytes (children share that workspace);
@@ -13,39 +13,14 @@ import { Effect } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { describe, expect, it } from "vitest"
-import * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
+import type * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
 import { Reply } from "../../src/testing/ScriptedLlm.js"
-import { makeTmpDir } from "../support/tmp.js"
 import { type Agent, cli, cliJson, isAlive, spawnCli, startDaemon, waitFor, waitQuiet } from "../integration/daemon.support.js"
-import { claudeBin, daemonTestScope } from "./support.js"
+import { agentEvents, claudeMeteredHome, claudeMeterEnvKeys, daemonTestScope, dataNamed, withLlm } from "./support.js"
 
-type Entry = { readonly event: string; readonly data: Record<string, unknown> }
-const events = (home: string, sid: string): ReadonlyArray<Entry> =>
-  Fs.readFileSync(Path.join(home, "agents", sid, "events.jsonl"), "utf8").split("\n").filter((l) => l !== "").map((l) => JSON.parse(l) as Entry)
-const of = (es: ReadonlyArray<Entry>, name: string) => es.filter((e) => e.event === name).map((e) => e.data)
-
-const withLlm = async <A>(script: ReadonlyArray<ScriptedLlm.ScriptEntry>, f: (llm: ScriptedLlm.ScriptedLlmServer) => Promise<A>): Promise<A> =>
-  Effect.runPromise(Effect.scoped(Effect.flatMap(ScriptedLlm.make({ listen: { port: 0 }, script }), (llm) => Effect.promise(() => f(llm)))))
-
-const { ds, homes } = daemonTestScope([
-  "SUBSTRAT_ANTHROPIC_UPSTREAM",
-  "ANTHROPIC_API_KEY",
-  "SUBSTRAT_CLAUDE_BIN",
-  "SUBSTRAT_CLAUDE_MODEL",
-  "SUBSTRAT_METER_PRICES"
-])
-
-const setup = (llm: ScriptedLlm.ScriptedLlmServer) => {
-  // Short: agent socket paths must fit in sun_path.
-  const home = makeTmpDir("stc-")
-  homes.push(home)
-  process.env["SUBSTRAT_ANTHROPIC_UPSTREAM"] = llm.baseUrl
-  process.env["ANTHROPIC_API_KEY"] = "sk-test-daemon-only"
-  process.env["SUBSTRAT_CLAUDE_BIN"] = claudeBin
-  process.env["SUBSTRAT_CLAUDE_MODEL"] = "claude-test-1"
-  process.env["SUBSTRAT_METER_PRICES"] = JSON.stringify({ "claude-test-1": { input: 1, output: 2, cache_read: 0.5, cache_write: 4 } })
-  return home
-}
+const { ds, homes } = daemonTestScope(claudeMeterEnvKeys)
+const events = agentEvents
+const of = dataNamed
 
 // The README's commands, word for word.
 const LEAD_INSTRUCTIONS = "You lead a small team. Spawn a 'coder' and a 'reviewer' and coordinate them."
@@ -174,7 +149,7 @@ const checkEndState = async (home: string, llm: ScriptedLlm.ScriptedLlmServer) =
 describe("a real Claude Code team, as the README runs it", () => {
   it("lead (default workspace) spawns coder and reviewer; --wait prints the final answer; file, ⚙ Write, usage, one answer each", () =>
     withLlm(teamScript(), async (llm) => {
-      const home = setup(llm)
+      const home = claudeMeteredHome(llm, homes, "stc-")
       ds.track(await startDaemon(home))
       const created = await cliJson<AgentWs>(home, ["agent", "create", "--provider", "claude", "--name", "lead", "--instructions", LEAD_INSTRUCTIONS])
       expect(created.workspace_id).not.toBeNull()
@@ -192,7 +167,7 @@ describe("a real Claude Code team, as the README runs it", () => {
 
   it("kill -9 of the daemon while the reviewer's turn runs: after a restart the same end state, nothing lost or answered twice", () =>
     withLlm([], async (llm) => {
-      const home = setup(llm)
+      const home = claudeMeteredHome(llm, homes, "stc-")
       // The reviewer's first request is held until the daemon is dead; every later one is answered.
       await Effect.runPromise(llm.replace([
         { match: { system: "AGENT=reviewer" }, reply: Reply.text("never seen"), delayMs: 600_000, label: "reviewer-held" },
