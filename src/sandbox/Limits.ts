@@ -53,13 +53,21 @@ export const defaultSandboxLimits: SandboxDefaults = {
   workspace_growth_bytes: 256 * 1024 * 1024
 }
 
+/**
+ * The default largest file: no more than the workspace growth budget, since one file that large
+ * could not be written in one turn anyway — and RLIMIT_FSIZE stops it at once, where the growth
+ * watcher only sees it at its next poll (a write-then-delete could slip between two).
+ */
+export const defaultFileBytes = (d: SandboxDefaults): number =>
+  d.workspace_growth_bytes === null ? d.max_file_bytes : Math.min(d.max_file_bytes, d.workspace_growth_bytes)
+
 /** `limits` with every null replaced by the default. */
 export const withDefaults = (l: ResourceLimits, d: SandboxDefaults = defaultSandboxLimits): ResourceLimits =>
   new ResourceLimits({
     memory_bytes: l.memory_bytes ?? d.memory_bytes,
     cpu_seconds: l.cpu_seconds ?? d.cpu_seconds,
     max_processes: l.max_processes ?? d.max_processes,
-    max_file_bytes: l.max_file_bytes ?? d.max_file_bytes,
+    max_file_bytes: l.max_file_bytes ?? defaultFileBytes(d),
     wall_clock_seconds: l.wall_clock_seconds ?? d.wall_clock_seconds
   })
 

@@ -100,7 +100,8 @@ for (const idc of identities) {
       const d = defaultSandboxLimits
       expect(limit("Max processes")).toEqual([String(d.max_processes), String(d.max_processes)])
       expect(limit("Max address space")).toEqual([String(d.memory_bytes), String(d.memory_bytes)])
-      expect(limit("Max file size")).toEqual([String(d.max_file_bytes), String(d.max_file_bytes)])
+      // The default largest file is capped by the workspace growth budget (256 MiB < 1 GiB).
+      expect(limit("Max file size")).toEqual([String(d.workspace_growth_bytes), String(d.workspace_growth_bytes)])
       expect(limit("Max cpu time")).toEqual([String(d.cpu_seconds), String(d.cpu_seconds + 1)])
       expect(r.stdout).toMatch(new RegExp(` /tmp tmpfs \\S*size=${d.tmp_bytes / 1024}k`))
     })

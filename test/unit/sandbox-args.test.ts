@@ -4,7 +4,7 @@ import { Either } from "effect"
 import fc from "fast-check"
 import { noLimits, ResourceLimits, SymlinkSpec } from "../../src/domain/workspace.js"
 import { type BwrapInput, buildBwrapArgs, type HostLayout } from "../../src/sandbox/BwrapArgs.js"
-import { attributeExit, normaliseExit, prlimitPrefix } from "../../src/sandbox/Limits.js"
+import { attributeExit, defaultSandboxLimits, normaliseExit, prlimitPrefix, withDefaults } from "../../src/sandbox/Limits.js"
 import { absolutePath, isWithin, linkRefusal, relativePath, sandboxTarget } from "../../src/sandbox/PathPolicy.js"
 import { fuzzParams } from "../support/fuzz.js"
 
@@ -222,6 +222,14 @@ describe("limits", () => {
     expect(prlimitPrefix(lim({ wall_clock_seconds: 5 }))).toEqual([])
     expect(prlimitPrefix(lim({ memory_bytes: 1e8, cpu_seconds: 2.5, max_processes: 10, max_file_bytes: 4096 }), "/usr/bin/prlimit"))
       .toEqual(["/usr/bin/prlimit", "--as=100000000", "--cpu=3:4", "--nproc=10", "--fsize=4096", "--core=0", "--"])
+  })
+
+  it("the default largest file is capped by the workspace growth budget; explicit values and no budget are kept", () => {
+    const d = { ...defaultSandboxLimits, max_file_bytes: 1000, workspace_growth_bytes: 300 }
+    expect(withDefaults(noLimits, d).max_file_bytes).toBe(300)
+    expect(withDefaults(lim({ max_file_bytes: 5000 }), d).max_file_bytes).toBe(5000)
+    expect(withDefaults(noLimits, { ...d, workspace_growth_bytes: null }).max_file_bytes).toBe(1000)
+    expect(withDefaults(noLimits, { ...d, workspace_growth_bytes: 9000 }).max_file_bytes).toBe(1000)
   })
 
   it("128+N exit codes are read back as signals", () => {
