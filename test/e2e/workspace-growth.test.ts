@@ -62,12 +62,18 @@ describe("workspace growth per turn", () => {
         expect(Fs.readdirSync(Path.join(ws.root_path, "grow")).length).toBeLessThan(400)
         expect((await Effect.runPromise(llm.requests)).some((r) => r.label === "after-fill")).toBe(false)
 
+        // What the killed turn wrote is recorded like any failed turn's changes (so it can be reverted).
+        const diff = await waitFor("the first turn's workspace.diff", () => events(home, a.session_id).find((e) => e.event === "workspace.diff")?.data, 60_000)
+        expect((diff["paths"] as ReadonlyArray<{ readonly path: string }>).some((p) => p.path.startsWith("grow/"))).toBe(true)
+
         // The daemon is up and the agent's next turn completes.
         process.kill(pid, 0)
         await cli(home, ["agent", "send", "g", "are you there", "--notify"])
         await waitFor("the second turn", () =>
           events(home, a.session_id).filter((e) => e.event === "turn.complete").length >= 1 ? true : undefined, 120_000)
         expect((await Effect.runPromise(llm.requests)).some((r) => r.label === "second")).toBe(true)
+        // A clean stop: the second turn's history hook (git) is done before the home is removed.
+        await cli(home, ["daemon", "stop"])
       })
     }))), 300_000)
 })
