@@ -120,7 +120,7 @@ describe("lifecycle, tools and errors", () => {
 
   it.scoped("usage totals per agent and per subtree survive termination of descendants", () =>
     Effect.gen(function*() {
-      const u = (n: number) => ({ input_tokens: n, output_tokens: 2 * n, cost_usd: n / 100 })
+      const u = (n: number) => ({ input_tokens: n, output_tokens: 2 * n, cache_read_tokens: 0, cache_write_tokens: 0, cost_usd: n / 100 })
       const scripts: Scripts = {
         r: { steps: [{ text: "r", usage: u(10) }] },
         a: { steps: [{ text: "a", usage: u(1) }] },

@@ -76,7 +76,7 @@ describe("a human's shell in a sandbox", () => {
     expect(diff.paths).toEqual([{ path: "notes.txt", change: "added" }])
   })
 
-  it("agent shell: the agent's workspace; an agent without one is refused", async () => {
+  it("agent shell: the agent's workspace, also the default one of a root created without --workspace", async () => {
     const ws = await cliJson<Workspace>(home, ["workspace", "create", "--name", "team"])
     await cli(home, ["agent", "create", "--name", "beta", "--provider", "scripted:echo", "--workspace", ws.id])
     const r = await onTerminal(["agent", "shell", "beta"], ["exit\n"])
@@ -84,10 +84,11 @@ describe("a human's shell in a sandbox", () => {
     expect(r.out).toContain("[substrat beta] $ ")
     expect(r.out).toContain("no changes to record")
     await cli(home, ["agent", "create", "--name", "loner", "--provider", "scripted:echo"])
-    expect(await cli(home, ["agent", "shell", "loner"])).toEqual({
-      code: 2,
-      stdout: "",
-      stderr: "substrat: agent loner has no workspace (it was created without --workspace)\n"
-    })
+    const list = await cliJson<{ workspaces: ReadonlyArray<Workspace & { readonly default_for: string | null }> }>(home, ["workspace", "list"])
+    const own = list.workspaces.find((w) => w.default_for === "loner")
+    expect(own).toBeDefined()
+    const l = await onTerminal(["agent", "shell", "loner"], ["exit\n"])
+    expect(l.out).toContain(`shell in workspace ${own!.id}`)
+    expect(l.out).toContain("[substrat loner] $ ")
   })
 })
