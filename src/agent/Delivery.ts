@@ -156,8 +156,9 @@ export class Delivery extends Effect.Service<Delivery>()("substrat/Delivery", {
       if (!tree.isLive(agent) || mailbox.isUnborn(agent)) return Option.some({ trigger, prompt: null, consumed: [] })
       const { main, rest } = mailbox.takeForTurn(agent, trigger)
       const parts = [
+        ...(trigger.note === undefined ? [] : [trigger.note]),
         ...rest.map(formatMessage),
-        ...(main ? [formatMessage(main)] : trigger._tag === "prompt" ? [trigger.text] : [])
+        ...(main ? [formatMessage(main)] : trigger._tag === "prompt" && trigger.text !== "" ? [trigger.text] : [])
       ]
       if (parts.length === 0) return Option.some({ trigger, prompt: null, consumed: [] })
       return Option.some({ trigger, prompt: parts.join("\n\n"), consumed: main ? [...rest, main] : rest })

@@ -13,6 +13,7 @@ export const formatMessage = (env: MessageEnvelope): string => {
       if (env.timed_out === true) {
         return `Notice: ${env.payload}. You are no longer waiting for it; a late reply would still arrive as a message.`
       }
+      if (env.sender === "SYSTEM") return `Error from SYSTEM (about your message ${env.reply_to ?? "?"}): ${env.payload}`
       if (env.late === true) {
         return `Late reply from ${from} (to message ${env.reply_to ?? "?"}, after it timed out): ${env.payload}`
       }

@@ -25,10 +25,14 @@ export interface RecoveredState {
   readonly userOutbox: ReadonlyArray<MessageEnvelope>
 }
 
-/** A turn recovery queues: a root's recovery prompt, or a re-injected message that wakes its agent. */
+/**
+ * A turn recovery queues: a root's recovery note alone (its interrupted turn consumed no waking
+ * message), or a re-injected message that wakes its agent — with the recovery note first in its
+ * prompt when it is the message the interrupted turn was handling.
+ */
 export type RecoveredTurn =
   | { readonly _tag: "prompt"; readonly agent: AgentId; readonly text: string }
-  | { readonly _tag: "message"; readonly agent: AgentId; readonly id: MessageId }
+  | { readonly _tag: "message"; readonly agent: AgentId; readonly id: MessageId; readonly note?: string }
 
 export class StateSeeding extends Effect.Service<StateSeeding>()("substrat/StateSeeding", {
   effect: Effect.gen(function*() {
@@ -61,7 +65,11 @@ export class StateSeeding extends Effect.Service<StateSeeding>()("substrat/State
       for (const t of turns) {
         yield* mailbox.queueTurn(
           t.agent,
-          t._tag === "prompt" ? { _tag: "prompt", text: t.text, done: null } : { _tag: "message", id: t.id }
+          t._tag === "prompt"
+            ? { _tag: "prompt", text: "", note: t.text, done: null }
+            : t.note === undefined
+            ? { _tag: "message", id: t.id }
+            : { _tag: "message", id: t.id, note: t.note }
         )
       }
     })

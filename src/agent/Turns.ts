@@ -6,13 +6,18 @@ import { Deferred, Effect, Stream, SubscriptionRef } from "effect"
 import type { AgentId, MessageId, TurnId } from "../domain/ids.js"
 import type { TurnOutcome } from "../session/TurnScheduler.js"
 
-/** Why a turn runs: a message that wakes the agent, or an explicit prompt. */
+/**
+ * Why a turn runs: a message that wakes the agent, or an explicit prompt. `note`: text put first
+ * in the turn's prompt, before its messages (recovery's note to an agent whose turn a crash
+ * interrupted, src/agent/Prompt.ts `recoveryPrompt`).
+ */
 export type Trigger =
-  | { readonly _tag: "message"; readonly id: MessageId }
+  | { readonly _tag: "message"; readonly id: MessageId; readonly note?: string }
   | {
     readonly _tag: "prompt"
     readonly text: string
     readonly done: Deferred.Deferred<TurnOutcome | null> | null
+    readonly note?: string
   }
 
 /** Tell whoever waits on an explicit prompt how it ended (null: it did not run). */

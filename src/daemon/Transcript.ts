@@ -8,8 +8,9 @@
 // writes every line still queued and removes it. Finding it at start-up means the last daemon
 // died (kill -9, crash, power loss): every transcript is then regenerated from the event logs
 // (TranscriptLines.ts) and replaced atomically where it differs — before recovery and before
-// anything new is logged, so nothing races with the live writer.
-import { Duration, Effect, Fiber, Option, PubSub, Queue, Schema, Stream } from "effect"
+// anything new is logged, so nothing races with the live writer. The live writer starts once it
+// knows the agents' names (`learn`, after recovery), so recovery's own messages show names too.
+import { Deferred, Duration, Effect, Fiber, Option, PubSub, Queue, Schema, Stream } from "effect"
 import * as fsp from "node:fs/promises"
 import { SubstratPaths } from "../config/Paths.js"
 import type { LogEntry } from "../domain/events.js"
@@ -116,9 +117,14 @@ export class Transcript extends Effect.Service<Transcript>()("substrat/Transcrip
 
     // Subscribe now (before anything is appended), process entries one by one in a scoped fiber;
     // an entry once taken is written even if the fiber is interrupted meanwhile.
+    // Lines are written once the agents' names are known (`learn`, right after start-up
+    // recovery): what recovery logs before then names agents that only their own logs name.
     const queue = yield* tap.subscribe
-    const writer = yield* Effect.uninterruptibleMask((restore) => Effect.flatMap(restore(Queue.take(queue)), onEntry)).pipe(
-      Effect.forever,
+    const named = yield* Deferred.make<void>()
+    const writer = yield* Deferred.await(named).pipe(
+      Effect.zipRight(
+        Effect.uninterruptibleMask((restore) => Effect.flatMap(restore(Queue.take(queue)), onEntry)).pipe(Effect.forever)
+      ),
       Effect.forkScoped
     )
     // Clean shutdown (runs before the subscription closes): stop the writer, write what is still
@@ -132,8 +138,10 @@ export class Transcript extends Effect.Service<Transcript>()("substrat/Transcrip
       }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("transcripts: flush at shutdown failed", cause)))
     )
 
+    /** The agents' names (the live tree, after start-up recovery); starts the writer. */
     const learn = Effect.fn("Transcript.learn")(function*(agents: ReadonlyArray<KnownAgent>) {
       for (const a of agents) learnOne(a)
+      yield* Deferred.succeed(named, undefined)
     })
 
     const read = Effect.fn("Transcript.read")(function*(session: SessionId) {

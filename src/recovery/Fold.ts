@@ -60,7 +60,13 @@ export interface TurnPosition {
   /** Turns that ended (`turn.complete`, or `provider.error` of a turn). */
   readonly ended: number
   /** The last turn started and never ended (the crash interrupted it). */
-  readonly interrupted: { readonly prompt: string; readonly consumedMessages: boolean; readonly ts: string } | null
+  readonly interrupted: {
+    readonly prompt: string
+    readonly consumedMessages: boolean
+    /** The messages that turn consumed (they are pending again), in delivery order. */
+    readonly messages: ReadonlyArray<MessageId>
+    readonly ts: string
+  } | null
   /**
    * `turn.start`s since the last turn that ended (or the last `agent.resumed`): how many starts
    * in a row died with a turn of this agent in flight (0 when the last turn ended).
@@ -443,7 +449,9 @@ export class SessionFold {
       turns: {
         started: a.started,
         ended: a.ended,
-        interrupted: a.openTurn === null ? null : { prompt: a.openTurn, consumedMessages: consumed, ts: a.openTurnTs },
+        interrupted: a.openTurn === null
+          ? null
+          : { prompt: a.openTurn, consumedMessages: consumed, messages: [...a.open.keys()], ts: a.openTurnTs },
         interruptedInARow: a.openTurn === null ? 0 : a.inARow
       },
       usage: a.usage,

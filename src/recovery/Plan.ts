@@ -8,7 +8,7 @@
 //  4. inboxes    — pending = enqueued − delivered by a completed turn, in enqueue order; the
 //                  requests among them pending again; the user outbox
 //  5. replies    — lost replies re-delivered, requests nobody will answer failed (Requests.ts)
-//  6. resume     — roots' recovery prompts; provider states that lag their log; agents in a
+//  6. resume     — recovery notes of interrupted agents; provider states that lag their log; agents in a
 //                  crash loop (N starts in a row died mid-turn) quarantined: their turns held
 //  7. usage      — own usage and turns; terminated descendants roll up into `retired`
 //  8. activity   — each live agent's recent turns and messages (`inspect_agent`)
@@ -50,9 +50,9 @@ export interface RecoveryPlan {
   readonly reinjected: number
   /** New messages recovery logs: `message.enqueued` (+ `message.delivered` for USER) each. */
   readonly replies: ReadonlyArray<PlannedReply>
-  /** Roots' recovery prompts, then the messages that wake their agent (re-injected, then replies), in order. */
+  /** Recovery notes (each with the message it rides with), then the messages that wake their agent (re-injected, then replies), in order. */
   readonly turns: ReadonlyArray<RecoveredTurn>
-  /** Roots given a recovery prompt. */
+  /** Agents given a recovery note (roots, and children whose interrupted turn a message woke). */
   readonly prompts: number
   /** Sessions whose provider state lags their log (the provider says so): the state to write. */
   readonly blobs: ReadonlyArray<{ readonly session: SessionId; readonly blob: Uint8Array }>
@@ -285,12 +285,56 @@ const inboxes = (
   return { inboxes: byAgent, requests, wakes: woken, held, userOutbox }
 }
 
+/** The note an agent whose turn the crash interrupted gets, and the messages that turn consumed. */
+interface RecoveryNote {
+  readonly agent: AgentId
+  readonly root: boolean
+  readonly messages: ReadonlyArray<MessageId>
+  readonly text: string
+}
+
 /**
- * Step 6: recovery prompts for interrupted roots; provider states that lag the log; agents in a
+ * The turns recovery queues, per agent in this order: the turn with the recovery note, then one
+ * turn per re-injected waking message, then the replies recovery sends. The note rides with the
+ * waking message the interrupted turn was handling (so the note and that message arrive in one
+ * turn; the turn also takes the non-waking messages it had consumed). A root whose interrupted
+ * turn consumed no waking message gets the note alone (with that turn's prompt, when it had no
+ * messages). A child with none is not woken: it runs only when a message wakes it.
+ */
+const queuedTurns = (
+  notes: ReadonlyArray<RecoveryNote>,
+  wakes: ReadonlyArray<{ readonly agent: AgentId; readonly message: MessageId }>,
+  owed: ReadonlyArray<PlannedReply>
+): { turns: Array<RecoveredTurn>; told: number } => {
+  const turns: Array<RecoveredTurn> = []
+  const carrier = new Map<MessageId, string>()
+  let told = 0
+  const waking = new Set(wakes.map((x) => x.message))
+  for (const n of notes) {
+    const w = n.messages.find((m) => waking.has(m))
+    if (w !== undefined) {
+      carrier.set(w, n.text)
+      turns.push({ _tag: "message", agent: n.agent, id: w, note: n.text })
+      told++
+    } else if (n.root) {
+      turns.push({ _tag: "prompt", agent: n.agent, text: n.text })
+      told++
+    }
+  }
+  for (const w of wakes) if (!carrier.has(w.message)) turns.push({ _tag: "message", agent: w.agent, id: w.message })
+  for (const r of owed) {
+    const to = r.envelope.recipient
+    if (to !== null && to !== USER) turns.push({ _tag: "message", agent: to, id: r.envelope.id })
+  }
+  return { turns, told }
+}
+
+/**
+ * Step 6: recovery notes for agents whose turn was interrupted; provider states that lag the log; agents in a
  * crash loop (quarantined now, or still quarantined from an earlier start) are parked.
  */
 const resume = (tree: AgentTree, nodes: ReadonlyArray<AgentNode>, live: ReadonlyArray<AgentEntry>, input: PlanInput) => {
-  const prompts: Array<{ agent: AgentId; text: string }> = []
+  const notes: Array<RecoveryNote> = []
   const blobs: Array<{ session: SessionId; blob: Uint8Array }> = []
   const crashLoops: Array<CrashLoop> = []
   const parked: Array<AgentId> = []
@@ -331,16 +375,16 @@ const resume = (tree: AgentTree, nodes: ReadonlyArray<AgentNode>, live: Readonly
     }
     if (cut !== null) {
       interrupted++
-      if (node.parent_id === null) {
-        prompts.push({
-          agent: node.id,
-          text: recoveryPrompt({
-            prompt: cut.prompt,
-            consumedMessages: cut.consumedMessages,
-            children: tree.children(node.id).map((c) => c.name)
-          })
+      notes.push({
+        agent: node.id,
+        root: node.parent_id === null,
+        messages: cut.messages,
+        text: recoveryPrompt({
+          prompt: cut.prompt,
+          consumedMessages: cut.consumedMessages,
+          children: tree.children(node.id).map((c) => c.name)
         })
-      }
+      })
     }
     const blob = input.recoverState(record!, {
       agent_name: node.name,
@@ -349,7 +393,7 @@ const resume = (tree: AgentTree, nodes: ReadonlyArray<AgentNode>, live: Readonly
     })
     if (blob !== null) blobs.push({ session: node.session_id, blob })
   }
-  return { prompts, blobs, interrupted, crashLoops, parked }
+  return { notes, blobs, interrupted, crashLoops, parked }
 }
 
 /** Step 7: own usage from the log; terminated descendants roll up into `retired`. */
@@ -453,12 +497,7 @@ export const plan = (input: PlanInput): RecoveryPlan => {
   deliver({ inboxes: ib.inboxes, activity: recent, userOutbox: ib.userOutbox }, owed)
   for (const c of rs.crashLoops) ib.userOutbox.push(c.notice.envelope)
 
-  const turns: Array<RecoveredTurn> = rs.prompts.map((p) => ({ _tag: "prompt", agent: p.agent, text: p.text }))
-  for (const w of ib.wakes) turns.push({ _tag: "message", agent: w.agent, id: w.message })
-  for (const r of owed) {
-    const to = r.envelope.recipient
-    if (to !== null && to !== USER) turns.push({ _tag: "message", agent: to, id: r.envelope.id })
-  }
+  const { turns, told } = queuedTurns(rs.notes, ib.wakes, owed)
   return {
     seed: {
       tree,
@@ -476,7 +515,7 @@ export const plan = (input: PlanInput): RecoveryPlan => {
     reinjected,
     replies: owed,
     turns,
-    prompts: rs.prompts.length,
+    prompts: told,
     blobs: rs.blobs,
     interrupted: rs.interrupted,
     crashLoops: rs.crashLoops,

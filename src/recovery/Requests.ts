@@ -93,7 +93,7 @@ export const replies = (input: {
   const fail = (
     request: MessageId,
     requester: MessageEnvelope["sender"],
-    recipient: { readonly id: AgentId | null; readonly name: string },
+    recipient: { readonly name: string },
     ts: string
   ) => {
     if (answered.has(request) || handled.has(request) || !alive(requester) || requester === "SYSTEM") return
@@ -104,14 +104,16 @@ export const replies = (input: {
     out.push({
       kind: "failed-request",
       logSession: sessionOf.get(requester)!.id,
+      // From SYSTEM, not from the lost agent: a new agent may have its name by now, and a reply
+      // "from" that name would read as that agent's answer.
       envelope: replyEnvelope({
         id: stableId("failed", request),
-        sender: recipient.id ?? "SYSTEM",
-        senderName: recipient.name,
+        sender: "SYSTEM",
+        senderName: "SYSTEM",
         recipient: requester,
         replyTo: request,
-        text:
-          `[error] ${recipient.name} is gone (lost in a daemon crash or terminated); request ${request} will not be answered`,
+        text: `[error] your request ${request} to ${recipient.name} will not be answered: ` +
+          `${recipient.name} is gone (lost in a daemon crash or terminated)`,
         ts
       })
     })
@@ -119,7 +121,7 @@ export const replies = (input: {
   // Requests held by agents that are not in the tree (dangling, terminated): nobody will answer.
   for (const e of input.entries) {
     if (e.live || !isAgent(e)) continue
-    const who = { id: e.log.created.agent_id, name: e.log.created.name }
+    const who = { name: e.log.created.name }
     for (const { envelope: env } of e.log.pending) {
       if (env.kind === "request") fail(env.id, env.sender, who, env.timestamp)
     }
@@ -127,7 +129,7 @@ export const replies = (input: {
   // Requests a live agent sent (tool result acknowledged) that reached no log: the recipient
   // was never born (deferred spawn lost in the crash) or vanished.
   for (const e of input.live) {
-    for (const s of e.log.sent) fail(s.id, e.log.created.agent_id, { id: null, name: s.recipient }, s.ts)
+    for (const s of e.log.sent) fail(s.id, e.log.created.agent_id, { name: s.recipient }, s.ts)
   }
   return out
 }

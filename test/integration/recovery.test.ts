@@ -5,6 +5,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import * as fs from "node:fs"
 import { Orchestrator } from "../../src/agent/Orchestrator.js"
+import { formatMessage } from "../../src/agent/Prompt.js"
 import { agentState } from "../support/agentState.js"
 import { Recovery } from "../../src/recovery/Recovery.js"
 import { layerStartupRecovery } from "../../src/recovery/Startup.js"
@@ -166,9 +167,14 @@ describe("recovery", () => {
         expect(r.report.agents).toBe(1)
         const s = await r.life.runPromise(agentState)
         const inbox = s.inboxes.get(ids.boss.id) ?? []
-        // The interrupted turn's message (USER's "go") is back, then the error reply.
+        // The interrupted turn's message (USER's "go") is back, then the error reply: from
+        // SYSTEM, naming the lost request (not a "Reply from kid" a new kid could be taken for).
         expect(inbox.map((e) => [e.kind, e.reply_to])).toEqual([["notification", null], ["response", request]])
-        expect(inbox[1]!.payload).toMatch(/^\[error\] kid is gone/)
+        expect([inbox[1]!.sender, inbox[1]!.sender_name]).toEqual(["SYSTEM", "SYSTEM"])
+        expect(inbox[1]!.payload).toBe(
+          `[error] your request ${request} to kid will not be answered: kid is gone (lost in a daemon crash or terminated)`
+        )
+        expect(formatMessage(inbox[1]!)).toMatch(new RegExp(`^Error from SYSTEM \\(about your message ${request}\\): \\[error\\]`))
         const bad = await checkOracle({
           home,
           life: r.life,
@@ -215,6 +221,74 @@ describe("recovery", () => {
         expect(starts[3]).toContain("<<<\nwrite the report\n>>>")
         const done = log.filter((e) => e.event === "turn.complete").map((e) => String(e.data["response"]))
         expect(done.at(-1)).toMatch(/^three: \[substrat\]/)
+      } finally {
+        await rt.dispose()
+      }
+    })
+  })
+
+  it("a root's recovery note and the message its interrupted turn was handling arrive in one turn", async () => {
+    await withTmp(async (home) => {
+      const scripts: Scripts = { boss: { steps: [{ text: "one" }, { text: "again: {{prompt}}" }], after: "silent" } }
+      const boss = await life(home, scripts, (o) =>
+        Effect.gen(function*() {
+          const boss = yield* o.createRoot({ name: "boss", instructions: "x", provider: "scripted" })
+          yield* o.send({ agent: boss.id, text: "build the parser", sync: false })
+          return boss
+        }))
+      // The turn that consumed USER's message was interrupted.
+      cutFrom(home, boss.session_id, (e) => e.event === "turn.complete")
+      const rt = startLife(home, Durable.layer, registryOf(scripts))
+      try {
+        const report = await rt.runPromise(Effect.flatMap(Recovery, (r) => r.run()))
+        expect([report.interruptedTurns, report.recoveryPrompts, report.turnsQueued]).toEqual([1, 1, 1])
+        await rt.runPromise(Effect.flatMap(Orchestrator, (o) => o.awaitIdle))
+        const starts = readLogEvents(home, boss.session_id).filter((e) => e.event === "turn.start").map((e) =>
+          String(e.data["prompt"])
+        )
+        // One new turn: the note first, then the message it says follows.
+        expect(starts).toHaveLength(2)
+        expect(starts[1]).toMatch(/^\[substrat\] The Substrat daemon stopped unexpectedly/)
+        expect(starts[1]).toContain("The messages that turn was handling are queued for you again and follow this note.")
+        expect(starts[1]).toMatch(/follow this note\.[^]*\n\nMessage from USER \(message [0-9a-f-]+\):\nbuild the parser$/)
+      } finally {
+        await rt.dispose()
+      }
+    })
+  })
+
+  it("a child whose turn was interrupted is told so, in the turn that re-runs its request", async () => {
+    await withTmp(async (home) => {
+      const ids = await life(home, askScripts, (o) =>
+        Effect.gen(function*() {
+          const boss = yield* o.createRoot({ name: "boss", instructions: "manage", provider: "scripted" })
+          yield* o.send({ agent: boss.id, text: "spawn" })
+          yield* o.awaitIdle
+          yield* o.send({ agent: boss.id, text: "ask" })
+          yield* o.awaitIdle
+          return { boss, w1: yield* o.findByName("w1", boss.id) }
+        }))
+      // Crash in w1's turn: its end and its reply to boss are not durable.
+      const request = readLogEvents(home, ids.w1.session_id).find((e) =>
+        e.event === "message.enqueued" && e.data["kind"] === "request"
+      )!.data["id"] as string
+      cutFrom(home, ids.w1.session_id, (e) => e.event === "turn.complete")
+      cutFrom(home, ids.boss.session_id, (e) => e.event === "message.enqueued" && e.data["reply_to"] === request)
+      const rt = startLife(home, Durable.layer, registryOf(askScripts))
+      try {
+        const report = await rt.runPromise(Effect.flatMap(Recovery, (r) => r.run()))
+        expect([report.interruptedTurns, report.recoveryPrompts]).toEqual([1, 1])
+        await rt.runPromise(Effect.flatMap(Orchestrator, (o) => o.awaitIdle))
+        const starts = readLogEvents(home, ids.w1.session_id).filter((e) => e.event === "turn.start").map((e) =>
+          String(e.data["prompt"])
+        )
+        expect(starts).toHaveLength(2)
+        expect(starts[1]).toMatch(/^\[substrat\] The Substrat daemon stopped unexpectedly/)
+        expect(starts[1]).toContain(`\n\nMessage from boss (message ${request}, reply expected):\ndo it`)
+        // The re-run answered the request once.
+        const boss = readLogEvents(home, ids.boss.session_id)
+        expect(boss.filter((e) => e.event === "message.enqueued" && e.data["reply_to"] === request).map((e) => e.data["payload"]))
+          .toEqual(["done"])
       } finally {
         await rt.dispose()
       }
