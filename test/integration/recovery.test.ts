@@ -66,6 +66,23 @@ const askScripts: Scripts = {
   w1: { steps: [{ text: "done" }], after: "silent" }
 }
 
+/** boss spawns w1, then asks it (sync) "do it" (`request`: that message's id); w1 answers "done". */
+const bossAskedW1 = async (home: string) => {
+  const ids = await life(home, askScripts, (o) =>
+    Effect.gen(function*() {
+      const boss = yield* o.createRoot({ name: "boss", instructions: "manage", provider: "scripted" })
+      yield* o.send({ agent: boss.id, text: "spawn" })
+      yield* o.awaitIdle
+      yield* o.send({ agent: boss.id, text: "ask" })
+      yield* o.awaitIdle
+      return { boss, w1: yield* o.findByName("w1", boss.id) }
+    }))
+  const request = readLogEvents(home, ids.w1.session_id).find((e) =>
+    e.event === "message.enqueued" && e.data["kind"] === "request"
+  )!.data["id"] as string
+  return { ...ids, request }
+}
+
 describe("recovery", () => {
   it("rebuilds the tree (roots first, children through parent_session_id) and the usage", async () => {
     await withTmp(async (home) => {
@@ -100,19 +117,9 @@ describe("recovery", () => {
 
   it("a reply in the responder's log that never reached the requester is enqueued again and wakes it", async () => {
     await withTmp(async (home) => {
-      const ids = await life(home, askScripts, (o) =>
-        Effect.gen(function*() {
-          const boss = yield* o.createRoot({ name: "boss", instructions: "manage", provider: "scripted" })
-          yield* o.send({ agent: boss.id, text: "spawn" })
-          yield* o.awaitIdle
-          yield* o.send({ agent: boss.id, text: "ask" })
-          yield* o.awaitIdle
-          return { boss, w1: yield* o.findByName("w1", boss.id) }
-        }))
+      const ids = await bossAskedW1(home)
       // Crash after w1 logged its response, before the reply was enqueued to boss.
-      const request = readLogEvents(home, ids.w1.session_id).find((e) =>
-        e.event === "message.enqueued" && e.data["kind"] === "request"
-      )!.data["id"] as string
+      const request = ids.request
       cutFrom(home, ids.boss.session_id, (e) => e.event === "message.enqueued" && e.data["reply_to"] === request)
       const rt = startLife(home, Durable.layer, registryOf(askScripts))
       try {
@@ -259,19 +266,9 @@ describe("recovery", () => {
 
   it("a child whose turn was interrupted is told so, in the turn that re-runs its request", async () => {
     await withTmp(async (home) => {
-      const ids = await life(home, askScripts, (o) =>
-        Effect.gen(function*() {
-          const boss = yield* o.createRoot({ name: "boss", instructions: "manage", provider: "scripted" })
-          yield* o.send({ agent: boss.id, text: "spawn" })
-          yield* o.awaitIdle
-          yield* o.send({ agent: boss.id, text: "ask" })
-          yield* o.awaitIdle
-          return { boss, w1: yield* o.findByName("w1", boss.id) }
-        }))
+      const ids = await bossAskedW1(home)
       // Crash in w1's turn: its end and its reply to boss are not durable.
-      const request = readLogEvents(home, ids.w1.session_id).find((e) =>
-        e.event === "message.enqueued" && e.data["kind"] === "request"
-      )!.data["id"] as string
+      const request = ids.request
       cutFrom(home, ids.w1.session_id, (e) => e.event === "turn.complete")
       cutFrom(home, ids.boss.session_id, (e) => e.event === "message.enqueued" && e.data["reply_to"] === request)
       const rt = startLife(home, Durable.layer, registryOf(askScripts))
