@@ -29,7 +29,7 @@ import { isErrorReply } from "../domain/message.js"
 import { AdminRpcs, type FeedItem, type InspectResult, Internal, InvalidInput, type OutputEvent, type RpcError, type SessionInfo, Unavailable } from "./Rpcs.js"
 import { isStorageFailure } from "./Storage.js"
 import { feedLine } from "./FeedLines.js"
-import { makeProgress } from "./Progress.js"
+import { Progress } from "./Progress.js"
 import { emptyNames, type Names } from "./TranscriptLines.js"
 import { fromServiceError, message, type ServiceError } from "./WireErrors.js"
 import { makeResolver } from "./Resolver.js"
@@ -109,7 +109,7 @@ const makeHandlers = Effect.gen(function*() {
 
   const resolver = yield* makeResolver
   const feed = yield* EventFeed
-  const progress = yield* makeProgress
+  const progress = yield* Progress
 
   /** The agent that owns a session, from the tree, else from its event log (`agent.created`). */
   const ownerOf = (session: SessionId, tree: ReadonlyArray<AgentNode>) =>

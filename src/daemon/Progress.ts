@@ -104,3 +104,9 @@ export const makeProgress: Effect.Effect<ProgressService, never, Orchestrator | 
     }
   }
 )
+
+/**
+ * One tracker per daemon, in its runtime: the admin socket's handlers and the HTTP server's (which
+ * builds the handlers once more) read the same map instead of each folding the events again.
+ */
+export class Progress extends Effect.Service<Progress>()("substrat/daemon/Progress", { scoped: makeProgress }) {}

@@ -29,6 +29,7 @@ import * as WorkspaceInUse from "./WorkspaceInUse.js"
 import * as WorkspaceTurnHook from "./WorkspaceTurnHook.js"
 import { EventLog } from "../storage/EventLog.js"
 import { EventIndex } from "../storage/EventIndex.js"
+import { Progress } from "./Progress.js"
 import { Swarm, SwarmConfig } from "../swarm/Swarm.js"
 
 /** What shutdown needs from orchestration. */
@@ -122,7 +123,7 @@ const SwarmLive = Swarm.Default.pipe(
     Layer.succeed(SwarmConfig, { home: c.home, defaultProvider: c.defaultProvider }))))
 )
 
-export const RuntimeLive = Layer.mergeAll(DrainLive, layerStartupRecovery, SwarmLive).pipe(
+export const RuntimeLive = Layer.mergeAll(DrainLive, layerStartupRecovery, SwarmLive, Progress.Default).pipe(
   Layer.provideMerge(OrchestrationLive),
   Layer.provideMerge(Layer.mergeAll(WorkspacesLive, SandboxLive)),
   Layer.provideMerge(StateLive),
