@@ -32,6 +32,7 @@ afterAll(async () => {
 interface Workspace {
   readonly id: string
   readonly name: string | null
+  readonly root_path: string
 }
 
 describe("references: names and unique id prefixes (resolved by the daemon)", () => {
@@ -40,10 +41,13 @@ describe("references: names and unique id prefixes (resolved by the daemon)", ()
     // 17 ids: at least two share their first hex digit.
     for (let i = 0; i < 17; i++) ws.push(await cliJson<Workspace>(home, ["workspace", "create", "--name", `w${i}`]))
     expect((await cli(home, ["workspace", "log", "w3"])).stdout).toBe("(no recorded turns)\n")
+    // Prefixes are judged against every workspace the daemon has (lead's default one too).
+    const all = (await cliJson<{ workspaces: ReadonlyArray<Workspace> }>(home, ["workspace", "list"])).workspaces
+    expect(all).toHaveLength(ws.length + 1)
     const uniquePrefix = (id: string) => {
       for (let n = 1; n <= id.length; n++) {
         const p = id.slice(0, n)
-        if (ws.filter((w) => w.id.startsWith(p)).length === 1) return p
+        if (all.filter((w) => w.id.startsWith(p)).length === 1) return p
       }
       return id
     }
@@ -51,12 +55,12 @@ describe("references: names and unique id prefixes (resolved by the daemon)", ()
     const byPrefix = await cliJson<{ workspace: string }>(home, ["workspace", "log", uniquePrefix(w0.id)])
     expect(byPrefix.workspace).toBe(w0.id)
 
-    const digit = "0123456789abcdef".split("").find((d) => ws.filter((w) => w.id.startsWith(d)).length >= 2)!
-    const shared = ws.filter((w) => w.id.startsWith(digit))
+    const digit = "0123456789abcdef".split("").find((d) => all.filter((w) => w.id.startsWith(d)).length >= 2)!
+    const shared = all.filter((w) => w.id.startsWith(digit))
     const amb = await cli(home, ["workspace", "log", digit])
     expect(amb.code).toBe(2)
     expect(amb.stderr).toMatch(new RegExp(`^substrat: workspace "${digit}" is ambiguous: ${shared.length} workspace ids start with it: .*; use more of the id\\n$`))
-    for (const w of shared) expect(amb.stderr).toContain(`${w.id.slice(0, 12)} ${w.name}`)
+    for (const w of shared) expect(amb.stderr).toContain(`${w.id.slice(0, 12)} ${w.name ?? w.root_path}`)
 
     const none = await cli(home, ["workspace", "log", "nope"])
     expect([none.code, none.stderr]).toEqual([4, "substrat: no workspace \"nope\"\n"])
