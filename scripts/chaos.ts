@@ -72,6 +72,20 @@ const report = (name: string, figures: Record<string, unknown>) => {
   for (const [k, v] of Object.entries(figures)) console.log(`  ${k.padEnd(26)} ${typeof v === "string" ? v : JSON.stringify(v)}`)
 }
 
+/** What the last start-up logged in daemon.log: recovery's and the transcript regeneration's figures. */
+const startFigures = (home: string) => {
+  const log = fs.existsSync(join(home, "daemon.log")) ? fs.readFileSync(join(home, "daemon.log"), "utf8") : ""
+  const rec = [...log.matchAll(/agent\(s\) in (\d+) ms; .*? (\d+) log line\(s\) read, .*? (\d+) message\(s\) re-injected, .*? (\d+) turn\(s\) queued/g)].at(-1)
+  const tr = [...log.matchAll(/rewritten in (\d+) ms/g)].at(-1)
+  return {
+    recoveryMs: Number(rec?.[1] ?? NaN),
+    lines: Number(rec?.[2] ?? NaN),
+    reinjected: Number(rec?.[3] ?? NaN),
+    turns: Number(rec?.[4] ?? NaN),
+    transcriptMs: Number(tr?.[1] ?? NaN)
+  }
+}
+
 /** kill -9 cycles under load: 4 workers send over raw RPC connections while the daemon is killed at random moments. */
 const kill9Cycles = async () => {
   const dir = makeTmpDir("substrat-chaos-k9-")
@@ -84,6 +98,7 @@ const kill9Cycles = async () => {
     let attempts = 0
     let refused = 0
     const restarts: Array<number> = []
+    const cycles: Array<{ ms: number } & ReturnType<typeof startFigures>> = []
     for (let cycle = 0; cycle < CYCLES; cycle++) {
       let stop = false
       const workers = Array.from({ length: 4 }, async (_, w) => {
@@ -107,6 +122,7 @@ const kill9Cycles = async () => {
       await Promise.all(workers)
       ;({ pid, ms } = await startDaemon(home))
       restarts.push(ms)
+      cycles.push({ ms, ...startFigures(home) })
     }
     const logged = linesOf(home, sink.session_id).filter((l) => l.event === "message.enqueued").map((l) => String(l.data["id"]))
     const seen = new Map<string, number>()
@@ -127,6 +143,8 @@ const kill9Cycles = async () => {
       "restart ms, first cycles": median(restarts.slice(0, tenth)),
       "restart ms, last cycles": median(restarts.slice(-tenth)),
       "restart ms, all": restarts.join(" "),
+      "per cycle (ms recovery/transcripts, lines read, re-injected, turns queued)": cycles
+        .map((c) => `${c.ms}:${c.recoveryMs}/${c.transcriptMs} ${c.lines} ${c.reinjected} ${c.turns}`).join(" | "),
       "events in the sink's log": linesOf(home, sink.session_id).length
     })
     await cli(home, ["daemon", "stop"])

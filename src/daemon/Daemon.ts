@@ -36,7 +36,7 @@ export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> 
     // unhandled 'error' event. The line is lost; the daemon goes on.
     for (const out of [process.stdout, process.stderr]) if (out.listenerCount("error") === 0) out.on("error", () => {})
     yield* prepareHome(paths)
-    yield* acquirePidFile(paths)
+    const pidFile = yield* acquirePidFile(paths)
     const control = yield* DaemonControl.make(settings, paths.socket)
     // Tracing (src/telemetry/Tracing.ts): installed before any service starts, flushed last.
     const tracing = Option.isSome(settings.otlp.endpoint)
@@ -57,6 +57,7 @@ export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> 
     // A full or failing disk: recovery writes nothing and the daemon serves reads only (Storage.ts).
     const storage = control.storage
     storage.probe()
+    if (pidFile.unwritten !== null) storage.enterReadOnly(pidFile.unwritten, { startup: true })
     const recovery = yield* Effect.provide(StartupRecovery, runtime)
     const readOnlyRecovery = (why: string) =>
       Effect.gen(function*() {

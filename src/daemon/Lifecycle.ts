@@ -7,6 +7,7 @@ import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import type { Paths } from "../config/Paths.js"
+import { isStorageFailure } from "./Storage.js"
 
 export class DaemonError extends Data.TaggedError("DaemonError")<{
   readonly reason: "already-running" | "home" | "pidfile" | "socket"
@@ -171,10 +172,13 @@ const lockPidFile = (paths: Paths): Effect.Effect<number, DaemonError> =>
 /**
  * Take the single-instance lock: an exclusive flock on `daemon.pid` (refused while another
  * daemon holds it — only a live process can), then the leftovers of a dead daemon (stale socket,
- * staging sockets) are removed and our pid is written. Released with the scope: the pid file is
+ * staging sockets) are removed and our pid is written. On a full or failing disk the pid cannot
+ * be written: `unwritten` says why, the file stays empty and the lock is held all the same. Released with the scope: the pid file is
  * removed while the lock is still held, then the descriptor (and so the lock) is closed.
  */
-export const acquirePidFile = (paths: Paths): Effect.Effect<number, DaemonError, Scope.Scope> =>
+export const acquirePidFile = (
+  paths: Paths
+): Effect.Effect<{ readonly pid: number; readonly unwritten: string | null }, DaemonError, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.gen(function*() {
       const fd = yield* lockPidFile(paths)
@@ -193,22 +197,32 @@ export const acquirePidFile = (paths: Paths): Effect.Effect<number, DaemonError,
           },
           catch: (e) => new DaemonError({ reason: "pidfile", message: `cannot remove stale files: ${errMessage(e)}` })
         })
-        yield* Effect.try({
+        // A disk with no free block cannot take even these few bytes. The lock is what makes this
+        // daemon the only one, and it is held: go on without the pid (the daemon will run
+        // read-only; `daemon start` then recognises it by the lock and its socket).
+        const unwritten = yield* Effect.try({
           try: () => {
             fs.ftruncateSync(fd, 0)
             fs.writeSync(fd, `${process.pid}\n`, 0)
+            return null
           },
-          catch: (e) => new DaemonError({ reason: "pidfile", message: `cannot write ${paths.pidFile}: ${errMessage(e)}` })
-        })
-        return fd
+          catch: (e) => e
+        }).pipe(Effect.catchAll((e) =>
+          isStorageFailure(errMessage(e))
+            ? Effect.succeed(`cannot write ${paths.pidFile}: ${errMessage(e)}`)
+            : Effect.fail(new DaemonError({ reason: "pidfile", message: `cannot write ${paths.pidFile}: ${errMessage(e)}` }))
+        ))
+        return { fd, unwritten }
       }).pipe(Effect.tapError(() => Effect.sync(() => fs.closeSync(fd))))
     }),
-    (fd) =>
+    ({ fd }) =>
       Effect.sync(() => {
-        if (readPid(paths.pidFile) === process.pid) fs.rmSync(paths.pidFile, { force: true })
+        // Ours while the lock is held: with our pid, or empty when it could not be written.
+        const pid = readPid(paths.pidFile)
+        if (pid === process.pid || pid === undefined) fs.rmSync(paths.pidFile, { force: true })
         fs.closeSync(fd)
       })
-  ).pipe(Effect.as(process.pid))
+  ).pipe(Effect.map(({ unwritten }) => ({ pid: process.pid, unwritten })))
 
 /** Where the daemon listens first: chmod'ed there, then renamed into place (see `publishSocket`). */
 export const stagingSocket = (paths: Paths): string => `${paths.socket}.${process.pid}.tmp`

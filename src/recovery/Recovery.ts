@@ -291,7 +291,7 @@ const meterSeed = (tree: AgentTree, sessions: ReadonlyArray<PlanSession>): Meter
 export const describeReport = (r: RecoveryReport): string =>
   `recovered ${r.sessions} session(s): ${r.agents} agent(s) (${r.roots} root(s)), ${r.suspended} suspended, ` +
   `${r.orphansCleaned} orphan(s) cleaned, ${r.danglingTerminated} dangling terminated, ` +
-  `${r.terminatedSkipped} terminated skipped, ${r.logsRepaired} log(s) repaired, ` +
+  `${r.terminatedSkipped} terminated skipped, ${r.logLines} log line(s) read, ${r.logsRepaired} log(s) repaired, ` +
   `${r.messagesReinjected} message(s) re-injected, ${r.repliesRedelivered} repl(ies) re-delivered, ` +
   `${r.requestsFailed} request(s) failed, ${r.interruptedTurns} interrupted turn(s), ${r.turnsQueued} turn(s) queued, ` +
   `${r.parked} agent(s) quarantined (${r.crashLoops} new)`

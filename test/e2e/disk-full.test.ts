@@ -119,6 +119,29 @@ describe.skipIf(!mounted)("a full disk (tmpfs; needs root to mount)", () => {
     expect(isAlive(pid)).toBe(true)
     expect(tmpLeftovers(home)).toEqual([])
 
+    // A clean stop on the full disk, then a start with not one free block: the pid file cannot
+    // be written (the stop removed it), yet the daemon starts, holds the lock and is read-only.
+    await cliJson(home, ["daemon", "stop"])
+    await waitFor("daemon stopped", () => (isAlive(pid) ? undefined : true))
+    expect(fs.existsSync(join(home, "daemon.pid"))).toBe(false)
+    fill() // what the stop freed (the pid file, the transcripts marker)
+    expect(fs.statfsSync(mnt).bavail).toBe(0)
+    pid = await startDaemon(home)
+    owned.track(pid)
+    expect(fs.readFileSync(join(home, "daemon.pid"), "utf8")).toBe("")
+    const full = await cliJson<Status>(home, ["daemon", "status"])
+    expect(full.pid).toBe(pid)
+    expect(full.storage).toMatchObject({ mode: "read-only", restart_needed: true })
+    expect(full.storage?.reason).toContain("daemon.pid")
+    expect((await cliJson<{ agents: ReadonlyArray<Agent> }>(home, ["agent", "list"])).agents.map((x) => x.name)).toEqual(["a"])
+    expect((await cli(home, ["agent", "send", "a", "still full", "--notify"])).code).toBe(5)
+    // Single instance still holds: a second start is refused by the lock.
+    expect((await cli(home, ["daemon", "start"])).code).not.toBe(0)
+    // cleanup knows the daemon is alive (its socket is not a leftover).
+    const leftovers = JSON.parse((await cli(home, ["cleanup", "--json"])).stdout) as { items: ReadonlyArray<{ kind: string; path: string }> }
+    expect(leftovers.items.filter((i) => i.path === join(home, "daemon.sock"))).toEqual([])
+    expect(isAlive(pid)).toBe(true)
+
     // Space back: a restart leaves read-only mode; everything acknowledged is there.
     fs.rmSync(filler)
     await waitFor("space noticed", async () => {

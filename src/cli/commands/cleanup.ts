@@ -5,7 +5,8 @@
 // recent temp files are never touched).
 import { Command, Options } from "@effect/cli"
 import { Console, Effect } from "effect"
-import { isAlive, readPid } from "../../daemon/Lifecycle.js"
+import { isAlive, lockHolder, readPid } from "../../daemon/Lifecycle.js"
+import { call, withClient } from "../Client.js"
 import { home, json, pathsOf } from "../Common.js"
 import { printJson, table } from "../Output.js"
 import { describe } from "../Help.js"
@@ -19,7 +20,17 @@ export const cleanupCommand = Command.make("cleanup", {
     const paths = pathsOf(o.home)
     const Cleanup = yield* Effect.promise(() => import("../../sandbox/Cleanup.js"))
     const pid = readPid(paths.pidFile)
-    const daemonPid = pid !== undefined && isAlive(pid) ? pid : null
+    // A daemon on a disk too full for its pid file holds the lock with the file empty: its pid
+    // comes from the daemon itself.
+    const daemonPid = pid !== undefined && isAlive(pid)
+      ? pid
+      : pid === undefined && (yield* Effect.orElseSucceed(lockHolder(paths), () => undefined)) === true
+      ? yield* withClient(paths.socket, (c) => call(paths.socket, c.daemon.status())).pipe(
+        Effect.map((s) => s.pid),
+        Effect.timeout("5 seconds"),
+        Effect.orElseSucceed(() => null)
+      )
+      : null
     const found = yield* Cleanup.scanLeftovers({ paths, daemonPid })
     const report = o.purge ? yield* Cleanup.purgeLeftovers(found) : found
     if (o.json) return yield* printJson(report)

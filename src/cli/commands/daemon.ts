@@ -103,7 +103,15 @@ const startCommand = Command.make("start", { home, slots, grace, maxLine, http, 
             message: `the daemon exited during start-up (code ${child.exitCode ?? child.signalCode}); ${paths.daemonLog}: ${tail}`
           })
         }
-        if (readPid(paths.pidFile) === child.pid && (yield* socketAnswers(paths.socket))) return child.pid!
+        const pid = readPid(paths.pidFile)
+        // An empty pid file: a disk too full to take the pid (the daemon starts read-only). It is
+        // ours when its lock is held and the socket answers while our child lives (no daemon held
+        // the lock before it was spawned; another one would have made it exit).
+        if (pid === child.pid && (yield* socketAnswers(paths.socket))) return child.pid!
+        if (
+          pid === undefined && child.exitCode === null && (yield* socketAnswers(paths.socket)) &&
+          (yield* Effect.orElseSucceed(lockHolder(paths), () => undefined)) === true
+        ) return child.pid!
         yield* Effect.sleep("25 millis")
       }
     }).pipe(
