@@ -7,13 +7,13 @@
 // Screenshots go to the test's temporary directory (kept when SUBSTRAT_KEEP_SCREENSHOTS is set).
 import * as fs from "node:fs"
 import { join } from "node:path"
-import { type BrowserContext, chromium, type Page } from "playwright-core"
+import type { BrowserContext, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { cliJson, daemons, startDaemon, waitQuiet } from "../integration/daemon.support.js"
 import { request, type Target } from "../integration/http.support.js"
-import { makeTmpDir, removeDir } from "../support/tmp.js"
+import { makeTmpDir } from "../support/tmp.js"
+import { finish, launchBrowser } from "./browser.support.js"
 
-const chromiumPath = process.env["SUBSTRAT_CHROMIUM"] ?? "/usr/bin/chromium"
 const owned = daemons()
 const dir = makeTmpDir("substrat-dashboard-")
 const home = join(dir, "home")
@@ -27,31 +27,10 @@ beforeAll(async () => {
   fs.mkdirSync(shots, { recursive: true })
   owned.track(await startDaemon(home, ["--http", "127.0.0.1:0"]))
   url = (await cliJson<{ url: string }>(home, ["ui", "--no-open"])).url
-  // A fresh profile in the temp dir (playwright passes it as --user-data-dir).
-  browser = await chromium.launchPersistentContext(join(dir, "chromium-profile"), {
-    executablePath: chromiumPath,
-    viewport: { width: 1280, height: 800 },
-    args: [
-      "--headless",
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync"
-    ]
-  })
-  page = browser.pages()[0] ?? await browser.newPage()
-  page.on("dialog", (d) => void d.accept())
+  ;({ browser, page } = await launchBrowser(dir))
 }, 120_000)
 
-afterAll(async () => {
-  await browser?.close()
-  await owned.killAll()
-  if (process.env["SUBSTRAT_KEEP_SCREENSHOTS"] === undefined) removeDir(dir)
-  else console.log(`screenshots kept in ${shots}`)
-})
+afterAll(() => finish(browser, owned, dir, shots))
 
 const agentItem = (name: string) => page.locator(`#tree li[data-name="${name}"] > button.agent`)
 const stateOf = (name: string) => agentItem(name).locator(".state")

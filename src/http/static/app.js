@@ -103,24 +103,35 @@ const elapsed = (since) => {
   return s < 60 ? s + "s" : Math.floor(s / 60) + "m" + String(s % 60).padStart(2, "0") + "s"
 }
 
-const subtreeUsage = (id) => {
+/** Own + descendants' usage; `childrenOf` maps an agent id to its children (every agent, not only the shown ones). */
+const subtreeUsage = (id, childrenOf) => {
   const total = { in: 0, out: 0, cost: 0 }
   const visit = (a) => {
     const u = usage.get(a.session_id)
     if (u) { total.in += u.in; total.out += u.out; total.cost += u.cost }
-    for (const c of agents) if (c.parent_id === a.id) visit(c)
+    for (const c of childrenOf.get(a.id) || []) visit(c)
   }
   const root = agents.find((a) => a.id === id)
   if (root) visit(root)
   return total
 }
 
+/** Agents of a swarm's code nodes (role swarm-*) below the swarm's root: shown in the Swarm view, not in the agent tree. */
+const isSwarmNode = (a) => a.parent_id !== null && typeof a.role === "string" && a.role.startsWith("swarm-")
+
 // ---------------------------------------------------------------------------------------------
 // The tree
 
 const renderTree = () => {
   const showAll = $("show-all").checked
-  const visible = agents.filter((a) => showAll || a.state !== "terminated")
+  const childrenOf = new Map()
+  for (const a of agents) {
+    if (a.parent_id === null) continue
+    if (!childrenOf.has(a.parent_id)) childrenOf.set(a.parent_id, [])
+    childrenOf.get(a.parent_id).push(a)
+  }
+  const visible = agents.filter((a) => (showAll || a.state !== "terminated") && !isSwarmNode(a))
+  const flags = parkedFlags()
   const ids = new Set(visible.map((a) => a.id))
   const byParent = new Map()
   for (const a of visible) {
@@ -135,13 +146,17 @@ const renderTree = () => {
         ? [since ? elapsed(since) : "", steps.get(a.session_id) || ""].filter(Boolean).join(" · ")
         : ""
       const kids = byParent.get(a.id)
-      const sub = kids ? subtreeUsage(a.id) : null
+      const sub = kids ? subtreeUsage(a.id, childrenOf) : null
       const own = usage.get(a.session_id)
+      const nodes = a.role === "swarm-dir" && a.parent_id === null ? swarmNodes.size : 0
+      const flag = flags.get(a.id)
       return el("li", { role: "treeitem", "data-name": a.name, "data-id": a.id },
         el("button", { class: "agent", type: "button", "aria-selected": String(selected === a.id), onclick: () => select(a.id) },
           el("span", { class: "name", text: a.name }),
           el("span", { class: "state state-" + a.state, text: a.state }),
+          flag ? el("span", { class: "flag flag-" + flag.kind, text: flag.text }) : null,
           step ? el("span", { class: "step", text: step }) : null,
+          nodes > 0 ? el("span", { class: "step", text: "swarm root · " + nodes + " code nodes (Swarm tab)" }) : null,
           own || sub ? el("span", { class: "usage", text: fmtUsage(own) + (sub && sub.in + sub.out > 0 ? " (subtree " + fmtUsage(sub) + ")" : "") }) : null),
         kids ? el("ul", { role: "group" }, ...branch(a.id)) : null)
     })
@@ -154,27 +169,34 @@ const renderTree = () => {
   if (roots.some((r) => r.id === keep)) to.value = keep
   const cur = agents.find((a) => a.id === selected)
   if (cur) {
-    $("agent-state").textContent = cur.state
-    $("agent-state").className = "badge state-" + cur.state
-    $("terminate").hidden = cur.state === "terminated"
+    const node = swarmByAgent.get(cur.id)
+    const state = node ? node.status : cur.state
+    $("agent-state").textContent = state
+    $("agent-state").className = "badge state-" + state
+    $("terminate").hidden = cur.state === "terminated" || node !== undefined // node agents belong to the swarm
     $("agent-usage").textContent = fmtUsage(usage.get(cur.session_id))
   }
 }
 
+// The agent list is refetched after events, at most every `refreshDelay` ms: 80 ms, or four times
+// what the last fetch took (a swarm of thousands of node agents makes the list megabytes).
 let refreshTimer = null
+let refreshDelay = 80
 const refresh = () => {
   if (refreshTimer !== null) return
   refreshTimer = setTimeout(async () => {
     refreshTimer = null
+    const t0 = performance.now()
     try {
       agents = (await api("GET", "/v1/agents?all=1")).agents
+      refreshDelay = Math.min(2000, Math.max(80, 4 * (performance.now() - t0)))
       for (const a of agents) names.set(a.id, a.name)
       renderTree()
       for (const li of $("flow").children) labelFlow(li)
     } catch (e) {
       $("conn").textContent = "error: " + e.message
     }
-  }, 80)
+  }, refreshDelay)
 }
 
 // Arrow keys move between agents; Enter/Space select (buttons do that natively).
@@ -231,27 +253,41 @@ const entryFor = (e) => {
         .catch((err) => holder.replaceChildren(el("span", { class: "muted", text: "diff unavailable: " + err.message })))
       return item("diff", "workspace diff · " + d.paths.map((p) => p.change + " " + p.path).join(", "), null, holder)
     }
+    case "budget.set": return item("lifecycle", "budget set", limitKeys.filter(([k]) => d[k] !== null && d[k] !== undefined).map(([k, w]) => w + " " + fmtLimit(k, d[k])).join(" · ") || "no limits")
+    case "budget.breached": return item("error", "budget spent: parked until the human raises it", d.reason)
+    case "human.asked": return item("message", "asked the human", d.question)
+    case "human.answered": return item("message", "the human answered", d.answer)
     default: return null // session.created, message.delivered, suspend/restore: bookkeeping
   }
 }
 
-const select = (id) => {
+/** Show an agent's transcript (`name`: what to call it before the agent list has it). */
+const select = (id, name) => {
   selected = id
   const a = agents.find((x) => x.id === id)
-  $("agent-name").textContent = a ? a.name : id
+  const node = swarmByAgent.get(id)
+  $("agent-name").textContent = a ? a.name : name || (node && node.name) || id
   $("transcript").replaceChildren()
   if (stopTranscript) stopTranscript()
+  stopTranscript = null
+  showNodeBar(node)
+  // A dormant node agent has no session yet: nothing to follow until it wakes (swarmStatusChanged re-selects).
+  const dormant = node !== undefined && node.status === "dormant"
+  $("dormant-note").hidden = !dormant
   const list = $("transcript")
-  stopTranscript = follow("/v1/events?agent=" + encodeURIComponent(id), (name, e) => {
-    if (name !== "message") return
-    const node = entryFor(e)
-    if (!node) return
-    const atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 40
-    list.append(node)
-    if (atBottom) list.scrollTop = list.scrollHeight
-  }, () => {})
+  if (!dormant) {
+    stopTranscript = follow("/v1/events?agent=" + encodeURIComponent(id), (name, e) => {
+      if (name !== "message") return
+      const node = entryFor(e)
+      if (!node) return
+      const atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 40
+      list.append(node)
+      if (atBottom) list.scrollTop = list.scrollHeight
+    }, () => {})
+  }
   if (a && a.parent_id === null && a.state !== "terminated") $("send-to").value = a.id
   renderTree()
+  markSwarmSelection()
 }
 
 $("terminate").addEventListener("click", async () => {
@@ -288,6 +324,524 @@ $("send").addEventListener("submit", async (ev) => {
 })
 
 // ---------------------------------------------------------------------------------------------
+// The human inbox (GET /v1/inbox, oldest first) and budgets (GET/POST /v1/agents/{id}/budget)
+
+let inboxItems = []
+const budgetSessions = new Set() // sessions that logged a budget.set: their agents have budgets of their own
+const budgetViews = new Map() // agent id → BudgetView
+
+const kindLabel = { question: "question", budget: "budget spent", queued_spawn: "queued spawn", answer: "answer to you" }
+
+/** Agents the inbox says are parked: the owner of a spent budget and its subtree, an agent waiting for an answer. */
+const parkedFlags = () => {
+  const flags = new Map()
+  const parentOf = new Map(agents.map((a) => [a.id, a.parent_id]))
+  const spent = new Set(inboxItems.filter((i) => i.kind === "budget").map((i) => i.agent_id))
+  for (const a of agents) {
+    for (let p = a.id; p !== null && p !== undefined; p = parentOf.get(p)) {
+      if (spent.has(p)) { flags.set(a.id, { kind: "budget", text: "parked: budget" }); break }
+    }
+  }
+  for (const i of inboxItems) if (i.kind === "question") flags.set(i.agent_id, { kind: "question", text: "asks you" })
+  return flags
+}
+
+/** A form that posts `body()` to `path`, says what happened in its own output, then refreshes the side panel. */
+const actionForm = (label, fields, submit) => {
+  const out = el("output", { class: "result", "aria-live": "polite" })
+  const button = el("button", { type: "submit", text: label })
+  const form = el("form", { class: "action" }, ...fields, button, out)
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault()
+    button.disabled = true
+    out.textContent = "…"
+    try {
+      out.textContent = await submit()
+      out.className = "result ok"
+    } catch (e) {
+      out.textContent = "error: " + e.message
+      out.className = "result error"
+    } finally {
+      button.disabled = false
+      refreshSide()
+    }
+  })
+  return form
+}
+
+const limitKeys = [["usd", "USD"], ["tokens", "tokens"], ["turns", "turns"], ["time_s", "seconds"]]
+
+/** Set/raise form of an agent's budget: one number per limit, prefilled with the limits in force; only changed ones are sent (empty removes a limit). */
+const budgetForm = (agentId, label) => {
+  const view = budgetViews.get(agentId)
+  const current = (k) => (view && view.budget ? view.budget[k] : null)
+  const inputs = limitKeys.map(([k, words]) => {
+    const v = current(k)
+    const input = el("input", { type: "number", min: "0", step: "any", name: k, value: v === null ? "" : String(v), "aria-label": words + " limit" })
+    input.dataset.limit = k
+    return el("label", { class: "limit" }, el("span", { text: words }), input)
+  })
+  return actionForm(label, [el("div", { class: "limits" }, ...inputs)], async () => {
+    const patch = {}
+    for (const l of inputs) {
+      const input = l.querySelector("input")
+      const k = input.name
+      const v = input.value.trim() === "" ? null : Number(input.value)
+      if (v !== current(k)) patch[k] = v
+    }
+    if (Object.keys(patch).length === 0) return "no change"
+    const r = await api("POST", "/v1/agents/" + agentId + "/budget", patch)
+    budgetViews.set(agentId, r)
+    return "budget set" + (r.exhausted ? " (still spent: " + r.exhausted + ")" : "")
+  })
+}
+
+const answerForm = (item, label) => {
+  const input = el("input", { type: "text", autocomplete: "off", required: true, "aria-label": label + " to " + item.agent_name + ": " + item.text })
+  return actionForm(label, [input], async () => {
+    await api("POST", "/v1/inbox/" + encodeURIComponent(item.id) + "/answer", { text: input.value })
+    input.value = ""
+    return "sent"
+  })
+}
+
+const agentLink = (id, name) => el("a", { href: "#", class: "agent-link", text: name, onclick: (ev) => { ev.preventDefault(); select(id, name) } })
+
+const inboxEntry = (item) => {
+  const actions = item.kind === "question"
+    ? answerForm(item, "Answer")
+    : item.kind === "budget"
+    ? el("div", { class: "budget-actions" },
+      budgetForm(item.agent_id, "Raise budget"),
+      actionForm("Stop subtree", [], async () => {
+        if (!confirm("Stop " + item.agent_name + " and its subtree?")) return "kept"
+        await api("POST", "/v1/inbox/" + encodeURIComponent(item.id) + "/answer", { text: "stop" })
+        return "stopped"
+      }))
+    : answerForm(item, "Respond") // kinds this page does not know: shown by their text, answered through the same route
+  return el("li", { class: "inbox-item kind-" + item.kind, "data-id": item.id, "data-kind": item.kind },
+    el("div", { class: "meta" },
+      el("span", { class: "kind", text: kindLabel[item.kind] || item.kind.replace(/_/g, " ") }), " · ",
+      agentLink(item.agent_id, item.agent_name), " · ",
+      el("time", { dateTime: item.ts, text: new Date(item.ts).toLocaleTimeString() })),
+    el("div", { class: "text", text: item.text }),
+    actions)
+}
+
+/** Items are immutable: keep the rows (and what is typed in them) of items still waiting, add new ones in order. */
+const renderInbox = () => {
+  const list = $("inbox-items")
+  const have = new Map([...list.children].map((li) => [li.dataset.id, li]))
+  const rows = inboxItems.map((i) => have.get(i.id) || inboxEntry(i))
+  rows.forEach((row, n) => { if (list.children[n] !== row) list.insertBefore(row, list.children[n] || null) })
+  while (list.children.length > rows.length) list.lastElementChild.remove()
+  $("inbox-empty").hidden = inboxItems.length > 0
+  $("inbox-count").textContent = String(inboxItems.length)
+  $("inbox-link").classList.toggle("has", inboxItems.length > 0)
+}
+
+const fmtLimit = (k, v) => (v === null ? "—" : k === "usd" ? fmtCost(v) : k === "time_s" ? Math.round(v) + "s" : String(Math.round(v * 100) / 100))
+const spentOf = (k, view) => {
+  const u = view.used
+  if (k === "usd") return u.cost_usd
+  if (k === "tokens") return u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
+  if (k === "turns") return u.turns
+  return view.budget && view.remaining && view.remaining.time_s !== null ? view.budget.time_s - view.remaining.time_s : null
+}
+
+const budgetCard = (id) => {
+  const li = el("li", { class: "budget", "data-agent-id": id },
+    el("div", { class: "head" }), el("div", { class: "body" }),
+    el("details", {}, el("summary", { text: "Set or raise limits" })))
+  return li
+}
+
+/** Rewrite a card's head and figures; its form (maybe half typed) stays. */
+const fillBudgetCard = (li, view) => {
+  // parked: a breach waits for the human (work is held); spent: nothing left, the next turn would park.
+  const parked = view.breach !== null
+  const state = parked ? "parked" : view.exhausted !== null ? "spent" : view.budget ? "ok" : "none"
+  li.dataset.name = view.agent_name
+  li.dataset.state = state
+  li.querySelector(".head").replaceChildren(
+    agentLink(view.agent_id, view.agent_name),
+    el("span", { class: "badge " + state, text: { parked: "parked", spent: "spent", ok: "within budget", none: "no budget" }[state] }))
+  const rows = view.budget === null ? [] : limitKeys.filter(([k]) => view.budget[k] !== null).map(([k, words]) =>
+    el("tr", { "data-limit": k },
+      el("th", { scope: "row", text: words }),
+      el("td", { text: fmtLimit(k, view.budget[k]) }),
+      el("td", { text: fmtLimit(k, spentOf(k, view)) }),
+      el("td", { class: view.remaining[k] !== null && view.remaining[k] <= 0 ? "spent" : "", text: fmtLimit(k, view.remaining[k]) })))
+  const u = view.used
+  li.querySelector(".body").replaceChildren(...[
+    view.exhausted !== null ? el("p", { class: "reason", text: view.exhausted + (parked ? "" : " (no work waiting)") }) : null,
+    rows.length > 0
+      ? el("table", {}, el("thead", {}, el("tr", {}, el("th", { text: "" }), el("th", { text: "limit" }), el("th", { text: "spent" }), el("th", { text: "left" }))), el("tbody", {}, ...rows))
+      : el("p", { class: "muted", text: "spent " + fmtCost(u.cost_usd) + " · " + (u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens) + " tok · " + u.turns + " turns" })
+  ].filter((x) => x !== null))
+  const details = li.querySelector("details")
+  if (details.children.length === 1) details.append(budgetForm(view.agent_id, view.budget ? "Set" : "Set budget"))
+}
+
+/** The budgets shown: every live tree's root, and every live agent that set a budget of its own. */
+const budgetTargets = () =>
+  agents.filter((a) => a.state !== "terminated" && (a.parent_id === null || budgetSessions.has(a.session_id)))
+
+const renderBudgets = () => {
+  const list = $("budget-list")
+  const have = new Map([...list.children].map((li) => [li.dataset.agentId, li]))
+  const rows = []
+  for (const a of budgetTargets()) {
+    const view = budgetViews.get(a.id)
+    if (!view) continue
+    const li = have.get(a.id) || budgetCard(a.id)
+    fillBudgetCard(li, view)
+    rows.push(li)
+  }
+  rows.forEach((row, n) => { if (list.children[n] !== row) list.insertBefore(row, list.children[n] || null) })
+  while (list.children.length > rows.length) list.lastElementChild.remove()
+}
+
+let sideTimer = null
+/** Refetch the inbox and the budgets shown (after events, after an action, and every 5 s). */
+const refreshSide = () => {
+  if (sideTimer !== null) return
+  sideTimer = setTimeout(async () => {
+    sideTimer = null
+    try {
+      const items = (await api("GET", "/v1/inbox")).items
+      // Budgets first: a new breach's raise form is prefilled with the limits in force.
+      const ids = new Set([...budgetTargets().map((a) => a.id), ...items.filter((i) => i.kind === "budget").map((i) => i.agent_id)])
+      const views = await Promise.all([...ids].map((id) => api("GET", "/v1/agents/" + id + "/budget").catch(() => null)))
+      for (const v of views) if (v) budgetViews.set(v.agent_id, v)
+      inboxItems = items
+      renderInbox()
+      renderBudgets()
+      renderTree()
+    } catch (e) {
+      $("conn").textContent = "error: " + e.message
+    }
+  }, 150)
+}
+
+$("inbox-link").addEventListener("click", (ev) => {
+  ev.preventDefault()
+  const first = document.querySelector("#inbox-items input, #inbox-items button")
+  ;(first || $("inbox")).focus()
+})
+
+// ---------------------------------------------------------------------------------------------
+// The swarm as the code tree (GET /swarm, /swarm/agents; POST /swarm/agents/{id}/chat|trigger)
+//
+// Thousands of nodes: the list is fetched once (and again when the swarm's counts change), the
+// tree is collapsed below the root and a branch's rows are made only when it is expanded. State
+// changes come from the daemon's event feed (turns of the node agents' sessions) and a refetch of
+// the non-dormant nodes; they touch only the rows that exist.
+
+let swarm = null // GET /swarm's status, or null
+const swarmNodes = new Map() // node id → SwarmAgent view (with status)
+const swarmKids = new Map() // node id | null → child node ids, in discovery order
+const swarmByAgent = new Map() // agent id → view
+const swarmBySession = new Map() // session id → view
+const expanded = new Set()
+const autoOpened = new Set() // roots expanded once when first seen (the user may collapse them)
+const swarmRows = new Map() // node id → rendered <li>
+let swarmSelected = null
+const activeStates = new Set(["busy", "waiting"])
+
+const nodeLabel = (n) => (n.kind === "dir" || n.kind === "file" ? (n.path === "." ? swarm?.name || "." : n.path.split("/").pop()) : n.symbol.split(".").pop())
+const kindMark = { dir: "dir", file: "file", class: "class", function: "fn", method: "method" }
+
+const setSwarmNodes = (list) => {
+  swarmNodes.clear(); swarmKids.clear(); swarmByAgent.clear(); swarmBySession.clear()
+  for (const n of list) swarmNodes.set(n.node_id, n)
+  for (const n of list) {
+    const p = n.parent !== null && swarmNodes.has(n.parent) ? n.parent : null
+    if (!swarmKids.has(p)) swarmKids.set(p, [])
+    swarmKids.get(p).push(n.node_id)
+    swarmByAgent.set(n.agent_id, n)
+    swarmBySession.set(n.session_id, n)
+  }
+  for (const r of swarmKids.get(null) || []) if (!autoOpened.has(r)) { expanded.add(r); autoOpened.add(r) }
+}
+
+/** Count of active (busy/waiting) nodes under each node, for collapsed branches. */
+const activeInside = () => {
+  const counts = new Map()
+  for (const n of swarmNodes.values()) {
+    if (!activeStates.has(n.status)) continue
+    for (let p = n.parent; p !== null && swarmNodes.has(p); p = swarmNodes.get(p).parent) counts.set(p, (counts.get(p) || 0) + 1)
+  }
+  return counts
+}
+
+const fillRow = (li, n, inside) => {
+  const st = li.querySelector(":scope > .row .state")
+  st.textContent = n.status
+  st.className = "state state-" + n.status
+  li.dataset.status = n.status
+  const hint = li.querySelector(":scope > .row .inside")
+  const k = inside.get(n.node_id) || 0
+  hint.textContent = k > 0 && !expanded.has(n.node_id) ? k + " at work inside" : ""
+}
+
+const swarmRow = (id, inside) => {
+  const n = swarmNodes.get(id)
+  const kids = swarmKids.get(id) || []
+  const open = expanded.has(id)
+  const li = el("li", { role: "treeitem", "data-node": id, "data-name": n.name, "aria-level": "1" },
+    el("div", { class: "row" },
+      el("span", { class: "twisty", "aria-hidden": "true", text: kids.length === 0 ? "" : open ? "▾" : "▸", onclick: () => toggleNode(id) }),
+      el("button", { type: "button", class: "node", title: id + (n.lines ? " (lines " + n.lines.start + "–" + n.lines.end + ")" : ""),
+        "aria-selected": String(swarmSelected === id), onclick: () => selectNode(id) },
+        el("span", { class: "kind", text: kindMark[n.kind] || n.kind }),
+        el("span", { class: "label", text: nodeLabel(n) }),
+        el("span", { class: "state" }),
+        kids.length > 0 ? el("span", { class: "count muted", text: String(kids.length) }) : null,
+        el("span", { class: "inside" }))))
+  if (kids.length > 0) li.setAttribute("aria-expanded", String(open))
+  if (open && kids.length > 0) li.append(el("ul", { role: "group" }, ...kids.map((k) => swarmRow(k, inside))))
+  fillRow(li, n, inside)
+  swarmRows.set(id, li)
+  return li
+}
+
+const renderSwarmTree = () => {
+  const focused = document.activeElement && document.activeElement.closest("#swarm-tree li")
+  const focusId = focused ? focused.dataset.node : null
+  swarmRows.clear()
+  const inside = activeInside()
+  $("swarm-tree").replaceChildren(...(swarmKids.get(null) || []).map((id) => swarmRow(id, inside)))
+  if (focusId && swarmRows.has(focusId)) swarmRows.get(focusId).querySelector(":scope > .row .node").focus()
+  renderActive()
+}
+
+/** Re-render one branch (expand/collapse) without touching the rest. */
+const rerenderNode = (id) => {
+  const old = swarmRows.get(id)
+  if (!old) { renderSwarmTree(); return }
+  const hadFocus = old.contains(document.activeElement)
+  const drop = (li) => { swarmRows.delete(li.dataset.node); for (const c of li.querySelectorAll("li")) swarmRows.delete(c.dataset.node) }
+  drop(old)
+  const fresh = swarmRow(id, activeInside())
+  old.replaceWith(fresh)
+  if (hadFocus) fresh.querySelector(":scope > .row .node").focus()
+}
+
+const toggleNode = (id, open) => {
+  if ((swarmKids.get(id) || []).length === 0) return
+  const want = open === undefined ? !expanded.has(id) : open
+  if (want === expanded.has(id)) return
+  if (want) expanded.add(id); else expanded.delete(id)
+  rerenderNode(id)
+}
+
+/** Expand every ancestor of a node, then focus and select it. */
+const revealNode = (id) => {
+  for (let p = swarmNodes.get(id)?.parent; p && swarmNodes.has(p); p = swarmNodes.get(p).parent) expanded.add(p)
+  renderSwarmTree()
+  const row = swarmRows.get(id)
+  if (row) { row.querySelector(":scope > .row .node").focus(); row.scrollIntoView({ block: "nearest" }) }
+  selectNode(id)
+}
+
+const markSwarmSelection = () => {
+  for (const b of document.querySelectorAll('#swarm-tree .node[aria-selected="true"]')) b.setAttribute("aria-selected", "false")
+  const node = swarmByAgent.get(selected)
+  swarmSelected = node ? node.node_id : null
+  const row = swarmSelected && swarmRows.get(swarmSelected)
+  if (row) row.querySelector(":scope > .row .node").setAttribute("aria-selected", "true")
+}
+
+const selectNode = (id) => {
+  const n = swarmNodes.get(id)
+  if (!n) return
+  if ((swarmKids.get(id) || []).length > 0 && !expanded.has(id)) toggleNode(id, true)
+  select(n.agent_id, n.name)
+}
+
+const showNodeBar = (node) => {
+  $("node-bar").hidden = node === undefined
+  if (!node) return
+  $("node-where").textContent = node.kind + " · " + node.path + (node.lines ? ":" + node.lines.start + "–" + node.lines.end : "") + " · " + node.node_id
+  const gone = node.status === "orphaned"
+  $("node-chat").disabled = gone
+  $("node-trigger").disabled = gone
+  $("node-text").disabled = gone
+  if (!$("node-bar").dataset.node || $("node-bar").dataset.node !== node.node_id) $("node-reply").textContent = ""
+  $("node-bar").dataset.node = node.node_id
+}
+
+const renderActive = () => {
+  const active = [...swarmNodes.values()].filter((n) => activeStates.has(n.status))
+  $("swarm-active-box").hidden = active.length === 0
+  $("swarm-active").replaceChildren(...active.slice(0, 20).map((n) =>
+    el("li", { "data-node": n.node_id },
+      el("a", { href: "#", text: n.name, onclick: (ev) => { ev.preventDefault(); revealNode(n.node_id) } }),
+      el("span", { class: "state state-" + n.status, text: n.status }),
+      el("span", { class: "muted", text: " " + n.path }))))
+}
+
+/** One node's status changed: its row, its ancestors' "at work inside", the active list, the head if selected. */
+const setNodeStatus = (n, status) => {
+  if (n.status === status) return
+  const wasDormant = n.status === "dormant"
+  n.status = status
+  const inside = activeInside()
+  for (let p = n.node_id; p && swarmNodes.has(p); p = swarmNodes.get(p).parent) {
+    const row = swarmRows.get(p)
+    if (row) fillRow(row, swarmNodes.get(p), inside)
+  }
+  renderActive()
+  if (selected === n.agent_id) {
+    if (wasDormant) select(n.agent_id, n.name) // it woke: follow its transcript now
+    else { $("agent-state").textContent = status; $("agent-state").className = "badge state-" + status; showNodeBar(n) }
+  }
+}
+
+let swarmTimer = null
+let swarmFull = true
+/** Refetch the swarm: its status; every node when the counts moved, else only the non-dormant ones. */
+const refreshSwarm = (full = false) => {
+  swarmFull = swarmFull || full
+  if (swarmTimer !== null) return
+  swarmTimer = setTimeout(async () => {
+    swarmTimer = null
+    const wasFull = swarmFull
+    swarmFull = false
+    try {
+      const s = (await api("GET", "/swarm")).swarm
+      const moved = !swarm || !s || s.nodes !== swarm.nodes || s.orphaned !== swarm.orphaned || s.name !== swarm.name
+      swarm = s
+      $("swarm-count").textContent = s ? String(s.nodes) : ""
+      $("swarm-summary").textContent = s
+        ? s.name + " · " + s.root + " · " + s.nodes + " nodes, " + s.dormant + " dormant, " + s.orphaned + " orphaned · " + (s.running ? (s.watching ? "running, watching for saves" : "running") : "stopped")
+        : "No swarm runs here. Start one with substrat swarm start <path>."
+      $("swarm-find").hidden = !s
+      if (!s) { if (swarmNodes.size > 0) { setSwarmNodes([]); renderSwarmTree(); renderTree() } return }
+      if (wasFull || moved) {
+        setSwarmNodes((await api("GET", "/swarm/agents")).agents)
+        renderSwarmTree()
+        renderTree()
+      } else {
+        const awake = (await api("GET", "/swarm/agents?status=idle,busy,waiting,quarantined")).agents
+        for (const a of awake) { const n = swarmNodes.get(a.node_id); if (n) setNodeStatus(n, a.status) }
+      }
+    } catch (e) {
+      $("swarm-summary").textContent = "swarm: " + e.message
+    }
+  }, 150)
+}
+
+/** A feed event of a node agent's session: its state now (turns), then the daemon's word. */
+const onSwarmEvent = (e) => {
+  const n = swarmBySession.get(e.session_id)
+  if (!n) return false
+  if (e.event === "turn.start") setNodeStatus(n, "busy")
+  else if (e.event === "turn.complete" || e.event === "provider.error") setNodeStatus(n, "idle")
+  else if (e.event === "session.created" || e.event === "agent.created") setNodeStatus(n, "idle")
+  refreshSwarm()
+  return true
+}
+
+// Keyboard in the code tree: Up/Down move, Right expands (or enters), Left collapses (or goes up), Enter/Space select.
+$("swarm-tree").addEventListener("keydown", (ev) => {
+  const li = document.activeElement && document.activeElement.closest("#swarm-tree li")
+  if (!li) return
+  const id = li.dataset.node
+  const focusRow = (row) => { if (row) { row.querySelector(":scope > .row .node").focus(); ev.preventDefault() } }
+  if (ev.key === "ArrowDown" || ev.key === "ArrowUp") {
+    const all = [...document.querySelectorAll("#swarm-tree .node")]
+    const i = all.indexOf(document.activeElement)
+    const next = all[Math.max(0, Math.min(all.length - 1, i + (ev.key === "ArrowDown" ? 1 : -1)))]
+    if (next) { next.focus(); ev.preventDefault() }
+  } else if (ev.key === "ArrowRight") {
+    if ((swarmKids.get(id) || []).length === 0) return
+    if (!expanded.has(id)) { toggleNode(id, true); ev.preventDefault() } else focusRow(swarmRows.get(swarmKids.get(id)[0]))
+  } else if (ev.key === "ArrowLeft") {
+    if (expanded.has(id) && (swarmKids.get(id) || []).length > 0) { toggleNode(id, false); ev.preventDefault() } else focusRow(swarmRows.get(swarmNodes.get(id).parent))
+  }
+})
+
+// Find a node by name, symbol or path (the first 30 matches; Enter reveals the first).
+let findTimer = null
+const findMatches = () => {
+  const q = $("swarm-find").value.trim().toLowerCase()
+  if (q === "") return []
+  const out = []
+  for (const n of swarmNodes.values()) {
+    if (n.name.toLowerCase().includes(q) || n.symbol.toLowerCase().includes(q) || n.path.toLowerCase().includes(q)) out.push(n)
+    if (out.length >= 30) break
+  }
+  return out
+}
+$("swarm-find").addEventListener("input", () => {
+  clearTimeout(findTimer)
+  findTimer = setTimeout(() => {
+    const found = findMatches()
+    $("swarm-found").hidden = found.length === 0
+    $("swarm-found").replaceChildren(...found.map((n) =>
+      el("li", {}, el("a", { href: "#", text: n.name, onclick: (ev) => { ev.preventDefault(); revealNode(n.node_id) } }), el("span", { class: "muted", text: " " + n.node_id }))))
+  }, 120)
+})
+$("swarm-find").addEventListener("keydown", (ev) => {
+  if (ev.key !== "Enter") return
+  ev.preventDefault()
+  const first = findMatches()[0]
+  if (first) revealNode(first.node_id)
+})
+
+// Chat with the selected node (waits for its reply) or trigger it.
+$("node-bar").addEventListener("submit", async (ev) => {
+  ev.preventDefault()
+  const node = swarmByAgent.get(selected)
+  const text = $("node-text").value.trim()
+  if (!node || !text) return
+  $("node-chat").disabled = true
+  $("node-reply").textContent = "waiting for " + node.name + "…"
+  try {
+    const r = await api("POST", "/swarm/agents/" + encodeURIComponent(node.node_id) + "/chat", { text, wait: true })
+    $("node-reply").textContent = node.name + ": " + (r.reply ?? "(no reply)")
+    $("node-text").value = ""
+  } catch (e) {
+    $("node-reply").textContent = "error: " + e.message
+  } finally {
+    $("node-chat").disabled = false
+  }
+})
+$("node-trigger").addEventListener("click", async () => {
+  const node = swarmByAgent.get(selected)
+  if (!node) return
+  try {
+    await api("POST", "/swarm/agents/" + encodeURIComponent(node.node_id) + "/trigger")
+    $("node-reply").textContent = "triggered " + node.name
+  } catch (e) {
+    $("node-reply").textContent = "error: " + e.message
+  }
+})
+
+// Tabs: Agents | Swarm (arrow keys move between them).
+const showTab = (name) => {
+  for (const t of ["agents", "swarm"]) {
+    const on = t === name
+    $("tab-" + t).setAttribute("aria-selected", String(on))
+    $("tab-" + t).tabIndex = on ? 0 : -1
+    $("pane-" + t).hidden = !on
+  }
+  if (name === "swarm") refreshSwarm()
+}
+$("tab-agents").addEventListener("click", () => showTab("agents"))
+$("tab-swarm").addEventListener("click", () => showTab("swarm"))
+for (const t of ["agents", "swarm"]) {
+  $("tab-" + t).addEventListener("keydown", (ev) => {
+    if (ev.key !== "ArrowRight" && ev.key !== "ArrowLeft") return
+    const other = t === "agents" ? "swarm" : "agents"
+    showTab(other)
+    $("tab-" + other).focus()
+  })
+}
+
+// ---------------------------------------------------------------------------------------------
 // The whole daemon's feed: tree changes, current steps, usage
 
 // Every message between agents (and to/from USER), oldest first, the last FLOW_MAX kept. Each is
@@ -319,9 +873,13 @@ const addFlow = (e) => {
 }
 
 const onTreeEvent = (name, e) => {
-  if (name === "live") { refresh(); return }
+  if (name === "live") { refresh(); refreshSide(); refreshSwarm(true); return }
   if (name !== "message") return
   const s = e.session_id
+  if (e.event === "budget.set") budgetSessions.add(s)
+  if (e.event.startsWith("budget.") || e.event.startsWith("human.") || e.event.startsWith("turn.") || e.event === "usage" ||
+    e.event === "agent.created" || e.event === "agent.terminated" || e.event === "message.enqueued") refreshSide()
+  onSwarmEvent(e)
   switch (e.event) {
     case "turn.start": busySince.set(s, Date.parse(e.ts)); steps.set(s, "thinking"); break
     case "tool_call.invoked": steps.set(s, "tool " + e.data.tool + (e.data.source === "provider" ? " (provider)" : "")); break
@@ -351,7 +909,11 @@ const start = async () => {
     $("conn").className = "conn " + state
   })
   refresh()
+  refreshSide()
+  refreshSwarm(true)
   setInterval(() => { if (agents.some((a) => a.state === "busy" || a.state === "waiting")) renderTree() }, 1000)
+  // What no event announces (a swarm started or reconciled, inbox kinds this page does not know).
+  setInterval(() => { refreshSide(); refreshSwarm() }, 5000)
 }
 
 start()
