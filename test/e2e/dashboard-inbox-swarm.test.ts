@@ -10,7 +10,8 @@
 //   - A swarm on a code tree made by the test (over 4,000 nodes): the Swarm view shows it collapsed
 //     (a few rows), branches expand with the keyboard, a node triggered from the page shows busy
 //     and then idle with its turn in the transcript, a node at work inside a collapsed branch is
-//     announced on that branch and in "Active now", a chat from the page gets the node's reply.
+//     announced on that branch and in "Active now", a chat from the page gets the node's reply, and a
+//     function renamed on disk shows its old node's agent orphaned (its transcript kept) and the new one.
 // Screenshots go to the test's temporary directory (kept when SUBSTRAT_KEEP_SCREENSHOTS is set).
 import * as fs from "node:fs"
 import { join } from "node:path"
@@ -248,6 +249,16 @@ describe("dashboard: inbox, budgets and the swarm in headless chromium", () => {
     await expect.poll(() => transcriptTexts("message.enqueued"), { timeout: 20_000 }).toContain("what do you do?")
     await page.screenshot({ path: join(shots, "8-swarm-chat.png") })
 
+    // Rename a function while the swarm runs: the old node's agent shows orphaned, the new node dormant.
+    fs.writeFileSync(join(code, "app", "main.py"), fs.readFileSync(join(code, "app", "main.py"), "utf8").replace("def format_date(d):", "def format_day(d):"))
+    await row("app/main.py#function:format_day").waitFor({ timeout: 30_000 })
+    await expect.poll(() => statusOf("app/main.py#function:format_date"), { timeout: 30_000 }).toBe("orphaned")
+    expect(await statusOf("app/main.py#function:format_day")).toBe("dormant")
+    await nodeButton("app/main.py#function:format_date").click()
+    expect(await page.locator("#node-trigger").isDisabled()).toBe(true)
+    await expect.poll(() => transcriptTexts("turn.complete"), { timeout: 20_000 }).toEqual(["slow done"])
+    await page.screenshot({ path: join(shots, "9-swarm-orphaned.png") })
+
     expect(fs.readdirSync(shots).sort()).toEqual([
       "1-budget-breach.png",
       "2-budget-raised.png",
@@ -256,7 +267,8 @@ describe("dashboard: inbox, budgets and the swarm in headless chromium", () => {
       "5-swarm-tree.png",
       "6-swarm-busy.png",
       "7-swarm-deep-busy.png",
-      "8-swarm-chat.png"
+      "8-swarm-chat.png",
+      "9-swarm-orphaned.png"
     ])
   }, 180_000)
 })

@@ -131,7 +131,7 @@ const renderTree = () => {
     childrenOf.get(a.parent_id).push(a)
   }
   const visible = agents.filter((a) => (showAll || a.state !== "terminated") && !isSwarmNode(a))
-  const flags = parkedFlags()
+  const flags = parkedFlags(childrenOf)
   const ids = new Set(visible.map((a) => a.id))
   const byParent = new Map()
   for (const a of visible) {
@@ -333,15 +333,13 @@ const budgetViews = new Map() // agent id → BudgetView
 const kindLabel = { question: "question", budget: "budget spent", queued_spawn: "queued spawn", answer: "answer to you" }
 
 /** Agents the inbox says are parked: the owner of a spent budget and its subtree, an agent waiting for an answer. */
-const parkedFlags = () => {
+const parkedFlags = (childrenOf) => {
   const flags = new Map()
-  const parentOf = new Map(agents.map((a) => [a.id, a.parent_id]))
-  const spent = new Set(inboxItems.filter((i) => i.kind === "budget").map((i) => i.agent_id))
-  for (const a of agents) {
-    for (let p = a.id; p !== null && p !== undefined; p = parentOf.get(p)) {
-      if (spent.has(p)) { flags.set(a.id, { kind: "budget", text: "parked: budget" }); break }
-    }
+  const mark = (id) => {
+    flags.set(id, { kind: "budget", text: "parked: budget" })
+    for (const c of childrenOf.get(id) || []) mark(c.id)
   }
+  for (const i of inboxItems) if (i.kind === "budget") mark(i.agent_id)
   for (const i of inboxItems) if (i.kind === "question") flags.set(i.agent_id, { kind: "question", text: "asks you" })
   return flags
 }
@@ -546,6 +544,7 @@ const swarmBySession = new Map() // session id → view
 const expanded = new Set()
 const autoOpened = new Set() // roots expanded once when first seen (the user may collapse them)
 const swarmRows = new Map() // node id → rendered <li>
+const activeNodes = new Set() // ids of the nodes whose agents are busy or waiting
 let swarmSelected = null
 const activeStates = new Set(["busy", "waiting"])
 
@@ -554,7 +553,11 @@ const kindMark = { dir: "dir", file: "file", class: "class", function: "fn", met
 
 const setSwarmNodes = (list) => {
   swarmNodes.clear(); swarmKids.clear(); swarmByAgent.clear(); swarmBySession.clear()
-  for (const n of list) swarmNodes.set(n.node_id, n)
+  activeNodes.clear()
+  for (const n of list) {
+    swarmNodes.set(n.node_id, n)
+    if (activeStates.has(n.status)) activeNodes.add(n.node_id)
+  }
   for (const n of list) {
     const p = n.parent !== null && swarmNodes.has(n.parent) ? n.parent : null
     if (!swarmKids.has(p)) swarmKids.set(p, [])
@@ -568,8 +571,8 @@ const setSwarmNodes = (list) => {
 /** Count of active (busy/waiting) nodes under each node, for collapsed branches. */
 const activeInside = () => {
   const counts = new Map()
-  for (const n of swarmNodes.values()) {
-    if (!activeStates.has(n.status)) continue
+  for (const id of activeNodes) {
+    const n = swarmNodes.get(id)
     for (let p = n.parent; p !== null && swarmNodes.has(p); p = swarmNodes.get(p).parent) counts.set(p, (counts.get(p) || 0) + 1)
   }
   return counts
@@ -673,7 +676,7 @@ const showNodeBar = (node) => {
 }
 
 const renderActive = () => {
-  const active = [...swarmNodes.values()].filter((n) => activeStates.has(n.status))
+  const active = [...activeNodes].map((id) => swarmNodes.get(id))
   $("swarm-active-box").hidden = active.length === 0
   $("swarm-active").replaceChildren(...active.slice(0, 20).map((n) =>
     el("li", { "data-node": n.node_id },
@@ -687,6 +690,7 @@ const setNodeStatus = (n, status) => {
   if (n.status === status) return
   const wasDormant = n.status === "dormant"
   n.status = status
+  if (activeStates.has(status)) activeNodes.add(n.node_id); else activeNodes.delete(n.node_id)
   const inside = activeInside()
   for (let p = n.node_id; p && swarmNodes.has(p); p = swarmNodes.get(p).parent) {
     const row = swarmRows.get(p)
