@@ -4,7 +4,8 @@
 // scripted agents.
 //   - A turn budget smaller than the work: the breach shows in the page's inbox and the tree's
 //     budget card says parked; the test raises the budget from the page; the parked message's turn
-//     runs (in the agent's event log and in the page's transcript) and the breach leaves the inbox.
+//     runs (in the agent's event log and in the page's transcript) and the breach leaves the inbox;
+//     another spent tree is stopped from the page ("Stop subtree": the agent is terminated).
 //   - ask_human: the question shows in the inbox, is answered from the page with the keyboard, and
 //     the answer is the agent's next turn's prompt (event log and transcript).
 //   - A swarm on a code tree made by the test (over 4,000 nodes): the Swarm view shows it collapsed
@@ -140,6 +141,22 @@ describe("dashboard: inbox, budgets and the swarm in headless chromium", () => {
       expect.stringContaining("three")
     ])
     await page.screenshot({ path: join(shots, "2-budget-raised.png") })
+  }, 120_000)
+
+  it("stops a subtree whose budget is spent from the page", async () => {
+    const spender = (await request(unix, "POST", "/v1/agents", { name: "spender", provider: "scripted:b", budget: { turns: 1 } })).json<Agent>()
+    for (const text of ["first", "second"]) {
+      expect((await request(unix, "POST", "/v1/agents/spender/messages", { text, wait: false })).status).toBe(202)
+    }
+    const item = page.locator('#inbox-items li[data-kind="budget"]').filter({ has: page.locator(".agent-link", { hasText: "spender" }) })
+    await item.waitFor({ timeout: 30_000 })
+    await item.getByRole("button", { name: "Stop subtree" }).click() // the confirm dialog is accepted
+    await waitFor("spender terminated", () => (of(spender.session_id, "agent.terminated").length === 1 ? true : undefined))
+    expect(of(spender.session_id, "turn.start")).toHaveLength(1)
+    await expect.poll(() => agentItem("spender").count(), { timeout: 20_000 }).toBe(0)
+    await expect.poll(() => inboxItem("budget").count(), { timeout: 20_000 }).toBe(0)
+    const live = (await request(unix, "GET", "/v1/agents")).json<{ agents: ReadonlyArray<{ name: string }> }>().agents
+    expect(live.map((a) => a.name)).not.toContain("spender")
   }, 120_000)
 
   it("an ask_human question answered from the page reaches the agent", async () => {

@@ -403,6 +403,14 @@ const answerForm = (item, label) => {
   })
 }
 
+/** A button that answers an item with one word (the daemon's verb for it: "stop", "cancel", "read"). */
+const oneWordAnswer = (item, label, word, question) =>
+  actionForm(label, [], async () => {
+    if (question !== null && !confirm(question)) return "kept"
+    await api("POST", "/v1/inbox/" + encodeURIComponent(item.id) + "/answer", { text: word })
+    return "done"
+  })
+
 const agentLink = (id, name) => el("a", { href: "#", class: "agent-link", text: name, onclick: (ev) => { ev.preventDefault(); select(id, name) } })
 
 const inboxEntry = (item) => {
@@ -411,11 +419,11 @@ const inboxEntry = (item) => {
     : item.kind === "budget"
     ? el("div", { class: "budget-actions" },
       budgetForm(item.agent_id, "Raise budget"),
-      actionForm("Stop subtree", [], async () => {
-        if (!confirm("Stop " + item.agent_name + " and its subtree?")) return "kept"
-        await api("POST", "/v1/inbox/" + encodeURIComponent(item.id) + "/answer", { text: "stop" })
-        return "stopped"
-      }))
+      oneWordAnswer(item, "Stop subtree", "stop", "Stop " + item.agent_name + " and its subtree?"))
+    : item.kind === "answer"
+    ? el("div", { class: "budget-actions" }, oneWordAnswer(item, "Mark read", "read", null))
+    : item.kind === "queued_spawn"
+    ? el("div", { class: "budget-actions" }, oneWordAnswer(item, "Cancel spawn", "cancel", "Cancel this queued spawn?"))
     : answerForm(item, "Respond") // kinds this page does not know: shown by their text, answered through the same route
   return el("li", { class: "inbox-item kind-" + item.kind, "data-id": item.id, "data-kind": item.kind },
     el("div", { class: "meta" },
@@ -882,6 +890,7 @@ const onTreeEvent = (name, e) => {
   const s = e.session_id
   if (e.event === "budget.set") budgetSessions.add(s)
   if (e.event.startsWith("budget.") || e.event.startsWith("human.") || e.event.startsWith("turn.") || e.event === "usage" ||
+    e.event.startsWith("spawn.") || e.event.startsWith("user.") ||
     e.event === "agent.created" || e.event === "agent.terminated" || e.event === "message.enqueued") refreshSide()
   onSwarmEvent(e)
   switch (e.event) {
