@@ -21,6 +21,7 @@ import { Mailbox } from "./Mailbox.js"
 import { type AgentOutput, OutputBus } from "./OutputBus.js"
 import { StateSeeding } from "./RecoveredState.js"
 import { Requests } from "./Requests.js"
+import { Finder } from "./Finder.js"
 import { Router } from "./Router.js"
 import { Sessions } from "./Sessions.js"
 import { ToolHandler } from "./ToolHandler.js"
@@ -240,6 +241,7 @@ export const layerWithTree = <E = never, R = never>(tree: Layer.Layer<Tree, E, R
     Layer.provideMerge(Inspection.Default),
     Layer.provideMerge(Lifecycle.Default),
     Layer.provideMerge(Router.Default),
+    Layer.provideMerge(Finder.Default),
     Layer.provideMerge(Requests.Default),
     Layer.provideMerge(Delivery.Default),
     Layer.provideMerge(Sessions.Default),

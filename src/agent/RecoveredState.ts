@@ -9,6 +9,8 @@ import type { MessageEnvelope } from "../domain/message.js"
 import type { AgentUsage, RecentActivity } from "./Activity.js"
 import type { AgentTree } from "./AgentTree.js"
 import { Activity } from "./Activity.js"
+import { Finder } from "./Finder.js"
+import type { RecoveredFinds } from "./FindRoute.js"
 import { Mailbox } from "./Mailbox.js"
 import { type PendingRequest, Requests } from "./Requests.js"
 import { Tree } from "./Tree.js"
@@ -23,6 +25,8 @@ export interface RecoveredState {
   readonly activity: ReadonlyMap<AgentId, RecentActivity>
   /** Messages live roots sent to USER, oldest first. */
   readonly userOutbox: ReadonlyArray<MessageEnvelope>
+  /** `find:` searches in transit at the crash (Finder resumes them once the daemon is up). */
+  readonly finds?: RecoveredFinds | undefined
 }
 
 /**
@@ -40,6 +44,7 @@ export class StateSeeding extends Effect.Service<StateSeeding>()("substrat/State
     const mailbox = yield* Mailbox
     const requests = yield* Requests
     const activity = yield* Activity
+    const finder = yield* Finder
 
     /** True while nothing was created or seeded (recovery runs only then). */
     const isEmpty = Effect.sync(() => tree.current().size === 0 && mailbox.isEmpty() && requests.isEmpty())
@@ -58,6 +63,7 @@ export class StateSeeding extends Effect.Service<StateSeeding>()("substrat/State
           }
         }))
         activity.seed(state.usage, state.activity)
+        if (state.finds !== undefined) finder.seed(state.finds)
       })
     })
 

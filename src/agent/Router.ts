@@ -10,6 +10,8 @@ import type { MessageEnvelope, MessageKind } from "../domain/message.js"
 import { Activity } from "./Activity.js"
 import { USER } from "./AgentTree.js"
 import { Delivery } from "./Delivery.js"
+import { FIND_PREFIX } from "./FindRoute.js"
+import { Finder } from "./Finder.js"
 import { Requests, type Tracked } from "./Requests.js"
 import { Tree } from "./Tree.js"
 
@@ -38,7 +40,7 @@ const timeoutProblem = (args: SendArgs): string | null => {
   return null
 }
 
-/** Recipient forms beside names (swarm routing, docs/swarm.md): all one hop. */
+/** Recipient forms beside names (swarm routing, docs/swarm.md): all one hop (`find:<symbol>`: hop by hop, Finder.ts). */
 export const PARENT = "parent"
 export const BROADCAST_CHILDREN = "broadcast:children"
 export const BROADCAST_SIBLINGS = "broadcast:siblings"
@@ -49,6 +51,7 @@ export class Router extends Effect.Service<Router>()("substrat/Router", {
     const delivery = yield* Delivery
     const requests = yield* Requests
     const activity = yield* Activity
+    const finder = yield* Finder
 
     /** Deliver; a sync request whose recipient is gone is answered with an error. */
     const deliver = (env: MessageEnvelope): Effect.Effect<boolean, EventLogError> =>
@@ -123,6 +126,7 @@ export class Router extends Effect.Service<Router>()("substrat/Router", {
         const r = yield* multicast(from, args.text, args.recipient === BROADCAST_CHILDREN ? "children" : "siblings")
         return { message_id: r.message_id, waiting_for_reply: false } satisfies SendResult
       }
+      if (args.recipient.startsWith(FIND_PREFIX)) return yield* finder.send(from, args)
       const target = yield* resolveRecipient(from, args.recipient)
       const to = target.id
       // The request this message answers: no longer pending, unless the answer is not durable.

@@ -201,6 +201,11 @@ const settingsConfig = Config.all({
         "How many bytes one sandboxed turn may add to its workspace; past it the turn's sandbox is killed and the turn fails (0: unbounded)"
     })
   }),
+  swarm: Config.all({
+    findHopDelayMs: setting(["swarm", "findHopDelayMs"], int(0), 0, {
+      description: "Pause before each hop of a find:<symbol> search, in ms (0: none); to watch a search travel, or to stop the daemon mid-search in a test"
+    })
+  }),
   meter: Config.all({
     prices: optional(["meter", "prices"], prices, {
       description:
@@ -485,6 +490,7 @@ export const defaults = (overrides: Partial<Settings> = {}): Settings => ({
   },
   otlp: { endpoint: Option.none() },
   sandbox: { workspaceGrowthBytes: 256 * 1024 * 1024 },
+  swarm: { findHopDelayMs: 0 },
   meter: { prices: Option.none() },
   credentials: {
     anthropicApiKey: Option.none(),

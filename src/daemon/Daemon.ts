@@ -27,6 +27,7 @@ import { isStorageFailure, monitor } from "./Storage.js"
 import { StartupRecovery } from "../recovery/StartupRecovery.js"
 import { installOtlp, Tracing } from "../telemetry/Tracing.js"
 import { Swarm } from "../swarm/Swarm.js"
+import { Finder } from "../agent/Finder.js"
 
 /** Run a daemon until `daemon.stop` or interruption (signals); every resource released on exit. */
 export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> =>
@@ -87,6 +88,9 @@ export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> 
       Effect.catchAll((e) => Effect.as(Effect.logWarning(`swarm not resumed: ${e.message}`), Option.none()))
     )
     if (swarm._tag === "Some") yield* Effect.logInfo(`swarm ${swarm.value.name} of ${swarm.value.root} resumed: ${swarm.value.nodes} node(s)`)
+    // `find:` searches the crash caught in transit go on (after the swarm: its symbols are back).
+    const finds = yield* Effect.flatMap(Finder, (f) => f.resumeRecovered).pipe(Effect.provide(runtime))
+    if (finds > 0) yield* Effect.logInfo(`${finds} find: search(es) in transit resumed`)
 
     // Runs after the socket is closed (finalizers run in reverse): let turns finish, suspend.
     yield* Effect.addFinalizer(() => Effect.provide(drain, runtime))

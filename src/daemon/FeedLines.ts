@@ -45,6 +45,7 @@ export const feedLine = (entry: LogEntry, names: Names): FeedLine => {
       const env = entry.data
       const from = env.sender === "USER" || env.sender === "SYSTEM" ? env.sender : nameOf(env.sender, env.sender_name)
       const to = env.recipient === null ? "*" : env.recipient === "USER" ? "USER" : nameOf(env.recipient)
+      if (env.find?.state === "hop") return { agent: from, text: `↪ ${to}: find:${env.find.symbol} (hop ${env.find.hops})` }
       const kind = env.kind === "request" ? " (request)" : env.kind === "multicast" ? " (broadcast)" : ""
       return { agent: from, text: `→ ${to}${kind}: ${clip(env.payload)}` }
     }
@@ -79,6 +80,7 @@ export const feedLine = (entry: LogEntry, names: Names): FeedLine => {
     case "suspend.result":
     case "session.restored":
     case "message.delivered":
+    case "message.forwarded":
     case "usage":
       return { agent: own, text: null }
   }

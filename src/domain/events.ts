@@ -66,6 +66,15 @@ export const AgentResumedData = Schema.Struct({ agent_id: AgentId })
 /** The envelope; older lines carry its typed fields in `metadata` (domain/message.ts). */
 export const MessageEnqueuedData = MessageEnvelopeFromLog
 export const MessageDeliveredData = Schema.Struct({ message_id: MessageId })
+/**
+ * A `find:<symbol>` hop (logged in this agent's log) was passed on by the daemon: to the next
+ * hop (`next_message_id` in `to`'s log), or ended here (`to` null: not found, the searcher told).
+ */
+export const MessageForwardedData = Schema.Struct({
+  message_id: MessageId,
+  to: Schema.NullOr(AgentId),
+  next_message_id: Schema.NullOr(MessageId)
+})
 /** A sync request (logged in the SENDER's log) got no reply within its `timeout_s`. */
 export const MessageTimedOutData = Schema.Struct({
   message_id: MessageId,
@@ -135,6 +144,7 @@ export const LogEvent = Schema.Union(
   event("agent.resumed", AgentResumedData),
   event("message.enqueued", MessageEnqueuedData),
   event("message.delivered", MessageDeliveredData),
+  event("message.forwarded", MessageForwardedData),
   event("message.timed_out", MessageTimedOutData),
   event("tool_call.invoked", ToolCallInvokedData),
   event("tool_call.result", ToolCallResultData),

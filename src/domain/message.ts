@@ -14,6 +14,27 @@ export type Sender = typeof Sender.Type
 export const MessageKind = Schema.Literal("request", "response", "notification", "multicast")
 export type MessageKind = typeof MessageKind.Type
 
+/**
+ * A `find:<symbol>` search in transit (docs/swarm.md, "find:"). Each hop is its own message in
+ * the hop agent's log (`state: "hop"`: the daemon forwards it, no turn reads it); the copy the
+ * found agent reads has `state: "found"`, the search's id (`origin`) and the searcher as sender.
+ */
+export const FindRoute = Schema.Struct({
+  symbol: Schema.String,
+  /** The search's id: what the searcher's `send_message` returned, and the found copy's id. */
+  origin: MessageId,
+  /** Who searched: the found copy's sender (its answer goes there). */
+  origin_sender: AgentId,
+  /** A request (the found agent's turn answers it) or a notification. */
+  sync: Schema.Boolean,
+  /** Hops so far, this message's included. */
+  hops: Schema.Number,
+  state: Schema.Literal("hop", "found"),
+  /** The agents the search went through, the searcher first, this message's recipient last. */
+  path: Schema.Array(AgentId)
+})
+export type FindRoute = typeof FindRoute.Type
+
 const base = {
   id: MessageId,
   /** ISO 8601. */
@@ -46,7 +67,9 @@ const fields = {
    * To USER: a root's turn text while it still waits on its own requests — progress on the
    * user's open request, not its answer (docs/messaging.md, "When a user's request is answered").
    */
-  progress: Schema.optional(Schema.Boolean)
+  progress: Schema.optional(Schema.Boolean),
+  /** A `find:<symbol>` hop, or the found agent's copy of the search. */
+  find: Schema.optional(FindRoute)
 }
 
 export class MessageEnvelope extends Schema.Class<MessageEnvelope>("MessageEnvelope")(fields) {}

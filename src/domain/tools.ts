@@ -12,7 +12,7 @@ const strict = { parseOptions: { onExcessProperty: "error" } } as const
 
 export const SendMessageArgs = Schema.Struct({
   recipient: Schema.String.annotations({
-    description: "Name of your parent, one of your children or a sibling; USER (root agents only) for the human; \"parent\" for your parent; \"broadcast:children\" / \"broadcast:siblings\" for a notification to all of them."
+    description: "Name of your parent, one of your children or a sibling; USER (root agents only) for the human; \"parent\" for your parent; \"broadcast:children\" / \"broadcast:siblings\" for a notification to all of them; \"find:<symbol>\" for the agent of that class/function/method/file anywhere in your tree (the daemon carries it hop by hop; with sync=true that agent's answer comes back to you)."
   }),
   text: Schema.String.annotations({ description: "The message." }),
   sync: Schema.optionalWith(

@@ -86,6 +86,10 @@ export interface SessionLog {
   readonly quarantine: EventData<"agent.quarantined"> | null
   /** Enqueued to this agent and not consumed by a completed turn, in enqueue order. */
   readonly pending: ReadonlyArray<PendingMessage>
+  /** `find:` hops logged here and not forwarded (the daemon passes them on after start-up). */
+  readonly findHops: ReadonlyArray<MessageEnvelope>
+  /** Searches whose found copy is in this log (their hops elsewhere are done). */
+  readonly found: ReadonlyArray<MessageId>
   /** Requests consumed by completed turns → their auto-reply. */
   readonly answers: ReadonlyMap<MessageId, Answer>
   /** `reply_to` of every response enqueued in this log, and requests of this agent that timed out. */
@@ -191,6 +195,9 @@ class Acc {
   terminated = false
   seq = 0
   readonly pending = new Map<MessageId, PendingMessage>()
+  /** `find:` hops not forwarded yet (never in the inbox: no turn reads them). */
+  hops: Map<MessageId, MessageEnvelope> | undefined
+  found: Array<MessageId> | undefined
   /** Consumed since the last turn end: final once a turn ends, back to pending at EOF. */
   readonly open = new Map<MessageId, PendingMessage>()
   // Created on first use: most logs never need them, and at 100k sessions the empty
@@ -334,6 +341,11 @@ const handlers: { readonly [E in LogEventName]: Handler<E> } = {
     acc.inARow = 0
   },
   "message.enqueued": (acc, env) => {
+    if (env.find?.state === "hop") {
+      ;(acc.hops ??= new Map()).set(env.id, env)
+      return
+    }
+    if (env.find?.state === "found") (acc.found ??= []).push(env.find.origin)
     if (env.kind === "response" && env.reply_to !== null) {
       ;(acc.replies ??= new Set()).add(env.reply_to)
       acc.unanswered?.delete(env.reply_to)
@@ -351,6 +363,9 @@ const handlers: { readonly [E in LogEventName]: Handler<E> } = {
   "message.timed_out": (acc, data) => {
     ;(acc.replies ??= new Set()).add(data.message_id)
     acc.unanswered?.delete(data.message_id)
+  },
+  "message.forwarded": (acc, data) => {
+    acc.hops?.delete(data.message_id)
   },
   "message.delivered": (acc, data) => {
     const p = acc.pending.get(data.message_id)
@@ -441,6 +456,8 @@ export class SessionFold {
       terminated: a.terminated,
       quarantine: a.quarantine,
       pending,
+      findHops: a.hops === undefined ? none : [...a.hops.values()],
+      found: a.found ?? none,
       answers: a.answers ?? noAnswers,
       replies: a.replies ?? noReplies,
       sent: a.sent ?? none,

@@ -29,6 +29,7 @@ import type { PendingRequest } from "../agent/Requests.js"
 import type { SessionLog } from "./Fold.js"
 import { type AgentEntry, type Entry, entry, isAgent } from "./Entry.js"
 import { type PlannedReply, replies, stableId } from "./Requests.js"
+import { type HeldHop, resumableFinds } from "../agent/FindRoute.js"
 import { excerpt } from "../agent/Inspection.js"
 
 export type { PlannedReply }
@@ -473,6 +474,19 @@ const deliver = (
   }
 }
 
+/** `find:` searches in transit: the hops live agents hold, against the found copies anywhere (FindRoute). */
+const searches = (entries: ReadonlyArray<Entry>, live: ReadonlyArray<AgentEntry>) => {
+  const hops: Array<HeldHop> = []
+  for (const e of live) for (const envelope of e.log.findHops) hops.push({ agent: e.log.created.agent_id, envelope })
+  const found = new Map<MessageId, AgentId>()
+  if (hops.length === 0) return resumableFinds(hops, found)
+  for (const e of entries) {
+    if (!isAgent(e)) continue
+    for (const origin of e.log.found) found.set(origin, e.log.created.agent_id)
+  }
+  return resumableFinds(hops, found)
+}
+
 export const plan = (input: PlanInput): RecoveryPlan => {
   const quarantined: Quarantine = []
   const ix = index(input.sessions, quarantined)
@@ -491,6 +505,9 @@ export const plan = (input: PlanInput): RecoveryPlan => {
   const ib = inboxes(nodes, live, answered, alive)
   let reinjected = 0
   for (const inbox of ib.inboxes.values()) reinjected += inbox.length
+  const finds = searches(ix.entries, live)
+  // A sync find: in transit is held (its hops resume): its searcher is not told it failed.
+  for (const h of finds.resume) if (h.envelope.find?.sync === true) ib.held.add(h.envelope.find.origin)
   const owed = replies({ entries: ix.entries, live, answered, held: ib.held, alive, sessionOf })
   const rs = resume(tree, nodes, live, input)
   const recent = activity(tree, nodes, live)
@@ -505,7 +522,8 @@ export const plan = (input: PlanInput): RecoveryPlan => {
       requests: ib.requests,
       usage: usage(nodes, live),
       activity: recent,
-      userOutbox: ib.userOutbox
+      userOutbox: ib.userOutbox,
+      finds
     },
     orphans: ix.orphans,
     dangling,

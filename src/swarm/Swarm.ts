@@ -16,6 +16,7 @@ import { Context, Effect, Either, FiberHandle, Layer, Option, Schema, Stream } f
 import { basename } from "node:path"
 import { Orchestrator } from "../agent/Orchestrator.js"
 import { Delivery } from "../agent/Delivery.js"
+import { Finder } from "../agent/Finder.js"
 import { Lifecycle } from "../agent/Lifecycle.js"
 import { Router } from "../agent/Router.js"
 import { Sessions } from "../agent/Sessions.js"
@@ -118,6 +119,7 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
     const lifecycle = yield* Lifecycle
     const orchestrator = yield* Orchestrator
     const sessions = yield* Sessions
+    const finder = yield* Finder
     const scope = yield* Effect.scope
     // Grammars are loaded on the first start, not with the daemon.
     const tools = yield* Effect.cached(Layer.buildWithScope(Layer.provide(toolsLayer, Layer.succeed(Durable, durable)), scope))
@@ -203,6 +205,22 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
       }, { discard: true })
 
     const liveNodes = () => Array.from(entries.values(), (e) => e.node)
+
+    /**
+     * `find:<symbol>` (Finder): the node agents whose node is named so — a code node by its
+     * qualified name (`User.format`) or its last part (`format`), a file or directory by its path
+     * or base name (`Duration.ts`), any node by its id — in discovery order.
+     */
+    finder.setIndex((symbol) => {
+      const out: Array<AgentId> = []
+      for (const e of entries.values()) {
+        const n = e.node
+        const code = n.kind !== "dir" && n.kind !== "file"
+        const short = code ? n.name.slice(n.name.lastIndexOf(".") + 1) : basename(n.path)
+        if (n.id === symbol || n.name === symbol || short === symbol) out.push(e.agent)
+      }
+      return out
+    })
 
     const persist = Effect.gen(function*() {
       yield* saveRecord(home, record!)
