@@ -91,6 +91,12 @@ export const isAlive = (pid: number): boolean => {
   }
 }
 
+/** SIGKILL a daemon we started and wait until it is gone. */
+export const kill9 = async (pid: number): Promise<void> => {
+  process.kill(pid, "SIGKILL")
+  await waitFor(`daemon ${pid} gone`, () => (isAlive(pid) ? undefined : true), 10_000)
+}
+
 /** Daemons started by a suite; `killAll` SIGKILLs the ones still alive (by pid, ours only). */
 export const daemons = () => {
   const pids = new Set<number>()

@@ -5,7 +5,7 @@ import * as http from "node:http"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
-import { cli, cliJson, daemons, sleep, startDaemon, waitFor } from "./daemon.support.js"
+import { cli, cliJson, daemons, kill9, sleep, startDaemon, waitFor } from "./daemon.support.js"
 
 const owned = daemons()
 const dirs: Array<string> = []
@@ -69,17 +69,6 @@ const logOf = (home: string, session: string): ReadonlyArray<LogLine> => {
 const count = (log: ReadonlyArray<LogLine>, event: string) => log.filter((l) => l.event === event).length
 const sessionsOnDisk = (home: string) => fs.existsSync(join(home, "agents")) ? fs.readdirSync(join(home, "agents")) : []
 
-const kill9 = async (pid: number) => {
-  process.kill(pid, "SIGKILL")
-  await waitFor(`daemon ${pid} gone`, () => {
-    try {
-      process.kill(pid, 0)
-      return undefined
-    } catch {
-      return true
-    }
-  }, 10_000)
-}
 
 /** One HTTP request over the daemon's http.sock; the SSE stream is read for `ms` then closed. */
 const request = (home: string, method: string, path: string, body?: unknown, ms?: number) =>

@@ -6,7 +6,7 @@ import * as fs from "node:fs"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
-import { cli, cliJson, daemons, startDaemon, waitFor } from "./daemon.support.js"
+import { cli, cliJson, daemons, kill9, startDaemon, waitFor } from "./daemon.support.js"
 
 const owned = daemons()
 const dirs: Array<string> = []
@@ -60,17 +60,6 @@ const allLogs = (home: string): Map<string, ReadonlyArray<LogLine>> => {
 }
 const enqueued = (lines: ReadonlyArray<LogLine>) => lines.filter((l) => l.event === "message.enqueued").map((l) => l.data as unknown as Envelope)
 
-const kill9 = async (pid: number) => {
-  process.kill(pid, "SIGKILL")
-  await waitFor(`daemon ${pid} gone`, () => {
-    try {
-      process.kill(pid, 0)
-      return undefined
-    } catch {
-      return true
-    }
-  }, 10_000)
-}
 
 describe("find:<symbol> in a swarm (real daemon, kill -9 mid-search)", () => {
   it("hop by hop through the code tree; killed mid-search, restarted, the search completes exactly once", async () => {
