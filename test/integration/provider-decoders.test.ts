@@ -66,6 +66,23 @@ describe("codex decoder", () => {
     expect(calls.every((c) => c._tag === "ToolCall" && c.tool === "exec_command" && c.source === "provider")).toBe(true)
   })
 
+  it("usage across exec resume: turn.completed carries the thread's running totals; the turn's own tokens are the difference", () => {
+    const lines = fixture("codex-exec-json", "resume.jsonl")
+    const thread = "01a20071-ad29-76b0-b035-639429f8bf78"
+    const usageOf = (d: TurnPlan["decoder"]) => Either.getOrThrow(feed(d, lines).end)[0]
+    // The resumed thread had 20000 input / 100 output tokens after its previous turn.
+    const resumed = codexDecoder({ resumeId: thread, tokenBase: { input_tokens: 20000, cached_input_tokens: 0, output_tokens: 100 } })
+    expect(usageOf(resumed)).toEqual({ _tag: "Usage", input_tokens: 11529, output_tokens: 71, cost_usd: 0 })
+    expect(resumed.tokenTotal?.()).toEqual({ input_tokens: 31529, cached_input_tokens: 0, output_tokens: 171 })
+    // A new thread, another thread, or totals that went down (reset): the totals as reported.
+    for (const base of [undefined, { resumeId: "another-thread", tokenBase: { input_tokens: 20000, cached_input_tokens: 0, output_tokens: 100 } },
+      { resumeId: thread, tokenBase: { input_tokens: 40000, cached_input_tokens: 0, output_tokens: 100 } }]) {
+      expect(usageOf(codexDecoder(base))).toEqual({ _tag: "Usage", input_tokens: 31529, output_tokens: 171, cost_usd: 0 })
+    }
+    // A failed turn does not move the base.
+    expect(codexDecoder().tokenTotal?.()).toBeNull()
+  })
+
   it("turn.failed is a failed turn", () => {
     const r = feed(codexDecoder(), fixture("codex-exec-json", "turn-failed-529.jsonl"), 1)
     expect(Either.isLeft(r.end) ? r.end.left : "").toMatch(/codex turn failed/)

@@ -15,7 +15,7 @@ import * as Path from "node:path"
 import { ProviderError } from "../../domain/errors.js"
 import type { ExitStatus } from "../../sandbox/Sandbox.js"
 import { SANDBOX_HOME, SANDBOX_LLM_SOCKET } from "../cli/AgentSandbox.js"
-import { type CliDriver, cliFactory, type TurnPlan } from "../cli/CliProvider.js"
+import { type CliDriver, cliFactory, type TokenTotals, type TurnPlan, zeroTokens } from "../cli/CliProvider.js"
 import {
   basePath,
   commonBinds,
@@ -38,8 +38,15 @@ const parseResult = (text: string): unknown => {
   }
 }
 
-/** Decode one turn's exec --json events into ProviderOutput. */
-export const codexDecoder = (): TurnPlan["decoder"] => {
+/**
+ * Decode one turn's exec --json events into ProviderOutput. `turn.completed` usage is the
+ * thread's running total across `exec resume`, so the turn's own tokens are the difference from
+ * `base.tokenBase`, the totals after the previous turn of the resumed thread `base.resumeId` (a
+ * different or new thread starts from zero; totals that went down were reset).
+ */
+export const codexDecoder = (
+  base: { readonly resumeId: string | null; readonly tokenBase: TokenTotals } = { resumeId: null, tokenBase: zeroTokens }
+): TurnPlan["decoder"] => {
   let threadId: string | null = null
   let completed: EJ.TurnCompleted | null = null
   let failed: string | null = null
@@ -116,15 +123,30 @@ export const codexDecoder = (): TurnPlan["decoder"] => {
       return Either.left(`codex ended without turn.completed${lastError === null ? "" : `: ${lastError}`}`)
     }
     if (exit.code !== 0) return Either.left("codex exited abnormally after turn.completed")
-    const u = completed.usage
+    const now = totalsOf(completed)
+    const was = base.resumeId !== null && threadId === base.resumeId ? base.tokenBase : zeroTokens
+    const reset = now.input_tokens < was.input_tokens || now.output_tokens < was.output_tokens
+    const before = reset ? zeroTokens : was
     return Either.right([
-      { _tag: "Usage", input_tokens: u.input_tokens, output_tokens: u.output_tokens, cost_usd: 0 },
+      { _tag: "Usage", input_tokens: now.input_tokens - before.input_tokens, output_tokens: now.output_tokens - before.output_tokens, cost_usd: 0 },
       { _tag: "Final", text: lastMessage }
     ])
   }
 
-  return { line, end, resumeId: () => (completed !== null || failed !== null ? threadId : null) }
+  return {
+    line,
+    end,
+    resumeId: () => (completed !== null || failed !== null ? threadId : null),
+    // Only a completed turn moves the base: a failed turn's tokens are counted with the next one.
+    tokenTotal: () => (completed === null || failed !== null ? null : totalsOf(completed))
+  }
 }
+
+const totalsOf = (c: EJ.TurnCompleted): TokenTotals => ({
+  input_tokens: c.usage.input_tokens,
+  cached_input_tokens: c.usage.cached_input_tokens ?? 0,
+  output_tokens: c.usage.output_tokens
+})
 
 /** Where the catalog without tool_search goes, in the agent's CODEX_HOME. */
 const CATALOG_FILE = "substrat-model-catalog.json"
@@ -202,7 +224,7 @@ export const codexDriver: CliDriver = {
             { host_path: llmForwardScript(s.installDir), sandbox_path: SANDBOX_LLM_FORWARD, mode: "ro" }
           ]
         },
-        decoder: codexDecoder()
+        decoder: codexDecoder({ resumeId: input.resumeId, tokenBase: input.tokenBase })
       }
       return plan
     })
