@@ -53,6 +53,7 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
     const store = yield* SessionStore
     const bus = yield* OutputBus
     const records = yield* Sessions
+    const requests = yield* Requests
 
     // A node of the tree (checked by its Schema when it was made) with its current state (an
     // `AgentState` by type): nothing here for the constructor to re-check.
@@ -128,6 +129,17 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
         )
       }))
     })
+
+    /**
+     * USER's requests to `agent` whose answer can be waited for (`agent wait`): `open`, not
+     * answered yet, and `answered`, each in the order they were sent (answered: answered).
+     * Both survive a restart (recovery seeds the open requests and the user outbox).
+     */
+    const userRequests = (agent: AgentId) =>
+      Effect.sync(() => ({
+        open: requests.openFromUser(agent),
+        answered: mailbox.userMessages(agent).flatMap((m) => (m.kind === "response" && m.reply_to !== null ? [m.reply_to] : []))
+      }))
 
     /** Messages agents sent to USER (replies and send_message("USER")), oldest first. */
     const userMessages = (agent?: AgentId) => Effect.sync(() => mailbox.userMessages(agent))
@@ -212,6 +224,7 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
       output,
       subscribe,
       userMessages,
+      userRequests,
       awaitAnswer,
       terminate,
       resumeAgent,

@@ -212,6 +212,12 @@ export class Requests extends Effect.Service<Requests>()("substrat/Requests", {
         const p = pending.get(id)
         if (p !== undefined && p.from === USER) pending.set(id, { ...p, carried: true })
       },
+      /**
+       * USER's requests to `agent` not answered yet (pending, or being answered right now), in
+       * the order they were registered.
+       */
+      openFromUser: (agent: AgentId): ReadonlyArray<MessageId> =>
+        [...pending.values(), ...answeringNow.values()].filter((r) => r.from === USER && r.to === agent).map((r) => r.id),
       /** USER's requests to `agent` that it has read and not answered yet, oldest first. */
       carriedFor: (agent: AgentId): ReadonlyArray<PendingRequest> =>
         [...pending.values()].filter((r) => r.from === USER && r.to === agent && r.carried === true),

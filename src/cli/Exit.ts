@@ -41,7 +41,7 @@ export const exitCodeOf = (kind: CliErrorKind): number => {
 export const errorLine = (message: string): string => `substrat: ${message}`
 
 /** Quote a word for a POSIX shell when it needs it. */
-const shellWord = (s: string): string => (/^[A-Za-z0-9_@%+=:,./~-]+$/.test(s) ? s : `'${s.replace(/'/g, "'\\''")}'`)
+export const shellWord = (s: string): string => (/^[A-Za-z0-9_@%+=:,./~-]+$/.test(s) ? s : `'${s.replace(/'/g, "'\\''")}'`)
 
 /**
  * A `substrat …` command line to suggest, keeping the user's home: `--home <home>` unless it is

@@ -5,13 +5,13 @@
 // reference resolution and attach/session helpers above them.
 import type * as Rpc from "@effect/rpc/Rpc"
 import type * as RpcGroup from "@effect/rpc/RpcGroup"
-import { Context, Deferred, Duration, Effect, Layer, Option, Stream } from "effect"
+import { Context, Deferred, Duration, Effect, Either, Layer, Option, Stream } from "effect"
 import { Orchestrator } from "../agent/Orchestrator.js"
 import { forPeople } from "../agent/Prompt.js"
 import type { AgentOutput } from "../agent/OutputBus.js"
 import { version } from "../version.js"
 import type { AgentNode } from "../domain/agent.js"
-import { AgentId, newTurnId, type SessionId } from "../domain/ids.js"
+import { AgentId, type MessageId, newTurnId, type SessionId } from "../domain/ids.js"
 import type { Session } from "../domain/session.js"
 import { addUsage, zeroWithTurns } from "../domain/usage.js"
 import { Durable } from "../storage/Durable.js"
@@ -26,7 +26,8 @@ import { DaemonControl } from "./DaemonControl.js"
 import { EventTap } from "./EventTap.js"
 import { Tracing } from "../telemetry/Tracing.js"
 import { isErrorReply } from "../domain/message.js"
-import { AdminRpcs, type FeedItem, type InspectResult, Internal, InvalidInput, type OutputEvent, type RpcError, type SessionInfo, Unavailable } from "./Rpcs.js"
+import { AdminRpcs, type FeedItem, type InspectResult, Internal, InvalidInput, NotFound, type OutputEvent, type RpcError, type SessionInfo, Unavailable } from "./Rpcs.js"
+import { pick } from "./Refs.js"
 import { isStorageFailure } from "./Storage.js"
 import { feedLine } from "./FeedLines.js"
 import { Progress } from "./Progress.js"
@@ -63,6 +64,15 @@ const shortJson = (u: unknown) => {
   } catch {
     return "?"
   }
+}
+
+/** USER's request `ref` to agent `name` (a full id or unique prefix) among `ids`. */
+const pickRequest = (name: string, ref: string, ids: ReadonlyArray<MessageId>): Effect.Effect<MessageId, RpcError> => {
+  const found = pick("message", ref, ids.map((id) => ({ id, names: [], label: `request to ${name}`, value: id })))
+  if (Either.isRight(found)) return Effect.succeed(found.right)
+  return Effect.fail(found.left._tag === "NotFound"
+    ? new NotFound({ kind: "message", id: ref, message: `no request "${ref}" from USER to ${name}` })
+    : found.left)
 }
 
 const makeHandlers = Effect.gen(function*() {
@@ -110,6 +120,30 @@ const makeHandlers = Effect.gen(function*() {
   const resolver = yield* makeResolver
   const feed = yield* EventFeed
   const progress = yield* Progress
+
+  /**
+   * The answer to USER's request `message_id` to agent `name`: at once when it was given, else
+   * when it comes, within `timeout` s (null: no limit). Interruptible: a client that goes away
+   * stops waiting; the request stays open (`agent wait` waits again).
+   */
+  const answerOf = (name: string, message_id: MessageId, timeout: number | null) =>
+    Effect.gen(function*() {
+      const waited = orchestrator.awaitAnswer(message_id)
+      const answer = timeout === null ? yield* waited : Option.flatten(yield* Effect.timeoutTo(waited, {
+        duration: Duration.seconds(timeout),
+        onSuccess: Option.some,
+        onTimeout: () => Option.none()
+      }))
+      if (Option.isNone(answer)) {
+        return yield* new Unavailable({
+          message: timeout === null
+            ? `the daemon stopped before ${name} answered (message ${message_id})`
+            : `no answer from ${name} within ${timeout} s (message ${message_id}; the answer will still come: agent wait ${name} ${message_id})`
+        })
+      }
+      const a = answer.value
+      return { message_id: a.id, text: a.payload, timestamp: a.timestamp, error: isErrorReply(a) }
+    })
 
   /** The agent that owns a session, from the tree, else from its event log (`agent.created`). */
   const ownerOf = (session: SessionId, tree: ReadonlyArray<AgentNode>) =>
@@ -340,23 +374,24 @@ const makeHandlers = Effect.gen(function*() {
         }).pipe(request("agent.send", { "substrat.agent.ref": p.agent })))
         const result = { message_id: sent.message_id, agent_id: sent.agent_id }
         if (p.wait !== true) return result
-        // The wait is interruptible: a client that goes away stops waiting (the message stays sent).
-        const timeout = p.timeout_s ?? null
-        const waited = orchestrator.awaitAnswer(sent.message_id)
-        const answer = timeout === null ? yield* waited : Option.flatten(yield* Effect.timeoutTo(waited, {
-          duration: Duration.seconds(timeout),
-          onSuccess: Option.some,
-          onTimeout: () => Option.none()
-        }))
-        if (Option.isNone(answer)) {
-          return yield* new Unavailable({
-            message: timeout === null
-              ? `the daemon stopped before ${sent.name} answered (message ${sent.message_id})`
-              : `no answer from ${sent.name} within ${timeout} s (message ${sent.message_id}; the answer will still come: agent attach/logs)`
+        return { ...result, answer: yield* answerOf(sent.name, sent.message_id, p.timeout_s ?? null) }
+      }),
+
+    "agent.wait": (p) =>
+      Effect.gen(function*() {
+        const { node } = yield* resolver.agent(p.agent, { terminated: true })
+        const { open, answered } = yield* orchestrator.userRequests(node.id)
+        const message_id = p.message_id === undefined
+          ? open.at(-1) ?? answered.at(-1)
+          : yield* pickRequest(node.name, p.message_id, [...open, ...answered])
+        if (message_id === undefined) {
+          return yield* new NotFound({
+            kind: "message",
+            id: node.name,
+            message: `USER has no request to ${node.name} to wait for (send one: agent send --wait)`
           })
         }
-        const a = answer.value
-        return { ...result, answer: { message_id: a.id, text: a.payload, timestamp: a.timestamp, error: isErrorReply(a) } }
+        return { message_id, agent_id: node.id, answer: yield* answerOf(node.name, message_id, p.timeout_s ?? null) }
       }),
 
     "agent.attach": (p) =>

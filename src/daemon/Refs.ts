@@ -6,7 +6,7 @@
 import { Either } from "effect"
 import { InvalidInput, NotFound } from "./Rpcs.js"
 
-export type RefKind = "agent" | "workspace" | "session" | "turn"
+export type RefKind = "agent" | "workspace" | "session" | "turn" | "message"
 
 export interface Candidate<A> {
   readonly id: string

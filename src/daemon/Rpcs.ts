@@ -271,6 +271,22 @@ export class AgentSendRpc extends Rpc.make("agent.send", {
   error: RpcError
 }) {}
 
+/**
+ * Wait (again) for the answer to USER's request to an agent — e.g. after the daemon went away
+ * during `agent send --wait`. `message_id`: the request (full id or unique prefix); absent: the
+ * agent's latest open request from USER, else the one answered last. At once when it was already
+ * answered; `Unavailable` when `timeout_s` passes first.
+ */
+export class AgentWaitRpc extends Rpc.make("agent.wait", {
+  payload: {
+    agent: AgentRef,
+    message_id: Schema.optional(Schema.String),
+    timeout_s: Schema.optional(Schema.Number.pipe(Schema.positive(), Schema.finite()))
+  },
+  success: Schema.Struct({ message_id: MessageId, agent_id: AgentId, answer: UserAnswer }),
+  error: RpcError
+}) {}
+
 export class AgentAttachRpc extends Rpc.make("agent.attach", {
   payload: { agent: AgentRef },
   success: OutputEvent,
@@ -519,6 +535,7 @@ export class AdminRpcs extends RpcGroup.make(
   AgentCreateRpc,
   AgentListRpc,
   AgentSendRpc,
+  AgentWaitRpc,
   AgentAttachRpc,
   AgentInspectRpc,
   AgentTerminateRpc,

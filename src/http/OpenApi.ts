@@ -14,6 +14,7 @@ import {
   AgentInspectRpc,
   AgentListRpc,
   AgentSendRpc,
+  AgentWaitRpc,
   AgentTerminateRpc,
   DaemonStatusRpc,
   RpcError,
@@ -79,6 +80,14 @@ const routes: ReadonlyArray<Route> = [
     tag: "agents",
     body: SendBody,
     success: SendResult
+  },
+  {
+    method: "get",
+    path: "/v1/agents/{ref}/messages/{id}/answer",
+    summary: "The answer to a message sent with wait or without (as agent wait): at once if it came, else when it comes",
+    tag: "agents",
+    success: AgentWaitRpc.successSchema,
+    query: [{ name: "timeout_s", description: "seconds to wait (default 600); 503 Unavailable when they pass first" }]
   },
   { method: "get", path: "/v1/sessions", summary: "Sessions", tag: "sessions", success: SessionListRpc.successSchema },
   { method: "post", path: "/v1/sessions/{session}/suspend", summary: "Suspend a session", tag: "sessions", success: SessionSuspendRpc.successSchema },

@@ -64,6 +64,7 @@ export const make = Effect.gen(function*() {
   const create = yield* AdminRpcs.accessHandler("agent.create")
   const list = yield* AdminRpcs.accessHandler("agent.list")
   const send = yield* AdminRpcs.accessHandler("agent.send")
+  const wait = yield* AdminRpcs.accessHandler("agent.wait")
   const inspect = yield* AdminRpcs.accessHandler("agent.inspect")
   const terminate = yield* AdminRpcs.accessHandler("agent.terminate")
   const sessionList = yield* AdminRpcs.accessHandler("session.list")
@@ -181,8 +182,22 @@ export const make = Effect.gen(function*() {
     HttpRouter.get("/swarm/events", respond(swarmEvents))
   )
 
-  // Budgets and the human inbox (docs/budgets.md).
+  // Budgets and the human inbox (docs/budgets.md); waiting (again) for an answer.
   const budgetRoutes = HttpRouter.empty.pipe(
+    HttpRouter.get(
+      "/v1/agents/:ref/messages/:id/answer",
+      respond(Effect.gen(function*() {
+        const ref = yield* param("ref")
+        const id = yield* param("id")
+        const t = (yield* query).get("timeout_s")
+        const timeout_s = t === null ? defaultWaitSeconds : Number(t)
+        if (!Number.isFinite(timeout_s) || timeout_s <= 0) {
+          return yield* new InvalidInput({ field: "timeout_s", message: `timeout_s wants a positive number of seconds, not ${JSON.stringify(t)}` })
+        }
+        // The same daemon operation as `agent wait` (Handlers.ts "agent.wait").
+        return json()(yield* wait({ agent: ref, message_id: id, timeout_s }, headers))
+      }))
+    ),
     HttpRouter.get("/v1/inbox", respond(Effect.map(inboxList(undefined, headers), json()))),
     HttpRouter.post(
       "/v1/inbox/:id/answer",

@@ -10,6 +10,8 @@ import { budgetOptions, budgetPatch } from "./budget.js"
 import { printJson, renderInspect, renderSent, renderTree } from "../Output.js"
 import { activityText } from "../Live.js"
 import { describe } from "../Help.js"
+import { shellWord, suggest } from "../Exit.js"
+import { dirname } from "node:path"
 import { shellIn, workspaceById } from "../Shell.js"
 
 const agentArg = Args.text({ name: "agent" }).pipe(
@@ -159,19 +161,70 @@ const sendCommand = Command.make("send", {
     if (o.wait && o.notify) return yield* new CliError({ kind: "invalid-input", message: "--wait needs a request: drop --notify" })
     if (Option.isSome(o.timeout) && !o.wait) return yield* new CliError({ kind: "invalid-input", message: "--timeout applies to --wait only" })
     const text = yield* messageText(o.message)
+    // With --wait: send, then wait for the answer to that message id, so that a wait the daemon
+    // dropped (crash, restart) can name the command that waits again.
     const r = yield* withClient(socket, (c) =>
-      call(socket, c.agent.send({ agent: o.agent, text, sync: !o.notify, ...(o.wait ? { wait: true } : {}), ...opt(o.timeout, "timeout_s") })))
+      Effect.gen(function*() {
+        const sent = yield* call(socket, c.agent.send({ agent: o.agent, text, sync: !o.notify }))
+        if (!o.wait) return sent
+        const waited = yield* call(socket, c.agent.wait({ agent: sent.agent_id, message_id: sent.message_id, ...opt(o.timeout, "timeout_s") })).pipe(
+          Effect.mapError(rewaitHint(socket, o.agent, sent.message_id))
+        )
+        return { ...sent, answer: waited.answer }
+      }))
     if (o.json) yield* printJson(r)
     else if (r.answer !== undefined) yield* Console.log(r.answer.text)
     else yield* Console.log(renderSent(r))
-    if (r.answer?.error === true) {
-      return yield* new CliError({ kind: "agent-failed", message: `${o.agent} did not answer (message ${r.message_id})` })
-    }
+    if (r.answer !== undefined) yield* failedAnswer(o.agent, r.message_id, r.answer)
   })).pipe(Command.withDescription(describe("Send one message to an agent as USER; --wait prints its answer", {
     examples: [
       "substrat agent send alpha \"Fix the failing test in src/math.ts\"",
       "substrat agent send --wait --timeout 600 lead \"Add a --version flag and get it reviewed\"",
       "git diff | substrat agent send --notify alpha -"
+    ]
+  })))
+
+/** Exit 7 when the answer is the daemon's word that the agent failed to answer. */
+const failedAnswer = (agent: string, request: string, answer: { readonly error: boolean }) =>
+  answer.error ? Effect.fail(new CliError({ kind: "agent-failed", message: `${agent} did not answer (message ${request})` })) : Effect.void
+
+/** A wait the daemon dropped (it died or stopped): the request stays open; say how to wait again. */
+const rewaitHint = (socket: string, agent: string, request: string) => (e: CliError): CliError =>
+  e.kind !== "daemon-not-running" ? e : new CliError({
+    kind: e.kind,
+    message: `${e.message}; message ${request} stays open: once the daemon is back (${suggest(dirname(socket), "daemon start")}), wait again with: ${
+      suggest(dirname(socket), `agent wait ${shellWord(agent)} ${request}`)
+    }`
+  })
+
+const waitCommand = Command.make("wait", {
+  home,
+  json,
+  timeout: Options.float("timeout").pipe(
+    Options.withSchema(Schema.Number.pipe(Schema.positive(), Schema.finite())),
+    Options.withDescription("Give up after S seconds (exit 5; the answer still comes)"),
+    Options.optional
+  ),
+  agent: agentArg,
+  message: Args.text({ name: "message-id" }).pipe(
+    Args.withDescription("USER's request to wait for: its id or a unique prefix (default: the latest one still open, else the last answered)"),
+    Args.optional
+  )
+}, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    const r = yield* withClient(socket, (c) =>
+      call(socket, c.agent.wait({ agent: o.agent, ...opt(o.message, "message_id"), ...opt(o.timeout, "timeout_s") })).pipe(
+        Effect.mapError((e) => Option.match(o.message, { onNone: () => e, onSome: (id) => rewaitHint(socket, o.agent, id)(e) }))
+      ))
+    if (o.json) yield* printJson(r)
+    else yield* Console.log(r.answer.text)
+    yield* failedAnswer(o.agent, r.message_id, r.answer)
+  })).pipe(Command.withDescription(describe("Wait for the answer to a request sent with `agent send` and print it (at once if it came)", {
+    examples: [
+      "substrat agent wait lead",
+      "substrat agent wait lead 3f2c9a1e-5b7d-4c1a-9e8f-0a1b2c3d4e5f --timeout 600",
+      "substrat agent wait lead 3f2c --json"
     ]
   })))
 
@@ -250,6 +303,7 @@ export const agentCommand = Command.make("agent").pipe(
     createCommand,
     listCommand,
     sendCommand,
+    waitCommand,
     attachCommand,
     inspectCommand,
     terminateCommand,
