@@ -73,7 +73,7 @@ const expectedNodes = 6 + PKGS * (1 + FILES * (2 + METHODS + FUNCS))
 beforeAll(async () => {
   fs.mkdirSync(shots, { recursive: true })
   fs.mkdirSync(join(home, "scripts"), { recursive: true })
-  // scripted:b — every turn reports usage; "asker" asks the human first. scripted:slow — 5 s turns (the swarm's provider).
+  // scripted:b — every turn reports usage; "asker" asks the human first. scripted:slow — 5 s turns (the swarm's provider)
   fs.writeFileSync(join(home, "scripts", "b.json"), JSON.stringify({
     "*": { steps: [{ text: "done", usage: { input_tokens: 100, output_tokens: 10, cost_usd: 0.01 } }], after: "repeat-last" },
     asker: {
@@ -81,7 +81,11 @@ beforeAll(async () => {
       after: "echo"
     }
   }))
-  fs.writeFileSync(join(home, "scripts", "slow.json"), JSON.stringify({ "*": { steps: [{ text: "slow done", delay_ms: 5000 }], after: "repeat-last" } }))
+  // (func_f2: 12 s, so that the page can be looked at and clicked while that node works, even on a loaded machine.)
+  fs.writeFileSync(join(home, "scripts", "slow.json"), JSON.stringify({
+    "*": { steps: [{ text: "slow done", delay_ms: 5000 }], after: "repeat-last" },
+    func_f2: { steps: [{ text: "slow done", delay_ms: 12_000 }], after: "repeat-last" }
+  }))
   writeCode()
   owned.track(await startDaemon(home, ["--http", "127.0.0.1:0"]))
   url = (await cliJson<{ url: string }>(home, ["ui", "--no-open"])).url
