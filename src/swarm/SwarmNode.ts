@@ -52,12 +52,20 @@ export type SwarmNode = typeof SwarmNode.Type
 export const SwarmSnapshot = Schema.Struct({
   version: Schema.Literal(1),
   root: Schema.String,
-  nodes: Schema.Array(SwarmNode)
+  nodes: Schema.Array(SwarmNode),
+  /** The epoch of the file journal replayed over these nodes (`nodes.<epoch>.jsonl`; absent: 0). */
+  journal: Schema.optional(Schema.Number)
 })
 export type SwarmSnapshot = typeof SwarmSnapshot.Type
 
 /** The snapshot as one JSON document (the form it has on disk). */
 export const SwarmSnapshotJson = Schema.parseJson(SwarmSnapshot)
+
+/** One line of the file journal: the current nodes of each file of a batch of saves (none: the file is gone). */
+export const FileRecords = Schema.Struct({
+  files: Schema.Array(Schema.Struct({ path: Schema.String, nodes: Schema.Array(SwarmNode) }))
+})
+export type FileRecords = typeof FileRecords.Type
 
 export const sha256 = (text: string): string => createHash("sha256").update(text).digest("hex")
 

@@ -1,12 +1,16 @@
-// The saved swarm: one SwarmSnapshot JSON file, written atomically through Durable, and the
-// start-up reconcile (seed 1.5) against it: load → discover (reusing unchanged files' nodes)
-// → diff. The caller acts on the diff (spawn / orphan / notify, durably) and then saves.
+// The saved swarm: a SwarmSnapshot JSON file (`nodes.json`, an atomic replace through Durable)
+// plus its file journal (`nodes.<epoch>.jsonl`: one fsync'd line per batch of saves, the new nodes
+// of just those files), and the start-up reconcile (seed 1.5) against them: load (snapshot, then
+// the journal replayed over it) → discover (reusing unchanged files' nodes) → diff. The caller
+// acts on the diff (spawn / orphan / notify, durably) and then saves: a save writes the whole
+// snapshot with the next epoch and drops the older journals (compaction), so a save of one file
+// costs one appended line, not a rewrite of every node.
 import { Effect, Option, Schema } from "effect"
-import { dirname } from "node:path"
+import { basename, dirname, join } from "node:path"
 import { Durable } from "../storage/Durable.js"
 import { diffNodes, type SwarmDiff } from "./Diff.js"
-import { type DiscoverOptions, Discovery } from "./Discovery.js"
-import { type SwarmNode, type SwarmSnapshot, SwarmSnapshotJson } from "./SwarmNode.js"
+import { type DiscoverOptions, Discovery, dirNodes, groupByPath } from "./Discovery.js"
+import { FileRecords, type SwarmNode, type SwarmSnapshot, SwarmSnapshotJson } from "./SwarmNode.js"
 
 /** The snapshot file could not be read or written, does not decode, or is of another root. */
 export class SwarmStoreError extends Schema.TaggedError<SwarmStoreError>()("SwarmStoreError", {
@@ -25,6 +29,27 @@ export interface Reconciled {
 
 const decode = Schema.decodeUnknownEither(SwarmSnapshotJson)
 const encode = Schema.encodeSync(SwarmSnapshotJson)
+const RecordsJson = Schema.parseJson(FileRecords)
+const decodeRecords = Schema.decodeUnknownEither(RecordsJson)
+const encodeRecords = Schema.encodeSync(RecordsJson)
+
+/** The journal of the snapshot `file` at `epoch`: `nodes.json` → `nodes.3.jsonl`. */
+export const journalOf = (file: string, epoch: number): string =>
+  join(dirname(file), `${basename(file).replace(/\.json$/, "")}.${epoch}.jsonl`)
+
+/** `nodes` with each record's file replaced by its nodes (a file without nodes is gone); directories re-derived. */
+export const replay = (nodes: ReadonlyArray<SwarmNode>, records: ReadonlyArray<FileRecords>): Array<SwarmNode> => {
+  const byPath = groupByPath(nodes)
+  for (const r of records) {
+    for (const f of r.files) {
+      if (f.nodes.length === 0) byPath.delete(f.path)
+      else byPath.set(f.path, [...f.nodes])
+    }
+  }
+  const out = dirNodes(byPath.keys())
+  for (const list of byPath.values()) for (const n of list) out.push(n)
+  return out
+}
 
 export class SwarmStore extends Effect.Service<SwarmStore>()("substrat/swarm/SwarmStore", {
   effect: Effect.gen(function*() {
@@ -33,7 +58,32 @@ export class SwarmStore extends Effect.Service<SwarmStore>()("substrat/swarm/Swa
     const ioError = (path: string) => (e: { readonly message: string }) =>
       new SwarmStoreError({ reason: "io", path, message: e.message })
 
-    /** The snapshot at `file`, or None when there is none yet. */
+    // The journal epoch of each snapshot file this store has loaded or saved.
+    const epochs = new Map<string, number>()
+
+    /** The journal's records, in order; a torn last line (a crash mid-append) is cut off the file. */
+    const readJournal = (journal: string) =>
+      Effect.gen(function*() {
+        const bytes = yield* durable.readFile(journal).pipe(Effect.mapError(ioError(journal)))
+        if (Option.isNone(bytes)) return []
+        const text = new TextDecoder().decode(bytes.value)
+        const records: Array<FileRecords> = []
+        let good = 0
+        for (let at = 0; at < text.length;) {
+          const end = text.indexOf("\n", at)
+          if (end < 0) break
+          const r = decodeRecords(text.slice(at, end))
+          if (r._tag === "Left") break
+          records.push(r.right)
+          at = end + 1
+          good = at
+        }
+        const goodBytes = new TextEncoder().encode(text.slice(0, good)).length
+        if (goodBytes < bytes.value.length) yield* durable.truncate(journal, goodBytes).pipe(Effect.mapError(ioError(journal)))
+        return records
+      })
+
+    /** The snapshot at `file` with its journal replayed, or None when there is none yet. */
     const load = Effect.fn("SwarmStore.load")(function*(file: string) {
       const bytes = yield* durable.readFile(file).pipe(Effect.mapError(ioError(file)))
       if (Option.isNone(bytes)) return Option.none<SwarmSnapshot>()
@@ -41,15 +91,46 @@ export class SwarmStore extends Effect.Service<SwarmStore>()("substrat/swarm/Swa
       if (decoded._tag === "Left") {
         return yield* new SwarmStoreError({ reason: "corrupt", path: file, message: decoded.left.message })
       }
-      return Option.some(decoded.right)
+      const epoch = decoded.right.journal ?? 0
+      epochs.set(file, epoch)
+      const records = yield* readJournal(journalOf(file, epoch))
+      const { nodes, root, version } = decoded.right
+      return Option.some<SwarmSnapshot>({ version, root, nodes: records.length === 0 ? nodes : replay(nodes, records) })
     })
 
-    /** Replace the snapshot at `file` atomically (write tmp, fsync, rename, fsync the directory). */
+    /**
+     * Replace the snapshot at `file` atomically (write tmp, fsync, rename, fsync the directory)
+     * with the next journal epoch, then remove the older journals (a crash in between leaves a
+     * journal nobody reads).
+     */
     const save = Effect.fn("SwarmStore.save")(function*(file: string, snapshot: SwarmSnapshot) {
-      yield* durable.mkdir(dirname(file)).pipe(Effect.mapError(ioError(file)))
-      yield* durable.replaceAtomic(file, new TextEncoder().encode(encode(snapshot) + "\n")).pipe(
+      const dir = dirname(file)
+      yield* durable.mkdir(dir).pipe(Effect.mapError(ioError(file)))
+      const next = (epochs.get(file) ?? snapshot.journal ?? 0) + 1
+      yield* durable.replaceAtomic(file, new TextEncoder().encode(encode({ ...snapshot, journal: next }) + "\n")).pipe(
         Effect.mapError(ioError(file))
       )
+      epochs.set(file, next)
+      const keep = basename(journalOf(file, next))
+      const stem = basename(file).replace(/\.json$/, "")
+      for (const e of yield* durable.readDir(dir).pipe(Effect.mapError(ioError(dir)))) {
+        if (e.name !== keep && e.name.startsWith(`${stem}.`) && e.name.endsWith(".jsonl")) {
+          yield* durable.unlink(join(dir, e.name)).pipe(Effect.mapError(ioError(file)))
+        }
+      }
+    })
+
+    /**
+     * Append one batch's files (each with all of its current nodes; none: the file is gone) to
+     * the journal of the snapshot `file` (one line, fsync'd). For a store that has loaded or saved `file`.
+     */
+    const appendFiles = Effect.fn("SwarmStore.appendFiles")(function*(
+      file: string,
+      files: ReadonlyArray<{ readonly path: string; readonly nodes: ReadonlyArray<SwarmNode> }>
+    ) {
+      const journal = journalOf(file, epochs.get(file) ?? 0)
+      yield* Effect.scoped(Effect.flatMap(durable.openAppend(journal), (h) =>
+        h.append(new TextEncoder().encode(encodeRecords({ files }) + "\n")))).pipe(Effect.mapError(ioError(journal)))
     })
 
     /** Discover `root` and diff it against the snapshot at `file` (which is not rewritten). */
@@ -75,6 +156,6 @@ export class SwarmStore extends Effect.Service<SwarmStore>()("substrat/swarm/Swa
       } satisfies Reconciled
     })
 
-    return { load, save, reconcile } as const
+    return { load, save, appendFiles, reconcile } as const
   })
 }) {}

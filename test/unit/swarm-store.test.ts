@@ -1,12 +1,13 @@
 // The saved swarm snapshot: reconcile at start against it, atomic saves (a crash at any I/O
-// step leaves the old or the new snapshot, never a broken one), corrupt and foreign files refused.
+// step leaves the old or the new snapshot, never a broken one), corrupt and foreign files refused;
+// the file journal a save batch appends to (replayed by load, a torn last line cut, compacted by save).
 import { NodeContext } from "@effect/platform-node"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Exit, Layer, Option } from "effect"
 import * as fs from "node:fs"
 import { join } from "node:path"
 import { Discovery } from "../../src/swarm/Discovery.js"
-import { SwarmStore } from "../../src/swarm/SwarmStore.js"
+import { journalOf, SwarmStore } from "../../src/swarm/SwarmStore.js"
 import { Durable } from "../../src/storage/Durable.js"
 import { makeCrashing } from "../../src/storage/DurableCrash.js"
 import { tmpDir } from "../support/tmp.js"
@@ -114,5 +115,47 @@ layer(TestLayer)("swarm snapshot store", (it) => {
       // Before the rename the old snapshot stands; after it, the new one.
       expect(sawOld).toBeGreaterThan(0)
       expect(sawNew).toBeGreaterThan(0)
+    }))
+
+  it.scoped("a save batch appends its files to the journal; load replays it, cuts a torn line; a whole save compacts it", () =>
+    Effect.gen(function*() {
+      const root = yield* tmpDir("swarm-root-")
+      const home = yield* tmpDir("swarm-home-")
+      const file = join(home, "swarm", "nodes.json")
+      fs.writeFileSync(join(root, "main.py"), code("1"))
+      fs.writeFileSync(join(root, "other.py"), code("9"))
+      const store = yield* SwarmStore
+      const discovery = yield* Discovery
+      const first = (yield* store.reconcile(root, file)).snapshot
+      yield* store.save(file, first)
+      const epoch = (JSON.parse(fs.readFileSync(file, "utf8")) as { journal: number }).journal
+      const snapshotBytes = fs.readFileSync(file, "utf8")
+
+      // Edit main.py, delete other.py: one journal line; nodes.json is not rewritten.
+      fs.writeFileSync(join(root, "main.py"), code("2"))
+      fs.rmSync(join(root, "other.py"))
+      const edited = yield* discovery.discoverFiles(root, ["main.py"])
+      yield* store.appendFiles(file, [{ path: "main.py", nodes: edited }, { path: "other.py", nodes: [] }])
+      expect(fs.readFileSync(file, "utf8")).toBe(snapshotBytes)
+      const journal = journalOf(file, epoch)
+      expect(fs.readFileSync(journal, "utf8").split("\n").filter((l) => l !== "")).toHaveLength(1)
+      const now = yield* discovery.discover(root)
+      const loaded = Option.getOrThrow(yield* store.load(file))
+      expect(loaded.nodes.map((n) => [n.id, n.hash])).toEqual(now.map((n) => [n.id, n.hash]))
+      // A warm reconcile against the replayed nodes finds nothing to do.
+      const warm = yield* store.reconcile(root, file)
+      expect([warm.diff.added, warm.diff.orphaned, warm.diff.changed]).toEqual([[], [], []])
+
+      // A crash mid-append leaves a torn last line: load ignores it and cuts it off, so the next append is whole.
+      const good = fs.readFileSync(journal, "utf8")
+      fs.appendFileSync(journal, `{"files":[{"path":"main.py","nod`)
+      expect(Option.getOrThrow(yield* store.load(file)).nodes).toEqual(loaded.nodes)
+      expect(fs.readFileSync(journal, "utf8")).toBe(good)
+
+      // A whole save starts the next epoch and removes the old journal.
+      yield* store.save(file, loaded)
+      expect((JSON.parse(fs.readFileSync(file, "utf8")) as { journal: number }).journal).toBe(epoch + 1)
+      expect(fs.existsSync(journal)).toBe(false)
+      expect(Option.getOrThrow(yield* store.load(file)).nodes).toEqual(loaded.nodes)
     }))
 })
