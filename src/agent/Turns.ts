@@ -55,6 +55,8 @@ export class Turns extends Effect.Service<Turns>()("substrat/Turns", {
         return ctx?.deferredSpawns ?? []
       },
       isBusy: (agent: AgentId): boolean => running.has(agent),
+      /** The agents whose turn is running now. */
+      runningAgents: (): ReadonlyArray<AgentId> => [...running.keys()],
       /** Defer `child`'s birth to the end of `parent`'s running turn; false: no turn is running. */
       deferSpawn: (parent: AgentId, child: AgentId): boolean => {
         const ctx = running.get(parent)

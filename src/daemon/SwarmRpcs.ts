@@ -1,7 +1,7 @@
 // The shapes of the swarm methods of the admin protocol (`swarm.*` in Rpcs.ts; docs/protocol.md,
 // docs/swarm.md), shared by the daemon (SwarmHandlers.ts) and the CLI.
 import { Schema } from "effect"
-import { AgentId, SessionId } from "../domain/ids.js"
+import { AgentId, SessionId, WorkspaceId } from "../domain/ids.js"
 import { LineRange, NodeKind, SwarmLanguage } from "../swarm/SwarmNode.js"
 
 export const SwarmNodeStatus = Schema.Literal("dormant", "idle", "busy", "waiting", "quarantined", "orphaned")
@@ -14,6 +14,8 @@ export const SwarmStatus = Schema.Struct({
   running: Schema.Boolean,
   watching: Schema.Boolean,
   started_at: Schema.String,
+  /** The workspace on the code tree: the node agents work in it; its history records their turns. */
+  workspace_id: Schema.NullOr(WorkspaceId),
   /** Live nodes (each has an agent). */
   nodes: Schema.Number,
   /** Of those, agents without a session yet. */

@@ -21,6 +21,7 @@ export const layer: Layer.Layer<TurnHooks, never, WorkspaceHistory | EventLog> =
         return Effect.gen(function*() {
           const r = yield* history.commitTurn(ws, {
             agent: agent.name,
+            agentId: agent.id,
             turnId: outcome.turn_id,
             summary: `turn ${outcome.turn_id} of ${agent.name} (${agent.id})`
           })

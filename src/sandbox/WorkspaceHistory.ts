@@ -8,10 +8,10 @@
 // it — a parent's turn also records uncommitted changes in its children's subtrees.
 import * as CommandExecutor from "@effect/platform/CommandExecutor"
 import * as FileSystem from "@effect/platform/FileSystem"
-import { Effect } from "effect"
+import { Deferred, Effect } from "effect"
 import { randomUUID } from "node:crypto"
 import { NotFoundError } from "../domain/errors.js"
-import type { TurnId, WorkspaceId } from "../domain/ids.js"
+import type { AgentId, TurnId, WorkspaceId } from "../domain/ids.js"
 import { WorkspaceHistoryError } from "./errors.js"
 import { type GitRepo, runGit } from "./git.js"
 import { type HistoryLocation, WorkspaceStore } from "./WorkspaceStore.js"
@@ -26,6 +26,15 @@ export interface ChangedPath {
 export interface TurnCommit {
   /** null when the turn changed nothing (no commit is made). */
   readonly commit: string | null
+  readonly paths: ReadonlyArray<ChangedPath>
+}
+
+/** A turn's changes as recorded (what `onRecorded` listeners get). */
+export interface Recorded {
+  readonly workspace: WorkspaceId
+  readonly agent: string
+  readonly agentId: AgentId | null
+  readonly turnId: TurnId
   readonly paths: ReadonlyArray<ChangedPath>
 }
 
@@ -58,6 +67,7 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
     const store = yield* WorkspaceStore
     const executor = yield* CommandExecutor.CommandExecutor
     const fs = yield* FileSystem.FileSystem
+    const listeners = new Set<(r: Recorded) => Effect.Effect<void>>()
     // One git operation at a time per repository (parent and children share one).
     const locks = new Map<string, Effect.Semaphore>()
     const lockFor = (gitDir: string) => {
@@ -82,12 +92,30 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
         return yield* lockFor(loc.gitDir).withPermits(1)(f(loc, git, scope))
       })
 
+    /**
+     * Record the workspace's pending changes as one turn of `agent`. `paths` (relative to the
+     * workspace root) limits what is recorded; `locked` is completed once this commit holds the
+     * repository (a caller can then start work whose own record must come after this one).
+     */
     const commitTurn = Effect.fn("WorkspaceHistory.commitTurn")(function*(
       id: WorkspaceId,
-      turn: { readonly agent: string; readonly turnId: TurnId; readonly summary?: string }
+      turn: {
+        readonly agent: string
+        readonly turnId: TurnId
+        readonly summary?: string
+        readonly paths?: ReadonlyArray<string>
+        readonly locked?: Deferred.Deferred<void>
+        /** The agent's id, for `onRecorded` listeners. */
+        readonly agentId?: AgentId
+      }
     ) {
-      return yield* withRepo(id, (loc, git, scope) =>
+      const r = yield* withRepo(id, (loc, git, whole) =>
         Effect.gen(function*() {
+          if (turn.locked !== undefined) yield* Deferred.succeed(turn.locked, undefined)
+          const scope = turn.paths === undefined
+            ? whole
+            : turn.paths.map((p) => `:(top,literal)${loc.prefix === "" ? p : `${loc.prefix}/${p}`}`)
+          if (scope.length === 0) return { commit: null, paths: [] } satisfies TurnCommit
           yield* git(["add", "-A", "--", ...scope])
           const st = yield* git(["diff", "--cached", "--name-status", "-z", "--no-renames", "HEAD", "--", ...scope])
           const paths = parseNameStatus(st.stdout, loc.prefix)
@@ -101,7 +129,16 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
           yield* git(["update-ref", turnRef(turn.turnId), head])
           return { commit: head, paths } satisfies TurnCommit
         }))
+      if (r.commit !== null) {
+        const recorded: Recorded = { workspace: id, agent: turn.agent, agentId: turn.agentId ?? null, turnId: turn.turnId, paths: r.paths }
+        for (const f of listeners) yield* f(recorded).pipe(Effect.catchAllCause((c) => Effect.logWarning("workspace history: a listener failed", c)))
+      }
+      return r
     })
+
+    /** Call `f` after each recorded turn (in the recording fiber, before commitTurn returns) while the scope lasts. */
+    const onRecorded = (f: (r: Recorded) => Effect.Effect<void>) =>
+      Effect.acquireRelease(Effect.sync(() => listeners.add(f)), () => Effect.sync(() => listeners.delete(f))).pipe(Effect.asVoid)
 
     const commitOf = (id: WorkspaceId, git: (args: ReadonlyArray<string>, opts?: { okCodes?: ReadonlyArray<number> }) => Effect.Effect<{ code: number; stdout: string }, WorkspaceHistoryError>, turnId: string) =>
       Effect.gen(function*() {
@@ -212,7 +249,7 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
         }))
     })
 
-    return { commitTurn, diff, pendingChanges, changes, revert, log } as const
+    return { commitTurn, onRecorded, diff, pendingChanges, changes, revert, log } as const
   })
 }) {}
 

@@ -28,6 +28,12 @@ export interface CreateWorkspace {
   readonly subdir?: string
   readonly network_access?: boolean
   readonly limits?: ResourceLimits
+  /**
+   * Top-level only: an existing host directory to use as the root in place (e.g. a swarm's code
+   * tree) instead of a new `root/`. It is never chowned or removed (delete removes the spec and
+   * history only); its history is a git dir of its own, beside the tree's own `.git` if any.
+   */
+  readonly root?: string
   /** Top-level only: the root agent it is the default workspace of. */
   readonly default_for?: string
   /** chown the (new) root directory, e.g. to the sandbox uid of the `inner`/`outer` identities. */
@@ -173,6 +179,22 @@ export class WorkspaceStore extends Effect.Service<WorkspaceStore>()("substrat/W
         )
       )
 
+    /** A host directory used as a workspace root in place: canonical, a directory, bindable read-write. */
+    const existingRoot = (asked: string) =>
+      Effect.gen(function*() {
+        const abs = yield* Either.match(absolutePath("root", asked), { onLeft: Effect.fail, onRight: Effect.succeed })
+        const host = yield* fs.realPath(abs).pipe(Effect.mapError(() => pathError("root", abs, "missing", "does not exist")))
+        const isDir = yield* fs.stat(host).pipe(Effect.map((i) => i.type === "Directory"), Effect.orElseSucceed(() => false))
+        if (!isDir) return yield* pathError("root", host, "not-a-directory", "is not a directory")
+        const refusal = linkRefusal(host, "workspace", "rw", { host: "root", mount: "root" })
+        if (refusal !== null) return yield* refusal
+        const substratHome = yield* fs.realPath(paths.home).pipe(Effect.orElseSucceed(() => paths.home))
+        if (isWithin(host, substratHome) || isWithin(substratHome, host)) {
+          return yield* pathError("root", host, "reserved", "overlaps $SUBSTRAT_HOME (other workspaces, histories, agent sockets)")
+        }
+        return host
+      })
+
     const create = Effect.fn("WorkspaceStore.create")(function*(input: CreateWorkspace = {}) {
       const id = newWorkspaceId()
       const name = input.name ?? null
@@ -189,10 +211,12 @@ export class WorkspaceStore extends Effect.Service<WorkspaceStore>()("substrat/W
       const dir = `${home}/${id}`
 
       if (input.parent === undefined) {
-        const root = `${dir}/root`
+        const root = input.root === undefined ? `${dir}/root` : yield* existingRoot(input.root)
         yield* durable.mkdir(dir, 0o700).pipe(Effect.mapError(io(id)))
-        yield* durable.mkdir(root, 0o755).pipe(Effect.mapError(io(id)))
-        if (input.owner !== undefined) yield* fs.chown(root, input.owner.uid, input.owner.gid).pipe(Effect.mapError(io(id)))
+        if (input.root === undefined) {
+          yield* durable.mkdir(root, 0o755).pipe(Effect.mapError(io(id)))
+          if (input.owner !== undefined) yield* fs.chown(root, input.owner.uid, input.owner.gid).pipe(Effect.mapError(io(id)))
+        }
         yield* initHistory(executor, { gitDir: `${dir}/history.git`, workTree: root }, id).pipe(
           Effect.mapError((e) => wsError(id, "io", e.message))
         )

@@ -12,7 +12,7 @@
 //    of the nodes whose hash changed; turns run through the TurnRunner (slots bounded).
 //  - chat / trigger: a message from USER / SYSTEM to one node's agent.
 import * as NodePath from "@effect/platform-node/NodePath"
-import { Context, Effect, Either, FiberHandle, Layer, Option, Schema, Stream } from "effect"
+import { Context, Deferred, Effect, Either, Fiber, FiberHandle, Layer, Option, Schema, Stream } from "effect"
 import { basename } from "node:path"
 import { Orchestrator } from "../agent/Orchestrator.js"
 import { Delivery } from "../agent/Delivery.js"
@@ -21,19 +21,30 @@ import { Lifecycle } from "../agent/Lifecycle.js"
 import { Router } from "../agent/Router.js"
 import { Sessions } from "../agent/Sessions.js"
 import { Tree } from "../agent/Tree.js"
+import { Turns } from "../agent/Turns.js"
+import { WorkspaceHistory } from "../sandbox/WorkspaceHistory.js"
+import { WorkspaceStore } from "../sandbox/WorkspaceStore.js"
 import type { AgentNode } from "../domain/agent.js"
 import { InvalidInputError, NotFoundError } from "../domain/errors.js"
-import type { AgentId, MessageId, SessionId } from "../domain/ids.js"
+import { type AgentId, type MessageId, newTurnId, type SessionId, type WorkspaceId } from "../domain/ids.js"
 import { Durable } from "../storage/Durable.js"
 import { type SwarmDiff } from "./Diff.js"
-import { Discovery } from "./Discovery.js"
+import { Discovery, groupByPath } from "./Discovery.js"
+import { languageOf } from "./Grammars.js"
 import { agentIdOf, changedText, nodeAgent, sessionIdOf, swarmNameOf, triggeredText, uniqueName, validName } from "./SwarmAgents.js"
 import { type LineRange, makeNodeId, type NodeKind, type SwarmLanguage, type SwarmNode, type SwarmNodeId } from "./SwarmNode.js"
 import { loadRecord, nodesFile, type OrphanRecord, saveRecord, SwarmError, type SwarmRecord } from "./SwarmRecord.js"
 import { SwarmStore } from "./SwarmStore.js"
-import { layerParcelFileSystem, SwarmWatcher } from "./Watcher.js"
+import { layerParcelFileSystem, type SwarmChange, SwarmWatcher } from "./Watcher.js"
 
 const ROOT_NODE = makeNodeId(".", "dir")
+/**
+ * The watcher's quiet period. @parcel/watcher batches too (it holds events until 50 ms without
+ * one whenever its previous batch was under 500 ms ago), so a short one of our own suffices.
+ */
+const DEBOUNCE_MS = 20
+/** Journal lines (save batches) before the nodes are saved whole again. */
+const JOURNAL_MAX = 1000
 
 export const ALL_LANGUAGES: ReadonlyArray<SwarmLanguage> = ["typescript", "tsx", "javascript", "python"]
 
@@ -41,7 +52,7 @@ export const ALL_LANGUAGES: ReadonlyArray<SwarmLanguage> = ["typescript", "tsx",
 export class SwarmConfig extends Context.Tag("substrat/swarm/SwarmConfig")<SwarmConfig, {
   readonly home: string
   readonly defaultProvider: string
-  /** Quiet time after the last save before a batch (default 50 ms). */
+  /** Quiet time after the last save before a batch (default 20 ms). */
   readonly debounceMs?: number
 }>() {}
 
@@ -77,6 +88,7 @@ export interface SwarmStatusView {
   readonly running: boolean
   readonly watching: boolean
   readonly started_at: string
+  readonly workspace_id: WorkspaceId | null
   readonly nodes: number
   readonly dormant: number
   readonly orphaned: number
@@ -120,6 +132,9 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
     const orchestrator = yield* Orchestrator
     const sessions = yield* Sessions
     const finder = yield* Finder
+    const turns = yield* Turns
+    const workspaces = yield* WorkspaceStore
+    const history = yield* WorkspaceHistory
     const scope = yield* Effect.scope
     // Grammars are loaded on the first start, not with the daemon.
     const tools = yield* Effect.cached(Layer.buildWithScope(Layer.provide(toolsLayer, Layer.succeed(Durable, durable)), scope))
@@ -129,6 +144,11 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
 
     let record: SwarmRecord | null = null
     const entries = new Map<string, Entry>()
+    // Own edits: the hash a node had when its own agent's turn recorded a change to its file. A
+    // save batch showing that hash does not trigger the agent (it would wake itself in a loop).
+    const ownEdits = new Map<SwarmNodeId, string>()
+    // Batches appended to the nodes journal since the last whole save (compacted past JOURNAL_MAX).
+    let journaled = 0
 
     const now = () => new Date().toISOString()
     const generation = (id: SwarmNodeId) => record?.generations[id] ?? 0
@@ -199,12 +219,24 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
       Effect.forEach(diff.changed, (c) => {
         const agent = agentOf(c.after.id)
         if (!tree.isLive(agent)) return Effect.void
+        if (!atStart && isOwnEdit(c.after, agent)) return Effect.void
         return systemMessage(agent, atStart ? "notification" : "request", changedText(c.before, c.after, atStart)).pipe(
           Effect.catchAll((e) => Effect.logWarning(`swarm: ${c.after.id} not notified: ${e.message}`))
         )
       }, { discard: true })
 
+    /**
+     * A change the node's own agent made: it is in a turn now (the change is recorded with that
+     * turn), or its last turn recorded its file with the node at this hash.
+     */
+    const isOwnEdit = (node: SwarmNode, agent: AgentId): boolean => {
+      const own = ownEdits.get(node.id)
+      ownEdits.delete(node.id)
+      return turns.isBusy(agent) || own === node.hash
+    }
+
     const liveNodes = () => Array.from(entries.values(), (e) => e.node)
+    const store = withTools((ctx) => Effect.succeed(Context.get(ctx, SwarmStore)))
 
     /**
      * `find:<symbol>` (Finder): the node agents whose node is named so — a code node by its
@@ -222,13 +254,25 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
       return out
     })
 
+    /** The record and every node, whole (at start; and to compact the journal). */
     const persist = Effect.gen(function*() {
       yield* saveRecord(home, record!)
-      const store = yield* withTools((ctx) => Effect.succeed(Context.get(ctx, SwarmStore)))
-      yield* store.save(nodesFile(home), { version: 1, root: record!.root, nodes: liveNodes() }).pipe(Effect.mapError(storeError))
+      yield* (yield* store).save(nodesFile(home), { version: 1, root: record!.root, nodes: liveNodes() }).pipe(Effect.mapError(storeError))
+      journaled = 0
     })
 
-    /** Apply one diff: orphans, new agents, notices; then save (a crash before it repeats the diff). */
+    /** After a save batch: the batch's files' nodes as one journal line; the record only when orphans changed it. */
+    const persistFiles = (change: SwarmChange) =>
+      Effect.gen(function*() {
+        if (journaled >= JOURNAL_MAX) return yield* persist
+        if (change.diff.orphaned.length > 0) yield* saveRecord(home, record!)
+        const after = groupByPath([...change.diff.added, ...change.diff.changed.map((c) => c.after), ...change.diff.unchanged])
+        const files = change.files.map((path) => ({ path, nodes: after.get(path) ?? [] }))
+        yield* (yield* store).appendFiles(nodesFile(home), files).pipe(Effect.mapError(storeError))
+        journaled++
+      })
+
+    /** Apply one diff: orphans, new agents, notices (durable). The caller saves next (a crash before repeats the diff). */
     const apply = (diff: SwarmDiff, atStart: boolean) =>
       Effect.gen(function*() {
         if (diff.orphaned.length > 0) yield* orphan(diff.orphaned)
@@ -242,15 +286,59 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
           if (e !== undefined) e.node = c.after
         }
         yield* notify(diff, atStart)
-        yield* persist
+      })
+
+    /**
+     * The saved files' changes recorded in the swarm's workspace history as the user's, before
+     * any turn they trigger can record them as its own. Not while a turn runs in the workspace:
+     * what that agent wrote is its own, and its turn records everything pending when it ends.
+     * Returns once the record holds the repository (the turns it triggers record after it).
+     */
+    const recordSaves = (ws: WorkspaceId, files: ReadonlyArray<string>) =>
+      Effect.gen(function*() {
+        for (const a of turns.runningAgents()) if (tree.get(a)?.workspace_id === ws) return
+        const locked = yield* Deferred.make<void>()
+        const fiber = yield* history.commitTurn(ws, {
+          agent: "USER",
+          turnId: newTurnId(),
+          summary: `saved by the user: ${files.slice(0, 5).join(", ")}${files.length > 5 ? ", …" : ""}`,
+          paths: files,
+          locked
+        }).pipe(
+          Effect.catchAllCause((cause) => Effect.logWarning("swarm: saves not recorded in the workspace history", cause)),
+          Effect.forkIn(scope)
+        )
+        yield* Effect.raceFirst(Deferred.await(locked), Fiber.await(fiber))
+      })
+
+    /** A watcher batch: record the user's saves, act on the diff (wake changed nodes' agents), journal the files. */
+    const onSave = (change: SwarmChange) =>
+      Effect.gen(function*() {
+        const ws = record!.workspace_id
+        if (ws !== null) yield* recordSaves(ws, change.files)
+        yield* apply(change.diff, false)
+        yield* persistFiles(change)
+      })
+
+    /** The swarm's workspace: the code tree itself, its history recording every node turn's changes. */
+    const ensureWorkspace = (rec: SwarmRecord) =>
+      Effect.gen(function*() {
+        if (rec.workspace_id !== null) {
+          const spec = yield* Effect.option(workspaces.get(rec.workspace_id))
+          if (Option.isSome(spec)) return spec.value.id
+        }
+        const spec = yield* workspaces.create({ root: rec.root, name: null }).pipe(
+          Effect.mapError((e) => new SwarmError({ reason: "io", message: `the swarm's workspace on ${rec.root}: ${e.message}` }))
+        )
+        return spec.id
       })
 
     const watch = Effect.gen(function*() {
       const rec = record!
       const watcher = yield* withTools((ctx) => Effect.succeed(Context.get(ctx, SwarmWatcher)))
-      const run = watcher.watch(rec.root, liveNodes(), { languages: rec.languages, debounce: config.debounceMs ?? 50 }).pipe(
+      const run = watcher.watch(rec.root, liveNodes(), { languages: rec.languages, debounce: config.debounceMs ?? DEBOUNCE_MS }).pipe(
         Stream.runForEach((change) =>
-          lock.withPermits(1)(apply(change.diff, false)).pipe(
+          lock.withPermits(1)(onSave(change)).pipe(
             Effect.catchAll((e) => Effect.logWarning(`swarm: a change batch failed: ${e.message}`))
           )
         ),
@@ -288,11 +376,17 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
           generations: saved?.generations ?? {},
           orphans: saved?.orphans ?? []
         }
-        const store = yield* withTools((ctx) => Effect.succeed(Context.get(ctx, SwarmStore)))
-        const r = yield* store.reconcile(args.path, nodesFile(home), { languages: record.languages }).pipe(Effect.mapError(storeError))
+        const ws = yield* ensureWorkspace(record)
+        record = { ...record, workspace_id: ws }
+        // What changed in the tree while no node agent ran is the user's (a baseline for the turns' records).
+        yield* history.commitTurn(ws, { agent: "USER", turnId: newTurnId(), summary: `swarm ${name} started: the code tree as found` }).pipe(
+          Effect.catchAllCause((cause) => Effect.logWarning("swarm: the code tree's baseline not recorded", cause))
+        )
+        const r = yield* (yield* store).reconcile(args.path, nodesFile(home), { languages: record.languages }).pipe(Effect.mapError(storeError))
         // Every discovered node gets its agent (recovered materialized ones are kept as they are).
         const discovered = r.snapshot.nodes
         yield* apply({ ...r.diff, added: discovered }, true)
+        yield* persist
         // The root's session exists from the start: the swarm's event stream is its tree's.
         yield* sessions.materialize(agentOf(ROOT_NODE)).pipe(Effect.mapError(storeError))
         yield* watch
@@ -311,6 +405,7 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
         running: rec.running,
         watching: rec.running,
         started_at: rec.started_at,
+        workspace_id: rec.workspace_id,
         nodes: entries.size,
         dormant,
         orphaned: rec.orphans.length
@@ -318,6 +413,20 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
     }
 
     const start = (args: StartArgs) => lock.withPermits(1)(startLocked(args))
+
+    // A node agent's turn recorded changes: note its own nodes' hashes in the files it changed
+    // (re-parsed now, while the agent still counts as busy), so the saves it made do not wake it.
+    yield* history.onRecorded((r) =>
+      Effect.gen(function*() {
+        const rec = record
+        if (rec === null || rec.workspace_id !== r.workspace || r.agentId === null) return
+        const langs = new Set<string>(rec.languages)
+        const files = r.paths.filter((p) => p.change !== "deleted" && langs.has(languageOf(p.path) ?? "")).map((p) => p.path)
+        if (files.length === 0) return
+        const discovery = yield* withTools((ctx) => Effect.succeed(Context.get(ctx, Discovery)))
+        const found = yield* discovery.discoverFiles(rec.root, files)
+        for (const n of found) if (agentOf(n.id) === r.agentId) ownEdits.set(n.id, n.hash)
+      }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("swarm: a node turn's own edits not noted", cause))))
 
     const stop = lock.withPermits(1)(Effect.gen(function*() {
       if (record === null || !record.running) return yield* new SwarmError({ reason: "not-running", message: "no swarm is running" })

@@ -60,6 +60,7 @@ const linesOf = (n: SwarmNode): string => n.lines === null ? "" : ` (lines ${n.l
 export const SWARM_RULES = `
 You are one agent of a swarm: every directory, file, class, function and method of this code base has its own agent, organised as the code is (a file's agent is the parent of its classes' and functions' agents).
 Rules:
+- The code tree is your working directory (/workspace in your sandbox; node paths are relative to it). Your turns' changes are recorded in its history under your name.
 - You may edit only the code you own (the span named above, without the spans of your children, which their own agents own). Anything else you want changed, ask its owner.
 - Messages go one hop: to your parent ("parent"), your children and your siblings by name, or "broadcast:children" / "broadcast:siblings"; "find:<symbol>" reaches the agent of that class/function/method anywhere in the tree, hop by hop.
 - You are woken when your code changes, when a message or the user reaches you, or on a schedule. Do what is asked, reply briefly, and stop.`

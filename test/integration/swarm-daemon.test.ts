@@ -217,4 +217,56 @@ describe("swarm mode (real daemon, real files, real watcher)", () => {
     const starts = logOf(home, agent.session_id).filter((l) => l.event === "turn.start")
     expect(String(starts[starts.length - 1]!.data["prompt"])).toContain(t.message_id)
   }, 120_000)
+
+  it("node agents work in a workspace on the code tree: a turn's edit is recorded as that agent's and does not wake it again; a user's save is the user's", async () => {
+    const { home, repo } = fresh()
+    write(repo, "src/a.ts", A_TS)
+    fs.mkdirSync(join(home, "scripts"), { recursive: true, mode: 0o700 })
+    // The function's agent answers its first turn slowly: the test edits its function during that
+    // turn, in its workspace (the in-process scripted provider has no file tools; a sandboxed CLI
+    // agent edits /workspace the same way).
+    fs.writeFileSync(join(home, "scripts", "editor.json"), JSON.stringify({
+      func_format_date: { steps: [{ text: "edited formatDate", delay_ms: 1500 }], after: "echo" },
+      "*": { steps: [], after: "echo" }
+    }))
+    owned.track(await startDaemon(home))
+    const started = await cliJson<{ workspace_id: string | null }>(home, ["swarm", "start", repo, "--provider", "scripted:editor"])
+    expect(started.workspace_id).not.toBeNull()
+    const ws = started.workspace_id!
+    const listed = await cliJson<{ workspaces: ReadonlyArray<{ id: string; root_path: string }> }>(home, ["workspace", "list"])
+    expect(listed.workspaces.find((w) => w.id === ws)?.root_path).toBe(fs.realpathSync(repo))
+    const status = await cli(home, ["swarm", "status"])
+    expect(status.stdout).toContain(`workspace ${ws}`)
+
+    const agents = await agentsOf(home)
+    const fn = agents.get("src/a.ts#function:formatDate")!
+    // The node agents have the swarm's workspace (agent list shows each agent's workspace).
+    const tree = await cliJson<{ agents: ReadonlyArray<{ id: string; workspace_id: string | null }> }>(home, ["agent", "list"])
+    expect(tree.agents.find((a) => a.id === fn.agent_id)?.workspace_id).toBe(ws)
+
+    // A chat to the function's node; during its turn its function body is edited in the workspace.
+    await cliJson(home, ["swarm", "chat", "src/a.ts#function:formatDate", "make it return the date only"])
+    await waitFor("the function's turn", () => count(logOf(home, fn.session_id), "turn.start") >= 1 ? true : undefined)
+    write(repo, "src/a.ts", A_TS.replace("return d.toISOString()", "return d.toISOString().slice(0, 10)"))
+    await waitFor("the turn's recorded diff", () => logOf(home, fn.session_id).find((l) => l.event === "workspace.diff")?.data)
+    const diff = logOf(home, fn.session_id).find((l) => l.event === "workspace.diff")!.data
+    expect(diff["workspace_id"]).toBe(ws)
+    expect(diff["paths"]).toEqual([{ path: "src/a.ts", change: "modified" }])
+    // Attributed to the node agent and its turn in the workspace's history.
+    const turnId = logOf(home, fn.session_id).find((l) => l.event === "turn.start")!.data["turn_id"]
+    const log1 = await cliJson<{ turns: ReadonlyArray<{ agent: string; turn_id: string | null }> }>(home, ["workspace", "log", ws])
+    expect(log1.turns[0]).toMatchObject({ agent: fn.name, turn_id: turnId })
+    // Its own edit did not wake it again, nor anyone else (only formatDate's own text changed).
+    await sleep(1500)
+    expect(count(logOf(home, fn.session_id), "turn.start")).toBe(1)
+    expect(logOf(home, fn.session_id).filter((l) => l.event === "message.enqueued" && l.data["sender"] === "SYSTEM")).toHaveLength(0)
+
+    // The user saves the same function: its agent wakes once, and the save is recorded as the user's.
+    write(repo, "src/a.ts", A_TS.replace("return d.toISOString()", "return d.toDateString()"))
+    await waitFor("the save's turn", () => count(logOf(home, fn.session_id), "turn.complete") >= 2 ? true : undefined)
+    const log2 = await cliJson<{ turns: ReadonlyArray<{ agent: string; subject: string }> }>(home, ["workspace", "log", ws])
+    expect(log2.turns[0]).toMatchObject({ agent: "USER", subject: expect.stringContaining("src/a.ts") })
+    expect(logOf(home, fn.session_id).filter((l) => l.event === "workspace.diff")).toHaveLength(1)
+    expect(logOf(home, fn.session_id).filter((l) => l.event === "message.enqueued" && l.data["sender"] === "SYSTEM")).toHaveLength(1)
+  }, 120_000)
 })

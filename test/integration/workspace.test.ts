@@ -57,6 +57,34 @@ describe("WorkspaceStore", () => {
     expect(errTag(await storeE((s) => s.create({ name: "persist" })))).toBe("WorkspaceError:exists")
   })
 
+  it("create with an existing root (a code tree) uses it in place: history outside it, refusals, delete keeps the tree", async () => {
+    const tree = join(T, "code-tree")
+    fs.mkdirSync(join(tree, "src"), { recursive: true })
+    fs.writeFileSync(join(tree, "src", "a.ts"), "export const a = 1\n")
+    fs.writeFileSync(join(tree, "notes.txt"), "n\n")
+    const ws = await store((s) => s.create({ root: tree }))
+    expect(ws.root_path).toBe(fs.realpathSync(tree))
+    expect(fs.readdirSync(join(home(), "workspaces", ws.id)).sort()).toEqual(["history.git", "workspace.json"])
+    expect(fs.readdirSync(tree).sort()).toEqual(["notes.txt", "src"]) // nothing of ours in the tree
+    // A baseline, then a record limited to some paths leaves the others pending.
+    const base = await hist((h) => h.commitTurn(ws.id, { agent: "USER", turnId: newTurnId() }))
+    expect(base.paths.map((p) => p.path)).toEqual(["notes.txt", "src/a.ts"])
+    fs.writeFileSync(join(tree, "src", "a.ts"), "export const a = 2\n")
+    fs.writeFileSync(join(tree, "notes.txt"), "m\n")
+    const some = await hist((h) => h.commitTurn(ws.id, { agent: "USER", turnId: newTurnId(), paths: ["src/a.ts"] }))
+    expect(some.paths).toEqual([{ path: "src/a.ts", change: "modified" }])
+    expect((await hist((h) => h.pendingChanges(ws.id))).map((p) => p.path)).toEqual(["notes.txt"])
+    // Refused: missing, not a directory, $SUBSTRAT_HOME, a system tree.
+    expect(errTag(await storeE((s) => s.create({ root: join(T, "nope") })))).toBe("SandboxPathError:missing")
+    expect(errTag(await storeE((s) => s.create({ root: join(tree, "notes.txt") })))).toBe("SandboxPathError:not-a-directory")
+    expect(errTag(await storeE((s) => s.create({ root: home() })))).toBe("SandboxPathError:reserved")
+    expect(errTag(await storeE((s) => s.create({ root: "/etc" })))).toBe("SandboxPathError:reserved")
+    // Delete removes the spec and history, never the tree.
+    await store((s) => s.delete(ws.id))
+    expect(fs.existsSync(join(home(), "workspaces", ws.id))).toBe(false)
+    expect(fs.readFileSync(join(tree, "src", "a.ts"), "utf8")).toBe("export const a = 2\n")
+  })
+
   it("link: canonicalises the host path, refuses $SUBSTRAT_HOME, `..`, duplicates, missing paths", async () => {
     const ws = await store((s) => s.create({}))
     fs.mkdirSync(join(T, "proj"), { recursive: true })

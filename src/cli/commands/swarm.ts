@@ -19,6 +19,7 @@ const renderStatus = (s: SwarmStatus): string =>
   [
     `swarm ${s.name} of ${s.root}: ${s.running ? "running (watching for saves)" : "stopped"}`,
     `provider ${s.provider}; languages ${s.languages.join(", ")}`,
+    ...(s.workspace_id === null ? [] : [`workspace ${s.workspace_id} (the code tree; its history: substrat workspace log ${s.workspace_id})`]),
     `${s.nodes} node agent(s), ${s.dormant} dormant; ${s.orphaned} orphaned`
   ].join("\n")
 
