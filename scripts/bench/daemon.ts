@@ -4,12 +4,17 @@
 //      a Node process of its own like the daemon — goal ≤ 3×. Also shown: the same raw server
 //      inside the bench process (no process hop). Each block runs on a new connection; its first
 //      round trip (which waits for the server's connection set-up) is reported in rows of its own;
+//      Next to it, the floor of that stack: stock @effect/rpc with the same Rpc and Schemas but a
+//      handler answering a constant, no transport guard, no daemon services
+//      (scripts/bench-servers/rpc-floor.ts), also in its own process. CPU time per request
+//      (all threads, from /proc/<pid>/task/*/schedstat) is reported for the daemon, the floor and
+//      the echo server: on a loaded machine it is steadier than the wall-clock round trip;
 //   2. wall time of a one-shot `substrat agent list` (real process, bundled CLI) vs `node -e 0`
 //      — goal ≤ 1.5×.
 // SUBSTRAT_BENCH_BEFORE=<another checkout, built> runs that checkout's daemon and launcher in the
 // same run, interleaved with these (before/after figures from one run).
 import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process"
-import { mkdtempSync, rmSync } from "node:fs"
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import * as net from "node:net"
 import { loadavg, tmpdir } from "node:os"
 import { dirname, join } from "node:path"
@@ -35,7 +40,8 @@ const quantile = (xs: ReadonlyArray<number>, q: number): number => {
 const roundTrips = async (
   socket: string,
   line: (i: number) => string,
-  n: number
+  n: number,
+  afterFirst?: () => void
 ): Promise<{ readonly first: number; readonly open: Array<number> }> => {
   const conn = net.createConnection({ path: socket })
   await new Promise<void>((r, j) => conn.once("connect", () => r()).once("error", j))
@@ -59,6 +65,7 @@ const roundTrips = async (
       conn.write(line(i === 0 ? n : i - 1))
     })
     times.push(Number(process.hrtime.bigint() - t) / 1000)
+    if (i === 0) afterFirst?.()
   }
   conn.destroy()
   return { first: times[0]!, open: times.slice(1) }
@@ -131,12 +138,38 @@ const wall = (cmd: string, args: ReadonlyArray<string>, env: NodeJS.ProcessEnv):
   return Number(process.hrtime.bigint() - t) / 1e6
 }
 
+/** The stock-stack floor (scripts/bench-servers/rpc-floor.ts) in a Node process of its own. */
+const floorProcess = async (path: string, result: unknown): Promise<ChildProcess> => {
+  const script = join(root, "scripts", "bench-servers", "rpc-floor.ts")
+  const child = spawn(process.execPath, ["--import", "tsx", script, path, JSON.stringify(result)], {
+    cwd: root,
+    stdio: ["ignore", "pipe", "inherit"]
+  })
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.once("data", () => resolve())
+    child.once("exit", (code) => reject(new Error(`rpc floor server exited ${code}`)))
+  })
+  return child
+}
+
+/** Nanoseconds a process has spent on a CPU so far, all its threads (Linux). */
+const cpuNs = (pid: number): number => {
+  let ns = 0
+  for (const task of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      ns += Number(readFileSync(`/proc/${pid}/task/${task}/schedstat`, "utf8").split(" ")[0])
+    } catch {} // a thread that ended meanwhile
+  }
+  return ns
+}
+
 /** One daemon under test: its launcher, home and socket. */
 interface Subject {
   readonly label: string
   readonly launcher: string
   readonly env: NodeJS.ProcessEnv
   readonly socket: string
+  readonly pid: number
 }
 
 const startSubject = (label: string, launcherPath: string): Subject => {
@@ -144,7 +177,8 @@ const startSubject = (label: string, launcherPath: string): Subject => {
   const env = { ...process.env, SUBSTRAT_HOME: home }
   execFileSync(process.execPath, [launcherPath, "daemon", "start"], { env, encoding: "utf8" })
   execFileSync(process.execPath, [launcherPath, "agent", "create", "--name", "bench", "--provider", "scripted"], { env, encoding: "utf8" })
-  return { label, launcher: launcherPath, env, socket: join(home, "daemon.sock") }
+  const pid = Number(readFileSync(join(home, "daemon.pid"), "utf8").trim())
+  return { label, launcher: launcherPath, env, socket: join(home, "daemon.sock"), pid }
 }
 
 const stopSubject = (s: Subject) => {
@@ -167,7 +201,9 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
     if (answer.result === undefined) throw new Error(`agent.list failed: ${JSON.stringify(answer)}`)
     const echoPath = join(home, "echo.sock")
     const localPath = join(home, "echo-local.sock")
+    const floorPath = join(home, "floor.sock")
     const echo = await echoProcess(echoPath, answer.result)
+    const floor = await floorProcess(floorPath, answer.result)
     const local = await echoInProcess(localPath, answer.result)
     const load1 = loadavg()[0]!
     const rpc = new Map(subjects.map((s) => [s.label, [] as Array<number>]))
@@ -175,9 +211,16 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
     const raw: Array<number> = []
     const rawLocal: Array<number> = []
     const firstRaw: Array<number> = []
+    const floorTimes: Array<number> = []
+    /** CPU nanoseconds spent by each server process on its open connections (label → ns). */
+    const cpu = new Map<string, number>()
     /** One block on a new connection: open-connection times into `into`, the first into `firstInto`. */
-    const block = async (path: string, into: Array<number>, firstInto?: Array<number>) => {
-      const r = await roundTrips(path, req, n / 10)
+    const block = async (path: string, into: Array<number>, firstInto?: Array<number>, cpuOf?: { label: string; pid: number }) => {
+      let before = 0
+      const r = await roundTrips(path, req, n / 10, () => {
+        if (cpuOf !== undefined) before = cpuNs(cpuOf.pid)
+      })
+      if (cpuOf !== undefined) cpu.set(cpuOf.label, (cpu.get(cpuOf.label) ?? 0) + cpuNs(cpuOf.pid) - before)
       into.push(...r.open)
       firstInto?.push(r.first)
     }
@@ -185,16 +228,21 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
       // Warm-up: every server JIT-compiled before timing.
       for (const s of subjects) await roundTrips(s.socket, req, 2000)
       await roundTrips(echoPath, req, 2000)
+      await roundTrips(floorPath, req, 2000)
       await roundTrips(localPath, req, 2000)
       for (let b = 0; b < 10; b++) {
-        for (const s of subjects) await block(s.socket, rpc.get(s.label)!, first.get(s.label)!)
-        await block(echoPath, raw, firstRaw)
+        for (const s of subjects) await block(s.socket, rpc.get(s.label)!, first.get(s.label)!, s)
+        await block(echoPath, raw, firstRaw, { label: "echo", pid: echo.pid! })
+        await block(floorPath, floorTimes, undefined, { label: "floor", pid: floor.pid! })
         await block(localPath, rawLocal)
       }
     } finally {
       echo.kill()
+      floor.kill()
       local.close()
     }
+    /** Server CPU per request on the open connection (µs). */
+    const cpuPer = (label: string) => Number(((cpu.get(label) ?? 0) / 1000 / n).toFixed(1))
     const load2 = loadavg()[0]!
 
     // 2. One-shot CLI vs bare node, alternating.
@@ -216,6 +264,11 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
       echo_p99_us: Math.round(p99(raw)),
       echo_in_bench_process_p50_us: Math.round(p50(rawLocal)),
       first_request_echo_p50_us: Math.round(p50(firstRaw)),
+      floor_p50_us: Math.round(p50(floorTimes)),
+      floor_vs_echo_p50: ratio(p50(floorTimes), p50(raw)),
+      echo_cpu_us_per_request: cpuPer("echo"),
+      floor_cpu_us_per_request: cpuPer("floor"),
+      floor_vs_echo_cpu: ratio(cpuPer("floor"), cpuPer("echo")),
       load_avg_1m: `${load1.toFixed(2)} → ${load2.toFixed(2)}`,
       node_e0_ms: Math.round(p50(bare))
     }
@@ -230,9 +283,12 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
       summary[`rpc_vs_echo_p50${suffix}`] = ratio(p50(r), p50(raw))
       summary[`rpc_vs_echo_p99${suffix}`] = ratio(p99(r), p99(raw))
       summary[`first_request_p50_us${suffix}`] = Math.round(p50(first.get(s.label)!))
+      summary[`rpc_cpu_us_per_request${suffix}`] = cpuPer(s.label)
+      summary[`rpc_vs_echo_cpu${suffix}`] = ratio(cpuPer(s.label), cpuPer("echo"))
       summary[`cli_agent_list_ms${suffix}`] = Math.round(p50(shot.get(s.label)!))
       summary[`cli_vs_node${suffix}`] = ratio(p50(shot.get(s.label)!), p50(bare))
     }
+    rows.push(row("stock @effect/rpc floor, constant handler, own process (µs)", floorTimes))
     rows.push(row("raw NDJSON echo, own process (µs)", raw))
     rows.push(row("raw NDJSON echo, bench process (µs)", rawLocal))
     rows.push(row("first request on a new connection, raw echo own process (µs)", firstRaw))
