@@ -10,7 +10,8 @@
 //      (all threads, from /proc/<pid>/task/*/schedstat) is reported for the daemon, the floor and
 //      the echo server: on a loaded machine it is steadier than the wall-clock round trip;
 //   2. wall time of a one-shot `substrat agent list` (real process, bundled CLI) vs `node -e 0`
-//      — goal ≤ 1.5×.
+//      — goal ≤ 1.5×; also their CPU time (user + system, from /proc/self/stat's children
+//      fields), summed over the shots.
 // SUBSTRAT_BENCH_BEFORE=<another checkout, built> runs that checkout's daemon and launcher in the
 // same run, interleaved with these (before/after figures from one run).
 import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process"
@@ -131,6 +132,13 @@ const echoProcess = async (path: string, result: unknown): Promise<ChildProcess>
   return child
 }
 
+/** CPU ms of this process's children that have ended and been waited for (Linux, 10 ms ticks). */
+const childrenCpuMs = (): number => {
+  // /proc/self/stat: the fields after the ")" that ends the command name; cutime, cstime = 16, 17.
+  const fields = readFileSync("/proc/self/stat", "utf8").split(")").pop()!.trim().split(" ")
+  return ((Number(fields[13]) + Number(fields[14])) * 1000) / 100
+}
+
 const wall = (cmd: string, args: ReadonlyArray<string>, env: NodeJS.ProcessEnv): number => {
   const t = process.hrtime.bigint()
   const r = spawnSync(cmd, args, { env, stdio: "ignore" })
@@ -241,6 +249,10 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
       floor.kill()
       local.close()
     }
+    // Reaped before the one-shot runs, so none of their CPU lands in the children's counters.
+    for (const child of [echo, floor]) {
+      if (child.exitCode === null && child.signalCode === null) await new Promise((r) => child.once("exit", r))
+    }
     /** Server CPU per request on the open connection (µs). */
     const cpuPer = (label: string) => Number(((cpu.get(label) ?? 0) / 1000 / n).toFixed(1))
     const load2 = loadavg()[0]!
@@ -249,9 +261,19 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
     const shot = new Map(subjects.map((s) => [s.label, [] as Array<number>]))
     for (const s of subjects) wall(process.execPath, [s.launcher, "agent", "list"], s.env) // warm the code cache
     const bare: Array<number> = []
+    /** CPU ms (user + system) of every shot, summed per command (label → ms). */
+    const shotCpu = new Map<string, number>()
+    const timed = (label: string, run: () => number): number => {
+      const before = childrenCpuMs()
+      const ms = run()
+      shotCpu.set(label, (shotCpu.get(label) ?? 0) + childrenCpuMs() - before)
+      return ms
+    }
     for (let i = 0; i < shots; i++) {
-      for (const s of subjects) shot.get(s.label)!.push(wall(process.execPath, [s.launcher, "agent", "list"], s.env))
-      bare.push(wall(process.execPath, ["-e", "0"], subjects[0]!.env))
+      for (const s of subjects) {
+        shot.get(s.label)!.push(timed(s.label, () => wall(process.execPath, [s.launcher, "agent", "list"], s.env)))
+      }
+      bare.push(timed("node", () => wall(process.execPath, ["-e", "0"], subjects[0]!.env)))
     }
 
     const p50 = (xs: ReadonlyArray<number>) => quantile(xs, 0.5)
@@ -270,7 +292,8 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
       floor_cpu_us_per_request: cpuPer("floor"),
       floor_vs_echo_cpu: ratio(cpuPer("floor"), cpuPer("echo")),
       load_avg_1m: `${load1.toFixed(2)} → ${load2.toFixed(2)}`,
-      node_e0_ms: Math.round(p50(bare))
+      node_e0_ms: Math.round(p50(bare)),
+      node_e0_cpu_ms: Math.round((shotCpu.get("node") ?? 0) / shots)
     }
     const rows: Array<Record<string, string | number>> = []
     for (const s of subjects) {
@@ -287,6 +310,8 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
       summary[`rpc_vs_echo_cpu${suffix}`] = ratio(cpuPer(s.label), cpuPer("echo"))
       summary[`cli_agent_list_ms${suffix}`] = Math.round(p50(shot.get(s.label)!))
       summary[`cli_vs_node${suffix}`] = ratio(p50(shot.get(s.label)!), p50(bare))
+      summary[`cli_agent_list_cpu_ms${suffix}`] = Math.round((shotCpu.get(s.label) ?? 0) / shots)
+      summary[`cli_vs_node_cpu${suffix}`] = ratio(shotCpu.get(s.label) ?? 0, shotCpu.get("node") ?? 1)
     }
     rows.push(row("stock @effect/rpc floor, constant handler, own process (µs)", floorTimes))
     rows.push(row("raw NDJSON echo, own process (µs)", raw))
