@@ -137,7 +137,7 @@ const makeHandlers = Effect.gen(function*() {
       if (Option.isNone(answer)) {
         return yield* new Unavailable({
           message: timeout === null
-            ? `the daemon stopped before ${name} answered (message ${message_id})`
+            ? `the daemon stopped before ${name} answered (message ${message_id}; once it is back: agent wait ${name} ${message_id})`
             : `no answer from ${name} within ${timeout} s (message ${message_id}; the answer will still come: agent wait ${name} ${message_id})`
         })
       }

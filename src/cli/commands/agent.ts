@@ -220,7 +220,8 @@ const waitCommand = Command.make("wait", {
     if (o.json) yield* printJson(r)
     else yield* Console.log(r.answer.text)
     yield* failedAnswer(o.agent, r.message_id, r.answer)
-  })).pipe(Command.withDescription(describe("Wait for the answer to a request sent with `agent send` and print it (at once if it came)", {
+  })).pipe(Command.withDescription(describe("Print the answer to a request sent to an agent, once it comes", {
+    details: ["For a `send --wait` that lost its daemon: it printed the exact command. Works across daemon restarts."],
     examples: [
       "substrat agent wait lead",
       "substrat agent wait lead 3f2c9a1e-5b7d-4c1a-9e8f-0a1b2c3d4e5f --timeout 600",
