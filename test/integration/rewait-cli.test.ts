@@ -9,7 +9,7 @@ import * as http from "node:http"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
-import { type Agent, cli, cliJson, daemons, isAlive, spawnCli, startDaemon, waitFor, waitQuiet } from "./daemon.support.js"
+import { type Agent, cli, cliJson, daemons, isAlive, sleep, spawnCli, startDaemon, waitFor, waitQuiet } from "./daemon.support.js"
 
 const owned = daemons()
 const dir = makeTmpDir("substrat-rewait-")
@@ -40,14 +40,18 @@ const getUnix = (path: string): Promise<{ status: number; body: unknown }> =>
 describe("agent wait: waiting again for the answer of a request", () => {
   it("after kill -9 during send --wait: the printed command waits again and prints the answer once; again at once; no id, prefix, unknown id, timeout", async () => {
     fs.mkdirSync(join(home, "scripts"), { recursive: true })
-    fs.writeFileSync(join(home, "scripts", "slow.json"), JSON.stringify({ "*": { steps: [{ text: "slow answer", delay_ms: 4000 }, { text: "second answer", delay_ms: 1500 }], after: "silent" } }))
+    fs.writeFileSync(join(home, "scripts", "slow.json"), JSON.stringify({ "*": { steps: [{ text: "slow answer", delay_ms: 8000 }], after: "silent" } }))
+    // An answer that does not come while the test runs (the daemon is killed at the end).
+    fs.writeFileSync(join(home, "scripts", "never.json"), JSON.stringify({ "*": { steps: [{ text: "late answer", delay_ms: 600_000 }], after: "silent" } }))
     const pid = await startDaemon(home)
     owned.track(pid)
     const slow = await cliJson<Agent>(home, ["agent", "create", "--name", "slowpoke", "--provider", "scripted:slow"])
 
-    // The turn runs (4 s of scripted delay) when the daemon is killed.
+    // The turn runs (8 s of scripted delay) when the daemon is killed; the CLI, which had its
+    // send acknowledged before the turn started, is given a moment to be waiting by then.
     const waiting = spawnCli(home, ["agent", "send", "--wait", "slowpoke", "hurry"])
     await waitFor("the turn to start", () => (logOf(slow.session_id).some((e) => e.event === "turn.start") ? true : undefined))
+    await sleep(2000)
     process.kill(pid, "SIGKILL")
     await waitFor("daemon gone", () => (isAlive(pid) ? undefined : true), 10_000)
     expect(await waiting.exit).toBe(3)
@@ -87,13 +91,15 @@ describe("agent wait: waiting again for the answer of a request", () => {
     expect(none.code).toBe(4)
     expect(none.stderr).toMatch(/^substrat: USER has no request to quiet to wait for/)
 
-    // Without an id, the latest open request; --timeout first: exit 5, the answer still comes.
-    const sent = await cliJson<{ message_id: string }>(home, ["agent", "send", "slowpoke", "once more"])
-    const early = await cli(home, ["agent", "wait", "slowpoke", "--timeout", "0.3"])
-    expect(early.code).toBe(5)
-    expect(early.stderr).toContain(`no answer from slowpoke within 0.3 s (message ${sent.message_id}; the answer will still come: agent wait slowpoke ${sent.message_id})`)
-    const later = await cli(home, ["agent", "wait", "slowpoke"])
-    expect([later.code, later.stdout]).toEqual([0, "second answer\n"])
+    // Without an id, the latest open request (not the older answered one); --timeout first:
+    // exit 5, nothing on stdout, and the words say the answer still comes and how to get it.
+    await cliJson<Agent>(home, ["agent", "create", "--name", "sleepy", "--provider", "scripted:never"])
+    const first = await cliJson<{ message_id: string }>(home, ["agent", "send", "sleepy", "one"])
+    const sent = await cliJson<{ message_id: string }>(home, ["agent", "send", "sleepy", "two"])
+    expect(sent.message_id).not.toBe(first.message_id)
+    const early = await cli(home, ["agent", "wait", "sleepy", "--timeout", "0.3"])
+    expect([early.code, early.stdout]).toEqual([5, ""])
+    expect(early.stderr).toBe(`substrat: no answer from sleepy within 0.3 s (message ${sent.message_id}; the answer will still come: agent wait sleepy ${sent.message_id})\n`)
 
     // HTTP: the same operation.
     const viaHttp = await getUnix(`/v1/agents/slowpoke/messages/${request}/answer?timeout_s=5`)

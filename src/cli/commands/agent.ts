@@ -165,7 +165,9 @@ const sendCommand = Command.make("send", {
     // dropped (crash, restart) can name the command that waits again.
     const r = yield* withClient(socket, (c) =>
       Effect.gen(function*() {
-        const sent = yield* call(socket, c.agent.send({ agent: o.agent, text, sync: !o.notify }))
+        const sent = yield* call(socket, c.agent.send({ agent: o.agent, text, sync: !o.notify })).pipe(
+          Effect.mapError((e) => (o.wait ? rewaitHint(socket, o.agent)(e) : e))
+        )
         if (!o.wait) return sent
         const waited = yield* call(socket, c.agent.wait({ agent: sent.agent_id, message_id: sent.message_id, ...opt(o.timeout, "timeout_s") })).pipe(
           Effect.mapError(rewaitHint(socket, o.agent, sent.message_id))
@@ -188,14 +190,21 @@ const sendCommand = Command.make("send", {
 const failedAnswer = (agent: string, request: string, answer: { readonly error: boolean }) =>
   answer.error ? Effect.fail(new CliError({ kind: "agent-failed", message: `${agent} did not answer (message ${request})` })) : Effect.void
 
-/** A wait the daemon dropped (it died or stopped): the request stays open; say how to wait again. */
-const rewaitHint = (socket: string, agent: string, request: string) => (e: CliError): CliError =>
-  e.kind !== "daemon-not-running" ? e : new CliError({
+/**
+ * A wait the daemon dropped (it died or stopped): the request stays open; say how to wait again.
+ * Without `request` (the daemon went away before acknowledging the message, which may or may not
+ * have been sent): the wait for the agent's latest open request.
+ */
+const rewaitHint = (socket: string, agent: string, request?: string) => (e: CliError): CliError => {
+  if (e.kind !== "daemon-not-running" || !e.message.startsWith("lost the connection")) return e
+  const start = suggest(dirname(socket), "daemon start")
+  return new CliError({
     kind: e.kind,
-    message: `${e.message}; message ${request} stays open: once the daemon is back (${suggest(dirname(socket), "daemon start")}), wait again with: ${
-      suggest(dirname(socket), `agent wait ${shellWord(agent)} ${request}`)
-    }`
+    message: request === undefined
+      ? `${e.message}; the message may not have been sent: once the daemon is back (${start}), \`${suggest(dirname(socket), `agent wait ${shellWord(agent)}`)}\` waits for ${agent}'s latest open request, if any`
+      : `${e.message}; message ${request} stays open: once the daemon is back (${start}), wait again with: ${suggest(dirname(socket), `agent wait ${shellWord(agent)} ${request}`)}`
   })
+}
 
 const waitCommand = Command.make("wait", {
   home,
