@@ -253,6 +253,7 @@ const entryFor = (e) => {
         .catch((err) => holder.replaceChildren(el("span", { class: "muted", text: "diff unavailable: " + err.message })))
       return item("diff", "workspace diff · " + d.paths.map((p) => p.change + " " + p.path).join(", "), null, holder)
     }
+    case "message.forwarded": return item("lifecycle", "find: passed on", d.to === null ? "not found here: the search ended" : "to " + nameOf(d.to))
     case "budget.set": return item("lifecycle", "budget set", limitKeys.filter(([k]) => d[k] !== null && d[k] !== undefined).map(([k, w]) => w + " " + fmtLimit(k, d[k])).join(" · ") || "no limits")
     case "budget.breached": return item("error", "budget spent: parked until the human raises it", d.reason)
     case "human.asked": return item("message", "asked the human", d.question)
