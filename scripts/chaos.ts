@@ -77,11 +77,13 @@ const startFigures = (home: string) => {
   const log = fs.existsSync(join(home, "daemon.log")) ? fs.readFileSync(join(home, "daemon.log"), "utf8") : ""
   const rec = [...log.matchAll(/agent\(s\) in (\d+) ms; .*? (\d+) log line\(s\) read, .*? (\d+) message\(s\) re-injected, .*? (\d+) turn\(s\) queued/g)].at(-1)
   const tr = [...log.matchAll(/rewritten in (\d+) ms/g)].at(-1)
+  const held = [...log.matchAll(/(\d+) agent\(s\) quarantined/g)].at(-1)
   return {
     recoveryMs: Number(rec?.[1] ?? NaN),
     lines: Number(rec?.[2] ?? NaN),
     reinjected: Number(rec?.[3] ?? NaN),
     turns: Number(rec?.[4] ?? NaN),
+    quarantined: Number(held?.[1] ?? NaN),
     transcriptMs: Number(tr?.[1] ?? NaN)
   }
 }
@@ -143,8 +145,8 @@ const kill9Cycles = async () => {
       "restart ms, first cycles": median(restarts.slice(0, tenth)),
       "restart ms, last cycles": median(restarts.slice(-tenth)),
       "restart ms, all": restarts.join(" "),
-      "per cycle (ms recovery/transcripts, lines read, re-injected, turns queued)": cycles
-        .map((c) => `${c.ms}:${c.recoveryMs}/${c.transcriptMs} ${c.lines} ${c.reinjected} ${c.turns}`).join(" | "),
+      "per cycle (ms recovery/transcripts, lines read, re-injected, turns queued, quarantined)": cycles
+        .map((c) => `${c.ms}:${c.recoveryMs}/${c.transcriptMs} ${c.lines} ${c.reinjected} ${c.turns} ${c.quarantined}`).join(" | "),
       "events in the sink's log": linesOf(home, sink.session_id).length
     })
     await cli(home, ["daemon", "stop"])

@@ -10,6 +10,8 @@ export interface Paths {
   readonly daemonLog: string
   /** The daemon's order of appends across sessions (src/storage/EventIndex.ts). */
   readonly eventIndex: string
+  /** Where the recovery fold of long logs stood (src/recovery/Checkpoint.ts). */
+  readonly foldCheckpoint: string
   readonly agentsDir: string
   readonly workspacesDir: string
   readonly sessionDir: (sessionId: string) => string
@@ -32,6 +34,7 @@ export const makePaths = (home: string): Paths => {
     pidFile: join(home, "daemon.pid"),
     daemonLog: join(home, "daemon.log"),
     eventIndex: join(home, "events.index"),
+    foldCheckpoint: join(home, "recovery.checkpoint"),
     agentsDir,
     workspacesDir,
     sessionDir,

@@ -21,6 +21,7 @@ import { addUsage, type UsageTotals, zeroUsage } from "../domain/usage.js"
 import { type MessageSummary, RECENT_MESSAGES, RECENT_TURNS, type TurnSummary } from "../agent/Activity.js"
 import { excerpt } from "../agent/Inspection.js"
 import { senderName } from "../agent/Prompt.js"
+import type { FoldState } from "./Checkpoint.js"
 
 /** A message enqueued to this agent and not consumed by a completed turn. */
 export interface PendingMessage {
@@ -232,6 +233,73 @@ class Acc {
   /** Turns with request-level `usage` events: their turn-level `usage` is not counted again. */
   metered: Set<string> | undefined
 
+  /** The accumulator as plain data (a checkpoint, Checkpoint.ts). */
+  toState(): FoldState {
+    return {
+      created: this.created,
+      terminated: this.terminated,
+      seq: this.seq,
+      pending: [...this.pending.values()],
+      open: [...this.open.values()],
+      answers: [...(this.answers ?? noAnswers)],
+      replies: [...(this.replies ?? noReplies)],
+      sent: this.sent ?? none,
+      toUser: this.toUser ?? none,
+      unanswered: [...(this.unanswered ?? none)],
+      unreadReplies: this.unreadReplies,
+      carried: this.carried ?? null,
+      invoked: [...(this.invoked ?? none)],
+      openTurn: this.openTurn,
+      openTurnTs: this.openTurnTs,
+      turnEnds: this.turnEnds ?? none,
+      turnPrompts: this.turnPrompts ?? none,
+      messages: this.messages ?? none,
+      started: this.started,
+      ended: this.ended,
+      inARow: this.inARow,
+      quarantine: this.quarantine,
+      usage: this.usage,
+      budget: this.budget,
+      breach: this.breach,
+      questions: this.questions ?? none,
+      metered: [...(this.metered ?? none)]
+    }
+  }
+
+  /** An accumulator that continues from a checkpoint's state. */
+  static fromState(s: FoldState): Acc {
+    const acc = new Acc()
+    const some = <A>(xs: ReadonlyArray<A>): Array<A> | undefined => (xs.length === 0 ? undefined : [...xs])
+    acc.created = s.created
+    acc.terminated = s.terminated
+    acc.seq = s.seq
+    for (const p of s.pending) acc.pending.set(p.envelope.id, p)
+    for (const p of s.open) acc.open.set(p.envelope.id, p)
+    if (s.answers.length > 0) acc.answers = new Map(s.answers)
+    if (s.replies.length > 0) acc.replies = new Set(s.replies)
+    acc.sent = some(s.sent)
+    acc.toUser = some(s.toUser)
+    if (s.unanswered.length > 0) acc.unanswered = new Set(s.unanswered)
+    acc.unreadReplies = s.unreadReplies
+    acc.carried = s.carried === null ? undefined : [...s.carried]
+    if (s.invoked.length > 0) acc.invoked = new Map(s.invoked)
+    acc.openTurn = s.openTurn
+    acc.openTurnTs = s.openTurnTs
+    acc.turnEnds = some(s.turnEnds)
+    acc.turnPrompts = some(s.turnPrompts)
+    acc.messages = some(s.messages)
+    acc.started = s.started
+    acc.ended = s.ended
+    acc.inARow = s.inARow
+    acc.quarantine = s.quarantine
+    acc.usage = s.usage
+    acc.budget = s.budget
+    acc.breach = s.breach
+    acc.questions = some(s.questions)
+    if (s.metered.length > 0) acc.metered = new Set(s.metered)
+    return acc
+  }
+
   noteMessage(m: Noted): void {
     const ring = this.messages ??= []
     ring.push(m)
@@ -409,9 +477,27 @@ const apply = (acc: Acc, entry: AnyEntry): void =>
 export class SessionFold {
   private lines = 0
   private corrupt: string | null = null
-  private readonly acc = new Acc()
+  private readonly acc: Acc
 
-  constructor(readonly session_id: SessionId, readonly file: string) {}
+  /** `from`: continue after the lines a checkpoint folded (Checkpoint.ts). */
+  constructor(
+    readonly session_id: SessionId,
+    readonly file: string,
+    from?: { readonly lines: number; readonly state: FoldState }
+  ) {
+    this.acc = from === undefined ? new Acc() : Acc.fromState(from.state)
+    this.lines = from?.lines ?? 0
+  }
+
+  /** Lines folded so far (a checkpoint's included). */
+  get folded(): number {
+    return this.lines
+  }
+
+  /** Where the fold stands, as a checkpoint's state (meaningful while it has not failed). */
+  state(): FoldState {
+    return this.acc.toState()
+  }
 
   get failed(): boolean {
     return this.corrupt !== null

@@ -22,6 +22,7 @@ import { SessionId } from "../domain/ids.js"
 import type { Session } from "../domain/session.js"
 import type { DurableService } from "../storage/Durable.js"
 import { ioError, parseRecord } from "../storage/SessionStore.js"
+import { type CheckpointEntry, CHECKPOINT_LINES, hashLine } from "./Checkpoint.js"
 import { SessionFold, type SessionLog } from "./Fold.js"
 
 /** One session directory as the read pass found it. */
@@ -33,6 +34,10 @@ export interface SessionRead {
   readonly log: SessionLog | null
   /** A pending WAL file exists or the log ends in a torn line: repair, then read the log again. */
   readonly needsRepair: boolean
+  /** Lines a checkpoint covered (not read again); 0 when the log was read from its start. */
+  readonly skipped: number
+  /** The checkpoint to keep for this log (the one used, or a newer one), or null. */
+  readonly checkpoint: CheckpointEntry | null
 }
 
 export interface LogRead {
@@ -70,18 +75,48 @@ const foldText = (fold: SessionFold, text: string): string => {
   return fold.failed ? text.slice(text.lastIndexOf("\n") + 1) : text.slice(from)
 }
 
+/** Bytes as a string: pure ASCII (most logs) as latin1 — a straight copy, several times faster than UTF-8 decoding and the same string. */
+const textOf = (buf: Buffer): string => (isAscii(buf) ? buf.toString("latin1") : buf.toString("utf8"))
+
+const asBuffer = (bytes: Uint8Array): Buffer =>
+  Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+
 /**
  * Fold a whole file's bytes (the fast path: one read, one decode). The bytes are decoded to a
  * string before this returns, so they may be a view into a reused buffer.
  */
 export const foldBytes = (session_id: SessionId, file: string, bytes: Uint8Array): LogRead => {
   const fold = new SessionFold(session_id, file)
-  const buf = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
-  // Pure ASCII (most logs) decodes as latin1 — a straight copy, several times faster than
-  // UTF-8 decoding and the same string.
-  const text = isAscii(buf) ? buf.toString("latin1") : buf.toString("utf8")
-  const rest = foldText(fold, text)
+  const rest = foldText(fold, textOf(asBuffer(bytes)))
   return { log: fold.finish(), tornTail: rest.length > 0 }
+}
+
+/**
+ * A new checkpoint for a fold that went `CHECKPOINT_LINES` past `since` lines without failing:
+ * `buf` holds the file's bytes from offset `base` to its end.
+ */
+const checkpointOf = (fold: SessionFold, since: number, buf: Buffer, base: number): CheckpointEntry | null => {
+  if (fold.failed || fold.folded - since < CHECKPOINT_LINES) return null
+  const end = buf.lastIndexOf(0x0a)
+  if (end <= 0) return null
+  const start = buf.lastIndexOf(0x0a, end - 1) + 1
+  const last = buf.subarray(start, end)
+  return {
+    session_id: fold.session_id,
+    offset: base + end + 1,
+    lines: fold.folded,
+    lastLength: last.byteLength,
+    lastHash: hashLine(last),
+    state: fold.state()
+  }
+}
+
+/** Fold a log read whole, and checkpoint it if it is long enough. */
+const foldWhole = (session_id: SessionId, file: string, bytes: Buffer): LogRead & { readonly checkpoint: CheckpointEntry | null } => {
+  const fold = new SessionFold(session_id, file)
+  const rest = foldText(fold, textOf(bytes))
+  const tornTail = rest.length > 0
+  return { log: fold.finish(), tornTail, checkpoint: tornTail ? null : checkpointOf(fold, 0, bytes, 0) }
 }
 
 /**
@@ -139,6 +174,14 @@ class FileReader {
   private readonly buf = Buffer.allocUnsafe(WHOLE_FILE + 1)
 
   read(path: string): Buffer | null | typeof LARGE {
+    return this.readFrom(path, 0)
+  }
+
+  /**
+   * The bytes of `path` from `position` to its end, like `read` (null when absent, LARGE when
+   * more than the buffer holds).
+   */
+  readFrom(path: string, position: number): Buffer | null | typeof LARGE {
     let fd: number
     try {
       fd = fs.openSync(path, "r")
@@ -151,7 +194,7 @@ class FileReader {
       // at EOF is cheaper than fstat and its Stats object).
       let n = 0
       for (;;) {
-        const got = fs.readSync(fd, this.buf, n, this.buf.length - n, n)
+        const got = fs.readSync(fd, this.buf, n, this.buf.length - n, position + n)
         n += got
         if (got === 0) return this.buf.subarray(0, n)
         if (n === this.buf.length) return LARGE
@@ -174,6 +217,25 @@ class FileReader {
 }
 
 type Read = SessionRead | { readonly id: SessionId; readonly record: Session; readonly large: true }
+
+/**
+ * Continue a checkpoint's fold: the file from the start of the checkpoint's last line on. Null
+ * when the log no longer holds that line at that offset (or the tail is larger than the buffer):
+ * the caller folds the whole log.
+ */
+const foldFromCheckpoint = (reader: FileReader, file: string, cp: CheckpointEntry) => {
+  const from = cp.offset - 1 - cp.lastLength
+  if (from < 0) return null
+  const bytes = reader.readFrom(file, from)
+  if (bytes === null || bytes === LARGE || bytes.length <= cp.lastLength || bytes[cp.lastLength] !== 0x0a) return null
+  if (hashLine(bytes.subarray(0, cp.lastLength)) !== cp.lastHash) return null
+  const fold = new SessionFold(cp.session_id, file, { lines: cp.lines, state: cp.state })
+  const tail = bytes.subarray(cp.lastLength + 1)
+  const rest = foldText(fold, textOf(tail))
+  const tornTail = rest.length > 0
+  const checkpoint = tornTail || fold.failed ? null : checkpointOf(fold, cp.lines, tail, cp.offset) ?? cp
+  return { log: fold.finish(), tornTail, checkpoint, skipped: cp.lines }
+}
 
 /**
  * The three files of a session directory, by string concatenation (`Paths` joins and
@@ -203,7 +265,8 @@ const fileNames = (paths: Paths) => {
 const readOne = (
   reader: FileReader,
   files: ReturnType<typeof fileNames>,
-  id: SessionId
+  id: SessionId,
+  checkpoint: CheckpointEntry | undefined
 ): Read | SessionStoreError => {
   const f = files(id)
   let bytes: Buffer | null | typeof LARGE
@@ -214,15 +277,17 @@ const readOne = (
   } catch (e) {
     return ioError(id)(e instanceof DurableError ? e : readError("read", f.record, e))
   }
-  if (bytes === null) return { id, record: null, log: null, needsRepair: false }
+  if (bytes === null) return { id, record: null, log: null, needsRepair: false, skipped: 0, checkpoint: null }
   const record = parseRecord(id, f.record, bytes)
   if (Either.isLeft(record)) return record.left
   const pending = reader.exists(f.pending)
+  const resumed = checkpoint === undefined ? null : foldFromCheckpoint(reader, f.log, checkpoint)
+  if (resumed !== null) return { id, record: record.right, ...resumed, needsRepair: pending || resumed.tornTail }
   const log = reader.read(f.log)
   if (log === LARGE) return { id, record: record.right, large: true }
   // An absent log folds as empty.
-  const r = foldBytes(id, f.log, log ?? new Uint8Array(0))
-  return { id, record: record.right, log: r.log, needsRepair: pending || r.tornTail }
+  const r = foldWhole(id, f.log, log ?? Buffer.alloc(0))
+  return { id, record: record.right, log: r.log, needsRepair: pending || r.tornTail, skipped: 0, checkpoint: r.checkpoint }
 }
 
 /**
@@ -231,7 +296,8 @@ const readOne = (
  */
 export const readSessions = (
   durable: DurableService,
-  paths: Paths
+  paths: Paths,
+  checkpoints: ReadonlyMap<SessionId, CheckpointEntry> = new Map()
 ): Effect.Effect<ReadonlyArray<SessionRead>, SessionStoreError | DurableError> =>
   Effect.flatMap(durable.readDir(paths.agentsDir), (entries) => {
     const ids: Array<SessionId> = []
@@ -249,14 +315,14 @@ export const readSessions = (
         for (let i = from; i < to; i++) {
           let r: Read | SessionStoreError
           try {
-            r = readOne(reader, files, ids[i]!)
+            r = readOne(reader, files, ids[i]!, checkpoints.get(ids[i]!))
           } catch (e) {
             return Effect.fail(e instanceof DurableError ? e : readError("read", paths.sessionDir(ids[i]!), e))
           }
           if (r instanceof SessionStoreError) return Effect.fail(r)
           if ("large" in r) {
             large.push({ at: out.length, id: r.id, record: r.record })
-            out.push({ id: r.id, record: r.record, log: null, needsRepair: false })
+            out.push({ id: r.id, record: r.record, log: null, needsRepair: false, skipped: 0, checkpoint: null })
           } else {
             out.push(r)
           }
@@ -267,7 +333,14 @@ export const readSessions = (
     const streamed = Effect.forEach(large, (l) =>
       Effect.flatMap(durable.size(paths.pendingFile(l.id)), (pending) =>
         Effect.map(readLog(durable, l.id, paths.eventsFile(l.id)), (r) => {
-          out[l.at] = { id: l.id, record: l.record, log: r.log, needsRepair: Option.isSome(pending) || r.tornTail }
+          out[l.at] = {
+            id: l.id,
+            record: l.record,
+            log: r.log,
+            needsRepair: Option.isSome(pending) || r.tornTail,
+            skipped: 0,
+            checkpoint: null
+          }
         })), { discard: true })
     return Effect.forEach(batches, batch, { discard: true }).pipe(Effect.zipRight(streamed), Effect.as(out))
   })

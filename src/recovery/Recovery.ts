@@ -30,7 +30,8 @@ import { EventLog } from "../storage/EventLog.js"
 import { SessionStore } from "../storage/SessionStore.js"
 import { StateSeeding } from "../agent/RecoveredState.js"
 import { plan, type PlanSession, type RecoveryPlan } from "./Plan.js"
-import { readLog, readSessions } from "./Read.js"
+import { readLog, readSessions, type SessionRead } from "./Read.js"
+import { type CheckpointEntry, decodeCheckpoints, encodeCheckpoints } from "./Checkpoint.js"
 
 export interface RecoveryOptions {
   /**
@@ -186,6 +187,22 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
           Effect.zipRight(log.append(c.notice.logSession, makeEvent("message.delivered", { message_id: c.notice.envelope.id })))
         ), { discard: true })
 
+    /**
+     * Rewrite the checkpoint file when an entry is new or gone. Best effort: a checkpoint only
+     * saves reading, so failing to write one fails nothing (the next start reads more).
+     */
+    const saveCheckpoints = (
+      reads: ReadonlyArray<SessionRead>,
+      before: ReadonlyMap<SessionId, CheckpointEntry>,
+      removed: ReadonlySet<SessionId>
+    ) =>
+      Effect.suspend(() => {
+        const keep: Array<CheckpointEntry> = []
+        for (const r of reads) if (r.checkpoint !== null && !r.needsRepair && !removed.has(r.id)) keep.push(r.checkpoint)
+        const changed = keep.length !== before.size || keep.some((c) => before.get(c.session_id) !== c)
+        return changed ? durable.replaceAtomic(paths.foldCheckpoint, encodeCheckpoints(keep)) : Effect.void
+      }).pipe(Effect.catchAll((e) => Effect.logWarning(`recovery: fold checkpoint not saved: ${e.message}`)))
+
     const run = Effect.fn("Recovery.run")(function*(options: RecoveryOptions = {}) {
       if (!(yield* seeding.isEmpty)) {
         return yield* new RecoveryError({
@@ -193,8 +210,12 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
           message: "recovery runs once, on an empty orchestrator state (daemon start-up)"
         })
       }
-      // One pass over the session directories: record, WAL stat and log, each read once.
-      const reads = yield* readSessions(durable, paths)
+      // One pass over the session directories: record, WAL stat and log, each read once — a
+      // long log only from where its checkpoint left off (Checkpoint.ts).
+      const checkpoints = decodeCheckpoints(
+        Option.getOrNull(yield* Effect.orElseSucceed(durable.readFile(paths.foldCheckpoint), () => Option.none()))
+      )
+      const reads = yield* readSessions(durable, paths, checkpoints)
       // Replaced where a flip or a repair changes one.
       const sessions: Array<PlanSession> = reads.slice()
       const readOnly = options.readOnly === true
@@ -210,8 +231,10 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
           yield* log.repair(x.id)
           sessions[i] = { ...x, log: (yield* readLog(durable, x.id, paths.eventsFile(x.id))).log }
           logsRepaired++
+          logLines += sessions[i]!.log!.lines
+        } else {
+          logLines += x.log.lines - reads[i]!.skipped
         }
-        logLines += sessions[i]!.log!.lines
       }
 
       const crashLoopAttempts = Option.match(yield* Effect.serviceOption(SubstratConfig), {
@@ -227,6 +250,7 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
         yield* applyDisk(p)
         yield* logReplies(p)
         yield* logCrashLoops(p)
+        yield* saveCheckpoints(reads, checkpoints, new Set(p.orphans))
       }
       yield* seeding.seed(p.seed)
       yield* seeding.park(p.parked)

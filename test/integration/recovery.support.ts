@@ -125,6 +125,19 @@ export const lifeLayer = (home: string, durable: Layer.Layer<Durable>, registry:
 
 export type Life = ManagedRuntime.ManagedRuntime<Layer.Layer.Success<ReturnType<typeof lifeLayerWith>>, never>
 
+/** boss spawns w1 (its first turn), then asks it "do it" (sync); w1 answers "done". */
+export const askScripts: Scripts = {
+  boss: {
+    steps: [
+      { tools: [{ tool: "spawn_agent", args: { name: "w1", instructions: "work" } }], text: "spawned" },
+      { tools: [{ tool: "send_message", args: { recipient: "w1", text: "do it", sync: true } }], text: "asked" },
+      { text: "thanks: {{prompt}}" }
+    ],
+    after: "silent"
+  },
+  w1: { steps: [{ text: "done" }], after: "silent" }
+}
+
 export const startLife = (home: string, durable: Layer.Layer<Durable>, registry: Layer.Layer<ProviderRegistry>, slots = 4): Life =>
   ManagedRuntime.make(lifeLayer(home, durable, registry, slots))
 

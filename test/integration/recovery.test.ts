@@ -21,6 +21,7 @@ import type { Scripts } from "../../src/provider/scripted/Script.js"
 import { SessionStore } from "../../src/storage/SessionStore.js"
 import { withTmp } from "../support/tmp.js"
 import {
+  askScripts,
   checkOracle,
   lifeLayer,
   readLogEvents,
@@ -54,17 +55,6 @@ const cutFrom = (home: string, session: string, pred: (e: { event: string; data:
   return lines.length - i
 }
 
-const askScripts: Scripts = {
-  boss: {
-    steps: [
-      { tools: [{ tool: "spawn_agent", args: { name: "w1", instructions: "work" } }], text: "spawned" },
-      { tools: [{ tool: "send_message", args: { recipient: "w1", text: "do it", sync: true } }], text: "asked" },
-      { text: "thanks: {{prompt}}" }
-    ],
-    after: "silent"
-  },
-  w1: { steps: [{ text: "done" }], after: "silent" }
-}
 
 /** boss spawns w1, then asks it (sync) "do it" (`request`: that message's id); w1 answers "done". */
 const bossAskedW1 = async (home: string) => {

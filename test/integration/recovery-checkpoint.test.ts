@@ -1,0 +1,157 @@
+// Fold checkpoints (src/recovery/Checkpoint.ts, docs/recovery.md "Start-up time and history"):
+// a start-up reads a long log only from where the previous recovery's fold stood. What is
+// asserted: the fold continued from a checkpoint equals the fold of the whole log (also after a
+// Schema round trip of the checkpoint file); a checkpoint the log no longer matches is not
+// used; and over many restarts of a growing history, the lines recovery reads per start stay
+// bounded by what was appended since the previous start (plus one checkpoint interval), while
+// the recovered state is the one a recovery without any checkpoint builds.
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { randomUUID } from "node:crypto"
+import * as fs from "node:fs"
+import { Orchestrator } from "../../src/agent/Orchestrator.js"
+import { makePaths } from "../../src/config/Paths.js"
+import type { SessionId } from "../../src/domain/ids.js"
+import { CHECKPOINT_LINES, type CheckpointEntry, decodeCheckpoints, encodeCheckpoints } from "../../src/recovery/Checkpoint.js"
+import { readSessions } from "../../src/recovery/Read.js"
+import { Durable, live as durableLive } from "../../src/storage/Durable.js"
+import { withTmp } from "../support/tmp.js"
+import { askScripts, recoverLife, startLife, trackedScripted } from "./recovery.support.js"
+
+const registry = () => trackedScripted(askScripts, { messages: [] }, () => true)
+
+/** boss spawns w1 and asks it (sync); w1 answers: logs with tool calls, requests and replies. */
+const team = async (home: string) => {
+  const rt = startLife(home, Durable.layer, registry())
+  try {
+    return await rt.runPromise(Effect.flatMap(Orchestrator, (o) =>
+      Effect.gen(function*() {
+        const boss = yield* o.createRoot({ name: "boss", instructions: "manage", provider: "scripted" })
+        yield* o.send({ agent: boss.id, text: "spawn" })
+        yield* o.awaitIdle
+        yield* o.send({ agent: boss.id, text: "ask" })
+        yield* o.awaitIdle
+        return boss
+      })))
+  } finally {
+    await rt.dispose()
+  }
+}
+
+const TS = "2026-01-01T00:00:00.000Z"
+
+/**
+ * Append `turns` USER turns to a log as the daemon writes them (a request or a notification
+ * enqueued, delivered, a turn with usage), then optionally leave the last request pending and a
+ * turn interrupted. Returns the number of lines appended.
+ */
+const grow = (home: string, session: string, agent: string, turns: number, open = false): number => {
+  const lines: Array<string> = []
+  const line = (event: string, data: unknown) => lines.push(JSON.stringify({ event, data, ts: TS, session_id: session }))
+  for (let k = 0; k < turns; k++) {
+    const id = randomUUID()
+    const turn = randomUUID()
+    line("message.enqueued", { id, timestamp: TS, sender: "USER", recipient: agent, reply_to: null, kind: k % 3 === 0 ? "request" : "notification", payload: `item ${k}` })
+    line("message.delivered", { message_id: id })
+    line("turn.start", { turn_id: turn, prompt: `Message from USER: item ${k}` })
+    line("usage", { turn_id: turn, input_tokens: 10 + k, output_tokens: 3, cost_usd: 0.001 })
+    line("turn.complete", { turn_id: turn, response: `done ${k}` })
+  }
+  if (open) {
+    const id = randomUUID()
+    const pending = randomUUID()
+    line("message.enqueued", { id, timestamp: TS, sender: "USER", recipient: agent, reply_to: null, kind: "request", payload: "interrupted" })
+    line("message.delivered", { message_id: id })
+    line("turn.start", { turn_id: randomUUID(), prompt: "Message from USER: interrupted" })
+    line("message.enqueued", { id: pending, timestamp: TS, sender: "USER", recipient: agent, reply_to: null, kind: "request", payload: "waiting" })
+  }
+  fs.appendFileSync(makePaths(home).eventsFile(session), lines.map((l) => l + "\n").join(""))
+  return lines.length
+}
+
+const readAll = (home: string, checkpoints?: ReadonlyMap<SessionId, CheckpointEntry>) =>
+  Effect.runPromise(readSessions(durableLive, makePaths(home), checkpoints))
+
+describe("fold checkpoints", () => {
+  it("a fold continued from a checkpoint equals the fold of the whole log; a stale checkpoint is not used", async () => {
+    await withTmp(async (home) => {
+      const boss = await team(home)
+      grow(home, boss.session_id, boss.id, 150, true)
+      const first = await readAll(home)
+      const cps = first.flatMap((r) => (r.checkpoint === null ? [] : [r.checkpoint]))
+      // Only the long log gets one (w1's is short).
+      expect(cps.map((c) => c.session_id)).toEqual([boss.session_id])
+      expect(cps[0]!.lines).toBe(first.find((r) => r.id === boss.session_id)!.log!.lines)
+      // Through the file format (Schema encode + decode), as the next start reads it.
+      const decoded = decodeCheckpoints(encodeCheckpoints(cps))
+      expect(decoded.size).toBe(1)
+
+      // More history: the interrupted turn ends, more turns, and a new interrupted one.
+      grow(home, boss.session_id, boss.id, 20, true)
+      const resumed = await readAll(home, decoded)
+      const whole = await readAll(home)
+      expect(resumed.map((r) => r.log)).toEqual(whole.map((r) => r.log))
+      const r = resumed.find((x) => x.id === boss.session_id)!
+      expect(r.skipped).toBe(cps[0]!.lines)
+      expect(r.log!.lines).toBe(whole.find((x) => x.id === boss.session_id)!.log!.lines)
+      // The first interrupted request was answered by the turns after it; both "waiting" and the
+      // last interrupted one are pending.
+      expect(r.log!.pending.map((p) => p.envelope.payload)).toEqual(["waiting", "interrupted", "waiting"])
+      expect(r.log!.turns.interrupted?.prompt).toBe("Message from USER: interrupted")
+
+      // The log changed under the checkpoint (its last line rewritten): the whole log is read.
+      const file = makePaths(home).eventsFile(boss.session_id)
+      const text = fs.readFileSync(file, "utf8")
+      const at = cps[0]!.offset - 4
+      fs.writeFileSync(file, text.slice(0, at) + (text[at] === "0" ? "1" : "0") + text.slice(at + 1))
+      const stale = await readAll(home, decoded)
+      expect(stale.find((x) => x.id === boss.session_id)!.skipped).toBe(0)
+      expect(stale.map((x) => x.log)).toEqual((await readAll(home)).map((x) => x.log))
+      // Shorter than the checkpoint's offset (a lost tail): the whole log is read.
+      fs.writeFileSync(file, text.slice(0, cps[0]!.offset - 10))
+      const short = await readAll(home, decoded)
+      expect(short.find((x) => x.id === boss.session_id)!.skipped).toBe(0)
+      // A file that does not decode gives no checkpoints.
+      expect(decodeCheckpoints(Buffer.from("{\"version\":1,\"sessions\":[{}]}")).size).toBe(0)
+      expect(decodeCheckpoints(Buffer.from("not json")).size).toBe(0)
+    })
+  }, 60_000)
+
+  it("start-up reads the lines appended since the last start, not the whole history; the state is the same", async () => {
+    await withTmp(async (home) => {
+      const boss = await team(home)
+      const paths = makePaths(home)
+      const perCycle = 60 // turns → 300 lines a cycle
+      const cycles = 8
+      const read: Array<number> = []
+      let total = 0
+      for (let c = 0; c < cycles; c++) {
+        const appended = grow(home, boss.session_id, boss.id, perCycle, c === cycles - 1)
+        const { life, report } = await recoverLife(home, registry())
+        await life.dispose()
+        read.push(report.logLines)
+        total = fs.readFileSync(paths.eventsFile(boss.session_id), "utf8").split("\n").length - 1
+        if (c > 0) {
+          // What was appended since — plus the lines the last start had not yet checkpointed, the
+          // replies that start logged and w1's short log — never the whole history.
+          expect(read[c]!, `cycle ${c}: ${read.join(" ")}`).toBeLessThanOrEqual(appended + CHECKPOINT_LINES + 100)
+        }
+      }
+      expect(total).toBeGreaterThan(2000)
+      expect(Math.max(...read.slice(1))).toBeLessThan(total / 2)
+      expect(fs.existsSync(paths.foldCheckpoint)).toBe(true)
+
+      // The state recovered through checkpoints is the state of a recovery that reads every line.
+      const withCp = await recoverLife(home, registry())
+      await withCp.life.dispose()
+      fs.rmSync(paths.foldCheckpoint)
+      const without = await recoverLife(home, registry())
+      await without.life.dispose()
+      expect(without.report.logLines).toBeGreaterThan(total)
+      expect(withCp.report.logLines).toBeLessThanOrEqual(CHECKPOINT_LINES + 100)
+      expect(withCp.state).toEqual(without.state)
+      expect({ ...withCp.report, logLines: 0 }).toEqual({ ...without.report, logLines: 0 })
+      expect(withCp.state.inboxes[boss.id]?.map((m) => m.split(":").at(-1))).toEqual(["interrupted", "waiting"])
+    })
+  }, 120_000)
+})
