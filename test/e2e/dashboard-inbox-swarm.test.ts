@@ -137,6 +137,10 @@ describe("dashboard: inbox, budgets and the swarm in headless chromium", () => {
     await expect.poll(() => card.getAttribute("data-state"), { timeout: 20_000 }).toBe("ok")
     await expect.poll(() => card.locator('tr[data-limit="turns"] td').allTextContents(), { timeout: 20_000 }).toEqual(["5", "3", "2"])
     expect(await agentItem("lead").locator(".flag").count()).toBe(0)
+    // The card's own form (opened with the keyboard) shows the limit now in force.
+    await card.locator("summary").focus()
+    await page.keyboard.press("Enter")
+    expect(await card.locator('input[name="turns"]').inputValue()).toBe("5")
 
     // The resumed turn in lead's transcript.
     await agentItem("lead").click()

@@ -370,30 +370,47 @@ const actionForm = (label, fields, submit) => {
 
 const limitKeys = [["usd", "USD"], ["tokens", "tokens"], ["turns", "turns"], ["time_s", "seconds"]]
 
-/** Set/raise form of an agent's budget: one number per limit, prefilled with the limits in force; only changed ones are sent (empty removes a limit). */
+/**
+ * Set/raise form of an agent's budget: one number per limit, showing the limits in force (kept up
+ * to date by syncBudgetForms until the user edits a field); only the fields the user edited are
+ * sent (an emptied one removes its limit).
+ */
 const budgetForm = (agentId, label) => {
-  const view = budgetViews.get(agentId)
-  const current = (k) => (view && view.budget ? view.budget[k] : null)
   const inputs = limitKeys.map(([k, words]) => {
-    const v = current(k)
-    const input = el("input", { type: "number", min: "0", step: "any", name: k, value: v === null ? "" : String(v), "aria-label": words + " limit" })
+    const input = el("input", { type: "number", min: "0", step: "any", name: k, "aria-label": words + " limit" })
     input.dataset.limit = k
-    return el("label", { class: "limit" }, el("span", { text: words }), input)
+    input.addEventListener("input", () => { input.dataset.edited = "1" })
+    return input
   })
-  return actionForm(label, [el("div", { class: "limits" }, ...inputs)], async () => {
+  const form = actionForm(label, [el("div", { class: "limits" }, ...inputs.map((input, n) =>
+    el("label", { class: "limit" }, el("span", { text: limitKeys[n][1] }), input)))], async () => {
     const patch = {}
-    for (const l of inputs) {
-      const input = l.querySelector("input")
-      const k = input.name
-      const v = input.value.trim() === "" ? null : Number(input.value)
-      if (v !== current(k)) patch[k] = v
+    for (const input of inputs) {
+      if (input.dataset.edited !== "1") continue
+      patch[input.name] = input.value.trim() === "" ? null : Number(input.value)
     }
     if (Object.keys(patch).length === 0) return "no change"
     const r = await api("POST", "/v1/agents/" + agentId + "/budget", patch)
     budgetViews.set(agentId, r)
+    for (const input of inputs) delete input.dataset.edited
+    syncBudgetForms()
     return "budget set" + (r.exhausted ? " (still spent: " + r.exhausted + ")" : "")
   })
+  form.dataset.budgetOf = agentId
+  syncBudgetForm(form)
+  return form
 }
+
+/** Show the limits in force in a budget form's fields the user has not edited. */
+const syncBudgetForm = (form) => {
+  const view = budgetViews.get(form.dataset.budgetOf)
+  for (const input of form.querySelectorAll("input[data-limit]")) {
+    if (input.dataset.edited === "1") continue
+    const v = view && view.budget ? view.budget[input.name] : null
+    input.value = v === null ? "" : String(v)
+  }
+}
+const syncBudgetForms = () => { for (const f of document.querySelectorAll("form[data-budget-of]")) syncBudgetForm(f) }
 
 const answerForm = (item, label) => {
   const input = el("input", { type: "text", autocomplete: "off", required: true, "aria-label": label + " to " + item.agent_name + ": " + item.text })
@@ -524,6 +541,7 @@ const refreshSide = () => {
       inboxItems = items
       renderInbox()
       renderBudgets()
+      syncBudgetForms()
       renderTree()
     } catch (e) {
       $("conn").textContent = "error: " + e.message
