@@ -6,11 +6,11 @@
 // not deferred behind tool_search — docs/providers-real.md) and the binary installed with
 // substrat (no SUBSTRAT_CODEX_BIN).
 //   lead (created WITHOUT --workspace, provider codex) spawns coder and reviewer (spawn_agent),
-//   asks coder; coder writes version.ts with codex's own exec_command; lead then asks reviewer,
-//   who reads it (exec_command `cat`) and answers with what it read; lead answers USER after both.
+//   asks coder; coder writes version.ts with codex's own apply_patch; lead then asks reviewer,
+//   who reads it (codex's exec_command `cat`) and answers with what it read; lead answers USER after both.
 // Asserted: `agent send --wait` prints lead's FINAL text and exits 0; the file is in lead's
 // default workspace with the exact bytes (children share it); `agent logs coder` shows the
-// exec_command call and its output (⚙); every request's `usage` is the scripted usage at the set
+// apply_patch call and its result (⚙), `agent logs reviewer` the exec_command and its output; every request's `usage` is the scripted usage at the set
 // price, and each turn's usage is the sum of its requests (codex reports the thread's running
 // totals; the provider turns them into the turn's own); each message is enqueued once and each
 // request answered once. Part 2: kill -9 of the daemon mid-way; the lost `--wait` names the
@@ -37,13 +37,14 @@ const usage = { input_tokens: 1000, output_tokens: 200, cache_read_tokens: 3000 
 /** $ per request: (1000×1 + 200×2 + 3000×0.5) / 1e6. */
 const price = 2900 / 1e6
 
-/** A call of codex's own shell tool. */
-const exec = (cmd: string): ScriptedLlm.Reply => Reply.message([{ type: "tool_use", name: "exec_command", input: { cmd } }])
+/** The coder writes with codex's own apply_patch (a freeform tool for the default model). */
+const PATCH = "*** Begin Patch\n*** Add File: version.ts\n+export const version = \"1.2.3\"\n*** End Patch\n"
+/** The reviewer reads with codex's own shell tool. */
 const script = (): Array<ScriptedLlm.ScriptEntry> =>
   teamScript({
     usage,
-    write: exec(`printf '%s\\n' 'export const version = "1.2.3"' > /workspace/version.ts`),
-    read: exec("cat /workspace/version.ts")
+    write: Reply.message([{ type: "tool_use", name: "apply_patch", input: PATCH }]),
+    read: Reply.message([{ type: "tool_use", name: "exec_command", input: { cmd: "cat /workspace/version.ts" } }])
   })
 
 /** A fresh home whose codex agents reach `llm` through the daemon's forwarder, with the default model priced. */
@@ -64,14 +65,18 @@ const checkEndState = async (home: string, llm: ScriptedLlm.ScriptedLlmServer) =
   const { agents, by } = await checkTeamEndState(home)
   expect(agents.map((a) => a.provider)).toEqual(["codex", "codex", "codex"])
 
-  // coder's log and transcript show codex's own exec_command (⚙), call and output; the reviewer's its read.
-  const invoked = of(events(home, by["coder"]!.session_id), "tool_call.invoked").filter((c) => c["source"] === "provider")
-  expect(invoked.map((c) => c["tool"])).toEqual(["exec_command"])
-  expect(JSON.stringify(invoked[0]!["arguments"])).toContain("> /workspace/version.ts")
+  // coder's log and transcript show codex's own apply_patch (⚙), call and result; the reviewer's
+  // its exec_command read, with the output.
+  const coderLog = events(home, by["coder"]!.session_id)
+  const invoked = of(coderLog, "tool_call.invoked").filter((c) => c["source"] === "provider")
+  expect(invoked.map((c) => c["tool"])).toEqual(["apply_patch"])
   const logs = await cli(home, ["agent", "logs", "coder"])
+  expect(invoked[0]!["arguments"]).toEqual({ changes: [{ path: "/workspace/version.ts", kind: "add" }] })
+  expect(of(coderLog, "tool_call.result").filter((c) => c["source"] === "provider").map((r) => [r["result"], r["is_error"]]))
+    .toEqual([[{ status: "completed" }, false]])
   expect(logs.code).toBe(0)
-  expect(logs.stdout).toMatch(/coder ⚙ exec_command .*printf .*export const version = .*> \/workspace\/version\.ts/)
-  expect(logs.stdout).toMatch(/coder ⚙ exec_command → .*"exit_code":0/)
+  expect(logs.stdout).toContain(`coder ⚙ apply_patch {"changes":[{"path":"/workspace/version.ts","kind":"add"}]}\n`)
+  expect(logs.stdout).toContain(`coder ⚙ apply_patch → {"status":"completed"}\n`)
   expect((await cli(home, ["agent", "logs", "reviewer"])).stdout).toMatch(/reviewer ⚙ exec_command → .*export const version = \\"1\.2\.3\\"/)
 
   // Metering: one `usage` per request of each agent, each the scripted usage at the set price;
@@ -100,7 +105,7 @@ const checkEndState = async (home: string, llm: ScriptedLlm.ScriptedLlmServer) =
 }
 
 describe("a real Codex team", () => {
-  it("lead (default workspace, default model) spawns coder and reviewer; --wait prints the final answer; file, ⚙ exec_command, usage, one answer each", () =>
+  it("lead (default workspace, default model) spawns coder and reviewer; --wait prints the final answer; file, ⚙ apply_patch and exec_command, usage, one answer each", () =>
     withLlm(script(), async (llm) => {
       const home = codexHome(llm)
       await sendTheTask(home, "codex", (pid) => ds.track(pid))
@@ -111,6 +116,7 @@ describe("a real Codex team", () => {
         const declared = [...responsesTools(r.body).keys()]
         expect(declared).toContain("mcp__substrat__send_message")
         expect(declared).toContain("exec_command")
+        expect(declared).toContain("apply_patch")
         expect(declared).not.toContain("tool_search")
       }
     }), 300_000)

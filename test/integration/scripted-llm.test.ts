@@ -270,6 +270,20 @@ describe("ScriptedLlm — OpenAI", () => {
     ...extra
   })
 
+  it.scoped("Responses: a freeform (custom) tool is called with a custom_tool_call carrying the input text", () =>
+    Effect.gen(function*() {
+      const patch = "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch\n"
+      const llm = yield* ScriptedLlm.make({ ...tcp, script: [{ reply: Reply.message([{ type: "tool_use", name: "apply_patch", input: patch }]) }] })
+      const body = responsesBody()
+      const res = yield* request(llm, "POST", "/v1/responses", { ...body, tools: [...body.tools, { type: "custom", name: "apply_patch", format: { type: "grammar" } }] })
+      const events = jsonEvents(res.text)
+      const done = events.filter((e) => e.type === "response.output_item.done").map((e) => e["item"] as Record<string, unknown>)
+      expect(done.map((i) => [i["type"], i["name"], i["input"]])).toEqual([["custom_tool_call", "apply_patch", patch]])
+      const deltas = events.filter((e) => e.type === "response.custom_tool_call_input.delta").map((e) => e["delta"] as string).join("")
+      expect(deltas).toBe(patch)
+      expect(events.some((e) => e.type === "response.function_call_arguments.delta")).toBe(false)
+    }))
+
   it.scoped("Responses: streamed text and a namespaced MCP function call, in the real event order", () =>
     Effect.gen(function*() {
       const llm = yield* ScriptedLlm.make({

@@ -17,10 +17,12 @@ const str = (u: unknown): string => (typeof u === "string" ? u : "")
  * Tools a Responses request declares, by the name a script uses. Codex groups each MCP server's
  * tools in a `{ type: "namespace", name: "mcp__<server>", tools: [...] }` tool; a script names
  * such a tool `mcp__<server>__<tool>` (as Claude Code does), and the function_call we emit
- * carries `namespace: "mcp__<server>"`, `name: "<tool>"` — the shape Codex requires.
+ * carries `namespace: "mcp__<server>"`, `name: "<tool>"` — the shape Codex requires. A freeform
+ * tool (`{ type: "custom" }`, e.g. codex's apply_patch for catalog models) is called with a
+ * `custom_tool_call` whose `input` is the script's input string.
  */
-export const responsesTools = (body: unknown): Map<string, { readonly namespace?: string; readonly name: string }> => {
-  const out = new Map<string, { readonly namespace?: string; readonly name: string }>()
+export const responsesTools = (body: unknown): Map<string, { readonly namespace?: string; readonly name: string; readonly custom?: boolean }> => {
+  const out = new Map<string, { readonly namespace?: string; readonly name: string; readonly custom?: boolean }>()
   const tools = isObj(body) && Array.isArray(body["tools"]) ? body["tools"].filter(isObj) : []
   for (const t of tools) {
     const name = str(t["name"])
@@ -31,7 +33,7 @@ export const responsesTools = (body: unknown): Map<string, { readonly namespace?
         out.set(qualified, { namespace: name, name: innerName })
       }
     } else if (name !== "") {
-      out.set(name, { name })
+      out.set(name, t["type"] === "custom" ? { name, custom: true } : { name })
     }
   }
   return out
@@ -113,6 +115,11 @@ const responseItems = (reply: MessageReply, request: ScriptRequest): Array<Json>
     if (b.type !== "tool_use") continue
     const declared = tools.get(b.name)
     const callId = b.id ?? freshId("call_")
+    if (declared?.custom === true) {
+      const input = typeof b.input === "string" ? b.input : JSON.stringify(b.input ?? {})
+      items.push({ id: freshId("ctc_"), type: "custom_tool_call", status: "completed", call_id: callId, name: declared.name, input })
+      continue
+    }
     items.push({
       id: freshId("fc_"),
       type: "function_call",
@@ -190,6 +197,11 @@ export const responsesFrames = (reply: MessageReply, request: ScriptRequest): Ar
       for (const delta of chunks(text)) emit("response.reasoning_summary_text.delta", { item_id, output_index, summary_index: 0, delta })
       emit("response.reasoning_summary_text.done", { item_id, output_index, summary_index: 0, text })
       emit("response.reasoning_summary_part.done", { item_id, output_index, summary_index: 0, part: { ...part, text } })
+    } else if (item["type"] === "custom_tool_call") {
+      const input = item["input"] as string
+      emit("response.output_item.added", { output_index, item: { ...item, status: "in_progress", input: "" } })
+      for (const delta of chunks(input)) emit("response.custom_tool_call_input.delta", { item_id, output_index, delta })
+      emit("response.custom_tool_call_input.done", { item_id, output_index, input })
     } else {
       const args = item["arguments"] as string
       emit("response.output_item.added", { output_index, item: { ...item, status: "in_progress", arguments: "" } })
