@@ -142,6 +142,7 @@ export class Meter extends Effect.Service<Meter>()("substrat/Meter", {
         Effect.catchAll((e) => Effect.logWarning(`usage of a model request of ${session} not logged: ${e.message}`))
       )
       if (node !== undefined) activity.noteRequest(node.id, turn_id, totals)
+      return cost_usd
     })
 
     const admit = Effect.fn("Meter.admit")(function*(session: SessionId) {

@@ -10,8 +10,8 @@ import type { RequestUsage } from "../meter/RequestUsage.js"
 export interface ModelMeterShape {
   /** Null: the session may send its next model request; else why not (a spent budget). */
   readonly admit: (session: SessionId) => Effect.Effect<string | null>
-  /** One model request's usage (durable before it returns: a `usage` event in the session's log). */
-  readonly record: (session: SessionId, usage: RequestUsage) => Effect.Effect<void>
+  /** One model request's usage (durable before it returns: a `usage` event in the session's log); its cost in USD. */
+  readonly record: (session: SessionId, usage: RequestUsage) => Effect.Effect<number>
 }
 
 export class ModelMeter extends Context.Tag("substrat/provider/ModelMeter")<ModelMeter, ModelMeterShape>() {}

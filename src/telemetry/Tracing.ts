@@ -6,16 +6,50 @@
 // One trace per user request: a `user.*` root span (Handlers: agent.send, agent.create) → a
 // `message` span per delivery → the recipient's `turn` (parent: the waking message's span, carried
 // in the envelope's `trace` field as a W3C traceparent, so it survives a restart; links: the other
-// messages the turn's prompt took) → its `tool_call`s (ours and the provider's own) and the
-// messages it sends, whose turns follow in the same trace. Spans that belong to no such tree (the
-// daemon's own background work, the dashboard's reads) are not exported: a root span is kept only
-// when it is a `user.*` request or a `turn` (one woken with no trace context), and a child only
-// when its parent is kept (docs/tracing.md).
+// messages the turn's prompt took) → its `tool_call`s (ours and the provider's own), its
+// `model.request`s (each request through the agent's forwarder socket, or the openai provider's
+// own calls: tokens, cost, HTTP status; a refused one has an error status) and the messages it
+// sends, whose turns follow in the same trace. Spans that belong to no such tree (the daemon's own
+// background work, the dashboard's reads) are not exported: a root span is kept only when it is a
+// `user.*` request or a `turn` (one woken with no trace context), and a child only when its parent
+// is kept (docs/tracing.md).
 import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
 import * as OtlpTracer from "@effect/opentelemetry/OtlpTracer"
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
-import { Context, type Duration, Effect, Layer, Option, type Scope, Tracer } from "effect"
+import { Clock, Context, Data, type Duration, Effect, Exit, Layer, Option, type Scope, Tracer } from "effect"
+import type { RequestUsage } from "../meter/RequestUsage.js"
 import { version } from "../version.js"
+
+/** Attribute values of our spans. */
+export type Attributes = Readonly<Record<string, string | number | boolean>>
+
+/** Why a model request's span ended in error (its status is ERROR; `error.type` says the kind). */
+export class ModelRequestFailed extends Data.TaggedError("ModelRequestFailed")<{
+  readonly type: string
+  readonly message: string
+}> {}
+
+/**
+ * One model request's span (`model.request`), begun before the request is admitted and ended by
+ * whoever sees the response finish — a forwarder's socket callbacks or the openai provider's
+ * stream. `end` is idempotent: the first call wins.
+ */
+export interface ModelRequestSpan {
+  readonly annotate: (attributes: Attributes) => void
+  readonly end: (failure?: { readonly type: string; readonly message: string }) => Effect.Effect<void>
+}
+
+/** A model request's usage as span attributes (OpenTelemetry gen_ai names where there are some). */
+export const usageAttributes = (u: RequestUsage, cost_usd: number): Attributes => ({
+  ...(u.model === null ? {} : { "gen_ai.response.model": u.model }),
+  "gen_ai.usage.input_tokens": u.input_tokens,
+  "gen_ai.usage.output_tokens": u.output_tokens,
+  "gen_ai.usage.cache_read.input_tokens": u.cache_read_tokens,
+  "gen_ai.usage.cache_creation.input_tokens": u.cache_write_tokens,
+  "substrat.cost_usd": cost_usd
+})
+
+const noSpan: ModelRequestSpan = { annotate: () => undefined, end: () => Effect.void }
 
 export interface TracingService {
   /** False: no spans of ours, no trace context in envelopes. */
@@ -28,6 +62,8 @@ export interface TracingService {
   readonly asTurnOf: (session: string) => <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
   /** The running turn's span of a session, if any. */
   readonly turnOf: (session: string) => Tracer.AnySpan | undefined
+  /** Begin a model request's span below the session's running turn (a no-op span when off). */
+  readonly modelRequest: (session: string, attributes: Attributes) => Effect.Effect<ModelRequestSpan>
 }
 
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-0[01]$/
@@ -42,7 +78,29 @@ const off: TracingService = {
   traceparent: Effect.succeed(undefined),
   spanOf: () => undefined,
   asTurnOf: () => (effect) => effect,
-  turnOf: () => undefined
+  turnOf: () => undefined,
+  modelRequest: () => Effect.succeed(noSpan)
+}
+
+const requestSpan = (span: Tracer.Span): ModelRequestSpan => {
+  let ended = false
+  return {
+    annotate: (attributes) => {
+      if (ended) return
+      for (const [k, v] of Object.entries(attributes)) span.attribute(k, v)
+    },
+    end: (failure) =>
+      Effect.flatMap(Clock.currentTimeNanos, (now) =>
+        Effect.sync(() => {
+          if (ended) return
+          ended = true
+          if (failure !== undefined) {
+            span.attribute("error", true)
+            span.attribute("error.type", failure.type)
+          }
+          span.end(now, failure === undefined ? Exit.void : Exit.fail(new ModelRequestFailed(failure)))
+        }))
+  }
 }
 
 const makeOn = (): TracingService => {
@@ -59,7 +117,15 @@ const makeOn = (): TracingService => {
           if (turns.get(session) === span.value) turns.delete(session)
         }))
       }),
-    turnOf: (session) => turns.get(session)
+    turnOf: (session) => turns.get(session),
+    modelRequest: (session, attributes) =>
+      Effect.suspend(() => {
+        const turn = turns.get(session)
+        return Effect.map(
+          Effect.makeSpan("model.request", { ...(turn === undefined ? {} : { parent: turn }), kind: "client", attributes }),
+          requestSpan
+        )
+      })
   }
 }
 

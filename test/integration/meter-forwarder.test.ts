@@ -40,7 +40,10 @@ const setup = (refuseAfter: number) =>
       credential: null,
       meter: {
         admit: Effect.sync(() => (recorded.length >= refuseAfter ? "this agent's USD budget spent" : null)),
-        record: (u) => Effect.sync(() => void recorded.push(u))
+        record: (u) => Effect.sync(() => {
+          recorded.push(u)
+          return 0
+        })
       }
     })
     return { llm, recorded, socketPath }

@@ -5,47 +5,20 @@
 //   → turn(kid) → message(kid→lead, response) → turn(lead, 2nd)
 // with agent, provider, tokens and cost on the turns; and the dashboard's reads export nothing.
 import * as fs from "node:fs"
-import * as http from "node:http"
-import type { AddressInfo } from "node:net"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { cli, daemons, startDaemon, waitFor, waitQuiet } from "./daemon.support.js"
 import { request, type Target } from "./http.support.js"
+import { attr, type OtlpReceiver, type OtlpSpan, startReceiver } from "./otlp.support.js"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
-
-interface AnyValue {
-  readonly stringValue?: string
-  readonly intValue?: number
-  readonly doubleValue?: number
-  readonly boolValue?: boolean
-}
-interface OtlpSpan {
-  readonly traceId: string
-  readonly spanId: string
-  readonly parentSpanId?: string
-  readonly name: string
-  readonly attributes: ReadonlyArray<{ readonly key: string; readonly value: AnyValue }>
-  readonly links: ReadonlyArray<{ readonly traceId: string; readonly spanId: string }>
-}
-interface Export {
-  readonly resourceSpans: ReadonlyArray<{
-    readonly resource: { readonly attributes: ReadonlyArray<{ readonly key: string; readonly value: AnyValue }> }
-    readonly scopeSpans: ReadonlyArray<{ readonly spans: ReadonlyArray<OtlpSpan> }>
-  }>
-}
 
 const owned = daemons()
 const dir = makeTmpDir("substrat-otel-")
 const home = join(dir, "home")
 const unix: Target = { socketPath: join(home, "http.sock") }
-const spans: Array<OtlpSpan> = []
-const services: Array<string> = []
-let receiver: http.Server
-
-const attr = (s: OtlpSpan, key: string): string | number | boolean | undefined => {
-  const v = s.attributes.find((a) => a.key === key)?.value
-  return v === undefined ? undefined : v.stringValue ?? v.intValue ?? v.doubleValue ?? v.boolValue
-}
+let receiver: OtlpReceiver
+let spans: Array<OtlpSpan> = []
+let services: Array<string> = []
 
 const book = {
   lead: {
@@ -66,36 +39,20 @@ const book = {
 }
 
 beforeAll(async () => {
-  receiver = http.createServer((req, res) => {
-    let body = ""
-    req.setEncoding("utf8")
-    req.on("data", (d: string) => (body += d))
-    req.on("end", () => {
-      if (req.method === "POST" && req.url === "/v1/traces") {
-        const data = JSON.parse(body) as Export
-        for (const rs of data.resourceSpans) {
-          services.push(String(rs.resource.attributes.find((a) => a.key === "service.name")?.value.stringValue))
-          for (const ss of rs.scopeSpans) spans.push(...ss.spans)
-        }
-      }
-      res.writeHead(200, { "content-type": "application/json" })
-      res.end("{}")
-    })
-  })
-  await new Promise<void>((r) => receiver.listen(0, "127.0.0.1", r))
-  const port = (receiver.address() as AddressInfo).port
+  receiver = await startReceiver()
+  spans = receiver.spans
+  services = receiver.services
   fs.mkdirSync(join(home, "scripts"), { recursive: true })
   fs.writeFileSync(join(home, "scripts", "team.json"), JSON.stringify(book))
   // The daemon inherits the environment of `daemon start`.
-  process.env["SUBSTRAT_OTLP_ENDPOINT"] = `http://127.0.0.1:${port}`
+  process.env["SUBSTRAT_OTLP_ENDPOINT"] = receiver.endpoint
   owned.track(await startDaemon(home))
   delete process.env["SUBSTRAT_OTLP_ENDPOINT"]
 })
 
 afterAll(async () => {
   await owned.killAll()
-  receiver.closeAllConnections()
-  await new Promise<void>((r) => receiver.close(() => r()))
+  await receiver.close()
   removeDir(dir)
 })
 

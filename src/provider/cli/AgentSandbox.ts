@@ -25,6 +25,7 @@ import { ModelMeter } from "../ModelMeter.js"
 import type { ProviderContext } from "../Provider.js"
 import * as ModelForwarder from "./ModelForwarder.js"
 import { ToolEndpoint } from "../ToolEndpoint.js"
+import { Tracing } from "../../telemetry/Tracing.js"
 
 export interface AgentSandbox {
   readonly workspace: SandboxRequest["workspace"]
@@ -90,6 +91,7 @@ export const make = (options: AgentSandboxOptions = {}) =>
     const endpoint = yield* ToolEndpoint
     const serveSocket = options.serveSocket ?? true
     const meter = yield* Effect.serviceOption(ModelMeter)
+    const tracing = yield* Tracing
 
     const modelSocket = Effect.fn("AgentSandboxes.modelSocket")(function*(
       ctx: ProviderContext,
@@ -100,12 +102,21 @@ export const make = (options: AgentSandboxOptions = {}) =>
       if (upstream === null || Option.isNone(meter)) return upstream
       const m = meter.value
       const socketPath = Path.join(paths.sessionDir(ctx.session_id), `llm-${api}.sock`)
+      const agentId = !tracing.enabled ? undefined : ctx.agent_id ?? (yield* fromLog(log, ctx))?.agent_id
+      // Each request's span hangs below the agent's running turn (Tracing.modelRequest).
+      const span = !tracing.enabled ? undefined : tracing.modelRequest(ctx.session_id, {
+        "gen_ai.agent.name": ctx.agent_name,
+        ...(agentId === undefined ? {} : { "gen_ai.agent.id": agentId }),
+        "gen_ai.provider.name": provider,
+        "substrat.model.api": api,
+        "substrat.session.id": ctx.session_id
+      })
       yield* ModelForwarder.serve({
         socketPath,
         upstream: "http://localhost",
         upstreamSocket: upstream,
         credential: null,
-        meter: { admit: m.admit(ctx.session_id), record: (u) => m.record(ctx.session_id, u) }
+        meter: { admit: m.admit(ctx.session_id), record: (u) => m.record(ctx.session_id, u), span }
       }).pipe(Effect.mapError((e) => err(provider, `model socket: ${e.message}`)))
       return socketPath
     })

@@ -7,6 +7,10 @@
 // message says why); as its response streams back, usage is read from a copy of the bytes
 // (src/meter/RequestUsage.ts) and handed to `record`. The daemon serves one such forwarder per
 // agent (its socket is the agent's identity), relaying to the shared forwarder (`upstreamSocket`).
+// Tracing (optional `meter.span`): each metered model request is a span, begun before admission
+// and ended when its response has been relayed and its usage recorded — HTTP status, streamed or
+// not, model, tokens (uncached in, out, cache read, cache write) and cost as attributes; a refused
+// request, an upstream error status or an unreachable upstream end it with an error status.
 //
 //   Anthropic: SUBSTRAT_ANTHROPIC_UPSTREAM (default https://api.anthropic.com), key ANTHROPIC_API_KEY
 //              as `x-api-key` (or ANTHROPIC_AUTH_TOKEN as `Authorization: Bearer`)
@@ -21,6 +25,7 @@ import * as Http from "node:http"
 import * as Https from "node:https"
 import * as Path from "node:path"
 import type { Settings } from "../../config/Config.js"
+import { type ModelRequestSpan, usageAttributes } from "../../telemetry/Tracing.js"
 
 export class ForwarderError extends Data.TaggedError("ForwarderError")<{
   readonly socketPath: string
@@ -48,9 +53,13 @@ export interface ForwarderOptions {
 export interface ForwarderMeter {
   /** Null: relay the model request; else the reason it is refused. */
   readonly admit: Effect.Effect<string | null>
-  /** The usage read from a model response (not called when it carried none). */
-  readonly record: (usage: RequestUsage) => Effect.Effect<void>
+  /** The usage read from a model response (not called when it carried none); its cost in USD. */
+  readonly record: (usage: RequestUsage) => Effect.Effect<number>
+  /** Begin the span of one model request (src/telemetry/Tracing.ts); none: not traced. */
+  readonly span?: Effect.Effect<ModelRequestSpan> | undefined
 }
+
+const untraced: ModelRequestSpan = { annotate: () => undefined, end: () => Effect.void }
 
 /** A decompressing copy of a response body for the usage tap (identity when not encoded). */
 const decoded = (encoding: string | undefined): Zlib.Gunzip | Zlib.Inflate | Zlib.BrotliDecompress | null => {
@@ -66,6 +75,12 @@ export interface Forwarder {
   readonly upstream: string
   /** Requests relayed so far (for `doctor`/status; metering will grow from here). */
   readonly requests: Effect.Effect<number>
+}
+
+/** A model request being metered (and traced). */
+interface Metered {
+  readonly meter: ForwarderMeter
+  readonly span: ModelRequestSpan
 }
 
 const hopByHop = new Set(["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te", "trailer", "host"])
@@ -92,8 +107,9 @@ export const serve = (o: ForwarderOptions): Effect.Effect<Forwarder, ForwarderEr
     /** Usage still being recorded: the next model request is admitted only after it. */
     let recording: Promise<unknown> = Promise.resolve()
 
-    /** Tap a model response: usage from a (decompressed) copy of its bytes, recorded at its end. */
-    const tap = (upRes: Http.IncomingMessage, meter: ForwarderMeter) => {
+    /** Tap a model response: usage from a (decompressed) copy of its bytes, recorded at its end (then its span ends). */
+    const tap = (upRes: Http.IncomingMessage, res: Http.ServerResponse, metered: Metered) => {
+      const status = upRes.statusCode ?? 502
       const t = new ResponseTap(upRes.headers["content-type"], null)
       const inflate = decoded(upRes.headers["content-encoding"] as string | undefined)
       const source: NodeJS.ReadableStream = inflate === null ? upRes : upRes.pipe(inflate)
@@ -102,15 +118,29 @@ export const serve = (o: ForwarderOptions): Effect.Effect<Forwarder, ForwarderEr
         if (done) return
         done = true
         const u = t.end()
-        if (u !== null) recording = recording.then(() => run(meter.record(u))).catch(() => undefined)
+        const { meter, span } = metered
+        const failure = status >= 400 ? { type: String(status), message: `HTTP ${status} from the model API` } : undefined
+        if (u === null) {
+          void run(span.end(failure))
+          return
+        }
+        recording = recording.then(() => run(meter.record(u))).then(
+          (cost) => {
+            span.annotate(usageAttributes(u, cost))
+            return run(span.end(failure))
+          },
+          () => run(span.end(failure))
+        ).catch(() => undefined)
       }
       source.on("data", (c: Buffer) => t.write(c))
       source.on("end", finish)
       source.on("error", finish)
       if (inflate === null) upRes.on("close", finish)
+      // The client went away before the response ended: what was read is all there is.
+      res.on("close", () => setImmediate(finish))
     }
 
-    const relay = (req: Http.IncomingMessage, res: Http.ServerResponse, metered: boolean) => {
+    const relay = (req: Http.IncomingMessage, res: Http.ServerResponse, metered: Metered | null) => {
       const headers: Record<string, string | Array<string>> = {}
       for (const [k, v] of Object.entries(req.headers)) {
         if (v === undefined || hopByHop.has(k)) continue
@@ -135,12 +165,20 @@ export const serve = (o: ForwarderOptions): Effect.Effect<Forwarder, ForwarderEr
             if (v !== undefined && !hopByHop.has(k)) out[k] = v
           }
           res.writeHead(upRes.statusCode ?? 502, out)
-          if (metered && o.meter !== undefined) tap(upRes, o.meter)
+          if (metered !== null) {
+            const type = String(upRes.headers["content-type"] ?? "")
+            metered.span.annotate({ "http.response.status_code": upRes.statusCode ?? 502, "substrat.model.streamed": type.includes("text/event-stream") })
+            tap(upRes, res, metered)
+          }
           upRes.pipe(res)
           upRes.on("error", () => res.destroy())
         }
       )
       up.on("error", (e) => {
+        if (metered !== null && !res.headersSent) {
+          metered.span.annotate({ "http.response.status_code": 502 })
+          void run(metered.span.end({ type: "upstream_unreachable", message: e.message }))
+        }
         if (res.headersSent) {
           res.destroy()
           return
@@ -158,17 +196,23 @@ export const serve = (o: ForwarderOptions): Effect.Effect<Forwarder, ForwarderEr
     const server = Http.createServer((req, res) => {
       count++
       const meter = o.meter
-      if (meter === undefined || !isModelRequest(req.method, req.url)) return relay(req, res, false)
+      if (meter === undefined || !isModelRequest(req.method, req.url)) return relay(req, res, null)
       req.pause()
-      void recording.then(() => run(meter.admit)).then(
-        (refusal) => {
-          if (refusal === null) return relay(req, res, true)
-          req.resume()
-          res.writeHead(400, { "content-type": "application/json" })
-          res.end(refusalBody(refusal))
-        },
-        () => relay(req, res, true)
-      )
+      void (meter.span === undefined ? Promise.resolve(untraced) : run(meter.span)).then((span) => {
+        span.annotate({ "http.request.method": req.method ?? "POST", "url.path": (req.url ?? "/").split("?")[0]! })
+        const metered: Metered = { meter, span }
+        return recording.then(() => run(meter.admit)).then(
+          (refusal) => {
+            if (refusal === null) return relay(req, res, metered)
+            req.resume()
+            res.writeHead(400, { "content-type": "application/json" })
+            res.end(refusalBody(refusal))
+            span.annotate({ "http.response.status_code": 400, "substrat.model.refused": true })
+            void run(span.end({ type: "substrat_budget", message: refusal }))
+          },
+          () => relay(req, res, metered)
+        )
+      })
     })
 
     yield* Effect.acquireRelease(

@@ -143,6 +143,8 @@ export const streamCompletion = (
     const fromFeed = (r: ReadonlyArray<string> | StreamFault): Effect.Effect<ReadonlyArray<string>, ChatError> =>
       isFault(r) ? Effect.fail(faultError(r)) : Effect.succeed(r)
     const contentType = res.headers.get("content-type") ?? ""
+    acc.status = res.status
+    acc.streamed = res.body !== null && contentType.includes("text/event-stream")
     if (res.body === null || !contentType.includes("text/event-stream")) {
       // A server that answered with one JSON body (it ignored `stream: true`).
       return Stream.fromIterableEffect(

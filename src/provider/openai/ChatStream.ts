@@ -56,6 +56,10 @@ export class ChatAccumulator {
   text = ""
   finishReason: string | null = null
   usage: ChatUsage | null = null
+  /** The HTTP status of the response, once it arrived (ChatClient.streamCompletion). */
+  status: number | null = null
+  /** Whether the response was an event stream (else one JSON body). */
+  streamed = false
   /** The chunk that carried `usage`, as sent (the Meter reads cache tokens and the model from it). */
   rawUsage: unknown = null
   done = false

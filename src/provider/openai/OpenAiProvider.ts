@@ -15,7 +15,8 @@ import { Effect, Option, Schema, Stream } from "effect"
 import { ProviderError } from "../../domain/errors.js"
 import type { SessionId } from "../../domain/ids.js"
 import { EventLog, type EventLogService } from "../../storage/EventLog.js"
-import { UsageAccumulator } from "../../meter/RequestUsage.js"
+import { type RequestUsage, UsageAccumulator } from "../../meter/RequestUsage.js"
+import { type ModelRequestSpan, Tracing, type TracingService, usageAttributes } from "../../telemetry/Tracing.js"
 import { ModelMeter, type ModelMeterShape } from "../ModelMeter.js"
 import type { ProviderContext, ProviderFactory, ProviderOutput, ProviderService } from "../Provider.js"
 import { ChatAccumulator, type ChatError, streamCompletion } from "./ChatClient.js"
@@ -57,31 +58,41 @@ const parseArguments = (raw: string): { readonly ok: true; readonly value: unkno
   }
 }
 
+/** The conversation the log replays, and the agent's id (from `agent.created`) when the log has it. */
 const readLog = (log: EventLogService, session: SessionId) =>
   Stream.runCollect(log.read(session)).pipe(
-    Effect.map((c) => replay(c)),
+    Effect.map((c) => {
+      let agentId: string | undefined
+      for (const e of c) if (e.event === "agent.created") agentId = e.data.agent_id
+      return { ...replay(c), agentId }
+    }),
     Effect.mapError((e) => fail("resume", `openai: cannot replay the conversation from the event log: ${e.message}`))
   )
 
-/** The meter's view of one chat call: admitted before it, its usage recorded after it. */
+/** The meter's view of one chat call: admitted before it, its usage recorded after it (with its cost; null: none reported). */
 const meterHooks = (meter: ModelMeterShape | null, ctx: ProviderContext, model: string) => ({
   admit: meter === null ? Effect.void : meter.admit(ctx.session_id).pipe(
     Effect.flatMap((refusal) => refusal === null ? Effect.void : Effect.fail(fail("turn", `openai: substrat: ${refusal}`)))
   ),
-  record: (acc: ChatAccumulator) => {
-    if (meter === null || acc.rawUsage === null) return Effect.void
-    const u = new UsageAccumulator(model)
-    u.observe(acc.rawUsage)
-    const r = u.result()
-    return r === null ? Effect.void : meter.record(ctx.session_id, r)
-  }
+  // Suspended: `acc` is read when the call's stream has ended, not when the step is built.
+  record: (acc: ChatAccumulator): Effect.Effect<{ readonly usage: RequestUsage; readonly cost_usd: number } | null> =>
+    Effect.suspend(() => {
+      if (acc.rawUsage === null) return Effect.succeed(null)
+      const u = new UsageAccumulator(model)
+      u.observe(acc.rawUsage)
+      const r = u.result()
+      if (r === null) return Effect.succeed(null)
+      if (meter === null) return Effect.succeed({ usage: r, cost_usd: acc.usage?.cost_usd ?? 0 })
+      return Effect.map(meter.record(ctx.session_id, r), (cost_usd) => ({ usage: r, cost_usd }))
+    })
 })
 
 export const makeOpenAi = (
   ctx: ProviderContext,
   settings: OpenAiSettingsShape,
   log: EventLogService,
-  meter: ModelMeterShape | null = null
+  meter: ModelMeterShape | null = null,
+  tracing: TracingService | null = null
 ): Effect.Effect<ProviderService, ProviderError> =>
   Effect.gen(function*() {
     const model = modelFor(settings, ctx.variant)
@@ -90,6 +101,18 @@ export const makeOpenAi = (
     }
     const tools = chatTools()
     const metering = meterHooks(meter, ctx, model)
+    let agentId: string | undefined = ctx.agent_id
+    const traced = tracing ?? (yield* Tracing)
+    /** Each model call's span, below the running turn (Tracing.modelRequest). */
+    const beginSpan = Effect.suspend(() => traced.modelRequest(ctx.session_id, {
+      "gen_ai.agent.name": ctx.agent_name,
+      ...(agentId === undefined ? {} : { "gen_ai.agent.id": agentId }),
+      "gen_ai.provider.name": NAME,
+      "gen_ai.request.model": model,
+      "substrat.model.api": "openai",
+      "substrat.session.id": ctx.session_id,
+      "http.request.method": "POST"
+    }))
     let system: ChatMessage = systemMessage("")
     let turns: Array<TurnRecord> = []
     let live = false
@@ -101,6 +124,7 @@ export const makeOpenAi = (
         system = systemMessage(r.instructions ?? instructions ?? "")
         turns = [...r.turns]
         live = true
+        agentId = ctx.agent_id ?? r.agentId
       })
 
     const send = (message: string): Stream.Stream<ProviderOutput, ProviderError> =>
@@ -148,14 +172,41 @@ export const makeOpenAi = (
             stream: true,
             stream_options: { include_usage: true }
           }
-          const text = Stream.fromEffect(metering.admit).pipe(
+          let span: ModelRequestSpan | undefined
+          const endSpan = (failure?: { readonly type: string; readonly message: string }) =>
+            Effect.suspend(() => span === undefined ? Effect.void : span.end(failure))
+          const admitted = beginSpan.pipe(
+            Effect.flatMap((s) => {
+              span = s
+              return metering.admit
+            }),
+            Effect.tapError((e) => {
+              span?.annotate({ "substrat.model.refused": true })
+              return endSpan({ type: "substrat_budget", message: e.message })
+            })
+          )
+          const text = Stream.fromEffect(admitted).pipe(
             Stream.drain,
             Stream.concat(streamCompletion(settings, request, acc).pipe(
               Stream.map((t): ProviderOutput => ({ _tag: "TextChunk", text: t })),
+              Stream.tapError((e) => {
+                const status = e.status ?? acc.status
+                if (status !== null) span?.annotate({ "http.response.status_code": status })
+                return endSpan({ type: e.kind === "http" && e.status !== null ? String(e.status) : e.kind, message: e.message })
+              }),
               Stream.mapError(turnError)
             ))
           )
-          const after = Stream.unwrap(metering.record(acc).pipe(Effect.map(() => {
+          const after = Stream.unwrap(metering.record(acc).pipe(Effect.tap((recorded) =>
+            Effect.suspend(() => {
+              span?.annotate({
+                ...(acc.status === null ? {} : { "http.response.status_code": acc.status }),
+                "substrat.model.streamed": acc.streamed,
+                ...(recorded === null ? {} : usageAttributes(recorded.usage, recorded.cost_usd))
+              })
+              return endSpan()
+            })
+          ), Effect.map(() => {
             if (acc.usage !== null) {
               const u = acc.usage
               usage = usage === null
@@ -179,7 +230,8 @@ export const makeOpenAi = (
               Stream.concat(Stream.suspend(() => step(n + 1)))
             )
           })))
-          return Stream.concat(text, after)
+          // A call cut short (the turn was stopped) ends its span in error; otherwise it ended already.
+          return Stream.concat(text, after).pipe(Stream.ensuring(endSpan({ type: "cancelled", message: "the model call was cut short" })))
         }
 
         // A failed or cut-short turn is kept without a response, as the log replays it.
@@ -213,9 +265,9 @@ export const makeOpenAi = (
 
 /** The `openai` factory over given settings (needs the EventLog: resume replays it). */
 export const factoryWith = (settings: OpenAiSettingsShape): Effect.Effect<ProviderFactory, never, EventLog> =>
-  Effect.map(Effect.all([EventLog, Effect.serviceOption(ModelMeter)]), ([log, meter]) => ({
+  Effect.map(Effect.all([EventLog, Effect.serviceOption(ModelMeter), Tracing]), ([log, meter, tracing]) => ({
     name: NAME,
-    make: (ctx) => Effect.acquireRelease(makeOpenAi(ctx, settings, log, Option.getOrNull(meter)), (p) => p.stop.pipe(Effect.ignore)),
+    make: (ctx) => Effect.acquireRelease(makeOpenAi(ctx, settings, log, Option.getOrNull(meter), tracing), (p) => p.stop.pipe(Effect.ignore)),
     check: checkSettings(settings),
     checkVariant: (variant) =>
       modelFor(settings, variant) === null
