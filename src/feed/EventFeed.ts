@@ -9,7 +9,7 @@
 // A stream subscribes to the tap, then takes the last position given out (`top`): entries up to
 // `top` are in the index and in the logs read after it; those after `top` arrive in the queue, in
 // position order (entries the index lacked, indexed while the logs are read, among them).
-import { Chunk, Effect, Option, Stream } from "effect"
+import { Chunk, Effect, Option, Stream, SubscriptionRef } from "effect"
 import type { LogEntry } from "../domain/events.js"
 import type { SessionId } from "../domain/ids.js"
 import { NotFoundError } from "../domain/errors.js"
@@ -63,7 +63,7 @@ const ownerOf = (entries: ReadonlyArray<LogEntry>): Owner | undefined => {
 }
 
 export class EventFeed extends Effect.Service<EventFeed>()("substrat/EventFeed", {
-  effect: Effect.gen(function*() {
+  scoped: Effect.gen(function*() {
     const tap = yield* EventTap
     const store = yield* SessionStore
 
@@ -73,36 +73,64 @@ export class EventFeed extends Effect.Service<EventFeed>()("substrat/EventFeed",
         Effect.catchAll((e) => Effect.as(Effect.logWarning(`event feed: cannot read ${session}: ${e.message}`), Option.none()))
       )
 
+    // The directory: which agent owns which session (its `agent.created`; null: none logged). Kept
+    // from every entry indexed (a fiber on the numbered tap, `known` = the last position it took)
+    // and, once per process, from every log on disk (`catchUp`), so a stream decides membership in
+    // memory and reads only the logs it has something to send from.
+    const owners = new Map<SessionId, Owner | null>()
+    const learn = (session: SessionId, entries: ReadonlyArray<LogEntry>) => {
+      const o = ownerOf(entries)
+      if (o !== undefined || !owners.has(session)) owners.set(session, o ?? null)
+    }
+    const directory = yield* tap.subscribeNumbered
+    // Positions given out before this subscription were never published to it (catchUp reads them).
+    const known = yield* SubscriptionRef.make(yield* tap.position)
+    yield* Stream.fromQueue(directory).pipe(
+      Stream.runForEach((t) =>
+        Effect.suspend(() => {
+          const e = t.entry
+          if (e.event === "agent.created") owners.set(e.session_id, { agent: e.data.agent_id, parent: e.data.parent_session_id })
+          return SubscriptionRef.set(known, t.position)
+        })
+      ),
+      Effect.forkScoped
+    )
+    /** Wait until the directory has taken every entry up to `top`. */
+    const knownUpTo = (top: number) =>
+      known.changes.pipe(Stream.takeUntil((p) => p >= top), Stream.runDrain)
+
+    // Once per process, the first stream reads every log: lines the index lacks (a home from
+    // before the index, a tail a machine crash lost) get their positions, and the owners of
+    // sessions older than this process are learned. Later streams read no log to open.
+    const catchUp = yield* Effect.cached(Effect.gen(function*() {
+      const ids = new Set((yield* Effect.orElseSucceed(store.scan, () => [])).map((s) => s.id))
+      for (const r of yield* Effect.flatMap(tap.position, (top) => tap.records(0, top))) ids.add(r.session)
+      for (const id of ids) {
+        const snap = yield* snapshot(id)
+        if (Option.isSome(snap)) learn(id, snap.value)
+      }
+    }))
+
     const stream = (options: FeedOptions): Stream.Stream<FeedItem, NotFoundError> =>
       Stream.unwrapScoped(Effect.gen(function*() {
         // Subscribe first: whatever is indexed from here on is in the queue.
         const queue = yield* tap.subscribeNumbered
+        yield* catchUp
         const top = yield* tap.position
+        yield* knownUpTo(top)
         const from = options.from === "end" ? top : Math.min(options.from, top)
         const records = yield* tap.records(from, top)
-        const all = new Set((yield* Effect.orElseSucceed(store.scan, () => [])).map((s) => s.id))
-        for (const r of records) all.add(r.session)
-        // One agent named by its session id: that log alone; otherwise every log (owners, parents).
         const scope = options.scope
-        const sessions = scope._tag === "agent" && all.has(scope.agent as SessionId) ? [scope.agent as SessionId] : [...all]
-        const snaps = new Map<SessionId, ReadonlyArray<LogEntry>>()
-        for (const id of sessions) {
-          const snap = yield* snapshot(id)
-          if (Option.isSome(snap)) snaps.set(id, snap.value)
-        }
-        const owners = new Map<SessionId, Owner | undefined>()
-        for (const [id, entries] of snaps) owners.set(id, ownerOf(entries))
 
-        // Which sessions are followed; for a tree, those created later below it join.
+        // Which sessions are followed (from the directory); for a tree, those created later below it join.
         const member = new Set<SessionId>()
-        if (scope._tag === "all") {
-          for (const id of snaps.keys()) member.add(id)
-        } else {
-          const roots = [...snaps.keys()].filter((id) => id === scope.agent || owners.get(id)?.agent === scope.agent)
-          if (roots.length === 0) {
+        if (scope._tag === "agent" && owners.has(scope.agent as SessionId)) {
+          member.add(scope.agent as SessionId)
+        } else if (scope._tag !== "all") {
+          for (const [id, o] of owners) if (id === scope.agent || o?.agent === scope.agent) member.add(id)
+          if (member.size === 0) {
             return yield* new NotFoundError({ kind: "agent", id: scope.agent, message: `no agent or session ${scope.agent}` })
           }
-          for (const r of roots) member.add(r)
           if (scope._tag === "tree") {
             let grew = true
             while (grew) {
@@ -116,6 +144,16 @@ export class EventFeed extends Effect.Service<EventFeed>()("substrat/EventFeed",
             }
           }
         }
+        const follows = (id: SessionId) => scope._tag === "all" || member.has(id)
+
+        // The logs to read: only those of followed sessions with entries after the cursor.
+        const snaps = new Map<SessionId, ReadonlyArray<LogEntry>>()
+        for (const r of records) {
+          if (!follows(r.session) || snaps.has(r.session)) continue
+          const snap = yield* snapshot(r.session)
+          snaps.set(r.session, Option.getOrElse(snap, () => []))
+        }
+        if (scope._tag === "all") for (const id of snaps.keys()) member.add(id)
 
         // A session that joins the tree (its `agent.created`) brings its earlier lines along, just
         // before that entry: they were never delivered (their positions are lower; Sse.ts sends

@@ -193,6 +193,70 @@ describe("EventFeed", () => {
       }).pipe(Effect.provide(layer))
     }))
 
+  it.scoped("opening a stream reads only the logs it sends from: none from the end, the resumed sessions' on a resume", () =>
+    Effect.gen(function*() {
+      // The memory log below the tap, counting every read of a log (a snapshot is one), and a
+      // session store counting its scans.
+      const raw = yield* Effect.provide(EventLog, EventLog.layerMemory)
+      const reads: Array<SessionId> = []
+      const counted = EventLog.of({ ...raw, read: (session) => Stream.suspend(() => (reads.push(session), raw.read(session))) })
+      const store = yield* Effect.provide(SessionStore, SessionStore.layerMemory)
+      let scans = 0
+      const countedStore = SessionStore.of({ ...store, scan: Effect.suspend(() => (scans++, store.scan)) })
+      const tapped = yield* Layer.build(EventTap.layer.pipe(Layer.provide(Layer.mergeAll(Layer.succeed(EventLog, counted), EventIndex.layerMemory))))
+      const layer = EventFeed.Default.pipe(Layer.provideMerge(Layer.mergeAll(Layer.succeedContext(tapped), Layer.succeed(SessionStore, countedStore))))
+      yield* Effect.gen(function*() {
+        const feed = yield* EventFeed
+        const root = yield* newSession(null)
+        const child = yield* newSession(root.id)
+        const grandchild = yield* newSession(child.id)
+        const others: Array<SessionId> = []
+        for (let i = 0; i < 300; i++) others.push((yield* newSession(null)).id)
+        for (const id of others.slice(0, 50)) yield* turn(id, "x")
+        // The first stream of the process reads every log once (lines the index lacks, owners).
+        const first = yield* backlogOf(feed, { _tag: "all" }, Cursor.empty)
+        expect(first.length).toBe(303 * 2 + 50)
+        const top = first.at(-1)!.position
+        const opened = (label: string) => {
+          const r = { label, reads: [...reads], scans }
+          reads.length = 0
+          scans = 0
+          return r
+        }
+        opened("first")
+
+        // From the end (what the dashboard and `?from=end` open): no log is read, no scan.
+        for (const scope of [
+          { _tag: "all" as const },
+          { _tag: "tree" as const, agent: root.agent as string },
+          { _tag: "agent" as const, agent: child.agent as string },
+          { _tag: "agent" as const, agent: grandchild.id as string }
+        ]) {
+          const live = yield* feed.stream({ scope, from: "end" }).pipe(Stream.take(1), Stream.runCollect)
+          expect(Chunk.toReadonlyArray(live).map((i) => i._tag)).toEqual(["Live"])
+          expect(opened(scope._tag)).toEqual({ label: scope._tag, reads: [], scans: 0 })
+        }
+        // Resuming at the last position seen: nothing to send, nothing read.
+        expect(yield* backlogOf(feed, { _tag: "all" }, top)).toEqual([])
+        expect(opened("resume at top")).toEqual({ label: "resume at top", reads: [], scans: 0 })
+
+        // Work on the grandchild and one unrelated session; resume: only those logs are read.
+        yield* turn(grandchild.id, "g1")
+        yield* turn(others[299]!, "o")
+        yield* turn(grandchild.id, "g2")
+        opened("appends")
+        const all = yield* backlogOf(feed, { _tag: "all" }, top)
+        expect(all.map((e) => [e.session, e.line])).toEqual([[grandchild.id, 3], [others[299], 3], [grandchild.id, 4]])
+        expect(opened("resume all")).toEqual({ label: "resume all", reads: [grandchild.id, others[299]], scans: 0 })
+        const tree = yield* backlogOf(feed, { _tag: "tree", agent: root.agent }, top)
+        expect(tree.map((e) => [e.session, e.line])).toEqual([[grandchild.id, 3], [grandchild.id, 4]])
+        expect(opened("resume tree")).toEqual({ label: "resume tree", reads: [grandchild.id], scans: 0 })
+        const one = yield* backlogOf(feed, { _tag: "agent", agent: child.agent }, top)
+        expect(one).toEqual([])
+        expect(opened("resume child")).toEqual({ label: "resume child", reads: [], scans: 0 })
+      }).pipe(Effect.provide(layer))
+    }))
+
   it("cursor text round-trips and rejects garbage", () => {
     expect(Cursor.decode(Cursor.encode(1234))).toBe(1234)
     expect(Cursor.decode("")).toBe(0)
