@@ -9,6 +9,9 @@
 // A stream subscribes to the tap, then takes the last position given out (`top`): entries up to
 // `top` are in the index and in the logs read after it; those after `top` arrive in the queue, in
 // position order (entries the index lacked, indexed while the logs are read, among them).
+// Opening costs what the stream sends: which sessions it follows comes from an in-memory
+// directory of owners, and only the logs of followed sessions with entries after the cursor are
+// read — none from the end. The first stream of the process reads every log once (`catchUp`).
 import { Chunk, Effect, Option, Stream, SubscriptionRef } from "effect"
 import type { LogEntry } from "../domain/events.js"
 import type { SessionId } from "../domain/ids.js"
