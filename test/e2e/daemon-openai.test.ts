@@ -83,7 +83,10 @@ describe("daemon + openai agents (scripted Chat Completions endpoint)", () => {
       const bossLog = events(home, boss.session_id)
       expect(of(bossLog, "turn.complete").map((d) => d["response"])).toEqual(["Asked w.", "w says 42."])
       expect(of(bossLog, "tool_call.invoked").map((d) => d["tool"])).toEqual(["spawn_agent", "send_message"])
-      expect(of(bossLog, "usage").length).toBe(2)
+      // One usage event per model call (metered, docs/budgets.md) and the provider's total per turn.
+      const usage = of(bossLog, "usage")
+      expect(usage.filter((d) => d["source"] === "request").map((d) => d["model"])).toEqual(["e2e-model", "e2e-model", "e2e-model"])
+      expect(usage.filter((d) => d["source"] !== "request").length).toBe(2)
 
       // kill -9: no suspend blob; the restarted daemon replays the log.
       process.kill(pid, "SIGKILL")
