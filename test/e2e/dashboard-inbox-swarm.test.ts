@@ -12,7 +12,8 @@
 //     (a few rows), branches expand with the keyboard, a node triggered from the page shows busy
 //     and then idle with its turn in the transcript, a node at work inside a collapsed branch is
 //     announced on that branch and in "Active now", a chat from the page gets the node's reply, and a
-//     function renamed on disk shows its old node's agent orphaned (its transcript kept) and the new one.
+//     function renamed on disk shows its old node's agent orphaned (its transcript kept) and the new one;
+//     undoing the rename shows the node's fresh agent and, beside it, its orphaned old one.
 // Screenshots go to the test's temporary directory (kept when SUBSTRAT_KEEP_SCREENSHOTS is set).
 import * as fs from "node:fs"
 import { join } from "node:path"
@@ -294,6 +295,14 @@ describe("dashboard: inbox, budgets and the swarm in headless chromium", () => {
     expect(await page.locator("#node-trigger").isDisabled()).toBe(true)
     await expect.poll(() => transcriptTexts("turn.complete"), { timeout: 20_000 }).toEqual(["slow done"])
     await page.screenshot({ path: join(shots, "9-swarm-orphaned.png") })
+
+    // Undo the rename: format_date's node is back with a fresh (dormant) agent, its old agent stays
+    // listed beside it as orphaned, and format_day's agent is orphaned now.
+    fs.writeFileSync(join(code, "app", "main.py"), fs.readFileSync(join(code, "app", "main.py"), "utf8").replace("def format_day(d):", "def format_date(d):"))
+    await expect.poll(() => statusOf("app/main.py#function:format_day"), { timeout: 30_000 }).toBe("orphaned")
+    await expect.poll(() => statusOf("app/main.py#function:format_date"), { timeout: 30_000 }).toBe("dormant")
+    const kept = row("app/main.py#file").locator(':scope > ul > li[data-node^="app/main.py#function:format_date (orphaned "]')
+    expect(await kept.getAttribute("data-status")).toBe("orphaned")
 
     expect(fs.readdirSync(shots).sort()).toEqual([
       "1-budget-breach.png",

@@ -578,17 +578,26 @@ const activeStates = new Set(["busy", "waiting"])
 const nodeLabel = (n) => (n.kind === "dir" || n.kind === "file" ? (n.path === "." ? swarm?.name || "." : n.path.split("/").pop()) : n.symbol.split(".").pop())
 const kindMark = { dir: "dir", file: "file", class: "class", function: "fn", method: "method" }
 
+/**
+ * Index the node list. Rows are keyed by node id; an orphaned agent whose node id came back (an
+ * undone rename: the live node has a fresh agent) is kept beside it under a key of its own.
+ */
 const setSwarmNodes = (list) => {
   swarmNodes.clear(); swarmKids.clear(); swarmByAgent.clear(); swarmBySession.clear()
   activeNodes.clear()
-  for (const n of list) {
-    swarmNodes.set(n.node_id, n)
-    if (activeStates.has(n.status)) activeNodes.add(n.node_id)
+  const keyed = []
+  for (const n of list) if (n.status !== "orphaned") keyed.push([n.node_id, n])
+  const live = new Set(keyed.map(([k]) => k))
+  for (const n of list) if (n.status === "orphaned") keyed.push([live.has(n.node_id) ? n.node_id + " (orphaned " + n.agent_id.slice(0, 8) + ")" : n.node_id, n])
+  for (const [key, n] of keyed) {
+    n.key = key
+    swarmNodes.set(key, n)
+    if (activeStates.has(n.status)) activeNodes.add(key)
   }
-  for (const n of list) {
+  for (const [key, n] of keyed) {
     const p = n.parent !== null && swarmNodes.has(n.parent) ? n.parent : null
     if (!swarmKids.has(p)) swarmKids.set(p, [])
-    swarmKids.get(p).push(n.node_id)
+    swarmKids.get(p).push(key)
     swarmByAgent.set(n.agent_id, n)
     swarmBySession.set(n.session_id, n)
   }
@@ -611,15 +620,15 @@ const fillRow = (li, n, inside) => {
   st.className = "state state-" + n.status
   li.dataset.status = n.status
   const hint = li.querySelector(":scope > .row .inside")
-  const k = inside.get(n.node_id) || 0
-  hint.textContent = k > 0 && !expanded.has(n.node_id) ? k + " at work inside" : ""
+  const k = inside.get(n.key) || 0
+  hint.textContent = k > 0 && !expanded.has(n.key) ? k + " at work inside" : ""
 }
 
 const swarmRow = (id, inside) => {
   const n = swarmNodes.get(id)
   const kids = swarmKids.get(id) || []
   const open = expanded.has(id)
-  const li = el("li", { role: "treeitem", "data-node": id, "data-name": n.name, "aria-level": "1" },
+  const li = el("li", { role: "treeitem", "data-node": id, "data-name": n.name },
     el("div", { class: "row" },
       el("span", { class: "twisty", "aria-hidden": "true", text: kids.length === 0 ? "" : open ? "▾" : "▸", onclick: () => toggleNode(id) }),
       el("button", { type: "button", class: "node", title: id + (n.lines ? " (lines " + n.lines.start + "–" + n.lines.end + ")" : ""),
@@ -678,7 +687,7 @@ const revealNode = (id) => {
 const markSwarmSelection = () => {
   for (const b of document.querySelectorAll('#swarm-tree .node[aria-selected="true"]')) b.setAttribute("aria-selected", "false")
   const node = swarmByAgent.get(selected)
-  swarmSelected = node ? node.node_id : null
+  swarmSelected = node ? node.key : null
   const row = swarmSelected && swarmRows.get(swarmSelected)
   if (row) row.querySelector(":scope > .row .node").setAttribute("aria-selected", "true")
 }
@@ -698,16 +707,16 @@ const showNodeBar = (node) => {
   $("node-chat").disabled = gone
   $("node-trigger").disabled = gone
   $("node-text").disabled = gone
-  if (!$("node-bar").dataset.node || $("node-bar").dataset.node !== node.node_id) $("node-reply").textContent = ""
-  $("node-bar").dataset.node = node.node_id
+  if ($("node-bar").dataset.node !== node.key) $("node-reply").textContent = ""
+  $("node-bar").dataset.node = node.key
 }
 
 const renderActive = () => {
   const active = [...activeNodes].map((id) => swarmNodes.get(id))
   $("swarm-active-box").hidden = active.length === 0
   $("swarm-active").replaceChildren(...active.slice(0, 20).map((n) =>
-    el("li", { "data-node": n.node_id },
-      el("a", { href: "#", text: n.name, onclick: (ev) => { ev.preventDefault(); revealNode(n.node_id) } }),
+    el("li", { "data-node": n.key },
+      el("a", { href: "#", text: n.name, onclick: (ev) => { ev.preventDefault(); revealNode(n.key) } }),
       el("span", { class: "state state-" + n.status, text: n.status }),
       el("span", { class: "muted", text: " " + n.path }))))
 }
@@ -717,9 +726,9 @@ const setNodeStatus = (n, status) => {
   if (n.status === status) return
   const wasDormant = n.status === "dormant"
   n.status = status
-  if (activeStates.has(status)) activeNodes.add(n.node_id); else activeNodes.delete(n.node_id)
+  if (activeStates.has(status)) activeNodes.add(n.key); else activeNodes.delete(n.key)
   const inside = activeInside()
-  for (let p = n.node_id; p && swarmNodes.has(p); p = swarmNodes.get(p).parent) {
+  for (let p = n.key; p && swarmNodes.has(p); p = swarmNodes.get(p).parent) {
     const row = swarmRows.get(p)
     if (row) fillRow(row, swarmNodes.get(p), inside)
   }
@@ -812,14 +821,14 @@ $("swarm-find").addEventListener("input", () => {
     const found = findMatches()
     $("swarm-found").hidden = found.length === 0
     $("swarm-found").replaceChildren(...found.map((n) =>
-      el("li", {}, el("a", { href: "#", text: n.name, onclick: (ev) => { ev.preventDefault(); revealNode(n.node_id) } }), el("span", { class: "muted", text: " " + n.node_id }))))
+      el("li", {}, el("a", { href: "#", text: n.name, onclick: (ev) => { ev.preventDefault(); revealNode(n.key) } }), el("span", { class: "muted", text: " " + n.node_id }))))
   }, 120)
 })
 $("swarm-find").addEventListener("keydown", (ev) => {
   if (ev.key !== "Enter") return
   ev.preventDefault()
   const first = findMatches()[0]
-  if (first) revealNode(first.node_id)
+  if (first) revealNode(first.key)
 })
 
 // Chat with the selected node (waits for its reply) or trigger it.
