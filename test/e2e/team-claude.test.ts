@@ -8,14 +8,15 @@
 // Asserted: `agent send --wait` prints lead's FINAL text (not its progress) and exits 0; the file
 // is in lead's default workspace on disk with the exact bytes (children share that workspace);
 // `agent logs coder` shows the Write call (⚙); every request's `usage` is the scripted usage and
-// price; each message is enqueued once and each request answered once.
+// price; each message is enqueued once and each request answered once. Part 2: kill -9 of the
+// daemon mid-way; `agent wait` with the id the lost `--wait` printed gives the final answer.
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import type * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
 import { Reply } from "../../src/testing/ScriptedLlm.js"
 import { cli, startDaemon } from "../integration/daemon.support.js"
 import { agentEvents, claudeMeteredHome, claudeMeterEnvKeys, daemonTestScope, dataNamed, withLlm } from "./support.js"
-import { checkTeamEndState, expectOrder, FINAL, killDuringReview, perRequestUsage, sendTheTask, teamScript } from "./team.support.js"
+import { checkTeamEndState, expectOrder, FINAL, killDuringReview, perRequestUsage, rewait, sendTheTask, teamScript } from "./team.support.js"
 
 const { ds, homes } = daemonTestScope(claudeMeterEnvKeys)
 const events = agentEvents
@@ -83,8 +84,10 @@ describe("a real Claude Code team, as the README runs it", () => {
   it("kill -9 of the daemon while the reviewer's turn runs: after a restart the same end state, nothing lost or answered twice", () =>
     withLlm([], async (llm) => {
       const home = claudeMeteredHome(llm, homes, "stc-")
-      await killDuringReview(home, llm, "claude", script(), (pid) => ds.track(pid))
+      const request = await killDuringReview(home, llm, "claude", script(), (pid) => ds.track(pid))
       ds.track(await startDaemon(home))
+      // The command the lost --wait printed waits again for the same request: lead's final answer.
+      await rewait(home, request)
       const { reqs } = await checkEndState(home, llm)
       // After the restart the reviewer ran again (the request re-delivered) and lead answered once.
       expect(reqs.filter((r) => r.label === "reviewer-done").length).toBe(1)

@@ -23,7 +23,7 @@ import { responsesTools } from "../../src/testing/scripted/OpenAi.js"
 import { makeTmpDir } from "../support/tmp.js"
 import { cli, startDaemon } from "../integration/daemon.support.js"
 import { agentEvents, daemonTestScope, dataNamed, withLlm } from "./support.js"
-import { checkTeamEndState, expectOrder, FINAL, killDuringReview, perRequestUsage, sendTheTask, teamScript } from "./team.support.js"
+import { checkTeamEndState, expectOrder, FINAL, killDuringReview, perRequestUsage, rewait, sendTheTask, teamScript } from "./team.support.js"
 
 const envKeys = ["SUBSTRAT_OPENAI_UPSTREAM", "OPENAI_API_KEY", "SUBSTRAT_CODEX_BIN", "SUBSTRAT_CODEX_MODEL", "SUBSTRAT_METER_PRICES"]
 const { ds, homes } = daemonTestScope(envKeys)
@@ -124,19 +124,13 @@ describe("a real Codex team", () => {
   it("kill -9 of the daemon while the reviewer's turn runs: `agent wait` prints the answer after a restart; nothing lost or answered twice", () =>
     withLlm([], async (llm) => {
       const home = codexHome(llm)
-      const waiting = await killDuringReview(home, llm, "codex", script(), (pid) => ds.track(pid))
-      // The lost --wait names the command that waits again for this very request.
-      const again = /wait again with: substrat agent wait lead ([0-9a-f-]{36})\n/.exec(waiting.err())
-      expect(again, waiting.err()).not.toBeNull()
+      const request = await killDuringReview(home, llm, "codex", script(), (pid) => ds.track(pid))
       ds.track(await startDaemon(home))
-      const rewait = await cli(home, ["agent", "wait", "lead", again![1]!])
-      expect(rewait.stderr).toBe("")
-      expect(rewait.code).toBe(0)
-      expect(rewait.stdout).toBe(`${FINAL}\n`)
+      await rewait(home, request)
       const { reqs, by } = await checkEndState(home, llm)
       // That id is USER's one request; the reviewer ran again and lead answered once.
       const asked = of(events(home, by["lead"]!.session_id), "message.enqueued").filter((m) => m["sender"] === "USER")
-      expect(asked.map((m) => m["id"])).toEqual([again![1]])
+      expect(asked.map((m) => m["id"])).toEqual([request])
       expect(reqs.filter((r) => r.label === "reviewer-done").length).toBe(1)
       expect(reqs.filter((r) => r.label === "lead-final").length).toBe(1)
       expect((await cli(home, ["agent", "logs", "lead"])).stdout).toContain(`lead → USER: ${FINAL}`)

@@ -8,7 +8,7 @@ import * as Path from "node:path"
 import { expect } from "vitest"
 import type * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
 import { Reply } from "../../src/testing/ScriptedLlm.js"
-import { type Agent, cli, cliJson, isAlive, type Running, spawnCli, startDaemon, waitFor, waitQuiet } from "../integration/daemon.support.js"
+import { type Agent, cli, cliJson, isAlive, spawnCli, startDaemon, waitFor, waitQuiet } from "../integration/daemon.support.js"
 import { agentEvents as events, dataNamed as of } from "./support.js"
 
 // The README's commands, word for word.
@@ -118,7 +118,8 @@ export const HELD = "reviewer-held"
 /**
  * Part 2 of the scenario up to the restart: the reviewer's first request is held, lead (on
  * `provider`) gets the task with `send --wait`, the daemon is SIGKILLed while the request is
- * held. Returns the `--wait` that lost its daemon (exited 3, no answer printed).
+ * held. The `--wait` that lost its daemon exits 3, prints no answer and names the command that
+ * waits again for its request; returns that request's id.
  */
 export const killDuringReview = async (
   home: string,
@@ -126,7 +127,7 @@ export const killDuringReview = async (
   provider: string,
   script: ReadonlyArray<ScriptedLlm.ScriptEntry>,
   track: (pid: number) => void
-): Promise<Running> => {
+): Promise<string> => {
   await Effect.runPromise(llm.replace([
     { match: { system: "AGENT=reviewer" }, reply: Reply.text("never seen"), delayMs: 600_000, label: HELD },
     ...script
@@ -144,7 +145,20 @@ export const killDuringReview = async (
   expect(await waiting.exit).toBe(3)
   expect(waiting.err()).toMatch(/^substrat: lost the connection to the daemon/)
   expect(waiting.out()).not.toContain(FINAL)
-  return waiting
+  const again = /wait again with: substrat agent wait lead ([0-9a-f-]{36})\n/.exec(waiting.err())
+  expect(again, waiting.err()).not.toBeNull()
+  return again![1]!
+}
+
+/**
+ * After the restart: `agent wait lead <request>` prints lead's final answer once it comes, and
+ * that request is the one USER sent lead.
+ */
+export const rewait = async (home: string, request: string): Promise<void> => {
+  const r = await cli(home, ["agent", "wait", "lead", request])
+  expect(r.stderr).toBe("")
+  expect(r.code).toBe(0)
+  expect(r.stdout).toBe(`${FINAL}\n`)
 }
 
 /**
