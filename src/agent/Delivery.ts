@@ -26,7 +26,7 @@ import { formatMessage, senderName } from "./Prompt.js"
 import { Tree } from "./Tree.js"
 import type { Trigger } from "./Turns.js"
 
-const wakes = (env: MessageEnvelope) => env.kind === "request" || env.kind === "response" || env.sender === USER
+const wakes = (env: MessageEnvelope) => env.kind === "request" || env.kind === "response" || env.sender === USER || env.sender === "SYSTEM"
 
 /** What became of a message: delivered (or held for an unborn child), dropped (recipient gone), or nothing to do. */
 export type Delivered = "delivered" | "dropped" | "ignored"

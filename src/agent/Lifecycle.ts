@@ -10,6 +10,7 @@
 // Termination: children first; `agent.terminated` is logged before anything changes in memory.
 import { Effect, Option, Schema } from "effect"
 import { AgentName, AgentNode } from "../domain/agent.js"
+import type { BudgetShare } from "../domain/caps.js"
 import { InvalidInputError, NotFoundError } from "../domain/errors.js"
 import { makeEvent } from "../domain/events.js"
 import { type AgentId, newAgentId, newSessionId, type WorkspaceId } from "../domain/ids.js"
@@ -27,6 +28,7 @@ import { Requests } from "./Requests.js"
 import { Router } from "./Router.js"
 import { Sessions } from "./Sessions.js"
 import { Tree } from "./Tree.js"
+import { BudgetShares } from "./TurnGate.js"
 import { settle, Turns } from "./Turns.js"
 
 export interface CreateRootArgs {
@@ -43,6 +45,8 @@ export interface SpawnArgs {
   readonly workspace_subdir?: string | null | undefined
   /** The child's provider string; absent/null/"": the parent's. */
   readonly provider?: string | null | undefined
+  /** The child's own budget, carved from what its parent's path has left (docs/budgets.md). */
+  readonly budget?: BudgetShare | null | undefined
 }
 
 const checkName = (name: string) =>
@@ -71,6 +75,9 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
     const sessions = yield* Sessions
 
     const { createSession, logCreated } = sessions
+    const shares = Option.getOrNull(yield* Effect.serviceOption(BudgetShares))
+    /** Budget shares of children not born yet (given at birth, with their `budget.set`). */
+    const pendingShares = new Map<AgentId, BudgetShare>()
 
     const createRoot = Effect.fn("Lifecycle.createRoot")(function*(args: CreateRootArgs) {
       const name = yield* checkName(args.name)
@@ -115,7 +122,44 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
       if (!node || !mailbox.isUnborn(id)) return
       yield* createSession(node)
       yield* logCreated(node)
+      const share = pendingShares.get(id)
+      pendingShares.delete(id)
+      if (share !== undefined && shares !== null) {
+        yield* shares.give(node, share).pipe(
+          Effect.catchAll((e) => Effect.logWarning(`budget share of ${node.name} not set: ${e.message}`))
+        )
+      }
       for (const env of mailbox.takeHeld(id)) yield* router.deliver(env)
+    })
+
+    /** A spawn's share of the budget, checked against what `parent`'s path has left now. */
+    const checkShare = (parent: AgentNode, share: BudgetShare | null | undefined) =>
+      share === null || share === undefined || Object.keys(share).length === 0
+        ? Effect.void
+        : shares === null
+        ? Effect.fail(new InvalidInputError({ field: "budget", message: "budgets are not available here" }))
+        : shares.carve(parent, share).pipe(Effect.mapError((e) => new InvalidInputError({ field: e.field, message: e.message })))
+
+    /**
+     * What `spawn` would refuse, checked without creating anything (a spawn that waits in the
+     * queue for room is checked when queued, and again when it starts).
+     */
+    const checkSpawn = Effect.fn("Lifecycle.checkSpawn")(function*(parent: AgentId, args: SpawnArgs) {
+      const p = tree.get(parent)
+      if (!p || !tree.isLive(parent)) {
+        return yield* new NotFoundError({ kind: "agent", id: parent, message: `no live agent ${parent}` })
+      }
+      const name = yield* checkName(args.name)
+      if (tree.current().childNamed(parent, name)) {
+        return yield* new InvalidInputError({ field: "name", message: `name "${name}" is taken among your children` })
+      }
+      const provider = args.provider === undefined || args.provider === null || args.provider === "" ? p.provider : args.provider
+      if (provider !== p.provider) yield* checkProvider(provider)
+      if ((args.workspace_subdir ?? "") !== "" && p.workspace_id === null) {
+        return yield* new InvalidInputError({ field: "workspace_subdir", message: "workspace_subdir needs a workspace, and you have none" })
+      }
+      yield* checkShare(p, args.budget)
+      return name
     })
 
     /**
@@ -137,6 +181,7 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
       const name = yield* checkName(args.name)
       const provider = args.provider === undefined || args.provider === null || args.provider === "" ? p.provider : args.provider
       if (provider !== p.provider) yield* checkProvider(provider)
+      yield* checkShare(p, args.budget)
       const subdir = args.workspace_subdir ?? ""
       let workspace = p.workspace_id
       if (subdir !== "") {
@@ -167,6 +212,7 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
       })
       yield* tree.add(node)
       mailbox.open(node.id, { unborn: true })
+      if (args.budget !== null && args.budget !== undefined && Object.keys(args.budget).length > 0) pendingShares.set(node.id, args.budget)
       if (!turns.deferSpawn(parent, node.id)) {
         yield* birth(node.id).pipe(Effect.tapError(() => mailbox.isUnborn(node.id) ? forget(node.id) : Effect.void))
       }
@@ -184,6 +230,7 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
         if (!node) return
         // Unborn (deferred spawn) and dormant agents have no session to record the end in.
         const born = !mailbox.isUnborn(id) && !tree.isDormant(id)
+        pendingShares.delete(id)
         if (born) yield* log.append(node.session_id, makeEvent("agent.terminated", { agent_id: id }))
         yield* requests.failPending(id, why ?? `${node.name} was terminated`)
         for (const t of mailbox.close(id)) yield* settle(t, null)
@@ -230,6 +277,6 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
         tree.unmarkTerminating(ids)
       })
 
-    return { createRoot, spawn, birth, terminate, dropUnborn } as const
+    return { createRoot, spawn, checkSpawn, birth, terminate, dropUnborn } as const
   })
 }) {}

@@ -24,6 +24,7 @@ import { Requests } from "./Requests.js"
 import { Finder } from "./Finder.js"
 import { Router } from "./Router.js"
 import { Sessions } from "./Sessions.js"
+import { SpawnQueue } from "./SpawnQueue.js"
 import { ToolHandler } from "./ToolHandler.js"
 import { Tree } from "./Tree.js"
 import { TurnRunner } from "./TurnRunner.js"
@@ -54,6 +55,7 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
     const bus = yield* OutputBus
     const records = yield* Sessions
     const requests = yield* Requests
+    const spawns = yield* SpawnQueue
 
     // A node of the tree (checked by its Schema when it was made) with its current state (an
     // `AgentState` by type): nothing here for the constructor to re-check.
@@ -150,7 +152,10 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
      */
     const terminate = Effect.fn("Orchestrator.terminate")(function*(agent: AgentId) {
       yield* nodeOf(agent)
-      return yield* lifecycle.terminate(agent)
+      const ids = yield* lifecycle.terminate(agent)
+      // Room freed: queued spawns of the tree may start.
+      yield* spawns.pump()
+      return ids
     })
 
     /**
@@ -252,6 +257,7 @@ export const layerWithTree = <E = never, R = never>(tree: Layer.Layer<Tree, E, R
     Layer.provideMerge(TurnRunner.Default),
     Layer.provideMerge(ToolHandler.Default),
     Layer.provideMerge(Inspection.Default),
+    Layer.provideMerge(SpawnQueue.Default),
     Layer.provideMerge(Lifecycle.Default),
     Layer.provideMerge(Router.Default),
     Layer.provideMerge(Finder.Default),

@@ -26,9 +26,9 @@ import { EventLog } from "../storage/EventLog.js"
 import { Tracing } from "../telemetry/Tracing.js"
 import { Delivery } from "./Delivery.js"
 import { Inspection } from "./Inspection.js"
-import { Lifecycle } from "./Lifecycle.js"
 import { senderName } from "./Prompt.js"
 import { Router } from "./Router.js"
+import { type CapError, SpawnQueue } from "./SpawnQueue.js"
 import { Tree } from "./Tree.js"
 import { HumanDesk, TurnGate } from "./TurnGate.js"
 
@@ -59,7 +59,7 @@ const decode = <A, I>(schema: Schema.Schema<A, I>, tool: string, args: unknown) 
 const failed = (error: Record<string, unknown>): ToolResult => ({ is_error: true, result: { error } })
 
 /** Every way a tool can fail: the operations' typed errors, and ToolFailure. */
-type ToolError = ToolFailure | RoutingError | InvalidInputError | NotFoundError | EventLogError | SessionStoreError
+type ToolError = ToolFailure | CapError | RoutingError | InvalidInputError | NotFoundError | EventLogError | SessionStoreError
 
 /** The JSON error of a failed tool, by tag (anything not the caller's doing is `internal`). */
 const toResult = (eff: Effect.Effect<unknown, ToolError>): Effect.Effect<ToolResult> =>
@@ -67,6 +67,7 @@ const toResult = (eff: Effect.Effect<unknown, ToolError>): Effect.Effect<ToolRes
     Effect.map((result): ToolResult => ({ is_error: false, result })),
     Effect.catchTags({
       ToolFailure: (e) => Effect.succeed(failed({ type: e.type, message: e.message })),
+      CapError: (e) => Effect.succeed(failed({ type: "cap_reached", cap: e.cap, message: e.message })),
       RoutingError: (e) => Effect.succeed(failed({ type: "routing_error", reason: e.reason, message: e.message })),
       InvalidInputError: (e) =>
         Effect.succeed(failed({
@@ -86,7 +87,7 @@ export class ToolHandler extends Effect.Service<ToolHandler>()("substrat/ToolHan
     const tracing = yield* Tracing
     const router = yield* Router
     const delivery = yield* Delivery
-    const lifecycle = yield* Lifecycle
+    const spawns = yield* SpawnQueue
     const inspection = yield* Inspection
     const log = yield* EventLog
     const gate = Option.getOrNull(yield* Effect.serviceOption(TurnGate))
@@ -125,8 +126,14 @@ export class ToolHandler extends Effect.Service<ToolHandler>()("substrat/ToolHan
         case "spawn_agent":
           return toResult(decode(SpawnAgentArgs, tool, args).pipe(
             Effect.tap(() => spawnAllowed(self)),
-            Effect.flatMap((a) => lifecycle.spawn(self, a)),
-            Effect.map((n) => ({ status: "created", agent_id: n.id, name: n.name }))
+            Effect.flatMap(({ budget_tokens, budget_turns, budget_usd, ...a }) => {
+              const budget = {
+                ...(budget_usd === undefined ? {} : { usd: budget_usd }),
+                ...(budget_tokens === undefined ? {} : { tokens: budget_tokens }),
+                ...(budget_turns === undefined ? {} : { turns: budget_turns })
+              }
+              return spawns.spawn(self, Object.keys(budget).length === 0 ? a : { ...a, budget })
+            })
           ))
         case "inspect_agent":
           return toResult(decode(InspectAgentArgs, tool, args).pipe(

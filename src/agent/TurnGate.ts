@@ -4,6 +4,7 @@
 // and `ask_human` is refused.
 import { Context, type Effect } from "effect"
 import type { AgentNode } from "../domain/agent.js"
+import type { LimitsPatch } from "../domain/budget.js"
 
 export class TurnGate extends Context.Tag("substrat/TurnGate")<TurnGate, {
   /** May `node` start a turn now? True reserves one (released by `turnEnded`); false: it is parked. */
@@ -16,4 +17,12 @@ export class TurnGate extends Context.Tag("substrat/TurnGate")<TurnGate, {
 export class HumanDesk extends Context.Tag("substrat/HumanDesk")<HumanDesk, {
   /** Put `question` in the human's inbox (durable); the agent is parked once its turn ends. */
   readonly ask: (node: AgentNode, question: string) => Effect.Effect<{ readonly item_id: string }, { readonly message: string }>
+}>() {}
+
+/** A spawn's share of its parent's budget (spawn_agent `budget_*`); the daemon provides it from the Meter. */
+export class BudgetShares extends Context.Tag("substrat/BudgetShares")<BudgetShares, {
+  /** Fails (a clear message) when `share` is more than `parent`'s path has left now. */
+  readonly carve: (parent: AgentNode, share: LimitsPatch) => Effect.Effect<void, { readonly field: string; readonly message: string }>
+  /** The child is born: its own budget is `share` (logged as its `budget.set`). */
+  readonly give: (child: AgentNode, share: LimitsPatch) => Effect.Effect<void, { readonly message: string }>
 }>() {}

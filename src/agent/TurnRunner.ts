@@ -18,6 +18,7 @@ import { Lifecycle } from "./Lifecycle.js"
 import { Mailbox } from "./Mailbox.js"
 import { type AgentOutput, OutputBus } from "./OutputBus.js"
 import { Requests } from "./Requests.js"
+import { SpawnQueue } from "./SpawnQueue.js"
 import { ToolHandler } from "./ToolHandler.js"
 import { Tree } from "./Tree.js"
 import { TurnGate } from "./TurnGate.js"
@@ -39,6 +40,7 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
     const requests = yield* Requests
     const activity = yield* Activity
     const lifecycle = yield* Lifecycle
+    const spawns = yield* SpawnQueue
     const tools = yield* ToolHandler
     const scheduler = yield* TurnScheduler
     const bus = yield* OutputBus
@@ -150,6 +152,8 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
           response: o.response,
           error: o.error ? o.error.message : null
         })
+        // The agent may have finished its work (or its first turn ran): queued spawns may start.
+        yield* spawns.pump()
         yield* settle(trigger, o)
       })
 

@@ -120,6 +120,9 @@ const prices = (name: string) =>
     return Either.isRight(t) ? Either.right(t.right) : Either.left(ConfigError.InvalidData([], `Expected a JSON price table: ${t.left}`))
   }))
 
+const capsPolicy = (name: string) =>
+  Config.literal("queue", "refuse")(name)
+
 const cli = (name: string, label: string, binDefault: string) =>
   Config.all({
     bin: optional([name, "bin"], text, { description: `${label} executable (default: ${binDefault})` }),
@@ -204,6 +207,20 @@ const settingsConfig = Config.all({
   swarm: Config.all({
     findHopDelayMs: setting(["swarm", "findHopDelayMs"], int(0), 0, {
       description: "Pause before each hop of a find:<symbol> search, in ms (0: none); to watch a search travel, or to stop the daemon mid-search in a test"
+    })
+  }),
+  caps: Config.all({
+    maxDepth: setting(["caps", "maxDepth"], int(0), 0, {
+      description: "Deepest level an agent tree may grow to (a root is level 0); a deeper spawn_agent is refused. 0: no cap (docs/budgets.md)"
+    }),
+    maxChildren: setting(["caps", "maxChildren"], int(0), 0, {
+      description: "Live children one agent may have; a spawn_agent past it waits in a queue (or is refused, caps.policy). 0: no cap"
+    }),
+    maxLive: setting(["caps", "maxLive"], int(0), 0, {
+      description: "Live agents one tree may have, its root included; a spawn_agent past it waits in a queue (or is refused, caps.policy). 0: no cap"
+    }),
+    policy: setting(["caps", "policy"], capsPolicy, "queue" as const, {
+      description: "What a spawn_agent beyond caps.maxChildren / caps.maxLive gets: queue (it starts when room frees) or refuse (an error)"
     })
   }),
   meter: Config.all({
@@ -491,6 +508,7 @@ export const defaults = (overrides: Partial<Settings> = {}): Settings => ({
   otlp: { endpoint: Option.none() },
   sandbox: { workspaceGrowthBytes: 256 * 1024 * 1024 },
   swarm: { findHopDelayMs: 0 },
+  caps: { maxDepth: 0, maxChildren: 0, maxLive: 0, policy: "queue" },
   meter: { prices: Option.none() },
   credentials: {
     anthropicApiKey: Option.none(),

@@ -1,11 +1,16 @@
 // Handlers of the budget and inbox methods (Rpcs.ts: budget.set, budget.show, inbox.list,
 // inbox.answer), spread into the admin group's handlers (Handlers.ts). Thin adapters to the Meter
 // (src/meter/Meter.ts); answering a question delivers the answer to the asker as a message from
-// USER, its next turn's prompt; "stop" on a spent budget terminates that subtree.
+// USER, its next turn's prompt; "stop" on a spent budget terminates that subtree; "cancel" on a
+// queued spawn (src/agent/SpawnQueue.ts) drops it; any answer to an answer-to-USER item marks it
+// read (`substrat inbox read <id>`).
 import { Effect } from "effect"
 import type { Orchestrator } from "../agent/Orchestrator.js"
 import type { AgentNode } from "../domain/agent.js"
 import { answerPrompt } from "../agent/Prompt.js"
+import type { SpawnQueue } from "../agent/SpawnQueue.js"
+import type { MessageId } from "../domain/ids.js"
+import { InvalidInputError } from "../domain/errors.js"
 import type { Meter } from "../meter/Meter.js"
 import type { BudgetPatch, BudgetView, RpcError } from "./Rpcs.js"
 import type { ServiceError } from "./WireErrors.js"
@@ -14,12 +19,13 @@ type Wire = <A, E extends ServiceError, R>(effect: Effect.Effect<A, E, R>) => Ef
 
 export const budgetHandlers = (deps: {
   readonly meter: Meter
+  readonly spawns: SpawnQueue
   readonly orchestrator: Orchestrator
   readonly resolve: (ref: string) => Effect.Effect<AgentNode, RpcError>
   readonly wire: Wire
   readonly mutation: Wire
 }) => {
-  const { meter, orchestrator, resolve, wire, mutation } = deps
+  const { meter, orchestrator, resolve, spawns, wire, mutation } = deps
   const view = (node: AgentNode): BudgetView => ({ ...meter.report(node.id), agent_name: node.name })
   return {
     "budget.set": (p: { readonly agent: string } & BudgetPatch) =>
@@ -32,10 +38,29 @@ export const budgetHandlers = (deps: {
 
     "budget.show": (p: { readonly agent: string }) => wire(Effect.map(resolve(p.agent), view)),
 
-    "inbox.list": () => wire(Effect.sync(() => ({ items: [...meter.inbox()] }))),
+    "inbox.list": () =>
+      wire(Effect.sync(() => ({ items: [...meter.inbox(), ...spawns.inbox()].sort((a, b) => a.ts.localeCompare(b.ts)) }))),
 
     "inbox.answer": (p: { readonly id: string; readonly text: string }) =>
       mutation(Effect.gen(function*() {
+        const queued = spawns.queued().find((q) => q.queue_id === p.id)
+        if (queued !== undefined) {
+          if (p.text.trim().toLowerCase() !== "cancel") {
+            return yield* new InvalidInputError({
+              field: "answer",
+              message: `item ${p.id} is a queued spawn of ${queued.args.name}: it starts by itself when room frees; answer "cancel" to drop it`
+            })
+          }
+          const parent = yield* resolve(queued.parent)
+          yield* spawns.cancel(p.id)
+          return { id: p.id, kind: "cancel" as const, agent_id: parent.id, agent_name: parent.name }
+        }
+        const unread = meter.inbox().find((i) => i.kind === "answer" && i.id === p.id)
+        if (unread !== undefined) {
+          yield* meter.markRead([p.id as MessageId])
+          const root = yield* resolve(unread.agent_id)
+          return { id: p.id, kind: "read" as const, agent_id: root.id, agent_name: root.name }
+        }
         const a = yield* meter.answer(p.id, p.text)
         if (a.kind === "question") {
           const sent = yield* orchestrator.send({ agent: a.agent.id, text: answerPrompt(p.id, a.question, p.text), sync: false })

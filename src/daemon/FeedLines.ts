@@ -76,7 +76,19 @@ export const feedLine = (entry: LogEntry, names: Names): FeedLine => {
       return { agent: own, text: `? asks the human: ${clip(entry.data.question)} (inbox item ${entry.data.item_id})` }
     case "human.answered":
       return { agent: own, text: `← the human answers: ${clip(entry.data.answer)}` }
+    case "caps.set": {
+      const d = entry.data
+      const parts = [d.max_depth === null ? null : `depth ${d.max_depth}`, d.max_children === null ? null : `${d.max_children} live children`, d.max_live === null ? null : `${d.max_live} live agents`]
+      return { agent: own, text: `# tree caps: ${parts.filter((p) => p !== null).join(", ") || "the config's"}` }
+    }
+    case "spawn.queued":
+      return { agent: own, text: `… spawn of ${entry.data.name} queued: ${clip(entry.data.reason)}` }
+    case "spawn.started":
+      return { agent: own, text: `* queued spawn started: ${nameOf(entry.data.agent_id)}` }
+    case "spawn.failed":
+      return { agent: own, text: `! queued spawn dropped: ${clip(entry.data.message)}` }
     case "session.created":
+    case "user.read":
     case "suspend.result":
     case "session.restored":
     case "message.delivered":

@@ -38,6 +38,7 @@ import { Transcript } from "./Transcript.js"
 import { makeSwarmHandlers } from "./SwarmHandlers.js"
 import { budgetHandlers } from "./BudgetHandlers.js"
 import { Meter } from "../meter/Meter.js"
+import { SpawnQueue } from "../agent/SpawnQueue.js"
 
 /** Map failures to wire errors, and defects to Internal (the daemon never dies of a request). */
 const wire = <A, E extends ServiceError, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, RpcError, R> =>
@@ -113,6 +114,7 @@ const makeHandlers = Effect.gen(function*() {
       ? Effect.withSpan(effect, `user.${method}`, { root: true, kind: "server", attributes: { "rpc.method": method, ...attributes } })
       : effect
   const meter = yield* Meter
+  const spawnQueue = yield* SpawnQueue
 
   yield* transcript.learn(yield* orchestrator.list)
   const swarmHandlers = yield* makeSwarmHandlers({ wire, mutation })
@@ -142,6 +144,8 @@ const makeHandlers = Effect.gen(function*() {
         })
       }
       const a = answer.value
+      // The human has it now: out of the inbox (best effort; the answer was given either way).
+      yield* meter.markRead([a.id]).pipe(Effect.catchAll((e) => Effect.logWarning(`user.read of ${a.id} not logged: ${e.message}`)))
       return { message_id: a.id, text: a.payload, timestamp: a.timestamp, error: isErrorReply(a) }
     })
 
@@ -352,10 +356,17 @@ const makeHandlers = Effect.gen(function*() {
           ...(workspace_id === undefined ? {} : { workspace_id })
         })
         if (p.budget !== undefined) yield* meter.setBudget(node.id, p.budget)
+        if (p.caps !== undefined) {
+          yield* spawnQueue.setCaps(node.id, {
+            max_depth: p.caps.max_depth ?? null,
+            max_children: p.caps.max_children ?? null,
+            max_live: p.caps.max_live ?? null
+          })
+        }
         return node
       }).pipe(request("agent.create", { "gen_ai.provider.name": p.provider ?? defaultProvider }))),
 
-    ...budgetHandlers({ meter, orchestrator, resolve: (ref) => resolver.liveAgent(ref), wire, mutation }),
+    ...budgetHandlers({ meter, spawns: spawnQueue, orchestrator, resolve: (ref) => resolver.liveAgent(ref), wire, mutation }),
 
     "agent.list": (p) =>
       wire(Effect.map(resolver.agents(p?.all ?? false), (agents) => ({ agents, activity: progress.all() }))),

@@ -14,6 +14,7 @@ import { BindMode, WorkspaceSpec } from "../domain/workspace.js"
 import { SwarmLanguage } from "../swarm/SwarmNode.js"
 import { NodeRef, SwarmAgent, SwarmNodeStatus, SwarmStatus } from "./SwarmRpcs.js"
 import { Budget, InboxItem, Remaining } from "../domain/budget.js"
+import { TreeCaps } from "../domain/caps.js"
 
 // ---------------------------------------------------------------------------------------------
 // Wire errors. `code` is what a JSON-RPC client sees as `error.code` (@effect/rpc copies a
@@ -216,7 +217,7 @@ export class InboxAnswerRpc extends Rpc.make("inbox.answer", {
   payload: { id: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(128)), text: MessageText },
   success: Schema.Struct({
     id: Schema.String,
-    kind: Schema.Literal("question", "stop"),
+    kind: Schema.Literal("question", "stop", "cancel", "read"),
     agent_id: AgentId,
     agent_name: Schema.String
   }),
@@ -232,7 +233,9 @@ export class AgentCreateRpc extends Rpc.make("agent.create", {
     /** A workspace reference (id, name or unique id prefix). */
     workspace_id: Schema.optional(WorkspaceRef),
     /** The new root's subtree budget (docs/budgets.md). */
-    budget: Schema.optional(BudgetPatch)
+    budget: Schema.optional(BudgetPatch),
+    /** The new tree's own caps (docs/budgets.md, "Caps"); absent/null fields: the config's. */
+    caps: Schema.optional(Schema.partial(TreeCaps))
   },
   success: AgentNode,
   error: RpcError

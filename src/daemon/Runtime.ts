@@ -9,6 +9,7 @@ import { Mailbox } from "../agent/Mailbox.js"
 import { Turns } from "../agent/Turns.js"
 import * as Meter from "../meter/Meter.js"
 import { MeterPrices } from "../meter/Meter.js"
+import { CapsConfig } from "../agent/SpawnQueue.js"
 import * as Orchestration from "../agent/Orchestrator.js"
 import { Tree } from "../agent/Tree.js"
 import type { SubstratPaths } from "../config/Paths.js"
@@ -76,8 +77,12 @@ const SandboxLive = Layer.unwrapEffect(Effect.map(DaemonConfig, (c) =>
 // registry asks the live tree (WorkspaceInUse.ts), and recovery seeds the same Tree.
 const StateLive = Tree.Default
 
+// Tree caps (config `caps.*`: every tree's defaults, and what a spawn past them gets).
+const CapsLive = Layer.unwrapEffect(Effect.map(DaemonConfig, (c) =>
+  CapsConfig.layer({ max_depth: c.caps.maxDepth, max_children: c.caps.maxChildren, max_live: c.caps.maxLive }, c.caps.policy)))
+
 const OrchestrationLive = Orchestration.layerWithTree(Layer.effect(Tree, Tree)).pipe(
-  Layer.provideMerge(Layer.mergeAll(ProvidersLive, SlotsLive)),
+  Layer.provideMerge(Layer.mergeAll(ProvidersLive, SlotsLive, CapsLive)),
   Layer.provideMerge(MeterLive)
 )
 

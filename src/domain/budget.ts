@@ -5,10 +5,10 @@ import { Schema } from "effect"
 import { totalTokens, type UsageWithTurns } from "./usage.js"
 
 export const BudgetLimits = Schema.Struct({
-  usd: Schema.NullOr(Schema.Number.pipe(Schema.nonNegative())),
-  tokens: Schema.NullOr(Schema.Number.pipe(Schema.nonNegative())),
-  turns: Schema.NullOr(Schema.Number.pipe(Schema.nonNegative())),
-  time_s: Schema.NullOr(Schema.Number.pipe(Schema.nonNegative()))
+  usd: Schema.NullOr(Schema.JsonNumber.pipe(Schema.nonNegative())),
+  tokens: Schema.NullOr(Schema.JsonNumber.pipe(Schema.nonNegative())),
+  turns: Schema.NullOr(Schema.JsonNumber.pipe(Schema.nonNegative())),
+  time_s: Schema.NullOr(Schema.JsonNumber.pipe(Schema.nonNegative()))
 })
 export type BudgetLimits = typeof BudgetLimits.Type
 

@@ -4,6 +4,7 @@
 import { Schema } from "effect"
 import { AgentId, MessageId, SessionId, TurnId, WorkspaceId } from "./ids.js"
 import { Budget } from "./budget.js"
+import { BudgetShare, TreeCaps } from "./caps.js"
 import { MessageEnvelopeFromLog } from "./message.js"
 
 /**
@@ -124,6 +125,29 @@ export const BudgetBreachedData = Schema.Struct({ item_id: Schema.String, reason
 /** `ask_human`: the agent is parked until the human answers (`human.answered`, same item id). */
 export const HumanAskedData = Schema.Struct({ item_id: Schema.String, question: Schema.String })
 export const HumanAnsweredData = Schema.Struct({ item_id: Schema.String, answer: Schema.String })
+/** A root's own tree caps (docs/budgets.md, "Caps"); null fields: the config's. The last one logged is in force. */
+export const CapsSetData = TreeCaps
+/**
+ * A `spawn_agent` beyond a cap, queued (in the PARENT's log) until room frees: everything needed
+ * to spawn the child later. Done by its `spawn.started` or `spawn.failed`.
+ */
+export const SpawnQueuedData = Schema.Struct({
+  queue_id: Schema.String,
+  name: Schema.String,
+  instructions: Schema.String,
+  role: Schema.String,
+  workspace_subdir: Schema.NullOr(Schema.String),
+  provider: Schema.NullOr(Schema.String),
+  budget: Schema.NullOr(BudgetShare),
+  /** Which cap it waits for, in words. */
+  reason: Schema.String
+})
+/** A queued spawn's child was born (logged in the parent's log after the child's `agent.created`). */
+export const SpawnStartedData = Schema.Struct({ queue_id: Schema.String, agent_id: AgentId })
+/** A queued spawn that will not start (its spawn failed when room freed, or the human cancelled it). */
+export const SpawnFailedData = Schema.Struct({ queue_id: Schema.String, message: Schema.String })
+/** The human read these messages a root sent to USER (`inbox read`, `agent send --wait`): out of the inbox. */
+export const UserReadData = Schema.Struct({ message_ids: Schema.Array(MessageId) })
 export const WorkspaceDiffData = Schema.Struct({
   workspace_id: WorkspaceId,
   turn_id: TurnId,
@@ -154,7 +178,12 @@ export const LogEvent = Schema.Union(
   event("budget.set", BudgetSetData),
   event("budget.breached", BudgetBreachedData),
   event("human.asked", HumanAskedData),
-  event("human.answered", HumanAnsweredData)
+  event("human.answered", HumanAnsweredData),
+  event("caps.set", CapsSetData),
+  event("spawn.queued", SpawnQueuedData),
+  event("spawn.started", SpawnStartedData),
+  event("spawn.failed", SpawnFailedData),
+  event("user.read", UserReadData)
 )
 export type LogEvent = typeof LogEvent.Type
 export type LogEventName = LogEvent["event"]

@@ -58,7 +58,16 @@ export const SpawnAgentArgs = Schema.Struct({
       description:
         "The child's provider, e.g. \"claude\", \"codex\", \"cursor-agent\", \"openai:<model>\" or \"scripted:<book>\". Absent/null: the same as yours. An unknown provider or one whose CLI is not installed (or, for openai, no endpoint configured) is an error and nothing is created."
     })
-  )
+  ),
+  budget_usd: Schema.optional(Schema.Number.pipe(Schema.nonNegative()).annotations({
+    description: "The child's own budget in USD for its whole subtree, carved from what your budget has left (refused if more than is left). Absent: it shares yours."
+  })),
+  budget_tokens: Schema.optional(Schema.Number.pipe(Schema.nonNegative()).annotations({
+    description: "The child's own token budget (cache included) for its subtree, carved from what your budget has left. Absent: it shares yours."
+  })),
+  budget_turns: Schema.optional(Schema.Number.pipe(Schema.nonNegative()).annotations({
+    description: "The child's own turn budget for its subtree, carved from what your budget has left. Absent: it shares yours."
+  }))
 }).annotations(strict)
 
 export const InspectAgentArgs = Schema.Struct({
@@ -91,7 +100,8 @@ export const toolDescriptions: Readonly<Record<ToolName, string>> = {
     "Send a message to your parent, a child or a sibling by name (or USER, for root agents). sync=true (default): the reply arrives as your next message; do not wait or poll. timeout_seconds=N (sync only): if no reply came within N seconds you get a notice instead and stop waiting (a late reply still arrives as a message). reply_to=<message id> answers a request.",
   broadcast: "Send a message to every sibling (your team). It waits in their inboxes.",
   check_inbox: "Read (and clear) the notifications and broadcasts waiting for you.",
-  spawn_agent: "Create a child agent. It starts when your turn ends; you can message it right away.",
+  spawn_agent:
+    "Create a child agent. It starts when your turn ends; you can message it right away. Past the tree's caps the spawn is queued instead (status \"queued\", with its position): it starts by itself when room frees and you get a message then; do not spawn it again. budget_usd/budget_tokens/budget_turns give it its own share of your budget.",
   inspect_agent: "See a parent's, child's or sibling's state, recent turns and messages.",
   ask_human:
     "Ask the human a question (it goes to their inbox). Then end your turn: you are paused until they answer, and the answer arrives as your next message."

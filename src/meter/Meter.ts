@@ -19,11 +19,12 @@ import { type Budget, type LimitsPatch, exhaustedBy, type InboxItem, type Remain
 import { InvalidInputError, NotFoundError } from "../domain/errors.js"
 import { makeEvent } from "../domain/events.js"
 import type { AgentId, MessageId, SessionId } from "../domain/ids.js"
+import type { MessageEnvelope } from "../domain/message.js"
 import type { UsageWithTurns } from "../domain/usage.js"
 import { Activity } from "../agent/Activity.js"
 import { Mailbox } from "../agent/Mailbox.js"
 import { Tree } from "../agent/Tree.js"
-import { HumanDesk, TurnGate } from "../agent/TurnGate.js"
+import { BudgetShares, HumanDesk, TurnGate } from "../agent/TurnGate.js"
 import { Turns } from "../agent/Turns.js"
 import { ModelMeter } from "../provider/ModelMeter.js"
 import { EventLog } from "../storage/EventLog.js"
@@ -52,6 +53,8 @@ export interface MeterSeed {
   readonly budgets: ReadonlyMap<AgentId, Budget>
   readonly breaches: ReadonlyMap<AgentId, Breach>
   readonly questions: ReadonlyArray<Question>
+  /** Messages to USER the human has read (`user.read`). */
+  readonly read?: ReadonlySet<MessageId> | undefined
 }
 
 /** One agent's budget view: its own budget (if any) and every budget on its path, with what is left. */
@@ -67,6 +70,9 @@ export interface BudgetReport {
 
 const newItemId = () => randomUUID()
 
+/** A message to USER that waits to be read: a reply, or a root's own message (not a progress note). */
+const isAnswer = (m: MessageEnvelope): boolean => m.kind === "response" || m.progress !== true
+
 export class Meter extends Effect.Service<Meter>()("substrat/Meter", {
   effect: Effect.gen(function*() {
     const tree = yield* Tree
@@ -79,6 +85,8 @@ export class Meter extends Effect.Service<Meter>()("substrat/Meter", {
     const budgets = new Map<AgentId, Budget>()
     const breaches = new Map<AgentId, Breach>()
     const questions = new Map<string, Question>()
+    /** Messages roots sent to USER that the human has read (`user.read`): out of the inbox. */
+    const read = new Set<MessageId>()
     /** Turns running now per agent (reserved by `mayStart`). */
     const reserved = new Map<AgentId, number>()
 
@@ -280,8 +288,34 @@ export class Meter extends Effect.Service<Meter>()("substrat/Meter", {
           ts: b.ts
         })
       }
+      for (const m of mailbox.userMessages()) {
+        if (!isAnswer(m) || read.has(m.id) || typeof m.sender !== "string" || m.sender === "USER" || m.sender === "SYSTEM") continue
+        const agent = m.sender as AgentId
+        items.push({ id: m.id, kind: "answer", agent_id: agent, agent_name: m.sender_name ?? nameOf(agent), text: m.payload, ts: m.timestamp })
+      }
       return items.sort((a, b) => a.ts.localeCompare(b.ts))
     }
+
+    /**
+     * The human read these messages to USER (`inbox read`, `agent send --wait`): `user.read` in
+     * the sending root's log, then out of the inbox. Unknown or already read ids are skipped.
+     */
+    const markRead = Effect.fn("Meter.markRead")(function*(ids: ReadonlyArray<MessageId>) {
+      const bySender = new Map<AgentId, Array<MessageId>>()
+      const wanted = new Set(ids)
+      for (const m of mailbox.userMessages()) {
+        if (!wanted.has(m.id) || read.has(m.id) || m.sender === "USER" || m.sender === "SYSTEM") continue
+        const list = bySender.get(m.sender as AgentId) ?? []
+        list.push(m.id)
+        bySender.set(m.sender as AgentId, list)
+      }
+      for (const [agent, list] of bySender) {
+        const node = tree.get(agent)
+        if (node !== undefined) yield* log.append(node.session_id, makeEvent("user.read", { message_ids: list }))
+        for (const id of list) read.add(id)
+      }
+      return [...bySender.values()].flat()
+    })
 
     /**
      * The human answers item `id`. A question: `human.answered` is logged and the asker is
@@ -315,6 +349,7 @@ export class Meter extends Effect.Service<Meter>()("substrat/Meter", {
       for (const [k, v] of s.budgets) budgets.set(k, v)
       for (const [k, v] of s.breaches) breaches.set(k, v)
       for (const q of s.questions) questions.set(q.item_id, q)
+      for (const id of s.read ?? []) read.add(id)
     }
 
     return {
@@ -329,6 +364,7 @@ export class Meter extends Effect.Service<Meter>()("substrat/Meter", {
       ask,
       inbox,
       answer,
+      markRead,
       seed,
       /** The turn `message` wakes runs before `agent`'s other queued turns. */
       promote: (agent: AgentId, message: MessageId) => Effect.sync(() => mailbox.promote(agent, message)),
@@ -340,11 +376,15 @@ export class Meter extends Effect.Service<Meter>()("substrat/Meter", {
 }) {}
 
 /** The Meter as the ports the providers, the turn runner and the tool handler use. */
-export const ports: Layer.Layer<ModelMeter | TurnGate | HumanDesk, never, Meter> = Layer.effectContext(
+export const ports: Layer.Layer<ModelMeter | TurnGate | HumanDesk | BudgetShares, never, Meter> = Layer.effectContext(
   Effect.map(Meter, (m) =>
     Context.empty().pipe(
       Context.add(ModelMeter, { admit: m.admit, record: m.record }),
       Context.add(TurnGate, { mayStart: m.mayStart, turnEnded: m.turnEnded, maySpawn: m.maySpawn }),
-      Context.add(HumanDesk, { ask: m.ask })
+      Context.add(HumanDesk, { ask: m.ask }),
+      Context.add(BudgetShares, {
+        carve: (parent, share) => Effect.asVoid(m.carve(parent.id, share)),
+        give: (child, share) => Effect.asVoid(m.setBudget(child.id, share))
+      })
     ))
 )

@@ -17,6 +17,7 @@ import { MessageId, type SessionId, type TurnId } from "../domain/ids.js"
 import type { MessageEnvelope } from "../domain/message.js"
 import { BroadcastArgs, SendMessageArgs } from "../domain/tools.js"
 import type { Budget } from "../domain/budget.js"
+import type { TreeCaps } from "../domain/caps.js"
 import { addUsage, type UsageTotals, zeroUsage } from "../domain/usage.js"
 import { type MessageSummary, RECENT_MESSAGES, RECENT_TURNS, type TurnSummary } from "../agent/Activity.js"
 import { excerpt } from "../agent/Inspection.js"
@@ -112,6 +113,12 @@ export interface SessionLog {
   readonly breach: OpenBreach | null
   /** `human.asked` without its `human.answered`, oldest first. */
   readonly questions: ReadonlyArray<OpenQuestion>
+  /** A root's own tree caps (the last `caps.set`), or null. */
+  readonly caps: TreeCaps | null
+  /** `spawn.queued` of this agent's without its `spawn.started` / `spawn.failed`, oldest first. */
+  readonly queuedSpawns: ReadonlyArray<QueuedSpawnEntry>
+  /** Messages to USER the human has read (`user.read`). */
+  readonly userRead: ReadonlySet<MessageId>
   /** The last RECENT_TURNS ended turns, oldest first (texts excerpted), as `noteTurn` records them. */
   readonly recentTurns: ReadonlyArray<TurnSummary>
   /** The last RECENT_MESSAGES messages in and out, in log order (texts excerpted), as `noteMessage` records them. */
@@ -121,6 +128,10 @@ export interface SessionLog {
 export interface OpenBreach {
   readonly item_id: string
   readonly reason: string
+  readonly ts: string
+}
+export interface QueuedSpawnEntry {
+  readonly data: EventData<"spawn.queued">
   readonly ts: string
 }
 export interface OpenQuestion {
@@ -160,6 +171,7 @@ const decodeBroadcastArgs = Schema.decodeUnknownEither(BroadcastArgs)
 // Shared by every log without answers/replies (read-only views: never mutated).
 const noAnswers: ReadonlyMap<MessageId, Answer> = new Map()
 const noReplies: ReadonlySet<MessageId> = new Set()
+const noRead: ReadonlySet<MessageId> = new Set()
 const none: ReadonlyArray<never> = []
 
 /** How a turn ended, as its recent-activity entry needs it. */
@@ -230,6 +242,9 @@ class Acc {
   budget: Budget | null = null
   breach: OpenBreach | null = null
   questions: Array<OpenQuestion> | undefined
+  caps: TreeCaps | null = null
+  queuedSpawns: Map<string, QueuedSpawnEntry> | undefined
+  userRead: Set<MessageId> | undefined
   /** Turns with request-level `usage` events: their turn-level `usage` is not counted again. */
   metered: Set<string> | undefined
 
@@ -394,6 +409,22 @@ const handlers: { readonly [E in LogEventName]: Handler<E> } = {
   },
   "human.answered": (acc, data) => {
     if (acc.questions !== undefined) acc.questions = acc.questions.filter((q) => q.item_id !== data.item_id)
+  },
+  "caps.set": (acc, data) => {
+    acc.caps = data
+  },
+  "spawn.queued": (acc, data, ts) => {
+    ;(acc.queuedSpawns ??= new Map()).set(data.queue_id, { data, ts })
+  },
+  "spawn.started": (acc, data) => {
+    acc.queuedSpawns?.delete(data.queue_id)
+  },
+  "spawn.failed": (acc, data) => {
+    acc.queuedSpawns?.delete(data.queue_id)
+  },
+  "user.read": (acc, data) => {
+    const read = acc.userRead ??= new Set()
+    for (const id of data.message_ids) read.add(id)
   },
   "agent.created": (acc, data) => {
     if (acc.created === null) acc.created = data
@@ -561,6 +592,9 @@ export class SessionFold {
       budget: a.budget,
       breach: a.breach,
       questions: a.questions ?? none,
+      caps: a.caps,
+      queuedSpawns: a.queuedSpawns === undefined ? none : [...a.queuedSpawns.values()],
+      userRead: a.userRead ?? noRead,
       recentTurns: a.turnEnds === undefined ? none : a.turnEnds.map((end, i) => turnSummary(end, prompts[i] ?? "")),
       recentMessages: a.messages === undefined ? none : a.messages.map(messageSummary)
     }

@@ -245,7 +245,7 @@ const unreachable = (
   return dangling
 }
 
-const wakes = (env: MessageEnvelope) => env.kind === "request" || env.kind === "response" || env.sender === USER
+const wakes = (env: MessageEnvelope) => env.kind === "request" || env.kind === "response" || env.sender === USER || env.sender === "SYSTEM"
 
 /**
  * Step 4: each live agent's pending messages back in its inbox; the requests among them are

@@ -17,10 +17,12 @@ import { SubstratConfig } from "../config/Config.js"
 import { SubstratPaths } from "../config/Paths.js"
 import type { DurableError, EventLogError, SessionStoreError } from "../domain/errors.js"
 import { makeEvent } from "../domain/events.js"
-import type { AgentId, SessionId } from "../domain/ids.js"
+import type { AgentId, MessageId, SessionId } from "../domain/ids.js"
 import type { Budget } from "../domain/budget.js"
 import type { AgentTree } from "../agent/AgentTree.js"
 import { Meter, type MeterSeed } from "../meter/Meter.js"
+import { type QueuedSpawn, SpawnQueue, type SpawnQueueSeed } from "../agent/SpawnQueue.js"
+import type { TreeCaps } from "../domain/caps.js"
 import type { OpenBreach } from "./Fold.js"
 import { Session } from "../domain/session.js"
 import type { LogPosition } from "../provider/Provider.js"
@@ -106,6 +108,7 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
     const paths = yield* SubstratPaths
     const registry = yield* ProviderRegistry
     const meter = yield* Effect.serviceOption(Meter)
+    const spawns = yield* Effect.serviceOption(SpawnQueue)
 
     const saveState = (id: SessionId, f: (s: Session) => Session) =>
       Effect.flatMap(store.load(id), (rec) => store.save(f(rec)))
@@ -255,10 +258,13 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
       yield* seeding.seed(p.seed)
       yield* seeding.park(p.parked)
       if (Option.isSome(meter)) meter.value.seed(meterSeed(p.seed.tree, sessions))
+      if (Option.isSome(spawns)) spawns.value.seed(spawnSeed(p.seed.tree, sessions))
       if (options.resume !== false) {
         yield* seeding.queueTurns(p.turns)
         // Pending sync requests with a reply timeout: re-armed with their remaining time.
         yield* seeding.armTimeouts
+        // Queued spawns that fit now start (the rest wait for room, as before the restart).
+        if (Option.isSome(spawns) && !readOnly) yield* spawns.value.pump()
       }
 
       const report: RecoveryReport = {
@@ -301,14 +307,50 @@ const meterSeed = (tree: AgentTree, sessions: ReadonlyArray<PlanSession>): Meter
   const budgets = new Map<AgentId, Budget>()
   const breaches = new Map<AgentId, OpenBreach>()
   const questions: Array<MeterSeed["questions"][number]> = []
+  const read = new Set<MessageId>()
   for (const n of tree.nodes.values()) {
     const l = logs.get(n.session_id)
     if (l === null || l === undefined) continue
     if (l.budget !== null) budgets.set(n.id, l.budget)
     if (l.breach !== null) breaches.set(n.id, l.breach)
     for (const q of l.questions) questions.push({ ...q, agent: n.id })
+    for (const id of l.userRead) read.add(id)
   }
-  return { budgets, breaches, questions }
+  return { budgets, breaches, questions, read }
+}
+
+/**
+ * Roots' own caps and the queued spawns of live parents, oldest first. A queued spawn whose
+ * child exists already (born, then the crash came before its `spawn.started`) is done.
+ */
+const spawnSeed = (tree: AgentTree, sessions: ReadonlyArray<PlanSession>): SpawnQueueSeed => {
+  const logs = new Map(sessions.map((x) => [x.id, x.log] as const))
+  const caps = new Map<AgentId, TreeCaps>()
+  const queued: Array<QueuedSpawn> = []
+  for (const n of tree.nodes.values()) {
+    const l = logs.get(n.session_id)
+    if (l === null || l === undefined) continue
+    if (l.caps !== null) caps.set(n.id, l.caps)
+    for (const { data: d, ts } of l.queuedSpawns) {
+      if (tree.childNamed(n.id, d.name) !== undefined) continue
+      queued.push({
+        queue_id: d.queue_id,
+        parent: n.id,
+        reason: d.reason,
+        ts,
+        args: {
+          name: d.name,
+          instructions: d.instructions,
+          role: d.role,
+          workspace_subdir: d.workspace_subdir,
+          provider: d.provider,
+          budget: d.budget
+        }
+      })
+    }
+  }
+  queued.sort((a, b) => a.ts.localeCompare(b.ts))
+  return { caps, queued }
 }
 
 /** One line for the daemon's start-up log. */

@@ -49,7 +49,8 @@ const home = (book: unknown) => {
   return h
 }
 
-const inbox = async (h: string) => (await cliJson<{ items: ReadonlyArray<Item> }>(h, ["inbox"])).items
+/** The inbox without the agents' answers to USER (they wait to be read too; test/e2e/caps-queue.test.ts covers them). */
+const inbox = async (h: string) => (await cliJson<{ items: ReadonlyArray<Item> }>(h, ["inbox"])).items.filter((i) => i.kind !== "answer")
 
 describe("budgets and the human inbox (daemon + CLI)", () => {
   it("a turn budget parks the root, survives kill -9, and a raise resumes it", async () => {

@@ -134,8 +134,10 @@ describe("configuration", () => {
     Effect.gen(function*() {
       for (const k of allKeys) {
         if (k.key === "home" || k.key.startsWith("credentials.")) continue
-        const sample = /Ms|Steps|Retries|slots|Bytes|Attempts/i.test(k.key)
+        const sample = /Ms|Steps|Retries|slots|Bytes|Attempts|caps\.max/i.test(k.key)
           ? "2048"
+          : k.key === "caps.policy"
+          ? "refuse"
           : /upstream|endpoint/.test(k.key)
           ? "http://x"
           : k.key.endsWith("prices")

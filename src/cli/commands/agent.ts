@@ -42,11 +42,29 @@ const createCommand = Command.make("create", {
     Options.withDescription("Workspace to run in: name, id or unique id prefix"),
     Options.optional
   ),
-  ...budgetOptions("budget-")
+  ...budgetOptions("budget-"),
+  maxDepth: Options.integer("max-depth").pipe(
+    Options.withDescription("This tree's depth cap: levels below the root (0: none; default: config caps.max_depth)"),
+    Options.optional
+  ),
+  maxChildren: Options.integer("max-children").pipe(
+    Options.withDescription("Live children one agent of this tree may have; more spawns queue (0: none; default: caps.max_children)"),
+    Options.optional
+  ),
+  maxLive: Options.integer("max-live").pipe(
+    Options.withDescription("Live agents this tree may have, the root included; more spawns queue (0: none; default: caps.max_live)"),
+    Options.optional
+  )
 }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
     const budget = yield* budgetPatch(o)
+    const caps: Record<string, number> = {}
+    for (const [k, v] of [["max_depth", o.maxDepth], ["max_children", o.maxChildren], ["max_live", o.maxLive]] as const) {
+      if (Option.isNone(v)) continue
+      if (v.value < 0) return yield* new CliError({ kind: "invalid-input", message: `--${k.replace("_", "-")} cannot be negative (${v.value})` })
+      caps[k] = v.value
+    }
     const agent = yield* withClient(socket, (c) =>
       call(socket, c.agent.create({
         ...opt(o.provider, "provider"),
@@ -54,15 +72,16 @@ const createCommand = Command.make("create", {
         ...opt(o.instructions, "instructions"),
         ...opt(o.role, "role"),
         ...opt(o.workspace, "workspace_id"),
-        ...(Object.keys(budget).length > 0 ? { budget } : {})
+        ...(Object.keys(budget).length > 0 ? { budget } : {}),
+        ...(Object.keys(caps).length > 0 ? { caps } : {})
       })))
     if (o.json) return yield* printJson(agent)
     if (o.quiet) return yield* Console.log(agent.id)
     yield* Console.log(`created ${agent.name} (${agent.id}, provider ${agent.provider})`)
   })).pipe(Command.withDescription(describe("Create a root agent (and its session)", {
     examples: [
-      "substrat agent create --name alpha --provider scripted:demo",
       "substrat agent create --name coder --provider claude --workspace <workspace>",
+      "substrat agent create --name lead --provider claude --max-depth 2 --max-live 4 --budget-usd 1",
       "id=$(substrat agent create --provider codex --quiet)"
     ]
   })))

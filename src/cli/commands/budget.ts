@@ -116,8 +116,8 @@ export const renderInbox = (items: ReadonlyArray<InboxItem>): string =>
 export const inboxCommand = Command.make("inbox", {
   home,
   json,
-  action: Args.choice([["answer", "answer" as const]], { name: "answer" }).pipe(
-    Args.withDescription("answer: answer item <id> with <text>"),
+  action: Args.choice([["answer", "answer" as const], ["read", "read" as const]], { name: "answer|read" }).pipe(
+    Args.withDescription("answer: answer item <id> with <text>; read: mark an agent's answer to you read"),
     Args.optional
   ),
   id: Args.text({ name: "id" }).pipe(Args.withDescription("The inbox item's id"), Args.optional),
@@ -135,6 +135,18 @@ export const inboxCommand = Command.make("inbox", {
       if (o.json) return yield* printJson(r)
       return yield* Console.log(renderInbox(r.items))
     }
+    if (o.action.value === "read") {
+      if (Option.isNone(o.id) || Option.isSome(o.text)) return yield* new CliError({ kind: "invalid-input", message: "usage: substrat inbox read <id>" })
+      const id = o.id.value
+      const items = (yield* withClient(socket, (c) => call(socket, c.inbox.list()))).items
+      const item = items.find((i) => i.id === id)
+      if (item === undefined || item.kind !== "answer") {
+        return yield* new CliError({ kind: "invalid-input", message: `no unread answer ${id} in the inbox (substrat inbox lists them)` })
+      }
+      const r = yield* withClient(socket, (c) => call(socket, c.inbox.answer({ id, text: "read" })))
+      if (o.json) return yield* printJson(r)
+      return yield* Console.log(`read: ${r.agent_name}'s answer left the inbox`)
+    }
     if (Option.isNone(o.id) || Option.isNone(o.text)) {
       return yield* new CliError({ kind: "invalid-input", message: "usage: substrat inbox answer <id> <text>" })
     }
@@ -142,8 +154,18 @@ export const inboxCommand = Command.make("inbox", {
     const text = o.text.value
     const r = yield* withClient(socket, (c) => call(socket, c.inbox.answer({ id, text })))
     if (o.json) return yield* printJson(r)
-    yield* Console.log(r.kind === "question" ? `answered ${r.agent_name}: it resumes with your answer` : `stopped ${r.agent_name} and its subtree`)
-  })).pipe(Command.withDescription(describe("What waits for you, oldest first (agents' questions, spent budgets); answer an item", {
-    details: ["An answer is the agent's next message. On a spent budget, `stop` terminates the subtree; raising it is `substrat budget set`."],
-    examples: ["substrat inbox", "substrat inbox answer 91aa0c2e-… \"Use blue\"", "substrat inbox answer 6f1c7d3b-… stop"]
+    yield* Console.log(
+      r.kind === "question"
+        ? `answered ${r.agent_name}: it resumes with your answer`
+        : r.kind === "cancel"
+        ? `cancelled the queued spawn of ${r.agent_name}'s child`
+        : r.kind === "read"
+        ? `read: ${r.agent_name}'s answer left the inbox`
+        : `stopped ${r.agent_name} and its subtree`
+    )
+  })).pipe(Command.withDescription(describe("What waits for you, oldest first (agents' questions, spent budgets, spawns queued past caps, unread answers); answer an item", {
+    details: [
+      "An answer is the agent's next message. On a spent budget, `stop` terminates the subtree; raising it is `substrat budget set`. On a queued spawn, `cancel` drops it (else it starts by itself when room frees). An answer to you stays until `substrat inbox read <id>` or `agent send --wait` returned it."
+    ],
+    examples: ["substrat inbox", "substrat inbox answer 91aa0c2e-… \"Use blue\"", "substrat inbox read 3c2e9a10-…"]
   })))
