@@ -143,6 +143,12 @@ describe("dashboard: inbox, budgets and the swarm in headless chromium", () => {
     await page.keyboard.press("Enter")
     expect(await card.locator('input[name="turns"]').inputValue()).toBe("5")
 
+    // The page's usage of lead is the daemon's (inspect): tokens with cache, cost.
+    const own = (await request(unix, "GET", "/v1/agents/lead/inspect")).json<{ usage: { own: Record<string, number> } }>().usage.own
+    const tokens = own["input_tokens"]! + own["output_tokens"]! + (own["cache_read_tokens"] ?? 0) + (own["cache_write_tokens"] ?? 0)
+    expect(tokens).toBe(330)
+    await expect.poll(() => agentItem("lead").locator(".usage").textContent(), { timeout: 20_000 }).toBe(`${tokens} tok · $${own["cost_usd"]!.toFixed(2)}`)
+
     // The resumed turn in lead's transcript.
     await agentItem("lead").click()
     await expect.poll(() => transcriptTexts("turn.start"), { timeout: 20_000 }).toEqual([

@@ -93,11 +93,33 @@ let selected = null
 let stopTranscript = null
 const steps = new Map() // session_id → current step text
 const busySince = new Map() // session_id → Date of turn.start
-const usage = new Map() // session_id → { in, out, cost }
+const usage = new Map() // session_id → { in, out, cache, cost }: what counts (addUsage)
+const usageBooks = new Map() // session_id → the usage events by kind, for addUsage
 const names = new Map() // agent id → name
 
 const fmtCost = (c) => "$" + c.toFixed(c < 0.01 ? 4 : 2)
-const fmtUsage = (u) => (u ? (u.in + u.out) + " tok · " + fmtCost(u.cost) : "")
+const fmtUsage = (u) => (u ? (u.in + u.out + u.cache) + " tok · " + fmtCost(u.cost) : "")
+
+const noUsage = () => ({ in: 0, out: 0, cache: 0, cost: 0 })
+const addTo = (t, u) => { t.in += u.in; t.out += u.out; t.cache += u.cache; t.cost += u.cost; return t }
+/**
+ * One `usage` event of a session, counted as the daemon counts (docs/events.md, "Usage: which
+ * events count"): request-level events (`source: "request"`) always; a turn's own total only for a
+ * turn without request-level ones. Tokens include cache reads and writes, as budgets count them.
+ */
+const addUsage = (s, d) => {
+  const b = usageBooks.get(s) || { requests: noUsage(), metered: new Set(), turns: new Map(), other: noUsage() }
+  usageBooks.set(s, b)
+  const u = { in: d.input_tokens, out: d.output_tokens, cache: (d.cache_read_tokens || 0) + (d.cache_write_tokens || 0), cost: d.cost_usd }
+  if (d.source === "request") {
+    addTo(b.requests, u)
+    if (d.turn_id) b.metered.add(d.turn_id)
+  } else if (d.turn_id) b.turns.set(d.turn_id, addTo(b.turns.get(d.turn_id) || noUsage(), u))
+  else addTo(b.other, u)
+  const total = addTo(addTo(noUsage(), b.requests), b.other)
+  for (const [turn, t] of b.turns) if (!b.metered.has(turn)) addTo(total, t)
+  usage.set(s, total)
+}
 const elapsed = (since) => {
   const s = Math.max(0, Math.round((Date.now() - since) / 1000))
   return s < 60 ? s + "s" : Math.floor(s / 60) + "m" + String(s % 60).padStart(2, "0") + "s"
@@ -105,10 +127,10 @@ const elapsed = (since) => {
 
 /** Own + descendants' usage; `childrenOf` maps an agent id to its children (every agent, not only the shown ones). */
 const subtreeUsage = (id, childrenOf) => {
-  const total = { in: 0, out: 0, cost: 0 }
+  const total = noUsage()
   const visit = (a) => {
     const u = usage.get(a.session_id)
-    if (u) { total.in += u.in; total.out += u.out; total.cost += u.cost }
+    if (u) addTo(total, u)
     for (const c of childrenOf.get(a.id) || []) visit(c)
   }
   const root = agents.find((a) => a.id === id)
@@ -157,7 +179,7 @@ const renderTree = () => {
           flag ? el("span", { class: "flag flag-" + flag.kind, text: flag.text }) : null,
           step ? el("span", { class: "step", text: step }) : null,
           nodes > 0 ? el("span", { class: "step", text: "swarm root · " + nodes + " code nodes (Swarm tab)" }) : null,
-          own || sub ? el("span", { class: "usage", text: fmtUsage(own) + (sub && sub.in + sub.out > 0 ? " (subtree " + fmtUsage(sub) + ")" : "") }) : null),
+          own || sub ? el("span", { class: "usage", text: fmtUsage(own) + (sub && sub.in + sub.out + sub.cache > 0 ? " (subtree " + fmtUsage(sub) + ")" : "") }) : null),
         kids ? el("ul", { role: "group" }, ...branch(a.id)) : null)
     })
   $("tree").replaceChildren(...branch(null))
@@ -242,7 +264,8 @@ const entryFor = (e) => {
     case "tool_call.result":
       return item(d.is_error ? "tool error" : "tool", d.source === "provider" ? "tool result · provider's own" : "tool result", d.tool + " → " + short(d.result))
     case "provider.error": return item("error", "provider error (" + d.reason + ")", d.message)
-    case "usage": return item("usage", "usage", d.input_tokens + " in · " + d.output_tokens + " out · " + fmtCost(d.cost_usd))
+    case "usage": return item("usage", d.source === "request" ? "usage · model request" + (d.model ? " (" + d.model + ")" : "") : "usage · turn total",
+      d.input_tokens + " in · " + d.output_tokens + " out" + (d.cache_read_tokens || d.cache_write_tokens ? " · cache " + (d.cache_read_tokens || 0) + " read, " + (d.cache_write_tokens || 0) + " written" : "") + " · " + fmtCost(d.cost_usd))
     case "agent.created": return item("lifecycle", "created", d.name + " (" + d.role + ", " + d.provider + ")")
     case "agent.terminated": return item("lifecycle", "terminated", null)
     case "message.timed_out": return item("error", "request timed out", "no reply from " + d.recipient_name)
@@ -927,11 +950,7 @@ const onTreeEvent = (name, e) => {
     case "tool_call.result": steps.set(s, "thinking"); break
     case "turn.complete": case "provider.error": busySince.delete(s); steps.delete(s); break
     case "message.enqueued": addFlow(e); break
-    case "usage": {
-      const u = usage.get(s) || { in: 0, out: 0, cost: 0 }
-      usage.set(s, { in: u.in + e.data.input_tokens, out: u.out + e.data.output_tokens, cost: u.cost + e.data.cost_usd })
-      break
-    }
+    case "usage": addUsage(s, e.data); break
   }
   refresh()
 }
