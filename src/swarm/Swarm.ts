@@ -386,7 +386,10 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
         // Every discovered node gets its agent (recovered materialized ones are kept as they are).
         const discovered = r.snapshot.nodes
         yield* apply({ ...r.diff, added: discovered }, true)
-        yield* persist
+        // The nodes are saved whole only when they changed (a warm start of an unchanged tree
+        // rewrites no node: on a large tree that is tens of MB of JSON made and dropped).
+        if (!r.upToDate) yield* persist
+        else yield* saveRecord(home, record)
         // The root's session exists from the start: the swarm's event stream is its tree's.
         yield* sessions.materialize(agentOf(ROOT_NODE)).pipe(Effect.mapError(storeError))
         yield* watch

@@ -5,12 +5,12 @@
 // acts on the diff (spawn / orphan / notify, durably) and then saves: a save writes the whole
 // snapshot with the next epoch and drops the older journals (compaction), so a save of one file
 // costs one appended line, not a rewrite of every node.
-import { Effect, Option, Schema } from "effect"
+import { Effect, Either, Option, Schema } from "effect"
 import { basename, dirname, join } from "node:path"
 import { Durable } from "../storage/Durable.js"
 import { diffNodes, type SwarmDiff } from "./Diff.js"
 import { type DiscoverOptions, Discovery, dirNodes, groupByPath } from "./Discovery.js"
-import { FileRecords, type SwarmNode, type SwarmSnapshot, SwarmSnapshotJson } from "./SwarmNode.js"
+import { FileRecords, type SwarmNode, SwarmSnapshot, SwarmSnapshotJson } from "./SwarmNode.js"
 
 /** The snapshot file could not be read or written, does not decode, or is of another root. */
 export class SwarmStoreError extends Schema.TaggedError<SwarmStoreError>()("SwarmStoreError", {
@@ -25,13 +25,46 @@ export interface Reconciled {
   readonly diff: SwarmDiff
   /** False on the first start (no snapshot yet: every node is added). */
   readonly hadSnapshot: boolean
+  /**
+   * The snapshot on disk is exactly `snapshot`: no journal was replayed and every file's nodes
+   * were reused as saved (same bytes). Then it need not be rewritten.
+   */
+  readonly upToDate: boolean
 }
 
-const decode = Schema.decodeUnknownEither(SwarmSnapshotJson)
+const decodeWithErrors = Schema.decodeUnknownEither(SwarmSnapshotJson)
+const isSnapshot = Schema.is(SwarmSnapshot)
+/**
+ * The snapshot's JSON, checked against the Schema and used as parsed (no node is copied: the
+ * Schema has no transformations, and a large swarm's snapshot is 100,000 nodes); the Schema's
+ * own decode only to say what is wrong.
+ */
+const decode = (text: string): Either.Either<SwarmSnapshot, { readonly message: string }> => {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(text)
+  } catch {
+    return decodeWithErrors(text)
+  }
+  return isSnapshot(parsed) ? Either.right(parsed) : decodeWithErrors(text)
+}
 const encode = Schema.encodeSync(SwarmSnapshotJson)
 const RecordsJson = Schema.parseJson(FileRecords)
 const decodeRecords = Schema.decodeUnknownEither(RecordsJson)
 const encodeRecords = Schema.encodeSync(RecordsJson)
+
+/** Every file's nodes in `now` are the very objects of `before` (reused unparsed), and no file came or went. */
+const sameNodes = (before: ReadonlyArray<SwarmNode>, now: ReadonlyArray<SwarmNode>): boolean => {
+  const was = new Set<SwarmNode>()
+  for (const n of before) if (n.kind !== "dir") was.add(n)
+  let count = 0
+  for (const n of now) {
+    if (n.kind === "dir") continue
+    if (!was.has(n)) return false
+    count++
+  }
+  return count === was.size
+}
 
 /** The journal of the snapshot `file` at `epoch`: `nodes.json` → `nodes.3.jsonl`. */
 export const journalOf = (file: string, epoch: number): string =>
@@ -58,8 +91,10 @@ export class SwarmStore extends Effect.Service<SwarmStore>()("substrat/swarm/Swa
     const ioError = (path: string) => (e: { readonly message: string }) =>
       new SwarmStoreError({ reason: "io", path, message: e.message })
 
-    // The journal epoch of each snapshot file this store has loaded or saved.
+    // The journal epoch of each snapshot file this store has loaded or saved, and the journal
+    // lines its last load replayed.
     const epochs = new Map<string, number>()
+    const replayed = new Map<string, number>()
 
     /** The journal's records, in order; a torn last line (a crash mid-append) is cut off the file. */
     const readJournal = (journal: string) =>
@@ -94,6 +129,7 @@ export class SwarmStore extends Effect.Service<SwarmStore>()("substrat/swarm/Swa
       const epoch = decoded.right.journal ?? 0
       epochs.set(file, epoch)
       const records = yield* readJournal(journalOf(file, epoch))
+      replayed.set(file, records.length)
       const { nodes, root, version } = decoded.right
       return Option.some<SwarmSnapshot>({ version, root, nodes: records.length === 0 ? nodes : replay(nodes, records) })
     })
@@ -152,7 +188,8 @@ export class SwarmStore extends Effect.Service<SwarmStore>()("substrat/swarm/Swa
       return {
         snapshot: { version: 1, root, nodes },
         diff: diffNodes(previous, nodes),
-        hadSnapshot: Option.isSome(saved)
+        hadSnapshot: Option.isSome(saved),
+        upToDate: Option.isSome(saved) && (replayed.get(file) ?? 0) === 0 && sameNodes(previous, nodes)
       } satisfies Reconciled
     })
 

@@ -145,6 +145,7 @@ layer(TestLayer)("swarm snapshot store", (it) => {
       // A warm reconcile against the replayed nodes finds nothing to do.
       const warm = yield* store.reconcile(root, file)
       expect([warm.diff.added, warm.diff.orphaned, warm.diff.changed]).toEqual([[], [], []])
+      expect(warm.upToDate).toBe(false) // the journal is to be compacted
 
       // A crash mid-append leaves a torn last line: load ignores it and cuts it off, so the next append is whole.
       const good = fs.readFileSync(journal, "utf8")
@@ -157,5 +158,9 @@ layer(TestLayer)("swarm snapshot store", (it) => {
       expect((JSON.parse(fs.readFileSync(file, "utf8")) as { journal: number }).journal).toBe(epoch + 1)
       expect(fs.existsSync(journal)).toBe(false)
       expect(Option.getOrThrow(yield* store.load(file)).nodes).toEqual(loaded.nodes)
+      // Now nodes.json alone is the tree: a start need not rewrite it; an edit makes it stale.
+      expect((yield* store.reconcile(root, file)).upToDate).toBe(true)
+      fs.writeFileSync(join(root, "main.py"), code("3"))
+      expect((yield* store.reconcile(root, file)).upToDate).toBe(false)
     }))
 })
