@@ -68,6 +68,16 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
     const executor = yield* CommandExecutor.CommandExecutor
     const fs = yield* FileSystem.FileSystem
     const listeners = new Set<(r: Recorded) => Effect.Effect<void>>()
+    // Where each workspace's history is: fixed for a workspace's life (its root, its parent and
+    // the top-level ancestor's git dir never change), so it is read once. A deleted workspace's
+    // entry only makes its git commands fail (the caller reports it as before).
+    const locations = new Map<WorkspaceId, HistoryLocation>()
+    const locationOf = (id: WorkspaceId) =>
+      Effect.suspend(() => {
+        const known = locations.get(id)
+        if (known !== undefined) return Effect.succeed(known)
+        return Effect.tap(store.historyLocation(id), (loc) => Effect.sync(() => locations.set(id, loc)))
+      })
     // One git operation at a time per repository (parent and children share one).
     const locks = new Map<string, Effect.Semaphore>()
     const lockFor = (gitDir: string) => {
@@ -84,7 +94,7 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
       f: (loc: HistoryLocation, git: (args: ReadonlyArray<string>, opts?: { input?: string; env?: Record<string, string>; okCodes?: ReadonlyArray<number> }) => Effect.Effect<{ code: number; stdout: string; stderr: string }, WorkspaceHistoryError>, scope: ReadonlyArray<string>) => Effect.Effect<A, E>
     ) =>
       Effect.gen(function*() {
-        const loc = yield* store.historyLocation(id)
+        const loc = yield* locationOf(id)
         const repo: GitRepo = { gitDir: loc.gitDir, workTree: loc.topRoot }
         const git = (args: ReadonlyArray<string>, opts: { input?: string; env?: Record<string, string>; okCodes?: ReadonlyArray<number> } = {}) =>
           runGit(executor, repo, args, { ...opts, workspaceId: id })
