@@ -3,7 +3,8 @@
 // waits again; after a restart that command prints the answer once it comes (recovery re-runs
 // the interrupted turn), and at once when it already came; the request is answered exactly once.
 // Also: without an id (the latest open request, else the last answered), an id prefix, an
-// unknown id (exit 4), --timeout (exit 5), and GET /v1/agents/{ref}/messages/{id}/answer.
+// unknown id (exit 4), --timeout (exit 5), a failed answer (exit 7), and
+// GET /v1/agents/{ref}/messages/{id}/answer.
 import * as fs from "node:fs"
 import * as http from "node:http"
 import { join } from "node:path"
@@ -41,6 +42,7 @@ describe("agent wait: waiting again for the answer of a request", () => {
   it("after kill -9 during send --wait: the printed command waits again and prints the answer once; again at once; no id, prefix, unknown id, timeout", async () => {
     fs.mkdirSync(join(home, "scripts"), { recursive: true })
     fs.writeFileSync(join(home, "scripts", "slow.json"), JSON.stringify({ "*": { steps: [{ text: "slow answer", delay_ms: 8000 }], after: "silent" } }))
+    fs.writeFileSync(join(home, "scripts", "broken.json"), JSON.stringify({ "*": { steps: [{ error: "the model fell over" }], after: "silent" } }))
     // An answer that does not come while the test runs (the daemon is killed at the end).
     fs.writeFileSync(join(home, "scripts", "never.json"), JSON.stringify({ "*": { steps: [{ text: "late answer", delay_ms: 600_000 }], after: "silent" } }))
     const pid = await startDaemon(home)
@@ -100,6 +102,14 @@ describe("agent wait: waiting again for the answer of a request", () => {
     const early = await cli(home, ["agent", "wait", "sleepy", "--timeout", "0.3"])
     expect([early.code, early.stdout]).toEqual([5, ""])
     expect(early.stderr).toBe(`substrat: no answer from sleepy within 0.3 s (message ${sent.message_id}; the answer will still come: agent wait sleepy ${sent.message_id})\n`)
+
+    // An agent that failed to answer: its error answer is printed, exit 7 (as send --wait).
+    await cliJson<Agent>(home, ["agent", "create", "--name", "broken", "--provider", "scripted:broken"])
+    const doomed = await cliJson<{ message_id: string }>(home, ["agent", "send", "broken", "try"])
+    const failed = await cli(home, ["agent", "wait", "broken", doomed.message_id])
+    expect(failed.code).toBe(7)
+    expect(failed.stdout).toMatch(/^\[error\] broken failed to answer: .*the model fell over/)
+    expect(failed.stderr).toBe(`substrat: broken did not answer (message ${doomed.message_id})\n`)
 
     // HTTP: the same operation.
     const viaHttp = await getUnix(`/v1/agents/slowpoke/messages/${request}/answer?timeout_s=5`)
