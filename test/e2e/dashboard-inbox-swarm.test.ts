@@ -8,6 +8,8 @@
 //     another spent tree is stopped from the page ("Stop subtree": the agent is terminated).
 //   - ask_human: the question shows in the inbox, is answered from the page with the keyboard, and
 //     the answer is the agent's next turn's prompt (event log and transcript).
+//   - A root's answer to USER is marked read from the page (user.read in its log) and a spawn queued
+//     past the tree's caps is cancelled from the page (spawn.failed; the child never starts).
 //   - A swarm on a code tree made by the test (over 4,000 nodes): the Swarm view shows it collapsed
 //     (a few rows), branches expand with the keyboard, a node triggered from the page shows busy
 //     and then idle with its turn in the transcript, a node at work inside a collapsed branch is
@@ -77,6 +79,10 @@ beforeAll(async () => {
   // scripted:b — every turn reports usage; "asker" asks the human first. scripted:slow — 5 s turns (the swarm's provider)
   fs.writeFileSync(join(home, "scripts", "b.json"), JSON.stringify({
     "*": { steps: [{ text: "done", usage: { input_tokens: 100, output_tokens: 10, cost_usd: 0.01 } }], after: "repeat-last" },
+    boss: {
+      steps: [{ tools: ["h1", "h2"].map((name) => ({ tool: "spawn_agent", args: { name, instructions: `You are ${name}.` } })), text: "spawned" }],
+      after: "echo"
+    },
     asker: {
       steps: [{ tools: [{ tool: "ask_human", args: { question: "Which color?" } }], text: "asked" }, { text: "got: {{prompt}}" }],
       after: "echo"
@@ -204,6 +210,33 @@ describe("dashboard: inbox, budgets and the swarm in headless chromium", () => {
     await page.screenshot({ path: join(shots, "4-question-answered.png") })
   }, 120_000)
 
+  it("marks an answer to USER read and cancels a spawn queued past the tree's caps from the page", async () => {
+    const created = await request(unix, "POST", "/v1/agents", { name: "boss", provider: "scripted:b", caps: { max_children: 1 } })
+    expect(created.status).toBe(201)
+    const boss = created.json<Agent>()
+    expect((await request(unix, "POST", "/v1/agents/boss/messages", { text: "go", wait: false })).status).toBe(202)
+    const ofBoss = (kind: string) => inboxItem(kind).filter({ has: page.locator(".agent-link", { hasText: /^boss$/ }) })
+    await ofBoss("queued_spawn").waitFor({ timeout: 30_000 })
+    expect(await ofBoss("queued_spawn").locator(".text").textContent()).toContain("spawn of h2 waits")
+    await ofBoss("answer").waitFor({ timeout: 30_000 })
+    expect(await ofBoss("answer").locator(".text").textContent()).toBe("spawned")
+    await page.screenshot({ path: join(shots, "4a-answer-and-queued-spawn.png") })
+
+    // Cancel the queued spawn (the confirm dialog is accepted): h2 never starts.
+    await ofBoss("queued_spawn").getByRole("button", { name: "Cancel spawn" }).click()
+    await waitFor("the spawn dropped", () => (of(boss.session_id, "spawn.failed").length === 1 ? true : undefined))
+    await expect.poll(() => ofBoss("queued_spawn").count(), { timeout: 20_000 }).toBe(0)
+    // Mark the answer read: user.read in boss's log names it, and it leaves the inbox.
+    const answerId = await ofBoss("answer").getAttribute("data-id")
+    await ofBoss("answer").getByRole("button", { name: "Mark read" }).click()
+    await waitFor("the answer read", () => (of(boss.session_id, "user.read").length === 1 ? true : undefined))
+    expect(of(boss.session_id, "user.read")[0]!["message_ids"]).toEqual([answerId])
+    await expect.poll(() => ofBoss("answer").count(), { timeout: 20_000 }).toBe(0)
+    const live = (await request(unix, "GET", "/v1/agents")).json<{ agents: ReadonlyArray<{ name: string }> }>().agents
+    expect(live.map((a) => a.name)).toContain("h1")
+    expect(live.map((a) => a.name)).not.toContain("h2")
+  }, 120_000)
+
   it("shows a swarm of 4k+ nodes as the code tree: collapsed, lazily expanded, node states live, transcripts, chat", async () => {
     const started = await request(unix, "POST", "/swarm/start", { path: code, provider: "scripted:slow" })
     expect(started.status).toBe(200)
@@ -315,6 +348,7 @@ describe("dashboard: inbox, budgets and the swarm in headless chromium", () => {
       "2-budget-raised.png",
       "3-question.png",
       "4-question-answered.png",
+      "4a-answer-and-queued-spawn.png",
       "5-swarm-tree.png",
       "6-swarm-busy.png",
       "7-swarm-deep-busy.png",
