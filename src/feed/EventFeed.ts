@@ -11,7 +11,8 @@
 // position order (entries the index lacked, indexed while the logs are read, among them).
 // Opening costs what the stream sends: which sessions it follows comes from an in-memory
 // directory of owners, and only the logs of followed sessions with entries after the cursor are
-// read — none from the end. The first stream of the process reads every log once (`catchUp`).
+// read — none from the end. Every log is read once per process (`catchUp`: by `warm`, which the
+// HTTP server runs in the background at start-up, or else by the first stream).
 import { Chunk, Effect, Option, Stream, SubscriptionRef } from "effect"
 import type { LogEntry } from "../domain/events.js"
 import type { SessionId } from "../domain/ids.js"
@@ -214,6 +215,10 @@ export class EventFeed extends Effect.Service<EventFeed>()("substrat/EventFeed",
         return Stream.fromIterable<FeedItem>(backlog).pipe(Stream.concat(Stream.make(live)), Stream.concat(liveItems))
       }))
 
-    return { stream } as const
+    return {
+      stream,
+      /** Read every log once now (what the first stream would do), e.g. in the background at start-up. */
+      warm: catchUp
+    } as const
   })
 }) {}

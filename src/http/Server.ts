@@ -108,6 +108,9 @@ export const serve = (paths: Paths, tcp: string | undefined) =>
     if (tcp !== undefined && address === undefined) return yield* fail(`--http wants HOST:PORT (e.g. 127.0.0.1:8080), not ${tcp}`)
     const services = yield* Layer.build(HandlersLive.pipe(Layer.provideMerge(EventFeed.Default)))
     const routes = yield* Effect.provide(Routes.make, services)
+    // The feed reads every log once (positions the index lacks, owners): in the background now, so
+    // no client's first stream waits for it (src/feed/EventFeed.ts).
+    yield* Effect.forkScoped(Effect.provide(Effect.flatMap(EventFeed, (feed) => feed.warm), services))
     const app = Static.routes(yield* Static.load).pipe(HttpRouter.concat(routes))
 
     const sock = socketPath(paths)
