@@ -27,6 +27,7 @@ import { isStorageFailure, monitor } from "./Storage.js"
 import { StartupRecovery } from "../recovery/StartupRecovery.js"
 import { installOtlp, Tracing } from "../telemetry/Tracing.js"
 import { Swarm } from "../swarm/Swarm.js"
+import { SwarmSchedules } from "../swarm/Schedules.js"
 import { Finder } from "../agent/Finder.js"
 
 /** Run a daemon until `daemon.stop` or interruption (signals); every resource released on exit. */
@@ -88,6 +89,11 @@ export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> 
       Effect.catchAll((e) => Effect.as(Effect.logWarning(`swarm not resumed: ${e.message}`), Option.none()))
     )
     if (swarm._tag === "Some") yield* Effect.logInfo(`swarm ${swarm.value.name} of ${swarm.value.root} resumed: ${swarm.value.nodes} node(s)`)
+    // Cron schedules run again (a tick missed while the daemon was down fires once).
+    yield* Effect.flatMap(SwarmSchedules, (s) => s.resume).pipe(
+      Effect.provide(runtime),
+      Effect.catchAll((e) => Effect.logWarning(`swarm schedules not resumed: ${e.message}`))
+    )
     // `find:` searches the crash caught in transit go on (after the swarm: its symbols are back).
     const finds = yield* Effect.flatMap(Finder, (f) => f.resumeRecovered).pipe(Effect.provide(runtime))
     if (finds > 0) yield* Effect.logInfo(`${finds} find: search(es) in transit resumed`)

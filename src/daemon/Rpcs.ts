@@ -12,7 +12,7 @@ import { SessionState } from "../domain/session.js"
 import { UsageWithTurns } from "../domain/usage.js"
 import { BindMode, WorkspaceSpec } from "../domain/workspace.js"
 import { SwarmLanguage } from "../swarm/SwarmNode.js"
-import { NodeRef, SwarmAgent, SwarmNodeStatus, SwarmStatus } from "./SwarmRpcs.js"
+import { CronExpr, NodeRef, SwarmAgent, SwarmLogNode, SwarmNodeStatus, SwarmSchedule, SwarmStatus } from "./SwarmRpcs.js"
 import { Budget, InboxItem, Remaining } from "../domain/budget.js"
 import { TreeCaps } from "../domain/caps.js"
 
@@ -494,7 +494,9 @@ export class SwarmStartRpc extends Rpc.make("swarm.start", {
     path: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(4096)),
     provider: Schema.optional(Schema.String),
     languages: Schema.optional(Schema.Array(SwarmLanguage)),
-    name: Schema.optional(Schema.String)
+    name: Schema.optional(Schema.String),
+    /** The swarm-wide schedule: the root directory node's (docs/swarm.md, "Schedules"). */
+    cron: Schema.optional(CronExpr)
   },
   success: SwarmStatus,
   error: RpcError
@@ -528,6 +530,27 @@ export class SwarmChatRpc extends Rpc.make("swarm.chat", {
 export class SwarmTriggerRpc extends Rpc.make("swarm.trigger", {
   payload: { node: NodeRef },
   success: Schema.Struct({ message_id: MessageId, agent_id: AgentId, node_id: Schema.String }),
+  error: RpcError
+}) {}
+/** Set (or replace) a node's cron schedule. */
+export class SwarmScheduleRpc extends Rpc.make("swarm.schedule", {
+  payload: { node: NodeRef, cron: CronExpr },
+  success: SwarmSchedule,
+  error: RpcError
+}) {}
+export class SwarmUnscheduleRpc extends Rpc.make("swarm.unschedule", {
+  payload: { node: NodeRef },
+  success: SwarmSchedule,
+  error: RpcError
+}) {}
+/** Per node agent (or one node), its turns and the files each changed. */
+export class SwarmLogRpc extends Rpc.make("swarm.log", {
+  payload: { node: Schema.optional(NodeRef) },
+  success: Schema.Struct({ nodes: Schema.Array(SwarmLogNode) }),
+  error: RpcError
+}) {}
+export class SwarmSchedulesRpc extends Rpc.make("swarm.schedules", {
+  success: Schema.Struct({ schedules: Schema.Array(SwarmSchedule) }),
   error: RpcError
 }) {}
 
@@ -564,6 +587,10 @@ export class AdminRpcs extends RpcGroup.make(
   SwarmAgentRpc,
   SwarmChatRpc,
   SwarmTriggerRpc,
+  SwarmScheduleRpc,
+  SwarmUnscheduleRpc,
+  SwarmSchedulesRpc,
+  SwarmLogRpc,
   BudgetSetRpc,
   BudgetShowRpc,
   InboxListRpc,

@@ -31,6 +31,7 @@ import * as WorkspaceTurnHook from "./WorkspaceTurnHook.js"
 import { EventLog } from "../storage/EventLog.js"
 import { EventIndex } from "../storage/EventIndex.js"
 import { Progress } from "./Progress.js"
+import { SwarmSchedules } from "../swarm/Schedules.js"
 import { Swarm, SwarmConfig } from "../swarm/Swarm.js"
 
 /** What shutdown needs from orchestration. */
@@ -123,8 +124,9 @@ const DrainLive = Layer.effect(
 // Start-up recovery: the full Recovery (tree rebuild, orphans, re-injection, resume); the
 // fallback `layerSessionsOnly` (src/recovery/StartupRecovery.ts) only runs SessionStore.recover.
 // Swarm mode (src/swarm/Swarm.ts): node agents in the same tree; resumed after recovery (Daemon.ts).
-const SwarmLive = Swarm.Default.pipe(
-  Layer.provide(Layer.unwrapEffect(Effect.map(DaemonConfig, (c) =>
+const SwarmLive = SwarmSchedules.Default.pipe(
+  Layer.provideMerge(Swarm.Default),
+  Layer.provideMerge(Layer.unwrapEffect(Effect.map(DaemonConfig, (c) =>
     Layer.succeed(SwarmConfig, { home: c.home, defaultProvider: c.defaultProvider }))))
 )
 

@@ -5,7 +5,10 @@ import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { Effect, Option } from "effect"
 import { isAbsolute } from "node:path"
 import { InvalidInputError } from "../domain/errors.js"
+import { ROOT_NODE_REF, SwarmSchedules, validateCron } from "../swarm/Schedules.js"
 import { type NodeStatus, Swarm } from "../swarm/Swarm.js"
+import { swarmLog } from "../swarm/SwarmLog.js"
+import { EventLog } from "../storage/EventLog.js"
 import type { SwarmLanguage } from "../swarm/SwarmNode.js"
 import type { RpcError } from "./Rpcs.js"
 import type { ServiceError } from "./WireErrors.js"
@@ -18,6 +21,8 @@ export interface Wiring {
 
 export const makeSwarmHandlers = ({ mutation, wire }: Wiring) => Effect.gen(function*() {
   const swarm = yield* Swarm
+  const schedules = yield* SwarmSchedules
+  const eventLog = yield* EventLog
   const fs = yield* Effect.provide(FileSystem.FileSystem, NodeFileSystem.layer)
 
   /** The code tree: an absolute path of an existing directory, as the daemon resolves it. */
@@ -32,10 +37,14 @@ export const makeSwarmHandlers = ({ mutation, wire }: Wiring) => Effect.gen(func
     })
 
   return {
-    "swarm.start": (p: { readonly path: string; readonly provider?: string | undefined; readonly languages?: ReadonlyArray<SwarmLanguage> | undefined; readonly name?: string | undefined }) =>
+    "swarm.start": (p: { readonly path: string; readonly provider?: string | undefined; readonly languages?: ReadonlyArray<SwarmLanguage> | undefined; readonly name?: string | undefined; readonly cron?: string | undefined }) =>
       mutation(Effect.gen(function*() {
         const path = yield* codeRoot(p.path)
-        return yield* swarm.start({ path, provider: p.provider, languages: p.languages, name: p.name })
+        // (A bad --cron is refused before anything starts.)
+        if (p.cron !== undefined) yield* validateCron(p.cron)
+        const s = yield* swarm.start({ path, provider: p.provider, languages: p.languages, name: p.name })
+        if (p.cron !== undefined) yield* schedules.set(ROOT_NODE_REF, p.cron)
+        return s
       })),
     "swarm.stop": () => mutation(swarm.stop),
     "swarm.status": () => wire(Effect.map(swarm.status, (s) => ({ swarm: Option.getOrNull(s) }))),
@@ -44,6 +53,11 @@ export const makeSwarmHandlers = ({ mutation, wire }: Wiring) => Effect.gen(func
     "swarm.agent": (p: { readonly node: string }) => wire(swarm.agent(p.node)),
     "swarm.chat": (p: { readonly node: string; readonly text: string; readonly wait?: boolean | undefined }) =>
       p.wait === true ? wire(swarm.chat(p.node, p.text, true)) : mutation(swarm.chat(p.node, p.text, false)),
-    "swarm.trigger": (p: { readonly node: string }) => mutation(swarm.trigger(p.node))
+    "swarm.trigger": (p: { readonly node: string }) => mutation(swarm.trigger(p.node)),
+    "swarm.schedule": (p: { readonly node: string; readonly cron: string }) => mutation(schedules.set(p.node, p.cron)),
+    "swarm.unschedule": (p: { readonly node: string }) => mutation(schedules.remove(p.node)),
+    "swarm.log": (p: { readonly node?: string | undefined }) =>
+      wire(Effect.map(swarmLog(p.node).pipe(Effect.provideService(Swarm, swarm), Effect.provideService(EventLog, eventLog)), (nodes) => ({ nodes }))),
+    "swarm.schedules": () => wire(Effect.map(schedules.list, (s) => ({ schedules: s })))
   } as const
 })

@@ -42,3 +42,39 @@ export type SwarmAgent = typeof SwarmAgent.Type
 /** A node id (`src/a.ts#function:f`), its agent's id, or the name of exactly one node agent. */
 export const NodeRef = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(4096))
 
+
+/** A node's cron schedule (docs/swarm.md, "Schedules"). */
+export const SwarmSchedule = Schema.Struct({
+  node: Schema.String,
+  cron: Schema.String,
+  since: Schema.String,
+  /** The last tick fired (or skipped while the swarm was stopped); null: none yet. */
+  last: Schema.NullOr(Schema.String),
+  /** The next tick. */
+  next: Schema.String
+})
+export type SwarmSchedule = typeof SwarmSchedule.Type
+
+/** A cron expression: 5 fields (min hour day month weekday), or 6 with seconds first. */
+export const CronExpr = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(256))
+
+/** `swarm.log`: a node agent's turns and what each changed (docs/swarm.md, "swarm log"). */
+export const SwarmLogTurn = Schema.Struct({
+  turn_id: Schema.String,
+  started: Schema.String,
+  ended: Schema.NullOr(Schema.String),
+  outcome: Schema.Literal("complete", "failed", "running"),
+  prompt: Schema.String,
+  response: Schema.String,
+  workspace_id: Schema.NullOr(Schema.String),
+  commit: Schema.NullOr(Schema.String),
+  changes: Schema.Array(Schema.Struct({ path: Schema.String, change: Schema.Literal("added", "modified", "deleted") }))
+})
+export const SwarmLogNode = Schema.Struct({
+  node_id: Schema.String,
+  agent_id: AgentId,
+  name: Schema.String,
+  status: SwarmNodeStatus,
+  turns: Schema.Array(SwarmLogTurn)
+})
+export type SwarmLogNode = typeof SwarmLogNode.Type

@@ -1,9 +1,9 @@
-// `substrat swarm start|stop|status|agents|chat|trigger`: swarm mode (docs/swarm.md).
+// `substrat swarm start|stop|status|agents|chat|trigger|schedule|unschedule|schedules|log`: swarm mode (docs/swarm.md).
 import { Args, Command, Options } from "@effect/cli"
 import { Console, Effect, Option } from "effect"
 import { resolve } from "node:path"
 import { MessageText } from "../../daemon/Rpcs.js"
-import { NodeRef, type SwarmAgent, SwarmNodeStatus, type SwarmStatus } from "../../daemon/SwarmRpcs.js"
+import { CronExpr, NodeRef, type SwarmAgent, type SwarmLogNode, SwarmNodeStatus, type SwarmSchedule, type SwarmStatus } from "../../daemon/SwarmRpcs.js"
 import { SwarmLanguage } from "../../swarm/SwarmNode.js"
 import { call, withClient } from "../Client.js"
 import { home, json, pathsOf } from "../Common.js"
@@ -37,6 +37,11 @@ const startCommand = Command.make("start", {
     Options.withDescription("Only these languages (repeat the option; default: all of typescript, tsx, javascript, python)")
   ),
   name: Options.text("name").pipe(Options.withDescription("Swarm name: the root agent's name (default: the directory's name)"), Options.optional),
+  cron: Options.text("cron").pipe(
+    Options.withSchema(CronExpr),
+    Options.withDescription("Swarm-wide schedule: wake the root directory's agent on this cron expression (\"*/5 * * * *\"; 6 fields: seconds first). Kept across restarts; same as `swarm schedule . <cron>`"),
+    Options.optional
+  ),
   path: Args.directory({ name: "path", exists: "yes" }).pipe(Args.withDescription("The code tree (a directory)"))
 }, (o) =>
   Effect.gen(function*() {
@@ -46,15 +51,21 @@ const startCommand = Command.make("start", {
         path: resolve(o.path),
         ...Option.match(o.provider, { onNone: () => ({}), onSome: (provider) => ({ provider }) }),
         ...(o.languages.length > 0 ? { languages: o.languages } : {}),
-        ...Option.match(o.name, { onNone: () => ({}), onSome: (name) => ({ name }) })
+        ...Option.match(o.name, { onNone: () => ({}), onSome: (name) => ({ name }) }),
+        ...Option.match(o.cron, { onNone: () => ({}), onSome: (cron) => ({ cron }) })
       })))
     if (o.json) return yield* printJson(s)
     yield* Console.log(renderStatus(s))
+    if (Option.isSome(o.cron)) yield* Console.log(`schedule: the root directory's agent wakes on "${o.cron.value}"`)
   })).pipe(Command.withDescription(describe("Start swarm mode on a code tree: an agent per directory, file, class, function and method", {
     details: [
       "Every node's agent starts dormant (no session, no process); a save wakes the agents of the code that changed. A daemon restart resumes the swarm and reconciles it with the code (docs/swarm.md)."
     ],
-    examples: ["substrat swarm start . --provider claude", "substrat swarm start ~/src/app --languages python --provider scripted:echo"]
+    examples: [
+      "substrat swarm start . --provider claude",
+      "substrat swarm start ~/src/app --languages python --provider scripted:echo",
+      "substrat swarm start . --cron '0 * * * *'"
+    ]
   })))
 
 const stopCommand = Command.make("stop", { home, json }, (o) =>
@@ -126,9 +137,98 @@ const triggerCommand = Command.make("trigger", { home, json, node: nodeArg }, (o
     examples: ["substrat swarm trigger 'src/a.ts#class:User'"]
   })))
 
+const renderSchedule = (s: SwarmSchedule): string => `${s.node}  "${s.cron}"  next ${s.next}${s.last === null ? "" : `  (last ${s.last})`}`
+
+const scheduleCommand = Command.make("schedule", {
+  home,
+  json,
+  node: nodeArg,
+  cron: Args.text({ name: "cron" }).pipe(
+    Args.withSchema(CronExpr),
+    Args.withDescription("A cron expression: \"min hour day month weekday\" (\"*/5 * * * *\"), or six fields with seconds first; the daemon's local time")
+  )
+}, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    const r = yield* withClient(socket, (c) => call(socket, c.swarm.schedule({ node: o.node, cron: o.cron })))
+    if (o.json) return yield* printJson(r)
+    yield* Console.log(`scheduled ${renderSchedule(r)}`)
+  })).pipe(Command.withDescription(describe("Wake one node's agent on a cron schedule (replaces its schedule; kept across restarts)", {
+    details: [
+      "Each tick is a `swarm trigger`. A tick while the swarm is stopped is skipped; ticks missed while the daemon was down fire once when it starts. `.` (the root directory) is the swarm-wide schedule of `swarm start --cron`."
+    ],
+    examples: ["substrat swarm schedule 'src/a.ts#class:User' '*/30 * * * *'", "substrat swarm schedule . '0 9 * * 1-5'"]
+  })))
+
+const unscheduleCommand = Command.make("unschedule", { home, json, node: nodeArg }, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    const r = yield* withClient(socket, (c) => call(socket, c.swarm.unschedule({ node: o.node })))
+    if (o.json) return yield* printJson(r)
+    yield* Console.log(`unscheduled ${r.node} ("${r.cron}")`)
+  })).pipe(Command.withDescription(describe("Remove a node's cron schedule", {
+    examples: ["substrat swarm unschedule 'src/a.ts#class:User'"]
+  })))
+
+const schedulesCommand = Command.make("schedules", { home, json }, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    const r = yield* withClient(socket, (c) => call(socket, c.swarm.schedules()))
+    if (o.json) return yield* printJson(r)
+    if (r.schedules.length === 0) return yield* Console.log("(no schedules: substrat swarm schedule <node> <cron>)")
+    yield* Console.log(table([["NODE", "CRON", "NEXT", "LAST"], ...r.schedules.map((s) => [s.node, s.cron, s.next, s.last ?? "-"])]))
+  })).pipe(Command.withDescription(describe("List the cron schedules (node, expression, next and last tick)", {
+    examples: ["substrat swarm schedules", "substrat swarm schedules --json"]
+  })))
+
+const renderLog = (nodes: ReadonlyArray<SwarmLogNode>): string => {
+  if (nodes.length === 0) return "(no node agent has had a turn yet)"
+  const out: Array<string> = []
+  for (const n of nodes) {
+    out.push(`${n.node_id}  ${n.name} (${n.status}): ${n.turns.length} turn(s)`)
+    if (n.turns.length === 0) out.push("  (no turns)")
+    for (const t of n.turns) {
+      const what = t.commit === null ? "no changes" : `${t.changes.length} file(s) changed, commit ${t.commit.slice(0, 12)}`
+      out.push(`  ${t.started}  turn ${t.turn_id.slice(0, 8)}  ${t.outcome}  ${what}`)
+      out.push(`    ▶ ${t.prompt}`)
+      for (const c of t.changes) out.push(`    ${c.change === "added" ? "A" : c.change === "deleted" ? "D" : "M"} ${c.path}`)
+    }
+  }
+  return out.join("\n")
+}
+
+const logCommand = Command.make("log", {
+  home,
+  json,
+  node: nodeArg.pipe(Args.optional)
+}, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    const r = yield* withClient(socket, (c) =>
+      call(socket, c.swarm.log(Option.match(o.node, { onNone: () => ({}), onSome: (node) => ({ node }) }))))
+    if (o.json) return yield* printJson(r)
+    yield* Console.log(renderLog(r.nodes))
+  })).pipe(Command.withDescription(describe("Per node agent: its turns and the files each turn changed (the per-turn workspace history)", {
+    details: [
+      "Without <node>: every node agent that has had a turn. A turn's changes are its commit in the workspace history: `substrat workspace diff <ws> --turn <turn>` shows them."
+    ],
+    examples: ["substrat swarm log", "substrat swarm log 'src/a.ts#function:formatDate'", "substrat swarm log --json"]
+  })))
+
 export const swarmCommand = Command.make("swarm").pipe(
   Command.withDescription(describe("Swarm mode: an agent per directory, file, class, function and method of a code tree", {
     examples: ["substrat swarm start . --provider claude", "substrat swarm agents --status idle"]
   })),
-  Command.withSubcommands([startCommand, stopCommand, statusCommand, agentsCommand, chatCommand, triggerCommand])
+  Command.withSubcommands([
+    startCommand,
+    stopCommand,
+    statusCommand,
+    agentsCommand,
+    chatCommand,
+    triggerCommand,
+    scheduleCommand,
+    unscheduleCommand,
+    schedulesCommand,
+    logCommand
+  ])
 )

@@ -1,0 +1,135 @@
+// Cron triggers and `swarm log` through a real daemon and CLI (docs/swarm.md, "Schedules" and
+// "swarm log"): `swarm start --cron` wakes the root directory's agent on its ticks; a node's
+// schedule survives kill -9, and a tick missed while the daemon was down fires once at start;
+// bad expressions are refused with nothing changed; `swarm log` lists each node's turns.
+import * as fs from "node:fs"
+import { join } from "node:path"
+import { afterAll, describe, expect, it } from "vitest"
+import { makeTmpDir, removeDir } from "../support/tmp.js"
+import { cli, cliJson, daemons, kill9, sleep, startDaemon, waitFor } from "./daemon.support.js"
+
+const owned = daemons()
+const dirs: Array<string> = []
+afterAll(async () => {
+  await owned.killAll()
+  for (const d of dirs) removeDir(d)
+})
+
+interface LogLine {
+  readonly event: string
+  readonly data: Record<string, unknown>
+}
+interface SwarmAgent {
+  readonly node_id: string
+  readonly agent_id: string
+  readonly session_id: string
+}
+interface Schedule {
+  readonly node: string
+  readonly cron: string
+  readonly last: string | null
+  readonly next: string
+}
+
+const logOf = (home: string, session: string): ReadonlyArray<LogLine> => {
+  const file = join(home, "agents", session, "events.jsonl")
+  if (!fs.existsSync(file)) return []
+  return fs.readFileSync(file, "utf8").split("\n").filter((l) => l.length > 0).flatMap((l) => {
+    try {
+      return [JSON.parse(l) as LogLine]
+    } catch {
+      return []
+    }
+  })
+}
+/** The tick of every scheduled trigger in an agent's log, in order. */
+const ticksIn = (home: string, session: string): Array<string> =>
+  logOf(home, session).filter((l) => l.event === "message.enqueued" && l.data["sender"] === "SYSTEM")
+    .flatMap((l) => /on schedule "[^"]*", tick (\S+)\)/.exec(String(l.data["payload"]))?.slice(1, 2) ?? [])
+
+const fresh = () => {
+  const d = makeTmpDir("substrat-swarm-cron-")
+  dirs.push(d)
+  const repo = join(d, "repo")
+  fs.mkdirSync(join(repo, "src"), { recursive: true })
+  fs.writeFileSync(join(repo, "src", "a.ts"), "export function tick(): number {\n  return 1\n}\n")
+  return { home: join(d, "home"), repo }
+}
+
+describe("swarm schedules and swarm log (real daemon)", () => {
+  it("start --cron wakes the root directory's agent; bad expressions refused; swarm log lists the turns", async () => {
+    const { home, repo } = fresh()
+    owned.track(await startDaemon(home))
+    const bad = await cli(home, ["swarm", "start", repo, "--provider", "scripted:echo", "--cron", "every minute"])
+    expect(bad.code).toBe(2)
+    expect(bad.stderr).toContain("is not a cron expression")
+    expect((await cliJson<{ swarm: unknown }>(home, ["swarm", "status"])).swarm).toBeNull()
+
+    await cliJson(home, ["swarm", "start", repo, "--provider", "scripted:echo", "--cron", "*/2 * * * * *"])
+    const agents = new Map((await cliJson<{ agents: ReadonlyArray<SwarmAgent> }>(home, ["swarm", "agents"])).agents.map((a) => [a.node_id, a]))
+    const root = agents.get(".#dir")!
+    const fn = agents.get("src/a.ts#function:tick")!
+    await waitFor("two scheduled turns of the root's agent", () =>
+      logOf(home, root.session_id).filter((l) => l.event === "turn.complete").length >= 2 ? true : undefined, 60_000)
+    const ticks = ticksIn(home, root.session_id)
+    expect(new Set(ticks).size).toBe(ticks.length)
+    for (const t of ticks) expect(new Date(t).getUTCSeconds() % 2).toBe(0)
+    const list = await cliJson<{ schedules: ReadonlyArray<Schedule> }>(home, ["swarm", "schedules"])
+    expect(list.schedules).toMatchObject([{ node: ".#dir", cron: "*/2 * * * * *" }])
+
+    const badNode = await cli(home, ["swarm", "schedule", fn.node_id, "nope"])
+    expect(badNode.code).toBe(2)
+    expect((await cliJson<{ schedules: ReadonlyArray<Schedule> }>(home, ["swarm", "schedules"])).schedules).toHaveLength(1)
+    const unknown = await cli(home, ["swarm", "schedule", "src/zzz.ts#file", "* * * * *"])
+    expect(unknown.code).toBe(4)
+    const un = await cliJson<Schedule>(home, ["swarm", "unschedule", "."])
+    expect(un.node).toBe(".#dir")
+    expect((await cliJson<{ schedules: ReadonlyArray<Schedule> }>(home, ["swarm", "schedules"])).schedules).toEqual([])
+
+    // swarm log: the root's turns; the dormant function has none (listed when asked for).
+    await cliJson(home, ["swarm", "chat", fn.node_id, "hello", "--wait"])
+    const log = await cliJson<{ nodes: ReadonlyArray<{ node_id: string; turns: ReadonlyArray<{ outcome: string; prompt: string; changes: ReadonlyArray<unknown> }> }> }>(home, ["swarm", "log"])
+    const byNode = new Map(log.nodes.map((n) => [n.node_id, n]))
+    expect(byNode.get(".#dir")!.turns.length).toBeGreaterThanOrEqual(2)
+    expect(byNode.get(".#dir")!.turns[0]!.prompt).toContain("on schedule")
+    expect(byNode.get(fn.node_id)!.turns).toMatchObject([{ outcome: "complete", prompt: expect.stringContaining("hello") }])
+    expect(byNode.has("src/a.ts#file")).toBe(false) // materialized as the function's ancestor, no turn
+    const one = await cliJson<{ nodes: ReadonlyArray<{ node_id: string; turns: ReadonlyArray<unknown> }> }>(home, ["swarm", "log", "src/a.ts#file"])
+    expect(one.nodes).toMatchObject([{ node_id: "src/a.ts#file", turns: [] }])
+    const text = await cli(home, ["swarm", "log", fn.node_id])
+    expect(text.code).toBe(0)
+    expect(text.stdout).toContain(`${fn.node_id}  func_tick`)
+    expect(text.stdout).toContain("complete")
+  }, 180_000)
+
+  it("a node's schedule survives kill -9; the tick missed while the daemon was down fires once at start", async () => {
+    const { home, repo } = fresh()
+    let pid = await startDaemon(home)
+    owned.track(pid)
+    await cliJson(home, ["swarm", "start", repo, "--provider", "scripted:echo"])
+    const fn = (await cliJson<SwarmAgent>(home, ["swarm", "agents"]) as unknown as { agents: ReadonlyArray<SwarmAgent> }).agents
+      .find((a) => a.node_id === "src/a.ts#function:tick")!
+    await cliJson(home, ["swarm", "schedule", fn.node_id, "*/10 * * * * *"])
+    // The first tick fired and its `last` is saved: then kill -9.
+    const schedulesFile = join(home, "swarm", "schedules.json")
+    const first = await waitFor("the first tick saved", () => {
+      const ticks = ticksIn(home, fn.session_id)
+      const saved = JSON.parse(fs.readFileSync(schedulesFile, "utf8")) as { schedules: ReadonlyArray<Schedule> }
+      return ticks.length >= 1 && saved.schedules[0]?.last === ticks[0] ? ticks[0] : undefined
+    }, 60_000)
+    await kill9(pid)
+    const missed = new Date(new Date(first).getTime() + 10_000)
+    while (Date.now() < missed.getTime() + 1000) await sleep(200)
+
+    pid = await startDaemon(home)
+    owned.track(pid)
+    await waitFor("the missed tick fired", () => ticksIn(home, fn.session_id).includes(missed.toISOString()) ? true : undefined, 60_000)
+    await waitFor("its turn", () => logOf(home, fn.session_id).filter((l) => l.event === "turn.complete").length >= 2 ? true : undefined, 60_000)
+    const ticks = ticksIn(home, fn.session_id)
+    // Each tick once; the missed one exactly once; the first was not repeated.
+    expect(new Set(ticks).size).toBe(ticks.length)
+    expect(ticks.slice(0, 2)).toEqual([first, missed.toISOString()])
+    const list = await cliJson<{ schedules: ReadonlyArray<Schedule> }>(home, ["swarm", "schedules"])
+    expect(list.schedules).toMatchObject([{ node: fn.node_id, cron: "*/10 * * * * *" }])
+  }, 180_000)
+})
