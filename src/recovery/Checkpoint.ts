@@ -24,7 +24,7 @@ import { MessageEnvelopeFromLog, Sender } from "../domain/message.js"
 import { UsageTotals } from "../domain/usage.js"
 
 /** Bump when the fold's state or any handler in Fold.ts changes meaning: older files are then ignored. */
-export const FOLD_VERSION = 1
+export const FOLD_VERSION = 2
 /** A session's log gets a (new) checkpoint once this many lines were folded past its last one. */
 export const CHECKPOINT_LINES = 512
 
@@ -54,6 +54,9 @@ export const FoldState = Schema.Struct({
   seq: Schema.Number,
   pending: Schema.Array(Pending),
   open: Schema.Array(Pending),
+  /** `find:` hops not forwarded yet, and the searches whose found copy is in this log. */
+  hops: Schema.Array(MessageEnvelopeFromLog),
+  found: Schema.Array(MessageId),
   answers: pairs(MessageId, Schema.Struct({ requester: Sender, text: Schema.String, ts: Schema.String })),
   replies: Schema.Array(MessageId),
   sent: Schema.Array(Schema.Struct({ id: MessageId, recipient: Schema.String, ts: Schema.String })),

@@ -256,6 +256,8 @@ class Acc {
       seq: this.seq,
       pending: [...this.pending.values()],
       open: [...this.open.values()],
+      hops: [...(this.hops?.values() ?? none)],
+      found: this.found ?? none,
       answers: [...(this.answers ?? noAnswers)],
       replies: [...(this.replies ?? noReplies)],
       sent: this.sent ?? none,
@@ -290,6 +292,8 @@ class Acc {
     acc.seq = s.seq
     for (const p of s.pending) acc.pending.set(p.envelope.id, p)
     for (const p of s.open) acc.open.set(p.envelope.id, p)
+    if (s.hops.length > 0) acc.hops = new Map(s.hops.map((e) => [e.id, e]))
+    acc.found = some(s.found)
     if (s.answers.length > 0) acc.answers = new Map(s.answers)
     if (s.replies.length > 0) acc.replies = new Set(s.replies)
     acc.sent = some(s.sent)

@@ -45,7 +45,7 @@ const TS = "2026-01-01T00:00:00.000Z"
  * enqueued, delivered, a turn with usage), then optionally leave the last request pending and a
  * turn interrupted. Returns the number of lines appended.
  */
-const grow = (home: string, session: string, agent: string, turns: number, open = false): number => {
+const grow = (home: string, session: string, agent: string, turns: number, open = false, hop = false): number => {
   const lines: Array<string> = []
   const line = (event: string, data: unknown) => lines.push(JSON.stringify({ event, data, ts: TS, session_id: session }))
   for (let k = 0; k < turns; k++) {
@@ -56,6 +56,14 @@ const grow = (home: string, session: string, agent: string, turns: number, open 
     line("turn.start", { turn_id: turn, prompt: `Message from USER: item ${k}` })
     line("usage", { turn_id: turn, input_tokens: 10 + k, output_tokens: 3, cost_usd: 0.001 })
     line("turn.complete", { turn_id: turn, response: `done ${k}` })
+  }
+  if (hop) {
+    // A find: search in transit (a hop not forwarded) and another one's found copy.
+    const search = randomUUID()
+    const find = { symbol: "deep", origin: search, origin_sender: agent, sync: false, hops: 2, state: "hop", path: [agent, agent] }
+    line("message.enqueued", { id: randomUUID(), timestamp: TS, sender: agent, recipient: agent, reply_to: null, kind: "notification", payload: "hop", find })
+    const other = randomUUID()
+    line("message.enqueued", { id: other, timestamp: TS, sender: agent, recipient: agent, reply_to: null, kind: "notification", payload: "found", find: { ...find, origin: other, state: "found" } })
   }
   if (open) {
     const id = randomUUID()
@@ -76,7 +84,7 @@ describe("fold checkpoints", () => {
   it("a fold continued from a checkpoint equals the fold of the whole log; a stale checkpoint is not used", async () => {
     await withTmp(async (home) => {
       const boss = await team(home)
-      grow(home, boss.session_id, boss.id, 150, true)
+      grow(home, boss.session_id, boss.id, 150, true, true)
       const first = await readAll(home)
       const cps = first.flatMap((r) => (r.checkpoint === null ? [] : [r.checkpoint]))
       // Only the long log gets one (w1's is short).
@@ -95,9 +103,12 @@ describe("fold checkpoints", () => {
       expect(r.skipped).toBe(cps[0]!.lines)
       expect(r.log!.lines).toBe(whole.find((x) => x.id === boss.session_id)!.log!.lines)
       // The first interrupted request was answered by the turns after it; both "waiting" and the
-      // last interrupted one are pending.
-      expect(r.log!.pending.map((p) => p.envelope.payload)).toEqual(["waiting", "interrupted", "waiting"])
+      // last interrupted one are pending (and the found copy of a find: search, a notification).
+      expect(r.log!.pending.map((p) => p.envelope.payload)).toEqual(["found", "waiting", "interrupted", "waiting"])
       expect(r.log!.turns.interrupted?.prompt).toBe("Message from USER: interrupted")
+      // The find: hop in transit and the found copy, folded before the checkpoint, are kept.
+      expect(r.log!.findHops.map((e) => e.payload)).toEqual(["hop"])
+      expect(r.log!.found).toHaveLength(1)
 
       // The log changed under the checkpoint (its last line rewritten): the whole log is read.
       const file = makePaths(home).eventsFile(boss.session_id)
