@@ -52,7 +52,7 @@ export const SendBody = Schema.Struct({
 
 /** `POST /v1/inbox/{id}/answer`. */
 export const AnswerBody = Schema.Struct({
-  text: InboxAnswerRpc.payloadSchema.fields.text.annotations({ description: "the answer (for a spent budget: stop)" })
+  text: InboxAnswerRpc.payloadSchema.fields.text.annotations({ description: "the answer (for a spent budget: stop; for a queued spawn: cancel; for an answer to USER: any text marks it read)" })
 })
 
 const SendResult = AgentSendRpc.successSchema
