@@ -2,13 +2,16 @@
 // (over its Unix socket, as the per-agent forwarders relay to the daemon's), reads the usage of
 // every model response — streamed (SSE) and plain JSON, Anthropic Messages, Chat Completions and
 // Responses — and refuses the next request once `admit` says so, without reaching the upstream.
+// Each model request's span (`meter.span`, recorded here) gets its status, streamed, usage and
+// cost, and ends once; a refusal or an upstream error status ends it as a failure.
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Schedule } from "effect"
 import * as Http from "node:http"
 import * as Path from "node:path"
 import type { RequestUsage } from "../../src/meter/RequestUsage.js"
 import { costOf, priceTable } from "../../src/meter/Prices.js"
 import * as ModelForwarder from "../../src/provider/cli/ModelForwarder.js"
+import type { ModelRequestSpan } from "../../src/telemetry/Tracing.js"
 import * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
 import { makeTmpDir } from "../support/tmp.js"
 
@@ -27,11 +30,26 @@ const post = (socketPath: string, path: string, body: unknown) =>
     req.end(JSON.stringify(body))
   })
 
-const setup = (refuseAfter: number) =>
+/** A model request's span as the forwarder drove it: its attributes, and how it ended (undefined: open). */
+interface SpanRecord {
+  readonly attributes: Record<string, string | number | boolean>
+  ends: Array<{ readonly type: string; readonly message: string } | null>
+}
+
+const setup = (refuseAfter: number, answer: ScriptedLlm.Reply = reply) =>
   Effect.gen(function*() {
     const dir = makeTmpDir("mf-")
-    const llm = yield* ScriptedLlm.make({ listen: { socketPath: Path.join(dir, "up.sock") }, fallback: reply })
+    const llm = yield* ScriptedLlm.make({ listen: { socketPath: Path.join(dir, "up.sock") }, fallback: answer })
     const recorded: Array<RequestUsage> = []
+    const spans: Array<SpanRecord> = []
+    const span = Effect.sync((): ModelRequestSpan => {
+      const rec: SpanRecord = { attributes: {}, ends: [] }
+      spans.push(rec)
+      return {
+        annotate: (a) => void Object.assign(rec.attributes, a),
+        end: (failure) => Effect.sync(() => void rec.ends.push(failure ?? null))
+      }
+    })
     const socketPath = Path.join(dir, "agent-llm.sock")
     yield* ModelForwarder.serve({
       socketPath,
@@ -42,12 +60,20 @@ const setup = (refuseAfter: number) =>
         admit: Effect.sync(() => (recorded.length >= refuseAfter ? "this agent's USD budget spent" : null)),
         record: (u) => Effect.sync(() => {
           recorded.push(u)
-          return 0
-        })
+          return recorded.length / 1000
+        }),
+        span
       }
     })
-    return { llm, recorded, socketPath }
+    return { llm, recorded, socketPath, spans }
   })
+
+/** Wait until every span has ended (a span ends after its response reached the client). */
+const allEnded = (spans: ReadonlyArray<SpanRecord>, n: number) =>
+  Effect.suspend(() => spans.length === n && spans.every((s) => s.ends.length > 0) ? Effect.void : Effect.fail("open")).pipe(
+    Effect.retry(Schedule.spaced("10 millis").pipe(Schedule.upTo("10 seconds"))),
+    Effect.orDie
+  )
 
 const anthropic = (stream: boolean) => ({
   model: "claude-sonnet-4-5",
@@ -66,7 +92,7 @@ const responses = (stream: boolean) => ({ model: "gpt-5", stream, input: "hi" })
 describe("metering at the model forwarder", () => {
   it.scoped("reads exact usage from every format, streamed and not", () =>
     Effect.gen(function*() {
-      const { recorded, socketPath } = yield* setup(Infinity)
+      const { recorded, socketPath, spans } = yield* setup(Infinity)
       const cases = [
         ["/v1/messages", anthropic(false), "claude-sonnet-4-5"],
         ["/v1/messages", anthropic(true), "claude-sonnet-4-5"],
@@ -95,13 +121,31 @@ describe("metering at the model forwarder", () => {
           reported_cost_usd: null
         })
       })
+      // One span per model request (count_tokens is none), ended once, with the usage and the meter's cost.
+      yield* allEnded(spans, cases.length)
+      spans.forEach((sp, i) => {
+        const [path, body, model] = cases[i]!
+        expect(sp.ends).toEqual([null])
+        expect(sp.attributes).toEqual({
+          "http.request.method": "POST",
+          "url.path": path,
+          "http.response.status_code": 200,
+          "substrat.model.streamed": body.stream,
+          "gen_ai.response.model": model,
+          "gen_ai.usage.input_tokens": 120,
+          "gen_ai.usage.output_tokens": 34,
+          "gen_ai.usage.cache_read.input_tokens": 1000,
+          "gen_ai.usage.cache_creation.input_tokens": i < 2 ? 50 : 0,
+          "substrat.cost_usd": (i + 1) / 1000
+        })
+      })
       // claude-sonnet-4: $3 in, $15 out, $0.30 cache read, $3.75 cache write per million.
       expect(costOf(priceTable(), recorded[0]!)).toBeCloseTo((120 * 3 + 34 * 15 + 1000 * 0.3 + 50 * 3.75) / 1e6, 12)
     }))
 
   it.scoped("a refused request gets a clear 400 and never reaches the upstream", () =>
     Effect.gen(function*() {
-      const { llm, recorded, socketPath } = yield* setup(1)
+      const { llm, recorded, socketPath, spans } = yield* setup(1)
       const ok = yield* post(socketPath, "/v1/messages", anthropic(true))
       expect(ok.status).toBe(200)
       const refused = yield* post(socketPath, "/v1/messages", anthropic(false))
@@ -109,5 +153,20 @@ describe("metering at the model forwarder", () => {
       expect(JSON.parse(refused.body)).toMatchObject({ error: { message: "substrat: this agent's USD budget spent" } })
       expect((yield* llm.modelRequests).length).toBe(1)
       expect(recorded.length).toBe(1)
+      // The refused request is a span too: status 400, ended as a failure naming the budget.
+      yield* allEnded(spans, 2)
+      expect(spans[0]!.ends).toEqual([null])
+      expect(spans[1]!.attributes).toEqual({ "http.request.method": "POST", "url.path": "/v1/messages", "http.response.status_code": 400, "substrat.model.refused": true })
+      expect(spans[1]!.ends).toEqual([{ type: "substrat_budget", message: "this agent's USD budget spent" }])
+    }))
+
+  it.scoped("an upstream error status ends the request's span as a failure with that status", () =>
+    Effect.gen(function*() {
+      const { spans, socketPath } = yield* setup(Infinity, ScriptedLlm.Reply.error(429, "slow down"))
+      const r = yield* post(socketPath, "/v1/messages", anthropic(false))
+      expect(r.status).toBe(429)
+      yield* allEnded(spans, 1)
+      expect(spans[0]!.attributes["http.response.status_code"]).toBe(429)
+      expect(spans[0]!.ends).toEqual([{ type: "429", message: "HTTP 429 from the model API" }])
     }))
 })

@@ -136,8 +136,11 @@ export const serve = (o: ForwarderOptions): Effect.Effect<Forwarder, ForwarderEr
       source.on("end", finish)
       source.on("error", finish)
       if (inflate === null) upRes.on("close", finish)
-      // The client went away before the response ended: what was read is all there is.
-      res.on("close", () => setImmediate(finish))
+      // The client went away before the response ended: what was read is all there is. (A
+      // finished response waits for its decompressed copy to end.)
+      res.on("close", () => {
+        if (!res.writableFinished) setImmediate(finish)
+      })
     }
 
     const relay = (req: Http.IncomingMessage, res: Http.ServerResponse, metered: Metered | null) => {
