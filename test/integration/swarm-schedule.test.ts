@@ -132,4 +132,31 @@ describe("swarm schedules and swarm log (real daemon)", () => {
     const list = await cliJson<{ schedules: ReadonlyArray<Schedule> }>(home, ["swarm", "schedules"])
     expect(list.schedules).toMatchObject([{ node: fn.node_id, cron: "*/10 * * * * *" }])
   }, 180_000)
+
+  it("swarm log: a node turn's edit in the code-tree workspace shows as that turn's changed files", async () => {
+    const { home, repo } = fresh()
+    fs.mkdirSync(join(home, "scripts"), { recursive: true, mode: 0o700 })
+    // The function's first turn is slow: the test edits the function during it, in the workspace
+    // (the in-process scripted provider has no file tools; a sandboxed CLI agent edits the same way).
+    fs.writeFileSync(join(home, "scripts", "slow.json"), JSON.stringify({
+      func_tick: { steps: [{ text: "edited tick", delay_ms: 1500 }], after: "echo" },
+      "*": { steps: [], after: "echo" }
+    }))
+    owned.track(await startDaemon(home))
+    await cliJson(home, ["swarm", "start", repo, "--provider", "scripted:slow"])
+    const fn = (await cliJson<{ agents: ReadonlyArray<SwarmAgent> }>(home, ["swarm", "agents"])).agents.find((a) => a.node_id === "src/a.ts#function:tick")!
+    await cliJson(home, ["swarm", "chat", fn.node_id, "return 2"])
+    await waitFor("the function's turn", () => logOf(home, fn.session_id).some((l) => l.event === "turn.start") ? true : undefined)
+    fs.writeFileSync(join(repo, "src", "a.ts"), "export function tick(): number {\n  return 2\n}\n")
+    await waitFor("the turn's recorded diff", () => logOf(home, fn.session_id).some((l) => l.event === "workspace.diff") ? true : undefined, 60_000)
+
+    const r = await cliJson<{ nodes: ReadonlyArray<{ node_id: string; turns: ReadonlyArray<{ turn_id: string; outcome: string; commit: string | null; changes: ReadonlyArray<{ path: string; change: string }> }> }> }>(home, ["swarm", "log"])
+    const turnId = String(logOf(home, fn.session_id).find((l) => l.event === "turn.start")!.data["turn_id"])
+    const mine = r.nodes.find((n) => n.node_id === fn.node_id)!
+    expect(mine.turns).toMatchObject([{ turn_id: turnId, outcome: "complete", commit: expect.any(String), changes: [{ path: "src/a.ts", change: "modified" }] }])
+    const text = await cli(home, ["swarm", "log", "func_tick"])
+    expect(text.code).toBe(0)
+    expect(text.stdout).toContain("1 file(s) changed")
+    expect(text.stdout).toContain("M src/a.ts")
+  }, 120_000)
 })
