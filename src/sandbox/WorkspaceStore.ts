@@ -34,6 +34,8 @@ export interface CreateWorkspace {
    * history only); its history is a git dir of its own, beside the tree's own `.git` if any.
    */
   readonly root?: string
+  /** Top-level only: gitignore patterns the history never records (its `info/exclude`), e.g. `node_modules`. */
+  readonly exclude?: ReadonlyArray<string>
   /** Top-level only: the root agent it is the default workspace of. */
   readonly default_for?: string
   /** chown the (new) root directory, e.g. to the sandbox uid of the `inner`/`outer` identities. */
@@ -220,6 +222,12 @@ export class WorkspaceStore extends Effect.Service<WorkspaceStore>()("substrat/W
         yield* initHistory(executor, { gitDir: `${dir}/history.git`, workTree: root }, id).pipe(
           Effect.mapError((e) => wsError(id, "io", e.message))
         )
+        if (input.exclude !== undefined && input.exclude.length > 0) {
+          yield* fs.makeDirectory(`${dir}/history.git/info`, { recursive: true }).pipe(
+            Effect.zipRight(fs.writeFileString(`${dir}/history.git/info/exclude`, input.exclude.join("\n") + "\n")),
+            Effect.mapError(io(id))
+          )
+        }
         const spec = new WorkspaceSpec({
           id,
           name,

@@ -31,6 +31,7 @@ import { Durable } from "../storage/Durable.js"
 import { type SwarmDiff } from "./Diff.js"
 import { Discovery, groupByPath } from "./Discovery.js"
 import { languageOf } from "./Grammars.js"
+import { defaultIgnoredNames } from "./Ignore.js"
 import { agentIdOf, changedText, nodeAgent, sessionIdOf, swarmNameOf, triggeredText, uniqueName, validName } from "./SwarmAgents.js"
 import { type LineRange, makeNodeId, type NodeKind, type SwarmLanguage, type SwarmNode, type SwarmNodeId } from "./SwarmNode.js"
 import { loadRecord, nodesFile, type OrphanRecord, saveRecord, SwarmError, type SwarmRecord } from "./SwarmRecord.js"
@@ -327,7 +328,7 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
           const spec = yield* Effect.option(workspaces.get(rec.workspace_id))
           if (Option.isSome(spec)) return spec.value.id
         }
-        const spec = yield* workspaces.create({ root: rec.root, name: null }).pipe(
+        const spec = yield* workspaces.create({ root: rec.root, name: null, exclude: defaultIgnoredNames.filter((n) => n !== ".git") }).pipe(
           Effect.mapError((e) => new SwarmError({ reason: "io", message: `the swarm's workspace on ${rec.root}: ${e.message}` }))
         )
         return spec.id

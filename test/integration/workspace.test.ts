@@ -62,11 +62,13 @@ describe("WorkspaceStore", () => {
     fs.mkdirSync(join(tree, "src"), { recursive: true })
     fs.writeFileSync(join(tree, "src", "a.ts"), "export const a = 1\n")
     fs.writeFileSync(join(tree, "notes.txt"), "n\n")
-    const ws = await store((s) => s.create({ root: tree }))
+    fs.mkdirSync(join(tree, "node_modules", "dep"), { recursive: true })
+    fs.writeFileSync(join(tree, "node_modules", "dep", "index.js"), "x\n")
+    const ws = await store((s) => s.create({ root: tree, exclude: ["node_modules"] }))
     expect(ws.root_path).toBe(fs.realpathSync(tree))
     expect(fs.readdirSync(join(home(), "workspaces", ws.id)).sort()).toEqual(["history.git", "workspace.json"])
-    expect(fs.readdirSync(tree).sort()).toEqual(["notes.txt", "src"]) // nothing of ours in the tree
-    // A baseline, then a record limited to some paths leaves the others pending.
+    expect(fs.readdirSync(tree).sort()).toEqual(["node_modules", "notes.txt", "src"]) // nothing of ours in the tree
+    // A baseline (never what is excluded), then a record limited to some paths leaves the others pending.
     const base = await hist((h) => h.commitTurn(ws.id, { agent: "USER", turnId: newTurnId() }))
     expect(base.paths.map((p) => p.path)).toEqual(["notes.txt", "src/a.ts"])
     fs.writeFileSync(join(tree, "src", "a.ts"), "export const a = 2\n")
