@@ -93,6 +93,13 @@ export class SpawnQueue extends Effect.Service<SpawnQueue>()("substrat/SpawnQueu
     const rootCaps = new Map<AgentId, TreeCaps>()
     /** Oldest first. */
     const queue: Array<QueuedSpawn> = []
+    /**
+     * Started spawns whose child is not born yet: its parent began a turn between the queue's
+     * check and the spawn, so the birth waits for that turn's end (deferred spawn). Their
+     * `spawn.started` is logged only once the child is durable, so a crash before the birth
+     * leaves the spawn queued in the log and recovery queues it again.
+     */
+    const awaitingBirth: Array<{ readonly q: QueuedSpawn; readonly child: AgentId }> = []
     const lock = yield* Effect.makeSemaphore(1)
 
     const rootOf = (n: AgentNode): AgentNode => {
@@ -177,17 +184,39 @@ export class SpawnQueue extends Effect.Service<SpawnQueue>()("substrat/SpawnQueu
         }
         queue.splice(i, 1)
         const made = yield* Effect.either(lifecycle.spawn(q.parent, q.args))
-        if (made._tag === "Right") {
-          yield* logTo(q.parent, makeEvent("spawn.started", { queue_id: q.queue_id, agent_id: made.right.id })).pipe(
-            Effect.catchAll((e) => Effect.logWarning(`spawn.started of ${q.args.name} not logged: ${e.message}`))
-          )
-          yield* tell(
-            q.parent,
-            `Your queued spawn_agent of "${q.args.name}" has started (it waited: ${q.reason}). ${q.args.name} exists now; send it its task.`
-          )
-        } else {
+        if (made._tag === "Left") {
           yield* fail(q, `spawn_agent of "${q.args.name}" failed when room freed: ${made.left.message}`)
+        } else if (mailbox.isUnborn(made.right.id)) {
+          awaitingBirth.push({ q, child: made.right.id })
+        } else {
+          yield* started(q, made.right.id)
         }
+      }
+    })
+
+    const started = (q: QueuedSpawn, child: AgentId) =>
+      Effect.gen(function*() {
+        yield* logTo(q.parent, makeEvent("spawn.started", { queue_id: q.queue_id, agent_id: child })).pipe(
+          Effect.catchAll((e) => Effect.logWarning(`spawn.started of ${q.args.name} not logged: ${e.message}`))
+        )
+        yield* tell(
+          q.parent,
+          `Your queued spawn_agent of "${q.args.name}" has started (it waited: ${q.reason}). ${q.args.name} exists now; send it its task.`
+        )
+      })
+
+    /** Settle the started spawns whose child's birth has happened (or was given up) since. */
+    const settleBirths = Effect.gen(function*() {
+      let i = 0
+      while (i < awaitingBirth.length) {
+        const { q, child } = awaitingBirth[i]!
+        if (mailbox.isUnborn(child)) {
+          i++
+          continue
+        }
+        awaitingBirth.splice(i, 1)
+        if (tree.get(child) !== undefined) yield* started(q, child)
+        else yield* fail(q, `spawn_agent of "${q.args.name}" failed: the child could not be created`)
       }
     })
 
@@ -201,8 +230,8 @@ export class SpawnQueue extends Effect.Service<SpawnQueue>()("substrat/SpawnQueu
 
     /** Start the queued spawns that fit now (after a turn's end, a termination, start-up). */
     const pump = Effect.fn("SpawnQueue.pump")(function*() {
-      if (queue.length === 0) return
-      yield* lock.withPermits(1)(pumpLocked)
+      if (queue.length === 0 && awaitingBirth.length === 0) return
+      yield* lock.withPermits(1)(Effect.zipRight(settleBirths, pumpLocked))
     })
 
     const queuedOutcome = (q: QueuedSpawn): SpawnOutcome => ({
