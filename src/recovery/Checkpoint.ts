@@ -7,7 +7,7 @@
 // A checkpoint is a cache, never the truth: an entry is used only if the log still holds, at
 // the same byte offset, the line the fold ended on (its SHA-256); otherwise the log is folded
 // from its start. A file that does not decode (damaged, or written by another FOLD_VERSION) is
-// ignored whole. The fold's state is encoded and decoded with the Schemas below, built from
+// ignored whole (an entry that does not decode, alone). The fold's state is encoded and decoded with the Schemas below, built from
 // the event catalog's own Schemas.
 import { Either, Schema } from "effect"
 import { createHash } from "node:crypto"
@@ -26,7 +26,7 @@ import { UsageTotals } from "../domain/usage.js"
 /** Bump when the fold's state or any handler in Fold.ts changes meaning: older files are then ignored. */
 export const FOLD_VERSION = 2
 /** A session's log gets a (new) checkpoint once this many lines were folded past its last one. */
-export const CHECKPOINT_LINES = 512
+export const CHECKPOINT_LINES = 64
 
 const Pending = Schema.Struct({ envelope: MessageEnvelopeFromLog, seq: Schema.Number })
 const RecentMessage = Schema.Struct({
@@ -96,19 +96,43 @@ export const CheckpointEntry = Schema.Struct({
 })
 export type CheckpointEntry = typeof CheckpointEntry.Type
 
-const CheckpointFile = Schema.parseJson(Schema.Struct({
-  version: Schema.Literal(FOLD_VERSION),
-  sessions: Schema.Array(CheckpointEntry)
-}))
+const Header = Schema.parseJson(Schema.Struct({ version: Schema.Literal(FOLD_VERSION) }))
+const EntryLine = Schema.parseJson(CheckpointEntry)
+const decodeHeader = Schema.decodeUnknownEither(Header)
+const decodeEntry = Schema.decodeUnknownEither(EntryLine)
+const encodeEntry = Schema.encodeSync(EntryLine)
+
+/**
+ * The line each entry was read from: an entry kept unchanged is written back as the same text,
+ * so rewriting the file encodes only the new entries.
+ */
+const lineOf = new WeakMap<CheckpointEntry, string>()
 
 export const hashLine = (line: Uint8Array): string => createHash("sha256").update(line).digest("hex")
 
-/** The entries of a checkpoint file, by session; an absent or undecodable file gives none. */
+/**
+ * The entries of a checkpoint file (JSON lines: a header with the fold version, then one entry
+ * per line), by session. An absent file, or one of another version, gives none; an entry that
+ * does not decode is left out (its log is read whole).
+ */
 export const decodeCheckpoints = (bytes: Uint8Array | null): ReadonlyMap<SessionId, CheckpointEntry> => {
-  if (bytes === null) return new Map()
-  const decoded = Schema.decodeUnknownEither(CheckpointFile)(Buffer.from(bytes).toString("utf8"))
-  return Either.isRight(decoded) ? new Map(decoded.right.sessions.map((e) => [e.session_id, e])) : new Map()
+  const out = new Map<SessionId, CheckpointEntry>()
+  if (bytes === null) return out
+  const lines = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8").split("\n")
+  if (Either.isLeft(decodeHeader(lines[0]))) return out
+  for (let i = 1; i < lines.length; i++) {
+    const line = lines[i]!
+    if (line.length === 0) continue
+    const entry = decodeEntry(line)
+    if (Either.isLeft(entry)) continue
+    lineOf.set(entry.right, line)
+    out.set(entry.right.session_id, entry.right)
+  }
+  return out
 }
 
-export const encodeCheckpoints = (entries: Iterable<CheckpointEntry>): Uint8Array =>
-  Buffer.from(Schema.encodeSync(CheckpointFile)({ version: FOLD_VERSION, sessions: [...entries] }) + "\n", "utf8")
+export const encodeCheckpoints = (entries: Iterable<CheckpointEntry>): Uint8Array => {
+  const lines = [JSON.stringify({ version: FOLD_VERSION })]
+  for (const e of entries) lines.push(lineOf.get(e) ?? encodeEntry(e))
+  return Buffer.from(lines.join("\n") + "\n", "utf8")
+}

@@ -15,6 +15,7 @@ import type { SessionId } from "../../src/domain/ids.js"
 import { CHECKPOINT_LINES, type CheckpointEntry, decodeCheckpoints, encodeCheckpoints } from "../../src/recovery/Checkpoint.js"
 import { readSessions } from "../../src/recovery/Read.js"
 import { Durable, live as durableLive } from "../../src/storage/Durable.js"
+import { sid } from "../support/logs.js"
 import { withTmp } from "../support/tmp.js"
 import { askScripts, recoverLife, startLife, trackedScripted } from "./recovery.support.js"
 
@@ -122,9 +123,15 @@ describe("fold checkpoints", () => {
       fs.writeFileSync(file, text.slice(0, cps[0]!.offset - 10))
       const short = await readAll(home, decoded)
       expect(short.find((x) => x.id === boss.session_id)!.skipped).toBe(0)
-      // A file that does not decode gives no checkpoints.
-      expect(decodeCheckpoints(Buffer.from("{\"version\":1,\"sessions\":[{}]}")).size).toBe(0)
+      // A file that does not decode, or of another fold version, gives no checkpoints; an entry
+      // that does not decode is left out alone.
+      const encoded = Buffer.from(encodeCheckpoints(cps)).toString("utf8")
       expect(decodeCheckpoints(Buffer.from("not json")).size).toBe(0)
+      expect(decodeCheckpoints(Buffer.from(encoded.replace(/^\{"version":1\}/, "{\"version\":0}"))).size).toBe(0)
+      const other = { ...cps[0]!, session_id: sid(77) }
+      const twoLines = Buffer.from(encodeCheckpoints([cps[0]!, other])).toString("utf8").split("\n")
+      twoLines[1] = twoLines[1]!.replace("\"offset\":", "\"offset\":\"x\",\"was\":")
+      expect([...decodeCheckpoints(Buffer.from(twoLines.join("\n"))).keys()]).toEqual([sid(77)])
     })
   }, 60_000)
 
