@@ -26,7 +26,8 @@ import { formatMessage, senderName } from "./Prompt.js"
 import { Tree } from "./Tree.js"
 import type { Trigger } from "./Turns.js"
 
-const wakes = (env: MessageEnvelope) => env.kind === "request" || env.kind === "response" || env.sender === USER || env.sender === "SYSTEM"
+const wakes = (env: MessageEnvelope) =>
+  env.kind === "request" || env.kind === "response" || env.sender === USER || (env.sender === "SYSTEM" && env.queued !== true)
 
 /** What became of a message: delivered (or held for an unborn child), dropped (recipient gone), or nothing to do. */
 export type Delivered = "delivered" | "dropped" | "ignored"
@@ -47,7 +48,7 @@ export class Delivery extends Effect.Service<Delivery>()("substrat/Delivery", {
       readonly kind: MessageKind
       readonly text: string
       readonly reply_to?: MessageId | null
-      readonly extra?: Pick<MessageEnvelope, "timeout_s" | "timed_out" | "late" | "multicast_id" | "progress">
+      readonly extra?: Pick<MessageEnvelope, "timeout_s" | "timed_out" | "late" | "multicast_id" | "progress" | "queued">
     }) =>
       new MessageEnvelope({
         id: newMessageId(),

@@ -68,6 +68,8 @@ const fields = {
    * user's open request, not its answer (docs/messaging.md, "When a user's request is answered").
    */
   progress: Schema.optional(Schema.Boolean),
+  /** A SYSTEM notice that waits in the inbox for the recipient's next turn instead of waking it (a swarm node's start-up change notice). */
+  queued: Schema.optional(Schema.Boolean),
   /** A `find:<symbol>` hop, or the found agent's copy of the search. */
   find: Schema.optional(FindRoute)
 }

@@ -245,7 +245,8 @@ const unreachable = (
   return dangling
 }
 
-const wakes = (env: MessageEnvelope) => env.kind === "request" || env.kind === "response" || env.sender === USER || env.sender === "SYSTEM"
+const wakes = (env: MessageEnvelope) =>
+  env.kind === "request" || env.kind === "response" || env.sender === USER || (env.sender === "SYSTEM" && env.queued !== true)
 
 /**
  * Step 4: each live agent's pending messages back in its inbox; the requests among them are

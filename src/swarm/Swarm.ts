@@ -160,7 +160,8 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
 
     const systemMessage = (agent: AgentId, kind: "request" | "notification", text: string) =>
       Effect.gen(function*() {
-        const env = delivery.envelope({ sender: "SYSTEM", recipient: agent, kind, text })
+        // A notification (a change found at start) waits for the agent's next turn; a request wakes it.
+        const env = delivery.envelope({ sender: "SYSTEM", recipient: agent, kind, text, ...(kind === "notification" ? { extra: { queued: true } } : {}) })
         yield* router.deliver(env)
         return env.id
       })
