@@ -12,7 +12,7 @@ import * as fs from "node:fs"
 import { Orchestrator } from "../../src/agent/Orchestrator.js"
 import { makePaths } from "../../src/config/Paths.js"
 import type { SessionId } from "../../src/domain/ids.js"
-import { CHECKPOINT_LINES, type CheckpointEntry, decodeCheckpoints, encodeCheckpoints } from "../../src/recovery/Checkpoint.js"
+import { CHECKPOINT_LINES, type CheckpointEntry, decodeCheckpoints, encodeCheckpoints, FOLD_VERSION } from "../../src/recovery/Checkpoint.js"
 import { readSessions } from "../../src/recovery/Read.js"
 import { Durable, live as durableLive } from "../../src/storage/Durable.js"
 import { sid } from "../support/logs.js"
@@ -127,7 +127,8 @@ describe("fold checkpoints", () => {
       // that does not decode is left out alone.
       const encoded = Buffer.from(encodeCheckpoints(cps)).toString("utf8")
       expect(decodeCheckpoints(Buffer.from("not json")).size).toBe(0)
-      expect(decodeCheckpoints(Buffer.from(encoded.replace(/^\{"version":1\}/, "{\"version\":0}"))).size).toBe(0)
+      expect(encoded.startsWith(`{"version":${FOLD_VERSION}}\n`)).toBe(true)
+      expect(decodeCheckpoints(Buffer.from(encoded.replace(`{"version":${FOLD_VERSION}}`, `{"version":${FOLD_VERSION - 1}}`))).size).toBe(0)
       const other = { ...cps[0]!, session_id: sid(77) }
       const twoLines = Buffer.from(encodeCheckpoints([cps[0]!, other])).toString("utf8").split("\n")
       twoLines[1] = twoLines[1]!.replace("\"offset\":", "\"offset\":\"x\",\"was\":")
