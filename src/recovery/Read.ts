@@ -261,6 +261,13 @@ const fileNames = (paths: Paths) => {
   }
 }
 
+/**
+ * Fold a log from its checkpoint after the EventLog repaired it (a repair only cuts a torn tail
+ * after the last newline or appends the pending line, so the checkpoint's last line stays put).
+ * Null when the checkpoint no longer matches: read the whole log.
+ */
+export const refoldFrom = (file: string, cp: CheckpointEntry) => foldFromCheckpoint(new FileReader(), file, cp)
+
 /** One session directory: the record, then (with a record) the WAL stat and the log. Throws. */
 const readOne = (
   reader: FileReader,

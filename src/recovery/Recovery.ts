@@ -32,7 +32,7 @@ import { EventLog } from "../storage/EventLog.js"
 import { SessionStore } from "../storage/SessionStore.js"
 import { StateSeeding } from "../agent/RecoveredState.js"
 import { plan, type PlanSession, type RecoveryPlan } from "./Plan.js"
-import { readLog, readSessions, type SessionRead } from "./Read.js"
+import { readLog, readSessions, refoldFrom, type SessionRead } from "./Read.js"
 import { type CheckpointEntry, decodeCheckpoints, encodeCheckpoints } from "./Checkpoint.js"
 
 export interface RecoveryOptions {
@@ -196,12 +196,16 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
      */
     const saveCheckpoints = (
       reads: ReadonlyArray<SessionRead>,
+      repaired: ReadonlyMap<SessionId, CheckpointEntry | null>,
       before: ReadonlyMap<SessionId, CheckpointEntry>,
       removed: ReadonlySet<SessionId>
     ) =>
       Effect.suspend(() => {
         const keep: Array<CheckpointEntry> = []
-        for (const r of reads) if (r.checkpoint !== null && !r.needsRepair && !removed.has(r.id)) keep.push(r.checkpoint)
+        for (const r of reads) {
+          const cp = repaired.has(r.id) ? repaired.get(r.id)! : r.needsRepair ? null : r.checkpoint
+          if (cp !== null && !removed.has(r.id)) keep.push(cp)
+        }
         const changed = keep.length !== before.size || keep.some((c) => before.get(c.session_id) !== c)
         return changed ? durable.replaceAtomic(paths.foldCheckpoint, encodeCheckpoints(keep)) : Effect.void
       }).pipe(Effect.catchAll((e) => Effect.logWarning(`recovery: fold checkpoint not saved: ${e.message}`)))
@@ -227,13 +231,23 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
       // Logs with a pending WAL entry or a torn tail: repaired through the EventLog, read again.
       let logsRepaired = 0
       let logLines = 0
+      /** Repaired logs folded again from their checkpoint: the checkpoint to keep. */
+      const repaired = new Map<SessionId, CheckpointEntry | null>()
       for (let i = 0; i < sessions.length; i++) {
         const x = sessions[i]!
         if (x.log === null) continue
         if (reads[i]!.needsRepair && !readOnly) {
           yield* log.repair(x.id)
-          sessions[i] = { ...x, log: (yield* readLog(durable, x.id, paths.eventsFile(x.id))).log }
           logsRepaired++
+          const cp = checkpoints.get(x.id)
+          const again = cp === undefined ? null : refoldFrom(paths.eventsFile(x.id), cp)
+          if (again !== null && !again.tornTail) {
+            sessions[i] = { ...x, log: again.log }
+            repaired.set(x.id, again.checkpoint)
+            logLines += again.log.lines - again.skipped
+            continue
+          }
+          sessions[i] = { ...x, log: (yield* readLog(durable, x.id, paths.eventsFile(x.id))).log }
           logLines += sessions[i]!.log!.lines
         } else {
           logLines += x.log.lines - reads[i]!.skipped
@@ -253,7 +267,7 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
         yield* applyDisk(p)
         yield* logReplies(p)
         yield* logCrashLoops(p)
-        yield* saveCheckpoints(reads, checkpoints, new Set(p.orphans))
+        yield* saveCheckpoints(reads, repaired, checkpoints, new Set(p.orphans))
       }
       yield* seeding.seed(p.seed)
       yield* seeding.park(p.parked)

@@ -145,10 +145,22 @@ describe("fold checkpoints", () => {
       const read: Array<number> = []
       let total = 0
       for (let c = 0; c < cycles; c++) {
-        const appended = grow(home, boss.session_id, boss.id, perCycle, c === cycles - 1)
+        let appended = grow(home, boss.session_id, boss.id, perCycle, c === cycles - 1)
+        if (c % 2 === 1) {
+          // A kill -9 in the middle of an append: its WAL entry is pending, the log is repaired
+          // first (the entry appended) and still folded from its checkpoint.
+          fs.writeFileSync(paths.pendingFile(boss.session_id), JSON.stringify({
+            event: "message.enqueued",
+            data: { id: randomUUID(), timestamp: TS, sender: "USER", recipient: boss.id, reply_to: null, kind: "notification", payload: "in flight" },
+            ts: TS,
+            session_id: boss.session_id
+          }) + "\n")
+          appended++
+        }
         const { life, report } = await recoverLife(home, registry())
         await life.dispose()
         read.push(report.logLines)
+        expect(report.logsRepaired).toBe(c % 2)
         total = fs.readFileSync(paths.eventsFile(boss.session_id), "utf8").split("\n").length - 1
         if (c > 0) {
           // What was appended since — plus the lines the last start had not yet checkpointed, the
@@ -170,7 +182,9 @@ describe("fold checkpoints", () => {
       expect(withCp.report.logLines).toBeLessThanOrEqual(CHECKPOINT_LINES + 100)
       expect(withCp.state).toEqual(without.state)
       expect({ ...withCp.report, logLines: 0 }).toEqual({ ...without.report, logLines: 0 })
-      expect(withCp.state.inboxes[boss.id]?.map((m) => m.split(":").at(-1))).toEqual(["interrupted", "waiting"])
+      expect(withCp.state.inboxes[boss.id]?.map((m) => m.split(":").at(-1))).toEqual(
+        ["in flight", "in flight", "in flight", "interrupted", "waiting", "in flight"]
+      )
     })
   }, 120_000)
 })
