@@ -15,6 +15,7 @@ import {
   SessionDeleteRpc,
   SwarmAgentsRpc,
   SwarmChatRpc,
+  SwarmScheduleRpc,
   SwarmStartRpc,
   WorkspaceCreateRpc,
   WorkspaceDeleteRpc,
@@ -84,6 +85,10 @@ export const make = Effect.gen(function*() {
   const swarmAgent = yield* AdminRpcs.accessHandler("swarm.agent")
   const swarmChat = yield* AdminRpcs.accessHandler("swarm.chat")
   const swarmTrigger = yield* AdminRpcs.accessHandler("swarm.trigger")
+  const swarmSchedule = yield* AdminRpcs.accessHandler("swarm.schedule")
+  const swarmUnschedule = yield* AdminRpcs.accessHandler("swarm.unschedule")
+  const swarmSchedules = yield* AdminRpcs.accessHandler("swarm.schedules")
+  const swarmLog = yield* AdminRpcs.accessHandler("swarm.log")
   const inboxList = yield* AdminRpcs.accessHandler("inbox.list")
   const inboxAnswer = yield* AdminRpcs.accessHandler("inbox.answer")
   const budgetShow = yield* AdminRpcs.accessHandler("budget.show")
@@ -118,6 +123,13 @@ export const make = Effect.gen(function*() {
       return raw
     }
   })
+
+  /** A /swarm/agents/{id}/… body decoded with its RPC's payload Schema, `node` from the path. */
+  const nodeBody = <A, I>(schema: Schema.Schema<A, I>) =>
+    Effect.gen(function*() {
+      const b = yield* body
+      return yield* decode(schema, "body")({ ...(typeof b === "object" && b !== null ? b : {}), node: yield* nodeParam })
+    })
 
   const events = Effect.gen(function*() {
     const q = yield* query
@@ -172,13 +184,18 @@ export const make = Effect.gen(function*() {
     HttpRouter.get("/swarm/agents/:id", respond(Effect.flatMap(nodeParam, (node) => Effect.map(swarmAgent({ node }, headers), json())))),
     HttpRouter.post(
       "/swarm/agents/:id/chat",
-      respond(Effect.gen(function*() {
-        const b = yield* body
-        const p = yield* decode(SwarmChatRpc.payloadSchema, "body")({ ...(typeof b === "object" && b !== null ? b : {}), node: yield* nodeParam })
-        return json()(yield* swarmChat(p, headers))
-      }))
+      respond(Effect.flatMap(nodeBody(SwarmChatRpc.payloadSchema), (p) => Effect.map(swarmChat(p, headers), json())))
     ),
     HttpRouter.post("/swarm/agents/:id/trigger", respond(Effect.flatMap(nodeParam, (node) => Effect.map(swarmTrigger({ node }, headers), json())))),
+    // Schedules and the per-node history (the CLI's `swarm schedule/unschedule/schedules/log --json`).
+    HttpRouter.get("/swarm/schedules", respond(Effect.map(swarmSchedules(undefined, headers), json()))),
+    HttpRouter.put(
+      "/swarm/agents/:id/schedule",
+      respond(Effect.flatMap(nodeBody(SwarmScheduleRpc.payloadSchema), (p) => Effect.map(swarmSchedule(p, headers), json())))
+    ),
+    HttpRouter.del("/swarm/agents/:id/schedule", respond(Effect.flatMap(nodeParam, (node) => Effect.map(swarmUnschedule({ node }, headers), json())))),
+    HttpRouter.get("/swarm/log", respond(Effect.map(swarmLog({}, headers), json()))),
+    HttpRouter.get("/swarm/agents/:id/log", respond(Effect.flatMap(nodeParam, (node) => Effect.map(swarmLog({ node }, headers), json())))),
     HttpRouter.get("/swarm/events", respond(swarmEvents))
   )
 

@@ -6,6 +6,8 @@
 //    last tick it fired; a daemon start resumes them.
 //  - A tick that falls while the swarm is stopped (daemon up) is skipped. Ticks missed while the
 //    daemon was down fire ONCE at start (however many were missed), then the schedule goes on.
+//  - A schedule of a node that is orphaned (its code gone) is dropped, with a daemon log line: at
+//    daemon start after the swarm's reconcile, or at its next tick when a save orphaned it.
 //  - At least once: a tick's request is logged before its `last` is saved, so a crash in between
 //    fires that tick again at the next start (never loses it).
 // Timers are fibers on the Clock (tests drive them with TestClock).
@@ -100,14 +102,37 @@ export class SwarmSchedules extends Effect.Service<SwarmSchedules>()("substrat/s
         schedules = next
       })
 
-    /** One tick: a trigger while the swarm runs (skipped while it is stopped); then `last` saved. */
+    /** The node ids of the swarm's orphaned nodes (none when no swarm is loaded). */
+    const orphanedNodes = Effect.map(swarm.agents({ status: ["orphaned"] }), (l) => new Set<string>(l.map((a) => a.node_id))).pipe(
+      Effect.orElseSucceed(() => new Set<string>())
+    )
+
+    /** A schedule of an orphaned node (its code is gone): removed from the file, with a daemon log line. */
+    const dropOrphaned = (node: string) =>
+      lock.withPermits(1)(Effect.gen(function*() {
+        const all = yield* load
+        const gone = all.find((s) => s.node === node)
+        if (gone === undefined) return
+        yield* save(all.filter((s) => s.node !== node))
+        yield* Effect.logWarning(`swarm schedule of ${node} ("${gone.cron}") dropped: the node is orphaned (its code is gone)`)
+      }))
+
+    /**
+     * One tick: a trigger while the swarm runs (skipped while it is stopped); then `last` saved.
+     * A node orphaned since (a save removed its code) loses its schedule and its timer ends.
+     */
     const fire = (node: string, expr: string) => (tick: Date) =>
       Effect.gen(function*() {
         const status = yield* swarm.status
         if (Option.isSome(status) && status.value.running) {
-          yield* swarm.trigger(node, `on schedule "${expr}", tick ${tick.toISOString()}`).pipe(
-            Effect.catchAll((e) => Effect.logWarning(`swarm schedule of ${node}: tick ${tick.toISOString()} not fired: ${e.message}`))
-          )
+          const sent = yield* Effect.either(swarm.trigger(node, `on schedule "${expr}", tick ${tick.toISOString()}`))
+          if (Either.isLeft(sent)) {
+            if ((yield* orphanedNodes).has(node)) {
+              yield* dropOrphaned(node)
+              return yield* Effect.interrupt
+            }
+            yield* Effect.logWarning(`swarm schedule of ${node}: tick ${tick.toISOString()} not fired: ${sent.left.message}`)
+          }
         }
         yield* lock.withPermits(1)(Effect.gen(function*() {
           const all = yield* load
@@ -160,11 +185,23 @@ export class SwarmSchedules extends Effect.Service<SwarmSchedules>()("substrat/s
       return all.map((s) => view(s, now))
     })
 
-    /** At daemon start (after the swarm resumed): every saved schedule runs again, missed ticks once. */
+    /**
+     * At daemon start (after the swarm resumed and reconciled its tree): every saved schedule runs
+     * again, missed ticks once; the schedule of a node the reconcile orphaned is dropped.
+     */
     const resume = Effect.gen(function*() {
       const all = yield* load
-      for (const s of all) yield* startTimer(s)
-      return all.length
+      const orphans = all.length === 0 ? new Set<string>() : yield* orphanedNodes
+      let running = 0
+      for (const s of all) {
+        if (orphans.has(s.node)) {
+          yield* dropOrphaned(s.node)
+        } else {
+          yield* startTimer(s)
+          running++
+        }
+      }
+      return running
     })
 
     return { set, remove, list, resume } as const

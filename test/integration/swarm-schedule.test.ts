@@ -1,12 +1,15 @@
 // Cron triggers and `swarm log` through a real daemon and CLI (docs/swarm.md, "Schedules" and
 // "swarm log"): `swarm start --cron` wakes the root directory's agent on its ticks; a node's
 // schedule survives kill -9, and a tick missed while the daemon was down fires once at start;
-// bad expressions are refused with nothing changed; `swarm log` lists each node's turns.
+// bad expressions are refused with nothing changed; `swarm log` lists each node's turns; the same
+// over HTTP (`/swarm/schedules`, `/swarm/agents/{id}/schedule`, `/swarm/log`); an orphaned node's
+// schedule is dropped when the restarted daemon's reconcile orphans it.
 import * as fs from "node:fs"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
 import { cli, cliJson, daemons, kill9, sleep, startDaemon, waitFor } from "./daemon.support.js"
+import { request } from "./http.support.js"
 
 const owned = daemons()
 const dirs: Array<string> = []
@@ -159,4 +162,87 @@ describe("swarm schedules and swarm log (real daemon)", () => {
     expect(text.stdout).toContain("1 file(s) changed")
     expect(text.stdout).toContain("M src/a.ts")
   }, 120_000)
+
+  it("HTTP: schedules set/list/remove and swarm log as the CLI's --json; a bad cron 400; an orphaned node's schedule dropped at restart", async () => {
+    const { home, repo } = fresh()
+    fs.writeFileSync(join(repo, "src", "b.ts"), "export function gone(): number {\n  return 3\n}\n")
+    let pid = await startDaemon(home)
+    owned.track(pid)
+    const t = { socketPath: join(home, "http.sock") }
+    await cliJson(home, ["swarm", "start", repo, "--provider", "scripted:echo"])
+    const fn = "src/a.ts#function:tick"
+    const gone = "src/b.ts#function:gone"
+    const at = (node: string, rest: string) => `/swarm/agents/${encodeURIComponent(node)}/${rest}`
+    interface ErrorBody { readonly error: { readonly _tag: string; readonly code: number; readonly message: string } }
+    const schedulesFile = join(home, "swarm", "schedules.json")
+
+    // A bad cron: 400 with the CLI's words, nothing saved.
+    const bad = await request(t, "PUT", at(fn, "schedule"), { cron: "every minute" })
+    expect(bad.status).toBe(400)
+    const badErr = bad.json<ErrorBody>().error
+    expect(badErr).toMatchObject({ _tag: "InvalidInput", message: expect.stringContaining(`"every minute" is not a cron expression`) })
+    const cliBad = await cli(home, ["swarm", "schedule", fn, "every minute"])
+    expect(cliBad.code).toBe(2)
+    expect(cliBad.stderr).toContain(badErr.message)
+    expect((await request(t, "PUT", at(fn, "schedule"), {})).status).toBe(400)
+    expect((await request(t, "PUT", at("src/zzz.ts#file", "schedule"), { cron: "* * * * *" })).status).toBe(404)
+    expect(fs.existsSync(schedulesFile)).toBe(false)
+    const none = await request(t, "GET", "/swarm/schedules")
+    expect(none.status).toBe(200)
+    expect(none.json()).toEqual({ schedules: [] })
+
+    // Set (a tick far away: none fires during the test), list, remove.
+    const yearly = "0 0 1 1 *"
+    const set = await request(t, "PUT", at(fn, "schedule"), { cron: yearly })
+    expect(set.status).toBe(200)
+    expect(set.json()).toMatchObject({ node: fn, cron: yearly, last: null, next: expect.any(String) })
+    expect((await request(t, "PUT", at(gone, "schedule"), { cron: yearly })).status).toBe(200)
+    const listed = await request(t, "GET", "/swarm/schedules")
+    expect(listed.status).toBe(200)
+    expect(listed.json<{ schedules: ReadonlyArray<Schedule> }>().schedules.map((s) => s.node)).toEqual([fn, gone])
+    expect(listed.json()).toEqual(await cliJson(home, ["swarm", "schedules"]))
+    const del = await request(t, "DELETE", at(fn, "schedule"))
+    expect(del.status).toBe(200)
+    expect(del.json()).toMatchObject({ node: fn, cron: yearly })
+    const again = await request(t, "DELETE", at(fn, "schedule"))
+    expect(again.status).toBe(404)
+    expect(again.json<ErrorBody>().error).toMatchObject({ _tag: "NotFound", message: expect.stringContaining(`no schedule for ${fn}`) })
+    expect((await request(t, "GET", "/swarm/schedules")).json<{ schedules: ReadonlyArray<Schedule> }>().schedules.map((s) => s.node)).toEqual([gone])
+
+    // swarm log: the same JSON as `swarm log --json`, whole and per node.
+    await cliJson(home, ["swarm", "chat", fn, "hello", "--wait"])
+    const log = await waitFor("the HTTP log as the CLI's", async () => {
+      const r = await request(t, "GET", "/swarm/log")
+      return r.status === 200 && JSON.stringify(r.json()) === JSON.stringify(await cliJson(home, ["swarm", "log"])) ? r.json<{ nodes: ReadonlyArray<{ node_id: string; turns: ReadonlyArray<unknown> }> }>() : undefined
+    })
+    expect(log.nodes.find((n) => n.node_id === fn)!.turns).toMatchObject([{ outcome: "complete", prompt: expect.stringContaining("hello") }])
+    const one = await request(t, "GET", at(fn, "log"))
+    expect(one.status).toBe(200)
+    expect(one.json()).toEqual(await cliJson(home, ["swarm", "log", fn]))
+    expect(one.json()).toMatchObject({ nodes: [{ node_id: fn, turns: [{ outcome: "complete" }] }] })
+    expect((await request(t, "GET", at("src/zzz.ts#file", "log"))).status).toBe(404)
+
+    // The function of b.ts goes while the daemon is down: the restart's reconcile orphans it and
+    // its schedule is dropped (a daemon log line); a's schedule stays.
+    expect((await request(t, "PUT", at(fn, "schedule"), { cron: yearly })).status).toBe(200)
+    await kill9(pid)
+    fs.rmSync(join(repo, "src", "b.ts"))
+    pid = await startDaemon(home)
+    owned.track(pid)
+    const orphans = await cliJson<{ agents: ReadonlyArray<SwarmAgent> }>(home, ["swarm", "agents", "--status", "orphaned"])
+    expect(orphans.agents.map((a) => a.node_id)).toContain(gone)
+    const after = await request(t, "GET", "/swarm/schedules")
+    expect(after.json<{ schedules: ReadonlyArray<Schedule> }>().schedules.map((s) => s.node)).toEqual([fn])
+    const saved = JSON.parse(fs.readFileSync(schedulesFile, "utf8")) as { schedules: ReadonlyArray<Schedule> }
+    expect(saved.schedules.map((s) => s.node)).toEqual([fn])
+    expect(fs.readFileSync(join(home, "daemon.log"), "utf8")).toContain(`swarm schedule of ${gone} ("${yearly}") dropped: the node is orphaned`)
+
+    // A save that orphans a scheduled node while the swarm runs: its next tick drops the schedule.
+    expect((await request(t, "PUT", at(fn, "schedule"), { cron: "* * * * * *" })).status).toBe(200)
+    fs.rmSync(join(repo, "src", "a.ts"))
+    await waitFor("a's schedule dropped at its tick", async () =>
+      (await request(t, "GET", "/swarm/schedules")).json<{ schedules: ReadonlyArray<Schedule> }>().schedules.length === 0 ? true : undefined)
+    expect(fs.readFileSync(join(home, "daemon.log"), "utf8")).toContain(`swarm schedule of ${fn} ("* * * * * *") dropped: the node is orphaned`)
+    expect(JSON.parse(fs.readFileSync(schedulesFile, "utf8"))).toMatchObject({ schedules: [] })
+  }, 180_000)
 })
