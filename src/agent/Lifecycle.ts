@@ -138,7 +138,7 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
         ? Effect.void
         : shares === null
         ? Effect.fail(new InvalidInputError({ field: "budget", message: "budgets are not available here" }))
-        : shares.carve(parent, share).pipe(Effect.mapError((e) => new InvalidInputError({ field: e.field, message: e.message })))
+        : shares.carve(parent, share, (id) => pendingShares.get(id)).pipe(Effect.mapError((e) => new InvalidInputError({ field: e.field, message: e.message })))
 
     /**
      * What `spawn` would refuse, checked without creating anything (a spawn that waits in the

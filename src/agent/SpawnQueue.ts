@@ -297,7 +297,10 @@ export class SpawnQueue extends Effect.Service<SpawnQueue>()("substrat/SpawnQueu
       return out
     })
 
-    /** A root's own caps (`agent create --max-*`), durable in its log. */
+    /**
+     * A root's own caps (`agent create --max-*`, `caps set`), durable in its log. A raise starts
+     * what fits now; a lowered cap stops no live agent (it holds new spawns back).
+     */
     const setCaps = Effect.fn("SpawnQueue.setCaps")(function*(root: AgentId, caps: TreeCaps) {
       const n = tree.get(root)
       if (n === undefined) return yield* new NotFoundError({ kind: "agent", id: root, message: `no agent ${root}` })
@@ -347,7 +350,17 @@ export class SpawnQueue extends Effect.Service<SpawnQueue>()("substrat/SpawnQueu
       seed,
       /** The queued spawns now, oldest first (tests, inspection). */
       queued: (): ReadonlyArray<QueuedSpawn> => [...queue],
-      capsOf: (root: AgentId): TreeCaps => rootCaps.get(root) ?? noCaps
+      capsOf: (root: AgentId): TreeCaps => rootCaps.get(root) ?? noCaps,
+      /** The caps in force for the tree of `root` now (0: none), and the policy. */
+      inForce: (root: AgentId) => capsInForce(rootCaps.get(root) ?? noCaps, config.caps),
+      policy: config.policy,
+      /** The root of `agent`'s tree (undefined: no such agent). */
+      rootOf: (agent: AgentId): AgentNode | undefined => {
+        const n = tree.get(agent)
+        return n === undefined ? undefined : rootOf(n)
+      },
+      /** How many spawns of the tree of `root` wait for room. */
+      queuedIn: (root: AgentId): number => queue.filter((q) => rootIdOf(q) === root).length
     } as const
   })
 }) {}

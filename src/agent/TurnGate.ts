@@ -5,6 +5,7 @@
 import { Context, type Effect } from "effect"
 import type { AgentNode } from "../domain/agent.js"
 import type { LimitsPatch } from "../domain/budget.js"
+import type { AgentId } from "../domain/ids.js"
 
 export class TurnGate extends Context.Tag("substrat/TurnGate")<TurnGate, {
   /** May `node` start a turn now? True reserves one (released by `turnEnded`); false: it is parked. */
@@ -21,8 +22,16 @@ export class HumanDesk extends Context.Tag("substrat/HumanDesk")<HumanDesk, {
 
 /** A spawn's share of its parent's budget (spawn_agent `budget_*`); the daemon provides it from the Meter. */
 export class BudgetShares extends Context.Tag("substrat/BudgetShares")<BudgetShares, {
-  /** Fails (a clear message) when `share` is more than `parent`'s path has left now. */
-  readonly carve: (parent: AgentNode, share: LimitsPatch) => Effect.Effect<void, { readonly field: string; readonly message: string }>
+  /**
+   * Fails (a clear message) when `share` is more than `parent`'s path has left now, the
+   * outstanding shares of live children counted as spent (`pendingOf`: shares of children not
+   * born yet).
+   */
+  readonly carve: (
+    parent: AgentNode,
+    share: LimitsPatch,
+    pendingOf: (child: AgentId) => LimitsPatch | undefined
+  ) => Effect.Effect<void, { readonly field: string; readonly message: string }>
   /** The child is born: its own budget is `share` (logged as its `budget.set`). */
   readonly give: (child: AgentNode, share: LimitsPatch) => Effect.Effect<void, { readonly message: string }>
 }>() {}

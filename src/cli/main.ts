@@ -15,6 +15,7 @@ import { sessionCommand } from "./commands/session.js"
 import { swarmCommand } from "./commands/swarm.js"
 import { workspaceCommand } from "./commands/workspace.js"
 import { budgetCommand, inboxCommand } from "./commands/budget.js"
+import { capsCommand } from "./commands/caps.js"
 import { uiCommand } from "./commands/ui.js"
 import { errorLine, exitCodeOf, ExitCode } from "./Exit.js"
 import { frontDoor, terminalStyle } from "./Front.js"
@@ -30,7 +31,7 @@ export const root = Command.make("substrat").pipe(
       "substrat agent send alpha \"Summarise README.md\""
     ]
   })),
-  Command.withSubcommands([daemonCommand, agentCommand, logsCommand, sessionCommand, workspaceCommand, swarmCommand, doctorCommand, cleanupCommand, uiCommand, configCommand, budgetCommand, inboxCommand])
+  Command.withSubcommands([daemonCommand, agentCommand, logsCommand, sessionCommand, workspaceCommand, swarmCommand, doctorCommand, cleanupCommand, uiCommand, configCommand, budgetCommand, capsCommand, inboxCommand])
 )
 
 const cli = Command.run(root, { name: "substrat", version })

@@ -12,7 +12,7 @@ import type { SpawnQueue } from "../agent/SpawnQueue.js"
 import type { MessageId } from "../domain/ids.js"
 import { InvalidInputError } from "../domain/errors.js"
 import type { Meter } from "../meter/Meter.js"
-import type { BudgetPatch, BudgetView, RpcError } from "./Rpcs.js"
+import type { BudgetPatch, BudgetView, CapsPatch, CapsView, RpcError } from "./Rpcs.js"
 import type { ServiceError } from "./WireErrors.js"
 
 type Wire = <A, E extends ServiceError, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, RpcError, R>
@@ -27,7 +27,41 @@ export const budgetHandlers = (deps: {
 }) => {
   const { meter, orchestrator, resolve, spawns, wire, mutation } = deps
   const view = (node: AgentNode): BudgetView => ({ ...meter.report(node.id), agent_name: node.name })
+  const capsView = (root: AgentNode): CapsView => ({
+    root_id: root.id,
+    root_name: root.name,
+    own: spawns.capsOf(root.id),
+    in_force: spawns.inForce(root.id),
+    policy: spawns.policy,
+    queued: spawns.queuedIn(root.id)
+  })
   return {
+    "caps.set": (p: { readonly agent: string } & CapsPatch) =>
+      mutation(Effect.gen(function*() {
+        const node = yield* resolve(p.agent)
+        if (node.parent_id !== null) {
+          const root = spawns.rootOf(node.id)
+          return yield* new InvalidInputError({
+            field: "agent",
+            message: `caps belong to a tree's root, and ${node.name} is not one${root === undefined ? "" : `: set them on ${root.name}`}`
+          })
+        }
+        const { agent: _, ...patch } = p
+        if (patch.max_depth === undefined && patch.max_children === undefined && patch.max_live === undefined) {
+          return yield* new InvalidInputError({ field: "caps", message: "give at least one of max_depth, max_children, max_live" })
+        }
+        const own = spawns.capsOf(node.id)
+        yield* spawns.setCaps(node.id, {
+          max_depth: patch.max_depth !== undefined ? patch.max_depth : own.max_depth,
+          max_children: patch.max_children !== undefined ? patch.max_children : own.max_children,
+          max_live: patch.max_live !== undefined ? patch.max_live : own.max_live
+        })
+        return capsView(node)
+      })),
+
+    "caps.show": (p: { readonly agent: string }) =>
+      wire(Effect.flatMap(resolve(p.agent), (node) => Effect.succeed(capsView(spawns.rootOf(node.id) ?? node)))),
+
     "budget.set": (p: { readonly agent: string } & BudgetPatch) =>
       mutation(Effect.gen(function*() {
         const node = yield* resolve(p.agent)

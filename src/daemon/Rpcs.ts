@@ -208,6 +208,40 @@ export class BudgetShowRpc extends Rpc.make("budget.show", {
   error: RpcError
 }) {}
 
+/** A tree's caps (docs/budgets.md, "Caps"): the root's own, those in force (0: none), the policy. */
+export const CapsView = Schema.Struct({
+  root_id: AgentId,
+  root_name: Schema.String,
+  /** The root's own caps (`agent create --max-*`, `caps set`); null: the config's. */
+  own: TreeCaps,
+  /** What holds now: the root's own over the config's `caps.*` (0: no cap). */
+  in_force: Schema.Struct({ max_depth: Schema.Number, max_children: Schema.Number, max_live: Schema.Number }),
+  policy: Schema.Literal("queue", "refuse"),
+  /** Spawns of this tree waiting for room. */
+  queued: Schema.Number
+})
+export type CapsView = typeof CapsView.Type
+
+/** Caps to change: an absent key keeps its value, null returns it to the config's, 0 is no cap. */
+export const CapsPatch = Schema.Struct({
+  max_depth: Schema.optional(TreeCaps.fields.max_depth),
+  max_children: Schema.optional(TreeCaps.fields.max_children),
+  max_live: Schema.optional(TreeCaps.fields.max_live)
+})
+export type CapsPatch = typeof CapsPatch.Type
+
+export class CapsSetRpc extends Rpc.make("caps.set", {
+  payload: { agent: AgentRef, ...CapsPatch.fields },
+  success: CapsView,
+  error: RpcError
+}) {}
+
+export class CapsShowRpc extends Rpc.make("caps.show", {
+  payload: { agent: AgentRef },
+  success: CapsView,
+  error: RpcError
+}) {}
+
 export class InboxListRpc extends Rpc.make("inbox.list", {
   success: Schema.Struct({ items: Schema.Array(InboxItem) }),
   error: RpcError
@@ -593,6 +627,8 @@ export class AdminRpcs extends RpcGroup.make(
   SwarmLogRpc,
   BudgetSetRpc,
   BudgetShowRpc,
+  CapsSetRpc,
+  CapsShowRpc,
   InboxListRpc,
   InboxAnswerRpc
 ) {}

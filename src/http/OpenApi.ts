@@ -8,6 +8,9 @@ import {
   BudgetPatch,
   BudgetSetRpc,
   BudgetShowRpc,
+  CapsPatch,
+  CapsSetRpc,
+  CapsShowRpc,
   InboxAnswerRpc,
   InboxListRpc,
   AgentCreateRpc,
@@ -32,7 +35,7 @@ import {
 import { AgentNode } from "../domain/agent.js"
 
 interface Route {
-  readonly method: "get" | "post" | "delete"
+  readonly method: "get" | "post" | "put" | "delete"
   readonly path: string
   readonly summary: string
   readonly tag: string
@@ -131,6 +134,15 @@ const routes: ReadonlyArray<Route> = [
     tag: "agents",
     body: BudgetPatch,
     success: BudgetSetRpc.successSchema
+  },
+  { method: "get", path: "/v1/agents/{ref}/caps", summary: "The caps of the agent's tree (its root's)", tag: "agents", success: CapsShowRpc.successSchema },
+  {
+    method: "put",
+    path: "/v1/agents/{ref}/caps",
+    summary: "Set a root's tree caps (a raise starts queued spawns that fit; 0: no cap; null: the config's)",
+    tag: "agents",
+    body: CapsPatch,
+    success: CapsSetRpc.successSchema
   },
   {
     method: "get",

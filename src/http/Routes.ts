@@ -11,6 +11,7 @@ import {
   AdminRpcs,
   AgentCreateRpc,
   BudgetPatch,
+  CapsPatch,
   InvalidInput,
   SessionDeleteRpc,
   SwarmAgentsRpc,
@@ -93,6 +94,8 @@ export const make = Effect.gen(function*() {
   const inboxAnswer = yield* AdminRpcs.accessHandler("inbox.answer")
   const budgetShow = yield* AdminRpcs.accessHandler("budget.show")
   const budgetSet = yield* AdminRpcs.accessHandler("budget.set")
+  const capsShow = yield* AdminRpcs.accessHandler("caps.show")
+  const capsSet = yield* AdminRpcs.accessHandler("caps.set")
   const headers = {} as Parameters<typeof status>[1]
   const openapi = OpenApi.document()
 
@@ -231,6 +234,15 @@ export const make = Effect.gen(function*() {
         const ref = yield* param("ref")
         const p = yield* Effect.flatMap(body, decode(BudgetPatch, "body"))
         return json()(yield* budgetSet({ agent: ref, ...p }, headers))
+      }))
+    ),
+    HttpRouter.get("/v1/agents/:ref/caps", respond(Effect.flatMap(param("ref"), (ref) => Effect.map(capsShow({ agent: ref }, headers), json())))),
+    HttpRouter.put(
+      "/v1/agents/:ref/caps",
+      respond(Effect.gen(function*() {
+        const ref = yield* param("ref")
+        const p = yield* Effect.flatMap(body, decode(CapsPatch, "body"))
+        return json()(yield* capsSet({ agent: ref, ...p }, headers))
       }))
     )
   )

@@ -219,12 +219,46 @@ export class Meter extends Effect.Service<Meter>()("substrat/Meter", {
     })
 
     /**
-     * A child's share, carved from what `parent`'s path has left now: each limit is at most the
-     * smallest remainder on the path. Fails when a requested share is more than is left.
+     * What `owner`'s limit `k` promised to live descendants and they have not used yet: each
+     * nearest descendant with its own limit `k` (a budget, or the share of a child not born yet)
+     * counts what it has left (never below 0); its own descendants are inside that.
      */
-    const carve = Effect.fn("Meter.carve")(function*(parent: AgentId, share: LimitsPatch) {
+    const promised = (
+      owner: AgentId,
+      k: "usd" | "tokens" | "turns",
+      pendingOf: (child: AgentId) => LimitsPatch | undefined,
+      now: number
+    ): number => {
+      let sum = 0
+      const walk = (id: AgentId): void => {
+        for (const c of tree.current().children(id)) {
+          if (!tree.isLive(c.id)) continue
+          const b = budgets.get(c.id)
+          const pending = pendingOf(c.id)?.[k]
+          if (b !== undefined && b[k] !== null) sum += Math.max(0, remainingOf(b, usedBy(c.id), reservedIn(c.id), now)[k] ?? 0)
+          else if (pending !== undefined && pending !== null) sum += Math.max(0, pending)
+          else walk(c.id)
+        }
+      }
+      walk(owner)
+      return sum
+    }
+
+    /**
+     * A child's share, carved from what `parent`'s path has left now: each limit is at most the
+     * smallest remainder on the path, and — USD, tokens, turns — at most what the nearest budget
+     * with that limit has left once the unused shares of its other budgeted descendants are set
+     * aside (a share is a reservation, not a second claim on the same money). Fails when a
+     * requested share is more than is left.
+     */
+    const carve = Effect.fn("Meter.carve")(function*(
+      parent: AgentId,
+      share: LimitsPatch,
+      pendingOf: (child: AgentId) => LimitsPatch | undefined = () => undefined
+    ) {
       const now = Date.now()
       const left: Record<"usd" | "tokens" | "turns" | "time_s", number | null> = { usd: null, tokens: null, turns: null, time_s: null }
+      const promisedLeft: Record<"usd" | "tokens" | "turns", number | null> = { usd: null, tokens: null, turns: null }
       for (const n of path(parent)) {
         const b = budgets.get(n.id)
         if (b === undefined) continue
@@ -232,6 +266,10 @@ export class Meter extends Effect.Service<Meter>()("substrat/Meter", {
         for (const k of ["usd", "tokens", "turns", "time_s"] as const) {
           const v = r[k]
           if (v !== null) left[k] = left[k] === null ? v : Math.min(left[k], v)
+        }
+        for (const k of ["usd", "tokens", "turns"] as const) {
+          const v = r[k]
+          if (v !== null && promisedLeft[k] === null) promisedLeft[k] = v - promised(n.id, k, pendingOf, now)
         }
       }
       for (const k of ["usd", "tokens", "turns", "time_s"] as const) {
@@ -241,6 +279,15 @@ export class Meter extends Effect.Service<Meter>()("substrat/Meter", {
           return yield* new InvalidInputError({
             field: `budget_${k}`,
             message: `a share of ${want} ${k} is more than the parent's budget has left (${Math.max(0, have)})`
+          })
+        }
+        const free = k === "time_s" ? null : promisedLeft[k]
+        if (want !== undefined && want !== null && free !== null && want > free) {
+          return yield* new InvalidInputError({
+            field: `budget_${k}`,
+            message: `a share of ${want} ${k} is more than the parent's budget has left once its other children's unused shares are set aside (${
+              Math.max(0, Math.round(free * 1e6) / 1e6)
+            }); ask for less, or end a child that no longer needs its share (terminated children give theirs back)`
           })
         }
       }
@@ -383,7 +430,7 @@ export const ports: Layer.Layer<ModelMeter | TurnGate | HumanDesk | BudgetShares
       Context.add(TurnGate, { mayStart: m.mayStart, turnEnded: m.turnEnded, maySpawn: m.maySpawn }),
       Context.add(HumanDesk, { ask: m.ask }),
       Context.add(BudgetShares, {
-        carve: (parent, share) => Effect.asVoid(m.carve(parent.id, share)),
+        carve: (parent, share, pendingOf) => Effect.asVoid(m.carve(parent.id, share, pendingOf)),
         give: (child, share) => Effect.asVoid(m.setBudget(child.id, share))
       })
     ))

@@ -1,0 +1,78 @@
+// `substrat caps set|show` (docs/budgets.md, "Caps"): a tree's caps on its shape, changed while it
+// runs. The same caps as `agent create --max-depth/--max-children/--max-live`.
+import { Args, Command, Options } from "@effect/cli"
+import { Console, Effect, Option } from "effect"
+import { AgentRef, type CapsPatch, type CapsView } from "../../daemon/Rpcs.js"
+import { call, CliError, withClient } from "../Client.js"
+import { home, json, pathsOf } from "../Common.js"
+import { describe } from "../Help.js"
+import { printJson, table } from "../Output.js"
+
+const capOption = (name: string, text: string) => Options.integer(name).pipe(Options.withDescription(text), Options.optional)
+
+const cap = (n: number) => (n === 0 ? "none" : String(n))
+const own = (n: number | null) => (n === null ? "config" : cap(n))
+
+export const renderCaps = (v: CapsView): string =>
+  table([
+    ["tree", `${v.root_name} (${v.root_id})`],
+    ["", "in force (own)"],
+    ["max_depth", `${cap(v.in_force.max_depth)} (${own(v.own.max_depth)})`],
+    ["max_children", `${cap(v.in_force.max_children)} (${own(v.own.max_children)})`],
+    ["max_live", `${cap(v.in_force.max_live)} (${own(v.own.max_live)})`],
+    ["policy", v.policy],
+    ["queued", String(v.queued)]
+  ])
+
+const setCommand = Command.make("set", {
+  home,
+  json,
+  maxDepth: capOption("max-depth", "Levels below the root the tree may grow to (0: none)"),
+  maxChildren: capOption("max-children", "Live children one agent of the tree may have; more spawns queue (0: none)"),
+  maxLive: capOption("max-live", "Live agents the tree may have, the root included; more spawns queue (0: none)"),
+  root: Args.text({ name: "root" }).pipe(Args.withSchema(AgentRef), Args.withDescription("The tree's root agent: id or name"))
+}, (o) =>
+  Effect.gen(function*() {
+    const patch: { -readonly [K in keyof CapsPatch]: CapsPatch[K] } = {}
+    for (const [k, v] of [["max_depth", o.maxDepth], ["max_children", o.maxChildren], ["max_live", o.maxLive]] as const) {
+      if (Option.isNone(v)) continue
+      if (v.value < 0) return yield* new CliError({ kind: "invalid-input", message: `--${k.replace("_", "-")} cannot be negative (${v.value})` })
+      patch[k] = v.value
+    }
+    if (Object.keys(patch).length === 0) {
+      return yield* new CliError({ kind: "invalid-input", message: "give at least one of --max-depth, --max-children, --max-live" })
+    }
+    const socket = pathsOf(o.home).socket
+    const v = yield* withClient(socket, (c) => call(socket, c.caps.set({ agent: o.root, ...patch })))
+    if (o.json) return yield* printJson(v)
+    yield* Console.log(renderCaps(v))
+  })).pipe(Command.withDescription(describe(
+    "Set a tree's caps on its root while it runs; a raise starts queued spawns that now fit",
+    {
+      details: [
+        "Caps not given keep their value; 0 is no cap. Lowering a cap stops no live agent: it holds new spawns back until the tree is under it again."
+      ],
+      examples: ["substrat caps set lead --max-children 4", "substrat caps set lead --max-live 8 --max-depth 2"]
+    }
+  )))
+
+const showCommand = Command.make("show", {
+  home,
+  json,
+  agent: Args.text({ name: "agent" }).pipe(Args.withSchema(AgentRef), Args.withDescription("Any agent of the tree: id or name"))
+}, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    const v = yield* withClient(socket, (c) => call(socket, c.caps.show({ agent: o.agent })))
+    if (o.json) return yield* printJson(v)
+    yield* Console.log(renderCaps(v))
+  })).pipe(Command.withDescription(describe("Show the caps of an agent's tree: in force, the root's own, the policy, spawns queued", {
+    examples: ["substrat caps show lead", "substrat caps show worker-1 --json"]
+  })))
+
+export const capsCommand = Command.make("caps").pipe(
+  Command.withDescription(describe("Caps on a tree's shape: depth, live children per agent, live agents per tree", {
+    examples: ["substrat caps show lead", "substrat caps set lead --max-children 4"]
+  })),
+  Command.withSubcommands([setCommand, showCommand])
+)
