@@ -4,7 +4,11 @@
 //     their work, and stay queued across kill -9 + restart;
 //   - the inbox lists the root's answer to USER until `inbox read`;
 //   - `--max-depth` refuses a nested spawn; `caps.policy = refuse` (config.toml) refuses a spawn
-//     past max_children with a clear error; a spawn's budget share is carved from the parent's.
+//     past max_children with a clear error; a spawn's budget share is carved from the parent's;
+//   - `caps set` (CLI and PUT /v1/agents/{ref}/caps) on a running tree: a raise starts a queued
+//     spawn at once, a lowering stops nothing, the caps survive kill -9; bad values and non-roots
+//     are refused (exit 2 / 400) with nothing changed;
+//   - budget shares are reservations: a second share beyond what the first left is refused.
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
@@ -177,5 +181,92 @@ describe("tree caps and queued spawns (daemon + CLI)", () => {
     expect(deep[0]!.result.error).toMatchObject({ type: "cap_reached", cap: "max_depth" })
     expect(String(deep[0]!.result.error!["message"])).toContain("at most 1 level(s) deep")
     expect((await agents(h)).map((a) => a.name).sort()).toEqual(["mid", "top"])
+  })
+
+  it("caps set raises a running tree's caps (a queued spawn starts), survives kill -9, refuses bad input", async () => {
+    const h = home({
+      lead: { steps: [{ tools: ["w1", "w2", "w3"].map((n) => spawn(n)), text: "spawned" }], after: "echo" },
+      "*": { steps: [{ text: "worked" }], after: "repeat-last" }
+    })
+    owned.track(await startDaemon(h))
+    const lead = await cliJson<Agent>(h, ["agent", "create", "--provider", "scripted:b", "--name", "lead", "--max-children", "1"])
+    expect((await cli(h, ["agent", "send", "lead", "go", "--wait"])).code).toBe(0)
+    expect(spawnResults(h, lead.session_id).map((r) => [r.result["status"], r.result["name"]])).toEqual([
+      ["created", "w1"],
+      ["queued", "w2"],
+      ["queued", "w3"]
+    ])
+    await waitFor("w1 born", async () => ((await agents(h)).length === 2 ? true : undefined))
+
+    // Refused, nothing changed: a negative value, no value, a child instead of its root.
+    const negative = await cli(h, ["caps", "set", "lead", "--max-children", "-1"])
+    expect(negative.code).toBe(2)
+    expect(negative.stderr).toContain("--max-children cannot be negative")
+    expect((await cli(h, ["caps", "set", "lead"])).code).toBe(2)
+    const child = await cli(h, ["caps", "set", "w1", "--max-children", "5"])
+    expect(child.code).toBe(2)
+    expect(child.stderr).toContain("set them on lead")
+    const unix = { socketPath: Path.join(h, "http.sock") }
+    expect((await request(unix, "PUT", "/v1/agents/lead/caps", { max_children: -1 })).status).toBe(400)
+    expect(of(events(h, lead.session_id), "caps.set")).toHaveLength(1)
+    expect(of(events(h, lead.session_id), "spawn.started")).toEqual([])
+
+    // The raise: w2 starts at once (no child finished its work), w3 still waits.
+    const raised = await cliJson<{ own: Record<string, unknown>; in_force: Record<string, number> }>(h, ["caps", "set", "lead", "--max-children", "2"])
+    expect(raised.own).toEqual({ max_depth: null, max_children: 2, max_live: null })
+    const started = await waitFor("w2 started", () => {
+      const s = of(events(h, lead.session_id), "spawn.started")
+      return s.length === 1 ? s : undefined
+    })
+    const byName = new Map((await agents(h)).map((a) => [a.name, a] as const))
+    expect(started[0]!["agent_id"]).toBe(byName.get("w2")!.id)
+    expect(byName.has("w3")).toBe(false)
+    expect(of(events(h, lead.session_id), "caps.set")).toEqual([
+      { max_depth: null, max_children: 1, max_live: null },
+      { max_depth: null, max_children: 2, max_live: null }
+    ])
+    // `caps show` of any agent of the tree shows its root's.
+    const shown = await cliJson<{ root_name: string; in_force: Record<string, number>; queued: number }>(h, ["caps", "show", "w1"])
+    expect(shown).toMatchObject({ root_name: "lead", in_force: { max_children: 2, max_depth: 0, max_live: 0 }, queued: 1 })
+
+    // kill -9: the raised caps are recovered, w3 still queued.
+    const status = await cliJson<{ pid: number }>(h, ["daemon", "status"])
+    process.kill(status.pid, "SIGKILL")
+    await waitFor("daemon gone", async () => ((await cli(h, ["daemon", "status"])).code !== 0 ? true : undefined))
+    owned.track(await startDaemon(h))
+    const back = await request(unix, "GET", "/v1/agents/lead/caps")
+    expect(back.status).toBe(200)
+    expect(back.json<{ own: unknown; queued: number }>()).toMatchObject({ own: { max_children: 2 }, queued: 1 })
+
+    // Lowering stops no live agent; raising again over HTTP starts w3.
+    expect((await request(unix, "PUT", "/v1/agents/lead/caps", { max_children: 1 })).status).toBe(200)
+    expect((await agents(h)).map((a) => a.name).sort()).toEqual(["lead", "w1", "w2"])
+    const put = await request(unix, "PUT", "/v1/agents/lead/caps", { max_children: 3 })
+    expect(put.json<{ in_force: Record<string, number> }>().in_force.max_children).toBe(3)
+    await waitFor("w3 started", () => (of(events(h, lead.session_id), "spawn.started").length === 2 ? true : undefined))
+    expect((await agents(h)).map((a) => a.name).sort()).toEqual(["lead", "w1", "w2", "w3"])
+  })
+
+  it("budget shares are reserved: a second share beyond what the first left is refused", async () => {
+    const h = home({
+      boss: {
+        steps: [{ tools: [spawn("a", { budget_usd: 0.6 }), spawn("b", { budget_usd: 0.6 }), spawn("c", { budget_usd: 0.3 })], text: "ok" }],
+        after: "echo"
+      }
+    })
+    owned.track(await startDaemon(h))
+    const boss = await cliJson<Agent>(h, ["agent", "create", "--provider", "scripted:b", "--name", "boss", "--budget-usd", "1"])
+    expect((await cli(h, ["agent", "send", "boss", "go", "--wait"])).code).toBe(0)
+    const r = spawnResults(h, boss.session_id)
+    expect(r[0]!.result).toMatchObject({ status: "created", name: "a" })
+    expect(r[1]!.is_error).toBe(true)
+    expect(r[1]!.result.error).toMatchObject({ type: "invalid_arguments", field: "budget_usd" })
+    expect(String(r[1]!.result.error!["message"])).toContain("other children's unused shares")
+    expect(r[2]!.result).toMatchObject({ status: "created", name: "c" })
+    await waitFor("a and c born", async () => ((await agents(h)).length === 3 ? true : undefined))
+    const by = new Map((await agents(h)).map((a) => [a.name, a] as const))
+    expect(by.has("b")).toBe(false)
+    expect(of(events(h, by.get("a")!.session_id), "budget.set")).toMatchObject([{ usd: 0.6 }])
+    expect(of(events(h, by.get("c")!.session_id), "budget.set")).toMatchObject([{ usd: 0.3 }])
   })
 })
