@@ -60,7 +60,7 @@ export const SpawnAgentArgs = Schema.Struct({
     })
   ),
   budget_usd: Schema.optional(Schema.Number.pipe(Schema.nonNegative()).annotations({
-    description: "The child's own budget in USD for its whole subtree, carved from what your budget has left (refused if more than is left). Absent: it shares yours."
+    description: "The child's own budget in USD for its whole subtree, carved from what your budget has left after the unused shares of your other children (refused if more). Absent: it shares yours."
   })),
   budget_tokens: Schema.optional(Schema.Number.pipe(Schema.nonNegative()).annotations({
     description: "The child's own token budget (cache included) for its subtree, carved from what your budget has left. Absent: it shares yours."
