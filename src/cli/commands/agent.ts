@@ -7,6 +7,7 @@ import { attachCommand } from "./attach.js"
 import { call, CliError, following, fromRpcError, withClient } from "../Client.js"
 import { home, json, pathsOf, quiet } from "../Common.js"
 import { budgetOptions, budgetPatch } from "./budget.js"
+import { capsPatch } from "./caps.js"
 import { printJson, renderInspect, renderSent, renderTree } from "../Output.js"
 import { activityText } from "../Live.js"
 import { describe } from "../Help.js"
@@ -59,12 +60,7 @@ const createCommand = Command.make("create", {
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
     const budget = yield* budgetPatch(o)
-    const caps: Record<string, number> = {}
-    for (const [k, v] of [["max_depth", o.maxDepth], ["max_children", o.maxChildren], ["max_live", o.maxLive]] as const) {
-      if (Option.isNone(v)) continue
-      if (v.value < 0) return yield* new CliError({ kind: "invalid-input", message: `--${k.replace("_", "-")} cannot be negative (${v.value})` })
-      caps[k] = v.value
-    }
+    const caps = yield* capsPatch(o)
     const agent = yield* withClient(socket, (c) =>
       call(socket, c.agent.create({
         ...opt(o.provider, "provider"),

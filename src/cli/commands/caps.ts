@@ -24,6 +24,21 @@ export const renderCaps = (v: CapsView): string =>
     ["queued", String(v.queued)]
   ])
 
+/** The caps of the given options (`caps set`, `agent create`); a negative value is refused (exit 2). */
+export const capsPatch = (o: {
+  readonly maxDepth: Option.Option<number>
+  readonly maxChildren: Option.Option<number>
+  readonly maxLive: Option.Option<number>
+}): Effect.Effect<CapsPatch, CliError> => {
+  const patch: { -readonly [K in keyof CapsPatch]: CapsPatch[K] } = {}
+  for (const [k, v] of [["max_depth", o.maxDepth], ["max_children", o.maxChildren], ["max_live", o.maxLive]] as const) {
+    if (Option.isNone(v)) continue
+    if (v.value < 0) return Effect.fail(new CliError({ kind: "invalid-input", message: `--${k.replace("_", "-")} cannot be negative (${v.value})` }))
+    patch[k] = v.value
+  }
+  return Effect.succeed(patch)
+}
+
 const setCommand = Command.make("set", {
   home,
   json,
@@ -33,12 +48,7 @@ const setCommand = Command.make("set", {
   root: Args.text({ name: "root" }).pipe(Args.withSchema(AgentRef), Args.withDescription("The tree's root agent: id or name"))
 }, (o) =>
   Effect.gen(function*() {
-    const patch: { -readonly [K in keyof CapsPatch]: CapsPatch[K] } = {}
-    for (const [k, v] of [["max_depth", o.maxDepth], ["max_children", o.maxChildren], ["max_live", o.maxLive]] as const) {
-      if (Option.isNone(v)) continue
-      if (v.value < 0) return yield* new CliError({ kind: "invalid-input", message: `--${k.replace("_", "-")} cannot be negative (${v.value})` })
-      patch[k] = v.value
-    }
+    const patch = yield* capsPatch(o)
     if (Object.keys(patch).length === 0) {
       return yield* new CliError({ kind: "invalid-input", message: "give at least one of --max-depth, --max-children, --max-live" })
     }
