@@ -63,7 +63,7 @@ export class Sessions extends Effect.Service<Sessions>()("substrat/Sessions", {
         return lock.withPermits(1)(Effect.gen(function*() {
           const chain: Array<AgentNode> = []
           for (let n = tree.get(id); n !== undefined && tree.isDormant(n.id); n = n.parent_id ? tree.get(n.parent_id) : undefined) {
-            chain.push(n)
+            chain.push(tree.complete(n))
           }
           for (const node of chain.reverse()) {
             // To a sender, a record that cannot be written is a log that cannot be written.
@@ -72,7 +72,7 @@ export class Sessions extends Effect.Service<Sessions>()("substrat/Sessions", {
                 Effect.fail(new EventLogError({ reason: "io", file: `${node.session_id}/session.json`, message: e.message })))
             )
             yield* logCreated(node)
-            tree.awaken(node.id)
+            tree.awaken(node)
             mailbox.open(node.id, { unborn: false })
           }
         }))

@@ -3,9 +3,11 @@
 // and change it through these operations. They are synchronous, so a caller's check and its
 // update in one Effect.sync block are atomic with respect to other fibers.
 // Dormant agents (swarm node agents, docs/swarm.md) are in the tree but have no session, inbox or
-// process yet: Sessions.materialize gives them one when something first reaches them.
+// process yet: Sessions.materialize gives them one when something first reaches them. A dormant
+// agent's record holds no instructions of its own (a shared placeholder): its owner (the swarm)
+// derives them from the agent's node when it materializes (`describeDormant`).
 import { Effect, Either } from "effect"
-import type { AgentNode } from "../domain/agent.js"
+import { AgentNode } from "../domain/agent.js"
 import type { InvalidInputError } from "../domain/errors.js"
 import type { AgentId } from "../domain/ids.js"
 import { AgentTree } from "./AgentTree.js"
@@ -15,6 +17,7 @@ export class Tree extends Effect.Service<Tree>()("substrat/Tree", {
     let tree = AgentTree.empty
     const terminating = new Set<AgentId>()
     const dormant = new Set<AgentId>()
+    let describe: (node: AgentNode) => string | undefined = () => undefined
     return {
       /** The tree now (immutable). */
       current: (): AgentTree => tree,
@@ -54,9 +57,24 @@ export class Tree extends Effect.Service<Tree>()("substrat/Tree", {
       },
       /** In the tree without a session yet. */
       isDormant: (id: AgentId): boolean => dormant.has(id),
-      /** Sessions.materialize only: the agent has its session now. */
-      awaken: (id: AgentId): void => {
-        dormant.delete(id)
+      /**
+       * The owner of dormant agents (the swarm) derives their instructions when they materialize
+       * (undefined: the record's own), so a dormant record need not carry them.
+       */
+      describeDormant: (f: (node: AgentNode) => string | undefined): void => {
+        describe = f
+      },
+      /** A dormant agent's full record: its derived instructions in place of the placeholder. */
+      complete: (node: AgentNode): AgentNode => {
+        const instructions = dormant.has(node.id) ? describe(node) : undefined
+        return instructions === undefined || instructions === node.instructions
+          ? node
+          : new AgentNode({ ...node, instructions }, { disableValidation: true })
+      },
+      /** Sessions.materialize only: the agent has its session now (its full record replaces the dormant one). */
+      awaken: (node: AgentNode): void => {
+        if (tree.get(node.id) !== node) tree = tree.update(node)
+        dormant.delete(node.id)
       },
       dormantCount: (): number => dormant.size,
       markTerminating: (ids: Iterable<AgentId>): void => {

@@ -77,7 +77,7 @@ const collectDecls = (grammar: Grammar, text: string): { decls: Array<Decl>; syn
       let kind: CodeKind | undefined
       let name: string | undefined
       for (const c of match.captures) {
-        if (c.name === "name") name = c.node.text
+        if (c.name === "name") name = detached(c.node.text)
         else if (c.name === "class" || c.name === "function" || c.name === "method") {
           decl = c.node
           kind = c.name
@@ -104,6 +104,12 @@ const collectDecls = (grammar: Grammar, text: string): { decls: Array<Decl>; syn
     tree.delete()
   }
 }
+
+/**
+ * A copy of `s` that does not point into the file's text: a node's text is a slice of the source
+ * string, and V8 keeps the whole source alive for a slice of 13 characters or more.
+ */
+const detached = (s: string): string => s.length < 13 ? s : Buffer.from(s, "utf8").toString("utf8")
 
 /** The file node and its code nodes, in source order (parents before children). */
 export const extractFile = (grammar: Grammar, path: string, text: string): Array<SwarmNode> => {

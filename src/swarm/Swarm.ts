@@ -32,7 +32,7 @@ import { type SwarmDiff } from "./Diff.js"
 import { Discovery, groupByPath } from "./Discovery.js"
 import { languageOf } from "./Grammars.js"
 import { defaultIgnoredNames } from "./Ignore.js"
-import { agentIdOf, changedText, nodeAgent, sessionIdOf, swarmNameOf, triggeredText, uniqueName, validName } from "./SwarmAgents.js"
+import { agentIdOf, changedText, instructionsOf, nodeAgent, sessionIdOf, swarmNameOf, triggeredText, uniqueName, validName } from "./SwarmAgents.js"
 import { type LineRange, makeNodeId, type NodeKind, type SwarmLanguage, type SwarmNode, type SwarmNodeId } from "./SwarmNode.js"
 import { loadRecord, nodesFile, type OrphanRecord, saveRecord, SwarmError, type SwarmRecord } from "./SwarmRecord.js"
 import { SwarmStore } from "./SwarmStore.js"
@@ -209,7 +209,7 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
           const taken = (name: string) => names.has(name) || tree.current().childNamed(parent, name) !== undefined
           const name = n.parent === null ? rec.name : uniqueName(validName(n.agentName, n.id), n.id, taken)
           names.add(name)
-          batch.push(nodeAgent({ swarm: rec.name, node: n, generation: generation(n.id), name, parent, provider: rec.provider, workspace: rec.workspace_id }))
+          batch.push(nodeAgent({ swarm: rec.name, id: agent, node: n, generation: generation(n.id), name, parent, provider: rec.provider, workspace: rec.workspace_id }))
         }
         const added = tree.addDormant(batch)
         if (Either.isLeft(added)) return yield* new SwarmError({ reason: "io", message: `swarm agents not added: ${added.left.message}` })
@@ -254,6 +254,13 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
         if (n.id === symbol || n.name === symbol || short === symbol) out.push(e.agent)
       }
       return out
+    })
+
+    // A dormant node agent's instructions, derived from its node when it materializes (rare: a
+    // scan of the nodes rather than an agent → node map kept for every agent).
+    tree.describeDormant((agent) => {
+      for (const e of entries.values()) if (e.agent === agent.id) return instructionsOf(e.node)
+      return undefined
     })
 
     /** The record and every node, whole (at start; and to compact the journal). */

@@ -71,6 +71,8 @@ export const instructionsOf = (node: SwarmNode): string =>
 
 export interface NodeAgentArgs {
   readonly swarm: string
+  /** `agentIdOf(swarm, node.id, generation)`, passed in so the caller's copy of the id is the record's. */
+  readonly id: AgentId
   readonly node: SwarmNode
   readonly generation: number
   readonly name: string
@@ -88,13 +90,18 @@ const roles: Readonly<Record<SwarmNode["kind"], string>> = {
   method: "swarm-method"
 }
 
+/**
+ * A dormant node agent's record. Its instructions are the shared rules only: its own line
+ * (`instructionsOf`) is derived from its node when it materializes (Tree.describeDormant), so
+ * 100,000 dormant agents do not each hold a string of their own.
+ */
 export const nodeAgent = (a: NodeAgentArgs): AgentNode =>
   new AgentNode({
-    id: agentIdOf(a.swarm, a.node.id, a.generation),
+    id: a.id,
     name: a.name,
     session_id: sessionIdOf(a.swarm, a.node.id, a.generation),
     parent_id: a.parent,
-    instructions: instructionsOf(a.node),
+    instructions: SWARM_RULES,
     role: roles[a.node.kind],
     provider: a.provider,
     workspace_id: a.workspace,

@@ -5,12 +5,12 @@
 // acts on the diff (spawn / orphan / notify, durably) and then saves: a save writes the whole
 // snapshot with the next epoch and drops the older journals (compaction), so a save of one file
 // costs one appended line, not a rewrite of every node.
-import { Effect, Either, Option, Schema } from "effect"
+import { Effect, Either, Option, Schema, type Types } from "effect"
 import { basename, dirname, join } from "node:path"
 import { Durable } from "../storage/Durable.js"
 import { diffNodes, type SwarmDiff } from "./Diff.js"
 import { type DiscoverOptions, Discovery, dirNodes, groupByPath } from "./Discovery.js"
-import { FileRecords, type SwarmNode, SwarmSnapshot, SwarmSnapshotJson } from "./SwarmNode.js"
+import { FileRecords, type SwarmNode, type SwarmNodeId, SwarmSnapshot, SwarmSnapshotJson } from "./SwarmNode.js"
 
 /** The snapshot file could not be read or written, does not decode, or is of another root. */
 export class SwarmStoreError extends Schema.TaggedError<SwarmStoreError>()("SwarmStoreError", {
@@ -46,7 +46,26 @@ const decode = (text: string): Either.Either<SwarmSnapshot, { readonly message: 
   } catch {
     return decodeWithErrors(text)
   }
-  return isSnapshot(parsed) ? Either.right(parsed) : decodeWithErrors(text)
+  if (!isSnapshot(parsed)) return decodeWithErrors(text)
+  shareStrings(parsed.nodes)
+  return Either.right(parsed)
+}
+/**
+ * A parsed snapshot's nodes made to share one string per path and per node id (JSON.parse makes
+ * a copy of every occurrence: a file's path in each of its nodes, a parent's id in each child).
+ * In place: the nodes were just parsed and nobody else holds them.
+ */
+const shareStrings = (nodes: ReadonlyArray<SwarmNode>): void => {
+  const ids = new Map<string, SwarmNodeId>()
+  const paths = new Map<string, string>()
+  for (const n of nodes) ids.set(n.id, n.id)
+  for (const n of nodes as ReadonlyArray<Types.Mutable<SwarmNode>>) {
+    const path = paths.get(n.path)
+    if (path === undefined) paths.set(n.path, n.path)
+    else n.path = path
+    if (n.name === n.path) n.name = n.path
+    if (n.parent !== null) n.parent = ids.get(n.parent) ?? n.parent
+  }
 }
 const encode = Schema.encodeSync(SwarmSnapshotJson)
 const RecordsJson = Schema.parseJson(FileRecords)
