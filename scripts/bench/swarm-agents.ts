@@ -1,8 +1,9 @@
 // Swarm node agents in a real daemon (the built bundle, started as a user would):
 //   memory   daemon RSS (VmRSS) of an empty daemon, of one with a small swarm (grammars loaded),
 //            and of one with a generated tree of ~100k nodes (5,000 files; --quick: 1,000) —
-//            right after `swarm start` (cold) and after a restart (the swarm resumed from its
-//            saved nodes: the steady state). Per-agent bytes = (big − small) / (node difference).
+//            after `swarm start` (cold) and after a restart (the swarm resumed from its
+//            saved nodes): the settled RSS (once V8 has returned the start-up heap) and the peak
+//            (VmHWM). Per-agent bytes = (big − small) / (node difference).
 //   latency  file save → the changed function's `turn.start` (its ts in the log against the
 //            wall-clock time of the write), on a copy of node_modules/effect/src, scripted:echo.
 // Baselines are measured in the same run (the empty daemon, the small swarm).
@@ -30,19 +31,29 @@ const substrat = (home: string, args: ReadonlyArray<string>): string =>
 
 const json = <A>(home: string, args: ReadonlyArray<string>): A => JSON.parse(substrat(home, [...args, "--json"])) as A
 
-const rssOf = (pid: number): number => {
-  const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))
+const statusKb = (pid: number, field: string): number => {
+  const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))
   return m ? Number(m[1]) * 1024 : Number.NaN
 }
+const rssOf = (pid: number): number => statusKb(pid, "VmRSS")
+/** The highest RSS the process has had (its start-up peak). */
+const peakOf = (pid: number): number => statusKb(pid, "VmHWM")
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 
-/** RSS once it stops falling (the heap settles after start-up work): the lowest of a few samples. */
+/**
+ * RSS once it stops falling: V8 gives the heap of the start-up work back to the system only
+ * after some idle time (its memory reducer: 15–30 s after a large start here), so the lowest of
+ * samples once a second until 10 s pass without a new low by more than 1% (at most 90 s).
+ */
 const settledRss = async (pid: number): Promise<number> => {
   let low = rssOf(pid)
-  for (let i = 0; i < 6; i++) {
-    await sleep(500)
-    low = Math.min(low, rssOf(pid))
+  let quiet = 0
+  for (let i = 0; i < 90 && quiet < 10; i++) {
+    await sleep(1000)
+    const now = rssOf(pid)
+    quiet = now < low * 0.99 ? 0 : quiet + 1
+    low = Math.min(low, now)
   }
   return low
 }
@@ -114,19 +125,23 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
       const s = json<Status>(home, ["swarm", "start", big, "--provider", "scripted:echo"])
       const startMs = performance.now() - t0
       const cold = await settledRss(pid)
-      rows.push({ daemon: "big swarm, after start", nodes: s.nodes, rss_mb: Number((cold / 2 ** 20).toFixed(1)), ms: Math.round(startMs), "nodes/s": Math.round(s.nodes / (startMs / 1000)) })
+      const coldPeak = peakOf(pid)
+      rows.push({ daemon: "big swarm, after start", nodes: s.nodes, rss_mb: Number((cold / 2 ** 20).toFixed(1)), peak_mb: Number((coldPeak / 2 ** 20).toFixed(1)), ms: Math.round(startMs), "nodes/s": Math.round(s.nodes / (startMs / 1000)) })
       substrat(home, ["daemon", "stop"])
       const t1 = performance.now()
       const pid2 = json<Started>(home, ["daemon", "start"]).pid
       const restartMs = performance.now() - t1
       const warm = await settledRss(pid2)
-      rows.push({ daemon: "big swarm, after restart", nodes: s.nodes, rss_mb: Number((warm / 2 ** 20).toFixed(1)), ms: Math.round(restartMs), "nodes/s": Math.round(s.nodes / (restartMs / 1000)) })
+      const warmPeak = peakOf(pid2)
+      rows.push({ daemon: "big swarm, after restart", nodes: s.nodes, rss_mb: Number((warm / 2 ** 20).toFixed(1)), peak_mb: Number((warmPeak / 2 ** 20).toFixed(1)), ms: Math.round(restartMs), "nodes/s": Math.round(s.nodes / (restartMs / 1000)) })
       const per = (rss: number) => Math.round((rss - smallRss.rss) / (s.nodes - smallRss.nodes))
       summary.nodes = s.nodes
       summary.empty_rss_mb = Number((empty / 2 ** 20).toFixed(1))
       summary.small_swarm_rss_mb = Number((smallRss.rss / 2 ** 20).toFixed(1))
       summary.big_rss_after_start_mb = Number((cold / 2 ** 20).toFixed(1))
       summary.big_rss_after_restart_mb = Number((warm / 2 ** 20).toFixed(1))
+      summary.big_peak_rss_start_mb = Number((coldPeak / 2 ** 20).toFixed(1))
+      summary.big_peak_rss_restart_mb = Number((warmPeak / 2 ** 20).toFixed(1))
       summary.bytes_per_agent_after_start = per(cold)
       summary.bytes_per_agent_after_restart = per(warm)
       summary.bytes_per_agent_over_empty_after_restart = Math.round((warm - empty) / s.nodes)

@@ -148,7 +148,14 @@ describe("swarm mode (real daemon, real files, real watcher)", () => {
     const fnLog = logOf(home, fn.session_id)
     expect(fnLog.filter((l) => l.event === "message.enqueued" && l.data["sender"] === "SYSTEM")).toHaveLength(1)
     expect(count(fnLog, "turn.start")).toBe(1)
+    // A dormant record holds only the shared rules; materialized, the agent has its own line too
+    // (derived from its node), in its session and in what recovery rebuilds it from.
+    const created = fnLog.find((l) => l.event === "agent.created")!
+    expect(created.data["instructions"]).toMatch(/^You own the function formatDate in src\/a\.ts \(lines \d+-\d+\); node id src\/a\.ts#function:formatDate\.\nYou are one agent of a swarm/)
+    expect(fnLog.find((l) => l.event === "session.created")!.data["system_prompt"]).toBe(created.data["instructions"])
     agents = await agentsOf(home)
+    const fileLog = logOf(home, agents.get("src/a.ts#file")!.session_id)
+    expect(fileLog.find((l) => l.event === "agent.created")!.data["instructions"]).toMatch(/^You own the file src\/a\.ts \(lines 1-\d+\); node id src\/a\.ts#file\./)
     const withTurns = [...agents.values()].filter((a) => count(logOf(home, a.session_id), "turn.start") > 0).map((a) => a.node_id)
     expect(withTurns).toEqual(["src/a.ts#function:formatDate"])
     // Its ancestors were materialized with it (recovery rebuilds a child under its parent); the rest stay dormant.
