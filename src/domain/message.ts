@@ -28,7 +28,7 @@ export const FindRoute = Schema.Struct({
   /** A request (the found agent's turn answers it) or a notification. */
   sync: Schema.Boolean,
   /** Hops so far, this message's included. */
-  hops: Schema.Number,
+  hops: Schema.NonNegativeInt,
   state: Schema.Literal("hop", "found"),
   /** The agents the search went through, the searcher first, this message's recipient last. */
   path: Schema.Array(AgentId)
