@@ -105,7 +105,9 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
     /**
      * Record the workspace's pending changes as one turn of `agent`. `paths` (relative to the
      * workspace root) limits what is recorded; `locked` is completed once this commit holds the
-     * repository (a caller can then start work whose own record must come after this one).
+     * repository (a caller can then start work whose own record must come after this one);
+     * `proceed`, when given, runs next, still holding the repository, before any git command
+     * (a caller can keep this record's work off a path it wants fast, its place kept).
      */
     const commitTurn = Effect.fn("WorkspaceHistory.commitTurn")(function*(
       id: WorkspaceId,
@@ -115,6 +117,7 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
         readonly summary?: string
         readonly paths?: ReadonlyArray<string>
         readonly locked?: Deferred.Deferred<void>
+        readonly proceed?: Effect.Effect<void>
         /** The agent's id, for `onRecorded` listeners. */
         readonly agentId?: AgentId
       }
@@ -122,6 +125,7 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
       const r = yield* withRepo(id, (loc, git, whole) =>
         Effect.gen(function*() {
           if (turn.locked !== undefined) yield* Deferred.succeed(turn.locked, undefined)
+          if (turn.proceed !== undefined) yield* turn.proceed
           const scope = turn.paths === undefined
             ? whole
             : turn.paths.map((p) => `:(top,literal)${loc.prefix === "" ? p : `${loc.prefix}/${p}`}`)

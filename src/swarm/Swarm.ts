@@ -12,9 +12,10 @@
 //    of the nodes whose hash changed; turns run through the TurnRunner (slots bounded).
 //  - chat / trigger: a message from USER / SYSTEM to one node's agent.
 import * as NodePath from "@effect/platform-node/NodePath"
-import { Context, Deferred, Effect, Either, Fiber, FiberHandle, Layer, Option, Schema, Stream } from "effect"
+import { Context, Deferred, Duration, Effect, Either, Exit, Fiber, FiberHandle, Layer, Option, Schema, Scope, Stream } from "effect"
 import { basename } from "node:path"
 import { Orchestrator } from "../agent/Orchestrator.js"
+import type { AgentOutput } from "../agent/OutputBus.js"
 import { Delivery } from "../agent/Delivery.js"
 import { Finder } from "../agent/Finder.js"
 import { Lifecycle } from "../agent/Lifecycle.js"
@@ -44,6 +45,8 @@ const ROOT_NODE = makeNodeId(".", "dir")
  * one whenever its previous batch was under 500 ms ago), so a short one of our own suffices.
  */
 const DEBOUNCE_MS = 20
+/** How long the user's-save record waits at most for the turns its batch woke to start. */
+const RECORD_DEFER_MAX = Duration.millis(250)
 /** Journal lines (save batches) before the nodes are saved whole again. */
 const JOURNAL_MAX = 1000
 
@@ -216,16 +219,21 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
         return batch.length
       })
 
-    /** Queue the update notices (start: notifications) or wake the agents (saves: requests). */
+    /** Queue the update notices (start: notifications) or wake the agents (saves: requests); returns the agents told. */
     const notify = (diff: SwarmDiff, atStart: boolean) =>
-      Effect.forEach(diff.changed, (c) => {
-        const agent = agentOf(c.after.id)
-        if (!tree.isLive(agent)) return Effect.void
-        if (!atStart && isOwnEdit(c.after, agent)) return Effect.void
-        return systemMessage(agent, atStart ? "notification" : "request", changedText(c.before, c.after, atStart)).pipe(
-          Effect.catchAll((e) => Effect.logWarning(`swarm: ${c.after.id} not notified: ${e.message}`))
-        )
-      }, { discard: true })
+      Effect.gen(function*() {
+        const told: Array<AgentId> = []
+        for (const c of diff.changed) {
+          const agent = agentOf(c.after.id)
+          if (!tree.isLive(agent)) continue
+          if (!atStart && isOwnEdit(c.after, agent)) continue
+          yield* systemMessage(agent, atStart ? "notification" : "request", changedText(c.before, c.after, atStart)).pipe(
+            Effect.map(() => told.push(agent)),
+            Effect.catchAll((e) => Effect.logWarning(`swarm: ${c.after.id} not notified: ${e.message}`))
+          )
+        }
+        return told
+      })
 
     /**
      * A change the node's own agent made: it is in a turn now (the change is recorded with that
@@ -294,7 +302,7 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
           const e = entries.get(c.after.id)
           if (e !== undefined) e.node = c.after
         }
-        yield* notify(diff, atStart)
+        return yield* notify(diff, atStart)
       })
 
     /**
@@ -303,7 +311,7 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
      * what that agent wrote is its own, and its turn records everything pending when it ends.
      * Returns once the record holds the repository (the turns it triggers record after it).
      */
-    const recordSaves = (ws: WorkspaceId, files: ReadonlyArray<string>) =>
+    const recordSaves = (ws: WorkspaceId, files: ReadonlyArray<string>, proceed: Effect.Effect<void>) =>
       Effect.gen(function*() {
         for (const a of turns.runningAgents()) if (tree.get(a)?.workspace_id === ws) return
         const locked = yield* Deferred.make<void>()
@@ -312,7 +320,8 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
           turnId: newTurnId(),
           summary: `saved by the user: ${files.slice(0, 5).join(", ")}${files.length > 5 ? ", …" : ""}`,
           paths: files,
-          locked
+          locked,
+          proceed
         }).pipe(
           Effect.catchAllCause((cause) => Effect.logWarning("swarm: saves not recorded in the workspace history", cause)),
           Effect.forkIn(scope)
@@ -320,12 +329,43 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
         yield* Effect.raceFirst(Deferred.await(locked), Fiber.await(fiber))
       })
 
-    /** A watcher batch: record the user's saves, act on the diff (wake changed nodes' agents), journal the files. */
+    /**
+     * Completes `go` once each of `agents` has started its turn (their `TurnStarted`, from
+     * `events`, subscribed before they were woken), or after RECORD_DEFER_MAX; closes `sub`.
+     */
+    const whenStarted = (
+      events: Stream.Stream<AgentOutput>,
+      sub: Scope.CloseableScope,
+      agents: ReadonlyArray<AgentId>,
+      go: Deferred.Deferred<void>
+    ) => {
+      const waiting = new Set(agents)
+      return (waiting.size === 0 ? Effect.void : events.pipe(
+        Stream.filter((o) => o._tag === "TurnStarted" && waiting.delete(o.agent_id) && waiting.size === 0),
+        Stream.take(1),
+        Stream.runDrain,
+        Effect.timeout(RECORD_DEFER_MAX),
+        Effect.ignore
+      )).pipe(Effect.ensuring(Deferred.succeed(go, undefined).pipe(Effect.zipRight(Scope.close(sub, Exit.void)))))
+    }
+
+    /**
+     * A watcher batch: record the user's saves, act on the diff (wake changed nodes' agents),
+     * journal the files. The record takes the repository first (the turns it triggers record
+     * after it) but runs its git commands once those turns have started: each git process the
+     * daemon spawns stalls its event loop while it forks, which would delay the turns.
+     */
     const onSave = (change: SwarmChange) =>
       Effect.gen(function*() {
         const ws = record!.workspace_id
-        if (ws !== null) yield* recordSaves(ws, change.files)
-        yield* apply(change.diff, false)
+        const go = yield* Deferred.make<void>()
+        const sub = yield* Scope.make()
+        const events = yield* Scope.extend(orchestrator.subscribe(), sub)
+        const woken = yield* Effect.gen(function*() {
+          if (ws !== null) yield* recordSaves(ws, change.files, Deferred.await(go))
+          return yield* apply(change.diff, false)
+        }).pipe(Effect.onError(() => Deferred.succeed(go, undefined).pipe(Effect.zipRight(Scope.close(sub, Exit.void)))))
+        yield* Effect.forkIn(whenStarted(events, sub, woken, go), scope)
         yield* persistFiles(change)
       })
 
