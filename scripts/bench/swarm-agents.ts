@@ -160,22 +160,36 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
       const original = fs.readFileSync(file, "utf8")
       const log = join(home, "agents", target.session_id, "events.jsonl")
       const starts = () => fs.existsSync(log) ? fs.readFileSync(log, "utf8").split("\n").filter((l) => l.includes('"turn.start"')) : []
-      const samples: Array<number> = []
       const n = opts.quick ? 8 : 30
-      for (let i = 0; i < n; i++) {
-        const before = starts().length
-        await sleep(300)
-        const wrote = Date.now()
-        fs.writeFileSync(file, original.replace("=> make(millis)\n", `=> make(millis + ${i + 1})\n`))
-        for (let w = 0; w < 400 && starts().length <= before; w++) await sleep(5)
-        const line = starts()[before]
-        if (line === undefined) continue
-        samples.push(Date.parse((JSON.parse(line) as { ts: string }).ts) - wrote)
+      // `gap`: the quiet time before each save. A user's saves are seconds apart (1 s here);
+      // 300 ms is a burst, where @parcel/watcher holds each event ≥ 50 ms (its previous batch
+      // was under 500 ms ago): both are reported, the user's cadence as the headline figure.
+      const saves = async (gap: number, from: number, count = n) => {
+        const samples: Array<number> = []
+        for (let i = 0; i < count; i++) {
+          const before = starts().length
+          await sleep(gap)
+          const wrote = Date.now()
+          fs.writeFileSync(file, original.replace("=> make(millis)\n", `=> make(millis + ${from + i + 1})\n`))
+          for (let w = 0; w < 400 && starts().length <= before; w++) await sleep(5)
+          const line = starts()[before]
+          if (line === undefined) continue
+          samples.push(Date.parse((JSON.parse(line) as { ts: string }).ts) - wrote)
+        }
+        return samples
       }
-      rows.push({ daemon: "effect/src, save → turn.start", nodes: samples.length, p50_ms: percentile(samples, 50), p99_ms: percentile(samples, 99) })
-      summary.save_to_turn_start_p50_ms = percentile(samples, 50)
-      summary.save_to_turn_start_p99_ms = percentile(samples, 99)
-      summary.save_samples = samples.length
+      // The first save materializes the agent and its ancestors: measured apart.
+      const first = await saves(1000, 0, 1)
+      const user = await saves(1000, 1)
+      const burst = await saves(300, 1 + n)
+      rows.push({ daemon: "effect/src, first save → turn.start", nodes: 1, p50_ms: first[0] ?? Number.NaN })
+      rows.push({ daemon: "effect/src, save → turn.start, 1 s apart", nodes: user.length, p50_ms: percentile(user, 50), p99_ms: percentile(user, 99) })
+      rows.push({ daemon: "effect/src, save → turn.start, 300 ms apart", nodes: burst.length, p50_ms: percentile(burst, 50), p99_ms: percentile(burst, 99) })
+      summary.save_to_turn_start_p50_ms = percentile(user, 50)
+      summary.save_to_turn_start_p99_ms = percentile(user, 99)
+      summary.save_samples = user.length
+      summary.burst_save_to_turn_start_p50_ms = percentile(burst, 50)
+      summary.burst_save_to_turn_start_p99_ms = percentile(burst, 99)
     })
   } finally {
     fs.rmSync(work, { recursive: true, force: true })
