@@ -14,6 +14,8 @@
 // The parent gets a SYSTEM message when its queued child starts (or cannot be made).
 // Durable: `caps.set` (a root's own caps) and `spawn.queued` / `spawn.started` / `spawn.failed`;
 // recovery seeds both back (`seed`).
+// Over 300 lines because the queue, the cap checks and the inbox view of the queue share the
+// queue's private state, which has this one owner.
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { randomUUID } from "node:crypto"
 import type { AgentNode } from "../domain/agent.js"
