@@ -45,15 +45,15 @@ const createCommand = Command.make("create", {
   ),
   ...budgetOptions("budget-"),
   maxDepth: Options.integer("max-depth").pipe(
-    Options.withDescription("This tree's depth cap: levels below the root (0: none; default: config caps.max_depth)"),
+    Options.withDescription("This tree's depth cap: levels below the root (0: no cap; default: config caps.max_depth)"),
     Options.optional
   ),
   maxChildren: Options.integer("max-children").pipe(
-    Options.withDescription("Live children one agent of this tree may have; more spawns queue (0: none; default: caps.max_children)"),
+    Options.withDescription("Live children one agent of this tree may have; more spawns queue (0: no cap; default: caps.max_children)"),
     Options.optional
   ),
   maxLive: Options.integer("max-live").pipe(
-    Options.withDescription("Live agents this tree may have, the root included; more spawns queue (0: none; default: caps.max_live)"),
+    Options.withDescription("Live agents this tree may have, the root included; more spawns queue (0: no cap; default: caps.max_live)"),
     Options.optional
   )
 }, (o) =>

@@ -42,9 +42,9 @@ export const capsPatch = (o: {
 const setCommand = Command.make("set", {
   home,
   json,
-  maxDepth: capOption("max-depth", "Levels below the root the tree may grow to (0: none)"),
-  maxChildren: capOption("max-children", "Live children one agent of the tree may have; more spawns queue (0: none)"),
-  maxLive: capOption("max-live", "Live agents the tree may have, the root included; more spawns queue (0: none)"),
+  maxDepth: capOption("max-depth", "Levels below the root the tree may grow to (0: no cap)"),
+  maxChildren: capOption("max-children", "Live children one agent of the tree may have; more spawns queue (0: no cap)"),
+  maxLive: capOption("max-live", "Live agents the tree may have, the root included; more spawns queue (0: no cap)"),
   root: Args.text({ name: "root" }).pipe(Args.withSchema(AgentRef), Args.withDescription("The tree's root agent: id or name"))
 }, (o) =>
   Effect.gen(function*() {
