@@ -3,40 +3,11 @@
 import * as fs from "node:fs"
 import * as http from "node:http"
 import { join } from "node:path"
-import { afterAll, describe, expect, it } from "vitest"
-import { makeTmpDir, removeDir } from "../support/tmp.js"
-import { cli, cliJson, daemons, kill9, sleep, startDaemon, waitFor } from "./daemon.support.js"
+import { describe, expect, it } from "vitest"
+import { cli, cliJson, kill9, sleep, startDaemon, waitFor } from "./daemon.support.js"
+import { type LogLine, logOf, type SwarmAgent, swarmScope, write } from "./swarm.support.js"
 
-const owned = daemons()
-const dirs: Array<string> = []
-const fresh = () => {
-  const d = makeTmpDir("substrat-swarm-")
-  dirs.push(d)
-  return { home: join(d, "home"), repo: join(d, "repo") }
-}
-
-afterAll(async () => {
-  await owned.killAll()
-  for (const d of dirs) removeDir(d)
-})
-
-interface SwarmAgent {
-  readonly node_id: string
-  readonly agent_id: string
-  readonly session_id: string
-  readonly name: string
-  readonly parent: string | null
-  readonly status: string
-}
-interface LogLine {
-  readonly event: string
-  readonly data: Record<string, unknown>
-}
-
-const write = (repo: string, rel: string, text: string) => {
-  fs.mkdirSync(join(repo, rel, ".."), { recursive: true })
-  fs.writeFileSync(join(repo, rel), text)
-}
+const { owned, fresh } = swarmScope("substrat-swarm-")
 
 const A_TS = `export class User {
   format(): string {
@@ -61,11 +32,6 @@ const agentsOf = async (home: string): Promise<Map<string, SwarmAgent>> => {
   return new Map(r.agents.map((a) => [a.node_id, a]))
 }
 
-const logOf = (home: string, session: string): ReadonlyArray<LogLine> => {
-  const file = join(home, "agents", session, "events.jsonl")
-  if (!fs.existsSync(file)) return []
-  return fs.readFileSync(file, "utf8").split("\n").filter((l) => l.length > 0).map((l) => JSON.parse(l) as LogLine)
-}
 const count = (log: ReadonlyArray<LogLine>, event: string) => log.filter((l) => l.event === event).length
 const sessionsOnDisk = (home: string) => fs.existsSync(join(home, "agents")) ? fs.readdirSync(join(home, "agents")) : []
 

@@ -4,16 +4,11 @@
 // the search completes exactly once: one found copy, one turn of the found agent, one answer.
 import * as fs from "node:fs"
 import { join } from "node:path"
-import { afterAll, describe, expect, it } from "vitest"
-import { makeTmpDir, removeDir } from "../support/tmp.js"
-import { cli, cliJson, daemons, kill9, startDaemon, waitFor } from "./daemon.support.js"
+import { describe, expect, it } from "vitest"
+import { cli, cliJson, kill9, startDaemon, waitFor } from "./daemon.support.js"
+import { allLogs, type LogLine, type SwarmAgent, swarmScope, write } from "./swarm.support.js"
 
-const owned = daemons()
-const dirs: Array<string> = []
-afterAll(async () => {
-  await owned.killAll()
-  for (const d of dirs) removeDir(d)
-})
+const { owned, fresh } = swarmScope("substrat-swarm-find-")
 
 interface Envelope {
   readonly id: string
@@ -24,49 +19,12 @@ interface Envelope {
   readonly payload: string
   readonly find?: { readonly symbol: string; readonly origin: string; readonly hops: number; readonly state: string; readonly path: ReadonlyArray<string> }
 }
-interface LogLine {
-  readonly event: string
-  readonly data: Record<string, unknown>
-}
-interface SwarmAgent {
-  readonly node_id: string
-  readonly agent_id: string
-  readonly session_id: string
-  readonly name: string
-}
-
-const write = (root: string, rel: string, text: string) => {
-  fs.mkdirSync(join(root, rel, ".."), { recursive: true })
-  fs.writeFileSync(join(root, rel), text)
-}
-
-/** Every session's log: session id → lines. */
-const allLogs = (home: string): Map<string, ReadonlyArray<LogLine>> => {
-  const out = new Map<string, ReadonlyArray<LogLine>>()
-  const dir = join(home, "agents")
-  if (!fs.existsSync(dir)) return out
-  for (const s of fs.readdirSync(dir)) {
-    const f = join(dir, s, "events.jsonl")
-    if (!fs.existsSync(f)) continue
-    out.set(s, fs.readFileSync(f, "utf8").split("\n").filter((l) => l.length > 0).flatMap((l) => {
-      try {
-        return [JSON.parse(l) as LogLine]
-      } catch {
-        return [] // a torn last line (kill -9): recovery repairs it
-      }
-    }))
-  }
-  return out
-}
 const enqueued = (lines: ReadonlyArray<LogLine>) => lines.filter((l) => l.event === "message.enqueued").map((l) => l.data as unknown as Envelope)
 
 
 describe("find:<symbol> in a swarm (real daemon, kill -9 mid-search)", () => {
   it("hop by hop through the code tree; killed mid-search, restarted, the search completes exactly once", async () => {
-    const d = makeTmpDir("substrat-swarm-find-")
-    dirs.push(d)
-    const home = join(d, "home")
-    const repo = join(d, "repo")
+    const { home, repo } = fresh()
     write(repo, "a/x.ts", "export function caller(): number {\n  return 1\n}\n")
     write(repo, "b/c/y.ts", "export class Target {\n  deep(): number {\n    return 2\n  }\n}\n")
     fs.mkdirSync(join(home, "scripts"), { recursive: true, mode: 0o700 })

@@ -6,27 +6,12 @@
 // schedule is dropped when the restarted daemon's reconcile orphans it.
 import * as fs from "node:fs"
 import { join } from "node:path"
-import { afterAll, describe, expect, it } from "vitest"
-import { makeTmpDir, removeDir } from "../support/tmp.js"
-import { cli, cliJson, daemons, kill9, sleep, startDaemon, waitFor } from "./daemon.support.js"
+import { describe, expect, it } from "vitest"
+import { cli, cliJson, kill9, sleep, startDaemon, waitFor } from "./daemon.support.js"
 import { request } from "./http.support.js"
+import { logOf, type SwarmAgent, swarmScope } from "./swarm.support.js"
 
-const owned = daemons()
-const dirs: Array<string> = []
-afterAll(async () => {
-  await owned.killAll()
-  for (const d of dirs) removeDir(d)
-})
-
-interface LogLine {
-  readonly event: string
-  readonly data: Record<string, unknown>
-}
-interface SwarmAgent {
-  readonly node_id: string
-  readonly agent_id: string
-  readonly session_id: string
-}
+const { owned, fresh: freshDirs } = swarmScope("substrat-swarm-cron-")
 interface Schedule {
   readonly node: string
   readonly cron: string
@@ -34,29 +19,16 @@ interface Schedule {
   readonly next: string
 }
 
-const logOf = (home: string, session: string): ReadonlyArray<LogLine> => {
-  const file = join(home, "agents", session, "events.jsonl")
-  if (!fs.existsSync(file)) return []
-  return fs.readFileSync(file, "utf8").split("\n").filter((l) => l.length > 0).flatMap((l) => {
-    try {
-      return [JSON.parse(l) as LogLine]
-    } catch {
-      return []
-    }
-  })
-}
 /** The tick of every scheduled trigger in an agent's log, in order. */
 const ticksIn = (home: string, session: string): Array<string> =>
   logOf(home, session).filter((l) => l.event === "message.enqueued" && l.data["sender"] === "SYSTEM")
     .flatMap((l) => /on schedule "[^"]*", tick (\S+)\)/.exec(String(l.data["payload"]))?.slice(1, 2) ?? [])
 
 const fresh = () => {
-  const d = makeTmpDir("substrat-swarm-cron-")
-  dirs.push(d)
-  const repo = join(d, "repo")
+  const { home, repo } = freshDirs()
   fs.mkdirSync(join(repo, "src"), { recursive: true })
   fs.writeFileSync(join(repo, "src", "a.ts"), "export function tick(): number {\n  return 1\n}\n")
-  return { home: join(d, "home"), repo }
+  return { home, repo }
 }
 
 describe("swarm schedules and swarm log (real daemon)", () => {
