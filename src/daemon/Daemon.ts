@@ -17,7 +17,6 @@ import type { DaemonSettings } from "./Config.js"
 import { DaemonConfig } from "./Config.js"
 import { DaemonControl } from "./DaemonControl.js"
 import { HandlersLive } from "./Handlers.js"
-import { EventFeed } from "../feed/EventFeed.js"
 import * as Http from "../http/Server.js"
 import { acquirePidFile, DaemonError, prepareHome, publishSocket, stagingSocket } from "./Lifecycle.js"
 import { AdminRpcs } from "./Rpcs.js"
@@ -112,7 +111,7 @@ export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> 
     // Only the handlers get the daemon's services: the server's own context (which RpcServer
     // merges into every request's runtime) holds the handlers and the protocol.
     const ServerLive = RpcServer.layer(AdminRpcs, { disableFatalDefects: true, concurrency: "unbounded", disableTracing: true }).pipe(
-      Layer.provide(HandlersLive.pipe(Layer.provide(EventFeed.Default), Layer.provide(Layer.succeedContext(runtime)))),
+      Layer.provide(HandlersLive.pipe(Layer.provide(Layer.succeedContext(runtime)))),
       Layer.provide(SocketGuard.layerProtocol(guard, control.connections)),
       Layer.provide(NodeSocketServer.layer({ path: stagingSocket(paths), allowHalfOpen: true })),
       Layer.provide(RpcSerialization.layerNdJsonRpc())

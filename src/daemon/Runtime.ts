@@ -30,6 +30,7 @@ import * as WorkspaceInUse from "./WorkspaceInUse.js"
 import * as WorkspaceTurnHook from "./WorkspaceTurnHook.js"
 import { EventLog } from "../storage/EventLog.js"
 import { EventIndex } from "../storage/EventIndex.js"
+import { EventFeed } from "../feed/EventFeed.js"
 import { Progress } from "./Progress.js"
 import { SwarmSchedules } from "../swarm/Schedules.js"
 import { Swarm, SwarmConfig } from "../swarm/Swarm.js"
@@ -130,7 +131,9 @@ const SwarmLive = SwarmSchedules.Default.pipe(
     Layer.succeed(SwarmConfig, { home: c.home, defaultProvider: c.defaultProvider }))))
 )
 
-export const RuntimeLive = Layer.mergeAll(DrainLive, layerStartupRecovery, SwarmLive, Progress.Default).pipe(
+// The event feed (src/feed/EventFeed.ts) is one for the daemon, shared by the admin socket's and
+// HTTP's handlers: its directory of session owners is filled by one read of every log.
+export const RuntimeLive = Layer.mergeAll(DrainLive, layerStartupRecovery, SwarmLive, Progress.Default, EventFeed.Default).pipe(
   Layer.provideMerge(OrchestrationLive),
   Layer.provideMerge(Layer.mergeAll(WorkspacesLive, SandboxLive)),
   Layer.provideMerge(StateLive),

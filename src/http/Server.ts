@@ -5,8 +5,8 @@
 //   - with `--http HOST:PORT`, on TCP too, every /v1 request needing `Authorization: Bearer <token>`
 //     (`$SUBSTRAT_HOME/http.token`, 0600, made once and kept) — 401 otherwise. No cookies; no CORS
 //     headers, so browsers refuse cross-origin calls.
-// The admin RPC handlers are built once more here (HandlersLive over the same services): HTTP calls
-// the very functions the admin socket serves.
+// The admin RPC handlers are built once more here (HandlersLive over the same services, the event
+// feed included): HTTP calls the very functions the admin socket serves.
 import { HttpMiddleware, HttpRouter, HttpServer, HttpServerRequest } from "@effect/platform"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Context, Effect, Layer, Option } from "effect"
@@ -99,18 +99,18 @@ const listen = <E, R>(app: HttpRouter.HttpRouter<E, R>, options: { readonly path
   }))
 
 /**
- * Serve HTTP until the scope closes. Needs the daemon's runtime services (those of HandlersLive
- * and EventFeed). Returns the TCP address actually bound (port 0 picks one), if any.
+ * Serve HTTP until the scope closes. Needs the daemon's runtime services (those of HandlersLive,
+ * EventFeed among them). Returns the TCP address actually bound (port 0 picks one), if any.
  */
 export const serve = (paths: Paths, tcp: string | undefined) =>
   Effect.gen(function*() {
     const address = tcp === undefined ? undefined : parseAddress(tcp)
     if (tcp !== undefined && address === undefined) return yield* fail(`--http wants HOST:PORT (e.g. 127.0.0.1:8080), not ${tcp}`)
-    const services = yield* Layer.build(HandlersLive.pipe(Layer.provideMerge(EventFeed.Default)))
+    const services = yield* Layer.build(HandlersLive)
     const routes = yield* Effect.provide(Routes.make, services)
-    // The feed reads every log once (positions the index lacks, owners): in the background now, so
-    // no client's first stream waits for it (src/feed/EventFeed.ts).
-    yield* Effect.forkScoped(Effect.provide(Effect.flatMap(EventFeed, (feed) => feed.warm), services))
+    // The daemon's one feed reads every log once (positions the index lacks, owners): in the
+    // background now, so no client's first stream (HTTP or admin socket) waits for it.
+    yield* Effect.forkScoped(Effect.flatMap(EventFeed, (feed) => feed.warm))
     const app = Static.routes(yield* Static.load).pipe(HttpRouter.concat(routes))
 
     const sock = socketPath(paths)
