@@ -93,6 +93,14 @@ let selected = null
 let stopTranscript = null
 const steps = new Map() // session_id → current step text
 const busySince = new Map() // session_id → Date of turn.start
+// Turns started (live) since the agent list was last fetched: the list is throttled, so a short
+// turn may begin and end between two fetches; until a fetch begun after its turn.start comes
+// back, the event says the agent is busy. session_id → the fetch generation at the event.
+let fetchGen = 0
+const startedLive = new Map()
+const shownSessions = new Set() // session ids of the agents the tree shows
+/** What the tree shows for an agent: the list's state, or busy for a turn the list predates. */
+const stateOf = (a) => a.state === "idle" && startedLive.has(a.session_id) ? "busy" : a.state
 const usage = new Map() // session_id → { in, out, cache, cost }: what counts (addUsage)
 const usageBooks = new Map() // session_id → the usage events by kind, for addUsage
 const names = new Map() // agent id → name
@@ -153,6 +161,8 @@ const renderTree = () => {
     childrenOf.get(a.parent_id).push(a)
   }
   const visible = agents.filter((a) => (showAll || a.state !== "terminated") && !isSwarmNode(a))
+  shownSessions.clear()
+  for (const a of visible) shownSessions.add(a.session_id)
   const flags = parkedFlags(childrenOf)
   const ids = new Set(visible.map((a) => a.id))
   const byParent = new Map()
@@ -164,7 +174,8 @@ const renderTree = () => {
   const branch = (parent) =>
     (byParent.get(parent) || []).map((a) => {
       const since = busySince.get(a.session_id)
-      const step = a.state === "busy" || a.state === "waiting"
+      const state = stateOf(a)
+      const step = state === "busy" || state === "waiting"
         ? [since ? elapsed(since) : "", steps.get(a.session_id) || ""].filter(Boolean).join(" · ")
         : ""
       const kids = byParent.get(a.id)
@@ -175,7 +186,7 @@ const renderTree = () => {
       return el("li", { role: "treeitem", "data-name": a.name, "data-id": a.id },
         el("button", { class: "agent", type: "button", "aria-selected": String(selected === a.id), onclick: () => select(a.id) },
           el("span", { class: "name", text: a.name }),
-          el("span", { class: "state state-" + a.state, text: a.state }),
+          el("span", { class: "state state-" + state, text: state }),
           flag ? el("span", { class: "flag flag-" + flag.kind, text: flag.text }) : null,
           step ? el("span", { class: "step", text: step }) : null,
           nodes > 0 ? el("span", { class: "step", text: "swarm root · " + nodes + " code nodes (Swarm tab)" }) : null,
@@ -209,8 +220,10 @@ const refresh = () => {
   refreshTimer = setTimeout(async () => {
     refreshTimer = null
     const t0 = performance.now()
+    const gen = ++fetchGen
     try {
       agents = (await api("GET", "/v1/agents?all=1")).agents
+      for (const [s, at] of startedLive) if (at < gen) startedLive.delete(s)
       refreshDelay = Math.min(2000, Math.max(80, 4 * (performance.now() - t0)))
       for (const a of agents) names.set(a.id, a.name)
       renderTree()
@@ -935,8 +948,9 @@ const addFlow = (e) => {
   if (atBottom) list.scrollTop = list.scrollHeight
 }
 
+let treeLive = false
 const onTreeEvent = (name, e) => {
-  if (name === "live") { refresh(); refreshSide(); refreshSwarm(true); return }
+  if (name === "live") { treeLive = true; refresh(); refreshSide(); refreshSwarm(true); return }
   if (name !== "message") return
   const s = e.session_id
   if (e.event === "budget.set") budgetSessions.add(s)
@@ -945,10 +959,16 @@ const onTreeEvent = (name, e) => {
     e.event === "agent.created" || e.event === "agent.terminated" || e.event === "message.enqueued") refreshSide()
   onSwarmEvent(e)
   switch (e.event) {
-    case "turn.start": busySince.set(s, Date.parse(e.ts)); steps.set(s, "thinking"); break
+    case "turn.start":
+      busySince.set(s, Date.parse(e.ts)); steps.set(s, "thinking")
+      if (treeLive) {
+        startedLive.set(s, fetchGen)
+        if (shownSessions.has(s)) renderTree()
+      }
+      break
     case "tool_call.invoked": steps.set(s, "tool " + e.data.tool + (e.data.source === "provider" ? " (provider)" : "")); break
     case "tool_call.result": steps.set(s, "thinking"); break
-    case "turn.complete": case "provider.error": busySince.delete(s); steps.delete(s); break
+    case "turn.complete": case "provider.error": busySince.delete(s); steps.delete(s); startedLive.delete(s); break
     case "message.enqueued": addFlow(e); break
     case "usage": addUsage(s, e.data); break
   }
@@ -971,7 +991,7 @@ const start = async () => {
   refresh()
   refreshSide()
   refreshSwarm(true)
-  setInterval(() => { if (agents.some((a) => a.state === "busy" || a.state === "waiting")) renderTree() }, 1000)
+  setInterval(() => { if (agents.some((a) => stateOf(a) === "busy" || stateOf(a) === "waiting")) renderTree() }, 1000)
   // What no event announces (a swarm started or reconciled, inbox kinds this page does not know).
   setInterval(() => { refreshSide(); refreshSwarm() }, 5000)
 }
