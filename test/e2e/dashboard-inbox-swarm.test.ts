@@ -122,7 +122,11 @@ describe("dashboard: inbox, budgets and the swarm in headless chromium", () => {
     expect(await item.locator(".text").textContent()).toContain("turn budget spent")
     expect(await item.locator(".agent-link").textContent()).toBe("lead")
     // (Other kinds may wait too — e.g. lead's replies to USER as unread answers: the count is the list's.)
-    expect(await page.locator("#inbox-count").textContent()).toBe(String(await page.locator("#inbox-items > li").count()))
+    // Both read in one tick of the page: answers arriving between two reads would re-render the list.
+    const [shownCount, listed] = await page.evaluate<[string | null, number]>(
+      `[document.getElementById("inbox-count").textContent, document.querySelectorAll("#inbox-items > li").length]`
+    )
+    expect(shownCount).toBe(String(listed))
     await expect.poll(() => agentItem("lead").locator(".flag").textContent(), { timeout: 20_000 }).toBe("parked: budget")
     const card = page.locator('#budget-list li[data-name="lead"]')
     await expect.poll(() => card.getAttribute("data-state"), { timeout: 20_000 }).toBe("parked")
@@ -203,7 +207,11 @@ describe("dashboard: inbox, budgets and the swarm in headless chromium", () => {
     expect(prompt).toContain("Which color?")
     expect(prompt).toContain("blue")
     await expect.poll(() => inboxItem("question").count(), { timeout: 20_000 }).toBe(0)
-    expect(await page.locator("#inbox-count").textContent()).toBe(String(await page.locator("#inbox-items > li").count()))
+    // Both read in one tick of the page: answers arriving between two reads would re-render the list.
+    const [shownCount, listed] = await page.evaluate<[string | null, number]>(
+      `[document.getElementById("inbox-count").textContent, document.querySelectorAll("#inbox-items > li").length]`
+    )
+    expect(shownCount).toBe(String(listed))
 
     await agentItem("asker").click()
     await expect.poll(() => transcriptTexts("turn.complete"), { timeout: 20_000 }).toEqual(["asked", expect.stringContaining("blue")])
