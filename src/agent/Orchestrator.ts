@@ -58,8 +58,18 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
     const spawns = yield* SpawnQueue
 
     // A node of the tree (checked by its Schema when it was made) with its current state (an
-    // `AgentState` by type): nothing here for the constructor to re-check.
-    const view = (n: AgentNode): AgentNode => new AgentNodeClass({ ...n, state: inspection.stateOf(n.id) }, true)
+    // `AgentState` by type): nothing here for the constructor to re-check. The last view of each
+    // tree node is kept (nodes are immutable; a changed node is a new object) and handed out
+    // again while the state is the same, so listing an unchanged tree builds no new nodes.
+    const views = new WeakMap<AgentNode, AgentNode>()
+    const view = (n: AgentNode): AgentNode => {
+      const state = inspection.stateOf(n.id)
+      const last = views.get(n)
+      if (last !== undefined && last.state === state) return last
+      const fresh = new AgentNodeClass({ ...n, state }, true)
+      views.set(n, fresh)
+      return fresh
+    }
     const notFound = (id: string) => new NotFoundError({ kind: "agent", id, message: `no agent ${id}` })
     const nodeOf = (id: AgentId) =>
       Effect.suspend(() => {

@@ -11,7 +11,7 @@
 import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as RpcServer from "@effect/rpc/RpcServer"
-import { Deferred, Duration, Effect, Layer, Option } from "effect"
+import { Context, Deferred, Duration, Effect, Layer, Option, Scope } from "effect"
 import { makePaths, SubstratPaths } from "../config/Paths.js"
 import type { DaemonSettings } from "./Config.js"
 import { DaemonConfig } from "./Config.js"
@@ -109,7 +109,9 @@ export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> 
         (method === "agent.logs" && typeof params === "object" && params !== null && "follow" in params && params.follow === true)
     })
     // Only the handlers get the daemon's services: the server's own context (which RpcServer
-    // merges into every request's runtime) holds the handlers and the protocol.
+    // merges into every request's runtime) holds the handlers and the protocol. It is built from
+    // the Scope alone, so the CLI's services around `daemon run` (file system, path, terminal)
+    // are not copied into every request's context either.
     const ServerLive = RpcServer.layer(AdminRpcs, { disableFatalDefects: true, concurrency: "unbounded", disableTracing: true }).pipe(
       Layer.provide(HandlersLive.pipe(Layer.provide(Layer.succeedContext(runtime)))),
       Layer.provide(SocketGuard.layerProtocol(guard, control.connections)),
@@ -117,6 +119,7 @@ export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> 
       Layer.provide(RpcSerialization.layerNdJsonRpc())
     )
     yield* Layer.build(ServerLive).pipe(
+      Effect.mapInputContext((context: Context.Context<Scope.Scope>) => Context.pick(Scope.Scope)(context)),
       Effect.mapError((e) => new DaemonError({ reason: "socket", message: `cannot listen on ${paths.socket}: ${String(e.cause)}` }))
     )
     yield* Http.serve(paths, settings.http).pipe(Effect.provide(runtime)) // http.sock (+ TCP): src/http/Server.ts

@@ -113,10 +113,7 @@ export const makeResolver = Effect.gen(function*() {
 
   /** Every agent: the live tree, and with `all` the terminated ones after it. */
   const agents = (all: boolean): Effect.Effect<ReadonlyArray<AgentNode>, RpcError> =>
-    Effect.gen(function*() {
-      const live = yield* orchestrator.list
-      return all ? [...live, ...(yield* offTree(live))] : live
-    })
+    all ? Effect.flatMap(orchestrator.list, (live) => Effect.map(offTree(live), (gone) => [...live, ...gone])) : orchestrator.list
 
   const workspace = (ref: string): Effect.Effect<WorkspaceSpec, RpcError> =>
     Effect.gen(function*() {
