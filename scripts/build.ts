@@ -54,7 +54,12 @@ const common: esbuild.BuildOptions = {
   external: ["msgpackr-extract", "web-tree-sitter"]
 }
 
-const buildOne = async (entry: string, out: string, plugins: Array<esbuild.Plugin>) => {
+/**
+ * Bundle `entry` (relative to the repository root) into `out` the way the shipped programs are
+ * bundled. Also used by `npm run bench -- daemon` for its stock-stack floor server, so the floor
+ * runs as the same kind of code as the daemon it is compared with.
+ */
+export const buildOne = async (entry: string, out: string, plugins: Array<esbuild.Plugin> = []) => {
   const tmp = `${out}.${process.pid}.tmp`
   await esbuild.build({ ...common, entryPoints: [join(root, entry)], outfile: tmp, plugins })
   // Atomic: a concurrently starting CLI never sees half a bundle.

@@ -6,7 +6,8 @@
 //      round trip (which waits for the server's connection set-up) is reported in rows of its own;
 //      Next to it, the floor of that stack: stock @effect/rpc with the same Rpc and Schemas but a
 //      handler answering a constant, no transport guard, no daemon services
-//      (scripts/bench-servers/rpc-floor.ts), also in its own process. CPU time per request
+//      (scripts/bench-servers/rpc-floor.ts), also in its own process, bundled by esbuild the way
+//      the daemon is (and, for reference, the same source run through tsx). CPU time per request
 //      (all threads, from /proc/<pid>/task/*/schedstat) is reported for the daemon, the floor and
 //      the echo server: on a loaded machine it is steadier than the wall-clock round trip;
 //   2. wall time of a one-shot `substrat agent list` (real process, bundled CLI) vs `node -e 0`
@@ -20,6 +21,7 @@ import * as net from "node:net"
 import { loadavg, tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { buildOne } from "../build.js"
 import type { BenchOptions, BenchResult } from "./types.js"
 
 export const name = "daemon"
@@ -146,10 +148,16 @@ const wall = (cmd: string, args: ReadonlyArray<string>, env: NodeJS.ProcessEnv):
   return Number(process.hrtime.bigint() - t) / 1e6
 }
 
-/** The stock-stack floor (scripts/bench-servers/rpc-floor.ts) in a Node process of its own. */
-const floorProcess = async (path: string, result: unknown): Promise<ChildProcess> => {
+/**
+ * The stock-stack floor (scripts/bench-servers/rpc-floor.ts) in a Node process of its own. `bundle`:
+ * the esbuild bundle built the way dist/daemon.cjs is (scripts/build.ts), run by plain `node` like
+ * the daemon — the fair floor. Otherwise the source through tsx, as a reference: tsx compiles with
+ * esbuild's keepNames, whose per-closure `__name` calls cost on every request.
+ */
+const floorProcess = async (path: string, result: unknown, bundle: string | undefined): Promise<ChildProcess> => {
   const script = join(root, "scripts", "bench-servers", "rpc-floor.ts")
-  const child = spawn(process.execPath, ["--import", "tsx", script, path, JSON.stringify(result)], {
+  const args = bundle === undefined ? ["--import", "tsx", script] : [bundle]
+  const child = spawn(process.execPath, [...args, path, JSON.stringify(result)], {
     cwd: root,
     stdio: ["ignore", "pipe", "inherit"]
   })
@@ -210,8 +218,12 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
     const echoPath = join(home, "echo.sock")
     const localPath = join(home, "echo-local.sock")
     const floorPath = join(home, "floor.sock")
+    const floorTsxPath = join(home, "floor-tsx.sock")
+    const floorBundle = join(home, "rpc-floor.cjs")
+    await buildOne("scripts/bench-servers/rpc-floor.ts", floorBundle)
     const echo = await echoProcess(echoPath, answer.result)
-    const floor = await floorProcess(floorPath, answer.result)
+    const floor = await floorProcess(floorPath, answer.result, floorBundle)
+    const floorTsx = await floorProcess(floorTsxPath, answer.result, undefined)
     const local = await echoInProcess(localPath, answer.result)
     const load1 = loadavg()[0]!
     const rpc = new Map(subjects.map((s) => [s.label, [] as Array<number>]))
@@ -220,6 +232,7 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
     const rawLocal: Array<number> = []
     const firstRaw: Array<number> = []
     const floorTimes: Array<number> = []
+    const floorTsxTimes: Array<number> = []
     /** CPU nanoseconds spent by each server process on its open connections (label → ns). */
     const cpu = new Map<string, number>()
     /** One block on a new connection: open-connection times into `into`, the first into `firstInto`. */
@@ -237,20 +250,23 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
       for (const s of subjects) await roundTrips(s.socket, req, 2000)
       await roundTrips(echoPath, req, 2000)
       await roundTrips(floorPath, req, 2000)
+      await roundTrips(floorTsxPath, req, 2000)
       await roundTrips(localPath, req, 2000)
       for (let b = 0; b < 10; b++) {
         for (const s of subjects) await block(s.socket, rpc.get(s.label)!, first.get(s.label)!, s)
         await block(echoPath, raw, firstRaw, { label: "echo", pid: echo.pid! })
         await block(floorPath, floorTimes, undefined, { label: "floor", pid: floor.pid! })
+        await block(floorTsxPath, floorTsxTimes, undefined, { label: "floor_tsx", pid: floorTsx.pid! })
         await block(localPath, rawLocal)
       }
     } finally {
       echo.kill()
       floor.kill()
+      floorTsx.kill()
       local.close()
     }
     // Reaped before the one-shot runs, so none of their CPU lands in the children's counters.
-    for (const child of [echo, floor]) {
+    for (const child of [echo, floor, floorTsx]) {
       if (child.exitCode === null && child.signalCode === null) await new Promise((r) => child.once("exit", r))
     }
     /** Server CPU per request on the open connection (µs). */
@@ -291,6 +307,9 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
       echo_cpu_us_per_request: cpuPer("echo"),
       floor_cpu_us_per_request: cpuPer("floor"),
       floor_vs_echo_cpu: ratio(cpuPer("floor"), cpuPer("echo")),
+      floor_tsx_p50_us: Math.round(p50(floorTsxTimes)),
+      floor_tsx_vs_echo_p50: ratio(p50(floorTsxTimes), p50(raw)),
+      floor_tsx_cpu_us_per_request: cpuPer("floor_tsx"),
       load_avg_1m: `${load1.toFixed(2)} → ${load2.toFixed(2)}`,
       node_e0_ms: Math.round(p50(bare)),
       node_e0_cpu_ms: Math.round((shotCpu.get("node") ?? 0) / shots)
@@ -313,7 +332,8 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
       summary[`cli_agent_list_cpu_ms${suffix}`] = Math.round((shotCpu.get(s.label) ?? 0) / shots)
       summary[`cli_vs_node_cpu${suffix}`] = ratio(shotCpu.get(s.label) ?? 0, shotCpu.get("node") ?? 1)
     }
-    rows.push(row("stock @effect/rpc floor, constant handler, own process (µs)", floorTimes))
+    rows.push(row("stock @effect/rpc floor, constant handler, bundled like the daemon (µs)", floorTimes))
+    rows.push(row("the same floor from source through tsx (µs)", floorTsxTimes))
     rows.push(row("raw NDJSON echo, own process (µs)", raw))
     rows.push(row("raw NDJSON echo, bench process (µs)", rawLocal))
     rows.push(row("first request on a new connection, raw echo own process (µs)", firstRaw))
