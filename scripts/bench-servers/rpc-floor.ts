@@ -3,7 +3,10 @@
 // `NodeSocketServer`) serving `agent.list` with the daemon's own Rpc definition and Schemas, but
 // a handler that answers a constant (no daemon services, no transport guard). What it costs per
 // request is what any daemon on this stack pays before its own code runs.
-// Usage: tsx scripts/bench-servers/rpc-floor.ts <socket path> <agent.list result as JSON>
+// The bench bundles it with esbuild like dist/daemon.cjs and runs the bundle with plain `node`
+// (and, for reference, this source through tsx).
+// Usage: node <bundle> <socket path> <agent.list result as JSON> [guard]
+//    or: tsx scripts/bench-servers/rpc-floor.ts <socket path> <agent.list result as JSON> [guard]
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
 import * as RpcGroup from "@effect/rpc/RpcGroup"
