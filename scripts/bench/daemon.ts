@@ -9,7 +9,9 @@
 //      (scripts/bench-servers/rpc-floor.ts), also in its own process, bundled by esbuild the way
 //      the daemon is (and, for reference, the same source run through tsx). CPU time per request
 //      (all threads, from /proc/<pid>/task/*/schedstat) is reported for the daemon, the floor and
-//      the echo server: on a loaded machine it is steadier than the wall-clock round trip;
+//      the echo server: on a loaded machine it is steadier than the wall-clock round trip; the
+//      `_paired` ratios are medians over the interleaved blocks of one server's CPU per request
+//      over another's in the same round;
 //   2. wall time of a one-shot `substrat agent list` (real process, bundled CLI) vs `node -e 0`
 //      — goal ≤ 1.5×; also their CPU time (user + system, from /proc/self/stat's children
 //      fields), summed over the shots.
@@ -205,7 +207,9 @@ const stopSubject = (s: Subject) => {
 }
 
 export const run = async (opts: BenchOptions): Promise<BenchResult> => {
-  const n = opts.quick ? 300 : 3000
+  const n = opts.quick ? 300 : 6000
+  /** Blocks per server, interleaved: short blocks pair each server's figures with the others' at the same load. */
+  const blocks = 30
   const shots = opts.quick ? 6 : 30
   const beforeRoot = process.env["SUBSTRAT_BENCH_BEFORE"]
   const subjects: Array<Subject> = [startSubject("after", launcher)]
@@ -235,13 +239,19 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
     const floorTsxTimes: Array<number> = []
     /** CPU nanoseconds spent by each server process on its open connections (label → ns). */
     const cpu = new Map<string, number>()
+    /** The same per block, in block order (label → ns per block): paired ratios between servers. */
+    const cpuBlocks = new Map<string, Array<number>>()
     /** One block on a new connection: open-connection times into `into`, the first into `firstInto`. */
     const block = async (path: string, into: Array<number>, firstInto?: Array<number>, cpuOf?: { label: string; pid: number }) => {
       let before = 0
-      const r = await roundTrips(path, req, n / 10, () => {
+      const r = await roundTrips(path, req, n / blocks, () => {
         if (cpuOf !== undefined) before = cpuNs(cpuOf.pid)
       })
-      if (cpuOf !== undefined) cpu.set(cpuOf.label, (cpu.get(cpuOf.label) ?? 0) + cpuNs(cpuOf.pid) - before)
+      if (cpuOf !== undefined) {
+        const ns = cpuNs(cpuOf.pid) - before
+        cpu.set(cpuOf.label, (cpu.get(cpuOf.label) ?? 0) + ns)
+        cpuBlocks.set(cpuOf.label, [...(cpuBlocks.get(cpuOf.label) ?? []), ns])
+      }
       into.push(...r.open)
       firstInto?.push(r.first)
     }
@@ -252,7 +262,7 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
       await roundTrips(floorPath, req, 2000)
       await roundTrips(floorTsxPath, req, 2000)
       await roundTrips(localPath, req, 2000)
-      for (let b = 0; b < 10; b++) {
+      for (let b = 0; b < blocks; b++) {
         for (const s of subjects) await block(s.socket, rpc.get(s.label)!, first.get(s.label)!, s)
         await block(echoPath, raw, firstRaw, { label: "echo", pid: echo.pid! })
         await block(floorPath, floorTimes, undefined, { label: "floor", pid: floor.pid! })
@@ -271,6 +281,16 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
     }
     /** Server CPU per request on the open connection (µs). */
     const cpuPer = (label: string) => Number(((cpu.get(label) ?? 0) / 1000 / n).toFixed(1))
+    /**
+     * Median over the blocks of `label`'s CPU per request divided by `base`'s in the same block
+     * round: the two ran seconds apart, at about the same load, so this ratio moves less with the
+     * machine's load than the ratio of the totals.
+     */
+    const pairedCpu = (label: string, base: string) => {
+      const a = cpuBlocks.get(label) ?? []
+      const b = cpuBlocks.get(base) ?? []
+      return ratio(quantile(a.map((x, i) => x / b[i]!), 0.5), 1)
+    }
     const load2 = loadavg()[0]!
 
     // 2. One-shot CLI vs bare node, alternating.
@@ -307,6 +327,7 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
       echo_cpu_us_per_request: cpuPer("echo"),
       floor_cpu_us_per_request: cpuPer("floor"),
       floor_vs_echo_cpu: ratio(cpuPer("floor"), cpuPer("echo")),
+      floor_vs_echo_cpu_paired: pairedCpu("floor", "echo"),
       floor_tsx_p50_us: Math.round(p50(floorTsxTimes)),
       floor_tsx_vs_echo_p50: ratio(p50(floorTsxTimes), p50(raw)),
       floor_tsx_cpu_us_per_request: cpuPer("floor_tsx"),
@@ -327,6 +348,8 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
       summary[`first_request_p50_us${suffix}`] = Math.round(p50(first.get(s.label)!))
       summary[`rpc_cpu_us_per_request${suffix}`] = cpuPer(s.label)
       summary[`rpc_vs_echo_cpu${suffix}`] = ratio(cpuPer(s.label), cpuPer("echo"))
+      summary[`rpc_vs_echo_cpu_paired${suffix}`] = pairedCpu(s.label, "echo")
+      summary[`rpc_vs_floor_cpu_paired${suffix}`] = pairedCpu(s.label, "floor")
       summary[`cli_agent_list_ms${suffix}`] = Math.round(p50(shot.get(s.label)!))
       summary[`cli_vs_node${suffix}`] = ratio(p50(shot.get(s.label)!), p50(bare))
       summary[`cli_agent_list_cpu_ms${suffix}`] = Math.round((shotCpu.get(s.label) ?? 0) / shots)
