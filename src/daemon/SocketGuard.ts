@@ -124,6 +124,9 @@ const echoId = (u: unknown): JsonId =>
 
 const controlMethods = new Set(["@effect/rpc/Ping", "@effect/rpc/Eof", "@effect/rpc/Ack", "@effect/rpc/Interrupt"])
 
+/** Optional span-propagation fields of an @effect/rpc request and their JSON types. */
+const traceFields = [["traceId", "string"], ["spanId", "string"], ["sampled", "boolean"]] as const
+
 /** A line to pass on (`id` set for a request that expects an answer), or the error line to send back. */
 export type Checked =
   | { readonly _tag: "Forward"; readonly id: number | undefined; readonly method: string; readonly params: unknown }
@@ -159,7 +162,7 @@ export const checkLine = (line: string, options: GuardOptions): Checked => {
       return refuse(id, JsonRpcCode.invalidRequest, "Invalid Request: headers must be [name, value] string pairs")
     }
   }
-  for (const [k, t] of [["traceId", "string"], ["spanId", "string"], ["sampled", "boolean"]] as const) {
+  for (const [k, t] of traceFields) {
     if (msg[k] !== undefined && typeof msg[k] !== t) {
       return refuse(id, JsonRpcCode.invalidRequest, `Invalid Request: ${k} must be a ${t}`)
     }
@@ -205,7 +208,11 @@ export const makeFramer = (options: GuardOptions, onForward: (checked: Checked &
   const tooLong = (n: number) =>
     errorLine(null, JsonRpcCode.invalidRequest, `Invalid Request: line longer than ${options.maxLineBytes} bytes (${n}+), discarded`)
   const frame = (chunk: Uint8Array | string): Framed => {
-    const buf = typeof chunk === "string" ? Buffer.from(chunk, "utf8") : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
+    const buf = typeof chunk === "string"
+      ? Buffer.from(chunk, "utf8")
+      : Buffer.isBuffer(chunk)
+      ? chunk
+      : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
     let forward = ""
     let replies = ""
     let start = 0
@@ -226,19 +233,20 @@ export const makeFramer = (options: GuardOptions, onForward: (checked: Checked &
         }
         break
       }
-      const piece = buf.subarray(start, nl)
+      const from = start
       start = nl + 1
       if (skipping) {
         skipping = false
         continue
       }
-      if (size + piece.length > options.maxLineBytes) {
-        replies += tooLong(size + piece.length)
+      if (size + nl - from > options.maxLineBytes) {
+        replies += tooLong(size + nl - from)
         parts = []
         size = 0
         continue
       }
-      const line = (parts.length === 0 ? piece.toString("utf8") : Buffer.concat([...parts, piece]).toString("utf8")).replace(/\r$/, "")
+      let line = parts.length === 0 ? buf.toString("utf8", from, nl) : Buffer.concat([...parts, buf.subarray(from, nl)]).toString("utf8")
+      if (line.charCodeAt(line.length - 1) === 13) line = line.slice(0, -1) // CRLF
       parts = []
       size = 0
       if (line.trim().length === 0) continue

@@ -69,4 +69,33 @@ describe("SocketGuard", () => {
       fuzzParams(200)
     )
   })
+
+  it("valid lines, LF or CRLF, cut anywhere, as Buffers or plain Uint8Arrays: forwarded byte for byte, CR dropped", () => {
+    const request = fc.record({ id: fc.nat(), text: fc.fullUnicodeString({ maxLength: 40 }) }).map(({ id, text }) =>
+      JSON.stringify({ jsonrpc: "2.0", id, method: "echo", params: { text } })
+    )
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(request, fc.boolean()), { minLength: 1, maxLength: 12 }),
+        fc.array(fc.integer({ min: 1, max: 40 }), { minLength: 1, maxLength: 8 }),
+        fc.boolean(),
+        (lines, cuts, plain) => {
+          const bytes = Buffer.from(lines.map(([l, crlf]) => l + (crlf ? "\r\n" : "\n")).join(""), "utf8")
+          const framer = makeFramer(options)
+          let forward = ""
+          let at = 0
+          let k = 0
+          while (at < bytes.length) {
+            const piece = bytes.subarray(at, at + cuts[k++ % cuts.length]!)
+            const out = framer(plain ? new Uint8Array(piece) : piece)
+            expect(out.replies).toBe("")
+            forward += out.forward
+            at += piece.length
+          }
+          expect(forward).toBe(lines.map(([l]) => l + "\n").join(""))
+        }
+      ),
+      fuzzParams(200)
+    )
+  })
 })
