@@ -1,14 +1,18 @@
 // The CLI side of the admin socket: an @effect/rpc client over the platform Unix socket,
 // NDJSON JSON-RPC framing, and the mapping of every failure to one line + an exit code.
+// A command's client serves the group of its own area (src/daemon/rpcs/: `AgentGroup`, …), a
+// subset of the daemon's AdminRpcs with the same wire format, so a command builds only the
+// Schemas of the methods it can call. The whole group: AdminClient.ts.
 import * as Socket from "@effect/platform/Socket"
 import * as NodeSocket from "@effect/platform-node/NodeSocket"
+import type * as Rpc from "@effect/rpc/Rpc"
 import * as RpcClient from "@effect/rpc/RpcClient"
 import type { RpcClientError } from "@effect/rpc/RpcClientError"
 import type * as RpcGroup from "@effect/rpc/RpcGroup"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
-import { Cause, Context, Data, Effect, Layer, Match, Option, type Scope } from "effect"
+import { Cause, Data, Effect, Layer, Match, Option, type Scope } from "effect"
 import * as fs from "node:fs"
-import { AdminRpcs, type RpcError } from "../daemon/Rpcs.js"
+import type { RpcError } from "../daemon/rpcs/common.js"
 import { type CliErrorKind, isNotRunningCode, lostConnectionMessage, notRunningMessage } from "./Exit.js"
 
 export { type CliErrorKind, exitCodeOf, ExitCode } from "./Exit.js"
@@ -18,10 +22,6 @@ export class CliError extends Data.TaggedError("CliError")<{
   readonly kind: CliErrorKind
   readonly message: string
 }> {}
-
-export type Admin = RpcClient.RpcClient<RpcGroup.Rpcs<typeof AdminRpcs>>
-
-export class AdminClient extends Context.Tag("substrat/cli/AdminClient")<AdminClient, Admin>() {}
 
 const notRunning = (socket: string) => new CliError({ kind: "daemon-not-running", message: notRunningMessage(socket) })
 
@@ -66,27 +66,34 @@ export const call = <A, R>(
     Effect.catchSomeDefect((d) => Socket.isSocketError(d) ? Option.some(Effect.fail(lost(socket, d.message))) : Option.none())
   )
 
-/** A connected client for one command; fails fast with "daemon not running" when there is no socket. */
-export const layer = (socket: string): Layer.Layer<AdminClient, CliError> =>
-  Layer.scoped(
-    AdminClient,
-    Effect.gen(function*() {
-      if (!fs.existsSync(socket)) return yield* notRunning(socket)
-      return yield* RpcClient.make(AdminRpcs)
-    })
-  ).pipe(
-    Layer.provide(RpcClient.layerProtocolSocket()),
-    Layer.provide(NodeSocket.layerNet({ path: socket })),
-    Layer.provide(RpcSerialization.layerNdJsonRpc()),
-    Layer.mapError((e) => (e._tag === "CliError" ? e : notRunning(socket)))
-  )
+/**
+ * A connected client of `group` (requests without middleware) for one command; fails fast with
+ * "daemon not running" when there is no socket.
+ */
+export const connect = <Rs extends Rpc.Any>(
+  group: RpcGroup.RpcGroup<Rs>,
+  socket: string
+): Effect.Effect<RpcClient.RpcClient<Rs>, CliError, Scope.Scope> =>
+  Effect.gen(function*() {
+    if (!fs.existsSync(socket)) return yield* notRunning(socket)
+    // Built in the caller's scope: the connection lives as long as the client.
+    const protocol = yield* Layer.build(
+      RpcClient.layerProtocolSocket().pipe(
+        Layer.provide(NodeSocket.layerNet({ path: socket })),
+        Layer.provide(RpcSerialization.layerNdJsonRpc())
+      )
+    ).pipe(Effect.mapError(() => notRunning(socket)))
+    // Admin methods have no client middleware, so the group's middleware requirement is empty.
+    const make = RpcClient.make(group) as Effect.Effect<RpcClient.RpcClient<Rs>, never, RpcClient.Protocol | Scope.Scope>
+    return yield* Effect.provide(make, protocol)
+  })
 
-/** Run `f` with a client for `socket`. */
-export const withClient = <A, R>(
+/** Run `f` with a client of `group` (an area's methods, e.g. `AgentGroup`) for `socket`. */
+export const withClient = <Rs extends Rpc.Any, A, R>(
+  group: RpcGroup.RpcGroup<Rs>,
   socket: string,
-  f: (client: Admin) => Effect.Effect<A, CliError, R>
-): Effect.Effect<A, CliError, Exclude<Exclude<R, AdminClient>, Scope.Scope>> =>
-  Effect.flatMap(AdminClient, f).pipe(Effect.provide(layer(socket)), Effect.scoped)
+  f: (client: RpcClient.RpcClient<Rs>) => Effect.Effect<A, CliError, R>
+): Effect.Effect<A, CliError, Exclude<R, Scope.Scope>> => Effect.scoped(Effect.flatMap(connect(group, socket), f))
 
 /**
  * Run a follow stream (`logs -f`, `agent logs -f`, `agent list -w`). It never ends by itself, so

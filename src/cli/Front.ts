@@ -27,16 +27,21 @@ const print = (text: string) => done(Effect.as(Console.log(text), 0))
 /** Names and ids the daemon knows, for completing an argument; nothing when it is not running. */
 const dynamicValues = (kind: Dynamic, home: string | undefined): Effect.Effect<ReadonlyArray<string>> => {
   const socket = pathsOf(Option.fromNullable(home)).socket
-  const values = withClient(socket, (c): Effect.Effect<ReadonlyArray<string>, CliError> => {
+  const values: Effect.Effect<ReadonlyArray<string>, CliError> = Effect.suspend(() => {
     switch (kind) {
       case "agent":
-        return call(socket, c.agent.list({})).pipe(Effect.map((r) => r.agents.flatMap((a) => [a.name, a.id])))
+        return Effect.flatMap(Effect.promise(() => import("../daemon/rpcs/agent.js")), ({ AgentGroup }) =>
+          withClient(AgentGroup, socket, (c) =>
+            call(socket, c.agent.list({})).pipe(Effect.map((r) => r.agents.flatMap((a) => [a.name, a.id])))))
       case "workspace":
-        return call(socket, c.workspace.list()).pipe(
-          Effect.map((r) => r.workspaces.flatMap((w) => (w.name === undefined || w.name === null ? [w.id] : [w.name, w.id])))
-        )
+        return Effect.flatMap(Effect.promise(() => import("../daemon/rpcs/workspace.js")), ({ WorkspaceGroup }) =>
+          withClient(WorkspaceGroup, socket, (c) =>
+            call(socket, c.workspace.list()).pipe(
+              Effect.map((r) => r.workspaces.flatMap((w) => (w.name === undefined || w.name === null ? [w.id] : [w.name, w.id])))
+            )))
       case "session":
-        return call(socket, c.session.list()).pipe(Effect.map((r) => r.sessions.map((s) => s.id)))
+        return Effect.flatMap(Effect.promise(() => import("../daemon/rpcs/session.js")), ({ SessionGroup }) =>
+          withClient(SessionGroup, socket, (c) => call(socket, c.session.list()).pipe(Effect.map((r) => r.sessions.map((s) => s.id)))))
     }
   })
   return values.pipe(

@@ -5,14 +5,16 @@
 // terminal: it gets the real PTY, its window size, Ctrl-C and Ctrl-Z (the CLI ignores those while
 // the shell runs). When the shell exits, the daemon records what changed in the workspace as one
 // turn of "human" (workspace.record), so `workspace log/diff/revert` see it like an agent's turn.
-import * as NodeContext from "@effect/platform-node/NodeContext"
 import { CommandExecutor, FileSystem } from "@effect/platform"
 import { Effect, Either } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import { parentEnv } from "../config/Config.js"
 import type { WorkspaceSpec } from "../domain/workspace.js"
-import { type Admin, call, CliError } from "./Client.js"
+import type * as RpcClient from "@effect/rpc/RpcClient"
+import type * as RpcGroup from "@effect/rpc/RpcGroup"
+import type { WorkspaceGroup } from "../daemon/rpcs/workspace.js"
+import { call, CliError } from "./Client.js"
 
 /** The shell to run: $SHELL when the sandbox has it (system paths are bound), else /bin/sh. */
 const shellProgram = (): string => {
@@ -25,6 +27,18 @@ const commandLine = (spec: WorkspaceSpec, label: string): Effect.Effect<Readonly
   Effect.gen(function*() {
     const Bwrap = yield* Effect.promise(() => import("../sandbox/SandboxBwrap.js"))
     const Limits = yield* Effect.promise(() => import("../sandbox/Limits.js"))
+    // The Node platform layer (workers, sockets, …) only for a shell, not for every agent command.
+    const { layer: nodeContext } = yield* Effect.promise(() => import("@effect/platform-node/NodeContext"))
+    return yield* commandLineWith(Bwrap, Limits, spec, label).pipe(Effect.provide(nodeContext))
+  })
+
+const commandLineWith = (
+  Bwrap: typeof import("../sandbox/SandboxBwrap.js"),
+  Limits: typeof import("../sandbox/Limits.js"),
+  spec: WorkspaceSpec,
+  label: string
+) =>
+  Effect.gen(function*() {
     const files = yield* FileSystem.FileSystem
     const executor = yield* CommandExecutor.CommandExecutor
     const probe = yield* Bwrap.probeBwrap(files, executor).pipe(
@@ -41,7 +55,7 @@ const commandLine = (spec: WorkspaceSpec, label: string): Effect.Effect<Readonly
     const argv = Bwrap.sandboxCommandLine(probe, request, Limits.withDefaults(spec.limits))
     if (Either.isLeft(argv)) return yield* new CliError({ kind: "invalid-input", message: argv.left.message })
     return argv.right
-  }).pipe(Effect.provide(NodeContext.layer))
+  })
 
 const terminalSignals: ReadonlyArray<NodeJS.Signals> = ["SIGINT", "SIGQUIT", "SIGTSTP", "SIGTTIN", "SIGTTOU"]
 
@@ -65,7 +79,10 @@ const runOnTerminal = (argv: ReadonlyArray<string>): Effect.Effect<number, CliEr
   })
 
 /** Open the shell in `spec`, then record its changes as a human turn. */
-export const shellIn = (socket: string, client: Admin, spec: WorkspaceSpec, label: string): Effect.Effect<void, CliError> =>
+/** A client of the `workspace.*` methods (or of a group that has them). */
+export type WorkspaceClient = RpcClient.RpcClient<RpcGroup.Rpcs<typeof WorkspaceGroup>>
+
+export const shellIn = (socket: string, client: WorkspaceClient, spec: WorkspaceSpec, label: string): Effect.Effect<void, CliError> =>
   Effect.gen(function*() {
     const argv = yield* commandLine(spec, label)
     const where = spec.network_access ? "network allowed" : "no network"
@@ -80,7 +97,7 @@ export const shellIn = (socket: string, client: Admin, spec: WorkspaceSpec, labe
   })
 
 /** The workspace named by `ref` (id, name or unique id prefix), from the daemon's list. */
-export const workspaceById = (socket: string, client: Admin, ref: string): Effect.Effect<WorkspaceSpec, CliError> =>
+export const workspaceById = (socket: string, client: WorkspaceClient, ref: string): Effect.Effect<WorkspaceSpec, CliError> =>
   call(socket, client.workspace.list()).pipe(
     Effect.flatMap((r) => {
       const exact = r.workspaces.find((x) => x.id === ref) ?? r.workspaces.find((x) => x.name === ref)

@@ -2,8 +2,10 @@
 import { Args, Command, Options } from "@effect/cli"
 import { Console, Effect, Option, Schema, Stream } from "effect"
 import { parentEnv } from "../../config/Config.js"
-import { type AgentActivity, AgentRef, MessageText, WorkspaceRef } from "../../daemon/Rpcs.js"
+import { AgentRef, MessageText, WorkspaceRef } from "../../daemon/rpcs/common.js"
+import type { AgentActivity } from "../../daemon/rpcs/agent.js"
 import { attachCommand } from "./attach.js"
+import { AgentGroup } from "../../daemon/rpcs/agent.js"
 import { call, CliError, following, fromRpcError, withClient } from "../Client.js"
 import { home, json, pathsOf, quiet } from "../Common.js"
 import { budgetOptions, budgetPatch } from "./budget.js"
@@ -61,7 +63,7 @@ const createCommand = Command.make("create", {
     const socket = pathsOf(o.home).socket
     const budget = yield* budgetPatch(o)
     const caps = yield* capsPatch(o)
-    const agent = yield* withClient(socket, (c) =>
+    const agent = yield* withClient(AgentGroup, socket, (c) =>
       call(socket, c.agent.create({
         ...opt(o.provider, "provider"),
         ...opt(o.name, "name"),
@@ -95,7 +97,7 @@ const listCommand = Command.make("list", {
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
     if (o.watch) return yield* watchList(socket, o.all)
-    const r = yield* withClient(socket, (c) => call(socket, c.agent.list({ all: o.all })))
+    const r = yield* withClient(AgentGroup, socket, (c) => call(socket, c.agent.list({ all: o.all })))
     if (o.json) return yield* printJson(r)
     if (o.quiet) return yield* Console.log(r.agents.map((a) => a.id).join("\n"))
     yield* Console.log(renderTree(r.agents, doingOf(r.activity, Date.now())))
@@ -119,7 +121,9 @@ const doingOf = (activity: ReadonlyArray<AgentActivity> | undefined, now: number
 const watchList = (socket: string, all: boolean) => {
   const redraw = process.stdout.isTTY === true && parentEnv()["TERM"] !== "dumb"
   let last = ""
-  const run = withClient(socket, (c) =>
+  // events.follow's Schemas (every log entry) are loaded only for a watch.
+  const group = Effect.map(Effect.promise(() => import("../../daemon/rpcs/events.js")), (m) => AgentGroup.merge(m.EventsGroup))
+  const run = Effect.flatMap(group, (group) => withClient(group, socket, (c) =>
     Effect.gen(function*() {
       const draw = Effect.flatMap(call(socket, c.agent.list({ all })), (r) =>
         Effect.sync(() => {
@@ -136,7 +140,7 @@ const watchList = (socket: string, all: boolean) => {
       )
       const ticks = redraw ? Stream.tick("1 second") : Stream.empty
       yield* Stream.merge(changes, ticks).pipe(Stream.groupedWithin(10_000, "150 millis"), Stream.runForEach(() => draw))
-    }))
+    })))
   return following(socket, run)
 }
 
@@ -178,7 +182,7 @@ const sendCommand = Command.make("send", {
     const text = yield* messageText(o.message)
     // With --wait: send, then wait for the answer to that message id, so that a wait the daemon
     // dropped (crash, restart) can name the command that waits again.
-    const r = yield* withClient(socket, (c) =>
+    const r = yield* withClient(AgentGroup, socket, (c) =>
       Effect.gen(function*() {
         const sent = yield* call(socket, c.agent.send({ agent: o.agent, text, sync: !o.notify })).pipe(
           Effect.mapError((e) => (o.wait ? rewaitHint(socket, o.agent)(e) : e))
@@ -237,7 +241,7 @@ const waitCommand = Command.make("wait", {
 }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const r = yield* withClient(socket, (c) =>
+    const r = yield* withClient(AgentGroup, socket, (c) =>
       call(socket, c.agent.wait({ agent: o.agent, ...opt(o.message, "message_id"), ...opt(o.timeout, "timeout_s") })).pipe(
         Effect.mapError((e) => Option.match(o.message, { onNone: () => e, onSome: (id) => rewaitHint(socket, o.agent, id)(e) }))
       ))
@@ -256,7 +260,7 @@ const waitCommand = Command.make("wait", {
 const inspectCommand = Command.make("inspect", { home, json, agent: agentArg }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const r = yield* withClient(socket, (c) => call(socket, c.agent.inspect({ agent: o.agent })))
+    const r = yield* withClient(AgentGroup, socket, (c) => call(socket, c.agent.inspect({ agent: o.agent })))
     if (o.json) return yield* printJson(r)
     yield* Console.log(renderInspect(r))
   })).pipe(Command.withDescription(describe("Show an agent's state, session, children, inbox, usage and recent activity", {
@@ -266,7 +270,7 @@ const inspectCommand = Command.make("inspect", { home, json, agent: agentArg }, 
 const terminateCommand = Command.make("terminate", { home, json, agent: agentArg }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const r = yield* withClient(socket, (c) => call(socket, c.agent.terminate({ agent: o.agent })))
+    const r = yield* withClient(AgentGroup, socket, (c) => call(socket, c.agent.terminate({ agent: o.agent })))
     if (o.json) return yield* printJson(r)
     yield* Console.log(`terminated ${r.agent_id}`)
   })).pipe(Command.withDescription(describe("Terminate an agent and its subtree", {
@@ -276,7 +280,7 @@ const terminateCommand = Command.make("terminate", { home, json, agent: agentArg
 const resumeCommand = Command.make("resume", { home, json, agent: agentArg }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const r = yield* withClient(socket, (c) => call(socket, c.agent.resume({ agent: o.agent })))
+    const r = yield* withClient(AgentGroup, socket, (c) => call(socket, c.agent.resume({ agent: o.agent })))
     if (o.json) return yield* printJson(r)
     yield* Console.log(`resumed ${r.agent_id}: ${r.turns} held turn(s) run again`)
   })).pipe(Command.withDescription(describe("Lift a quarantine: a crash-looping agent runs its held turns again", {
@@ -291,7 +295,7 @@ const logsCommand = Command.make("logs", {
 }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const run = withClient(socket, (c) =>
+    const run = withClient(AgentGroup, socket, (c) =>
       c.agent.logs({ agent: o.agent, follow: o.follow }).pipe(
         Stream.runForEach((line) => Console.log(line)),
         (s) => call(socket, s)
@@ -305,7 +309,8 @@ const logsCommand = Command.make("logs", {
 const shellCommand = Command.make("shell", { home, agent: agentArg }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    yield* withClient(socket, (c) =>
+    const { WorkspaceGroup } = yield* Effect.promise(() => import("../../daemon/rpcs/workspace.js"))
+    yield* withClient(AgentGroup.merge(WorkspaceGroup), socket, (c) =>
       Effect.gen(function*() {
         const info = yield* call(socket, c.agent.inspect({ agent: o.agent }))
         const ws = info.agent.workspace_id

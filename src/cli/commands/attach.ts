@@ -5,7 +5,9 @@
 import { Args, Command, Options } from "@effect/cli"
 import { Effect, Fiber, Stream } from "effect"
 import * as readline from "node:readline"
-import { AgentRef, type InspectResult, type OutputEvent } from "../../daemon/Rpcs.js"
+import { AgentRef } from "../../daemon/rpcs/common.js"
+import type { InspectResult, OutputEvent } from "../../daemon/rpcs/agent.js"
+import { AgentGroup } from "../../daemon/rpcs/agent.js"
 import { call, type CliError, withClient } from "../Client.js"
 import { home, pathsOf } from "../Common.js"
 import { describe } from "../Help.js"
@@ -147,7 +149,7 @@ export const attachCommand = Command.make("attach", {
         if (rl !== undefined && terminal) say(s)
         else process.stderr.write(`${s}\n`)
       })
-    yield* withClient(socket, (c) =>
+    yield* withClient(AgentGroup, socket, (c) =>
       Effect.gen(function*() {
         // Resolve first, so a bad reference fails before anything is read.
         const info = yield* call(socket, c.agent.inspect({ agent: o.agent }))

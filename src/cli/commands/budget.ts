@@ -2,8 +2,10 @@
 // options `agent create` shares (--budget-usd, --budget-tokens, --budget-turns, --budget-time).
 import { Args, Command, Options } from "@effect/cli"
 import { Console, Effect, Option } from "effect"
-import { AgentRef, type BudgetPatch, type BudgetView, MessageText } from "../../daemon/Rpcs.js"
+import { AgentRef, type BudgetPatch, MessageText } from "../../daemon/rpcs/common.js"
+import type { BudgetView } from "../../daemon/rpcs/budget.js"
 import type { InboxItem } from "../../domain/budget.js"
+import { BudgetGroup } from "../../daemon/rpcs/budget.js"
 import { call, CliError, withClient } from "../Client.js"
 import { home, json, pathsOf } from "../Common.js"
 import { describe } from "../Help.js"
@@ -76,7 +78,7 @@ const setCommand = Command.make("set", { home, json, ...budgetOptions(""), agent
       return yield* new CliError({ kind: "invalid-input", message: "give at least one of --usd, --tokens, --turns, --time" })
     }
     const socket = pathsOf(o.home).socket
-    const v = yield* withClient(socket, (c) => call(socket, c.budget.set({ agent: o.agent, ...patch })))
+    const v = yield* withClient(BudgetGroup, socket, (c) => call(socket, c.budget.set({ agent: o.agent, ...patch })))
     if (o.json) return yield* printJson(v)
     yield* Console.log(renderBudget(v))
   })).pipe(Command.withDescription(describe(
@@ -90,7 +92,7 @@ const setCommand = Command.make("set", { home, json, ...budgetOptions(""), agent
 const showCommand = Command.make("show", { home, json, agent: agentArg }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const v = yield* withClient(socket, (c) => call(socket, c.budget.show({ agent: o.agent })))
+    const v = yield* withClient(BudgetGroup, socket, (c) => call(socket, c.budget.show({ agent: o.agent })))
     if (o.json) return yield* printJson(v)
     yield* Console.log(renderBudget(v))
   })).pipe(Command.withDescription(describe("Show an agent's subtree budget: limits, what was used, what is left", {
@@ -131,19 +133,19 @@ export const inboxCommand = Command.make("inbox", {
     const socket = pathsOf(o.home).socket
     if (Option.isNone(o.action)) {
       if (Option.isSome(o.id)) return yield* new CliError({ kind: "invalid-input", message: `unknown inbox action "${o.id.value}"; use: substrat inbox answer <id> <text>` })
-      const r = yield* withClient(socket, (c) => call(socket, c.inbox.list()))
+      const r = yield* withClient(BudgetGroup, socket, (c) => call(socket, c.inbox.list()))
       if (o.json) return yield* printJson(r)
       return yield* Console.log(renderInbox(r.items))
     }
     if (o.action.value === "read") {
       if (Option.isNone(o.id) || Option.isSome(o.text)) return yield* new CliError({ kind: "invalid-input", message: "usage: substrat inbox read <id>" })
       const id = o.id.value
-      const items = (yield* withClient(socket, (c) => call(socket, c.inbox.list()))).items
+      const items = (yield* withClient(BudgetGroup, socket, (c) => call(socket, c.inbox.list()))).items
       const item = items.find((i) => i.id === id)
       if (item === undefined || item.kind !== "answer") {
         return yield* new CliError({ kind: "invalid-input", message: `no unread answer ${id} in the inbox (substrat inbox lists them)` })
       }
-      const r = yield* withClient(socket, (c) => call(socket, c.inbox.answer({ id, text: "read" })))
+      const r = yield* withClient(BudgetGroup, socket, (c) => call(socket, c.inbox.answer({ id, text: "read" })))
       if (o.json) return yield* printJson(r)
       return yield* Console.log(`read: ${r.agent_name}'s answer left the inbox`)
     }
@@ -152,7 +154,7 @@ export const inboxCommand = Command.make("inbox", {
     }
     const id = o.id.value
     const text = o.text.value
-    const r = yield* withClient(socket, (c) => call(socket, c.inbox.answer({ id, text })))
+    const r = yield* withClient(BudgetGroup, socket, (c) => call(socket, c.inbox.answer({ id, text })))
     if (o.json) return yield* printJson(r)
     yield* Console.log(
       r.kind === "question"

@@ -2,7 +2,9 @@
 // runs. The same caps as `agent create --max-depth/--max-children/--max-live`.
 import { Args, Command, Options } from "@effect/cli"
 import { Console, Effect, Option } from "effect"
-import { AgentRef, type CapsPatch, type CapsView } from "../../daemon/Rpcs.js"
+import { AgentRef } from "../../daemon/rpcs/common.js"
+import type { CapsPatch, CapsView } from "../../daemon/rpcs/budget.js"
+import { BudgetGroup } from "../../daemon/rpcs/budget.js"
 import { call, CliError, withClient } from "../Client.js"
 import { home, json, pathsOf } from "../Common.js"
 import { describe } from "../Help.js"
@@ -53,7 +55,7 @@ const setCommand = Command.make("set", {
       return yield* new CliError({ kind: "invalid-input", message: "give at least one of --max-depth, --max-children, --max-live" })
     }
     const socket = pathsOf(o.home).socket
-    const v = yield* withClient(socket, (c) => call(socket, c.caps.set({ agent: o.root, ...patch })))
+    const v = yield* withClient(BudgetGroup, socket, (c) => call(socket, c.caps.set({ agent: o.root, ...patch })))
     if (o.json) return yield* printJson(v)
     yield* Console.log(renderCaps(v))
   })).pipe(Command.withDescription(describe(
@@ -73,7 +75,7 @@ const showCommand = Command.make("show", {
 }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const v = yield* withClient(socket, (c) => call(socket, c.caps.show({ agent: o.agent })))
+    const v = yield* withClient(BudgetGroup, socket, (c) => call(socket, c.caps.show({ agent: o.agent })))
     if (o.json) return yield* printJson(v)
     yield* Console.log(renderCaps(v))
   })).pipe(Command.withDescription(describe("Show the caps of an agent's tree: in force, the root's own, the policy, spawns queued", {

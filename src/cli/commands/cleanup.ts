@@ -6,6 +6,7 @@
 import { Command, Options } from "@effect/cli"
 import { Console, Effect } from "effect"
 import { isAlive, lockHolder, readPid } from "../../daemon/Lifecycle.js"
+import { DaemonGroup } from "../../daemon/rpcs/daemon.js"
 import { call, withClient } from "../Client.js"
 import { home, json, pathsOf } from "../Common.js"
 import { printJson, table } from "../Output.js"
@@ -25,7 +26,7 @@ export const cleanupCommand = Command.make("cleanup", {
     const daemonPid = pid !== undefined && isAlive(pid)
       ? pid
       : pid === undefined && (yield* Effect.orElseSucceed(lockHolder(paths), () => undefined)) === true
-      ? yield* withClient(paths.socket, (c) => call(paths.socket, c.daemon.status())).pipe(
+      ? yield* withClient(DaemonGroup, paths.socket, (c) => call(paths.socket, c.daemon.status())).pipe(
         Effect.map((s) => s.pid),
         Effect.timeout("5 seconds"),
         Effect.orElseSucceed(() => null)

@@ -5,6 +5,7 @@ import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import { resolveSettings } from "../../daemon/Config.js"
 import { isAlive, lockHolder, readPid, socketAnswers } from "../../daemon/Lifecycle.js"
+import { DaemonGroup } from "../../daemon/rpcs/daemon.js"
 import { call, CliError, withClient } from "../Client.js"
 import { home, json, pathsOf } from "../Common.js"
 import { printJson, renderStatus } from "../Output.js"
@@ -129,7 +130,7 @@ const startCommand = Command.make("start", { home, slots, grace, maxLine, http, 
 const stopCommand = Command.make("stop", { home, json }, (o) =>
   Effect.gen(function*() {
     const paths = pathsOf(o.home)
-    const r = yield* withClient(paths.socket, (c) => call(paths.socket, c.daemon.stop()))
+    const r = yield* withClient(DaemonGroup, paths.socket, (c) => call(paths.socket, c.daemon.stop()))
     // Wait for the process to be gone: its socket and pid file are removed before it exits.
     yield* Effect.gen(function*() {
       while (isAlive(r.pid)) yield* Effect.sleep("25 millis")
@@ -148,7 +149,7 @@ const stopCommand = Command.make("stop", { home, json }, (o) =>
 const statusCommand = Command.make("status", { home, json }, (o) =>
   Effect.gen(function*() {
     const paths = pathsOf(o.home)
-    const s = yield* withClient(paths.socket, (c) => call(paths.socket, c.daemon.status()))
+    const s = yield* withClient(DaemonGroup, paths.socket, (c) => call(paths.socket, c.daemon.status()))
     if (o.json) return yield* printJson(s)
     yield* Console.log(renderStatus(s))
   })).pipe(Command.withDescription(describe("Show the daemon's state (exit code 3 when it is not running)", {

@@ -12,6 +12,8 @@ import * as fs from "node:fs"
 import { load, parentEnv } from "../../config/Config.js"
 import type { Paths } from "../../config/Paths.js"
 import { isAlive, readPid, socketAnswers } from "../../daemon/Lifecycle.js"
+import { AgentGroup } from "../../daemon/rpcs/agent.js"
+import { DaemonGroup } from "../../daemon/rpcs/daemon.js"
 import { call, CliError, withClient } from "../Client.js"
 import { home, json, pathsOf } from "../Common.js"
 import { suggest } from "../Exit.js"
@@ -44,7 +46,7 @@ const daemonCheck = (paths: Paths): Effect.Effect<Check> =>
         ? { name: "daemon", status: "fail", detail: `pid ${pid} is alive but ${paths.socket} does not answer`, fix: `look at ${paths.daemonLog}; ${suggest(paths.home, "daemon stop")}, or kill ${pid}` }
         : { name: "daemon", status: "warn", detail: `not running; stale socket ${paths.socket}${pid === undefined ? "" : ` and pid file (pid ${pid} is gone)`}`, fix: `${suggest(paths.home, "cleanup --purge")}, or ${suggest(paths.home, "daemon start")} (it removes stale files)` }
     }
-    const status = yield* withClient(paths.socket, (c) => call(paths.socket, c.daemon.status())).pipe(
+    const status = yield* withClient(DaemonGroup, paths.socket, (c) => call(paths.socket, c.daemon.status())).pipe(
       Effect.timeoutFail({ duration: Duration.seconds(5), onTimeout: () => new CliError({ kind: "daemon-not-running", message: "daemon.status timed out" }) }),
       Effect.either
     )
@@ -76,7 +78,7 @@ const daemonCheck = (paths: Paths): Effect.Effect<Check> =>
 
 /** Agents a crash loop quarantined (docs/recovery.md): none → no check at all. */
 const quarantineCheck = (paths: Paths): Effect.Effect<ReadonlyArray<Check>> =>
-  withClient(paths.socket, (c) => call(paths.socket, c.agent.list({}))).pipe(
+  withClient(AgentGroup, paths.socket, (c) => call(paths.socket, c.agent.list({}))).pipe(
     Effect.timeout(Duration.seconds(5)),
     Effect.map((r): ReadonlyArray<Check> => {
       const held = r.agents.filter((a) => a.state === "quarantined")

@@ -4,7 +4,9 @@
 import { Args, Command, Options } from "@effect/cli"
 import { Console, Effect, Option, Stream } from "effect"
 import { parentEnv } from "../../config/Config.js"
-import { AgentRef, type FeedItem } from "../../daemon/Rpcs.js"
+import { AgentRef } from "../../daemon/rpcs/common.js"
+import type { FeedItem } from "../../daemon/rpcs/events.js"
+import { EventsGroup } from "../../daemon/rpcs/events.js"
 import { call, CliError, following, withClient } from "../Client.js"
 import { home, json, pathsOf } from "../Common.js"
 import { describe } from "../Help.js"
@@ -63,7 +65,7 @@ export const logsCommand = Command.make("logs", {
       const line = feedText(item, color)
       return line === null ? Effect.void : Console.log(line)
     }
-    const run = withClient(socket, (c) =>
+    const run = withClient(EventsGroup, socket, (c) =>
       c.events.follow({
         ...Option.match(o.agent, { onNone: () => ({}), onSome: (agent) => ({ agent }) }),
         ...Option.match(o.tree, { onNone: () => ({}), onSome: (tree) => ({ tree }) }),

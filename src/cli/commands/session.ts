@@ -1,7 +1,8 @@
 // `substrat session list|suspend|resume|delete`: low-level control of agents' sessions.
 import { Args, Command } from "@effect/cli"
 import { Console, Effect } from "effect"
-import { SessionRef } from "../../daemon/Rpcs.js"
+import { SessionRef } from "../../daemon/rpcs/common.js"
+import { SessionGroup } from "../../daemon/rpcs/session.js"
 import { call, withClient } from "../Client.js"
 import { home, json, pathsOf, quiet } from "../Common.js"
 import { printJson, renderSessions } from "../Output.js"
@@ -12,7 +13,7 @@ const sessionArg = Args.text({ name: "session" }).pipe(Args.withSchema(SessionRe
 const listCommand = Command.make("list", { home, json, quiet }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const r = yield* withClient(socket, (c) => call(socket, c.session.list()))
+    const r = yield* withClient(SessionGroup, socket, (c) => call(socket, c.session.list()))
     if (o.json) return yield* printJson(r)
     if (o.quiet) return yield* Console.log(r.sessions.map((s) => s.id).join("\n"))
     yield* Console.log(renderSessions(r.sessions))
@@ -21,7 +22,7 @@ const listCommand = Command.make("list", { home, json, quiet }, (o) =>
 const suspendCommand = Command.make("suspend", { home, json, session: sessionArg }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const r = yield* withClient(socket, (c) => call(socket, c.session.suspend({ session: o.session })))
+    const r = yield* withClient(SessionGroup, socket, (c) => call(socket, c.session.suspend({ session: o.session })))
     if (o.json) return yield* printJson(r)
     yield* Console.log(`session ${r.id} ${r.state}`)
   })).pipe(Command.withDescription(describe("Suspend a session (its provider slot is freed)", { examples: ["substrat session suspend <session>"] })))
@@ -29,7 +30,7 @@ const suspendCommand = Command.make("suspend", { home, json, session: sessionArg
 const resumeCommand = Command.make("resume", { home, json, session: sessionArg }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const r = yield* withClient(socket, (c) => call(socket, c.session.resume({ session: o.session })))
+    const r = yield* withClient(SessionGroup, socket, (c) => call(socket, c.session.resume({ session: o.session })))
     if (o.json) return yield* printJson(r)
     yield* Console.log(`session ${r.id} ${r.state}`)
   })).pipe(Command.withDescription(describe("Resume a suspended session", { examples: ["substrat session resume <session>"] })))
@@ -37,7 +38,7 @@ const resumeCommand = Command.make("resume", { home, json, session: sessionArg }
 const deleteCommand = Command.make("delete", { home, json, session: sessionArg }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const r = yield* withClient(socket, (c) => call(socket, c.session.delete({ session: o.session })))
+    const r = yield* withClient(SessionGroup, socket, (c) => call(socket, c.session.delete({ session: o.session })))
     if (o.json) return yield* printJson(r)
     yield* Console.log(`session ${r.session} deleted`)
   })).pipe(Command.withDescription(describe("Delete a session (terminates its agent, removes its files)", { examples: ["substrat session rm <session>"] })))

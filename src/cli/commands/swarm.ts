@@ -2,9 +2,10 @@
 import { Args, Command, Options } from "@effect/cli"
 import { Console, Effect, Option } from "effect"
 import { resolve } from "node:path"
-import { MessageText } from "../../daemon/Rpcs.js"
+import { MessageText } from "../../daemon/rpcs/common.js"
 import { CronExpr, NodeRef, type SwarmAgent, type SwarmLogNode, SwarmNodeStatus, type SwarmSchedule, type SwarmStatus } from "../../daemon/SwarmRpcs.js"
 import { SwarmLanguage } from "../../swarm/SwarmNode.js"
+import { SwarmGroup } from "../../daemon/rpcs/swarm.js"
 import { call, withClient } from "../Client.js"
 import { home, json, pathsOf } from "../Common.js"
 import { describe } from "../Help.js"
@@ -46,7 +47,7 @@ const startCommand = Command.make("start", {
 }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const s = yield* withClient(socket, (c) =>
+    const s = yield* withClient(SwarmGroup, socket, (c) =>
       call(socket, c.swarm.start({
         path: resolve(o.path),
         ...Option.match(o.provider, { onNone: () => ({}), onSome: (provider) => ({ provider }) }),
@@ -71,7 +72,7 @@ const startCommand = Command.make("start", {
 const stopCommand = Command.make("stop", { home, json }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const s = yield* withClient(socket, (c) => call(socket, c.swarm.stop()))
+    const s = yield* withClient(SwarmGroup, socket, (c) => call(socket, c.swarm.stop()))
     if (o.json) return yield* printJson(s)
     yield* Console.log(renderStatus(s))
   })).pipe(Command.withDescription(describe("Stop watching and triggering (the agents and their history stay; swarm start resumes)", {
@@ -81,7 +82,7 @@ const stopCommand = Command.make("stop", { home, json }, (o) =>
 const statusCommand = Command.make("status", { home, json }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const r = yield* withClient(socket, (c) => call(socket, c.swarm.status()))
+    const r = yield* withClient(SwarmGroup, socket, (c) => call(socket, c.swarm.status()))
     if (o.json) return yield* printJson(r)
     yield* Console.log(r.swarm === null ? "no swarm (substrat swarm start <path>)" : renderStatus(r.swarm))
   })).pipe(Command.withDescription(describe("Show the swarm: root, provider, node agents, dormant and orphaned counts", {
@@ -99,7 +100,7 @@ const agentsCommand = Command.make("agents", {
 }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const r = yield* withClient(socket, (c) =>
+    const r = yield* withClient(SwarmGroup, socket, (c) =>
       call(socket, c.swarm.agents({
         ...Option.match(o.parent, { onNone: () => ({}), onSome: (parent) => ({ parent }) }),
         ...(o.status.length > 0 ? { status: o.status } : {})
@@ -120,7 +121,7 @@ const chatCommand = Command.make("chat", {
 }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const r = yield* withClient(socket, (c) => call(socket, c.swarm.chat({ node: o.node, text: o.text, wait: o.wait })))
+    const r = yield* withClient(SwarmGroup, socket, (c) => call(socket, c.swarm.chat({ node: o.node, text: o.text, wait: o.wait })))
     if (o.json) return yield* printJson(r)
     yield* Console.log(r.reply ?? `sent ${r.message_id} to ${r.node_id} (agent ${r.agent_id})`)
   })).pipe(Command.withDescription(describe("Send a message as USER to one node's agent (it wakes and answers)", {
@@ -130,7 +131,7 @@ const chatCommand = Command.make("chat", {
 const triggerCommand = Command.make("trigger", { home, json, node: nodeArg }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const r = yield* withClient(socket, (c) => call(socket, c.swarm.trigger({ node: o.node })))
+    const r = yield* withClient(SwarmGroup, socket, (c) => call(socket, c.swarm.trigger({ node: o.node })))
     if (o.json) return yield* printJson(r)
     yield* Console.log(`triggered ${r.node_id} (agent ${r.agent_id}; message ${r.message_id})`)
   })).pipe(Command.withDescription(describe("Wake one node's agent, as a save of its code would", {
@@ -150,7 +151,7 @@ const scheduleCommand = Command.make("schedule", {
 }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const r = yield* withClient(socket, (c) => call(socket, c.swarm.schedule({ node: o.node, cron: o.cron })))
+    const r = yield* withClient(SwarmGroup, socket, (c) => call(socket, c.swarm.schedule({ node: o.node, cron: o.cron })))
     if (o.json) return yield* printJson(r)
     yield* Console.log(`scheduled ${renderSchedule(r)}`)
   })).pipe(Command.withDescription(describe("Wake one node's agent on a cron schedule (replaces its schedule; kept across restarts)", {
@@ -163,7 +164,7 @@ const scheduleCommand = Command.make("schedule", {
 const unscheduleCommand = Command.make("unschedule", { home, json, node: nodeArg }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const r = yield* withClient(socket, (c) => call(socket, c.swarm.unschedule({ node: o.node })))
+    const r = yield* withClient(SwarmGroup, socket, (c) => call(socket, c.swarm.unschedule({ node: o.node })))
     if (o.json) return yield* printJson(r)
     yield* Console.log(`unscheduled ${r.node} ("${r.cron}")`)
   })).pipe(Command.withDescription(describe("Remove a node's cron schedule", {
@@ -173,7 +174,7 @@ const unscheduleCommand = Command.make("unschedule", { home, json, node: nodeArg
 const schedulesCommand = Command.make("schedules", { home, json }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const r = yield* withClient(socket, (c) => call(socket, c.swarm.schedules()))
+    const r = yield* withClient(SwarmGroup, socket, (c) => call(socket, c.swarm.schedules()))
     if (o.json) return yield* printJson(r)
     if (r.schedules.length === 0) return yield* Console.log("(no schedules: substrat swarm schedule <node> <cron>)")
     yield* Console.log(table([["NODE", "CRON", "NEXT", "LAST"], ...r.schedules.map((s) => [s.node, s.cron, s.next, s.last ?? "-"])]))
@@ -204,7 +205,7 @@ const logCommand = Command.make("log", {
 }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const r = yield* withClient(socket, (c) =>
+    const r = yield* withClient(SwarmGroup, socket, (c) =>
       call(socket, c.swarm.log(Option.match(o.node, { onNone: () => ({}), onSome: (node) => ({ node }) }))))
     if (o.json) return yield* printJson(r)
     yield* Console.log(renderLog(r.nodes))

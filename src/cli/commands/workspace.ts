@@ -1,7 +1,8 @@
 // `substrat workspace create|list|link|delete|diff|revert|log`.
 import { Args, Command, Options } from "@effect/cli"
 import { Console, Effect, Option } from "effect"
-import { TurnRef, WorkspaceRef } from "../../daemon/Rpcs.js"
+import { TurnRef, WorkspaceRef } from "../../daemon/rpcs/common.js"
+import { WorkspaceGroup } from "../../daemon/rpcs/workspace.js"
 import { call, CliError, withClient } from "../Client.js"
 import { home, json, pathsOf, quiet } from "../Common.js"
 import { suggest } from "../Exit.js"
@@ -25,7 +26,7 @@ const createCommand = Command.make("create", {
 }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const w = yield* withClient(socket, (c) =>
+    const w = yield* withClient(WorkspaceGroup, socket, (c) =>
       call(socket, c.workspace.create({
         ...Option.match(o.parent, { onNone: () => ({}), onSome: (parent) => ({ parent }) }),
         ...Option.match(o.name, { onNone: () => ({}), onSome: (name) => ({ name }) }),
@@ -45,7 +46,7 @@ const createCommand = Command.make("create", {
 const listCommand = Command.make("list", { home, json, quiet }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const r = yield* withClient(socket, (c) => call(socket, c.workspace.list()))
+    const r = yield* withClient(WorkspaceGroup, socket, (c) => call(socket, c.workspace.list()))
     if (o.json) return yield* printJson(r)
     if (o.quiet) return yield* Console.log(r.workspaces.map((w) => w.id).join("\n"))
     yield* Console.log(renderWorkspaces(r.workspaces))
@@ -63,7 +64,7 @@ const linkCommand = Command.make("link", {
   Effect.gen(function*() {
     if (o.ro && o.rw) return yield* new CliError({ kind: "invalid-input", message: "choose one of --ro and --rw" })
     const socket = pathsOf(o.home).socket
-    const w = yield* withClient(socket, (c) =>
+    const w = yield* withClient(WorkspaceGroup, socket, (c) =>
       call(socket, c.workspace.link({
         workspace: o.workspace,
         host_path: o.hostPath,
@@ -86,7 +87,7 @@ const deleteCommand = Command.make("delete", {
 }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const r = yield* withClient(socket, (c) => call(socket, c.workspace.delete({ workspace: o.workspace, force: o.force }))).pipe(
+    const r = yield* withClient(WorkspaceGroup, socket, (c) => call(socket, c.workspace.delete({ workspace: o.workspace, force: o.force }))).pipe(
       // The daemon says "with force"; here that is a flag.
       Effect.mapError((e) =>
         e.message.endsWith("with force")
@@ -111,7 +112,7 @@ const changeMark = { added: "A", modified: "M", deleted: "D" } as const
 const diffCommand = Command.make("diff", { home, json, turn: Options.optional(turnOption), workspace: workspaceArg }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const r = yield* withClient(socket, (c) =>
+    const r = yield* withClient(WorkspaceGroup, socket, (c) =>
       call(socket, c.workspace.diff({
         workspace: o.workspace,
         ...Option.match(o.turn, { onNone: () => ({}), onSome: (turn) => ({ turn }) })
@@ -128,7 +129,7 @@ const diffCommand = Command.make("diff", { home, json, turn: Options.optional(tu
 const revertCommand = Command.make("revert", { home, json, turn: turnOption, workspace: workspaceArg }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const r = yield* withClient(socket, (c) => call(socket, c.workspace.revert({ workspace: o.workspace, turn: o.turn })))
+    const r = yield* withClient(WorkspaceGroup, socket, (c) => call(socket, c.workspace.revert({ workspace: o.workspace, turn: o.turn })))
     if (o.json) return yield* printJson(r)
     if (r.commit === null) return yield* Console.log(`turn ${r.turn}: nothing left to revert`)
     yield* Console.log([`reverted turn ${r.turn} in ${r.workspace}:`, ...r.paths.map((p) => `  ${changeMark[p.change]} ${p.path}`)].join("\n"))
@@ -144,7 +145,7 @@ const logCommand = Command.make("log", {
 }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const r = yield* withClient(socket, (c) =>
+    const r = yield* withClient(WorkspaceGroup, socket, (c) =>
       call(socket, c.workspace.log({
         workspace: o.workspace,
         ...Option.match(o.limit, { onNone: () => ({}), onSome: (limit) => ({ limit }) })
@@ -162,7 +163,7 @@ const logCommand = Command.make("log", {
 const shellCommand = Command.make("shell", { home, workspace: workspaceArg }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    yield* withClient(socket, (c) =>
+    yield* withClient(WorkspaceGroup, socket, (c) =>
       Effect.flatMap(workspaceById(socket, c, o.workspace), (spec) => shellIn(socket, c, spec, spec.name ?? spec.id.slice(0, 8))))
   })).pipe(Command.withDescription(describe("Open a shell inside a workspace's sandbox (same binds, limits, network)", {
     details: ["Your changes are recorded in the workspace history as a turn of human when the shell exits."],

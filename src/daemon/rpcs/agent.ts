@@ -1,0 +1,164 @@
+// Admin methods `agent.*` (docs/protocol.md).
+import * as Rpc from "@effect/rpc/Rpc"
+import * as RpcGroup from "@effect/rpc/RpcGroup"
+import { Schema } from "effect"
+import { AgentNode } from "../../domain/agent.js"
+import { TreeCaps } from "../../domain/caps.js"
+import { AgentId, MessageId } from "../../domain/ids.js"
+import { RecentMessage, RecentTurn } from "../../domain/inspection.js"
+import { AgentRef, BudgetPatch, MessageText, RpcError, Usage, WorkspaceRef } from "./common.js"
+import { SessionInfo } from "./session.js"
+
+/** A busy agent's running turn: since when, and its current step (src/daemon/Progress.ts). */
+export const AgentActivity = Schema.Struct({
+  agent_id: AgentId,
+  turn_id: Schema.String,
+  since: Schema.String,
+  /** e.g. `waiting for the model`, `model streaming`, `tool send_message → bob (request)`. */
+  step: Schema.String,
+  step_since: Schema.String
+})
+export type AgentActivity = typeof AgentActivity.Type
+
+export const InspectResult = Schema.Struct({
+  agent: AgentNode,
+  session: Schema.NullOr(SessionInfo),
+  parent: Schema.NullOr(Schema.String),
+  children: Schema.Array(AgentNode),
+  /** Messages waiting in the agent's inbox. */
+  inbox: Schema.Number,
+  queued_turns: Schema.Number,
+  waiting_for_replies: Schema.Number,
+  usage: Schema.Struct({ own: Usage, subtree: Usage }),
+  recent_turns: Schema.Array(RecentTurn),
+  recent_messages: Schema.Array(RecentMessage),
+  /** Its running turn, when it has one. */
+  activity: Schema.optional(Schema.NullOr(AgentActivity))
+})
+export type InspectResult = typeof InspectResult.Type
+
+/** One item of `agent.attach`: what the agent says and hears, live. */
+export const OutputEvent = Schema.Struct({
+  ts: Schema.String,
+  agent_id: AgentId,
+  kind: Schema.Literal("text", "message", "turn.start", "turn.complete", "tool", "error", "state"),
+  /** For `message`: the sender's and recipient's names. */
+  from: Schema.optional(Schema.String),
+  to: Schema.optional(Schema.String),
+  text: Schema.String
+})
+export type OutputEvent = typeof OutputEvent.Type
+
+export class AgentCreateRpc extends Rpc.make("agent.create", {
+  payload: {
+    name: Schema.optional(Schema.String),
+    instructions: Schema.optional(Schema.String),
+    provider: Schema.optional(Schema.String),
+    role: Schema.optional(Schema.String),
+    /** A workspace reference (id, name or unique id prefix). */
+    workspace_id: Schema.optional(WorkspaceRef),
+    /** The new root's subtree budget (docs/budgets.md). */
+    budget: Schema.optional(BudgetPatch),
+    /** The new tree's own caps (docs/budgets.md, "Caps"); absent/null fields: the config's. */
+    caps: Schema.optional(Schema.partial(TreeCaps))
+  },
+  success: AgentNode,
+  error: RpcError
+}) {}
+
+const AgentListParams = Schema.Struct({ all: Schema.optional(Schema.Boolean) })
+
+export class AgentListRpc extends Rpc.make("agent.list", {
+  /** `all`: terminated agents too (state `terminated`), after the live tree. No params: live only. */
+  payload: Schema.UndefinedOr(AgentListParams),
+  /** `activity`: the running turn of each busy agent. */
+  success: Schema.Struct({ agents: Schema.Array(AgentNode), activity: Schema.optional(Schema.Array(AgentActivity)) }),
+  error: RpcError
+}) {}
+
+/** The answer to USER's request (docs/messaging.md, "When a user's request is answered"). */
+export const UserAnswer = Schema.Struct({
+  message_id: MessageId,
+  text: Schema.String,
+  timestamp: Schema.String,
+  /** The agent failed to answer (its turn failed, it was terminated, …): `text` says why. */
+  error: Schema.Boolean
+})
+export type UserAnswer = typeof UserAnswer.Type
+
+export class AgentSendRpc extends Rpc.make("agent.send", {
+  payload: {
+    agent: AgentRef,
+    text: MessageText,
+    sync: Schema.optional(Schema.Boolean),
+    /** Wait for the answer (sync only) and return it; `Unavailable` when `timeout_s` passes first. */
+    wait: Schema.optional(Schema.Boolean),
+    timeout_s: Schema.optional(Schema.Number.pipe(Schema.positive(), Schema.finite()))
+  },
+  success: Schema.Struct({ message_id: MessageId, agent_id: AgentId, answer: Schema.optional(UserAnswer) }),
+  error: RpcError
+}) {}
+
+/**
+ * Wait (again) for the answer to USER's request to an agent — e.g. after the daemon went away
+ * during `agent send --wait`. `message_id`: the request (full id or unique prefix); absent: the
+ * agent's latest open request from USER, else the one answered last. At once when it was already
+ * answered; `Unavailable` when `timeout_s` passes first.
+ */
+export class AgentWaitRpc extends Rpc.make("agent.wait", {
+  payload: {
+    agent: AgentRef,
+    message_id: Schema.optional(Schema.String),
+    timeout_s: Schema.optional(Schema.Number.pipe(Schema.positive(), Schema.finite()))
+  },
+  success: Schema.Struct({ message_id: MessageId, agent_id: AgentId, answer: UserAnswer }),
+  error: RpcError
+}) {}
+
+export class AgentAttachRpc extends Rpc.make("agent.attach", {
+  payload: { agent: AgentRef },
+  success: OutputEvent,
+  error: RpcError,
+  stream: true
+}) {}
+
+export class AgentInspectRpc extends Rpc.make("agent.inspect", {
+  payload: { agent: AgentRef },
+  success: InspectResult,
+  error: RpcError
+}) {}
+
+export class AgentTerminateRpc extends Rpc.make("agent.terminate", {
+  payload: { agent: AgentRef },
+  /** The agent first, then its subtree. */
+  success: Schema.Struct({ agent_id: AgentId, terminated: Schema.Array(AgentId) }),
+  error: RpcError
+}) {}
+
+/** Lift a crash-loop quarantine: the agent's held turns run again. */
+export class AgentResumeRpc extends Rpc.make("agent.resume", {
+  payload: { agent: AgentRef },
+  /** `turns`: the held turns released. */
+  success: Schema.Struct({ agent_id: AgentId, turns: Schema.Number }),
+  error: RpcError
+}) {}
+
+/** The transcript (seed 000 §9), line by line; with `follow`, keeps streaming new lines. */
+export class AgentLogsRpc extends Rpc.make("agent.logs", {
+  payload: { agent: AgentRef, follow: Schema.optional(Schema.Boolean) },
+  success: Schema.String,
+  error: RpcError,
+  stream: true
+}) {}
+
+export const AgentGroup = RpcGroup.make(
+  AgentCreateRpc,
+  AgentListRpc,
+  AgentSendRpc,
+  AgentWaitRpc,
+  AgentAttachRpc,
+  AgentInspectRpc,
+  AgentTerminateRpc,
+  AgentResumeRpc,
+  AgentLogsRpc
+)

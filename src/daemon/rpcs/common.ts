@@ -1,0 +1,80 @@
+// The admin protocol's shared pieces: its wire errors and the shapes several areas use.
+// Each area's methods are in a module of their own (this directory) so a CLI command evaluates
+// only the Schemas of the methods it calls; src/daemon/Rpcs.ts gathers them into the one
+// group the daemon serves.
+import { Schema } from "effect"
+import { UsageWithTurns } from "../../domain/usage.js"
+
+// ---------------------------------------------------------------------------------------------
+// Wire errors. `code` is what a JSON-RPC client sees as `error.code` (@effect/rpc copies a
+// failure's `code` field there); the CLI maps `_tag` to its exit codes (docs/cli.md).
+
+export const ErrorCode = {
+  internal: -32000,
+  notFound: -32001,
+  invalidInput: -32002,
+  unavailable: -32003
+} as const
+
+export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", {
+  code: Schema.optionalWith(Schema.Number, { default: () => ErrorCode.notFound }),
+  kind: Schema.Literal("agent", "session", "workspace", "message", "provider", "turn"),
+  id: Schema.String,
+  message: Schema.String
+}) {}
+
+export class InvalidInput extends Schema.TaggedError<InvalidInput>()("InvalidInput", {
+  code: Schema.optionalWith(Schema.Number, { default: () => ErrorCode.invalidInput }),
+  field: Schema.String,
+  message: Schema.String
+}) {}
+
+/** The daemon cannot do this now (feature not available yet, shutting down, …). */
+export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable", {
+  code: Schema.optionalWith(Schema.Number, { default: () => ErrorCode.unavailable }),
+  message: Schema.String
+}) {}
+
+/** Anything else that went wrong inside the daemon; the daemon keeps running. */
+export class Internal extends Schema.TaggedError<Internal>()("Internal", {
+  code: Schema.optionalWith(Schema.Number, { default: () => ErrorCode.internal }),
+  message: Schema.String
+}) {}
+
+export const RpcError = Schema.Union(NotFound, InvalidInput, Unavailable, Internal)
+export type RpcError = typeof RpcError.Type
+
+// ---------------------------------------------------------------------------------------------
+// Shapes
+
+/** What a person types for a thing: its id, its name or a unique id prefix (src/daemon/Refs.ts). */
+const ref = (what: string) =>
+  Schema.String.pipe(Schema.filter((s) => s.trim().length >= 1 && s.length <= 256, {
+    message: () => `expected ${what}: a name, an id or a unique id prefix (1-256 characters)`
+  }))
+
+/** An agent: id, name, unique id prefix, or its session's id. */
+export const AgentRef = ref("an agent")
+/** A workspace: id, name or unique id prefix. */
+export const WorkspaceRef = ref("a workspace")
+/** A session: id or unique id prefix, or an agent reference (that agent's session). */
+export const SessionRef = ref("a session")
+/** A recorded turn of a workspace: id or unique id prefix (`substrat workspace log`). */
+export const TurnRef = ref("a turn")
+
+/** The text of one message from USER. */
+export const MessageText = Schema.String.pipe(Schema.maxLength(512 * 1024))
+
+export const Usage = UsageWithTurns
+export type Usage = typeof Usage.Type
+
+/** Budget limits to set: absent keeps a limit, null removes it (docs/budgets.md). */
+const Limit = Schema.NullOr(Schema.Number.pipe(Schema.nonNegative()))
+
+export const BudgetPatch = Schema.Struct({
+  usd: Schema.optional(Limit),
+  tokens: Schema.optional(Limit),
+  turns: Schema.optional(Limit),
+  time_s: Schema.optional(Limit)
+})
+export type BudgetPatch = typeof BudgetPatch.Type

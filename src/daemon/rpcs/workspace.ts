@@ -1,0 +1,117 @@
+// Admin methods `workspace.*` (docs/protocol.md, docs/cli.md "Workspaces").
+import * as Rpc from "@effect/rpc/Rpc"
+import * as RpcGroup from "@effect/rpc/RpcGroup"
+import { Schema } from "effect"
+import { TurnId, WorkspaceId } from "../../domain/ids.js"
+import { BindMode, WorkspaceSpec } from "../../domain/workspace.js"
+import { RpcError, TurnRef, WorkspaceRef } from "./common.js"
+
+export class WorkspaceCreateRpc extends Rpc.make("workspace.create", {
+  payload: {
+    name: Schema.optional(Schema.String),
+    parent: Schema.optional(WorkspaceRef),
+    network: Schema.optional(Schema.Boolean)
+  },
+  success: WorkspaceSpec,
+  error: RpcError
+}) {}
+export class WorkspaceListRpc extends Rpc.make("workspace.list", {
+  success: Schema.Struct({ workspaces: Schema.Array(WorkspaceSpec) }),
+  error: RpcError
+}) {}
+export class WorkspaceLinkRpc extends Rpc.make("workspace.link", {
+  payload: {
+    workspace: WorkspaceRef,
+    host_path: Schema.String,
+    mount_path: Schema.String,
+    mode: Schema.optional(BindMode)
+  },
+  success: WorkspaceSpec,
+  error: RpcError
+}) {}
+export class WorkspaceDeleteRpc extends Rpc.make("workspace.delete", {
+  /** `force`: delete even while an agent uses it (or a descendant), and with child workspaces. */
+  payload: { workspace: WorkspaceRef, force: Schema.optional(Schema.Boolean) },
+  /** `removed`: every workspace deleted (children first, then this one). */
+  success: Schema.Struct({
+    workspace: WorkspaceId,
+    deleted: Schema.Boolean,
+    removed: Schema.optional(Schema.Array(WorkspaceId))
+  }),
+  error: RpcError
+}) {}
+
+/** One changed path of a turn (relative to the workspace's own root). */
+export const ChangedPath = Schema.Struct({
+  path: Schema.String,
+  change: Schema.Literal("added", "modified", "deleted")
+})
+
+/** What one turn changed (with `turn`), or what changed since the last recorded turn (without). */
+export class WorkspaceDiffRpc extends Rpc.make("workspace.diff", {
+  payload: { workspace: WorkspaceRef, turn: Schema.optional(TurnRef) },
+  success: Schema.Struct({
+    workspace: WorkspaceId,
+    turn: Schema.NullOr(TurnId),
+    paths: Schema.Array(ChangedPath),
+    /** Unified diff (git format), paths relative to the workspace root. */
+    diff: Schema.String
+  }),
+  error: RpcError
+}) {}
+
+/** A history commit made for a turn: revert's, or record's. commit null: nothing to commit. */
+const TurnCommitResult = Schema.Struct({
+  workspace: WorkspaceId,
+  turn: TurnId,
+  commit: Schema.NullOr(Schema.String),
+  paths: Schema.Array(ChangedPath)
+})
+
+/** Undo one recorded turn with a new history commit (null when there was nothing left to undo). */
+export class WorkspaceRevertRpc extends Rpc.make("workspace.revert", {
+  payload: { workspace: WorkspaceRef, turn: TurnRef },
+  success: TurnCommitResult,
+  error: RpcError
+}) {}
+
+/**
+ * Record what changed in a workspace since its last recorded turn as one turn of `author`
+ * (`substrat workspace shell`: the human's changes). commit null: nothing changed.
+ */
+export class WorkspaceRecordRpc extends Rpc.make("workspace.record", {
+  payload: {
+    workspace: WorkspaceId,
+    author: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64)),
+    summary: Schema.optional(Schema.String.pipe(Schema.maxLength(200)))
+  },
+  success: TurnCommitResult,
+  error: RpcError
+}) {}
+
+/** Recorded turns touching a workspace, newest first. */
+export class WorkspaceLogRpc extends Rpc.make("workspace.log", {
+  payload: { workspace: WorkspaceRef, limit: Schema.optional(Schema.Number) },
+  success: Schema.Struct({
+    workspace: WorkspaceId,
+    turns: Schema.Array(Schema.Struct({
+      commit: Schema.String,
+      turn_id: Schema.NullOr(Schema.String),
+      agent: Schema.String,
+      time: Schema.String,
+      subject: Schema.String
+    }))
+  }),
+  error: RpcError
+}) {}
+
+export const WorkspaceGroup = RpcGroup.make(
+  WorkspaceCreateRpc,
+  WorkspaceListRpc,
+  WorkspaceLinkRpc,
+  WorkspaceDeleteRpc,
+  WorkspaceDiffRpc,
+  WorkspaceRevertRpc,
+  WorkspaceLogRpc,
+  WorkspaceRecordRpc
+)
