@@ -8,7 +8,8 @@
 // Usage: `tsx scripts/build.ts` (npm run build; also the pretest/predemo/prebench hook).
 import * as esbuild from "esbuild"
 import { spawnSync } from "node:child_process"
-import { mkdirSync, renameSync, rmSync } from "node:fs"
+import { mkdirSync, readFileSync, renameSync, rmSync } from "node:fs"
+import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -16,15 +17,18 @@ import { fileURLToPath } from "node:url"
 const root = join(dirname(fileURLToPath(import.meta.url)), "..")
 const dist = join(root, "dist")
 
-/** Modules the CLI never calls (msgpack serialization, config-file parsers, fast-check arbitraries). */
-const stubbed = /^(msgpackr|yaml|toml|ini|fast-check)$/
-const stubPlugin: esbuild.Plugin = {
+/** Stand-ins (`{}`) for modules a bundle never calls. */
+const stub = (modules: RegExp): esbuild.Plugin => ({
   name: "stub-unused",
   setup(build) {
-    build.onResolve({ filter: stubbed }, (args) => ({ path: args.path, namespace: "stub" }))
+    build.onResolve({ filter: modules }, (args) => ({ path: args.path, namespace: "stub" }))
     build.onLoad({ filter: /.*/, namespace: "stub" }, () => ({ contents: "module.exports = {}", loader: "js" }))
   }
-}
+})
+/** Msgpack serialization, config-file parsers, fast-check arbitraries: never called by the CLI or the MCP server. */
+const stubPlugin = stub(/^(msgpackr|yaml|toml|ini|fast-check)$/)
+/** The client also never opens a WebSocket (@effect/platform-node's NodeSocket imports `ws` for one). */
+const stubClient = stub(/^(msgpackr|yaml|toml|ini|fast-check|ws)$/)
 
 /** The lean bundle leaves the daemon out (the launcher runs `daemon run` from dist/daemon.cjs). */
 const withoutDaemon: esbuild.Plugin = {
@@ -36,6 +40,47 @@ const withoutDaemon: esbuild.Plugin = {
       contents: "throw new Error('dist/cli.cjs has no daemon: run `substrat daemon run` through scripts/substrat.js')",
       loader: "js"
     }))
+  }
+}
+
+/** The packages whose index only re-exports modules (`export * as Effect from "./Effect.js"`). */
+const barrels = ["effect", "@effect/cli", "@effect/platform", "@effect/platform-node"]
+const barrelImport = new RegExp(`import\\s*\\{([^}]*)\\}\\s*from\\s*"(${barrels.join("|")})"`, "g")
+
+/** A barrel's namespaces: name → module specifier (`Effect` → `effect/Effect`). */
+const namespacesOf = (pkg: string): ReadonlyMap<string, string> => {
+  const index = createRequire(join(root, "package.json")).resolve(pkg).replace(/[/\\]dist[/\\]cjs[/\\]index\.js$/, "/dist/esm/index.js")
+  const names = new Map<string, string>()
+  for (const m of readFileSync(index, "utf8").matchAll(/export \* as (\w+) from "\.\/(\w+)\.js"/g)) names.set(m[1]!, `${pkg}/${m[2]}`)
+  return names
+}
+
+/**
+ * `import { Effect, Schema } from "effect"` in our sources becomes `import * as Effect from
+ * "effect/Effect"` (the same module the index re-exports). In a bundle whose modules are loaded
+ * on demand (main.ts imports each command when it runs), esbuild keeps a barrel whole and
+ * evaluates every module it re-exports at the first import; deep imports evaluate only what is used.
+ */
+const deepImports: esbuild.Plugin = {
+  name: "deep-imports",
+  setup(build) {
+    const known = new Map(barrels.map((b) => [b, namespacesOf(b)]))
+    build.onLoad({ filter: /[/\\]src[/\\].*\.ts$/ }, (args) => {
+      const source = readFileSync(args.path, "utf8")
+      const contents = source.replace(barrelImport, (_import, names: string, pkg: string) => {
+        const modules = known.get(pkg)!
+        const rest: Array<string> = []
+        const deep: Array<string> = []
+        for (const spec of names.split(",").map((n) => n.trim()).filter((n) => n.length > 0)) {
+          const m = /^(type\s+)?(\w+)(?:\s+as\s+(\w+))?$/.exec(spec)
+          const target = m === null ? undefined : modules.get(m[2]!)
+          if (m === null || target === undefined) rest.push(spec)
+          else deep.push(`import ${m[1] ?? ""}* as ${m[3] ?? m[2]} from "${target}"`)
+        }
+        return [...deep, ...(rest.length > 0 ? [`import { ${rest.join(", ")} } from "${pkg}"`] : [])].join("; ")
+      })
+      return { contents, loader: "ts" }
+    })
   }
 }
 
@@ -70,7 +115,7 @@ export const buildOne = async (entry: string, out: string, plugins: Array<esbuil
 export const build = async (): Promise<void> => {
   mkdirSync(dist, { recursive: true })
   await Promise.all([
-    buildOne("src/bin.ts", join(dist, "cli.cjs"), [stubPlugin, withoutDaemon]),
+    buildOne("src/bin.ts", join(dist, "cli.cjs"), [stubClient, withoutDaemon, deepImports]),
     buildOne("src/bin.ts", join(dist, "daemon.cjs"), []),
     // The per-agent MCP stdio server: spawned by the provider CLIs once per turn, so it is a
     // bundle of its own with only src/mcp in it (see src/mcp/main.ts, docs/tools.md).

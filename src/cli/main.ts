@@ -1,44 +1,97 @@
 // The `substrat` command tree, and how any outcome becomes one line on stderr + an exit code.
+// Each top-level command's module is imported when the command line names it: `substrat agent
+// list` evaluates the agent commands (and the Schemas of the agent methods) only. Help for the
+// top level, completion, and a word that is no command load them all, so what they print is
+// the same as with the whole tree.
 import { Command, ValidationError } from "@effect/cli"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as NodePath from "@effect/platform-node/NodePath"
 import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
 import { Cause, Console, Effect, Layer, Option } from "effect"
 import { CliError } from "./Client.js"
-import { agentCommand } from "./commands/agent.js"
-import { cleanupCommand } from "./commands/cleanup.js"
-import { configCommand } from "./commands/config.js"
-import { daemonCommand } from "./commands/daemon.js"
-import { doctorCommand } from "./commands/doctor.js"
-import { logsCommand } from "./commands/logs.js"
-import { sessionCommand } from "./commands/session.js"
-import { swarmCommand } from "./commands/swarm.js"
-import { workspaceCommand } from "./commands/workspace.js"
-import { budgetCommand, inboxCommand } from "./commands/budget.js"
-import { capsCommand } from "./commands/caps.js"
-import { uiCommand } from "./commands/ui.js"
 import { errorLine, exitCodeOf, ExitCode } from "./Exit.js"
 import { frontDoor, terminalStyle } from "./Front.js"
 import { describe } from "./Help.js"
 import { commandTree, type CommandNode } from "./Tree.js"
 import { version } from "../version.js"
 
-export const root = Command.make("substrat").pipe(
-  Command.withDescription(describe("durable, sandboxed trees of LLM coding agents: a daemon and its CLI", {
-    examples: [
-      "substrat daemon start",
-      "substrat agent create --name alpha --provider scripted:demo",
-      "substrat agent send alpha \"Summarise README.md\""
-    ]
-  })),
-  Command.withSubcommands([daemonCommand, agentCommand, logsCommand, sessionCommand, workspaceCommand, swarmCommand, doctorCommand, cleanupCommand, uiCommand, configCommand, budgetCommand, capsCommand, inboxCommand])
-)
+/** Each top-level command, in the order `substrat --help` lists them, and how to load it. */
+const commands = {
+  daemon: () => import("./commands/daemon.js").then((m) => m.daemonCommand),
+  agent: () => import("./commands/agent.js").then((m) => m.agentCommand),
+  logs: () => import("./commands/logs.js").then((m) => m.logsCommand),
+  session: () => import("./commands/session.js").then((m) => m.sessionCommand),
+  workspace: () => import("./commands/workspace.js").then((m) => m.workspaceCommand),
+  swarm: () => import("./commands/swarm.js").then((m) => m.swarmCommand),
+  doctor: () => import("./commands/doctor.js").then((m) => m.doctorCommand),
+  cleanup: () => import("./commands/cleanup.js").then((m) => m.cleanupCommand),
+  ui: () => import("./commands/ui.js").then((m) => m.uiCommand),
+  config: () => import("./commands/config.js").then((m) => m.configCommand),
+  budget: () => import("./commands/budget.js").then((m) => m.budgetCommand),
+  caps: () => import("./commands/caps.js").then((m) => m.capsCommand),
+  inbox: () => import("./commands/budget.js").then((m) => m.inboxCommand)
+}
+type Name = keyof typeof commands
+type TopCommand = Awaited<ReturnType<(typeof commands)[Name]>>
+const names = Object.keys(commands) as Array<Name>
+const isName = (word: string): word is Name => Object.prototype.hasOwnProperty.call(commands, word)
 
-const cli = Command.run(root, { name: "substrat", version })
+const rootOf = (subcommands: readonly [TopCommand, ...Array<TopCommand>]) =>
+  Command.make("substrat").pipe(
+    Command.withDescription(describe("durable, sandboxed trees of LLM coding agents: a daemon and its CLI", {
+      examples: [
+        "substrat daemon start",
+        "substrat agent create --name alpha --provider scripted:demo",
+        "substrat agent send alpha \"Summarise README.md\""
+      ]
+    })),
+    Command.withSubcommands(subcommands)
+  )
+type Root = ReturnType<typeof rootOf>
 
-let tree: CommandNode | undefined
-/** The command tree our help and completion read (built once, on first use). */
-export const rootTree = (): CommandNode => (tree ??= commandTree(root))
+interface Loaded {
+  readonly root: Root
+  readonly tree: CommandNode
+  /** Every command is in it. */
+  readonly whole: boolean
+}
+
+const load = async (only: ReadonlyArray<Name>): Promise<Loaded> => {
+  const [first, ...rest] = await Promise.all(only.map((n) => commands[n]()))
+  const root = rootOf([first!, ...rest])
+  return { root, tree: commandTree(root), whole: only.length === names.length }
+}
+
+let whole: Promise<Loaded> | undefined
+/** The whole command tree (every command loaded), built once. */
+const loadAll = (): Promise<Loaded> => (whole ??= load(names))
+
+/** The command tree our help and completion read. */
+export const rootTree = (): Promise<CommandNode> => loadAll().then((l) => l.tree)
+
+/**
+ * The top-level command `args` run, when it is one: their first word that is not a flag (the
+ * top level has no flags taking a value). Below it, the front door and @effect/cli see the same
+ * subtree as in the whole tree, so a tree of that command alone answers the same.
+ */
+export const commandNamed = (args: ReadonlyArray<string>): Name | undefined => {
+  if (args[0] === "__complete") return undefined
+  for (const a of args) {
+    if (a === "--") return undefined
+    if (a.startsWith("-") && a.length > 1) continue
+    return isName(a) ? a : undefined
+  }
+  return undefined
+}
+
+/** The tree for `args`: only the command they name, else all of them. */
+const loadFor = (args: ReadonlyArray<string>): Promise<Loaded> => {
+  const name = commandNamed(args)
+  return name === undefined ? loadAll() : load([name])
+}
+
+/** The command tree `main` answers `args` (argv without node and the script) with. */
+export const treeFor = (args: ReadonlyArray<string>): Promise<CommandNode> => loadFor(args).then((l) => l.tree)
 
 const CliEnv = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer, NodeTerminal.layer)
 
@@ -55,28 +108,35 @@ export const oneLine = (doc: string): string => {
 }
 
 /** Run the CLI on `argv` (process.argv shape); succeeds with the process exit code. */
-export const main = (argv: ReadonlyArray<string>): Effect.Effect<number> => {
-  const door = frontDoor(rootTree(), argv.slice(2), version, terminalStyle())
-  if (door._tag === "parse") return parse([...argv.slice(0, 2), ...door.args], door.path)
-  return door.effect.pipe(
-    Effect.catchAllCause((cause) => {
-      const failure = Cause.failureOption(cause)
-      if (Option.isSome(failure)) {
-        const e = failure.value
-        if (e instanceof CliError) return Effect.as(Console.error(errorLine(e.message)), exitCodeOf(e.kind))
-      }
-      return Effect.failCause(cause)
-    }),
-    Effect.catchAllCause((cause) =>
-      Cause.isInterruptedOnly(cause)
-        ? Effect.succeed(ExitCode.ok)
-        : Effect.as(Console.error(errorLine(`internal error: ${Cause.pretty(cause)}`)), ExitCode.internal)
+export const main = (argv: ReadonlyArray<string>): Effect.Effect<number> =>
+  Effect.flatMap(Effect.promise(() => loadFor(argv.slice(2))), ({ root, tree, whole }) => {
+    const door = frontDoor(tree, argv.slice(2), version, terminalStyle())
+    if (door._tag === "parse") return parse(root, [...argv.slice(0, 2), ...door.args], door.path, whole)
+    return door.effect.pipe(
+      Effect.catchAllCause((cause) => {
+        const failure = Cause.failureOption(cause)
+        if (Option.isSome(failure)) {
+          const e = failure.value
+          if (e instanceof CliError) return Effect.as(Console.error(errorLine(e.message)), exitCodeOf(e.kind))
+        }
+        return Effect.failCause(cause)
+      }),
+      Effect.catchAllCause((cause) =>
+        Cause.isInterruptedOnly(cause)
+          ? Effect.succeed(ExitCode.ok)
+          : Effect.as(Console.error(errorLine(`internal error: ${Cause.pretty(cause)}`)), ExitCode.internal)
+      )
     )
-  )
-}
+  })
 
-/** @effect/cli parses and runs the command; its errors become one line + exit code. */
-const parse = (argv: ReadonlyArray<string>, path: string): Effect.Effect<number> => {
+/**
+ * @effect/cli parses and runs the command; its errors become one line + exit code. `whole`: the
+ * tree has every command. @effect/cli's words for a command line it refuses can name the
+ * top-level commands, so a refusal by a tree of one command is parsed again with the whole tree
+ * (the command itself has not run: parsing comes first).
+ */
+const parse = (root: Root, argv: ReadonlyArray<string>, path: string, whole: boolean): Effect.Effect<number> => {
+  const cli = Command.run(root, { name: "substrat", version })
   const captured: Array<string> = []
   const capturing = Effect.map(Console.consoleWith(Effect.succeed), (base): Console.Console => ({
     ...base,
@@ -91,6 +151,7 @@ const parse = (argv: ReadonlyArray<string>, path: string): Effect.Effect<number>
         const e = failure.value
         if (e instanceof CliError) return Effect.as(Console.error(errorLine(e.message)), exitCodeOf(e.kind))
         if (ValidationError.isValidationError(e)) {
+          if (!whole) return Effect.flatMap(Effect.promise(loadAll), (l) => parse(l.root, argv, path, true))
           const text = captured.length > 0 ? oneLine(captured.join("\n")) : "invalid command line"
           return Effect.as(Console.error(errorLine(`${text} (see ${path} --help)`)), ExitCode.invalidInput)
         }

@@ -2,15 +2,16 @@
 // (a description for every flag, no type boilerplate, 1–3 examples, the full command path in
 // USAGE), a top level that fits a screen, colours only when wanted, "did you mean" at the
 // level of the typo, and what completion offers below the top level.
-import { describe, expect, it } from "vitest"
+import { Effect } from "effect"
+import { describe, expect, it, vi } from "vitest"
 import { want } from "../../src/cli/Completion.js"
 import { frontDoor } from "../../src/cli/Front.js"
 import { renderHelp, unknownCommandMessage, unknownFlagMessage, wantsColor } from "../../src/cli/Help.js"
-import { rootTree } from "../../src/cli/main.js"
+import { commandNamed, main, rootTree, treeFor } from "../../src/cli/main.js"
 import { allNodes, resolve } from "../../src/cli/Tree.js"
 
 const plain = { color: false, width: 100 }
-const tree = rootTree()
+const tree = await rootTree()
 const nodes = allNodes(tree)
 const boilerplate = /user-defined piece of text|true or false value|This setting is optional|One of the following|An integer/
 
@@ -102,5 +103,38 @@ describe("completion (what __complete offers)", () => {
     expect(want(tree, ["agent", "create", "--workspace", ""]).want).toEqual({ _tag: "dynamic", kind: "workspace" })
     expect(want(tree, ["agent", "list", "--home", ""]).want).toEqual({ _tag: "paths", dirsOnly: true })
     expect(want(tree, ["session", "resume", ""]).want).toEqual({ _tag: "dynamic", kind: "session" })
+  })
+})
+
+describe("loading only the command the command line names", () => {
+  it("finds the top-level command: the first word that is not a flag", () => {
+    expect(commandNamed(["agent", "list"])).toBe("agent")
+    expect(commandNamed(["--json", "workspace", "ls"])).toBe("workspace")
+    expect(commandNamed(["inbox"])).toBe("inbox")
+    // Help of the top level, completion, typos and words after `--` need the whole tree.
+    for (const args of [[], ["--help"], ["--completions", "bash"], ["__complete", "agent", ""], ["agnet", "list"], ["--", "agent"], ["-", "agent"], ["constructor"]]) {
+      expect(commandNamed(args), args.join(" ")).toBeUndefined()
+    }
+  })
+
+  for (const child of tree.children) {
+    it(`substrat ${child.name}: the same subtree as in the whole tree, alone`, async () => {
+      const partial = await treeFor([child.name, "--json"])
+      expect(partial.name).toBe(tree.name)
+      expect(partial.children).toEqual([child])
+    })
+  }
+
+  it("a command line @effect/cli refuses gets the whole tree's words (they name every top-level command)", async () => {
+    const errors = vi.spyOn(console, "error").mockImplementation(() => {})
+    try {
+      const code = await Effect.runPromise(main(["node", "substrat", "--json", "agent", "list"]))
+      expect(code).toBe(2)
+      const line = errors.mock.calls.map((c) => c.join(" ")).join("\n")
+      expect(line).toContain("Invalid subcommand for substrat")
+      for (const c of tree.children) expect(line).toContain(`'${c.name}'`)
+    } finally {
+      errors.mockRestore()
+    }
   })
 })
