@@ -8,7 +8,7 @@
 // Usage: `tsx scripts/build.ts` (npm run build; also the pretest/predemo/prebench hook).
 import * as esbuild from "esbuild"
 import { spawnSync } from "node:child_process"
-import { mkdirSync, readFileSync, renameSync, rmSync } from "node:fs"
+import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
@@ -86,6 +86,8 @@ const deepImports: esbuild.Plugin = {
 
 const common: esbuild.BuildOptions = {
   bundle: true,
+  // Paths in the metafile (the `.inputs` lists) relative to the repository, whatever the cwd.
+  absWorkingDir: root,
   platform: "node",
   format: "cjs",
   target: "node20",
@@ -106,8 +108,12 @@ const common: esbuild.BuildOptions = {
  */
 export const buildOne = async (entry: string, out: string, plugins: Array<esbuild.Plugin> = []) => {
   const tmp = `${out}.${process.pid}.tmp`
-  await esbuild.build({ ...common, entryPoints: [join(root, entry)], outfile: tmp, plugins })
-  // Atomic: a concurrently starting CLI never sees half a bundle.
+  const result = await esbuild.build({ ...common, entryPoints: [join(root, entry)], outfile: tmp, plugins, metafile: true })
+  // The sources the bundle was built from: scripts/substrat.cjs compares only these with the
+  // bundle to decide whether it is stale (instead of every file under src/).
+  const sources = Object.keys(result.metafile.inputs).filter((f) => f.startsWith("src/"))
+  writeFileSync(`${out}.inputs`, JSON.stringify([...sources, "package.json", "scripts/build.ts"]))
+  // Atomic: a concurrently starting CLI never sees half a bundle (its inputs list is written first).
   renameSync(`${tmp}.map`, `${out}.map`)
   renameSync(tmp, out)
 }

@@ -22,9 +22,27 @@ const wantsMcp = argv[0] === "mcp-server"
 if (wantsMcp) process.argv.splice(2, 1)
 const bundle = path.join(root, "dist", wantsDaemon ? "daemon.cjs" : wantsMcp ? "mcp-server.cjs" : "cli.cjs")
 
-/** Newest mtime among the sources a bundle is built from (0 when there is no src/: installed package). */
-const newestSource = () => {
+/**
+ * Newest mtime among the sources `file` is built from: those the build listed in
+ * `<file>.inputs` (Infinity when one is gone), else every file under src/ (0 when there is no
+ * src/: an installed package).
+ */
+const newestSource = (file) => {
   let newest = 0
+  let inputs
+  try {
+    inputs = JSON.parse(fs.readFileSync(`${file}.inputs`, "utf8"))
+  } catch {}
+  if (Array.isArray(inputs)) {
+    for (const f of inputs) {
+      try {
+        newest = Math.max(newest, fs.statSync(path.join(root, f)).mtimeMs)
+      } catch {
+        return Infinity
+      }
+    }
+    return newest
+  }
   const visit = (dir) => {
     let entries
     try {
@@ -49,7 +67,7 @@ const newestSource = () => {
 
 const isFresh = (file) => {
   try {
-    return fs.statSync(file).mtimeMs >= newestSource()
+    return fs.statSync(file).mtimeMs >= newestSource(file)
   } catch {
     return false
   }
