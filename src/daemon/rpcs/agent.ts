@@ -1,13 +1,44 @@
 // Admin methods `agent.*` (docs/protocol.md).
 import * as Rpc from "@effect/rpc/Rpc"
 import * as RpcGroup from "@effect/rpc/RpcGroup"
-import { Schema } from "effect"
+import { ParseResult, Schema, SchemaAST } from "effect"
 import { AgentNode } from "../../domain/agent.js"
 import { TreeCaps } from "../../domain/caps.js"
 import { AgentId, MessageId } from "../../domain/ids.js"
 import { RecentMessage, RecentTurn } from "../../domain/inspection.js"
 import { AgentRef, BudgetPatch, MessageText, RpcError, Usage, WorkspaceRef } from "./common.js"
 import { SessionInfo } from "./session.js"
+
+const decodeAgentNode = ParseResult.decodeUnknown(AgentNode)
+
+/**
+ * `AgentNode` as the admin methods send it: the same JSON and, decoded, the same checked
+ * `AgentNode` instance. Only encoding differs: `AgentNode` itself would check every field of an
+ * instance against its refinements again (UUID and name patterns) on every answer, although the
+ * instance was checked when it was built; here encoding copies the fields. A value that is not an
+ * `AgentNode` instance is still refused, as by `AgentNode`. JSON Schema (the OpenAPI document) is
+ * `AgentNode`'s, refinements included.
+ */
+export const AgentNodeOnWire: Schema.Schema<AgentNode, typeof AgentNode.Encoded> = Schema.transformOrFail(
+  Schema.encodedSchema(AgentNode),
+  Schema.declare((u): u is AgentNode => u instanceof AgentNode, { identifier: "AgentNode" }),
+  {
+    strict: true,
+    decode: (fields, options) => decodeAgentNode(fields, options),
+    encode: (n) =>
+      ParseResult.succeed({
+        id: n.id,
+        name: n.name,
+        session_id: n.session_id,
+        parent_id: n.parent_id,
+        instructions: n.instructions,
+        role: n.role,
+        provider: n.provider,
+        workspace_id: n.workspace_id,
+        state: n.state
+      })
+  }
+).annotations({ identifier: "AgentNode", [SchemaAST.SurrogateAnnotationId]: AgentNode.ast })
 
 /** A busy agent's running turn: since when, and its current step (src/daemon/Progress.ts). */
 export const AgentActivity = Schema.Struct({
@@ -21,10 +52,10 @@ export const AgentActivity = Schema.Struct({
 export type AgentActivity = typeof AgentActivity.Type
 
 export const InspectResult = Schema.Struct({
-  agent: AgentNode,
+  agent: AgentNodeOnWire,
   session: Schema.NullOr(SessionInfo),
   parent: Schema.NullOr(Schema.String),
-  children: Schema.Array(AgentNode),
+  children: Schema.Array(AgentNodeOnWire),
   /** Messages waiting in the agent's inbox. */
   inbox: Schema.Number,
   queued_turns: Schema.Number,
@@ -62,7 +93,7 @@ export class AgentCreateRpc extends Rpc.make("agent.create", {
     /** The new tree's own caps (docs/budgets.md, "Caps"); absent/null fields: the config's. */
     caps: Schema.optional(Schema.partial(TreeCaps))
   },
-  success: AgentNode,
+  success: AgentNodeOnWire,
   error: RpcError
 }) {}
 
@@ -72,7 +103,7 @@ export class AgentListRpc extends Rpc.make("agent.list", {
   /** `all`: terminated agents too (state `terminated`), after the live tree. No params: live only. */
   payload: Schema.UndefinedOr(AgentListParams),
   /** `activity`: the running turn of each busy agent. */
-  success: Schema.Struct({ agents: Schema.Array(AgentNode), activity: Schema.optional(Schema.Array(AgentActivity)) }),
+  success: Schema.Struct({ agents: Schema.Array(AgentNodeOnWire), activity: Schema.optional(Schema.Array(AgentActivity)) }),
   error: RpcError
 }) {}
 
