@@ -1,5 +1,6 @@
 // Recovery benchmark: start-up recovery over generated agent logs (written directly as files —
-// fast), next to a raw baseline in the same run: read every session.json + events.jsonl and
+// fast, in the form the daemon writes them: typed envelope fields, 1 agent in 20 with the older
+// `metadata` envelope form), next to a raw baseline in the same run: read every session.json + events.jsonl and
 // JSON.parse each line. ratio = raw time / recovery time (goal ≥ 0.5). Linearity: µs per event
 // and per agent across the configurations.
 //   default (`npm run bench`):          1k and 10k agents, ~1M events each
@@ -71,6 +72,7 @@ export const generate = (home: string, agents: number, events: number): number =
       workspace: null
     })
     const sender = root ? "USER" : agentIds[parentIdx]!
+    const senderName = root ? "USER" : `agent-${parentIdx}`
     let n = 2
     let k = 0
     while (n < perAgent) {
@@ -85,7 +87,9 @@ export const generate = (home: string, agents: number, events: number): number =
         reply_to: null,
         kind: "notification",
         payload: `Please look at item ${k} of the backlog and report what you find; keep it short.`,
-        metadata: { sender_name: root ? "USER" : `agent-${parentIdx}` }
+        // The typed envelope, as the daemon writes it; a small slice of agents (1 in 20) keeps
+        // the older `metadata` form that logs written before the typed fields carry.
+        ...(i % 20 === 7 ? { metadata: { sender_name: senderName } } : { sender_name: senderName })
       })
       n++
       // The last message of every fifth agent stays pending (re-injected by recovery).
