@@ -1,34 +1,35 @@
-// Fold checkpoints (docs/recovery.md, "Start-up time and history"): where a long log's fold
-// stood at a line boundary, so the next start-up reads only the lines appended since. One file
-// for the home, `$SUBSTRAT_HOME/recovery.checkpoint`, one entry per session whose log has grown
-// by at least CHECKPOINT_LINES lines since its last checkpoint; written by recovery with an
-// atomic replace, read by the next recovery's read pass.
+// Fold checkpoints (docs/recovery.md, "Start-up time and history"): where a log's fold stood
+// at a line boundary, so the next start-up reads only the lines appended since — and does not
+// open a log that has not changed at all. One file for the home, `$SUBSTRAT_HOME/recovery.checkpoint`,
+// one entry per session whose log was folded past its last checkpoint; written by recovery with
+// an atomic replace, read by the next recovery's read pass.
 //
-// A checkpoint is a cache, never the truth: an entry is used only if the log still holds, at
-// the same byte offset, the line the fold ended on (its SHA-256); otherwise the log is folded
-// from its start. A file that does not decode (damaged, or written by another FOLD_VERSION) is
-// ignored whole (an entry that does not decode, alone). The fold's state is encoded and decoded with the Schemas below, built from
-// the event catalog's own Schemas.
+// A checkpoint is a cache, never the truth. An entry is used without opening the log only if
+// the checkpoint covered the whole file and `stat` shows the same file as then (inode, size,
+// mtime and ctime in ns: the log is append-only, and every append, repair or rewrite changes
+// size or times). Otherwise it is used only if the log still holds, at the same byte offset, the
+// line the fold ended on (its SHA-256), and the log is folded on from there; failing that, from
+// its start. A file that does not decode (damaged, or written by another FOLD_VERSION) is
+// ignored whole (an entry that does not decode, alone). The fold's state is encoded and decoded
+// with the Schemas below, built from the event catalog's own Schemas.
 import { Either, Schema } from "effect"
 import { createHash } from "node:crypto"
+import type { BigIntStats } from "node:fs"
 import { Budget } from "../domain/budget.js"
-import {
-  AgentCreatedData,
-  AgentQuarantinedData,
-  JsonValue,
-  ProviderErrorData,
-  TurnCompleteData
-} from "../domain/events.js"
-import { MessageId, SessionId, TurnId } from "../domain/ids.js"
+import { TreeCaps } from "../domain/caps.js"
+import { AgentCreatedData, AgentQuarantinedData, JsonValue, SpawnQueuedData } from "../domain/events.js"
+import { MessageId, SessionId } from "../domain/ids.js"
 import { MessageEnvelopeFromLog, Sender } from "../domain/message.js"
+import { Session } from "../domain/session.js"
 import { UsageTotals } from "../domain/usage.js"
 
 /** Bump when the fold's state or any handler in Fold.ts changes meaning: older files are then ignored. */
-export const FOLD_VERSION = 2
+export const FOLD_VERSION = 3
 /** A session's log gets a (new) checkpoint once this many lines were folded past its last one. */
-export const CHECKPOINT_LINES = 64
+export const CHECKPOINT_LINES = 1
 
 const Pending = Schema.Struct({ envelope: MessageEnvelopeFromLog, seq: Schema.Number })
+/** A message of the recent-activity ring, as `inspect_agent` shows it (texts excerpted). */
 const RecentMessage = Schema.Struct({
   direction: Schema.Literal("in", "out"),
   peer: Schema.NullOr(Schema.String),
@@ -36,51 +37,85 @@ const RecentMessage = Schema.Struct({
   message_id: Schema.String,
   text: Schema.String
 })
-const TurnEnd = Schema.Union(
-  Schema.Struct({ _tag: Schema.Literal("complete"), data: TurnCompleteData }),
-  Schema.Struct({ _tag: Schema.Literal("failed"), turn_id: TurnId, data: ProviderErrorData })
-)
-const Noted = Schema.Union(
-  Schema.Struct({ _tag: Schema.Literal("enqueued"), envelope: MessageEnvelopeFromLog }),
-  Schema.Struct({ _tag: Schema.Literal("sent"), m: RecentMessage })
-)
+/** A turn of the recent-activity ring, as `inspect_agent` shows it (texts excerpted). */
+const RecentTurn = Schema.Struct({
+  turn_id: Schema.String,
+  prompt: Schema.String,
+  response: Schema.String,
+  error: Schema.NullOr(Schema.String)
+})
 const pairs = <K extends Schema.Schema.AnyNoContext, V extends Schema.Schema.AnyNoContext>(k: K, v: V) =>
   Schema.Array(Schema.Tuple(k, v))
 
-/** Everything the fold of one log accumulates (Fold.ts's accumulator, as plain data). */
+/**
+ * Everything the fold of one log accumulates (Fold.ts's accumulator, as plain data). Every field
+ * is optional: absent means empty, null, 0 or false, so a checkpoint holds (and decodes) only
+ * what its log made non-empty.
+ */
 export const FoldState = Schema.Struct({
-  created: Schema.NullOr(AgentCreatedData),
-  terminated: Schema.Boolean,
-  seq: Schema.Number,
-  pending: Schema.Array(Pending),
-  open: Schema.Array(Pending),
+  created: Schema.optional(AgentCreatedData),
+  terminated: Schema.optional(Schema.Literal(true)),
+  seq: Schema.optional(Schema.Number),
+  pending: Schema.optional(Schema.Array(Pending)),
+  open: Schema.optional(Schema.Array(Pending)),
   /** `find:` hops not forwarded yet, and the searches whose found copy is in this log. */
-  hops: Schema.Array(MessageEnvelopeFromLog),
-  found: Schema.Array(MessageId),
-  answers: pairs(MessageId, Schema.Struct({ requester: Sender, text: Schema.String, ts: Schema.String })),
-  replies: Schema.Array(MessageId),
-  sent: Schema.Array(Schema.Struct({ id: MessageId, recipient: Schema.String, ts: Schema.String })),
-  toUser: Schema.Array(MessageEnvelopeFromLog),
-  unanswered: Schema.Array(MessageId),
-  unreadReplies: Schema.Number,
-  carried: Schema.NullOr(Schema.Array(MessageId)),
-  invoked: pairs(Schema.String, Schema.Struct({ tool: Schema.String, args: JsonValue })),
-  openTurn: Schema.NullOr(Schema.String),
-  openTurnTs: Schema.String,
-  turnEnds: Schema.Array(TurnEnd),
-  turnPrompts: Schema.Array(Schema.String),
-  messages: Schema.Array(Noted),
-  started: Schema.Number,
-  ended: Schema.Number,
-  inARow: Schema.Number,
-  quarantine: Schema.NullOr(AgentQuarantinedData),
-  usage: UsageTotals,
-  budget: Schema.NullOr(Budget),
-  breach: Schema.NullOr(Schema.Struct({ item_id: Schema.String, reason: Schema.String, ts: Schema.String })),
-  questions: Schema.Array(Schema.Struct({ item_id: Schema.String, question: Schema.String, ts: Schema.String })),
-  metered: Schema.Array(Schema.String)
+  hops: Schema.optional(Schema.Array(MessageEnvelopeFromLog)),
+  found: Schema.optional(Schema.Array(MessageId)),
+  answers: Schema.optional(pairs(MessageId, Schema.Struct({ requester: Sender, text: Schema.String, ts: Schema.String }))),
+  replies: Schema.optional(Schema.Array(MessageId)),
+  sent: Schema.optional(Schema.Array(Schema.Struct({ id: MessageId, recipient: Schema.String, ts: Schema.String }))),
+  toUser: Schema.optional(Schema.Array(MessageEnvelopeFromLog)),
+  unanswered: Schema.optional(Schema.Array(MessageId)),
+  unreadReplies: Schema.optional(Schema.Number),
+  carried: Schema.optional(Schema.Array(MessageId)),
+  invoked: Schema.optional(pairs(Schema.String, Schema.Struct({ tool: Schema.String, args: JsonValue }))),
+  openTurn: Schema.optional(Schema.String),
+  openTurnTs: Schema.optional(Schema.String),
+  /** The recent-activity rings as summaries (not whole turns and envelopes: small to decode). */
+  turns: Schema.optional(Schema.Array(RecentTurn)),
+  messages: Schema.optional(Schema.Array(RecentMessage)),
+  started: Schema.optional(Schema.Number),
+  ended: Schema.optional(Schema.Number),
+  inARow: Schema.optional(Schema.Number),
+  quarantine: Schema.optional(AgentQuarantinedData),
+  usage: Schema.optional(UsageTotals),
+  budget: Schema.optional(Budget),
+  breach: Schema.optional(Schema.Struct({ item_id: Schema.String, reason: Schema.String, ts: Schema.String })),
+  questions: Schema.optional(Schema.Array(Schema.Struct({ item_id: Schema.String, question: Schema.String, ts: Schema.String }))),
+  metered: Schema.optional(Schema.Array(Schema.String)),
+  caps: Schema.optional(TreeCaps),
+  queuedSpawns: Schema.optional(Schema.Array(Schema.Struct({ data: SpawnQueuedData, ts: Schema.String }))),
+  userRead: Schema.optional(Schema.Array(MessageId))
 })
 export type FoldState = typeof FoldState.Type
+
+/**
+ * Which file `stat` saw (inode, size, modification and change times in ns; the big numbers as
+ * decimal strings).
+ */
+export const FileIdentity = Schema.Struct({
+  ino: Schema.String,
+  size: Schema.Number,
+  mtime_ns: Schema.String,
+  ctime_ns: Schema.String
+})
+export type FileIdentity = typeof FileIdentity.Type
+
+export const identityOf = (s: BigIntStats): FileIdentity => ({
+  ino: s.ino.toString(),
+  size: Number(s.size),
+  mtime_ns: s.mtimeNs.toString(),
+  ctime_ns: s.ctimeNs.toString()
+})
+
+/** Whether `s` is the file `id` describes, unchanged. */
+export const sameFile = (id: FileIdentity, s: BigIntStats): boolean =>
+  id.size === Number(s.size) && id.ino === s.ino.toString() && id.mtime_ns === s.mtimeNs.toString() &&
+  id.ctime_ns === s.ctimeNs.toString()
+
+/** The session's record (`session.json`) as read, and the file it was read from. */
+export const RecordCopy = Schema.Struct({ file: FileIdentity, session: Session })
+export type RecordCopy = typeof RecordCopy.Type
 
 /** Where one log's fold stood. */
 export const CheckpointEntry = Schema.Struct({
@@ -92,6 +127,10 @@ export const CheckpointEntry = Schema.Struct({
   /** Length in bytes and SHA-256 (hex) of the last line folded, without its newline. */
   lastLength: Schema.Number,
   lastHash: Schema.String,
+  /** The log as `stat` saw it when its bytes up to `offset` were all of it; null otherwise. */
+  log: Schema.NullOr(FileIdentity),
+  /** The record, used instead of reading it while `stat` shows the same file. */
+  record: Schema.optional(RecordCopy),
   state: FoldState
 })
 export type CheckpointEntry = typeof CheckpointEntry.Type

@@ -179,17 +179,35 @@ type TurnEnd =
   | { readonly _tag: "complete"; readonly data: EventData<"turn.complete"> }
   | { readonly _tag: "failed"; readonly turn_id: TurnId; readonly data: EventData<"provider.error"> }
 
+/**
+ * A turn of the ring: how it ended and its prompt (summarised by `finish`, for the few kept), or
+ * its summary already (a checkpoint keeps summaries, not whole turns).
+ */
+type RecentTurn =
+  | { readonly _tag: "ended"; readonly end: TurnEnd; readonly prompt: string }
+  | { readonly _tag: "summary"; readonly s: TurnSummary }
+
 /** What `noteTurn` (Orchestrator) records for a turn that ended with `end`. */
-const turnSummary = (end: TurnEnd, prompt: string): TurnSummary =>
-  end._tag === "complete"
+const turnSummary = (t: RecentTurn): TurnSummary => {
+  if (t._tag === "summary") return t.s
+  const { end, prompt } = t
+  return end._tag === "complete"
     ? { turn_id: end.data.turn_id, prompt: excerpt(prompt), response: excerpt(end.data.response), error: null }
     : { turn_id: end.turn_id, prompt: excerpt(prompt), response: "", error: `${end.data.reason}: ${end.data.message}` }
+}
 
-/** A message of the ring: a `message.enqueued` (in, or out to USER) or a tool call's send. */
-type Noted = { readonly _tag: "enqueued"; readonly envelope: MessageEnvelope } | { readonly _tag: "sent"; readonly m: RecentMessage }
+/**
+ * A message of the ring: a `message.enqueued` (in, or out to USER), a tool call's send, or its
+ * summary already (a checkpoint keeps summaries, not whole envelopes).
+ */
+type Noted =
+  | { readonly _tag: "enqueued"; readonly envelope: MessageEnvelope }
+  | { readonly _tag: "sent"; readonly m: RecentMessage }
+  | { readonly _tag: "summary"; readonly m: RecentMessage }
 
 /** What `noteMessage` (Router) records. */
 const messageSummary = (n: Noted): RecentMessage => {
+  if (n._tag === "summary") return n.m
   if (n._tag === "sent") return { ...n.m, text: excerpt(n.m.text) }
   const env = n.envelope
   const out = env.recipient === "USER"
@@ -229,9 +247,8 @@ class Acc {
   invoked: Map<string, { readonly tool: string; readonly args: unknown }> | undefined
   openTurn: string | null = null
   openTurnTs = ""
-  /** The last turns' ends and prompts (summaries are built by `finish`, for the few kept). */
-  turnEnds: Array<TurnEnd> | undefined
-  turnPrompts: Array<string> | undefined
+  /** The last turns (summaries are built by `finish`, for the few kept). */
+  turns: Array<RecentTurn> | undefined
   messages: Array<Noted> | undefined
   started = 0
   ended = 0
@@ -248,74 +265,86 @@ class Acc {
   /** Turns with request-level `usage` events: their turn-level `usage` is not counted again. */
   metered: Set<string> | undefined
 
-  /** The accumulator as plain data (a checkpoint, Checkpoint.ts). */
+  /** The accumulator as plain data (a checkpoint, Checkpoint.ts): only what is not empty. */
   toState(): FoldState {
-    return {
-      created: this.created,
-      terminated: this.terminated,
-      seq: this.seq,
-      pending: [...this.pending.values()],
-      open: [...this.open.values()],
-      hops: [...(this.hops?.values() ?? none)],
-      found: this.found ?? none,
-      answers: [...(this.answers ?? noAnswers)],
-      replies: [...(this.replies ?? noReplies)],
-      sent: this.sent ?? none,
-      toUser: this.toUser ?? none,
-      unanswered: [...(this.unanswered ?? none)],
-      unreadReplies: this.unreadReplies,
-      carried: this.carried ?? null,
-      invoked: [...(this.invoked ?? none)],
-      openTurn: this.openTurn,
-      openTurnTs: this.openTurnTs,
-      turnEnds: this.turnEnds ?? none,
-      turnPrompts: this.turnPrompts ?? none,
-      messages: this.messages ?? none,
-      started: this.started,
-      ended: this.ended,
-      inARow: this.inARow,
-      quarantine: this.quarantine,
-      usage: this.usage,
-      budget: this.budget,
-      breach: this.breach,
-      questions: this.questions ?? none,
-      metered: [...(this.metered ?? none)]
+    const s: { -readonly [K in keyof FoldState]: FoldState[K] } = {}
+    const list = <A>(xs: Iterable<A> | undefined): Array<A> | undefined => {
+      if (xs === undefined) return undefined
+      const out = [...xs]
+      return out.length === 0 ? undefined : out
     }
+    const put = <K extends keyof FoldState>(k: K, v: FoldState[K] | null | undefined): void => {
+      if (v !== undefined && v !== null) s[k] = v
+    }
+    put("created", this.created)
+    if (this.terminated) s.terminated = true
+    if (this.seq !== 0) s.seq = this.seq
+    put("pending", list(this.pending.values()))
+    put("open", list(this.open.values()))
+    put("hops", list(this.hops?.values()))
+    put("found", list(this.found))
+    put("answers", list(this.answers))
+    put("replies", list(this.replies))
+    put("sent", list(this.sent))
+    put("toUser", list(this.toUser))
+    put("unanswered", list(this.unanswered))
+    if (this.unreadReplies !== 0) s.unreadReplies = this.unreadReplies
+    put("carried", list(this.carried))
+    put("invoked", list(this.invoked))
+    put("openTurn", this.openTurn)
+    if (this.openTurnTs !== "") s.openTurnTs = this.openTurnTs
+    put("turns", this.turns?.map(turnSummary))
+    put("messages", this.messages?.map(messageSummary))
+    if (this.started !== 0) s.started = this.started
+    if (this.ended !== 0) s.ended = this.ended
+    if (this.inARow !== 0) s.inARow = this.inARow
+    put("quarantine", this.quarantine)
+    if (this.usage !== zeroUsage) s.usage = this.usage
+    put("budget", this.budget)
+    put("breach", this.breach)
+    put("questions", list(this.questions))
+    put("metered", list(this.metered))
+    put("caps", this.caps)
+    put("queuedSpawns", list(this.queuedSpawns?.values()))
+    put("userRead", list(this.userRead))
+    return s
   }
 
   /** An accumulator that continues from a checkpoint's state. */
   static fromState(s: FoldState): Acc {
     const acc = new Acc()
-    const some = <A>(xs: ReadonlyArray<A>): Array<A> | undefined => (xs.length === 0 ? undefined : [...xs])
-    acc.created = s.created
-    acc.terminated = s.terminated
-    acc.seq = s.seq
-    for (const p of s.pending) acc.pending.set(p.envelope.id, p)
-    for (const p of s.open) acc.open.set(p.envelope.id, p)
-    if (s.hops.length > 0) acc.hops = new Map(s.hops.map((e) => [e.id, e]))
+    const some = <A>(xs: ReadonlyArray<A> | undefined): Array<A> | undefined => (xs === undefined ? undefined : [...xs])
+    acc.created = s.created ?? null
+    acc.terminated = s.terminated === true
+    acc.seq = s.seq ?? 0
+    for (const p of s.pending ?? none) acc.pending.set(p.envelope.id, p)
+    for (const p of s.open ?? none) acc.open.set(p.envelope.id, p)
+    if (s.hops !== undefined) acc.hops = new Map(s.hops.map((e) => [e.id, e]))
     acc.found = some(s.found)
-    if (s.answers.length > 0) acc.answers = new Map(s.answers)
-    if (s.replies.length > 0) acc.replies = new Set(s.replies)
+    if (s.answers !== undefined) acc.answers = new Map(s.answers)
+    if (s.replies !== undefined) acc.replies = new Set(s.replies)
     acc.sent = some(s.sent)
     acc.toUser = some(s.toUser)
-    if (s.unanswered.length > 0) acc.unanswered = new Set(s.unanswered)
-    acc.unreadReplies = s.unreadReplies
-    acc.carried = s.carried === null ? undefined : [...s.carried]
-    if (s.invoked.length > 0) acc.invoked = new Map(s.invoked)
-    acc.openTurn = s.openTurn
-    acc.openTurnTs = s.openTurnTs
-    acc.turnEnds = some(s.turnEnds)
-    acc.turnPrompts = some(s.turnPrompts)
-    acc.messages = some(s.messages)
-    acc.started = s.started
-    acc.ended = s.ended
-    acc.inARow = s.inARow
-    acc.quarantine = s.quarantine
-    acc.usage = s.usage
-    acc.budget = s.budget
-    acc.breach = s.breach
+    if (s.unanswered !== undefined) acc.unanswered = new Set(s.unanswered)
+    acc.unreadReplies = s.unreadReplies ?? 0
+    acc.carried = some(s.carried)
+    if (s.invoked !== undefined) acc.invoked = new Map(s.invoked)
+    acc.openTurn = s.openTurn ?? null
+    acc.openTurnTs = s.openTurnTs ?? ""
+    if (s.turns !== undefined) acc.turns = s.turns.map((t) => ({ _tag: "summary", s: t }))
+    if (s.messages !== undefined) acc.messages = s.messages.map((m) => ({ _tag: "summary", m }))
+    acc.started = s.started ?? 0
+    acc.ended = s.ended ?? 0
+    acc.inARow = s.inARow ?? 0
+    acc.quarantine = s.quarantine ?? null
+    acc.usage = s.usage ?? zeroUsage
+    acc.budget = s.budget ?? null
+    acc.breach = s.breach ?? null
     acc.questions = some(s.questions)
-    if (s.metered.length > 0) acc.metered = new Set(s.metered)
+    if (s.metered !== undefined) acc.metered = new Set(s.metered)
+    acc.caps = s.caps ?? null
+    if (s.queuedSpawns !== undefined) acc.queuedSpawns = new Map(s.queuedSpawns.map((q) => [q.data.queue_id, q]))
+    if (s.userRead !== undefined) acc.userRead = new Set(s.userRead)
     return acc
   }
 
@@ -327,14 +356,9 @@ class Acc {
 
   /** A turn ended: its summary noted, the requests it consumed answered with `reply`. */
   endTurn(end: TurnEnd, ts: string): void {
-    const ends = this.turnEnds ??= []
-    const prompts = this.turnPrompts ??= []
-    ends.push(end)
-    prompts.push(this.openTurn ?? "")
-    if (ends.length > RECENT_TURNS) {
-      ends.shift()
-      prompts.shift()
-    }
+    const ring = this.turns ??= []
+    ring.push({ _tag: "ended", end, prompt: this.openTurn ?? "" })
+    if (ring.length > RECENT_TURNS) ring.shift()
     const text = end._tag === "complete"
       ? end.data.response
       : `[error] ${this.created?.name ?? "the agent"} failed to answer: ${end.data.message}`
@@ -568,7 +592,6 @@ export class SessionFold {
     const pending = a.open.size === 0
       ? [...a.pending.values()]
       : [...a.open.values(), ...a.pending.values()].sort((x, y) => x.seq - y.seq)
-    const prompts = a.turnPrompts ?? none
     return {
       session_id: this.session_id,
       lines: this.lines,
@@ -599,7 +622,7 @@ export class SessionFold {
       caps: a.caps,
       queuedSpawns: a.queuedSpawns === undefined ? none : [...a.queuedSpawns.values()],
       userRead: a.userRead ?? noRead,
-      recentTurns: a.turnEnds === undefined ? none : a.turnEnds.map((end, i) => turnSummary(end, prompts[i] ?? "")),
+      recentTurns: a.turns === undefined ? none : a.turns.map(turnSummary),
       recentMessages: a.messages === undefined ? none : a.messages.map(messageSummary)
     }
   }

@@ -15,6 +15,7 @@
 import { Effect, Either, Option, Schema, Stream } from "effect"
 import { isAscii } from "node:buffer"
 import * as fs from "node:fs"
+import type { BigIntStats } from "node:fs"
 import { StringDecoder } from "node:string_decoder"
 import type { Paths } from "../config/Paths.js"
 import { DurableError, SessionStoreError } from "../domain/errors.js"
@@ -22,7 +23,7 @@ import { SessionId } from "../domain/ids.js"
 import type { Session } from "../domain/session.js"
 import type { DurableService } from "../storage/Durable.js"
 import { ioError, parseRecord } from "../storage/SessionStore.js"
-import { type CheckpointEntry, CHECKPOINT_LINES, hashLine } from "./Checkpoint.js"
+import { type CheckpointEntry, CHECKPOINT_LINES, hashLine, identityOf, type RecordCopy, sameFile } from "./Checkpoint.js"
 import { SessionFold, type SessionLog } from "./Fold.js"
 
 /** One session directory as the read pass found it. */
@@ -38,6 +39,11 @@ export interface SessionRead {
   readonly skipped: number
   /** The checkpoint to keep for this log (the one used, or a newer one), or null. */
   readonly checkpoint: CheckpointEntry | null
+  /**
+   * The log was not opened: its checkpoint covered all of it and `stat` showed the same file
+   * (Checkpoint.ts), so the fold is the checkpoint's state.
+   */
+  readonly unchanged: boolean
 }
 
 export interface LogRead {
@@ -92,13 +98,28 @@ export const foldBytes = (session_id: SessionId, file: string, bytes: Uint8Array
 }
 
 /**
- * A new checkpoint for a fold that went `CHECKPOINT_LINES` past `since` lines without failing:
- * `buf` holds the file's bytes from offset `base` to its end.
+ * The checkpoint to keep after a fold (without a torn tail) that continued `prev` (null: from
+ * the start): a new one when the fold went `CHECKPOINT_LINES` past it, `prev` with the file's
+ * identity refreshed when no line was added but `stat` differs, else `prev`. `buf` holds the
+ * file's bytes from offset `base` to its end; `stat`, the file as it was before they were read
+ * (its identity is kept only if the bytes read were the whole file).
  */
-const checkpointOf = (fold: SessionFold, since: number, buf: Buffer, base: number): CheckpointEntry | null => {
-  if (fold.failed || fold.folded - since < CHECKPOINT_LINES) return null
+const checkpointOf = (
+  fold: SessionFold,
+  prev: CheckpointEntry | null,
+  buf: Buffer,
+  base: number,
+  stat: BigIntStats | undefined
+): CheckpointEntry | null => {
+  if (fold.failed) return null
+  const whole = stat !== undefined && Number(stat.size) === base + buf.length && (buf.length === 0 || buf[buf.length - 1] === 0x0a)
+  if (prev !== null && fold.folded === prev.lines) {
+    if (!whole || (prev.log !== null && sameFile(prev.log, stat))) return prev
+    return { ...prev, log: identityOf(stat) }
+  }
+  if (fold.folded - (prev?.lines ?? 0) < CHECKPOINT_LINES) return prev
   const end = buf.lastIndexOf(0x0a)
-  if (end <= 0) return null
+  if (end <= 0) return prev
   const start = buf.lastIndexOf(0x0a, end - 1) + 1
   const last = buf.subarray(start, end)
   return {
@@ -107,16 +128,22 @@ const checkpointOf = (fold: SessionFold, since: number, buf: Buffer, base: numbe
     lines: fold.folded,
     lastLength: last.byteLength,
     lastHash: hashLine(last),
+    log: whole ? identityOf(stat) : null,
     state: fold.state()
   }
 }
 
-/** Fold a log read whole, and checkpoint it if it is long enough. */
-const foldWhole = (session_id: SessionId, file: string, bytes: Buffer): LogRead & { readonly checkpoint: CheckpointEntry | null } => {
+/** Fold a log read whole, and checkpoint it. */
+const foldWhole = (
+  session_id: SessionId,
+  file: string,
+  bytes: Buffer,
+  stat: BigIntStats | undefined
+): LogRead & { readonly checkpoint: CheckpointEntry | null } => {
   const fold = new SessionFold(session_id, file)
   const rest = foldText(fold, textOf(bytes))
   const tornTail = rest.length > 0
-  return { log: fold.finish(), tornTail, checkpoint: tornTail ? null : checkpointOf(fold, 0, bytes, 0) }
+  return { log: fold.finish(), tornTail, checkpoint: tornTail ? null : checkpointOf(fold, null, bytes, 0, stat) }
 }
 
 /**
@@ -172,16 +199,19 @@ const LARGE = Symbol("large")
 class FileReader {
   /** One byte more than a whole-file read takes: filling it means "larger". */
   private readonly buf = Buffer.allocUnsafe(WHOLE_FILE + 1)
+  /** With `withStat`: the file's `fstat`, taken after opening and before reading. */
+  stat: BigIntStats | undefined
 
-  read(path: string): Buffer | null | typeof LARGE {
-    return this.readFrom(path, 0)
+  read(path: string, withStat = false): Buffer | null | typeof LARGE {
+    return this.readFrom(path, 0, withStat)
   }
 
   /**
    * The bytes of `path` from `position` to its end, like `read` (null when absent, LARGE when
    * more than the buffer holds).
    */
-  readFrom(path: string, position: number): Buffer | null | typeof LARGE {
+  readFrom(path: string, position: number, withStat = false): Buffer | null | typeof LARGE {
+    this.stat = undefined
     let fd: number
     try {
       fd = fs.openSync(path, "r")
@@ -190,6 +220,8 @@ class FileReader {
       throw readError("open", path, e)
     }
     try {
+      // Before the read: a change after it shows in the times, so the identity can only be stale.
+      if (withStat) this.stat = fs.fstatSync(fd, { bigint: true })
       // Read to EOF (a read returning 0) or until the buffer is full; no fstat (the extra read
       // at EOF is cheaper than fstat and its Stats object).
       let n = 0
@@ -203,6 +235,15 @@ class FileReader {
       throw readError("read", path, e)
     } finally {
       fs.closeSync(fd)
+    }
+  }
+
+  /** `stat` of `path` (undefined when it does not exist; another error throws). */
+  statOf(path: string): BigIntStats | undefined {
+    try {
+      return fs.statSync(path, { bigint: true, throwIfNoEntry: false })
+    } catch (e) {
+      throw readError("read", path, e)
     }
   }
 
@@ -226,15 +267,29 @@ type Read = SessionRead | { readonly id: SessionId; readonly record: Session; re
 const foldFromCheckpoint = (reader: FileReader, file: string, cp: CheckpointEntry) => {
   const from = cp.offset - 1 - cp.lastLength
   if (from < 0) return null
-  const bytes = reader.readFrom(file, from)
+  const bytes = reader.readFrom(file, from, true)
   if (bytes === null || bytes === LARGE || bytes.length <= cp.lastLength || bytes[cp.lastLength] !== 0x0a) return null
   if (hashLine(bytes.subarray(0, cp.lastLength)) !== cp.lastHash) return null
+  const stat = reader.stat
   const fold = new SessionFold(cp.session_id, file, { lines: cp.lines, state: cp.state })
   const tail = bytes.subarray(cp.lastLength + 1)
   const rest = foldText(fold, textOf(tail))
   const tornTail = rest.length > 0
-  const checkpoint = tornTail || fold.failed ? null : checkpointOf(fold, cp.lines, tail, cp.offset) ?? cp
+  const checkpoint = tornTail || fold.failed ? null : checkpointOf(fold, cp, tail, cp.offset, stat)
   return { log: fold.finish(), tornTail, checkpoint, skipped: cp.lines }
+}
+
+/**
+ * A checkpoint that covered the whole log, and `stat` shows the same file: its state is the
+ * fold, the log is not opened. Null when in any doubt (no identity, another file, a size or a
+ * time that differs).
+ */
+const unchangedSince = (reader: FileReader, file: string, cp: CheckpointEntry) => {
+  if (cp.log === null || cp.log.size !== cp.offset) return null
+  const stat = reader.statOf(file)
+  if (stat === undefined || !sameFile(cp.log, stat)) return null
+  const fold = new SessionFold(cp.session_id, file, { lines: cp.lines, state: cp.state })
+  return { log: fold.finish(), tornTail: false, checkpoint: cp, skipped: cp.lines }
 }
 
 /**
@@ -268,6 +323,47 @@ const fileNames = (paths: Paths) => {
  */
 export const refoldFrom = (file: string, cp: CheckpointEntry) => foldFromCheckpoint(new FileReader(), file, cp)
 
+/**
+ * The record: the checkpoint's copy when `stat` shows the same file as when it was copied, else
+ * read and decoded (null: no record), with the file's identity when the bytes read were all of it.
+ */
+const readRecordOf = (
+  reader: FileReader,
+  file: string,
+  id: SessionId,
+  checkpoint: CheckpointEntry | undefined
+): { readonly record: Session; readonly copy: RecordCopy | null } | null | SessionStoreError => {
+  const copy = checkpoint?.record
+  if (copy !== undefined && copy.session.id === id) {
+    const stat = reader.statOf(file)
+    if (stat !== undefined && sameFile(copy.file, stat)) return { record: copy.session, copy }
+  }
+  let bytes: Buffer | null | typeof LARGE
+  try {
+    bytes = reader.read(file, true)
+    // A record bigger than the buffer (a large provider blob): read it on its own.
+    if (bytes === LARGE) bytes = fs.readFileSync(file)
+  } catch (e) {
+    return ioError(id)(e instanceof DurableError ? e : readError("read", file, e))
+  }
+  if (bytes === null) return null
+  const record = parseRecord(id, file, bytes)
+  if (Either.isLeft(record)) return record.left
+  const stat = reader.stat
+  const whole = stat !== undefined && Number(stat.size) === bytes.length
+  return { record: record.right, copy: whole ? { file: identityOf(stat), session: record.right } : null }
+}
+
+/** The checkpoint to keep, carrying the record's copy (a new entry only when something changed). */
+const withRecord = (cp: CheckpointEntry | null, copy: RecordCopy | null): CheckpointEntry | null => {
+  if (cp === null || cp.record === (copy ?? undefined)) return cp
+  if (copy === null) {
+    const { record: _, ...rest } = cp
+    return rest
+  }
+  return { ...cp, record: copy }
+}
+
 /** One session directory: the record, then (with a record) the WAL stat and the log. Throws. */
 const readOne = (
   reader: FileReader,
@@ -276,25 +372,41 @@ const readOne = (
   checkpoint: CheckpointEntry | undefined
 ): Read | SessionStoreError => {
   const f = files(id)
-  let bytes: Buffer | null | typeof LARGE
-  try {
-    bytes = reader.read(f.record)
-    // A record bigger than the buffer (a large provider blob): read it on its own.
-    if (bytes === LARGE) bytes = fs.readFileSync(f.record)
-  } catch (e) {
-    return ioError(id)(e instanceof DurableError ? e : readError("read", f.record, e))
-  }
-  if (bytes === null) return { id, record: null, log: null, needsRepair: false, skipped: 0, checkpoint: null }
-  const record = parseRecord(id, f.record, bytes)
-  if (Either.isLeft(record)) return record.left
+  const rec = readRecordOf(reader, f.record, id, checkpoint)
+  if (rec === null) return { id, record: null, log: null, needsRepair: false, skipped: 0, checkpoint: null, unchanged: false }
+  if (rec instanceof SessionStoreError) return rec
+  const { record, copy } = rec
   const pending = reader.exists(f.pending)
-  const resumed = checkpoint === undefined ? null : foldFromCheckpoint(reader, f.log, checkpoint)
-  if (resumed !== null) return { id, record: record.right, ...resumed, needsRepair: pending || resumed.tornTail }
-  const log = reader.read(f.log)
-  if (log === LARGE) return { id, record: record.right, large: true }
+  if (checkpoint !== undefined) {
+    const same = unchangedSince(reader, f.log, checkpoint)
+    if (same !== null) {
+      return { id, record, ...same, checkpoint: withRecord(same.checkpoint, copy), needsRepair: pending, unchanged: true }
+    }
+    const resumed = foldFromCheckpoint(reader, f.log, checkpoint)
+    if (resumed !== null) {
+      return {
+        id,
+        record,
+        ...resumed,
+        checkpoint: withRecord(resumed.checkpoint, copy),
+        needsRepair: pending || resumed.tornTail,
+        unchanged: false
+      }
+    }
+  }
+  const log = reader.read(f.log, true)
+  if (log === LARGE) return { id, record, large: true }
   // An absent log folds as empty.
-  const r = foldWhole(id, f.log, log ?? Buffer.alloc(0))
-  return { id, record: record.right, log: r.log, needsRepair: pending || r.tornTail, skipped: 0, checkpoint: r.checkpoint }
+  const r = foldWhole(id, f.log, log ?? Buffer.alloc(0), reader.stat)
+  return {
+    id,
+    record,
+    log: r.log,
+    needsRepair: pending || r.tornTail,
+    skipped: 0,
+    checkpoint: withRecord(r.checkpoint, copy),
+    unchanged: false
+  }
 }
 
 /**
@@ -329,7 +441,7 @@ export const readSessions = (
           if (r instanceof SessionStoreError) return Effect.fail(r)
           if ("large" in r) {
             large.push({ at: out.length, id: r.id, record: r.record })
-            out.push({ id: r.id, record: r.record, log: null, needsRepair: false, skipped: 0, checkpoint: null })
+            out.push({ id: r.id, record: r.record, log: null, needsRepair: false, skipped: 0, checkpoint: null, unchanged: false })
           } else {
             out.push(r)
           }
@@ -346,7 +458,8 @@ export const readSessions = (
             log: r.log,
             needsRepair: Option.isSome(pending) || r.tornTail,
             skipped: 0,
-            checkpoint: null
+            checkpoint: null,
+            unchanged: false
           }
         })), { discard: true })
     return Effect.forEach(batches, batch, { discard: true }).pipe(Effect.zipRight(streamed), Effect.as(out))

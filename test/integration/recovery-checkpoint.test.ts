@@ -87,9 +87,11 @@ describe("fold checkpoints", () => {
       const boss = await team(home)
       grow(home, boss.session_id, boss.id, 150, true, true)
       const first = await readAll(home)
-      const cps = first.flatMap((r) => (r.checkpoint === null ? [] : [r.checkpoint]))
-      // Only the long log gets one (w1's is short).
-      expect(cps.map((c) => c.session_id)).toEqual([boss.session_id])
+      const all = first.flatMap((r) => (r.checkpoint === null ? [] : [r.checkpoint]))
+      // Every log gets one, w1's short one too; boss's is the one this test continues from.
+      expect(all.map((c) => c.session_id)).toEqual(first.map((r) => r.id))
+      expect(first).toHaveLength(2)
+      const cps = all.filter((c) => c.session_id === boss.session_id)
       expect(cps[0]!.lines).toBe(first.find((r) => r.id === boss.session_id)!.log!.lines)
       // Through the file format (Schema encode + decode), as the next start reads it.
       const decoded = decodeCheckpoints(encodeCheckpoints(cps))
