@@ -13,6 +13,7 @@
 // ignored whole (an entry that does not decode, alone). The fold's state is encoded and decoded
 // with the Schemas below, built from the event catalog's own Schemas.
 import { Either, Schema } from "effect"
+import { isAscii } from "node:buffer"
 import { createHash } from "node:crypto"
 import type { BigIntStats } from "node:fs"
 import { Budget } from "../domain/budget.js"
@@ -157,7 +158,9 @@ export const hashLine = (line: Uint8Array): string => createHash("sha256").updat
 export const decodeCheckpoints = (bytes: Uint8Array | null): ReadonlyMap<SessionId, CheckpointEntry> => {
   const out = new Map<SessionId, CheckpointEntry>()
   if (bytes === null) return out
-  const lines = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8").split("\n")
+  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  // All ASCII (the usual case): latin1 is the same string, and several times faster than UTF-8.
+  const lines = buf.toString(isAscii(buf) ? "latin1" : "utf8").split("\n")
   if (Either.isLeft(decodeHeader(lines[0]))) return out
   for (let i = 1; i < lines.length; i++) {
     const line = lines[i]!

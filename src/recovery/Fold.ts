@@ -291,8 +291,11 @@ class Acc {
     if (this.unreadReplies !== 0) s.unreadReplies = this.unreadReplies
     put("carried", list(this.carried))
     put("invoked", list(this.invoked))
-    put("openTurn", this.openTurn)
-    if (this.openTurnTs !== "") s.openTurnTs = this.openTurnTs
+    // (The turn's `ts` means something only while it is open.)
+    if (this.openTurn !== null) {
+      s.openTurn = this.openTurn
+      s.openTurnTs = this.openTurnTs
+    }
     put("turns", this.turns?.map(turnSummary))
     put("messages", this.messages?.map(messageSummary))
     if (this.started !== 0) s.started = this.started

@@ -207,7 +207,11 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
           if (cp !== null && !removed.has(r.id)) keep.push(cp)
         }
         const changed = keep.length !== before.size || keep.some((c) => before.get(c.session_id) !== c)
-        return changed ? durable.replaceAtomic(paths.foldCheckpoint, encodeCheckpoints(keep)) : Effect.void
+        if (!changed) return Effect.void
+        return Effect.flatMap(
+          Effect.try({ try: () => encodeCheckpoints(keep), catch: (e) => new Error(`encode: ${String(e)}`) }),
+          (bytes) => durable.replaceAtomic(paths.foldCheckpoint, bytes)
+        )
       }).pipe(Effect.catchAll((e) => Effect.logWarning(`recovery: fold checkpoint not saved: ${e.message}`)))
 
     const run = Effect.fn("Recovery.run")(function*(options: RecoveryOptions = {}) {

@@ -189,4 +189,91 @@ describe("fold checkpoints", () => {
       )
     })
   }, 120_000)
+
+  it("an unchanged log and record are not opened again; any change (same size included) is noticed", async () => {
+    await withTmp(async (home) => {
+      const boss = await team(home)
+      const paths = makePaths(home)
+      // caps, a queued spawn and a read mark before the checkpoint: part of the state it keeps.
+      const extra = [
+        { event: "caps.set", data: { max_depth: 2, max_children: null, max_live: 5 } },
+        { event: "spawn.queued", data: { queue_id: "q1", name: "later", instructions: "wait", role: "worker", workspace_subdir: null, provider: null, budget: null, reason: "max_live 5" } },
+        { event: "user.read", data: { message_ids: [randomUUID()] } }
+      ]
+      fs.appendFileSync(paths.eventsFile(boss.session_id), extra.map((l) => JSON.stringify({ ...l, ts: TS, session_id: boss.session_id }) + "\n").join(""))
+      grow(home, boss.session_id, boss.id, 3, true)
+      const first = await readAll(home)
+      const decoded = decodeCheckpoints(encodeCheckpoints(first.flatMap((r) => (r.checkpoint === null ? [] : [r.checkpoint]))))
+      expect(decoded.size).toBe(2)
+
+      // Nothing changed: neither log is read, the records are the checkpoint's copies, the folds
+      // equal whole-log folds, and the entries kept are the ones read (nothing to rewrite).
+      const again = await readAll(home, decoded)
+      expect(again.map((r) => r.unchanged)).toEqual([true, true])
+      expect(again.map((r) => r.skipped)).toEqual(again.map((r) => r.log!.lines))
+      expect(again.map((r) => r.log)).toEqual(first.map((r) => r.log))
+      expect(again.map((r) => r.record)).toEqual(first.map((r) => r.record))
+      expect(again.map((r) => r.checkpoint)).toEqual([...decoded.values()])
+      const bossLog = again.find((r) => r.id === boss.session_id)!.log!
+      expect(bossLog.caps).toEqual({ max_depth: 2, max_children: null, max_live: 5 })
+      expect(bossLog.queuedSpawns.map((q) => q.data.name)).toEqual(["later"])
+      expect(bossLog.userRead.size).toBe(1)
+      expect(bossLog.turns.interrupted?.prompt).toBe("Message from USER: interrupted")
+
+      // A pending WAL entry next to an unchanged log: still seen (the log is repaired first).
+      fs.writeFileSync(paths.pendingFile(boss.session_id), "{}\n")
+      const pending = (await readAll(home, decoded)).find((r) => r.id === boss.session_id)!
+      expect(pending.unchanged).toBe(true)
+      expect(pending.needsRepair).toBe(true)
+      fs.rmSync(paths.pendingFile(boss.session_id))
+
+      // The last line rewritten at the same size, its modification time put back: refolded.
+      const file = paths.eventsFile(boss.session_id)
+      const before = fs.statSync(file)
+      const text = fs.readFileSync(file, "utf8")
+      const at = text.lastIndexOf("waiting")
+      fs.writeFileSync(file, text.slice(0, at) + "Waiting" + text.slice(at + 7))
+      fs.utimesSync(file, before.atime, before.mtime)
+      expect(fs.statSync(file).size).toBe(before.size)
+      const changed = (await readAll(home, decoded)).find((r) => r.id === boss.session_id)!
+      expect(changed.unchanged).toBe(false)
+      expect(changed.skipped).toBe(0)
+      expect(changed.log).toEqual((await readAll(home)).find((r) => r.id === boss.session_id)!.log)
+      expect(changed.log!.pending.at(-1)?.envelope.payload).toBe("Waiting")
+
+      // A record rewritten in place: read from the file, and the entry kept carries the new copy.
+      const recFile = paths.sessionFile(boss.session_id)
+      const rec = JSON.parse(fs.readFileSync(recFile, "utf8")) as { state: string }
+      const state = rec.state === "terminated" ? "suspended" : "terminated"
+      fs.writeFileSync(recFile, JSON.stringify({ ...rec, state }))
+      const reread = (await readAll(home, decoded)).find((r) => r.id === boss.session_id)!
+      expect(reread.record!.state).toBe(state)
+      expect(reread.checkpoint).not.toBe(decoded.get(boss.session_id))
+      const next = (await readAll(home, decodeCheckpoints(encodeCheckpoints([reread.checkpoint!])))).find((r) => r.id === boss.session_id)!
+      expect(next.record!.state).toBe(state)
+      expect(next.unchanged).toBe(true)
+    })
+  }, 60_000)
+
+  it("a recovery from unchanged logs equals one without checkpoints", async () => {
+    await withTmp(async (home) => {
+      const boss = await team(home)
+      grow(home, boss.session_id, boss.id, 5, true, true)
+      const paths = makePaths(home)
+      const first = await recoverLife(home, registry())
+      await first.life.dispose()
+      const second = await recoverLife(home, registry())
+      await second.life.dispose()
+      const third = await recoverLife(home, registry())
+      await third.life.dispose()
+      // The third start found every log as the second left it: no line read.
+      expect(third.report.logLines).toBe(0)
+      fs.rmSync(paths.foldCheckpoint)
+      const without = await recoverLife(home, registry())
+      await without.life.dispose()
+      expect(without.report.logLines).toBeGreaterThan(20)
+      expect(third.state).toEqual(without.state)
+      expect({ ...third.report, logLines: 0 }).toEqual({ ...without.report, logLines: 0 })
+    })
+  }, 60_000)
 })
