@@ -117,27 +117,59 @@ const rebuild = (fresh) => {
   return false
 }
 
-/** Run a CommonJS bundle; the lean client goes through a V8 code cache kept next to it. */
+/**
+ * Where the V8 code cache of `file` lives: next to the bundle, or — when that file is missing
+ * and dist/ cannot be written (a package installed by another user, a read-only tree) — under
+ * the user's cache directory, named after the bundle's size, mtime and the Node version (V8
+ * checks a cache against the source's length only, so a name that changes with the bundle keeps
+ * a stale cache from being offered).
+ */
+const userCacheFile = (file) => {
+  const st = fs.statSync(file)
+  const base = process.env.XDG_CACHE_HOME || path.join(require("node:os").homedir(), ".cache")
+  return path.join(base, "substrat", `${path.basename(file)}-${st.size}-${Math.floor(st.mtimeMs)}-${process.version}.cache`)
+}
+
+const readCache = (file) => {
+  try {
+    return { data: fs.readFileSync(`${file}.cache`), at: `${file}.cache` }
+  } catch {}
+  try {
+    const at = userCacheFile(file)
+    return { data: fs.readFileSync(at), at }
+  } catch {
+    return { data: undefined, at: undefined }
+  }
+}
+
+const writeCache = (file, at, data) => {
+  const targets = [at, `${file}.cache`, userCacheFile(file)].filter((t, i, all) => t !== undefined && all.indexOf(t) === i)
+  for (const target of targets) {
+    try {
+      fs.mkdirSync(path.dirname(target), { recursive: true })
+      const tmp = `${target}.${process.pid}.tmp`
+      fs.writeFileSync(tmp, data)
+      fs.renameSync(tmp, target)
+      return
+    } catch {}
+  }
+}
+
+/** Run a CommonJS bundle; the lean client goes through a V8 code cache (readCache). */
 const runBundle = (file) => {
   if (wantsDaemon) {
     require(file)
     return
   }
   const source = fs.readFileSync(file, "utf8")
-  const cacheFile = `${file}.cache`
-  let cachedData
-  try {
-    cachedData = fs.readFileSync(cacheFile)
-  } catch {}
+  const cache = readCache(file)
   const body = source.startsWith("#!") ? `//${source.slice(2)}` : source
-  const script = new (require("node:vm").Script)(require("node:module").wrap(body), { filename: file, cachedData })
-  if (cachedData === undefined || script.cachedDataRejected) {
+  const script = new (require("node:vm").Script)(require("node:module").wrap(body), { filename: file, cachedData: cache.data })
+  if (cache.data === undefined || script.cachedDataRejected) {
     // Written at exit, so it covers every function this run compiled, not just the top level.
     process.once("exit", () => {
       try {
-        const tmp = `${cacheFile}.${process.pid}.tmp`
-        fs.writeFileSync(tmp, script.createCachedData())
-        fs.renameSync(tmp, cacheFile)
+        writeCache(file, cache.at, script.createCachedData())
       } catch {}
     })
   }
