@@ -21,12 +21,12 @@ import { MessageEnvelope } from "../domain/message.js"
 import type { Session } from "../domain/session.js"
 import type { LogPosition } from "../provider/Provider.js"
 import { addUsage, type UsageTotals, zeroUsage } from "../domain/usage.js"
-import { type AgentUsage, type RecentActivity, withMessage } from "../agent/Activity.js"
+import { type AgentUsage, type MessageSummary, type RecentActivity, withMessage } from "../agent/Activity.js"
 import { AgentTree, USER } from "../agent/AgentTree.js"
 import { recoveryPrompt, senderName } from "../agent/Prompt.js"
 import type { RecoveredState, RecoveredTurn } from "../agent/RecoveredState.js"
 import type { PendingRequest } from "../agent/Requests.js"
-import type { SessionLog } from "./Fold.js"
+import type { RecentMessage, SessionLog } from "./Fold.js"
 import { type AgentEntry, type Entry, entry, isAgent } from "./Entry.js"
 import { type PlannedReply, replies, stableId } from "./Requests.js"
 import { type HeldHop, resumableFinds } from "../agent/FindRoute.js"
@@ -422,6 +422,8 @@ const usage = (nodes: ReadonlyArray<AgentNode>, live: ReadonlyArray<AgentEntry>)
   return out
 }
 
+const allNamed = (ms: ReadonlyArray<RecentMessage>): ms is ReadonlyArray<MessageSummary> => ms.every((m) => m.peer !== null)
+
 /**
  * Step 8: the folds' recent-activity rings; a broadcast's peers are the sender's siblings now
  * (the log records only how many got it).
@@ -432,9 +434,12 @@ const activity = (tree: AgentTree, nodes: ReadonlyArray<AgentNode>, live: Readon
     const log = live[i]!.log
     if (log.recentTurns.length === 0 && log.recentMessages.length === 0) continue
     const id = nodes[i]!.id
+    // The fold's rings as they are (never mutated: the seed's updates make new arrays), unless a
+    // broadcast needs its peers named.
+    const ms = log.recentMessages
     out.set(id, {
-      turns: [...log.recentTurns],
-      messages: log.recentMessages.map((m) => ({
+      turns: log.recentTurns,
+      messages: allNamed(ms) ? ms : ms.map((m) => ({
         ...m,
         peer: m.peer ?? (tree.team(id).map((t) => t.name).join(",") || "(nobody)")
       }))
