@@ -10,23 +10,30 @@ import { AgentRef, BudgetPatch, MessageText, RpcError, Usage, WorkspaceRef } fro
 import { SessionInfo } from "./session.js"
 
 const decodeAgentNode = ParseResult.decodeUnknown(AgentNode)
+const encodeAgentNode = ParseResult.encodeUnknown(AgentNode)
+const isObject = (u: unknown): u is object => typeof u === "object" && u !== null && !Array.isArray(u)
 
 /**
  * `AgentNode` as the admin methods send it: the same JSON and, decoded, the same checked
- * `AgentNode` instance. Only encoding differs: `AgentNode` itself would check every field of an
+ * `AgentNode` instance. Only encoding differs. `AgentNode` itself would check every field of an
  * instance against its refinements again (UUID and name patterns) on every answer, although the
- * instance was checked when it was built; here encoding copies the fields. A value that is not an
- * `AgentNode` instance is still refused, as by `AgentNode`. JSON Schema (the OpenAPI document) is
- * `AgentNode`'s, refinements included.
+ * instance was checked when it was built; here an `AgentNode` instance is encoded by copying its
+ * fields, and any other value goes through `AgentNode`'s own encoding (a plain object with valid
+ * fields is accepted, anything else refused, as by `AgentNode`). Decoding takes any JSON object
+ * and decodes it with `AgentNode` (every field checked, `AgentNode`'s messages). JSON Schema
+ * (the OpenAPI document) is `AgentNode`'s, refinements included (the surrogate annotation).
  */
 export const AgentNodeOnWire: Schema.Schema<AgentNode, typeof AgentNode.Encoded> = Schema.transformOrFail(
-  Schema.encodedSchema(AgentNode),
-  Schema.declare((u): u is AgentNode => u instanceof AgentNode, { identifier: "AgentNode" }),
+  Schema.declare(
+    (u): u is typeof AgentNode.Encoded => isObject(u),
+    { identifier: "AgentNode (JSON object)" }
+  ),
+  Schema.declare((u): u is AgentNode => isObject(u), { identifier: "AgentNode" }),
   {
     strict: true,
     decode: (fields, options) => decodeAgentNode(fields, options),
-    encode: (n) =>
-      ParseResult.succeed({
+    encode: (n, options) =>
+      !(n instanceof AgentNode) ? encodeAgentNode(n, options) : ParseResult.succeed({
         id: n.id,
         name: n.name,
         session_id: n.session_id,
