@@ -163,22 +163,51 @@ export const readLog = (
         : Effect.map(durable.readFile(file), (bytes) =>
           foldBytes(session_id, file, Option.getOrElse(bytes, () => new Uint8Array(0))))
     }
-    return Effect.suspend(() => {
-      const fold = new SessionFold(session_id, file)
-      const decoder = new StringDecoder("utf8")
-      let carry = ""
-      return Stream.runForEach(
-        durable.stream(file, { chunkSize: CHUNK }),
-        (chunk) =>
-          Effect.sync(() => {
-            const text = decoder.write(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength))
-            carry = foldText(fold, carry + text)
-          })
-      ).pipe(Effect.map(() => {
-        carry += decoder.end()
-        return { log: fold.finish(), tornTail: carry.length > 0 }
-      }))
-    })
+    return streamLog(durable, session_id, file, undefined)
+  })
+
+/**
+ * Fold a log streamed through Durable in CHUNK pieces (bounded memory), and checkpoint it like a
+ * log read whole: the last complete line is kept aside as the chunks pass. `stat`: the file as
+ * it was before the stream opened it (its identity is kept only if the stream read all of it).
+ */
+const streamLog = (
+  durable: DurableService,
+  session_id: SessionId,
+  file: string,
+  stat: BigIntStats | undefined
+): Effect.Effect<LogRead & { readonly checkpoint: CheckpointEntry | null }, DurableError> =>
+  Effect.suspend(() => {
+    const fold = new SessionFold(session_id, file)
+    const decoder = new StringDecoder("utf8")
+    let carry = ""
+    let total = 0
+    /** The bytes after the last newline so far, and the last complete line with its newline. */
+    let partial: Array<Buffer> = []
+    let last: Buffer | null = null
+    return Stream.runForEach(
+      durable.stream(file, { chunkSize: CHUNK }),
+      (chunk) =>
+        Effect.sync(() => {
+          const buf = asBuffer(chunk)
+          total += buf.length
+          const nl = buf.lastIndexOf(0x0a)
+          if (nl < 0) partial.push(Buffer.from(buf))
+          else {
+            const prev = nl === 0 ? -1 : buf.lastIndexOf(0x0a, nl - 1)
+            last = prev >= 0 ? Buffer.from(buf.subarray(prev + 1, nl + 1)) : Buffer.concat([...partial, buf.subarray(0, nl + 1)])
+            partial = nl + 1 < buf.length ? [Buffer.from(buf.subarray(nl + 1))] : []
+          }
+          carry = foldText(fold, carry + decoder.write(buf))
+        })
+    ).pipe(Effect.map(() => {
+      carry += decoder.end()
+      const tornTail = carry.length > 0
+      const log = fold.finish()
+      const end: Buffer | null = last
+      const checkpoint = tornTail || end === null ? null : checkpointOf(fold, null, end, total - end.length, stat)
+      return { log, tornTail, checkpoint }
+    }))
   })
 
 const isSessionId = Schema.is(SessionId)
@@ -257,7 +286,12 @@ class FileReader {
   }
 }
 
-type Read = SessionRead | { readonly id: SessionId; readonly record: Session; readonly large: true }
+type Read = SessionRead | {
+  readonly id: SessionId
+  readonly record: Session
+  readonly copy: RecordCopy | null
+  readonly large: true
+}
 
 /**
  * Continue a checkpoint's fold: the file from the start of the checkpoint's last line on. Null
@@ -395,7 +429,7 @@ const readOne = (
     }
   }
   const log = reader.read(f.log, true)
-  if (log === LARGE) return { id, record, large: true }
+  if (log === LARGE) return { id, record, copy, large: true }
   // An absent log folds as empty.
   const r = foldWhole(id, f.log, log ?? Buffer.alloc(0), reader.stat)
   return {
@@ -425,7 +459,7 @@ export const readSessions = (
     const reader = new FileReader()
     const files = fileNames(paths)
     const out: Array<SessionRead> = []
-    const large: Array<{ readonly at: number; readonly id: SessionId; readonly record: Session }> = []
+    const large: Array<{ readonly at: number; readonly id: SessionId; readonly record: Session; readonly copy: RecordCopy | null }> = []
     const batches: Array<number> = []
     for (let i = 0; i < ids.length; i += BATCH) batches.push(i)
     const batch = (from: number): Effect.Effect<void, SessionStoreError | DurableError> =>
@@ -440,7 +474,7 @@ export const readSessions = (
           }
           if (r instanceof SessionStoreError) return Effect.fail(r)
           if ("large" in r) {
-            large.push({ at: out.length, id: r.id, record: r.record })
+            large.push({ at: out.length, id: r.id, record: r.record, copy: r.copy })
             out.push({ id: r.id, record: r.record, log: null, needsRepair: false, skipped: 0, checkpoint: null, unchanged: false })
           } else {
             out.push(r)
@@ -449,18 +483,21 @@ export const readSessions = (
         return Effect.void
       })
     // Logs bigger than the buffer: streamed in chunks through Durable (bounded memory).
-    const streamed = Effect.forEach(large, (l) =>
-      Effect.flatMap(durable.size(paths.pendingFile(l.id)), (pending) =>
-        Effect.map(readLog(durable, l.id, paths.eventsFile(l.id)), (r) => {
-          out[l.at] = {
-            id: l.id,
-            record: l.record,
-            log: r.log,
-            needsRepair: Option.isSome(pending) || r.tornTail,
-            skipped: 0,
-            checkpoint: null,
-            unchanged: false
-          }
-        })), { discard: true })
+    const streamed = Effect.forEach(large, (l) => {
+      const file = paths.eventsFile(l.id)
+      return Effect.flatMap(durable.size(paths.pendingFile(l.id)), (pending) =>
+        Effect.flatMap(Effect.try({ try: () => reader.statOf(file), catch: (e) => e instanceof DurableError ? e : readError("read", file, e) }), (stat) =>
+          Effect.map(streamLog(durable, l.id, file, stat), (r) => {
+            out[l.at] = {
+              id: l.id,
+              record: l.record,
+              log: r.log,
+              needsRepair: Option.isSome(pending) || r.tornTail,
+              skipped: 0,
+              checkpoint: withRecord(r.checkpoint, l.copy),
+              unchanged: false
+            }
+          })))
+    }, { discard: true })
     return Effect.forEach(batches, batch, { discard: true }).pipe(Effect.zipRight(streamed), Effect.as(out))
   })

@@ -13,7 +13,7 @@ import { Orchestrator } from "../../src/agent/Orchestrator.js"
 import { makePaths } from "../../src/config/Paths.js"
 import type { SessionId } from "../../src/domain/ids.js"
 import { CHECKPOINT_LINES, type CheckpointEntry, decodeCheckpoints, encodeCheckpoints, FOLD_VERSION } from "../../src/recovery/Checkpoint.js"
-import { readSessions } from "../../src/recovery/Read.js"
+import { readSessions, WHOLE_FILE } from "../../src/recovery/Read.js"
 import { Durable, live as durableLive } from "../../src/storage/Durable.js"
 import { sid } from "../support/logs.js"
 import { withTmp } from "../support/tmp.js"
@@ -276,4 +276,27 @@ describe("fold checkpoints", () => {
       expect({ ...third.report, logLines: 0 }).toEqual({ ...without.report, logLines: 0 })
     })
   }, 60_000)
+
+  it("a log too large to read in one piece is streamed, checkpointed, and then not read again", async () => {
+    await withTmp(async (home) => {
+      const boss = await team(home)
+      const file = makePaths(home).eventsFile(boss.session_id)
+      while (fs.statSync(file).size <= WHOLE_FILE) grow(home, boss.session_id, boss.id, 500)
+      grow(home, boss.session_id, boss.id, 2, true)
+      const first = (await readAll(home)).find((r) => r.id === boss.session_id)!
+      const cp = first.checkpoint!
+      expect(cp.offset).toBe(fs.statSync(file).size)
+      expect(cp.lines).toBe(first.log!.lines)
+      const decoded = decodeCheckpoints(encodeCheckpoints([cp]))
+      const again = (await readAll(home, decoded)).find((r) => r.id === boss.session_id)!
+      expect(again.unchanged).toBe(true)
+      expect(again.log).toEqual(first.log)
+      // Grown: only the new lines are read, and the fold equals the whole log's.
+      grow(home, boss.session_id, boss.id, 3)
+      const grown = (await readAll(home, decoded)).find((r) => r.id === boss.session_id)!
+      expect(grown.unchanged).toBe(false)
+      expect(grown.skipped).toBe(cp.lines)
+      expect(grown.log).toEqual((await readAll(home)).find((r) => r.id === boss.session_id)!.log)
+    })
+  }, 120_000)
 })
