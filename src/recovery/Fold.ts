@@ -380,6 +380,10 @@ class Acc {
     }
     this.open.clear()
     this.openTurn = null
+    // Its usage is settled (the turn-level `usage` comes before the end): like the live Activity,
+    // forget that it was metered, so the set holds open turns only instead of growing with history.
+    const id = end._tag === "complete" ? end.data.turn_id : end.turn_id
+    if (this.metered?.delete(id) === true && this.metered.size === 0) this.metered = undefined
     this.ended++
     this.inARow = 0
   }

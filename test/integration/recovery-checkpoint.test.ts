@@ -194,8 +194,15 @@ describe("fold checkpoints", () => {
     await withTmp(async (home) => {
       const boss = await team(home)
       const paths = makePaths(home)
-      // caps, a queued spawn and a read mark before the checkpoint: part of the state it keeps.
+      const u0 = (await readAll(home)).find((r) => r.id === boss.session_id)!.log!.usage.input_tokens
+      // caps, a queued spawn and a read mark before the checkpoint: part of the state it keeps;
+      // a turn metered per request (its turn-level usage not counted again).
+      const metered = randomUUID()
       const extra = [
+        { event: "turn.start", data: { turn_id: metered, prompt: "metered" } },
+        { event: "usage", data: { turn_id: metered, input_tokens: 100, output_tokens: 1, cost_usd: 0.01, source: "request" } },
+        { event: "usage", data: { turn_id: metered, input_tokens: 999, output_tokens: 9, cost_usd: 0.09 } },
+        { event: "turn.complete", data: { turn_id: metered, response: "metered done" } },
         { event: "caps.set", data: { max_depth: 2, max_children: null, max_live: 5 } },
         { event: "spawn.queued", data: { queue_id: "q1", name: "later", instructions: "wait", role: "worker", workspace_subdir: null, provider: null, budget: null, reason: "max_live 5" } },
         { event: "user.read", data: { message_ids: [randomUUID()] } }
@@ -218,6 +225,10 @@ describe("fold checkpoints", () => {
       expect(bossLog.caps).toEqual({ max_depth: 2, max_children: null, max_live: 5 })
       expect(bossLog.queuedSpawns.map((q) => q.data.name)).toEqual(["later"])
       expect(bossLog.userRead.size).toBe(1)
+      // grow's 3 turns: 10 + 11 + 12 input tokens; the metered turn: its request's 100 only.
+      expect(bossLog.usage.input_tokens).toBe(u0 + 100 + 33)
+      // Once the turn ended, the checkpoint no longer carries it as metered (no growth with history).
+      expect(first.find((r) => r.id === boss.session_id)!.checkpoint!.state.metered).toBeUndefined()
       expect(bossLog.turns.interrupted?.prompt).toBe("Message from USER: interrupted")
 
       // A pending WAL entry next to an unchanged log: still seen (the log is repaired first).
