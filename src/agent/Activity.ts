@@ -1,7 +1,7 @@
 // Activity: the one owner of each agent's usage totals and recent activity (the last 3 turns,
 // the last 5 messages sent or received) for `inspect_agent` / `agent inspect`. Noted as turns
 // end and messages go; rebuilt from the logs by recovery after a restart (docs/messaging.md).
-import { Effect } from "effect"
+import { Effect, Either, Schema } from "effect"
 import type { AgentId } from "../domain/ids.js"
 import {
   addUsage,
@@ -45,6 +45,57 @@ export interface AgentUsage {
 }
 
 export const noActivity: RecentActivity = { turns: [], messages: [] }
+
+/**
+ * The rings as a fold checkpoint keeps them (JSON; `peer: null` is a broadcast, whose peers the
+ * log does not name). Either ring may be absent (empty).
+ */
+export const RecentRings = Schema.Struct({
+  turns: Schema.optional(Schema.Array(Schema.Struct({
+    turn_id: Schema.String,
+    prompt: Schema.String,
+    response: Schema.String,
+    error: Schema.NullOr(Schema.String)
+  }))),
+  messages: Schema.optional(Schema.Array(Schema.Struct({
+    direction: Schema.Literal("in", "out"),
+    peer: Schema.NullOr(Schema.String),
+    kind: Schema.String,
+    message_id: Schema.String,
+    text: Schema.String
+  })))
+})
+export type RecentRings = typeof RecentRings.Type
+const RingsJson = Schema.parseJson(RecentRings)
+export const decodeRings = Schema.decodeUnknownEither(RingsJson)
+export const encodeRings = Schema.encodeSync(RingsJson)
+
+/**
+ * An agent's rings still encoded (recovery seeds them so from a fold checkpoint): decoded when
+ * its activity is first asked for, not at start-up. `broadcastPeers` names a broadcast's peers.
+ */
+export interface EncodedActivity {
+  readonly _tag: "EncodedActivity"
+  readonly json: string
+  readonly broadcastPeers: string
+}
+export type SeededActivity = RecentActivity | EncodedActivity
+
+const isEncoded = (a: SeededActivity): a is EncodedActivity => "_tag" in a && a._tag === "EncodedActivity"
+
+/**
+ * Pure: the rings of `a`, decoded if they are still encoded. Rings that do not decode (a damaged
+ * checkpoint) are empty.
+ */
+export const decodeActivity = (a: SeededActivity | undefined): RecentActivity | undefined => {
+  if (a === undefined || !isEncoded(a)) return a
+  const r = decodeRings(a.json)
+  if (Either.isLeft(r)) return noActivity
+  return {
+    turns: r.right.turns ?? [],
+    messages: (r.right.messages ?? []).map((m) => m.peer === null ? { ...m, peer: a.broadcastPeers } : { ...m, peer: m.peer })
+  }
+}
 export const noUsage: AgentUsage = { own: zeroUsage, turns: 0, retired: zeroUsage, retiredTurns: 0 }
 
 const ring = <A>(xs: ReadonlyArray<A>, x: A, n: number): ReadonlyArray<A> => {
@@ -52,15 +103,15 @@ const ring = <A>(xs: ReadonlyArray<A>, x: A, n: number): ReadonlyArray<A> => {
   return next.length > n ? next.slice(next.length - n) : next
 }
 /** Pure: `a` with one more message in its ring. */
-export const withMessage = (a: RecentActivity | undefined, m: MessageSummary): RecentActivity => ({
-  turns: a?.turns ?? [],
-  messages: ring(a?.messages ?? [], m, RECENT_MESSAGES)
-})
+export const withMessage = (seeded: SeededActivity | undefined, m: MessageSummary): RecentActivity => {
+  const a = decodeActivity(seeded)
+  return { turns: a?.turns ?? [], messages: ring(a?.messages ?? [], m, RECENT_MESSAGES) }
+}
 /** Pure: `a` with one more turn in its ring. */
-export const withTurn = (a: RecentActivity | undefined, t: TurnSummary): RecentActivity => ({
-  turns: ring(a?.turns ?? [], t, RECENT_TURNS),
-  messages: a?.messages ?? []
-})
+export const withTurn = (seeded: SeededActivity | undefined, t: TurnSummary): RecentActivity => {
+  const a = decodeActivity(seeded)
+  return { turns: ring(a?.turns ?? [], t, RECENT_TURNS), messages: a?.messages ?? [] }
+}
 /** Pure: a parent's usage once a child with usage `u` is terminated (its totals retire into it). */
 export const retireInto = (parent: AgentUsage | undefined, u: AgentUsage): AgentUsage => {
   const p = parent ?? noUsage
@@ -74,7 +125,15 @@ export const retireInto = (parent: AgentUsage | undefined, u: AgentUsage): Agent
 export class Activity extends Effect.Service<Activity>()("substrat/Activity", {
   sync: () => {
     const usage = new Map<AgentId, AgentUsage>()
-    const recent = new Map<AgentId, RecentActivity>()
+    /** Recovery's seed may leave an agent's rings encoded until they are first asked for. */
+    const recent = new Map<AgentId, SeededActivity>()
+    const recentOf = (agent: AgentId): RecentActivity => {
+      const a = recent.get(agent)
+      if (a === undefined) return noActivity
+      const decoded = decodeActivity(a) ?? noActivity
+      if (decoded !== a) recent.set(agent, decoded)
+      return decoded
+    }
     /** Per agent, the running turns that have request-level usage (metered at the forwarder). */
     const metered = new Map<AgentId, Set<string>>()
     const own = (a: AgentId): UsageWithTurns => {
@@ -126,21 +185,21 @@ export class Activity extends Effect.Service<Activity>()("substrat/Activity", {
         metered.delete(agent)
         if (u && parent !== null) usage.set(parent, retireInto(usage.get(parent), u))
       },
-      recentOf: (agent: AgentId): RecentActivity => recent.get(agent) ?? noActivity,
+      recentOf,
       /** Own totals, and subtree totals (own + live descendants + terminated descendants). */
       usageOf: (agent: AgentId, subtree: ReadonlyArray<AgentId>): UsageReport => ({
         agent_id: agent,
         own: own(agent),
         subtree: subtree.reduce((acc, a) => addWithTurns(addWithTurns(acc, own(a)), retired(a)), zeroWithTurns)
       }),
-      /** Recovery: totals and activity rebuilt from the logs. */
-      seed: (u: ReadonlyMap<AgentId, AgentUsage>, a: ReadonlyMap<AgentId, RecentActivity>): void => {
+      /** Recovery: totals and activity rebuilt from the logs (rings may stay encoded until asked for). */
+      seed: (u: ReadonlyMap<AgentId, AgentUsage>, a: ReadonlyMap<AgentId, SeededActivity>): void => {
         for (const [k, v] of u) usage.set(k, v)
         for (const [k, v] of a) recent.set(k, v)
       },
       snapshot: () => ({
         usage: new Map(usage) as ReadonlyMap<AgentId, AgentUsage>,
-        activity: new Map(recent) as ReadonlyMap<AgentId, RecentActivity>
+        activity: new Map([...recent.keys()].map((k) => [k, recentOf(k)])) as ReadonlyMap<AgentId, RecentActivity>
       })
     } as const
   }

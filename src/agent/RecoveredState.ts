@@ -6,7 +6,7 @@
 import { Effect } from "effect"
 import type { AgentId, MessageId } from "../domain/ids.js"
 import type { MessageEnvelope } from "../domain/message.js"
-import type { AgentUsage, RecentActivity } from "./Activity.js"
+import type { AgentUsage, SeededActivity } from "./Activity.js"
 import type { AgentTree } from "./AgentTree.js"
 import { Activity } from "./Activity.js"
 import { Finder } from "./Finder.js"
@@ -22,7 +22,8 @@ export interface RecoveredState {
   /** Sync requests still waiting for their reply. */
   readonly requests: ReadonlyArray<PendingRequest>
   readonly usage: ReadonlyMap<AgentId, AgentUsage>
-  readonly activity: ReadonlyMap<AgentId, RecentActivity>
+  /** Rings a fold checkpoint kept may stay encoded until the agent's activity is asked for. */
+  readonly activity: ReadonlyMap<AgentId, SeededActivity>
   /** Messages live roots sent to USER, oldest first. */
   readonly userOutbox: ReadonlyArray<MessageEnvelope>
   /** `find:` searches in transit at the crash (Finder resumes them once the daemon is up). */

@@ -11,7 +11,8 @@
 // line the fold ended on (its SHA-256), and the log is folded on from there; failing that, from
 // its start. A file that does not decode (damaged, or written by another FOLD_VERSION) is
 // ignored whole (an entry that does not decode, alone). The fold's state is encoded and decoded
-// with the Schemas below, built from the event catalog's own Schemas.
+// with the Schemas below, built from the event catalog's own Schemas; the recent-activity rings
+// ride on the entry's line undecoded (`CheckpointEntry.recent`).
 import { Either, Schema } from "effect"
 import { isAscii } from "node:buffer"
 import { createHash } from "node:crypto"
@@ -25,26 +26,11 @@ import { Session } from "../domain/session.js"
 import { UsageTotals } from "../domain/usage.js"
 
 /** Bump when the fold's state or any handler in Fold.ts changes meaning: older files are then ignored. */
-export const FOLD_VERSION = 3
+export const FOLD_VERSION = 4
 /** A session's log gets a (new) checkpoint once this many lines were folded past its last one. */
 export const CHECKPOINT_LINES = 1
 
 const Pending = Schema.Struct({ envelope: MessageEnvelopeFromLog, seq: Schema.Number })
-/** A message of the recent-activity ring, as `inspect_agent` shows it (texts excerpted). */
-const RecentMessage = Schema.Struct({
-  direction: Schema.Literal("in", "out"),
-  peer: Schema.NullOr(Schema.String),
-  kind: Schema.String,
-  message_id: Schema.String,
-  text: Schema.String
-})
-/** A turn of the recent-activity ring, as `inspect_agent` shows it (texts excerpted). */
-const RecentTurn = Schema.Struct({
-  turn_id: Schema.String,
-  prompt: Schema.String,
-  response: Schema.String,
-  error: Schema.NullOr(Schema.String)
-})
 const pairs = <K extends Schema.Schema.AnyNoContext, V extends Schema.Schema.AnyNoContext>(k: K, v: V) =>
   Schema.Array(Schema.Tuple(k, v))
 
@@ -72,9 +58,11 @@ export const FoldState = Schema.Struct({
   invoked: Schema.optional(pairs(Schema.String, Schema.Struct({ tool: Schema.String, args: JsonValue }))),
   openTurn: Schema.optional(Schema.String),
   openTurnTs: Schema.optional(Schema.String),
-  /** The recent-activity rings as summaries (not whole turns and envelopes: small to decode). */
-  turns: Schema.optional(Schema.Array(RecentTurn)),
-  messages: Schema.optional(Schema.Array(RecentMessage)),
+  /**
+   * The recent-activity ring of messages names a broadcast's peers as null (the plan names
+   * them). The rings themselves are not here: see `CheckpointEntry.recent`.
+   */
+  broadcast: Schema.optional(Schema.Literal(true)),
   started: Schema.optional(Schema.Number),
   ended: Schema.optional(Schema.Number),
   inARow: Schema.optional(Schema.Number),
@@ -118,8 +106,8 @@ export const sameFile = (id: FileIdentity, s: BigIntStats): boolean =>
 export const RecordCopy = Schema.Struct({ file: FileIdentity, session: Session })
 export type RecordCopy = typeof RecordCopy.Type
 
-/** Where one log's fold stood. */
-export const CheckpointEntry = Schema.Struct({
+/** Where one log's fold stood (without its recent-activity rings: `CheckpointEntry`). */
+export const CheckpointHead = Schema.Struct({
   session_id: SessionId,
   /** Bytes of `events.jsonl` folded (up to and including the last line's newline). */
   offset: Schema.Number,
@@ -134,10 +122,17 @@ export const CheckpointEntry = Schema.Struct({
   record: Schema.optional(RecordCopy),
   state: FoldState
 })
-export type CheckpointEntry = typeof CheckpointEntry.Type
+
+/**
+ * Where one log's fold stood. `recent`: its recent-activity rings, as the JSON of
+ * Activity.ts's `RecentRings` (summaries, texts excerpted), written after the head on the same
+ * line behind a tab (JSON text never holds a raw tab) and not decoded at start-up: the Activity
+ * service decodes an agent's rings when they are first asked for, and the fold when it notes more.
+ */
+export type CheckpointEntry = typeof CheckpointHead.Type & { readonly recent?: string | undefined }
 
 const Header = Schema.parseJson(Schema.Struct({ version: Schema.Literal(FOLD_VERSION) }))
-const EntryLine = Schema.parseJson(CheckpointEntry)
+const EntryLine = Schema.parseJson(CheckpointHead)
 const decodeHeader = Schema.decodeUnknownEither(Header)
 const decodeEntry = Schema.decodeUnknownEither(EntryLine)
 const encodeEntry = Schema.encodeSync(EntryLine)
@@ -165,16 +160,20 @@ export const decodeCheckpoints = (bytes: Uint8Array | null): ReadonlyMap<Session
   for (let i = 1; i < lines.length; i++) {
     const line = lines[i]!
     if (line.length === 0) continue
-    const entry = decodeEntry(line)
-    if (Either.isLeft(entry)) continue
-    lineOf.set(entry.right, line)
-    out.set(entry.right.session_id, entry.right)
+    const tab = line.indexOf("\t")
+    const head = decodeEntry(tab < 0 ? line : line.slice(0, tab))
+    if (Either.isLeft(head)) continue
+    const entry: CheckpointEntry = tab < 0 ? head.right : { ...head.right, recent: line.slice(tab + 1) }
+    lineOf.set(entry, line)
+    out.set(entry.session_id, entry)
   }
   return out
 }
 
 export const encodeCheckpoints = (entries: Iterable<CheckpointEntry>): Uint8Array => {
   const lines = [JSON.stringify({ version: FOLD_VERSION })]
-  for (const e of entries) lines.push(lineOf.get(e) ?? encodeEntry(e))
+  for (const e of entries) {
+    lines.push(lineOf.get(e) ?? (e.recent === undefined ? encodeEntry(e) : `${encodeEntry(e)}\t${e.recent}`))
+  }
   return Buffer.from(lines.join("\n") + "\n", "utf8")
 }

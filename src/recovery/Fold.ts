@@ -19,7 +19,14 @@ import { BroadcastArgs, SendMessageArgs } from "../domain/tools.js"
 import type { Budget } from "../domain/budget.js"
 import type { TreeCaps } from "../domain/caps.js"
 import { addUsage, type UsageTotals, zeroUsage } from "../domain/usage.js"
-import { type MessageSummary, RECENT_MESSAGES, RECENT_TURNS, type TurnSummary } from "../agent/Activity.js"
+import {
+  decodeRings,
+  encodeRings,
+  type MessageSummary,
+  RECENT_MESSAGES,
+  RECENT_TURNS,
+  type TurnSummary
+} from "../agent/Activity.js"
 import { excerpt } from "../agent/Inspection.js"
 import { senderName } from "../agent/Prompt.js"
 import type { FoldState } from "./Checkpoint.js"
@@ -123,6 +130,12 @@ export interface SessionLog {
   readonly recentTurns: ReadonlyArray<TurnSummary>
   /** The last RECENT_MESSAGES messages in and out, in log order (texts excerpted), as `noteMessage` records them. */
   readonly recentMessages: ReadonlyArray<RecentMessage>
+  /**
+   * Set when the rings are still as a checkpoint kept them (the fold added nothing to them): their
+   * JSON (Activity.ts's `RecentRings`), not decoded, and whether a broadcast's peers are unnamed
+   * in it. `recentTurns` and `recentMessages` are empty then.
+   */
+  readonly recentEncoded: { readonly json: string; readonly broadcast: boolean } | null
 }
 
 export interface OpenBreach {
@@ -250,6 +263,12 @@ class Acc {
   /** The last turns (summaries are built by `finish`, for the few kept). */
   turns: Array<RecentTurn> | undefined
   messages: Array<Noted> | undefined
+  /**
+   * The rings as a checkpoint kept them (`turns` and `messages` are then unset), decoded only
+   * when the fold notes more; `broadcast`: a broadcast's peers are unnamed in them.
+   */
+  recentJson: string | undefined
+  broadcast = false
   started = 0
   ended = 0
   /** `turn.start`s since the last turn end or `agent.resumed`. */
@@ -296,8 +315,9 @@ class Acc {
       s.openTurn = this.openTurn
       s.openTurnTs = this.openTurnTs
     }
-    put("turns", this.turns?.map(turnSummary))
-    put("messages", this.messages?.map(messageSummary))
+    if (this.recentJson !== undefined ? this.broadcast : this.messages?.some((m) => messageSummary(m).peer === null)) {
+      s.broadcast = true
+    }
     if (this.started !== 0) s.started = this.started
     if (this.ended !== 0) s.ended = this.ended
     if (this.inARow !== 0) s.inARow = this.inARow
@@ -313,8 +333,25 @@ class Acc {
     return s
   }
 
-  /** An accumulator that continues from a checkpoint's state. */
-  static fromState(s: FoldState): Acc {
+  /** The recent-activity rings as a checkpoint keeps them (Activity.ts's `RecentRings` as JSON), or none. */
+  recent(): string | undefined {
+    if (this.recentJson !== undefined) return this.recentJson
+    if (this.turns === undefined && this.messages === undefined) return undefined
+    return encodeRings({ turns: this.turns?.map(turnSummary), messages: this.messages?.map(messageSummary) })
+  }
+
+  /** The checkpoint's rings, decoded to note more (a ring that does not decode starts empty). */
+  private unpack(): void {
+    if (this.recentJson === undefined) return
+    const r = decodeRings(this.recentJson)
+    this.recentJson = undefined
+    if (Either.isLeft(r)) return
+    if (r.right.turns !== undefined) this.turns = r.right.turns.map((t) => ({ _tag: "summary", s: t }))
+    if (r.right.messages !== undefined) this.messages = r.right.messages.map((m) => ({ _tag: "summary", m }))
+  }
+
+  /** An accumulator that continues from a checkpoint's state (and its undecoded rings). */
+  static fromState(s: FoldState, recent: string | undefined): Acc {
     const acc = new Acc()
     const some = <A>(xs: ReadonlyArray<A> | undefined): Array<A> | undefined => (xs === undefined ? undefined : [...xs])
     acc.created = s.created ?? null
@@ -334,8 +371,8 @@ class Acc {
     if (s.invoked !== undefined) acc.invoked = new Map(s.invoked)
     acc.openTurn = s.openTurn ?? null
     acc.openTurnTs = s.openTurnTs ?? ""
-    if (s.turns !== undefined) acc.turns = s.turns.map((t) => ({ _tag: "summary", s: t }))
-    if (s.messages !== undefined) acc.messages = s.messages.map((m) => ({ _tag: "summary", m }))
+    acc.recentJson = recent
+    acc.broadcast = s.broadcast === true
     acc.started = s.started ?? 0
     acc.ended = s.ended ?? 0
     acc.inARow = s.inARow ?? 0
@@ -352,6 +389,7 @@ class Acc {
   }
 
   noteMessage(m: Noted): void {
+    this.unpack()
     const ring = this.messages ??= []
     ring.push(m)
     if (ring.length > RECENT_MESSAGES) ring.shift()
@@ -359,6 +397,7 @@ class Acc {
 
   /** A turn ended: its summary noted, the requests it consumed answered with `reply`. */
   endTurn(end: TurnEnd, ts: string): void {
+    this.unpack()
     const ring = this.turns ??= []
     ring.push({ _tag: "ended", end, prompt: this.openTurn ?? "" })
     if (ring.length > RECENT_TURNS) ring.shift()
@@ -549,9 +588,9 @@ export class SessionFold {
   constructor(
     readonly session_id: SessionId,
     readonly file: string,
-    from?: { readonly lines: number; readonly state: FoldState }
+    from?: { readonly lines: number; readonly state: FoldState; readonly recent?: string | undefined }
   ) {
-    this.acc = from === undefined ? new Acc() : Acc.fromState(from.state)
+    this.acc = from === undefined ? new Acc() : Acc.fromState(from.state, from.recent)
     this.lines = from?.lines ?? 0
   }
 
@@ -563,6 +602,11 @@ export class SessionFold {
   /** Where the fold stands, as a checkpoint's state (meaningful while it has not failed). */
   state(): FoldState {
     return this.acc.toState()
+  }
+
+  /** Its recent-activity rings, as a checkpoint keeps them (JSON), or none. */
+  recent(): string | undefined {
+    return this.acc.recent()
   }
 
   get failed(): boolean {
@@ -630,7 +674,8 @@ export class SessionFold {
       queuedSpawns: a.queuedSpawns === undefined ? none : [...a.queuedSpawns.values()],
       userRead: a.userRead ?? noRead,
       recentTurns: a.turns === undefined ? none : a.turns.map(turnSummary),
-      recentMessages: a.messages === undefined ? none : a.messages.map(messageSummary)
+      recentMessages: a.messages === undefined ? none : a.messages.map(messageSummary),
+      recentEncoded: a.recentJson === undefined ? null : { json: a.recentJson, broadcast: a.broadcast }
     }
   }
 }

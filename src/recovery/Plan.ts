@@ -21,7 +21,7 @@ import { MessageEnvelope } from "../domain/message.js"
 import type { Session } from "../domain/session.js"
 import type { LogPosition } from "../provider/Provider.js"
 import { addUsage, type UsageTotals, zeroUsage } from "../domain/usage.js"
-import { type AgentUsage, type MessageSummary, type RecentActivity, withMessage } from "../agent/Activity.js"
+import { type AgentUsage, type MessageSummary, type SeededActivity, withMessage } from "../agent/Activity.js"
 import { AgentTree, USER } from "../agent/AgentTree.js"
 import { recoveryPrompt, senderName } from "../agent/Prompt.js"
 import type { RecoveredState, RecoveredTurn } from "../agent/RecoveredState.js"
@@ -429,11 +429,18 @@ const allNamed = (ms: ReadonlyArray<RecentMessage>): ms is ReadonlyArray<Message
  * (the log records only how many got it).
  */
 const activity = (tree: AgentTree, nodes: ReadonlyArray<AgentNode>, live: ReadonlyArray<AgentEntry>) => {
-  const out = new Map<AgentId, RecentActivity>()
+  const out = new Map<AgentId, SeededActivity>()
+  const peers = (id: AgentId) => tree.team(id).map((t) => t.name).join(",") || "(nobody)"
   for (let i = 0; i < nodes.length; i++) {
     const log = live[i]!.log
-    if (log.recentTurns.length === 0 && log.recentMessages.length === 0) continue
     const id = nodes[i]!.id
+    // Rings a checkpoint kept stay encoded: the Activity service decodes them when first asked.
+    const enc = log.recentEncoded
+    if (enc !== null) {
+      out.set(id, { _tag: "EncodedActivity", json: enc.json, broadcastPeers: enc.broadcast ? peers(id) : "" })
+      continue
+    }
+    if (log.recentTurns.length === 0 && log.recentMessages.length === 0) continue
     // The fold's rings as they are (never mutated: the seed's updates make new arrays), unless a
     // broadcast needs its peers named.
     const ms = log.recentMessages
@@ -441,7 +448,7 @@ const activity = (tree: AgentTree, nodes: ReadonlyArray<AgentNode>, live: Readon
       turns: log.recentTurns,
       messages: allNamed(ms) ? ms : ms.map((m) => ({
         ...m,
-        peer: m.peer ?? (tree.team(id).map((t) => t.name).join(",") || "(nobody)")
+        peer: m.peer ?? peers(id)
       }))
     })
   }
@@ -456,7 +463,7 @@ const activity = (tree: AgentTree, nodes: ReadonlyArray<AgentNode>, live: Readon
 const deliver = (
   seed: {
     readonly inboxes: Map<AgentId, Array<MessageEnvelope>>
-    readonly activity: Map<AgentId, RecentActivity>
+    readonly activity: Map<AgentId, SeededActivity>
     readonly userOutbox: Array<MessageEnvelope>
   },
   owed: ReadonlyArray<PlannedReply>

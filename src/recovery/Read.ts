@@ -129,7 +129,8 @@ const checkpointOf = (
     lastLength: last.byteLength,
     lastHash: hashLine(last),
     log: whole ? identityOf(stat) : null,
-    state: fold.state()
+    state: fold.state(),
+    recent: fold.recent()
   }
 }
 
@@ -305,7 +306,7 @@ const foldFromCheckpoint = (reader: FileReader, file: string, cp: CheckpointEntr
   if (bytes === null || bytes === LARGE || bytes.length <= cp.lastLength || bytes[cp.lastLength] !== 0x0a) return null
   if (hashLine(bytes.subarray(0, cp.lastLength)) !== cp.lastHash) return null
   const stat = reader.stat
-  const fold = new SessionFold(cp.session_id, file, { lines: cp.lines, state: cp.state })
+  const fold = new SessionFold(cp.session_id, file, cp)
   const tail = bytes.subarray(cp.lastLength + 1)
   const rest = foldText(fold, textOf(tail))
   const tornTail = rest.length > 0
@@ -322,7 +323,7 @@ const unchangedSince = (reader: FileReader, file: string, cp: CheckpointEntry) =
   if (cp.log === null || cp.log.size !== cp.offset) return null
   const stat = reader.statOf(file)
   if (stat === undefined || !sameFile(cp.log, stat)) return null
-  const fold = new SessionFold(cp.session_id, file, { lines: cp.lines, state: cp.state })
+  const fold = new SessionFold(cp.session_id, file, cp)
   return { log: fold.finish(), tornTail: false, checkpoint: cp, skipped: cp.lines }
 }
 

@@ -12,12 +12,25 @@ import * as fs from "node:fs"
 import { Orchestrator } from "../../src/agent/Orchestrator.js"
 import { makePaths } from "../../src/config/Paths.js"
 import type { SessionId } from "../../src/domain/ids.js"
+import { decodeRings } from "../../src/agent/Activity.js"
+import type { SessionLog } from "../../src/recovery/Fold.js"
 import { CHECKPOINT_LINES, type CheckpointEntry, decodeCheckpoints, encodeCheckpoints, FOLD_VERSION } from "../../src/recovery/Checkpoint.js"
 import { readSessions, WHOLE_FILE } from "../../src/recovery/Read.js"
 import { Durable, live as durableLive } from "../../src/storage/Durable.js"
 import { sid } from "../support/logs.js"
 import { withTmp } from "../support/tmp.js"
 import { askScripts, recoverLife, startLife, trackedScripted } from "./recovery.support.js"
+
+/**
+ * The log with its recent-activity rings decoded, as a fold of the whole log has them (a fold
+ * that used a checkpoint unchanged keeps them encoded, for the Activity service to decode).
+ */
+const withRings = (log: SessionLog | null): SessionLog | null => {
+  if (log === null || log.recentEncoded === null) return log
+  const rings = decodeRings(log.recentEncoded.json)
+  if (rings._tag === "Left") throw new Error(`rings do not decode: ${log.recentEncoded.json}`)
+  return { ...log, recentTurns: rings.right.turns ?? [], recentMessages: rings.right.messages ?? [], recentEncoded: null }
+}
 
 const registry = () => trackedScripted(askScripts, { messages: [] }, () => true)
 
@@ -218,8 +231,19 @@ describe("fold checkpoints", () => {
       const again = await readAll(home, decoded)
       expect(again.map((r) => r.unchanged)).toEqual([true, true])
       expect(again.map((r) => r.skipped)).toEqual(again.map((r) => r.log!.lines))
-      expect(again.map((r) => r.log)).toEqual(first.map((r) => r.log))
+      // The rings stay encoded (not decoded at start-up) and decode to the whole-log fold's.
+      expect(again.map((r) => r.log!.recentEncoded !== null)).toEqual([true, true])
+      expect(again.map((r) => withRings(r.log))).toEqual(first.map((r) => r.log))
       expect(again.map((r) => r.record)).toEqual(first.map((r) => r.record))
+      // On disk, each entry's line is its head, then its rings behind a tab; the head holds no ring.
+      const lines = Buffer.from(encodeCheckpoints(decoded.values())).toString("utf8").split("\n").slice(1, -1)
+      expect(lines.map((l) => l.split("\t").length)).toEqual([2, 2])
+      for (const l of lines) {
+        const [head, rings] = l.split("\t")
+        expect(JSON.parse(head!).state).not.toHaveProperty("turns")
+        expect(JSON.parse(head!).state).not.toHaveProperty("messages")
+        expect(JSON.parse(rings!).turns.length).toBeGreaterThan(0)
+      }
       expect(again.map((r) => r.checkpoint)).toEqual([...decoded.values()])
       const bossLog = again.find((r) => r.id === boss.session_id)!.log!
       expect(bossLog.caps).toEqual({ max_depth: 2, max_children: null, max_live: 5 })
@@ -301,7 +325,8 @@ describe("fold checkpoints", () => {
       const decoded = decodeCheckpoints(encodeCheckpoints([cp]))
       const again = (await readAll(home, decoded)).find((r) => r.id === boss.session_id)!
       expect(again.unchanged).toBe(true)
-      expect(again.log).toEqual(first.log)
+      expect(again.log!.recentEncoded).not.toBeNull()
+      expect(withRings(again.log)).toEqual(first.log)
       // Grown: only the new lines are read, and the fold equals the whole log's.
       grow(home, boss.session_id, boss.id, 3)
       const grown = (await readAll(home, decoded)).find((r) => r.id === boss.session_id)!
