@@ -88,16 +88,6 @@ const asBuffer = (bytes: Uint8Array): Buffer =>
   Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
 
 /**
- * Fold a whole file's bytes (the fast path: one read, one decode). The bytes are decoded to a
- * string before this returns, so they may be a view into a reused buffer.
- */
-export const foldBytes = (session_id: SessionId, file: string, bytes: Uint8Array): LogRead => {
-  const fold = new SessionFold(session_id, file)
-  const rest = foldText(fold, textOf(asBuffer(bytes)))
-  return { log: fold.finish(), tornTail: rest.length > 0 }
-}
-
-/**
  * The checkpoint to keep after a fold (without a torn tail) that continued `prev` (null: from
  * the start): a new one when the fold went `CHECKPOINT_LINES` past it, `prev` with the file's
  * identity refreshed when no line was added but `stat` differs, else `prev`. `buf` holds the
@@ -155,14 +145,14 @@ export const readLog = (
   durable: DurableService,
   session_id: SessionId,
   file: string
-): Effect.Effect<LogRead, DurableError> =>
+): Effect.Effect<LogRead & { readonly checkpoint: CheckpointEntry | null }, DurableError> =>
   Effect.flatMap(durable.size(file), (found) => {
     const size = Option.getOrElse(found, () => 0)
     if (size <= WHOLE_FILE) {
       return size === 0
-        ? Effect.succeed(foldBytes(session_id, file, new Uint8Array(0)))
+        ? Effect.succeed(foldWhole(session_id, file, Buffer.alloc(0), undefined))
         : Effect.map(durable.readFile(file), (bytes) =>
-          foldBytes(session_id, file, Option.getOrElse(bytes, () => new Uint8Array(0))))
+          foldWhole(session_id, file, asBuffer(Option.getOrElse(bytes, () => new Uint8Array(0))), undefined))
     }
     return streamLog(durable, session_id, file, undefined)
   })

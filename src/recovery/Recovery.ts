@@ -251,8 +251,12 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
             logLines += again.log.lines - again.skipped
             continue
           }
-          sessions[i] = { ...x, log: (yield* readLog(durable, x.id, paths.eventsFile(x.id))).log }
-          logLines += sessions[i]!.log!.lines
+          // No checkpoint to continue from (or it no longer matches): the whole log, which gets
+          // one now, so the next start does not read it whole again.
+          const whole = yield* readLog(durable, x.id, paths.eventsFile(x.id))
+          sessions[i] = { ...x, log: whole.log }
+          repaired.set(x.id, whole.tornTail ? null : whole.checkpoint)
+          logLines += whole.log.lines
         } else {
           logLines += x.log.lines - reads[i]!.skipped
         }

@@ -290,6 +290,48 @@ describe("fold checkpoints", () => {
     })
   }, 60_000)
 
+  it("a log repaired at a start with no checkpoint to continue gets one: the next start reads only what is new", async () => {
+    await withTmp(async (home) => {
+      const boss = await team(home)
+      const paths = makePaths(home)
+      const pendingEntry = () =>
+        fs.writeFileSync(paths.pendingFile(boss.session_id), JSON.stringify({
+          event: "message.enqueued",
+          data: { id: randomUUID(), timestamp: TS, sender: "USER", recipient: boss.id, reply_to: null, kind: "notification", payload: "in flight" },
+          ts: TS,
+          session_id: boss.session_id
+        }) + "\n")
+      grow(home, boss.session_id, boss.id, 100, false)
+      // Every start finds a kill -9's pending WAL entry (the chaos load's case), the first with no
+      // checkpoint file at all.
+      fs.rmSync(paths.foldCheckpoint, { force: true })
+      const reads: Array<number> = []
+      let bossLines = 0
+      for (let c = 0; c < 3; c++) {
+        pendingEntry()
+        if (c === 0) bossLines = fs.readFileSync(paths.eventsFile(boss.session_id), "utf8").split("\n").length - 1
+        const { life, report } = await recoverLife(home, registry())
+        await life.dispose()
+        expect(report.logsRepaired).toBe(1)
+        reads.push(report.logLines)
+        if (c < 2) grow(home, boss.session_id, boss.id, 2, false)
+      }
+      // The first start reads everything; the next ones only the lines appended since (2 turns
+      // and the repaired entry) and the short logs of w1, not boss's whole history again.
+      expect(bossLines).toBeGreaterThan(500)
+      expect(reads[0]!).toBeGreaterThanOrEqual(bossLines)
+      expect(reads[1]!, reads.join(" ")).toBeLessThan(bossLines / 4)
+      expect(reads[2]!, reads.join(" ")).toBeLessThan(bossLines / 4)
+
+      const withCp = await recoverLife(home, registry())
+      await withCp.life.dispose()
+      fs.rmSync(paths.foldCheckpoint)
+      const without = await recoverLife(home, registry())
+      await without.life.dispose()
+      expect(withCp.state).toEqual(without.state)
+    })
+  }, 60_000)
+
   it("a recovery from unchanged logs equals one without checkpoints", async () => {
     await withTmp(async (home) => {
       const boss = await team(home)
