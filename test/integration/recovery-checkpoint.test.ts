@@ -94,6 +94,15 @@ const grow = (home: string, session: string, agent: string, turns: number, open 
 const readAll = (home: string, checkpoints?: ReadonlyMap<SessionId, CheckpointEntry>) =>
   Effect.runPromise(readSessions(durableLive, makePaths(home), checkpoints))
 
+/** A kill -9 in the middle of an append: its WAL entry left pending (a notification to `agent`). */
+const pendingEntry = (home: string, session: string, agent: string) =>
+  fs.writeFileSync(makePaths(home).pendingFile(session as SessionId), JSON.stringify({
+    event: "message.enqueued",
+    data: { id: randomUUID(), timestamp: TS, sender: "USER", recipient: agent, reply_to: null, kind: "notification", payload: "in flight" },
+    ts: TS,
+    session_id: session
+  }) + "\n")
+
 describe("fold checkpoints", () => {
   it("a fold continued from a checkpoint equals the fold of the whole log; a stale checkpoint is not used", async () => {
     await withTmp(async (home) => {
@@ -164,12 +173,7 @@ describe("fold checkpoints", () => {
         if (c % 2 === 1) {
           // A kill -9 in the middle of an append: its WAL entry is pending, the log is repaired
           // first (the entry appended) and still folded from its checkpoint.
-          fs.writeFileSync(paths.pendingFile(boss.session_id), JSON.stringify({
-            event: "message.enqueued",
-            data: { id: randomUUID(), timestamp: TS, sender: "USER", recipient: boss.id, reply_to: null, kind: "notification", payload: "in flight" },
-            ts: TS,
-            session_id: boss.session_id
-          }) + "\n")
+          pendingEntry(home, boss.session_id, boss.id)
           appended++
         }
         const { life, report } = await recoverLife(home, registry())
@@ -294,13 +298,6 @@ describe("fold checkpoints", () => {
     await withTmp(async (home) => {
       const boss = await team(home)
       const paths = makePaths(home)
-      const pendingEntry = () =>
-        fs.writeFileSync(paths.pendingFile(boss.session_id), JSON.stringify({
-          event: "message.enqueued",
-          data: { id: randomUUID(), timestamp: TS, sender: "USER", recipient: boss.id, reply_to: null, kind: "notification", payload: "in flight" },
-          ts: TS,
-          session_id: boss.session_id
-        }) + "\n")
       grow(home, boss.session_id, boss.id, 100, false)
       // Every start finds a kill -9's pending WAL entry (the chaos load's case), the first with no
       // checkpoint file at all.
@@ -308,7 +305,7 @@ describe("fold checkpoints", () => {
       const reads: Array<number> = []
       let bossLines = 0
       for (let c = 0; c < 3; c++) {
-        pendingEntry()
+        pendingEntry(home, boss.session_id, boss.id)
         if (c === 0) bossLines = fs.readFileSync(paths.eventsFile(boss.session_id), "utf8").split("\n").length - 1
         const { life, report } = await recoverLife(home, registry())
         await life.dispose()
