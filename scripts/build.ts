@@ -26,9 +26,10 @@ const stub = (modules: RegExp): esbuild.Plugin => ({
   }
 })
 /** Msgpack serialization, config-file parsers, fast-check arbitraries: never called by the CLI or the MCP server. */
-const stubPlugin = stub(/^(msgpackr|yaml|toml|ini|fast-check)$/)
+const neverCalled = ["msgpackr", "yaml", "toml", "ini", "fast-check"]
+const stubPlugin = stub(new RegExp(`^(${neverCalled.join("|")})$`))
 /** The client also never opens a WebSocket (@effect/platform-node's NodeSocket imports `ws` for one). */
-const stubClient = stub(/^(msgpackr|yaml|toml|ini|fast-check|ws)$/)
+const stubClient = stub(new RegExp(`^(${[...neverCalled, "ws"].join("|")})$`))
 
 /** The lean bundle leaves the daemon out (the launcher runs `daemon run` from dist/daemon.cjs). */
 const withoutDaemon: esbuild.Plugin = {

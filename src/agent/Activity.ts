@@ -3,6 +3,7 @@
 // end and messages go; rebuilt from the logs by recovery after a restart (docs/messaging.md).
 import { Effect, Either, Schema } from "effect"
 import type { AgentId } from "../domain/ids.js"
+import { RecentMessage, RecentTurn } from "../domain/inspection.js"
 import {
   addUsage,
   addWithTurns,
@@ -51,19 +52,8 @@ export const noActivity: RecentActivity = { turns: [], messages: [] }
  * log does not name). Either ring may be absent (empty).
  */
 export const RecentRings = Schema.Struct({
-  turns: Schema.optional(Schema.Array(Schema.Struct({
-    turn_id: Schema.String,
-    prompt: Schema.String,
-    response: Schema.String,
-    error: Schema.NullOr(Schema.String)
-  }))),
-  messages: Schema.optional(Schema.Array(Schema.Struct({
-    direction: Schema.Literal("in", "out"),
-    peer: Schema.NullOr(Schema.String),
-    kind: Schema.String,
-    message_id: Schema.String,
-    text: Schema.String
-  })))
+  turns: Schema.optional(Schema.Array(RecentTurn)),
+  messages: Schema.optional(Schema.Array(Schema.Struct({ ...RecentMessage.fields, peer: Schema.NullOr(Schema.String) })))
 })
 export type RecentRings = typeof RecentRings.Type
 const RingsJson = Schema.parseJson(RecentRings)

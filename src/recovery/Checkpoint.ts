@@ -150,12 +150,13 @@ export const hashLine = (line: Uint8Array): string => createHash("sha256").updat
  * per line), by session. An absent file, or one of another version, gives none; an entry that
  * does not decode is left out (its log is read whole).
  */
+/** Bytes as a string: pure ASCII (most logs) as latin1 — a straight copy, several times faster than UTF-8 decoding and the same string. */
+export const textOf = (buf: Buffer): string => (isAscii(buf) ? buf.toString("latin1") : buf.toString("utf8"))
+
 export const decodeCheckpoints = (bytes: Uint8Array | null): ReadonlyMap<SessionId, CheckpointEntry> => {
   const out = new Map<SessionId, CheckpointEntry>()
   if (bytes === null) return out
-  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
-  // All ASCII (the usual case): latin1 is the same string, and several times faster than UTF-8.
-  const lines = buf.toString(isAscii(buf) ? "latin1" : "utf8").split("\n")
+  const lines = textOf(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)).split("\n")
   if (Either.isLeft(decodeHeader(lines[0]))) return out
   for (let i = 1; i < lines.length; i++) {
     const line = lines[i]!

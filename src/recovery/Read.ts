@@ -13,7 +13,6 @@
 // where the crash-injecting layer would pass them through anyway. Logs larger than the buffer
 // are streamed through Durable (bounded memory).
 import { Effect, Either, Option, Schema, Stream } from "effect"
-import { isAscii } from "node:buffer"
 import * as fs from "node:fs"
 import type { BigIntStats } from "node:fs"
 import { StringDecoder } from "node:string_decoder"
@@ -23,7 +22,7 @@ import { SessionId } from "../domain/ids.js"
 import type { Session } from "../domain/session.js"
 import type { DurableService } from "../storage/Durable.js"
 import { ioError, parseRecord } from "../storage/SessionStore.js"
-import { type CheckpointEntry, CHECKPOINT_LINES, hashLine, identityOf, type RecordCopy, sameFile } from "./Checkpoint.js"
+import { type CheckpointEntry, CHECKPOINT_LINES, hashLine, identityOf, type RecordCopy, sameFile, textOf } from "./Checkpoint.js"
 import { SessionFold, type SessionLog } from "./Fold.js"
 
 /** One session directory as the read pass found it. */
@@ -81,8 +80,6 @@ const foldText = (fold: SessionFold, text: string): string => {
   return fold.failed ? text.slice(text.lastIndexOf("\n") + 1) : text.slice(from)
 }
 
-/** Bytes as a string: pure ASCII (most logs) as latin1 — a straight copy, several times faster than UTF-8 decoding and the same string. */
-const textOf = (buf: Buffer): string => (isAscii(buf) ? buf.toString("latin1") : buf.toString("utf8"))
 
 const asBuffer = (bytes: Uint8Array): Buffer =>
   Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)

@@ -1,7 +1,7 @@
 // Admin methods `agent.*` (docs/protocol.md).
 import * as Rpc from "@effect/rpc/Rpc"
 import * as RpcGroup from "@effect/rpc/RpcGroup"
-import { ParseResult, Schema, SchemaAST } from "effect"
+import { ParseResult, Schema, SchemaAST, Struct } from "effect"
 import { AgentNode } from "../../domain/agent.js"
 import { TreeCaps } from "../../domain/caps.js"
 import { AgentId, MessageId } from "../../domain/ids.js"
@@ -11,6 +11,8 @@ import { SessionInfo } from "./session.js"
 
 const decodeAgentNode = ParseResult.decodeUnknown(AgentNode)
 const encodeAgentNode = ParseResult.encodeUnknown(AgentNode)
+/** `AgentNode`'s fields, in its declaration order (the order of the JSON's keys). */
+const agentNodeKeys = Object.keys(AgentNode.fields) as Array<keyof typeof AgentNode.fields>
 const isObject = (u: unknown): u is object => typeof u === "object" && u !== null && !Array.isArray(u)
 
 /**
@@ -33,17 +35,7 @@ export const AgentNodeOnWire: Schema.Schema<AgentNode, typeof AgentNode.Encoded>
     strict: true,
     decode: (fields, options) => decodeAgentNode(fields, options),
     encode: (n, options) =>
-      !(n instanceof AgentNode) ? encodeAgentNode(n, options) : ParseResult.succeed({
-        id: n.id,
-        name: n.name,
-        session_id: n.session_id,
-        parent_id: n.parent_id,
-        instructions: n.instructions,
-        role: n.role,
-        provider: n.provider,
-        workspace_id: n.workspace_id,
-        state: n.state
-      })
+      !(n instanceof AgentNode) ? encodeAgentNode(n, options) : ParseResult.succeed(Struct.pick(n, ...agentNodeKeys))
   }
 ).annotations({ identifier: "AgentNode", [SchemaAST.SurrogateAnnotationId]: AgentNode.ast })
 

@@ -1,18 +1,14 @@
 // Admin methods `session.*` (docs/protocol.md).
 import * as Rpc from "@effect/rpc/Rpc"
 import * as RpcGroup from "@effect/rpc/RpcGroup"
-import { Schema } from "effect"
+import { Schema, Struct } from "effect"
 import { AgentId, SessionId } from "../../domain/ids.js"
-import { SessionState } from "../../domain/session.js"
+import { Session } from "../../domain/session.js"
 import { RpcError, SessionRef } from "./common.js"
 
+/** A session's record without its provider blob, and the agent it backs. */
 export const SessionInfo = Schema.Struct({
-  id: SessionId,
-  state: SessionState,
-  provider_name: Schema.String,
-  model: Schema.NullOr(Schema.String),
-  created_at: Schema.String,
-  suspended_at: Schema.NullOr(Schema.String),
+  ...Struct.omit(Session.fields, "provider_state"),
   agent_id: Schema.NullOr(AgentId),
   agent_name: Schema.NullOr(Schema.String)
 })
