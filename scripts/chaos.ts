@@ -6,6 +6,7 @@
 //   frames    malformed frames on the admin socket and on a sandboxed agent's agent.sock: replies, daemon alive
 //   diskfull  a home on a small tmpfs filled to the last byte (root only): refusals, reads, read-only start, lost
 //   sandbox   a claude agent (offline, scripted endpoint) that forks, fills /tmp and its workspace: what the limits let through
+//   security  every attack of the threat model (scripts/chaos-security/): fails when any gets through
 import { Effect } from "effect"
 import * as Child from "node:child_process"
 import * as fs from "node:fs"
@@ -15,6 +16,7 @@ import { Reply } from "../src/testing/ScriptedLlm.js"
 import { cli, cliJson, isAlive, rawConnection, repoRoot, sleep, waitFor } from "../test/integration/daemon.support.js"
 import { prng } from "../test/support/fuzz.js"
 import { makeTmpDir, removeDir } from "../test/support/tmp.js"
+import { allAttacks, runAttacks } from "./chaos-security/index.js"
 
 /** The native Claude Code binary (devDependency; runs offline against the scripted endpoint). */
 const claudeBin = join(repoRoot, "node_modules/@anthropic-ai/claude-code/bin/claude.exe")
@@ -349,11 +351,25 @@ const sandbox = () => {
   })
 }
 
+const security = async () => {
+  const run = await runAttacks(allAttacks)
+  console.log(`\n== security: ${run.results.length} attacks`)
+  for (const { name, result } of run.results) {
+    const line =
+      result === "skipped" ? "skipped (needs root)"
+      : "error" in result ? `COULD NOT RUN: ${result.error}`
+      : `${result.breached ? "BREACHED" : "held"}: ${result.detail}`
+    console.log(`  ${name}: ${line}`)
+  }
+  if (run.breached > 0) throw new Error(`${run.breached} attack(s) got through or could not run`)
+}
+
 const experiments: ReadonlyArray<readonly [string, () => Promise<void>]> = [
   ["kill9", kill9Cycles],
   ["frames", frames],
   ["diskfull", diskFull],
-  ["sandbox", sandbox]
+  ["sandbox", sandbox],
+  ["security", security]
 ]
 
 const main = async () => {

@@ -1,0 +1,4 @@
+// Attacks on the quota surface, replayed by `npm run chaos -- --only security`.
+import type { Attack } from "./attack.js"
+
+export const attacks: ReadonlyArray<Attack> = []

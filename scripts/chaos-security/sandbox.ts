@@ -1,0 +1,4 @@
+// Attacks on the sandbox surface, replayed by `npm run chaos -- --only security`.
+import type { Attack } from "./attack.js"
+
+export const attacks: ReadonlyArray<Attack> = []
