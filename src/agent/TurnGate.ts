@@ -18,6 +18,8 @@ export class TurnGate extends Context.Tag("substrat/TurnGate")<TurnGate, {
 export class HumanDesk extends Context.Tag("substrat/HumanDesk")<HumanDesk, {
   /** Put `question` in the human's inbox (durable); the agent is parked once its turn ends. */
   readonly ask: (node: AgentNode, question: string) => Effect.Effect<{ readonly item_id: string }, { readonly message: string }>
+  /** `agent` asked the human and the answer has not come: a request of USER it holds stays open. */
+  readonly asking: (agent: AgentId) => boolean
 }>() {}
 
 /** A spawn's share of its parent's budget (spawn_agent `budget_*`); the daemon provides it from the Meter. */

@@ -21,7 +21,7 @@ import { Requests } from "./Requests.js"
 import { SpawnQueue } from "./SpawnQueue.js"
 import { ToolHandler } from "./ToolHandler.js"
 import { Tree } from "./Tree.js"
-import { TurnGate } from "./TurnGate.js"
+import { HumanDesk, TurnGate } from "./TurnGate.js"
 import { TurnHooks } from "./TurnHooks.js"
 import { settle, type Trigger, Turns } from "./Turns.js"
 
@@ -48,6 +48,7 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
       afterTurn: () => Effect.void
     }))
     const gate = Option.getOrNull(yield* Effect.serviceOption(TurnGate))
+    const desk = Option.getOrNull(yield* Effect.serviceOption(HumanDesk))
     const fibers = yield* FiberSet.make()
     const tracing = yield* Tracing
 
@@ -99,14 +100,16 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
     /**
      * The answer rule (docs/messaging.md): USER's requests this agent has read (the one that
      * woke this turn, and earlier ones still open) are answered by the text of a turn that ends
-     * with nothing outstanding — no sync request of its own unanswered, no reply unread. A turn
-     * that ends with work outstanding keeps them open and its text goes to USER as progress.
+     * with nothing outstanding — no sync request of its own unanswered, no reply unread, no
+     * question to the human unanswered. A turn that ends with work outstanding keeps them open
+     * and its text goes to USER as progress.
      */
     const answerUser = (node: AgentNode, woke: MessageId | null, text: string) =>
       Effect.gen(function*() {
         const open = [...requests.carriedFor(node.id).map((r) => r.id), ...(woke === null ? [] : [woke])]
         if (open.length === 0) return
-        if (requests.waitingOn(node.id) === 0 && mailbox.unreadReplies(node.id) === 0) {
+        const asking = desk !== null && desk.asking(node.id)
+        if (requests.waitingOn(node.id) === 0 && mailbox.unreadReplies(node.id) === 0 && !asking) {
           for (const id of open) yield* requests.reply(id, text)
           return
         }

@@ -162,8 +162,13 @@ export class Meter extends Effect.Service<Meter>()("substrat/Meter", {
       return `${refusal(x.owner, x.reason, node.id)}; the human was asked to raise it (substrat budget set). Stop and end your turn.`
     })
 
+    const asking = (agent: AgentId): boolean => {
+      for (const q of questions.values()) if (q.agent === agent) return true
+      return false
+    }
+
     const mayStart = Effect.fn("Meter.mayStart")(function*(node: AgentNode) {
-      if ([...questions.values()].some((q) => q.agent === node.id)) return false
+      if (asking(node.id)) return false
       const x = exhausted(node.id, true)
       if (x !== null) {
         yield* breach(x.owner, x.reason)
@@ -409,6 +414,7 @@ export class Meter extends Effect.Service<Meter>()("substrat/Meter", {
       carve,
       report,
       ask,
+      asking,
       inbox,
       answer,
       markRead,
@@ -428,7 +434,7 @@ export const ports: Layer.Layer<ModelMeter | TurnGate | HumanDesk | BudgetShares
     Context.empty().pipe(
       Context.add(ModelMeter, { admit: m.admit, record: m.record }),
       Context.add(TurnGate, { mayStart: m.mayStart, turnEnded: m.turnEnded, maySpawn: m.maySpawn }),
-      Context.add(HumanDesk, { ask: m.ask }),
+      Context.add(HumanDesk, { ask: m.ask, asking: m.asking }),
       Context.add(BudgetShares, {
         carve: (parent, share, pendingOf) => Effect.asVoid(m.carve(parent.id, share, pendingOf)),
         give: (child, share) => Effect.asVoid(m.setBudget(child.id, share))

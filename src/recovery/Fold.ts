@@ -412,7 +412,7 @@ class Acc {
       if (p.envelope.sender === "USER") users.push(id)
       else (this.answers ??= new Map()).set(id, { requester: p.envelope.sender, text, ts })
     }
-    if ((this.unanswered?.size ?? 0) > 0 || this.unreadReplies > 0) this.carried = users
+    if ((this.unanswered?.size ?? 0) > 0 || this.unreadReplies > 0 || (this.questions?.length ?? 0) > 0) this.carried = users
     else {
       for (const id of users) (this.answers ??= new Map()).set(id, { requester: "USER", text, ts })
       this.carried = undefined

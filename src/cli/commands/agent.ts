@@ -16,6 +16,7 @@ import { describe } from "../Help.js"
 import { shellWord, suggest } from "../Exit.js"
 import { dirname } from "node:path"
 import { shellIn, workspaceById } from "../Shell.js"
+import { watchPauses } from "../Pauses.js"
 
 const agentArg = Args.text({ name: "agent" }).pipe(
   Args.withSchema(AgentRef),
@@ -182,12 +183,15 @@ const sendCommand = Command.make("send", {
     const text = yield* messageText(o.message)
     // With --wait: send, then wait for the answer to that message id, so that a wait the daemon
     // dropped (crash, restart) can name the command that waits again.
+    const since = new Date().toISOString()
     const r = yield* withClient(AgentGroup, socket, (c) =>
       Effect.gen(function*() {
         const sent = yield* call(socket, c.agent.send({ agent: o.agent, text, sync: !o.notify })).pipe(
           Effect.mapError((e) => (o.wait ? rewaitHint(socket, o.agent)(e) : e))
         )
         if (!o.wait) return sent
+        // Questions to the human and spent budgets on the way: on stderr, with their inbox ids.
+        yield* Effect.forkScoped(watchPauses(socket, sent.agent_id, since))
         const waited = yield* call(socket, c.agent.wait({ agent: sent.agent_id, message_id: sent.message_id, ...opt(o.timeout, "timeout_s") })).pipe(
           Effect.mapError(rewaitHint(socket, o.agent, sent.message_id))
         )
