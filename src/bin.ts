@@ -11,7 +11,22 @@ process.stdout.on("error", (e: NodeJS.ErrnoException) => {
   throw e
 })
 
+/**
+ * Calls `done` once everything written to `stream` so far has left the process. Writes to a
+ * pipe are asynchronous in Node (a file or a terminal is written synchronously): `process.exit`
+ * with output still queued would drop all but the first pipe-buffer's worth (64 KiB) of it. A
+ * zero-length write's callback runs after every earlier write has been flushed.
+ */
+const flushed = (stream: NodeJS.WriteStream, done: () => void): void => {
+  if (stream.destroyed || !stream.writable) return done()
+  stream.write("", () => done())
+}
+
 NodeRuntime.runMain(main(process.argv), {
   disableErrorReporting: true,
-  teardown: (exit) => process.exit(Exit.isSuccess(exit) && typeof exit.value === "number" ? exit.value : 0)
+  teardown: (exit) => {
+    const code = Exit.isSuccess(exit) && typeof exit.value === "number" ? exit.value : 0
+    process.exitCode = code
+    flushed(process.stdout, () => flushed(process.stderr, () => process.exit(code)))
+  }
 })

@@ -10,7 +10,7 @@
 // (TranscriptLines.ts) and replaced atomically where it differs — before recovery and before
 // anything new is logged, so nothing races with the live writer. The live writer starts once it
 // knows the agents' names (`learn`, after recovery), so recovery's own messages show names too.
-import { Deferred, Duration, Effect, Fiber, Option, PubSub, Queue, Schema, Stream } from "effect"
+import { Chunk, Deferred, Duration, Effect, Fiber, Option, PubSub, Queue, Schema, Stream } from "effect"
 import * as fsp from "node:fs/promises"
 import { SubstratPaths } from "../config/Paths.js"
 import type { LogEntry } from "../domain/events.js"
@@ -22,6 +22,29 @@ import { emptyNames, type KnownAgent, linesFor, logView, type Names, transcripts
 export { type KnownAgent, linesFor } from "./TranscriptLines.js"
 
 const isSessionId = Schema.is(SessionId)
+
+/** Bytes of transcript text per stream chunk: each chunk is one message on the wire. */
+const chunkBytes = 256 * 1024
+
+/**
+ * `lines` as a stream of chunks of at most ~`chunkBytes` each (a line longer than that is a
+ * chunk of its own): a whole file in one chunk would be one wire message of its full size.
+ */
+const inChunks = (lines: ReadonlyArray<string>): Stream.Stream<string> => {
+  const chunks: Array<Chunk.Chunk<string>> = []
+  let from = 0
+  let size = 0
+  lines.forEach((l, i) => {
+    if (size > 0 && size + l.length > chunkBytes) {
+      chunks.push(Chunk.unsafeFromArray(lines.slice(from, i)))
+      from = i
+      size = 0
+    }
+    size += l.length + 1
+  })
+  if (from < lines.length) chunks.push(Chunk.unsafeFromArray(lines.slice(from)))
+  return Stream.fromChunks(...chunks)
+}
 const utf8 = new TextDecoder()
 
 export interface TranscriptLine {
@@ -153,7 +176,7 @@ export class Transcript extends Effect.Service<Transcript>()("substrat/Transcrip
       Stream.unwrapScoped(Effect.gen(function*() {
         const sub = follow ? Option.some(yield* PubSub.subscribe(hub)) : Option.none()
         const existing = yield* readLines(session)
-        const head = Stream.fromIterable(existing)
+        const head = inChunks(existing)
         if (Option.isNone(sub)) return head
         const seen = existing.length
         return Stream.concat(
