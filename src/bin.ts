@@ -6,8 +6,11 @@ import { Exit } from "effect"
 import { main } from "./cli/main.js"
 
 // A reader that went away (`substrat logs | head`) ends the command quietly, as with any Unix tool.
+// Any other failure ends the command too, unless something else listens: the daemon's stdout is
+// its log file, and a failed write there (a full disk) must not end it (daemon/Daemon.ts).
 process.stdout.on("error", (e: NodeJS.ErrnoException) => {
   if (e.code === "EPIPE") process.exit(0)
+  if (process.stdout.listenerCount("error") > 1) return
   throw e
 })
 

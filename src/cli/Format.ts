@@ -122,7 +122,8 @@ export const renderStatus = (s: DaemonStatus): string =>
         : `READ-ONLY: ${s.storage.reason ?? "storage unavailable"}${
           s.storage.restart_needed ? "; after freeing space, restart the daemon to leave read-only mode" : ""
         } (changes are refused, reads are served)`
-    ]])
+    ]]),
+    ...(s.storage?.log_error === undefined ? [] : [["daemon.log", `NOT WRITTEN: ${s.storage.log_error}`]])
   ])
 
 /** `agent send`. */

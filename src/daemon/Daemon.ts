@@ -33,12 +33,14 @@ import { Finder } from "../agent/Finder.js"
 export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> =>
   Effect.scoped(Effect.gen(function*() {
     const paths = makePaths(settings.home)
-    // stdout/stderr are daemon.log: a failed write (a full disk) must not end the process as an
-    // unhandled 'error' event. The line is lost; the daemon goes on.
-    for (const out of [process.stdout, process.stderr]) if (out.listenerCount("error") === 0) out.on("error", () => {})
+    const control = yield* DaemonControl.make(settings, paths.socket)
+    // stdout/stderr are daemon.log: a failed write (a full disk) must not end the process (an
+    // 'error' nobody handles, or bin.ts's listener rethrowing it, is an uncaught exception that
+    // ends the daemon with no line anywhere: its log is on the full disk). The line is lost; the
+    // failure is kept for `daemon status` and turns the daemon read-only (Storage.ts).
+    for (const out of [process.stdout, process.stderr]) out.on("error", (e) => control.storage.logFailed(e))
     yield* prepareHome(paths)
     const pidFile = yield* acquirePidFile(paths)
-    const control = yield* DaemonControl.make(settings, paths.socket)
     // Tracing (src/telemetry/Tracing.ts): installed before any service starts, flushed last.
     const tracing = Option.isSome(settings.otlp.endpoint)
       ? Layer.succeed(Tracing, yield* installOtlp({ endpoint: settings.otlp.endpoint.value }))

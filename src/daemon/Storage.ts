@@ -36,6 +36,8 @@ export interface StorageState {
   readonly enterReadOnly: (reason: string, opts?: { readonly startup?: boolean }) => void
   /** Probe the free space; leave a runtime read-only mode once it is back over the threshold. */
   readonly probe: () => void
+  /** A write to the daemon's own log (stdout/stderr, daemon.log) failed: remembered for `daemon status`, read-only on a storage error. */
+  readonly logFailed: (error: unknown) => void
   /** The message a refused mutation answers with. */
   readonly refusal: () => string
 }
@@ -45,6 +47,8 @@ export const makeStorageState = (home: string, minFreeBytes: number): StorageSta
   let reason: string | null = null
   let startup = false
   let free: number | null = freeBytes(home)
+  let logError: string | null = null
+  let logLost = 0
   const low = () => free !== null && free < minFreeBytes
   const enterReadOnly = (why: string, opts?: { readonly startup?: boolean }) => {
     if (mode === "ok") {
@@ -54,7 +58,13 @@ export const makeStorageState = (home: string, minFreeBytes: number): StorageSta
     if (opts?.startup === true) startup = true
   }
   return {
-    status: () => ({ mode, reason, free_bytes: free, restart_needed: mode === "read-only" && startup }),
+    status: () => ({
+      mode,
+      reason,
+      free_bytes: free,
+      restart_needed: mode === "read-only" && startup,
+      ...(logError === null ? {} : { log_error: `${logError} (${logLost} line(s) lost; later lines are lost until the daemon restarts)` })
+    }),
     readOnly: () => mode === "read-only",
     enterReadOnly,
     probe: () => {
@@ -64,6 +74,13 @@ export const makeStorageState = (home: string, minFreeBytes: number): StorageSta
         mode = "ok"
         reason = null
       }
+    },
+    logFailed: (error) => {
+      logLost++
+      if (logError !== null) return
+      const message = error instanceof Error ? error.message : String(error)
+      logError = `cannot write ${home}/daemon.log: ${message}`
+      if (isStorageFailure(message)) enterReadOnly(logError)
     },
     refusal: () => {
       const back = startup && !low() && free !== null

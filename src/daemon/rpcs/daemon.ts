@@ -12,7 +12,9 @@ export const StorageStatus = Schema.Struct({
   /** Free bytes under the home at the last probe (null: unknown). */
   free_bytes: Schema.NullOr(Schema.Number),
   /** Read-only since start-up: only a restart leaves it (recovery's writes must run first). */
-  restart_needed: Schema.Boolean
+  restart_needed: Schema.Boolean,
+  /** The first failed write to the daemon's own log (daemon.log), with the count of lines lost since; absent while it is written. */
+  log_error: Schema.optional(Schema.String)
 })
 export type StorageStatus = typeof StorageStatus.Type
 
