@@ -7,7 +7,7 @@
 //     headers, so browsers refuse cross-origin calls.
 // The admin RPC handlers are built once more here (HandlersLive over the same services, the event
 // feed included): HTTP calls the very functions the admin socket serves.
-import { HttpMiddleware, HttpRouter, HttpServer, HttpServerRequest } from "@effect/platform"
+import { HttpApp, HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Context, Effect, Layer, Option } from "effect"
 import { randomBytes, timingSafeEqual } from "node:crypto"
@@ -18,7 +18,9 @@ import type { Paths } from "../config/Paths.js"
 import { HandlersLive } from "../daemon/Handlers.js"
 import { DaemonError } from "../daemon/Lifecycle.js"
 import { EventFeed } from "../feed/EventFeed.js"
-import { unauthorized } from "./Errors.js"
+import { InvalidInput } from "../daemon/Rpcs.js"
+import { errorResponse, unauthorized } from "./Errors.js"
+import * as PathRules from "./PathRules.js"
 import * as Routes from "./Routes.js"
 import * as Static from "./Static.js"
 
@@ -67,23 +69,46 @@ const sameSecret = (a: string, b: string): boolean => {
   return x.length === y.length && timingSafeEqual(x, y)
 }
 
-/** TCP only: /v1 and /openapi.json need the bearer token; the dashboard's static files do not. */
-const bearer = (token: string) =>
-  HttpMiddleware.make((app) =>
-    Effect.gen(function*() {
-      const req = yield* HttpServerRequest.HttpServerRequest
-      const path = new URL(req.url, "http://x").pathname
-      if (Static.isAsset(path)) return yield* app
-      const auth = req.headers["authorization"] ?? ""
-      return auth.startsWith("Bearer ") && sameSecret(auth.slice(7).trim(), token) ? yield* app : unauthorized
-    })
-  )
+/** The bearer token of a TCP request, checked in constant time. */
+const hasToken = (req: HttpServerRequest.HttpServerRequest, token: string): boolean => {
+  const auth = req.headers["authorization"] ?? ""
+  return auth.startsWith("Bearer ") && sameSecret(auth.slice(7).trim(), token)
+}
+
+/**
+ * TCP only: the check every API route's handler is wrapped in (`HttpRouter.use` on the whole API
+ * router, in `appOf`): it runs after routing, on the very route the router picked, so no spelling
+ * of a path can reach a handler without it.
+ */
+const requireToken = (token: string) => <E, R>(handler: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
+  Effect.flatMap(HttpServerRequest.HttpServerRequest, (req) => hasToken(req, token) ? handler : Effect.succeed(unauthorized))
+
+/** Before routing: a request target that is not one unambiguous path is 400 (PathRules.ts). */
+const pathRules = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R | HttpServerRequest.HttpServerRequest> =>
+  Effect.flatMap(HttpServerRequest.HttpServerRequest, (req) => {
+    const why = PathRules.refusal(req.url)
+    return why === undefined ? app : Effect.succeed(errorResponse(new InvalidInput({ field: "path", message: why })))
+  })
+
+/** What a routed handler's context holds besides the request. */
+type RouteScope = HttpRouter.RouteContext | HttpServerRequest.ParsedSearchParams
+
+/**
+ * The app of one listener: the path rules, then the router. Public: the dashboard's files only
+ * (Static.ts, a fixed list). Every API route (Routes.ts) is behind `auth` as one router, so a route
+ * added there is behind it too; `auth` is absent on http.sock (its file mode is the access control).
+ */
+const appOf = (
+  files: Static.Files,
+  api: HttpRouter.HttpRouter<never, never>,
+  auth: ((handler: HttpRouter.Route.Middleware<never, never>) => HttpApp.Default<never, RouteScope>) | undefined
+) => pathRules(HttpRouter.concat(Static.routes(files), auth === undefined ? api : HttpRouter.use(api, auth)))
 
 /**
  * Serve `app`. On release, open connections (SSE streams never end by themselves) are cut first:
  * Node's `server.close` alone would wait for them, and the daemon's shutdown with it.
  */
-const listen = <E, R>(app: HttpRouter.HttpRouter<E, R>, options: { readonly path: string } | TcpAddress) =>
+const listen = <E, R>(app: HttpApp.Default<E, R>, options: { readonly path: string } | TcpAddress) =>
   Layer.unwrapScoped(Effect.gen(function*() {
     const server = createServer({ keepAliveTimeout: 5_000 })
     // Built after the listener, so released before it (finalizers run in reverse).
@@ -111,7 +136,8 @@ export const serve = (paths: Paths, tcp: string | undefined) =>
     // The daemon's one feed reads every log once (positions the index lacks, owners): in the
     // background now, so no client's first stream (HTTP or admin socket) waits for it.
     yield* Effect.forkScoped(Effect.flatMap(EventFeed, (feed) => feed.warm))
-    const app = Static.routes(yield* Static.load).pipe(HttpRouter.concat(routes))
+    const files = yield* Static.load
+    const app = appOf(files, routes, undefined)
 
     const sock = socketPath(paths)
     const staging = `${sock}.${process.pid}.tmp`
@@ -133,7 +159,7 @@ export const serve = (paths: Paths, tcp: string | undefined) =>
       return Option.none<TcpAddress>()
     }
     const token = yield* ensureToken(paths)
-    const tcpApp = HttpRouter.use(app, bearer(token))
+    const tcpApp = appOf(files, routes, requireToken(token))
     const ctx = yield* Layer.build(listen(tcpApp, address)).pipe(Effect.mapError((e) => fail(`cannot listen on ${tcp}: ${String(e)}`)))
     const bound = Context.get(ctx, HttpServer.HttpServer).address
     const actual: TcpAddress = bound._tag === "TcpAddress" ? { host: address.host, port: bound.port } : address

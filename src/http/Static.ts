@@ -17,7 +17,8 @@ const assets = {
 
 type AssetPath = keyof typeof assets
 
-export const isAsset = (path: string): boolean => Object.hasOwn(assets, path)
+/** The files, read once. */
+export type Files = ReadonlyMap<AssetPath, Uint8Array>
 
 const staticDir = (): string => {
   const here = typeof __dirname === "string" ? __dirname : dirname(fileURLToPath(import.meta.url))
@@ -25,7 +26,7 @@ const staticDir = (): string => {
   return candidates.find((d) => fs.existsSync(join(d, "index.html"))) ?? candidates[0]!
 }
 
-export const load: Effect.Effect<ReadonlyMap<AssetPath, Uint8Array>, DaemonError> = Effect.try({
+export const load: Effect.Effect<Files, DaemonError> = Effect.try({
   try: () => {
     const dir = staticDir()
     return new Map(Object.entries(assets).map(([path, a]) => [path as AssetPath, fs.readFileSync(join(dir, a.file))]))
@@ -40,7 +41,7 @@ const headers = {
   "referrer-policy": "no-referrer"
 }
 
-export const routes = (files: ReadonlyMap<AssetPath, Uint8Array>): HttpRouter.HttpRouter =>
+export const routes = (files: Files): HttpRouter.HttpRouter =>
   (Object.keys(assets) as Array<AssetPath>).reduce(
     (router, path) =>
       HttpRouter.get(router, path, Effect.succeed(HttpServerResponse.uint8Array(files.get(path)!, { contentType: assets[path].type, headers }))),
