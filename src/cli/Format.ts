@@ -2,6 +2,7 @@
 // commands through Output.ts). Pure functions, only type imports.
 import type { DaemonStatus, InspectResult, SessionInfo, Usage } from "../daemon/Rpcs.js"
 import type { AgentNode } from "../domain/agent.js"
+import { forPeople } from "../agent/Prompt.js"
 import { activityText } from "./Live.js"
 import type { WorkspaceSpec } from "../domain/workspace.js"
 
@@ -75,7 +76,7 @@ const usage = (x: Usage) =>
   `${x.turns} turns, ${x.input_tokens} in / ${x.output_tokens} out tokens, ${x.cache_read_tokens} cache read / ${x.cache_write_tokens} cache write, $${x.cost_usd.toFixed(4)}`
 
 /** `agent inspect`: the agent's fields, then its recent turns and messages (when any). */
-export const renderInspect = (r: InspectResult): string => {
+export const renderInspect = (r: InspectResult, raw = false): string => {
   const a = r.agent
   const out = [table([
     ["name", a.name],
@@ -93,7 +94,8 @@ export const renderInspect = (r: InspectResult): string => {
   ])]
   if (r.recent_turns.length > 0) {
     out.push("\nrecent turns:")
-    for (const t of r.recent_turns) out.push(`  > ${t.prompt}\n  < ${t.error === null ? t.response : `error: ${t.error}`}`)
+    const said = (p: string) => (raw ? p : forPeople(p)).replace(/\r?\n/g, " ↵ ")
+    for (const t of r.recent_turns) out.push(`  > ${said(t.prompt)}\n  < ${t.error === null ? t.response : `error: ${t.error}`}`)
   }
   if (r.recent_messages.length > 0) {
     out.push("\nrecent messages:")

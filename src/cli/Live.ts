@@ -1,5 +1,6 @@
 // Renderings of the live view (`substrat logs`, `agent list -w`): effect-free strings, colours
 // only when asked for (a terminal, no NO_COLOR, TERM not dumb).
+import { SAME_AS_TURN } from "../daemon/FeedLines.js"
 import type { AgentActivity, FeedItem } from "../daemon/Rpcs.js"
 
 export { wantsColor } from "./Help.js"
@@ -22,6 +23,25 @@ const clock = (ts: string) => (ts.length >= 19 ? ts.slice(11, 19) : ts)
 export const feedText = (item: FeedItem, color: boolean, width = 8): string | null => {
   if (item.kind !== "event" || item.text === null) return null
   return `[${clock(item.ts)}] ${paint(item.agent.padEnd(width), colourOf(item.agent), color)} ${item.text}`
+}
+
+const rawClip = (s: string, n = 200): string => {
+  const one = s.replace(/\r?\n/g, " ↵ ")
+  return one.length <= n ? one : `${one.slice(0, n - 1)}…`
+}
+
+/**
+ * `logs --raw`: a feed item as the agent read it — a turn's prompt with the daemon's message
+ * headers, a message's whole text even when the turn's line above already showed it.
+ */
+export const rawFeedItem = (item: FeedItem): FeedItem => {
+  if (item.kind !== "event" || item.text === null) return item
+  const e = item.entry
+  if (e.event === "turn.start") return { ...item, text: `▶ turn: ${rawClip(e.data.prompt)}` }
+  if (e.event === "message.enqueued" && item.text.endsWith(SAME_AS_TURN)) {
+    return { ...item, text: `${item.text.slice(0, -SAME_AS_TURN.length)}${rawClip(e.data.payload)}` }
+  }
+  return item
 }
 
 /** `1m05s`, `12s`, `2h03m`. */

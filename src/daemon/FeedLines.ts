@@ -23,7 +23,17 @@ const quietTools = new Set(["check_inbox", "inspect_agent"])
 
 const json = (u: unknown): string => (typeof u === "string" ? u : JSON.stringify(u) ?? "")
 
-export const feedLine = (entry: LogEntry, names: Names): FeedLine => {
+/**
+ * What one stream of feed lines remembers: each session's last turn text, so that the message
+ * carrying it (the automatic answer to USER, or the reply to a requester) says so instead of
+ * repeating it — each thing said is shown once.
+ */
+export type FeedMemory = Map<string, string>
+
+/** What a message line says instead of repeating the turn text just shown. */
+export const SAME_AS_TURN = "↑ (the turn's text above)"
+
+export const feedLine = (entry: LogEntry, names: Names, memory?: FeedMemory): FeedLine => {
   const own = names.bySession.get(entry.session_id)?.name ?? entry.session_id.slice(0, 8)
   const nameOf = (id: string, fallback?: string): string => names.byAgent.get(id)?.name ?? fallback ?? id.slice(0, 8)
   switch (entry.event) {
@@ -38,16 +48,20 @@ export const feedLine = (entry: LogEntry, names: Names): FeedLine => {
     case "agent.resumed":
       return { agent: nameOf(entry.data.agent_id, own), text: "* resumed" }
     case "turn.start":
+      memory?.delete(entry.session_id)
       return { agent: own, text: `▶ turn: ${clip(forPeople(entry.data.prompt), 160)}` }
     case "turn.complete":
+      if (entry.data.response.length > 0) memory?.set(entry.session_id, entry.data.response)
       return { agent: own, text: `■ turn done${entry.data.response.length > 0 ? `: ${clip(entry.data.response, 160)}` : ""}` }
     case "message.enqueued": {
       const env = entry.data
       const from = env.sender === "USER" || env.sender === "SYSTEM" ? env.sender : nameOf(env.sender, env.sender_name)
       const to = env.recipient === null ? "*" : env.recipient === "USER" ? "USER" : nameOf(env.recipient)
       if (env.find?.state === "hop") return { agent: from, text: `↪ ${to}: find:${env.find.symbol} (hop ${env.find.hops})` }
-      const kind = env.kind === "request" ? " (request)" : env.kind === "multicast" ? " (broadcast)" : ""
-      return { agent: from, text: `→ ${to}${kind}: ${clip(env.payload)}` }
+      const kind = env.kind === "request" ? " (request)" : env.kind === "multicast" ? " (broadcast)" : env.progress === true ? " (progress)" : ""
+      const senderSession = env.sender === "USER" || env.sender === "SYSTEM" ? undefined : names.byAgent.get(env.sender)?.session_id
+      const repeats = senderSession !== undefined && env.payload.length > 0 && memory?.get(senderSession) === env.payload
+      return { agent: from, text: `→ ${to}${kind}: ${repeats ? SAME_AS_TURN : clip(env.payload)}` }
     }
     case "message.timed_out":
       return { agent: own, text: `! no reply from ${entry.data.recipient_name} within ${entry.data.timeout_s} s` }

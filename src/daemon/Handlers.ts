@@ -29,7 +29,7 @@ import { isErrorReply } from "../domain/message.js"
 import { AdminRpcs, type FeedItem, type InspectResult, Internal, InvalidInput, NotFound, type OutputEvent, type RpcError, type SessionInfo, Unavailable } from "./Rpcs.js"
 import { pick } from "./Refs.js"
 import { isStorageFailure } from "./Storage.js"
-import { feedLine } from "./FeedLines.js"
+import { type FeedMemory, feedLine } from "./FeedLines.js"
 import { Progress } from "./Progress.js"
 import { emptyNames, type Names } from "./TranscriptLines.js"
 import { fromServiceError, message, type ServiceError } from "./WireErrors.js"
@@ -460,6 +460,7 @@ const makeHandlers = Effect.gen(function*() {
     "events.follow": (p) =>
       Stream.unwrap(wire(Effect.map(followScope(p), ({ scope, from, after, names }) => {
         let live = false
+        const said: FeedMemory = new Map()
         const items = feed.stream({ scope, from }).pipe(
           Stream.mapError(fromServiceError),
           Stream.filterMap((item): Option.Option<FeedItem> => {
@@ -470,7 +471,7 @@ const makeHandlers = Effect.gen(function*() {
             const e = item.entry
             if (e.event === "agent.created") learnName(names, e.data.agent_id, e.data.name, e.session_id)
             if (!live && after !== undefined && Date.parse(e.ts) < after) return Option.none()
-            const { agent, text } = feedLine(e, names)
+            const { agent, text } = feedLine(e, names, said)
             return Option.some({
               kind: "event",
               cursor: Cursor.encode(item.position),

@@ -64,7 +64,10 @@ export const SwarmLogTurn = Schema.Struct({
   started: Schema.String,
   ended: Schema.NullOr(Schema.String),
   outcome: Schema.Literal("complete", "failed", "running"),
+  /** The prompt for people: who said what (`USER: …`), without the daemon's message headers. */
   prompt: Schema.String,
+  /** The prompt as the agent read it (headers and message ids). */
+  raw_prompt: Schema.String,
   response: Schema.String,
   workspace_id: Schema.NullOr(Schema.String),
   commit: Schema.NullOr(Schema.String),

@@ -5,6 +5,7 @@
 // workspace history, `substrat workspace diff <ws> --turn <turn>` shows it, and the changed paths). Dormant
 // agents have no log (no turn yet); orphaned ones keep theirs.
 import { Effect, Stream } from "effect"
+import { forPeople } from "../agent/Prompt.js"
 import type { LogEntry } from "../domain/events.js"
 import type { AgentId } from "../domain/ids.js"
 import { EventLog } from "../storage/EventLog.js"
@@ -16,8 +17,9 @@ export interface SwarmLogTurn {
   /** null: still running (or interrupted by a crash and not re-run yet). */
   readonly ended: string | null
   readonly outcome: "complete" | "failed" | "running"
-  /** Excerpts. */
+  /** Excerpts: the prompt for people (Prompt.ts's `forPeople`) and as the agent read it. */
   readonly prompt: string
+  readonly raw_prompt: string
   readonly response: string
   readonly workspace_id: string | null
   /** The turn's commit in the workspace history; null: it changed nothing (or has no workspace). */
@@ -50,7 +52,8 @@ export const turnsOf = (entries: Iterable<LogEntry>): Array<SwarmLogTurn> => {
           started: e.ts,
           ended: null,
           outcome: "running",
-          prompt: cut(e.data.prompt),
+          prompt: cut(forPeople(e.data.prompt)),
+          raw_prompt: cut(e.data.prompt),
           response: "",
           workspace_id: null,
           commit: null,

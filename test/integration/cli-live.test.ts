@@ -107,9 +107,19 @@ describe("live view", () => {
     expect(all.stdout).toMatch(/^\[\d\d:\d\d:\d\d\] USER +→ lead \(request\): Plan the project$/m)
     expect(all.stdout).toMatch(/^\[\d\d:\d\d:\d\d\] lead +▶ turn: USER: Plan the project$/m)
     expect(all.stdout).toMatch(/^\[\d\d:\d\d:\d\d\] lead +→ alice \(request\): What should we build first\?$/m)
-    expect(all.stdout).toMatch(/^\[\d\d:\d\d:\d\d\] alice +→ lead: Build the parser first\.$/m)
+    // Said once: alice's turn shows its text; the reply carrying it says so instead of repeating it.
+    expect(all.stdout).toMatch(/^\[\d\d:\d\d:\d\d\] alice +■ turn done: Build the parser first\.$/m)
+    expect(all.stdout).toMatch(/^\[\d\d:\d\d:\d\d\] alice +→ lead: ↑ \(the turn's text above\)$/m)
+    expect(all.stdout.split("\n").filter((l) => /\] alice +/.test(l) && l.includes("Build the parser first"))).toHaveLength(1)
     expect(all.stdout).not.toContain("\x1b")
     expect(all.stdout).not.toContain("Message from USER")
+    // --raw: prompts as the agent read them, and every message's text.
+    const raw = await cli(home, ["logs", "--raw"])
+    expect(raw.stdout).toMatch(/^\[\d\d:\d\d:\d\d\] lead +▶ turn: Message from USER \(message [0-9a-f-]{36}, reply expected\): ↵ Plan the project$/m)
+    expect(raw.stdout).toMatch(/^\[\d\d:\d\d:\d\d\] alice +→ lead: Build the parser first\.$/m)
+    // agent inspect: who said what; --raw the prompt as read.
+    expect((await cli(home, ["agent", "inspect", "lead"])).stdout).toMatch(/^ {2}> USER: Plan the project/m)
+    expect((await cli(home, ["agent", "inspect", "lead", "--raw"])).stdout).toMatch(/^ {2}> Message from USER \(message [0-9a-f-]{36}, reply expected\): ↵ Plan the project/m)
     const tree = await cli(home, ["logs", "--tree", "alice"])
     expect(tree.stdout).toMatch(/^\[\d\d:\d\d:\d\d\] alice +▶ turn: lead: What should we build first\?$/m)
     expect(tree.stdout).not.toMatch(/\] lead +▶/)

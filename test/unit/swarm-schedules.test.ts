@@ -67,7 +67,7 @@ describe("swarm log: a node agent's turns from its log", () => {
       { event: "turn.start", data: { turn_id: t1, prompt: "SYSTEM: your code changed" }, ts: "2026-01-01T00:00:01Z", session_id: session },
       { event: "workspace.diff", data: { workspace_id: ws, turn_id: t1, commit: "abc123", paths: [{ path: "src/a.ts", change: "modified" }] }, ts: "2026-01-01T00:00:02Z", session_id: session },
       { event: "turn.complete", data: { turn_id: t1, response: "fixed" }, ts: "2026-01-01T00:00:03Z", session_id: session },
-      { event: "turn.start", data: { turn_id: t2, prompt: "USER: hi" }, ts: "2026-01-01T00:01:00Z", session_id: session },
+      { event: "turn.start", data: { turn_id: t2, prompt: "Message from USER (message 40000000-0000-4000-8000-000000000001, reply expected):\nhi" }, ts: "2026-01-01T00:01:00Z", session_id: session },
       { event: "provider.error", data: { turn_id: t2, reason: "exit", message: "boom" }, ts: "2026-01-01T00:01:01Z", session_id: session },
       { event: "turn.start", data: { turn_id: t3, prompt: "SYSTEM: tick" }, ts: "2026-01-01T00:02:00Z", session_id: session }
     ] as unknown as ReadonlyArray<LogEntry>
@@ -79,5 +79,8 @@ describe("swarm log: a node agent's turns from its log", () => {
     ])
     expect(turns[0]!.response).toBe("fixed")
     expect(turns[1]!.response).toBe("[error] exit: boom")
+    // swarm log shows who said what; --raw the prompt as the agent read it.
+    expect(turns[1]!.prompt).toBe("USER: hi")
+    expect(turns[1]!.raw_prompt).toBe("Message from USER (message 40000000-0000-4000-8000-000000000001, reply expected): hi")
   })
 })

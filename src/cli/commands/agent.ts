@@ -7,7 +7,7 @@ import type { AgentActivity } from "../../daemon/rpcs/agent.js"
 import { attachCommand } from "./attach.js"
 import { AgentGroup } from "../../daemon/rpcs/agent.js"
 import { call, CliError, following, fromRpcError, withClient } from "../Client.js"
-import { home, json, pathsOf, quiet } from "../Common.js"
+import { home, json, pathsOf, quiet, raw } from "../Common.js"
 import { budgetOptions, budgetPatch } from "./budget.js"
 import { capsPatch } from "./caps.js"
 import { printJson, renderInspect, renderSent, renderTree } from "../Output.js"
@@ -261,14 +261,14 @@ const waitCommand = Command.make("wait", {
     ]
   })))
 
-const inspectCommand = Command.make("inspect", { home, json, agent: agentArg }, (o) =>
+const inspectCommand = Command.make("inspect", { home, json, raw, agent: agentArg }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
     const r = yield* withClient(AgentGroup, socket, (c) => call(socket, c.agent.inspect({ agent: o.agent })))
     if (o.json) return yield* printJson(r)
-    yield* Console.log(renderInspect(r))
+    yield* Console.log(renderInspect(r, o.raw))
   })).pipe(Command.withDescription(describe("Show an agent's state, session, children, inbox, usage and recent activity", {
-    examples: ["substrat agent inspect alpha", "substrat agent inspect alpha --json"]
+    examples: ["substrat agent inspect alpha", "substrat agent inspect alpha --raw", "substrat agent inspect alpha --json"]
   })))
 
 const terminateCommand = Command.make("terminate", { home, json, agent: agentArg }, (o) =>

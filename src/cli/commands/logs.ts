@@ -8,9 +8,9 @@ import { AgentRef } from "../../daemon/rpcs/common.js"
 import type { FeedItem } from "../../daemon/rpcs/events.js"
 import { EventsGroup } from "../../daemon/rpcs/events.js"
 import { call, CliError, following, withClient } from "../Client.js"
-import { home, json, pathsOf } from "../Common.js"
+import { home, json, pathsOf, raw } from "../Common.js"
 import { describe } from "../Help.js"
-import { feedText, wantsColor } from "../Live.js"
+import { feedText, rawFeedItem, wantsColor } from "../Live.js"
 
 /** `--since`: where to start, as the daemon's `from`/`after` (or an error in words). */
 export const parseSince = (
@@ -34,6 +34,7 @@ export const logsCommand = Command.make("logs", {
   home,
   json,
   follow: Options.boolean("follow").pipe(Options.withAlias("f"), Options.withDescription("Keep printing new events until Ctrl-C")),
+  raw,
   tree: Options.text("tree").pipe(
     Options.withSchema(AgentRef),
     Options.withDescription("Only this agent and everything below it (name, id or id prefix)"),
@@ -62,7 +63,7 @@ export const logsCommand = Command.make("logs", {
       position = item.cursor
       if (o.json) return Effect.sync(() => void process.stdout.write(`${JSON.stringify(item)}\n`))
       if (item.kind === "live") return Effect.void
-      const line = feedText(item, color)
+      const line = feedText(o.raw ? rawFeedItem(item) : item, color)
       return line === null ? Effect.void : Console.log(line)
     }
     const run = withClient(EventsGroup, socket, (c) =>

@@ -7,7 +7,7 @@ import { CronExpr, NodeRef, type SwarmAgent, type SwarmLogNode, SwarmNodeStatus,
 import { SwarmLanguage } from "../../swarm/SwarmNode.js"
 import { SwarmGroup } from "../../daemon/rpcs/swarm.js"
 import { call, withClient } from "../Client.js"
-import { home, json, pathsOf } from "../Common.js"
+import { home, json, pathsOf, raw as rawOption } from "../Common.js"
 import { describe } from "../Help.js"
 import { printJson, table } from "../Output.js"
 
@@ -182,7 +182,7 @@ const schedulesCommand = Command.make("schedules", { home, json }, (o) =>
     examples: ["substrat swarm schedules", "substrat swarm schedules --json"]
   })))
 
-const renderLog = (nodes: ReadonlyArray<SwarmLogNode>): string => {
+const renderLog = (nodes: ReadonlyArray<SwarmLogNode>, raw: boolean): string => {
   if (nodes.length === 0) return "(no node agent has had a turn yet)"
   const out: Array<string> = []
   for (const n of nodes) {
@@ -191,7 +191,7 @@ const renderLog = (nodes: ReadonlyArray<SwarmLogNode>): string => {
     for (const t of n.turns) {
       const what = t.commit === null ? "no changes" : `${t.changes.length} file(s) changed, commit ${t.commit.slice(0, 12)}`
       out.push(`  ${t.started}  turn ${t.turn_id.slice(0, 8)}  ${t.outcome}  ${what}`)
-      out.push(`    ▶ ${t.prompt}`)
+      out.push(`    ▶ ${raw ? t.raw_prompt : t.prompt}`)
       for (const c of t.changes) out.push(`    ${c.change === "added" ? "A" : c.change === "deleted" ? "D" : "M"} ${c.path}`)
     }
   }
@@ -201,6 +201,7 @@ const renderLog = (nodes: ReadonlyArray<SwarmLogNode>): string => {
 const logCommand = Command.make("log", {
   home,
   json,
+  raw: rawOption,
   node: nodeArg.pipe(Args.optional)
 }, (o) =>
   Effect.gen(function*() {
@@ -208,7 +209,7 @@ const logCommand = Command.make("log", {
     const r = yield* withClient(SwarmGroup, socket, (c) =>
       call(socket, c.swarm.log(Option.match(o.node, { onNone: () => ({}), onSome: (node) => ({ node }) }))))
     if (o.json) return yield* printJson(r)
-    yield* Console.log(renderLog(r.nodes))
+    yield* Console.log(renderLog(r.nodes, o.raw))
   })).pipe(Command.withDescription(describe("Per node agent: its turns and the files each turn changed (the per-turn workspace history)", {
     details: [
       "Without <node>: every node agent that has had a turn. A turn's changes are its commit in the workspace history: `substrat workspace diff <ws> --turn <turn>` shows them."
