@@ -8,6 +8,7 @@
 // in, out, cache read, cache write), cost, HTTP status, streamed, model, agent and provider. An
 // agent past its token budget gets its next call refused: that span has an error status.
 import { Effect, Exit, Scope } from "effect"
+import * as fs from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
@@ -52,6 +53,13 @@ const script: ReadonlyArray<ScriptedLlm.ScriptEntry> = [
   },
   { match: { system: "AGENT=boss" }, reply: said("Asked w.", { input_tokens: 110, output_tokens: 5 }), label: "boss-2" },
   { match: { system: "AGENT=w" }, reply: said("42", { input_tokens: 30, output_tokens: 2 }), label: "w-1" },
+  {
+    // Few uncached tokens, many cache reads: only counting the cache reads spends a 100-token budget.
+    match: { system: "AGENT=cacher" },
+    reply: { _tag: "Message", content: [{ type: "tool_use", name: "check_inbox", input: {} }], usage: { input_tokens: 10, output_tokens: 1, cache_read_tokens: 500 } },
+    label: "cacher-1",
+    times: 20
+  },
   {
     match: { system: "AGENT=spender" },
     reply: { _tag: "Message", content: [{ type: "tool_use", name: "check_inbox", input: {} }], usage: { input_tokens: 500, output_tokens: 1 } },
@@ -166,5 +174,32 @@ describe("model requests as spans (OTLP)", () => {
     expect(attr(turnOf(refused[0]!)!, "gen_ai.agent.name")).toBe("spender")
     const spent = requests.filter((r) => attr(r, "gen_ai.agent.name") === "spender" && r !== refused[0])
     expect(spent.map((r) => attr(r, "gen_ai.usage.input_tokens"))).toEqual([500])
+  }, 120_000)
+
+  it("cache reads count against a token budget: 11 uncached tokens and 500 cache reads spend 100 tokens", async () => {
+    const created = await request(unix, "POST", "/v1/agents", {
+      name: "cacher",
+      provider: "openai:e2e-model",
+      instructions: "AGENT=cacher You read the cache.",
+      budget: { tokens: 100 }
+    })
+    expect(created.status).toBe(201)
+    const session = (JSON.parse(created.body) as { session_id: string }).session_id
+    expect((await request(unix, "POST", "/v1/agents/cacher/messages", { text: "Read.", wait: false })).status).toBeLessThan(300)
+    const log = () =>
+      fs.readFileSync(join(home, "agents", session, "events.jsonl"), "utf8").split("\n").filter((l) => l !== "")
+        .map((l) => JSON.parse(l) as { event: string; data: Record<string, unknown> })
+    // The breach is logged when the refused request is refused; then the turn ends (or parks).
+    await waitFor("cacher's budget breached", () => (log().some((e) => e.event === "budget.breached") ? true : undefined))
+    await waitFor("cacher's turn over", async () => {
+      const r = await request(unix, "GET", "/v1/agents/cacher")
+      return (JSON.parse(r.body) as { state: string }).state === "busy" ? undefined : true
+    })
+    // The first request (511 tokens, cache included) was the only one let through: the second
+    // was refused before it left. Counting cache reads as 0, ten 11-token requests would pass.
+    const used = log().filter((e) => e.event === "usage" && e.data["source"] === "request")
+    expect(used.map((e) => [e.data["input_tokens"], e.data["cache_read_tokens"]])).toEqual([[10, 500]])
+    const breached = log().filter((e) => e.event === "budget.breached")
+    expect(breached.map((e) => e.data["reason"])).toEqual(["token budget spent (511 of 100 tokens, cache included)"])
   }, 120_000)
 })
