@@ -1,6 +1,8 @@
 // Options shared by every command, and the paths they resolve to.
 import { Options } from "@effect/cli"
-import { Option } from "effect"
+import { Effect, Option } from "effect"
+import { resolve } from "node:path"
+import { CliError } from "./Client.js"
 import { defaultHome, makePaths, type Paths } from "../config/Paths.js"
 
 export const home = Options.text("home").pipe(
@@ -19,3 +21,25 @@ export const raw = Options.boolean("raw").pipe(
 export const quiet = Options.boolean("quiet").pipe(Options.withAlias("q"), Options.withDescription("Print only ids, one per line"))
 
 export const pathsOf = (h: Option.Option<string>): Paths => makePaths(Option.getOrElse(h, () => defaultHome()))
+
+/** `--repo <path>` (resolved against the current directory) and `--ref`, as a create payload. */
+export const repoOption = Options.text("repo").pipe(
+  Options.withDescription("A git repository (path): the workspace is a clone of it on branch substrat/<name>; your working tree is never touched"),
+  Options.optional
+)
+export const refOption = Options.text("ref").pipe(
+  Options.withDescription("With --repo: the branch or commit to start from (default: the repository's HEAD)"),
+  Options.optional
+)
+export const repoPayload = (
+  repo: Option.Option<string>,
+  ref: Option.Option<string>
+): Effect.Effect<{ readonly repo?: string; readonly ref?: string }, CliError> =>
+  Option.match(repo, {
+    onNone: () =>
+      Option.isSome(ref) ? Effect.fail(new CliError({ kind: "invalid-input", message: "--ref goes with --repo" })) : Effect.succeed({}),
+    onSome: (r) =>
+      r.trim() === ""
+        ? Effect.fail(new CliError({ kind: "invalid-input", message: "--repo: empty path" }))
+        : Effect.succeed({ repo: resolve(r), ...Option.match(ref, { onNone: () => ({}), onSome: (ref) => ({ ref }) }) })
+  })

@@ -347,14 +347,25 @@ const makeHandlers = Effect.gen(function*() {
         // agent's first turn.
         const factory = yield* providers.get(provider)
         if (factory.check !== undefined) yield* factory.check
-        const workspace_id = p.workspace_id === undefined ? undefined : yield* resolver.workspaceId(p.workspace_id)
+        if (p.repo !== undefined && p.workspace_id !== undefined) {
+          return yield* new InvalidInput({ field: "repo", message: "give a workspace or a repository (--repo), not both" })
+        }
+        if (p.ref !== undefined && p.repo === undefined) return yield* new InvalidInput({ field: "ref", message: "--ref goes with --repo" })
+        const name = p.name ?? `agent-${Math.random().toString(16).slice(2, 6)}`
+        // A repository workspace of its own (named after the agent when that name is free, so its
+        // branch is substrat/<agent>); removed again when the agent cannot be created.
+        const repoWs = p.repo === undefined ? undefined : yield* Effect.gen(function*() {
+          const taken = (yield* workspaces.list()).some((w) => w.name === name)
+          return yield* workspaces.create({ name: taken ? null : name, default_for: name, repo: { path: p.repo!, ...(p.ref === undefined ? {} : { ref: p.ref }) } })
+        })
+        const workspace_id = repoWs !== undefined ? repoWs.id : p.workspace_id === undefined ? undefined : yield* resolver.workspaceId(p.workspace_id)
         const node = yield* orchestrator.createRoot({
-          name: p.name ?? `agent-${Math.random().toString(16).slice(2, 6)}`,
+          name,
           instructions: p.instructions ?? "",
           provider,
           ...(p.role === undefined ? {} : { role: p.role }),
           ...(workspace_id === undefined ? {} : { workspace_id })
-        })
+        }).pipe(Effect.tapError(() => repoWs === undefined ? Effect.void : workspaces.delete(repoWs.id, { force: true }).pipe(Effect.ignore)))
         if (p.budget !== undefined) yield* meter.setBudget(node.id, p.budget)
         if (p.caps !== undefined) {
           yield* spawnQueue.setCaps(node.id, {
@@ -526,8 +537,27 @@ const makeHandlers = Effect.gen(function*() {
         return yield* workspaces.create({
           ...(p.name === undefined ? {} : { name: p.name }),
           ...(parent === undefined ? {} : { parent }),
-          ...(p.network === undefined ? {} : { network_access: p.network })
+          ...(p.network === undefined ? {} : { network_access: p.network }),
+          ...(p.repo === undefined ? {} : { repo: { path: p.repo, ...(p.ref === undefined ? {} : { ref: p.ref }) } })
         })
+      })),
+
+    "workspace.merge": (p) =>
+      mutation(Effect.gen(function*() {
+        const ws = yield* resolver.workspaceId(p.workspace)
+        const spec = yield* workspaces.get(ws)
+        const r = yield* history.merge(ws, {
+          ...(p.into === undefined ? {} : { into: p.into }),
+          ...(p.squash === undefined ? {} : { squash: p.squash }),
+          ...(p.message === undefined ? {} : { message: p.message })
+        })
+        return { workspace: ws, branch: spec.repo?.branch ?? "", ...r }
+      })),
+
+    "workspace.export": (p) =>
+      wire(Effect.gen(function*() {
+        const ws = yield* resolver.workspaceId(p.workspace)
+        return { workspace: ws, patches: yield* history.exportPatches(ws) }
       })),
 
     "workspace.list": () => wire(Effect.map(workspaces.list(), (ws) => ({ workspaces: ws }))),

@@ -31,6 +31,18 @@ export const noLimits = new ResourceLimits({
   wall_clock_seconds: null
 })
 
+/** Where a repository workspace came from (`workspace create --repo`, docs/sandbox.md "Repository workspaces"). */
+export class RepoSource extends Schema.Class<RepoSource>("RepoSource")({
+  /** The user's working tree (top level, canonical). Never bound into a sandbox. */
+  path: Schema.String,
+  /** The branch in the user's repository the turns are published to: `substrat/<workspace name>`. */
+  branch: Schema.String,
+  /** The commit the clone started at. */
+  base: Schema.String,
+  /** The branch checked out in the user's repository at create (`workspace merge`'s default); null: detached. */
+  target: Schema.NullOr(Schema.String)
+}) {}
+
 export class WorkspaceSpec extends Schema.Class<WorkspaceSpec>("WorkspaceSpec")({
   id: WorkspaceId,
   name: Schema.optionalWith(Schema.NullOr(Schema.String), { default: () => null }),
@@ -42,5 +54,7 @@ export class WorkspaceSpec extends Schema.Class<WorkspaceSpec>("WorkspaceSpec")(
   limits: Schema.optionalWith(ResourceLimits, { default: () => noLimits }),
   /** The root agent this workspace was created for (`agent create` without `--workspace`); null otherwise. */
   default_for: Schema.optionalWith(Schema.NullOr(Schema.String), { default: () => null }),
+  /** A repository workspace: its root is a clone of `repo.path` on branch `repo.branch`; null otherwise. */
+  repo: Schema.optionalWith(Schema.NullOr(RepoSource), { default: () => null }),
   created_at: Schema.String
 }) {}

@@ -12,8 +12,9 @@ import { Deferred, Effect } from "effect"
 import { randomUUID } from "node:crypto"
 import { NotFoundError } from "../domain/errors.js"
 import type { AgentId, TurnId, WorkspaceId } from "../domain/ids.js"
-import { WorkspaceHistoryError } from "./errors.js"
+import { WorkspaceError, WorkspaceHistoryError } from "./errors.js"
 import { type GitRepo, runGit } from "./git.js"
+import { cloneFetchable, mergeBranch, publishBranch } from "./RepoGit.js"
 import { type HistoryLocation, WorkspaceStore } from "./WorkspaceStore.js"
 
 export type ChangeKind = "added" | "modified" | "deleted"
@@ -61,6 +62,14 @@ export const parseNameStatus = (out: string, prefix: string): Array<ChangedPath>
 }
 
 const turnRef = (turnId: string) => `refs/substrat/turns/${turnId}`
+/** A turn whose commits are more than one (the agent's own commits, then the daemon's): where it started. */
+const baseRef = (turnId: string) => `refs/substrat/bases/${turnId}`
+const agentHeadRef = "refs/substrat/agent-head"
+
+export interface PatchFile {
+  readonly name: string
+  readonly text: string
+}
 
 export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substrat/WorkspaceHistory", {
   effect: Effect.gen(function*() {
@@ -102,6 +111,41 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
         return yield* lockFor(loc.gitDir).withPermits(1)(f(loc, git, scope))
       })
 
+    type Git = (args: ReadonlyArray<string>, opts?: { input?: string; env?: Record<string, string>; okCodes?: ReadonlyArray<number> }) => Effect.Effect<{ code: number; stdout: string; stderr: string }, WorkspaceHistoryError>
+
+    /**
+     * Fetch the clone's HEAD (agent-written: only through upload-pack, after the no-link checks of
+     * `cloneFetchable`); when it continues the history's branch, the branch moves to it. True when
+     * it moved. Anything odd (no HEAD, unrelated history, a refused .git) keeps the branch as is.
+     */
+    const absorbAgentCommits = (loc: HistoryLocation, git: Git, before: string) =>
+      Effect.gen(function*() {
+        if (!(yield* cloneFetchable(fs, loc.topRoot))) {
+          yield* Effect.logWarning(`workspace ${loc.workspaceId}: the clone's .git is not a plain directory of its own; its commits are not read`)
+          return false
+        }
+        const f = yield* git([
+          "fetch", "-q", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules",
+          "--upload-pack=git -c safe.directory=* -c core.hooksPath=/dev/null upload-pack",
+          `file://${loc.topRoot}/.git`, `+HEAD:${agentHeadRef}`
+        ], { okCodes: [0, 1, 128] })
+        if (f.code !== 0) return false
+        const agentHead = (yield* git(["rev-parse", "--verify", "-q", `${agentHeadRef}^{commit}`], { okCodes: [0, 1] })).stdout.trim()
+        if (agentHead === "" || agentHead === before) return false
+        const descends = yield* git(["merge-base", "--is-ancestor", before, agentHead], { okCodes: [0, 1, 128] })
+        if (descends.code !== 0) return false
+        yield* git(["update-ref", "-m", "agent commits", "HEAD", agentHead, before])
+        return true
+      })
+
+    /** A repository workspace: its branch to the user's repository (a failure is logged; the next turn publishes it). */
+    const publish = (id: WorkspaceId, loc: HistoryLocation) =>
+      loc.repo === null
+        ? Effect.void
+        : publishBranch(executor, { id, top: loc.repo.path, historyGitDir: loc.gitDir, branch: loc.repo.branch }).pipe(
+          Effect.catchAllCause((c) => Effect.logWarning(`workspace ${id}: ${loc.repo?.branch} not published`, c))
+        )
+
     /**
      * Record the workspace's pending changes as one turn of `agent`. `paths` (relative to the
      * workspace root) limits what is recorded; `locked` is completed once this commit holds the
@@ -130,17 +174,30 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
             ? whole
             : turn.paths.map((p) => `:(top,literal)${loc.prefix === "" ? p : `${loc.prefix}/${p}`}`)
           if (scope.length === 0) return { commit: null, paths: [] } satisfies TurnCommit
+          const before = (yield* git(["rev-parse", "HEAD"])).stdout.trim()
+          // A repository workspace: the agents' own commits of this turn (in the clone's .git) are
+          // kept when they continue the branch.
+          const absorbed = loc.repo !== null && loc.prefix === "" && turn.paths === undefined
+            ? yield* absorbAgentCommits(loc, git, before)
+            : false
           yield* git(["add", "-A", "--", ...scope])
           const st = yield* git(["diff", "--cached", "--name-status", "-z", "--no-renames", "HEAD", "--", ...scope])
-          const paths = parseNameStatus(st.stdout, loc.prefix)
-          if (paths.length === 0) return { commit: null, paths } satisfies TurnCommit
-          const message = `${turn.summary ?? `turn ${turn.turnId}`}\n\nSubstrat-Workspace: ${id}\nSubstrat-Agent: ${turn.agent}\nSubstrat-Turn: ${turn.turnId}\n`
-          yield* git(["commit", "-q", "--no-verify", "-F", "-"], {
-            input: message,
-            env: { GIT_AUTHOR_NAME: turn.agent, GIT_AUTHOR_EMAIL: `${turn.agent.replace(/[^A-Za-z0-9._-]/g, "_")}@agents.substrat` }
-          })
+          const staged = parseNameStatus(st.stdout, loc.prefix)
+          if (staged.length === 0 && !absorbed) return { commit: null, paths: staged } satisfies TurnCommit
+          if (staged.length > 0) {
+            const message = `${turn.summary ?? `turn ${turn.turnId}`}\n\nSubstrat-Workspace: ${id}\nSubstrat-Agent: ${turn.agent}\nSubstrat-Turn: ${turn.turnId}\n`
+            yield* git(["commit", "-q", "--no-verify", "-F", "-"], {
+              input: message,
+              env: { GIT_AUTHOR_NAME: turn.agent, GIT_AUTHOR_EMAIL: `${turn.agent.replace(/[^A-Za-z0-9._-]/g, "_")}@agents.substrat` }
+            })
+          }
           const head = (yield* git(["rev-parse", "HEAD"])).stdout.trim()
+          const paths = absorbed
+            ? parseNameStatus((yield* git(["diff", "--name-status", "-z", "--no-renames", before, head, "--", ...scope])).stdout, loc.prefix)
+            : staged
+          if (absorbed) yield* git(["update-ref", baseRef(turn.turnId), before])
           yield* git(["update-ref", turnRef(turn.turnId), head])
+          yield* publish(id, loc)
           return { commit: head, paths } satisfies TurnCommit
         }))
       if (r.commit !== null) {
@@ -154,13 +211,16 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
     const onRecorded = (f: (r: Recorded) => Effect.Effect<void>) =>
       Effect.acquireRelease(Effect.sync(() => listeners.add(f)), () => Effect.sync(() => listeners.delete(f))).pipe(Effect.asVoid)
 
-    const commitOf = (id: WorkspaceId, git: (args: ReadonlyArray<string>, opts?: { okCodes?: ReadonlyArray<number> }) => Effect.Effect<{ code: number; stdout: string }, WorkspaceHistoryError>, turnId: string) =>
+    /** A turn's commit and where it started (its parent, or the commit before the agent's own commits). */
+    const commitOf = (id: WorkspaceId, git: Git, turnId: string) =>
       Effect.gen(function*() {
         const r = yield* git(["rev-parse", "--verify", "-q", `${turnRef(turnId)}^{commit}`], { okCodes: [0, 1] })
         if (r.code !== 0) {
           return yield* new NotFoundError({ kind: "turn", id: turnId, message: `no recorded changes for turn ${turnId} in workspace ${id}` })
         }
-        return r.stdout.trim()
+        const c = r.stdout.trim()
+        const b = yield* git(["rev-parse", "--verify", "-q", `${baseRef(turnId)}^{commit}`], { okCodes: [0, 1] })
+        return { c, base: b.code === 0 ? b.stdout.trim() : `${c}^`, several: b.code === 0 }
       })
 
     /** Stage into a throwaway copy of the index so the real one is untouched. */
@@ -181,8 +241,8 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
         Effect.gen(function*() {
           const flags = ["--no-ext-diff", "--no-textconv", "--no-color", ...relative(loc)]
           if (turnId !== undefined) {
-            const c = yield* commitOf(id, git, turnId)
-            return (yield* git(["diff", ...flags, `${c}^`, c, "--", ...scope])).stdout
+            const { base, c } = yield* commitOf(id, git, turnId)
+            return (yield* git(["diff", ...flags, base, c, "--", ...scope])).stdout
           }
           return yield* withTempIndex(loc, (env) =>
             Effect.gen(function*() {
@@ -207,8 +267,8 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
     const changes = Effect.fn("WorkspaceHistory.changes")(function*(id: WorkspaceId, turnId: TurnId) {
       return yield* withRepo(id, (loc, git, scope) =>
         Effect.gen(function*() {
-          const c = yield* commitOf(id, git, turnId)
-          const st = yield* git(["diff", "--name-status", "-z", "--no-renames", `${c}^`, c, "--", ...scope])
+          const { base, c } = yield* commitOf(id, git, turnId)
+          const st = yield* git(["diff", "--name-status", "-z", "--no-renames", base, c, "--", ...scope])
           return parseNameStatus(st.stdout, loc.prefix)
         }))
     })
@@ -221,8 +281,8 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
     ) {
       return yield* withRepo(id, (loc, git, scope) =>
         Effect.gen(function*() {
-          const c = yield* commitOf(id, git, turnId)
-          const r = yield* git(["revert", "--no-commit", "--no-edit", c], { okCodes: [0, 1, 128] })
+          const { base, c, several } = yield* commitOf(id, git, turnId)
+          const r = yield* git(["revert", "--no-commit", "--no-edit", several ? `${base}..${c}` : c], { okCodes: [0, 1, 128] })
           if (r.code !== 0) {
             yield* git(["revert", "--abort"], { okCodes: [0, 1, 128] })
             yield* git(["reset", "-q", "--merge"], { okCodes: [0, 1, 128] })
@@ -241,6 +301,7 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
             env: { GIT_AUTHOR_NAME: agent }
           })
           const head = (yield* git(["rev-parse", "HEAD"])).stdout.trim()
+          yield* publish(id, loc)
           return { commit: head, paths } satisfies TurnCommit
         }))
     })
@@ -263,7 +324,48 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
         }))
     })
 
-    return { commitTurn, onRecorded, diff, pendingChanges, changes, revert, log } as const
+    const repoOf = (id: WorkspaceId, loc: HistoryLocation) =>
+      loc.repo === null || loc.prefix !== ""
+        ? Effect.fail(new WorkspaceError({ workspace_id: id, reason: "invalid", message: `workspace ${id} was not made from a repository (workspace create --repo)` }))
+        : Effect.succeed(loc.repo)
+
+    /**
+     * Merge a repository workspace's branch into a branch of the user's repository (default: the
+     * one checked out when it was made). Publishes first, so what is merged is every recorded turn.
+     */
+    const merge = Effect.fn("WorkspaceHistory.merge")(function*(
+      id: WorkspaceId,
+      options: { readonly into?: string; readonly squash?: boolean; readonly message?: string }
+    ) {
+      return yield* withRepo(id, (loc) =>
+        Effect.gen(function*() {
+          const repo = yield* repoOf(id, loc)
+          const into = options.into ?? repo.target
+          if (into === null) {
+            return yield* new WorkspaceError({ workspace_id: id, reason: "invalid", message: `${repo.path} was on a detached HEAD when the workspace was made: say which branch with --into` })
+          }
+          yield* publishBranch(executor, { id, top: repo.path, historyGitDir: loc.gitDir, branch: repo.branch })
+          return yield* mergeBranch(executor, { id, top: repo.path, branch: repo.branch, into, squash: options.squash ?? false, message: options.message })
+        }))
+    })
+
+    /** The workspace's recorded work since it was made from the repository, as a patch series (`git format-patch`). */
+    const exportPatches = Effect.fn("WorkspaceHistory.exportPatches")(function*(id: WorkspaceId) {
+      return yield* withRepo(id, (loc, git) =>
+        Effect.gen(function*() {
+          const repo = yield* repoOf(id, loc)
+          const out = `${loc.gitDir}/export-${randomUUID()}`
+          return yield* Effect.gen(function*() {
+            yield* git(["format-patch", "-q", "--no-color", "--no-signature", "--no-renames", "-o", out, `${repo.base}..HEAD`])
+            const names = (yield* fs.readDirectory(out).pipe(Effect.orElseSucceed(() => []))).filter((n) => n.endsWith(".patch")).sort()
+            const files: Array<PatchFile> = []
+            for (const name of names) files.push({ name, text: yield* fs.readFileString(`${out}/${name}`).pipe(Effect.mapError((e) => new WorkspaceHistoryError({ workspace_id: id, reason: "git", message: e.message }))) })
+            return files
+          }).pipe(Effect.ensuring(fs.remove(out, { recursive: true }).pipe(Effect.ignore)))
+        }))
+    })
+
+    return { commitTurn, onRecorded, diff, pendingChanges, changes, revert, log, merge, exportPatches } as const
   })
 }) {}
 

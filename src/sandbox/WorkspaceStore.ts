@@ -13,10 +13,12 @@ import { Effect, Either, Option, Schema } from "effect"
 import { SubstratPaths } from "../config/Paths.js"
 import { NotFoundError } from "../domain/errors.js"
 import { newWorkspaceId, WorkspaceId } from "../domain/ids.js"
-import { type BindMode, noLimits, ResourceLimits, SymlinkSpec, WorkspaceSpec } from "../domain/workspace.js"
+import { type BindMode, noLimits, RepoSource, ResourceLimits, SymlinkSpec, WorkspaceSpec } from "../domain/workspace.js"
 import { Durable } from "../storage/Durable.js"
 import { SandboxPathError, WorkspaceError } from "./errors.js"
 import { initHistory } from "./git.js"
+import { cloneRepo, openRepo } from "./RepoGit.js"
+import { runCollect, spawnScoped } from "./spawn.js"
 import { absolutePath, isWithin, linkRefusal, relativePath, relativeTo } from "./PathPolicy.js"
 import { WorkspaceUsage } from "./WorkspaceUsage.js"
 
@@ -38,6 +40,11 @@ export interface CreateWorkspace {
   readonly exclude?: ReadonlyArray<string>
   /** Top-level only: the root agent it is the default workspace of. */
   readonly default_for?: string
+  /**
+   * Top-level only: a repository workspace — the root is a clone of this git repository at `ref`
+   * (default its HEAD commit) on branch `substrat/<name or id>` (src/sandbox/RepoGit.ts).
+   */
+  readonly repo?: { readonly path: string; readonly ref?: string }
   /** chown the (new) root directory, e.g. to the sandbox uid of the `inner`/`outer` identities. */
   readonly owner?: { readonly uid: number; readonly gid: number }
   readonly now?: string
@@ -56,6 +63,8 @@ export interface HistoryLocation {
   readonly topRoot: string
   /** The workspace root relative to `topRoot` ("" for a top-level workspace). */
   readonly prefix: string
+  /** The top-level ancestor's repository source (a repository workspace), else null. */
+  readonly repo: RepoSource | null
 }
 
 const SPEC = "workspace.json"
@@ -213,15 +222,40 @@ export class WorkspaceStore extends Effect.Service<WorkspaceStore>()("substrat/W
       const dir = `${home}/${id}`
 
       if (input.parent === undefined) {
+        if (input.repo !== undefined && input.root !== undefined) return yield* wsError(id, "invalid", "a workspace is made from a repository or from an existing root, not both")
+        const substratHome = yield* fs.realPath(paths.home).pipe(Effect.orElseSucceed(() => paths.home))
+        const opened = input.repo === undefined
+          ? null
+          : yield* openRepo(executor, fs, { id, path: input.repo.path, ref: input.repo.ref, name: name ?? id, home: substratHome }).pipe(
+            Effect.catchTag("WorkspaceHistoryError", (e) => Effect.fail(wsError(id, "io", e.message)))
+          )
         const root = input.root === undefined ? `${dir}/root` : yield* existingRoot(input.root)
         yield* durable.mkdir(dir, 0o700).pipe(Effect.mapError(io(id)))
         if (input.root === undefined) {
           yield* durable.mkdir(root, 0o755).pipe(Effect.mapError(io(id)))
-          if (input.owner !== undefined) yield* fs.chown(root, input.owner.uid, input.owner.gid).pipe(Effect.mapError(io(id)))
         }
-        yield* initHistory(executor, { gitDir: `${dir}/history.git`, workTree: root }, id).pipe(
+        yield* initHistory(executor, { gitDir: `${dir}/history.git`, workTree: root }, id, { empty: opened === null }).pipe(
           Effect.mapError((e) => wsError(id, "io", e.message))
         )
+        if (opened !== null) {
+          yield* cloneRepo(executor, { id, repo: opened, root, historyGitDir: `${dir}/history.git` }).pipe(
+            Effect.mapError((e) => wsError(id, "io", e.message)),
+            Effect.tapError(() => durable.removeTree(dir).pipe(Effect.ignore))
+          )
+        }
+        if (input.root === undefined && input.owner !== undefined) {
+          if (opened === null) yield* fs.chown(root, input.owner.uid, input.owner.gid).pipe(Effect.mapError(io(id)))
+          else {
+            // The whole clone, links themselves (-h), never followed (-R without -L).
+            const r = yield* runCollect(spawnScoped(executor, {
+              argv: ["chown", "-R", "-h", `${input.owner.uid}:${input.owner.gid}`, "--", root],
+              env: { PATH: "/usr/bin:/bin" },
+              limits: noLimits,
+              graceMs: 1000
+            })).pipe(Effect.mapError(io(id)))
+            if (r.exit.code !== 0) return yield* wsError(id, "io", `chown ${root}: ${r.stderr.trim()}`)
+          }
+        }
         if (input.exclude !== undefined && input.exclude.length > 0) {
           yield* fs.makeDirectory(`${dir}/history.git/info`, { recursive: true }).pipe(
             Effect.zipRight(fs.writeFileString(`${dir}/history.git/info/exclude`, input.exclude.join("\n") + "\n")),
@@ -237,6 +271,7 @@ export class WorkspaceStore extends Effect.Service<WorkspaceStore>()("substrat/W
           symlinks: [],
           limits: wantLimits,
           default_for: input.default_for ?? null,
+          repo: opened === null ? null : new RepoSource({ path: opened.top, branch: opened.branch, base: opened.commit, target: opened.target }),
           created_at: now
         })
         yield* write(spec)
@@ -350,7 +385,8 @@ export class WorkspaceStore extends Effect.Service<WorkspaceStore>()("substrat/W
         workspaceId: self.id,
         gitDir: `${dirOf(spec.id)}/history.git`,
         topRoot: spec.root_path,
-        prefix: relativeTo(spec.root_path, self.root_path)
+        prefix: relativeTo(spec.root_path, self.root_path),
+        repo: spec.repo
       }
       return loc
     })

@@ -59,7 +59,7 @@ export class LimitExceededError extends Schema.TaggedError<LimitExceededError>()
 /** A workspace operation was refused or failed. */
 export class WorkspaceError extends Schema.TaggedError<WorkspaceError>()("WorkspaceError", {
   workspace_id: Schema.String,
-  reason: Schema.Literal("wider-than-parent", "in-use", "has-children", "exists", "io", "decode", "invalid"),
+  reason: Schema.Literal("wider-than-parent", "in-use", "has-children", "exists", "io", "decode", "invalid", "conflict"),
   message: Schema.String
 }) {}
 

@@ -45,17 +45,44 @@ export const gitBaseEnv = (repo: GitRepo): Record<string, string> => ({
 
 const fixedArgs = ["-c", "safe.directory=*", "-c", "core.hooksPath=/dev/null", "-c", "core.pager=cat", "-c", "color.ui=false"]
 
-export const runGit = (
+/**
+ * Overrides for git the daemon runs on a repository whose config or files an agent may have
+ * written (or on the user's repository): no hooks, no fsmonitor, no automatic gc/maintenance, no
+ * commit signing program, fsck of every object received.
+ */
+export const safeArgs = [
+  ...fixedArgs,
+  "-c", "core.fsmonitor=false",
+  "-c", "core.sshCommand=false",
+  "-c", "gc.auto=0",
+  "-c", "maintenance.auto=false",
+  "-c", "commit.gpgSign=false",
+  "-c", "tag.gpgSign=false",
+  "-c", "fetch.fsckObjects=true",
+  "-c", "transfer.fsckObjects=true",
+  "-c", "protocol.allow=never",
+  "-c", "protocol.file.allow=always"
+]
+
+export interface GitPlace {
+  readonly cwd: string
+  readonly env: Readonly<Record<string, string>>
+  /** Arguments before the subcommand (`-c` overrides). */
+  readonly pre: ReadonlyArray<string>
+}
+
+/** Run git with `place`'s environment and overrides; fails on an exit code not in `okCodes`. */
+export const runGitAt = (
   executor: CommandExecutor.CommandExecutor,
-  repo: GitRepo,
+  place: GitPlace,
   args: ReadonlyArray<string>,
   options: GitOptions = {}
 ): Effect.Effect<GitResult, WorkspaceHistoryError> => {
   const wsId = options.workspaceId ?? ""
   return runCollect(spawnScoped(executor, {
-    argv: ["git", ...fixedArgs, ...args],
-    env: { ...gitBaseEnv(repo), ...options.env },
-    cwd: repo.workTree,
+    argv: ["git", ...place.pre, ...args],
+    env: { ...place.env, ...options.env },
+    cwd: place.cwd,
     ...(options.input === undefined ? {} : { stdin: Stream.make(new TextEncoder().encode(options.input)) }),
     limits: noLimits,
     graceMs: 2000
@@ -78,8 +105,16 @@ export const runGit = (
   )
 }
 
-/** Create the history repo with an initial empty commit so every turn commit has a parent. */
-export const initHistory = (executor: CommandExecutor.CommandExecutor, repo: GitRepo, workspaceId: string) =>
+export const runGit = (
+  executor: CommandExecutor.CommandExecutor,
+  repo: GitRepo,
+  args: ReadonlyArray<string>,
+  options: GitOptions = {}
+): Effect.Effect<GitResult, WorkspaceHistoryError> =>
+  runGitAt(executor, { cwd: repo.workTree, env: gitBaseEnv(repo), pre: safeArgs }, args, options)
+
+/** Create the history repo with an initial empty commit (none with `empty: false`) so every turn commit has a parent. */
+export const initHistory = (executor: CommandExecutor.CommandExecutor, repo: GitRepo, workspaceId: string, options: { readonly empty?: boolean } = {}) =>
   Effect.gen(function*() {
     const git = (args: ReadonlyArray<string>, input?: string) =>
       runGit(executor, repo, args, { workspaceId, ...(input === undefined ? {} : { input }) })
@@ -96,5 +131,5 @@ export const initHistory = (executor: CommandExecutor.CommandExecutor, repo: Git
         ["user.email", "substrat@localhost"]
       ] as const
     ) yield* git(["config", k, v])
-    yield* git(["commit", "-q", "--allow-empty", "--no-verify", "-F", "-"], `workspace ${workspaceId} created\n`)
+    if (options.empty !== false) yield* git(["commit", "-q", "--allow-empty", "--no-verify", "-F", "-"], `workspace ${workspaceId} created\n`)
   })

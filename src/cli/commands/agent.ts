@@ -7,7 +7,7 @@ import type { AgentActivity } from "../../daemon/rpcs/agent.js"
 import { attachCommand } from "./attach.js"
 import { AgentGroup } from "../../daemon/rpcs/agent.js"
 import { call, CliError, following, fromRpcError, withClient } from "../Client.js"
-import { home, json, pathsOf, quiet, raw } from "../Common.js"
+import { home, json, pathsOf, quiet, raw, refOption, repoOption, repoPayload } from "../Common.js"
 import { budgetOptions, budgetPatch } from "./budget.js"
 import { capsPatch } from "./caps.js"
 import { printJson, renderInspect, renderSent, renderTree } from "../Output.js"
@@ -46,6 +46,8 @@ const createCommand = Command.make("create", {
     Options.withDescription("Workspace to run in: name, id or unique id prefix"),
     Options.optional
   ),
+  repo: repoOption,
+  ref: refOption,
   ...budgetOptions("budget-"),
   maxDepth: Options.integer("max-depth").pipe(
     Options.withDescription("This tree's depth cap: levels below the root (0: no cap; default: config caps.max_depth)"),
@@ -64,6 +66,7 @@ const createCommand = Command.make("create", {
     const socket = pathsOf(o.home).socket
     const budget = yield* budgetPatch(o)
     const caps = yield* capsPatch(o)
+    const repo = yield* repoPayload(o.repo, o.ref)
     const agent = yield* withClient(AgentGroup, socket, (c) =>
       call(socket, c.agent.create({
         ...opt(o.provider, "provider"),
@@ -71,6 +74,7 @@ const createCommand = Command.make("create", {
         ...opt(o.instructions, "instructions"),
         ...opt(o.role, "role"),
         ...opt(o.workspace, "workspace_id"),
+        ...repo,
         ...(Object.keys(budget).length > 0 ? { budget } : {}),
         ...(Object.keys(caps).length > 0 ? { caps } : {})
       })))
@@ -80,6 +84,7 @@ const createCommand = Command.make("create", {
   })).pipe(Command.withDescription(describe("Create a root agent (and its session)", {
     examples: [
       "substrat agent create --name coder --provider claude --workspace <workspace>",
+      "substrat agent create --name lead --provider claude --repo .   # works on a clone, on branch substrat/lead",
       "substrat agent create --name lead --provider claude --max-depth 2 --max-live 4 --budget-usd 1",
       "id=$(substrat agent create --provider codex --quiet)"
     ]

@@ -1,10 +1,12 @@
 // `substrat workspace create|list|link|delete|diff|revert|log`.
 import { Args, Command, Options } from "@effect/cli"
 import { Console, Effect, Option } from "effect"
+import { mkdirSync, readdirSync, writeFileSync } from "node:fs"
+import { join, resolve } from "node:path"
 import { TurnRef, WorkspaceRef } from "../../daemon/rpcs/common.js"
 import { WorkspaceGroup } from "../../daemon/rpcs/workspace.js"
 import { call, CliError, withClient } from "../Client.js"
-import { home, json, pathsOf, quiet } from "../Common.js"
+import { home, json, pathsOf, quiet, refOption, repoOption, repoPayload } from "../Common.js"
 import { suggest } from "../Exit.js"
 import { shellIn, workspaceById } from "../Shell.js"
 import { printJson, renderWorkspaces, table } from "../Output.js"
@@ -22,22 +24,38 @@ const createCommand = Command.make("create", {
     Options.optional
   ),
   name: Options.text("name").pipe(Options.withDescription("A label"), Options.optional),
-  network: Options.boolean("network").pipe(Options.withDescription("Allow network access inside the sandbox"))
+  network: Options.boolean("network").pipe(Options.withDescription("Allow network access inside the sandbox")),
+  repo: repoOption,
+  ref: refOption
 }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
+    const repo = yield* repoPayload(o.repo, o.ref)
+    if (Option.isSome(o.parent) && repo.repo !== undefined) {
+      return yield* new CliError({ kind: "invalid-input", message: "--repo makes a top-level workspace: not with --parent" })
+    }
     const w = yield* withClient(WorkspaceGroup, socket, (c) =>
       call(socket, c.workspace.create({
         ...Option.match(o.parent, { onNone: () => ({}), onSome: (parent) => ({ parent }) }),
         ...Option.match(o.name, { onNone: () => ({}), onSome: (name) => ({ name }) }),
-        network: o.network
+        network: o.network,
+        ...repo
       })))
     if (o.json) return yield* printJson(w)
     if (o.quiet) return yield* Console.log(w.id)
-    yield* Console.log(`created workspace ${w.id} at ${w.root_path}`)
+    yield* Console.log(
+      w.repo === null
+        ? `created workspace ${w.id} at ${w.root_path}`
+        : `created workspace ${w.id} at ${w.root_path}: a clone of ${w.repo.path} at ${w.repo.base.slice(0, 12)} on ${w.repo.branch}`
+    )
   })).pipe(Command.withDescription(describe("Create a workspace: a sandboxed directory agents run in", {
+    details: [
+      "With --repo the workspace is a clone of your git repository on a new branch substrat/<name>; every turn's commit is published to that branch in your repository (nothing else there is written), and `workspace merge` hands the work back when you ask."
+    ],
     examples: [
       "substrat workspace create --name web",
+      "substrat workspace create --repo . --name fix-login",
+      "substrat workspace create --repo ~/src/app --ref v2.1 --name backport",
       "substrat workspace create --parent <workspace> --name tests",
       "ws=$(substrat workspace create --network --quiet)"
     ]
@@ -170,9 +188,64 @@ const shellCommand = Command.make("shell", { home, workspace: workspaceArg }, (o
     examples: ["substrat workspace shell <workspace>"]
   })))
 
+const mergeCommand = Command.make("merge", {
+  home,
+  json,
+  into: Options.text("into").pipe(Options.withDescription("The branch to merge into (default: the one checked out when the workspace was made)"), Options.optional),
+  squash: Options.boolean("squash").pipe(Options.withDescription("One commit with all the changes, not a merge of the branch's commits")),
+  message: Options.text("message").pipe(Options.withAlias("m"), Options.withDescription("The merge (or squash) commit's message"), Options.optional),
+  workspace: workspaceArg
+}, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    const r = yield* withClient(WorkspaceGroup, socket, (c) =>
+      call(socket, c.workspace.merge({
+        workspace: o.workspace,
+        squash: o.squash,
+        ...Option.match(o.into, { onNone: () => ({}), onSome: (into) => ({ into }) }),
+        ...Option.match(o.message, { onNone: () => ({}), onSome: (message) => ({ message }) })
+      })))
+    if (o.json) return yield* printJson(r)
+    yield* Console.log([
+      `${r.fast_forward ? "fast-forwarded" : o.squash ? "squashed" : "merged"} ${r.branch} into ${r.into}: ${r.previous.slice(0, 12)} -> ${r.commit.slice(0, 12)}${r.worktree_updated ? " (working tree updated)" : ""}`,
+      ...r.paths.map((p) => `  ${p}`)
+    ].join("\n"))
+  })).pipe(Command.withDescription(describe("Merge a repository workspace's branch into a branch of your repository", {
+    details: [
+      "Only when you ask. Refused, with nothing changed, when the branch's working tree has uncommitted changes or the merge conflicts (the conflicting paths are listed)."
+    ],
+    examples: ["substrat workspace merge <workspace>", "substrat workspace merge --squash -m 'Fix login' --into main <workspace>"]
+  })))
+
+const exportCommand = Command.make("export", {
+  home,
+  json,
+  patch: Options.directory("patch", { exists: "either" }).pipe(Options.withDescription("Write the patch series (git format-patch files) into this directory")),
+  workspace: workspaceArg
+}, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    const r = yield* withClient(WorkspaceGroup, socket, (c) => call(socket, c.workspace.export({ workspace: o.workspace })))
+    const dir = resolve(o.patch)
+    const written = yield* Effect.try({
+      try: () => {
+        mkdirSync(dir, { recursive: true })
+        const clash = r.patches.filter((p) => readdirSync(dir).includes(p.name))
+        if (clash.length > 0) throw new Error(`${dir} already has ${clash.map((p) => p.name).join(", ")}`)
+        for (const p of r.patches) writeFileSync(join(dir, p.name), p.text, { flag: "wx" })
+        return r.patches.map((p) => join(dir, p.name))
+      },
+      catch: (e) => new CliError({ kind: "invalid-input", message: `--patch ${dir}: ${e instanceof Error ? e.message : String(e)}` })
+    })
+    if (o.json) return yield* printJson({ workspace: r.workspace, files: written })
+    yield* Console.log(written.length === 0 ? "(nothing recorded since the workspace was made)" : written.join("\n"))
+  })).pipe(Command.withDescription(describe("Write a repository workspace's work as a patch series (git format-patch)", {
+    examples: ["substrat workspace export <workspace> --patch ./patches", "git am ./patches/*.patch"]
+  })))
+
 export const workspaceCommand = Command.make("workspace").pipe(
   Command.withDescription(describe("Manage sandbox workspaces and their history", {
     examples: ["substrat workspace create --name web", "substrat workspace log <workspace>"]
   })),
-  Command.withSubcommands([createCommand, listCommand, linkCommand, deleteCommand, diffCommand, revertCommand, logCommand, shellCommand])
+  Command.withSubcommands([createCommand, listCommand, linkCommand, deleteCommand, diffCommand, revertCommand, logCommand, mergeCommand, exportCommand, shellCommand])
 )

@@ -87,6 +87,10 @@ export class AgentCreateRpc extends Rpc.make("agent.create", {
     role: Schema.optional(Schema.String),
     /** A workspace reference (id, name or unique id prefix). */
     workspace_id: Schema.optional(WorkspaceRef),
+    /** A repository workspace for the new root (not with `workspace_id`): a clone of this repository (docs/sandbox.md). */
+    repo: Schema.optional(Schema.String),
+    /** With `repo`: the branch or commit to start from (default the repository's HEAD). */
+    ref: Schema.optional(Schema.String),
     /** The new root's subtree budget (docs/budgets.md). */
     budget: Schema.optional(BudgetPatch),
     /** The new tree's own caps (docs/budgets.md, "Caps"); absent/null fields: the config's. */

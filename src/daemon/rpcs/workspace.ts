@@ -10,7 +10,11 @@ export class WorkspaceCreateRpc extends Rpc.make("workspace.create", {
   payload: {
     name: Schema.optional(Schema.String),
     parent: Schema.optional(WorkspaceRef),
-    network: Schema.optional(Schema.Boolean)
+    network: Schema.optional(Schema.Boolean),
+    /** A repository workspace: its root is a clone of this git repository (docs/sandbox.md, "Repository workspaces"). */
+    repo: Schema.optional(Schema.String),
+    /** With `repo`: the branch or commit to start from (default the repository's HEAD). */
+    ref: Schema.optional(Schema.String)
   },
   success: WorkspaceSpec,
   error: RpcError
@@ -105,6 +109,39 @@ export class WorkspaceLogRpc extends Rpc.make("workspace.log", {
   error: RpcError
 }) {}
 
+/** Merge a repository workspace's branch into a branch of the user's repository (docs/cli.md, "Repository workspaces"). */
+export class WorkspaceMergeRpc extends Rpc.make("workspace.merge", {
+  payload: {
+    workspace: WorkspaceRef,
+    /** The branch to merge into (default: the one checked out when the workspace was made). */
+    into: Schema.optional(Schema.String),
+    squash: Schema.optional(Schema.Boolean),
+    message: Schema.optional(Schema.String.pipe(Schema.maxLength(10_000)))
+  },
+  success: Schema.Struct({
+    workspace: WorkspaceId,
+    branch: Schema.String,
+    into: Schema.String,
+    commit: Schema.String,
+    previous: Schema.String,
+    fast_forward: Schema.Boolean,
+    paths: Schema.Array(Schema.String),
+    /** The branch was checked out: its working tree was updated too. */
+    worktree_updated: Schema.Boolean
+  }),
+  error: RpcError
+}) {}
+
+/** A repository workspace's recorded work since it was made, as a patch series (`git format-patch`). */
+export class WorkspaceExportRpc extends Rpc.make("workspace.export", {
+  payload: { workspace: WorkspaceRef },
+  success: Schema.Struct({
+    workspace: WorkspaceId,
+    patches: Schema.Array(Schema.Struct({ name: Schema.String, text: Schema.String }))
+  }),
+  error: RpcError
+}) {}
+
 export const WorkspaceGroup = RpcGroup.make(
   WorkspaceCreateRpc,
   WorkspaceListRpc,
@@ -113,5 +150,7 @@ export const WorkspaceGroup = RpcGroup.make(
   WorkspaceDiffRpc,
   WorkspaceRevertRpc,
   WorkspaceLogRpc,
-  WorkspaceRecordRpc
+  WorkspaceRecordRpc,
+  WorkspaceMergeRpc,
+  WorkspaceExportRpc
 )
