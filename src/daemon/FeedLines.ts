@@ -101,7 +101,10 @@ export const feedLine = (entry: LogEntry, names: Names, memory?: FeedMemory): Fe
       return { agent: own, text: `* queued spawn started: ${nameOf(entry.data.agent_id)}` }
     case "spawn.failed":
       return { agent: own, text: `! queued spawn dropped: ${clip(entry.data.message)}` }
+    case "forwarder.refused":
+      return { agent: own, text: `! model forwarder refused ${clip(entry.data.method, 10)} ${clip(entry.data.path, 120)}: ${clip(entry.data.reason)}` }
     case "session.created":
+    case "usage.reserved":
     case "user.read":
     case "suspend.result":
     case "session.restored":

@@ -41,18 +41,39 @@ export const remainingOf = (b: Budget, used: UsageWithTurns, reservedTurns: numb
 
 const fmtUsd = (n: number) => `$${n.toFixed(4)}`
 
+/** Which limit of a budget is spent, and what it says. */
+export interface Spent {
+  readonly limit: "usd" | "tokens" | "turns" | "time_s"
+  readonly reason: string
+}
+
 /**
- * Why the budget admits no more work, or null. `turn`: a new turn would start (it needs one turn
+ * Which limit admits no more work, or null. `turn`: a new turn would start (it needs one turn
  * left); else a model request inside a running turn (already reserved).
  */
-export const exhaustedBy = (b: Budget, used: UsageWithTurns, reservedTurns: number, now: number, turn: boolean): string | null => {
+export const spentLimit = (b: Budget, used: UsageWithTurns, reservedTurns: number, now: number, turn: boolean): Spent | null => {
   const r = remainingOf(b, used, reservedTurns, now)
-  if (r.usd !== null && r.usd <= 0) return `USD budget spent (${fmtUsd(used.cost_usd)} of ${fmtUsd(b.usd!)})`
-  if (r.tokens !== null && r.tokens <= 0) return `token budget spent (${totalTokens(used)} of ${b.tokens} tokens, cache included)`
-  if (r.turns !== null && (turn ? r.turns < 1 : r.turns < 0)) return `turn budget spent (${used.turns} of ${b.turns} turns)`
-  if (r.time_s !== null && r.time_s <= 0) return `time budget spent (${b.time_s}s since ${b.since})`
+  if (r.usd !== null && r.usd <= 0) return { limit: "usd", reason: `USD budget spent (${fmtUsd(used.cost_usd)} of ${fmtUsd(b.usd!)})` }
+  if (r.tokens !== null && r.tokens <= 0) {
+    return { limit: "tokens", reason: `token budget spent (${totalTokens(used)} of ${b.tokens} tokens, cache included)` }
+  }
+  if (r.turns !== null && (turn ? r.turns < 1 : r.turns < 0)) return { limit: "turns", reason: `turn budget spent (${used.turns} of ${b.turns} turns)` }
+  if (r.time_s !== null && r.time_s <= 0) return { limit: "time_s", reason: `time budget spent (${b.time_s}s since ${b.since})` }
   return null
 }
+
+/** Why the budget admits no more work, or null (`spentLimit`'s words). */
+export const exhaustedBy = (b: Budget, used: UsageWithTurns, reservedTurns: number, now: number, turn: boolean): string | null =>
+  spentLimit(b, used, reservedTurns, now, turn)?.reason ?? null
+
+/**
+ * What in-flight model requests hold against a budget (docs/budgets.md, "Reservations"): a new
+ * request waits while they fill what is left (`used + held >= limit`), so the spending past the
+ * limit is at most the last admitted request's own reservation, however many run at once.
+ */
+export const heldFull = (b: Budget, used: UsageWithTurns, held: { readonly usd: number; readonly tokens: number }): boolean =>
+  (b.usd !== null && held.usd > 0 && used.cost_usd + held.usd >= b.usd) ||
+  (b.tokens !== null && held.tokens > 0 && totalTokens(used) + held.tokens >= b.tokens)
 
 /** One thing waiting for the human, oldest first in `substrat inbox`. */
 export const InboxItem = Schema.Struct({

@@ -71,3 +71,18 @@ export class ProviderError extends Schema.TaggedError<ProviderError>()("Provider
   reason: Schema.Literal("start", "turn", "suspend", "resume", "stop", "missing-binary", "unknown-provider"),
   message: Schema.String
 }) {}
+
+/**
+ * A budget on an agent's path has no room for the model request (or turn) it asked for: the
+ * request is refused before it leaves. `owner` holds the budget (the agent itself or an
+ * ancestor), `limit` is the limit that is spent; callers may park the agent instead of failing.
+ */
+export class BudgetExceeded extends Schema.TaggedError<BudgetExceeded>()("BudgetExceeded", {
+  agent_id: Schema.String,
+  owner_id: Schema.String,
+  owner_name: Schema.String,
+  limit: Schema.Literal("usd", "tokens", "turns", "time_s"),
+  /** What the budget says, e.g. `USD budget spent ($0.5012 of $0.5000)`. */
+  reason: Schema.String,
+  message: Schema.String
+}) {}

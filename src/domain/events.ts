@@ -116,7 +116,32 @@ export const UsageData = Schema.Struct({
   cache_read_tokens: Schema.optional(Schema.JsonNumber),
   cache_write_tokens: Schema.optional(Schema.JsonNumber),
   source: Schema.optional(Schema.Literal("request")),
-  model: Schema.optional(Schema.NullOr(Schema.String))
+  model: Schema.optional(Schema.NullOr(Schema.String)),
+  /** The `usage.reserved` this request settles (its hold is released). */
+  reservation_id: Schema.optional(Schema.String)
+})
+/**
+ * A model request's most expensive outcome, held against every budget on the agent's path
+ * before the request leaves (docs/budgets.md, "Reservations"): input estimated from the body,
+ * output at the request's own cap. Settled by a `usage` with the same `reservation_id`; one
+ * never settled (the daemon died mid-request) counts at this size on recovery.
+ */
+export const UsageReservedData = Schema.Struct({
+  reservation_id: Schema.String,
+  turn_id: Schema.NullOr(TurnId),
+  model: Schema.NullOr(Schema.String),
+  input_tokens: Schema.JsonNumber,
+  output_tokens: Schema.JsonNumber,
+  cost_usd: Schema.JsonNumber
+})
+/** A request to the agent's model forwarder outside its allowlist: refused (403), never relayed. */
+export const ForwarderRefusedData = Schema.Struct({
+  method: Schema.String,
+  /** The request target as sent (at most 200 characters). */
+  path: Schema.String,
+  reason: Schema.String,
+  /** Refusals not logged since the last one (the log keeps a few per minute). */
+  suppressed: Schema.optional(Schema.Number)
 })
 /** The agent's subtree budget (docs/budgets.md); the last one logged is in force. */
 export const BudgetSetData = Budget
@@ -174,6 +199,8 @@ export const LogEvent = Schema.Union(
   event("tool_call.result", ToolCallResultData),
   event("provider.error", ProviderErrorData),
   event("usage", UsageData),
+  event("usage.reserved", UsageReservedData),
+  event("forwarder.refused", ForwarderRefusedData),
   event("workspace.diff", WorkspaceDiffData),
   event("budget.set", BudgetSetData),
   event("budget.breached", BudgetBreachedData),

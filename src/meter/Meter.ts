@@ -12,13 +12,13 @@
 //   - Before a model request: refused once a budget on the path is spent (cache reads count).
 //   - A spent budget opens one inbox item (`budget.breached` in the owner's log); `setBudget`
 //     (a raise) closes it and unparks the subtree.
-import { Context, Effect, Layer } from "effect"
+import { Context, Deferred, Effect, Exit, FiberId, Layer } from "effect"
 import { randomUUID } from "node:crypto"
 import type { AgentNode } from "../domain/agent.js"
-import { type Budget, type LimitsPatch, exhaustedBy, type InboxItem, type Remaining, remainingOf } from "../domain/budget.js"
-import { InvalidInputError, NotFoundError } from "../domain/errors.js"
+import { type Budget, exhaustedBy, heldFull, type InboxItem, type LimitsPatch, type Remaining, remainingOf, spentLimit } from "../domain/budget.js"
+import { BudgetExceeded, InvalidInputError, NotFoundError } from "../domain/errors.js"
 import { makeEvent } from "../domain/events.js"
-import type { AgentId, MessageId, SessionId } from "../domain/ids.js"
+import type { AgentId, MessageId, SessionId, TurnId } from "../domain/ids.js"
 import type { MessageEnvelope } from "../domain/message.js"
 import type { UsageWithTurns } from "../domain/usage.js"
 import { Activity } from "../agent/Activity.js"
@@ -26,9 +26,10 @@ import { Mailbox } from "../agent/Mailbox.js"
 import { Tree } from "../agent/Tree.js"
 import { BudgetShares, HumanDesk, TurnGate } from "../agent/TurnGate.js"
 import { Turns } from "../agent/Turns.js"
-import { ModelMeter } from "../provider/ModelMeter.js"
+import { type Hold, ModelMeter } from "../provider/ModelMeter.js"
 import { EventLog } from "../storage/EventLog.js"
-import { costOf, type PriceTable, priceTable } from "./Prices.js"
+import type { RequestEstimate } from "./Estimate.js"
+import { costOf, maxCostOf, type PriceTable, priceTable } from "./Prices.js"
 import type { RequestUsage } from "./RequestUsage.js"
 
 /** The price table the Meter uses (the daemon builds it from `meter.prices`). */
@@ -69,6 +70,8 @@ export interface BudgetReport {
 }
 
 const newItemId = () => randomUUID()
+/** `forwarder.refused` events per agent and minute (more are counted into the next one). */
+const REFUSALS_PER_MINUTE = 10
 
 /** A message to USER that waits to be read: a reply, or a root's own message (not a progress note). */
 const isAnswer = (m: MessageEnvelope): boolean => m.kind === "response" || m.progress !== true
@@ -135,31 +138,161 @@ export class Meter extends Effect.Service<Meter>()("substrat/Meter", {
     const refusal = (owner: AgentNode, reason: string, agent: AgentId) =>
       `${owner.id === agent ? "this agent's" : `${owner.name}'s (an ancestor's)`} ${reason}`
 
-    const record = Effect.fn("Meter.record")(function*(session: SessionId, u: RequestUsage) {
-      const node = nodeOfSession(session)
-      const turn_id = node === undefined ? null : turns.turnIdOf(node.id)
-      const cost_usd = costOf(prices, u)
-      const totals = {
-        input_tokens: u.input_tokens,
-        output_tokens: u.output_tokens,
-        cache_read_tokens: u.cache_read_tokens,
-        cache_write_tokens: u.cache_write_tokens,
-        cost_usd
+    /** In-flight model requests' reservations, and what they hold per agent. */
+    const holds = new Map<string, {
+      readonly hold: Hold
+      readonly agent: AgentId | null
+      readonly turn_id: TurnId | null
+      readonly model: string | null
+      readonly logged: boolean
+    }>()
+    const heldBy = new Map<AgentId, { usd: number; tokens: number }>()
+    const heldIn = (id: AgentId) => {
+      const sum = { usd: 0, tokens: 0 }
+      if (heldBy.size === 0) return sum
+      for (const a of subtreeIds(id)) {
+        const h = heldBy.get(a)
+        if (h === undefined) continue
+        sum.usd += h.usd
+        sum.tokens += h.tokens
       }
-      yield* log.append(session, makeEvent("usage", { turn_id, ...totals, source: "request", model: u.model })).pipe(
-        Effect.catchAll((e) => Effect.logWarning(`usage of a model request of ${session} not logged: ${e.message}`))
-      )
-      if (node !== undefined) activity.noteRequest(node.id, turn_id, totals)
+      return sum
+    }
+    const addHeld = (agent: AgentId, h: Hold, sign: 1 | -1) => {
+      const cur = heldBy.get(agent) ?? { usd: 0, tokens: 0 }
+      cur.usd += sign * h.cost_usd
+      cur.tokens += sign * h.tokens
+      heldBy.set(agent, cur)
+      // (Sums of floats: start from exact zeros once nothing is in flight.)
+      if (holds.size === 0) heldBy.clear()
+    }
+    /** Completed when a hold is released or a budget changes: waiting requests look again. */
+    let released = Deferred.unsafeMake<void>(FiberId.none)
+    const wakeWaiters = () => {
+      const d = released
+      released = Deferred.unsafeMake<void>(FiberId.none)
+      Deferred.unsafeDone(d, Exit.void)
+    }
+
+    /** Admit a request now (its hold placed), make it wait, or refuse it: one synchronous look. */
+    const tryHold = (node: AgentNode | undefined, session: SessionId, estimate: RequestEstimate) => {
+      if (node !== undefined) {
+        const now = Date.now()
+        for (const n of path(node.id)) {
+          const b = budgets.get(n.id)
+          if (b === undefined) continue
+          const used = usedBy(n.id)
+          const spent = spentLimit(b, used, reservedIn(n.id), now, false)
+          if (spent !== null) return { _tag: "spent", owner: n, spent } as const
+          if (heldFull(b, used, heldIn(n.id))) return { _tag: "wait" } as const
+        }
+      }
+      const h: Hold = { id: randomUUID(), session, cost_usd: maxCostOf(prices, estimate), tokens: estimate.input_tokens + estimate.output_tokens }
+      const logged = h.tokens > 0
+      holds.set(h.id, { hold: h, agent: node?.id ?? null, turn_id: node === undefined ? null : turns.turnIdOf(node.id), model: estimate.model, logged })
+      if (node !== undefined) addHeld(node.id, h, 1)
+      return { _tag: "held", hold: h, logged } as const
+    }
+
+    const release = (id: string) => {
+      const held = holds.get(id)
+      if (held === undefined) return
+      holds.delete(id)
+      if (held.agent !== null) addHeld(held.agent, held.hold, -1)
+      wakeWaiters()
+    }
+
+    /**
+     * Reserve a model request's most expensive outcome (ModelMeter.reserve): admitted while every
+     * budget on the path has room once the requests in flight are counted at their reservations;
+     * waits while they fill it; refused (BudgetExceeded) once one is spent. Logged before it returns.
+     */
+    const reserve = Effect.fn("Meter.reserve")(function*(session: SessionId, estimate: RequestEstimate) {
+      const node = nodeOfSession(session)
+      for (;;) {
+        const wake = released
+        const r = tryHold(node, session, estimate)
+        if (r._tag === "wait") {
+          yield* Deferred.await(wake)
+          continue
+        }
+        if (r._tag === "spent") {
+          yield* breach(r.owner, r.spent.reason)
+          const agent = node!
+          return yield* new BudgetExceeded({
+            agent_id: agent.id,
+            owner_id: r.owner.id,
+            owner_name: r.owner.name,
+            limit: r.spent.limit,
+            reason: r.spent.reason,
+            message: `${refusal(r.owner, r.spent.reason, agent.id)}; the human was asked to raise it (substrat budget set). Stop and end your turn.`
+          })
+        }
+        if (r.logged) {
+          const held = holds.get(r.hold.id)!
+          yield* log.append(session, makeEvent("usage.reserved", {
+            reservation_id: r.hold.id,
+            turn_id: held.turn_id,
+            model: estimate.model,
+            input_tokens: estimate.input_tokens,
+            output_tokens: estimate.output_tokens,
+            cost_usd: r.hold.cost_usd
+          })).pipe(Effect.tapError(() => Effect.sync(() => release(r.hold.id))))
+        }
+        return r.hold
+      }
+    })
+
+    /** The request is over (ModelMeter.settle): its usage logged and counted, then its hold released. */
+    const settle = Effect.fn("Meter.settle")(function*(h: Hold, u: RequestUsage | null) {
+      const held = holds.get(h.id)
+      if (held === undefined) return 0
+      const cost_usd = u === null ? 0 : costOf(prices, u)
+      if (u !== null || held.logged) {
+        const totals = {
+          input_tokens: u?.input_tokens ?? 0,
+          output_tokens: u?.output_tokens ?? 0,
+          cache_read_tokens: u?.cache_read_tokens ?? 0,
+          cache_write_tokens: u?.cache_write_tokens ?? 0,
+          cost_usd
+        }
+        yield* log.append(h.session, makeEvent("usage", {
+          turn_id: held.turn_id,
+          ...totals,
+          source: "request",
+          model: u?.model ?? held.model,
+          ...(held.logged ? { reservation_id: h.id } : {})
+        })).pipe(Effect.catchAll((e) => Effect.logWarning(`usage of a model request of ${h.session} not logged: ${e.message}`)))
+        // Counted before the hold goes, so what a budget sees never dips below what was spent.
+        if (held.agent !== null && u !== null) activity.noteRequest(held.agent, held.turn_id, totals)
+      }
+      release(h.id)
       return cost_usd
     })
 
-    const admit = Effect.fn("Meter.admit")(function*(session: SessionId) {
-      const node = nodeOfSession(session)
-      if (node === undefined) return null
-      const x = exhausted(node.id, false)
-      if (x === null) return null
-      yield* breach(x.owner, x.reason)
-      return `${refusal(x.owner, x.reason, node.id)}; the human was asked to raise it (substrat budget set). Stop and end your turn.`
+    /** Refusals at the forwarder's door, logged per session: a few a minute, the rest counted. */
+    const refusals = new Map<SessionId, { minute: number; logged: number; suppressed: number }>()
+    const refused = Effect.fn("Meter.refused")(function*(
+      session: SessionId,
+      r: { readonly method: string; readonly path: string; readonly reason: string }
+    ) {
+      const minute = Math.floor(Date.now() / 60_000)
+      const cur = refusals.get(session)
+      const c = cur === undefined || cur.minute !== minute ? { minute, logged: 0, suppressed: cur?.suppressed ?? 0 } : cur
+      refusals.set(session, c)
+      if (c.logged >= REFUSALS_PER_MINUTE) {
+        c.suppressed++
+        return
+      }
+      c.logged++
+      const suppressed = c.suppressed
+      c.suppressed = 0
+      yield* log.append(session, makeEvent("forwarder.refused", {
+        method: r.method.slice(0, 16),
+        path: r.path.slice(0, 200),
+        reason: r.reason,
+        ...(suppressed > 0 ? { suppressed } : {})
+      })).pipe(Effect.catchAll((e) => Effect.logWarning(`forwarder.refused of ${session} not logged: ${e.message}`)))
     })
 
     const asking = (agent: AgentId): boolean => {
@@ -219,6 +352,7 @@ export class Meter extends Effect.Service<Meter>()("substrat/Meter", {
       yield* log.append(node.session_id, makeEvent("budget.set", next))
       budgets.set(agent, next)
       breaches.delete(agent)
+      wakeWaiters()
       yield* unparkSubtree(agent)
       return next
     })
@@ -405,8 +539,9 @@ export class Meter extends Effect.Service<Meter>()("substrat/Meter", {
     }
 
     return {
-      record,
-      admit,
+      reserve,
+      settle,
+      refused,
       mayStart,
       turnEnded,
       maySpawn,
@@ -432,7 +567,7 @@ export class Meter extends Effect.Service<Meter>()("substrat/Meter", {
 export const ports: Layer.Layer<ModelMeter | TurnGate | HumanDesk | BudgetShares, never, Meter> = Layer.effectContext(
   Effect.map(Meter, (m) =>
     Context.empty().pipe(
-      Context.add(ModelMeter, { admit: m.admit, record: m.record }),
+      Context.add(ModelMeter, { reserve: m.reserve, settle: m.settle, refused: m.refused }),
       Context.add(TurnGate, { mayStart: m.mayStart, turnEnded: m.turnEnded, maySpawn: m.maySpawn }),
       Context.add(HumanDesk, { ask: m.ask, asking: m.asking }),
       Context.add(BudgetShares, {

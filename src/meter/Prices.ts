@@ -3,6 +3,7 @@
 // models; `meter.prices` in the configuration (JSON) overrides or adds entries. A model not in
 // the table costs 0 (its tokens still count); `substrat inspect` shows the model names seen.
 import { Either, ParseResult, Schema } from "effect"
+import type { RequestEstimate } from "./Estimate.js"
 import type { RequestUsage } from "./RequestUsage.js"
 
 export const Price = Schema.Struct({
@@ -67,4 +68,14 @@ export const costOf = (table: PriceTable, u: RequestUsage): number => {
     perToken(u.output_tokens, p.output) +
     perToken(u.cache_read_tokens, p.cache_read ?? p.input * 0.1) +
     perToken(u.cache_write_tokens, p.cache_write ?? p.input * 1.25)
+}
+
+/**
+ * The most a request of `estimate` can cost by the table: its input at the dearer of the input
+ * and cache-write prices, its output at the output price (0 for a model not in the table).
+ */
+export const maxCostOf = (table: PriceTable, estimate: RequestEstimate): number => {
+  const p = priceOf(table, estimate.model)
+  if (p === null) return 0
+  return (estimate.input_tokens * Math.max(p.input, p.cache_write ?? p.input * 1.25) + estimate.output_tokens * p.output) / 1_000_000
 }

@@ -9,6 +9,7 @@
 //                        input_tokens includes input_tokens_details.cached_tokens
 // Normalised: `input_tokens` is uncached input only; cache reads and writes are apart.
 import { StringDecoder } from "node:string_decoder"
+import { StreamedOutput, withFloor } from "./Estimate.js"
 
 export type ModelApi = "anthropic" | "openai"
 
@@ -26,13 +27,6 @@ type Json = Record<string, unknown>
 const isObj = (u: unknown): u is Json => typeof u === "object" && u !== null && !Array.isArray(u)
 const num = (u: unknown): number | undefined => (typeof u === "number" && Number.isFinite(u) && u >= 0 ? u : undefined)
 
-/** Paths whose responses are model generations (metered, and refused past a budget). */
-export const isModelRequest = (method: string | undefined, url: string | undefined): boolean => {
-  if (method !== "POST" || url === undefined) return false
-  const path = url.split("?")[0]!.replace(/\/+$/, "")
-  return path.endsWith("/messages") || path.endsWith("/chat/completions") || path.endsWith("/responses")
-}
-
 /** Accumulates usage from the objects of one response (the JSON body, or each SSE `data:`). */
 export class UsageAccumulator {
   private model: string | null = null
@@ -42,6 +36,8 @@ export class UsageAccumulator {
   private cacheWrite: number | undefined
   private cost: number | undefined
   private seen = false
+  /** The response's last usage was seen (the stream's end, or a whole JSON body). */
+  complete = false
 
   constructor(model: string | null = null) {
     this.model = model
@@ -84,6 +80,7 @@ export class UsageAccumulator {
   observe(o: unknown): void {
     if (!isObj(o)) return
     const type = o["type"]
+    if (type === "message_stop" || (type === "message_delta" && isObj(o["usage"]))) this.complete = true
     if (type === "message_start" && isObj(o["message"])) {
       this.noteModel(o["message"]["model"])
       if (isObj(o["message"]["usage"])) this.anthropic(o["message"]["usage"])
@@ -91,11 +88,18 @@ export class UsageAccumulator {
     }
     if (typeof type === "string" && type.startsWith("response.") && isObj(o["response"])) {
       this.noteModel(o["response"]["model"])
-      if (isObj(o["response"]["usage"])) this.usage(o["response"]["usage"])
+      if (isObj(o["response"]["usage"])) {
+        this.usage(o["response"]["usage"])
+        if (type === "response.completed" || type === "response.incomplete" || type === "response.failed") this.complete = true
+      }
       return
     }
     this.noteModel(o["model"])
-    if (isObj(o["usage"])) this.usage(o["usage"])
+    if (isObj(o["usage"])) {
+      this.usage(o["usage"])
+      // A Chat Completions stream's usage comes in its last chunk; an Anthropic body has it whole.
+      if (type !== "message_delta") this.complete = true
+    }
   }
 
   /** Null when the response carried no usage at all (an error, or a server that reports none). */
@@ -125,6 +129,7 @@ export class ResponseTap {
   private readonly sse: boolean
   private buffer = ""
   private overflow = false
+  private readonly streamed = new StreamedOutput()
 
   constructor(contentType: string | undefined, requestModel: string | null) {
     this.sse = (contentType ?? "").toLowerCase().includes("text/event-stream")
@@ -136,7 +141,9 @@ export class ResponseTap {
     const data = l.slice(5).trim()
     if (data === "" || data === "[DONE]") return
     try {
-      this.acc.observe(JSON.parse(data))
+      const o: unknown = JSON.parse(data)
+      this.acc.observe(o)
+      this.streamed.note(o)
     } catch {
       // not JSON: not ours to judge (the client sees the same bytes)
     }
@@ -170,6 +177,21 @@ export class ResponseTap {
     }
     this.buffer = ""
     return this.acc.result()
+  }
+
+  /**
+   * What to charge when the response is over (ended, failed or abandoned), never less than the
+   * upstream bills: its own usage when its last usage was seen; otherwise what was seen with the
+   * output raised to what was streamed (`inputAtMost` standing in for input never reported).
+   * Null: nothing was generated (no usage, nothing streamed).
+   */
+  charge(inputAtMost: number): RequestUsage | null {
+    const u = this.end()
+    if (this.acc.complete && u !== null) return u
+    const streamed = this.streamed.tokens
+    if (u === null && streamed === 0) return null
+    const seen = u ?? { model: null, input_tokens: inputAtMost, output_tokens: 0, cache_read_tokens: 0, cache_write_tokens: 0, reported_cost_usd: null }
+    return withFloor(seen, streamed)
   }
 }
 

@@ -86,8 +86,8 @@ export const layerDaemon = (
     const paths = yield* SubstratPaths
     const sockets = forwarderSockets(paths.home)
     const up = ModelForwarder.upstreamsOf(config)
-    yield* ModelForwarder.serve({ socketPath: sockets.anthropic, ...up.anthropic })
-    yield* ModelForwarder.serve({ socketPath: sockets.openai, ...up.openai })
+    yield* ModelForwarder.serve({ socketPath: sockets.anthropic, api: "anthropic", ...up.anthropic })
+    yield* ModelForwarder.serve({ socketPath: sockets.openai, api: "openai", ...up.openai })
     return layer(settingsOf(config, sockets, options.settings ?? {}), {
       ...options,
       openai: options.openai ?? OpenAiSettings.fromConfig(config)

@@ -26,9 +26,18 @@ import { Session } from "../domain/session.js"
 import { UsageTotals } from "../domain/usage.js"
 
 /** Bump when the fold's state or any handler in Fold.ts changes meaning: older files are then ignored. */
-export const FOLD_VERSION = 4
+export const FOLD_VERSION = 5
 /** A session's log gets a (new) checkpoint once this many lines were folded past its last one. */
 export const CHECKPOINT_LINES = 1
+
+/** An unsettled model-request reservation (`usage.reserved`), as the fold keeps it. */
+export const Hold = Schema.Struct({
+  turn_id: Schema.NullOr(Schema.String),
+  input_tokens: Schema.Number,
+  output_tokens: Schema.Number,
+  cost_usd: Schema.Number
+})
+export type Hold = typeof Hold.Type
 
 const Pending = Schema.Struct({ envelope: MessageEnvelopeFromLog, seq: Schema.Number })
 const pairs = <K extends Schema.Schema.AnyNoContext, V extends Schema.Schema.AnyNoContext>(k: K, v: V) =>
@@ -72,6 +81,7 @@ export const FoldState = Schema.Struct({
   breach: Schema.optional(Schema.Struct({ item_id: Schema.String, reason: Schema.String, ts: Schema.String })),
   questions: Schema.optional(Schema.Array(Schema.Struct({ item_id: Schema.String, question: Schema.String, ts: Schema.String }))),
   metered: Schema.optional(Schema.Array(Schema.String)),
+  holds: Schema.optional(pairs(Schema.String, Hold)),
   caps: Schema.optional(TreeCaps),
   queuedSpawns: Schema.optional(Schema.Array(Schema.Struct({ data: SpawnQueuedData, ts: Schema.String }))),
   userRead: Schema.optional(Schema.Array(MessageId))

@@ -29,7 +29,7 @@ import {
 } from "../agent/Activity.js"
 import { excerpt } from "../agent/Inspection.js"
 import { senderName } from "../agent/Prompt.js"
-import type { FoldState } from "./Checkpoint.js"
+import type { FoldState, Hold } from "./Checkpoint.js"
 
 /** A message enqueued to this agent and not consumed by a completed turn. */
 export interface PendingMessage {
@@ -283,6 +283,8 @@ class Acc {
   userRead: Set<MessageId> | undefined
   /** Turns with request-level `usage` events: their turn-level `usage` is not counted again. */
   metered: Set<string> | undefined
+  /** `usage.reserved` not settled by a `usage` yet: each counts at its size (the request may have run). */
+  holds: Map<string, Hold> | undefined
 
   /** The accumulator as plain data (a checkpoint, Checkpoint.ts): only what is not empty. */
   toState(): FoldState {
@@ -327,6 +329,7 @@ class Acc {
     put("breach", this.breach)
     put("questions", list(this.questions))
     put("metered", list(this.metered))
+    put("holds", list(this.holds))
     put("caps", this.caps)
     put("queuedSpawns", list(this.queuedSpawns?.values()))
     put("userRead", list(this.userRead))
@@ -382,6 +385,7 @@ class Acc {
     acc.breach = s.breach ?? null
     acc.questions = some(s.questions)
     if (s.metered !== undefined) acc.metered = new Set(s.metered)
+    if (s.holds !== undefined) acc.holds = new Map(s.holds)
     acc.caps = s.caps ?? null
     if (s.queuedSpawns !== undefined) acc.queuedSpawns = new Map(s.queuedSpawns.map((q) => [q.data.queue_id, q]))
     if (s.userRead !== undefined) acc.userRead = new Set(s.userRead)
@@ -558,7 +562,16 @@ const handlers: { readonly [E in LogEventName]: Handler<E> } = {
   "provider.error": (acc, data, ts) => {
     if (data.turn_id !== null) acc.endTurn({ _tag: "failed", turn_id: data.turn_id, data }, ts)
   },
+  "usage.reserved": (acc, data) => {
+    const { reservation_id, turn_id, input_tokens, output_tokens, cost_usd } = data
+    ;(acc.holds ??= new Map()).set(reservation_id, { turn_id, input_tokens, output_tokens, cost_usd })
+    if (turn_id !== null) (acc.metered ??= new Set()).add(turn_id)
+  },
+  "forwarder.refused": ignore,
   usage: (acc, data) => {
+    if (data.reservation_id !== undefined && acc.holds?.delete(data.reservation_id) === true && acc.holds.size === 0) {
+      acc.holds = undefined
+    }
     if (data.source === "request") {
       if (data.turn_id !== null) (acc.metered ??= new Set()).add(data.turn_id)
     } else if (data.turn_id !== null && acc.metered?.has(data.turn_id) === true) return
@@ -666,7 +679,8 @@ export class SessionFold {
           : { prompt: a.openTurn, consumedMessages: consumed, messages: [...a.open.keys()], ts: a.openTurnTs },
         interruptedInARow: a.openTurn === null ? 0 : a.inARow
       },
-      usage: a.usage,
+      // A reservation never settled (the daemon died with its request in flight) is charged whole.
+      usage: a.holds === undefined ? a.usage : [...a.holds.values()].reduce<UsageTotals>((u, h) => addUsage(u, h), a.usage),
       budget: a.budget,
       breach: a.breach,
       questions: a.questions ?? none,

@@ -10,7 +10,10 @@ import * as Http from "node:http"
 import * as Path from "node:path"
 import type { RequestUsage } from "../../src/meter/RequestUsage.js"
 import { costOf, priceTable } from "../../src/meter/Prices.js"
+import { BudgetExceeded } from "../../src/domain/errors.js"
+import type { SessionId } from "../../src/domain/ids.js"
 import * as ModelForwarder from "../../src/provider/cli/ModelForwarder.js"
+import type { Hold } from "../../src/provider/ModelMeter.js"
 import type { ModelRequestSpan } from "../../src/telemetry/Tracing.js"
 import * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
 import { makeTmpDir } from "../support/tmp.js"
@@ -36,11 +39,21 @@ interface SpanRecord {
   ends: Array<{ readonly type: string; readonly message: string } | null>
 }
 
+const exceeded = new BudgetExceeded({
+  agent_id: "a",
+  owner_id: "a",
+  owner_name: "solo",
+  limit: "usd",
+  reason: "USD budget spent",
+  message: "this agent's USD budget spent"
+})
+
 const setup = (refuseAfter: number, answer: ScriptedLlm.Reply = reply) =>
   Effect.gen(function*() {
     const dir = makeTmpDir("mf-")
     const llm = yield* ScriptedLlm.make({ listen: { socketPath: Path.join(dir, "up.sock") }, fallback: answer })
     const recorded: Array<RequestUsage> = []
+    const holds: Array<Hold> = []
     const spans: Array<SpanRecord> = []
     const span = Effect.sync((): ModelRequestSpan => {
       const rec: SpanRecord = { attributes: {}, ends: [] }
@@ -50,22 +63,34 @@ const setup = (refuseAfter: number, answer: ScriptedLlm.Reply = reply) =>
         end: (failure) => Effect.sync(() => void rec.ends.push(failure ?? null))
       }
     })
-    const socketPath = Path.join(dir, "agent-llm.sock")
-    yield* ModelForwarder.serve({
-      socketPath,
-      upstream: "http://localhost",
-      upstreamSocket: Path.join(dir, "up.sock"),
-      credential: null,
-      meter: {
-        admit: Effect.sync(() => (recorded.length >= refuseAfter ? "this agent's USD budget spent" : null)),
-        record: (u) => Effect.sync(() => {
+    const meter: ModelForwarder.ForwarderMeter = {
+      reserve: () =>
+        Effect.suspend(() => {
+          if (holds.length >= refuseAfter) return Effect.fail(exceeded)
+          const h = { id: `h${holds.length}`, session: "s" as SessionId, cost_usd: 0, tokens: 0 }
+          holds.push(h)
+          return Effect.succeed(h)
+        }),
+      settle: (_h, u) =>
+        Effect.sync(() => {
+          if (u === null) return 0
           recorded.push(u)
           return recorded.length / 1000
         }),
-        span
-      }
-    })
-    return { llm, recorded, socketPath, spans }
+      span
+    }
+    const forwarder = (api: "anthropic" | "openai") =>
+      ModelForwarder.serve({
+        socketPath: Path.join(dir, `agent-${api}.sock`),
+        upstream: "http://localhost",
+        upstreamSocket: Path.join(dir, "up.sock"),
+        credential: null,
+        api,
+        meter
+      })
+    const socketPath = (yield* forwarder("anthropic")).socketPath
+    const openaiSocket = (yield* forwarder("openai")).socketPath
+    return { llm, recorded, socketPath, openaiSocket, spans }
   })
 
 /** Wait until every span has ended (a span ends after its response reached the client). */
@@ -92,7 +117,7 @@ const responses = (stream: boolean) => ({ model: "gpt-5", stream, input: "hi" })
 describe("metering at the model forwarder", () => {
   it.scoped("reads exact usage from every format, streamed and not", () =>
     Effect.gen(function*() {
-      const { recorded, socketPath, spans } = yield* setup(Infinity)
+      const { recorded, socketPath, openaiSocket, spans } = yield* setup(Infinity)
       const cases = [
         ["/v1/messages", anthropic(false), "claude-sonnet-4-5"],
         ["/v1/messages", anthropic(true), "claude-sonnet-4-5"],
@@ -102,11 +127,12 @@ describe("metering at the model forwarder", () => {
         ["/v1/responses", responses(true), "gpt-5"]
       ] as const
       for (const [path, body] of cases) {
-        const r = yield* post(socketPath, path, body)
+        const r = yield* post(path === "/v1/messages" ? socketPath : openaiSocket, path, body)
         expect([path, body.stream, r.status]).toEqual([path, body.stream, 200])
       }
-      // Records land when each response has ended; the next request waits for them.
+      // Records land when each response has ended (its span ends after that); count_tokens records none.
       yield* post(socketPath, "/v1/messages/count_tokens", anthropic(false))
+      yield* allEnded(spans, cases.length)
       expect(recorded.length).toBe(cases.length)
       recorded.forEach((u, i) => {
         const [, , model] = cases[i]!

@@ -32,7 +32,7 @@ describe("claude provider: cost", () => {
           { match: { system: "AGENT=other" }, reply: priced(Reply.text("other done")), label: "other" }
         ]
       })
-      const fwd = yield* ModelForwarder.serve({ socketPath: Path.join(home, "llm", "a.sock"), upstream: llm.baseUrl, credential: null })
+      const fwd = yield* ModelForwarder.serve({ socketPath: Path.join(home, "llm", "a.sock"), api: "anthropic", upstream: llm.baseUrl, credential: null })
       const settings = testSettings({ anthropic: fwd.socketPath, openai: null })
       // One slot: running `other` evicts `acct` (its blob goes to session.json) after turn one.
       const acct = yield* Effect.gen(function*() {

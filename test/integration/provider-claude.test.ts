@@ -48,6 +48,7 @@ describe("claude provider (real binary, bwrap, orchestrator)", () => {
       })
       const fwd = yield* ModelForwarder.serve({
         socketPath: Path.join(home, "llm", "anthropic.sock"),
+        api: "anthropic",
         upstream: llm.baseUrl,
         credential: { header: "x-api-key", value: "sk-daemon-only" }
       })

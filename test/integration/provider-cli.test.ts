@@ -16,8 +16,8 @@ import { tmpDir } from "../support/tmp.js"
 
 const forwarders = (home: string, llm: ScriptedLlm.ScriptedLlmServer) =>
   Effect.all({
-    anthropic: ModelForwarder.serve({ socketPath: Path.join(home, "llm", "a.sock"), upstream: llm.baseUrl, credential: null }),
-    openai: ModelForwarder.serve({ socketPath: Path.join(home, "llm", "o.sock"), upstream: llm.baseUrl, credential: null })
+    anthropic: ModelForwarder.serve({ socketPath: Path.join(home, "llm", "a.sock"), api: "anthropic", upstream: llm.baseUrl, credential: null }),
+    openai: ModelForwarder.serve({ socketPath: Path.join(home, "llm", "o.sock"), api: "openai", upstream: llm.baseUrl, credential: null })
   }).pipe(Effect.map((f) => ({ anthropic: f.anthropic.socketPath, openai: f.openai.socketPath })))
 
 const turnsOf = (session: SessionId) =>

@@ -48,18 +48,20 @@ describe("tracing a CLI provider's turn", () => {
           { match: { system: "AGENT=coder" }, reply: withUsage(Reply.text("done"), 1003, 13, 600, 70), label: "done" }
         ]
       })
-      const anthropic = yield* ModelForwarder.serve({ socketPath: Path.join(home, "llm", "a.sock"), upstream: llm.baseUrl, credential: null })
-      const openai = yield* ModelForwarder.serve({ socketPath: Path.join(home, "llm", "o.sock"), upstream: llm.baseUrl, credential: null })
+      const anthropic = yield* ModelForwarder.serve({ socketPath: Path.join(home, "llm", "a.sock"), api: "anthropic", upstream: llm.baseUrl, credential: null })
+      const openai = yield* ModelForwarder.serve({ socketPath: Path.join(home, "llm", "o.sock"), api: "openai", upstream: llm.baseUrl, credential: null })
       const spans: Array<Tracer.Span> = []
       // A meter that admits everything and prices a request at 1 µUSD per token it names.
       const metered: Array<RequestUsage> = []
       const meter = Layer.succeed(ModelMeter, {
-        admit: () => Effect.succeed(null),
-        record: (_session, u) =>
+        reserve: (session) => Effect.succeed({ id: String(metered.length), session, cost_usd: 0, tokens: 0 }),
+        settle: (_hold, u) =>
           Effect.sync(() => {
+            if (u === null) return 0
             metered.push(u)
             return (u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens) / 1e6
-          })
+          }),
+        refused: () => Effect.void
       })
       const native = yield* Effect.tracer
       yield* Effect.gen(function*() {

@@ -116,7 +116,13 @@ export const make = (options: AgentSandboxOptions = {}) =>
         upstream: "http://localhost",
         upstreamSocket: upstream,
         credential: null,
-        meter: { admit: m.admit(ctx.session_id), record: (u) => m.record(ctx.session_id, u), span }
+        api,
+        meter: {
+          reserve: (estimate) => m.reserve(ctx.session_id, estimate),
+          settle: m.settle,
+          refused: (r) => m.refused(ctx.session_id, r),
+          span
+        }
       }).pipe(Effect.mapError((e) => err(provider, `model socket: ${e.message}`)))
       return socketPath
     })

@@ -2,11 +2,22 @@
 // /run/substrat/llm.sock), relaying HTTP to the configured upstream — streaming, byte for byte.
 // The API key lives only in the daemon: the forwarder drops whatever credential the client sent
 // (the sandbox only has a placeholder) and injects the real one. Nothing else is rewritten.
-// Metering (optional `meter`): before a model request (POST …/messages, …/chat/completions,
-// …/responses) is relayed, `admit` may refuse it (a budget is spent: the client gets a 400 whose
-// message says why); as its response streams back, usage is read from a copy of the bytes
-// (src/meter/RequestUsage.ts) and handed to `record`. The daemon serves one such forwarder per
-// agent (its socket is the agent's identity), relaying to the shared forwarder (`upstreamSocket`).
+//
+// Only the model endpoints of its API are relayed (ForwarderRoutes.ts: exact method, path and
+// query; ambiguous spellings refused outright). Anything else gets a 403 saying so, is never
+// relayed and never carries the key; with a meter, it is logged (`refused`). Model request
+// bodies are read whole first (at most `maxBodyBytes`, else 413; compressed bodies 415).
+//
+// Metering (optional `meter`, docs/budgets.md): a model request's most expensive outcome is
+// reserved before it is relayed (src/meter/Estimate.ts: input from the body, output at its cap):
+// `reserve` may wait while the requests in flight fill a budget, or refuse (BudgetExceeded: the
+// client gets a 400 whose message says why). As its response streams back, usage is read from a
+// copy of the bytes (src/meter/RequestUsage.ts) and `settle` charges it when the response is
+// over. A client that leaves early does not end the response: the forwarder reads on to the
+// upstream's final usage (what it bills), with an idle limit; a response cut short is charged
+// at least what it streamed. count_tokens is budget-checked the same way (it costs nothing).
+// The daemon serves one such forwarder per agent (its socket is the agent's identity), relaying
+// to the shared forwarder (`upstreamSocket`) that holds the key.
 // Tracing (optional `meter.span`): each metered model request is a span, begun before admission
 // and ended when its response has been relayed and its usage recorded — HTTP status, streamed or
 // not, model, tokens (uncached in, out, cache read, cache write) and cost as attributes; a refused
@@ -17,15 +28,19 @@
 //   OpenAI:    SUBSTRAT_OPENAI_UPSTREAM (default https://api.openai.com), key OPENAI_API_KEY as
 //              `Authorization: Bearer`
 // Without a key the client's own credential header passes through unchanged (scripted endpoints).
-import { Data, Effect, Option, Redacted, Runtime, type Scope } from "effect"
+import { Data, Effect, Exit, Fiber, Option, Redacted, Runtime, type Scope } from "effect"
 import * as Fs from "node:fs"
-import * as Zlib from "node:zlib"
-import { isModelRequest, type RequestUsage, ResponseTap } from "../../meter/RequestUsage.js"
 import * as Http from "node:http"
 import * as Https from "node:https"
 import * as Path from "node:path"
+import * as Zlib from "node:zlib"
 import type { Settings } from "../../config/Config.js"
+import type { BudgetExceeded, EventLogError } from "../../domain/errors.js"
+import { estimateOf, type RequestEstimate } from "../../meter/Estimate.js"
+import { type ModelApi, type RequestUsage, ResponseTap } from "../../meter/RequestUsage.js"
 import { type ModelRequestSpan, usageAttributes } from "../../telemetry/Tracing.js"
+import type { Hold } from "../ModelMeter.js"
+import { allowedText, routeOf } from "./ForwarderRoutes.js"
 
 export class ForwarderError extends Data.TaggedError("ForwarderError")<{
   readonly socketPath: string
@@ -40,6 +55,8 @@ export interface Credential {
 
 export interface ForwarderOptions {
   readonly socketPath: string
+  /** Which API's endpoints are relayed (ForwarderRoutes.ts). */
+  readonly api: ModelApi
   /** Origin plus optional path prefix, e.g. `https://api.anthropic.com` or `http://127.0.0.1:4000/base`. */
   readonly upstream: string
   /** Injected in place of any client credential; null: pass the client's through. */
@@ -47,17 +64,26 @@ export interface ForwarderOptions {
   /** Reach the upstream through this Unix socket (the upstream URL then gives only host and path prefix). */
   readonly upstreamSocket?: string | undefined
   readonly meter?: ForwarderMeter | undefined
+  /** The largest request body relayed (default MAX_BODY_BYTES). */
+  readonly maxBodyBytes?: number | undefined
+  /** A metered response that sends nothing for this long is given up (default IDLE_MS). */
+  readonly idleMs?: number | undefined
 }
 
-/** The metering hooks of a forwarder (see the header). */
+/** The metering hooks of a forwarder (see the header; ModelMeter.ts for the meaning). */
 export interface ForwarderMeter {
-  /** Null: relay the model request; else the reason it is refused. */
-  readonly admit: Effect.Effect<string | null>
-  /** The usage read from a model response (not called when it carried none); its cost in USD. */
-  readonly record: (usage: RequestUsage) => Effect.Effect<number>
+  readonly reserve: (estimate: RequestEstimate) => Effect.Effect<Hold, BudgetExceeded | EventLogError>
+  /** The request is over: its usage (null: nothing billed); its cost in USD. */
+  readonly settle: (hold: Hold, usage: RequestUsage | null) => Effect.Effect<number>
+  /** A request refused at the door (not on the allowlist). */
+  readonly refused?: ((request: { readonly method: string; readonly path: string; readonly reason: string }) => Effect.Effect<void>) | undefined
   /** Begin the span of one model request (src/telemetry/Tracing.ts); none: not traced. */
   readonly span?: Effect.Effect<ModelRequestSpan> | undefined
 }
+
+/** Anthropic's Messages limit; nothing a client of ours sends is larger. */
+export const MAX_BODY_BYTES = 32 * 1024 * 1024
+export const IDLE_MS = 10 * 60 * 1000
 
 const untraced: ModelRequestSpan = { annotate: () => undefined, end: () => Effect.void }
 
@@ -73,24 +99,55 @@ const decoded = (encoding: string | undefined): Zlib.Gunzip | Zlib.Inflate | Zli
 export interface Forwarder {
   readonly socketPath: string
   readonly upstream: string
-  /** Requests relayed so far (for `doctor`/status; metering will grow from here). */
+  /** Requests received so far (for `doctor`/status). */
   readonly requests: Effect.Effect<number>
 }
 
 /** A model request being metered (and traced). */
 interface Metered {
   readonly meter: ForwarderMeter
-  readonly span: ModelRequestSpan
+  readonly hold: Hold
+  readonly estimate: RequestEstimate
+  /** Null: not a generation (count_tokens): nothing is read off its response. */
+  readonly span: ModelRequestSpan | null
 }
 
 const hopByHop = new Set(["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te", "trailer", "host"])
 const credentialHeaders = ["x-api-key", "authorization"]
 
-const errorBody = (message: string) =>
-  JSON.stringify({ type: "error", error: { type: "api_error", message: `substrat model forwarder: ${message}` } })
+const errorBody = (type: string, message: string) =>
+  JSON.stringify({ type: "error", error: { type, message: `substrat model forwarder: ${message}` } })
 /** A refused request: Anthropic's error shape, which OpenAI clients read too (`error.message`). */
 const refusalBody = (message: string) =>
   JSON.stringify({ type: "error", error: { type: "invalid_request_error", code: "substrat_budget", message: `substrat: ${message}` } })
+
+const answer = (res: Http.ServerResponse, status: number, body: string) => {
+  if (res.headersSent) return void res.destroy()
+  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(body) })
+  res.end(body)
+}
+
+/** Read a request body whole, at most `max` bytes (null: it was larger, or the client went away). */
+const readBody = (req: Http.IncomingMessage, max: number): Promise<Buffer | null> =>
+  new Promise((resolve) => {
+    const declared = Number(req.headers["content-length"] ?? "0")
+    if (Number.isFinite(declared) && declared > max) return resolve(null)
+    const parts: Array<Buffer> = []
+    let n = 0
+    req.on("data", (c: Buffer) => {
+      n += c.length
+      if (n > max) {
+        parts.length = 0
+        resolve(null)
+        req.pause()
+        return
+      }
+      parts.push(c)
+    })
+    req.on("end", () => resolve(Buffer.concat(parts)))
+    req.on("error", () => resolve(null))
+    req.on("close", () => resolve(null))
+  })
 
 /** Serve the forwarder until the scope closes (then the socket file is removed). */
 export const serve = (o: ForwarderOptions): Effect.Effect<Forwarder, ForwarderError, Scope.Scope> =>
@@ -103,12 +160,15 @@ export const serve = (o: ForwarderOptions): Effect.Effect<Forwarder, ForwarderEr
     const client = o.upstreamSocket !== undefined ? Http : upstream.protocol === "https:" ? Https : Http
     const runtime = yield* Effect.runtime<never>()
     const run = Runtime.runPromise(runtime)
+    const fork = Runtime.runFork(runtime)
+    const maxBody = o.maxBodyBytes ?? MAX_BODY_BYTES
+    const idleMs = o.idleMs ?? IDLE_MS
     let count = 0
-    /** Usage still being recorded: the next model request is admitted only after it. */
-    let recording: Promise<unknown> = Promise.resolve()
+    /** Metered upstream requests still open: given up (and settled) when the forwarder closes. */
+    const open = new Set<Http.ClientRequest>()
 
-    /** Tap a model response: usage from a (decompressed) copy of its bytes, recorded at its end (then its span ends). */
-    const tap = (upRes: Http.IncomingMessage, res: Http.ServerResponse, metered: Metered) => {
+    /** Tap a model response: usage from a (decompressed) copy of its bytes, settled when it is over (then its span ends). */
+    const tap = (upRes: Http.IncomingMessage, metered: Metered, over: () => void) => {
       const status = upRes.statusCode ?? 502
       const t = new ResponseTap(upRes.headers["content-type"], null)
       const inflate = decoded(upRes.headers["content-encoding"] as string | undefined)
@@ -117,16 +177,13 @@ export const serve = (o: ForwarderOptions): Effect.Effect<Forwarder, ForwarderEr
       const finish = () => {
         if (done) return
         done = true
-        const u = t.end()
-        const { meter, span } = metered
+        over()
+        const u = metered.span === null ? null : t.charge(metered.estimate.input_tokens)
+        const span = metered.span ?? untraced
         const failure = status >= 400 ? { type: String(status), message: `HTTP ${status} from the model API` } : undefined
-        if (u === null) {
-          void run(span.end(failure))
-          return
-        }
-        recording = recording.then(() => run(meter.record(u))).then(
+        void run(metered.meter.settle(metered.hold, u)).then(
           (cost) => {
-            span.annotate(usageAttributes(u, cost))
+            if (u !== null) span.annotate(usageAttributes(u, cost))
             return run(span.end(failure))
           },
           () => run(span.end(failure))
@@ -135,86 +192,158 @@ export const serve = (o: ForwarderOptions): Effect.Effect<Forwarder, ForwarderEr
       source.on("data", (c: Buffer) => t.write(c))
       source.on("end", finish)
       source.on("error", finish)
-      if (inflate === null) upRes.on("close", finish)
-      // The client went away before the response ended: what was read is all there is. (A
-      // finished response waits for its decompressed copy to end.)
-      res.on("close", () => {
-        if (!res.writableFinished) setImmediate(finish)
+      upRes.on("error", finish)
+      // A response that ends early (the upstream dropped it, or it was given up) is over too;
+      // a complete one waits for its decompressed copy to end.
+      upRes.on("close", () => {
+        if (inflate === null || !upRes.complete) setImmediate(finish)
       })
     }
 
-    const relay = (req: Http.IncomingMessage, res: Http.ServerResponse, metered: Metered | null) => {
+    const relay = (req: Http.IncomingMessage, res: Http.ServerResponse, body: Buffer, metered: Metered | null) => {
       const headers: Record<string, string | Array<string>> = {}
       for (const [k, v] of Object.entries(req.headers)) {
-        if (v === undefined || hopByHop.has(k)) continue
+        if (v === undefined || hopByHop.has(k) || k === "content-length") continue
         if (o.credential !== null && credentialHeaders.includes(k)) continue
         headers[k] = v
       }
       headers["host"] = upstream.host
+      headers["content-length"] = String(body.length)
       if (o.credential !== null) headers[o.credential.header] = o.credential.value
+      let response: Http.IncomingMessage | null = null
       const up = client.request(
         {
           protocol: o.upstreamSocket !== undefined ? "http:" : upstream.protocol,
           hostname: upstream.hostname,
           port: upstream.port === "" ? undefined : Number(upstream.port),
           ...(o.upstreamSocket !== undefined ? { socketPath: o.upstreamSocket } : {}),
-          method: req.method ?? "GET",
+          method: req.method ?? "POST",
           path: `${prefix}${req.url ?? "/"}`,
           headers
         },
         (upRes) => {
+          response = upRes
           const out: Record<string, string | Array<string>> = {}
           for (const [k, v] of Object.entries(upRes.headers)) {
             if (v !== undefined && !hopByHop.has(k)) out[k] = v
           }
-          res.writeHead(upRes.statusCode ?? 502, out)
+          if (!res.destroyed) res.writeHead(upRes.statusCode ?? 502, out)
           if (metered !== null) {
             const type = String(upRes.headers["content-type"] ?? "")
-            metered.span.annotate({ "http.response.status_code": upRes.statusCode ?? 502, "substrat.model.streamed": type.includes("text/event-stream") })
-            tap(upRes, res, metered)
+            metered.span?.annotate({ "http.response.status_code": upRes.statusCode ?? 502, "substrat.model.streamed": type.includes("text/event-stream") })
+            tap(upRes, metered, () => open.delete(up))
           }
-          upRes.pipe(res)
+          // (A metered request whose client left is read on without it: see `res`'s close below.)
+          if (res.destroyed) upRes.resume()
+          else upRes.pipe(res)
           upRes.on("error", () => res.destroy())
         }
       )
+      if (metered !== null) {
+        open.add(up)
+        // Given up when the upstream sends nothing for too long (its hold would stall the tree).
+        up.setTimeout(idleMs, () => up.destroy(new Error(`no bytes from the upstream for ${idleMs} ms`)))
+      }
       up.on("error", (e) => {
-        if (metered !== null && !res.headersSent) {
-          metered.span.annotate({ "http.response.status_code": 502 })
-          void run(metered.span.end({ type: "upstream_unreachable", message: e.message }))
+        if (metered !== null && response === null) {
+          open.delete(up)
+          metered.span?.annotate({ "http.response.status_code": 502 })
+          const span = metered.span ?? untraced
+          void run(metered.meter.settle(metered.hold, null)).then(() => run(span.end({ type: "upstream_unreachable", message: e.message }))).catch(() => undefined)
         }
         if (res.headersSent) {
           res.destroy()
           return
         }
-        res.writeHead(502, { "content-type": "application/json" })
-        res.end(errorBody(`upstream ${upstream.origin} unreachable: ${e.message}`))
+        answer(res, 502, errorBody("api_error", `upstream ${upstream.origin} unreachable: ${e.message}`))
       })
-      req.pipe(up)
-      req.on("error", () => up.destroy())
+      up.end(body)
       res.on("close", () => {
-        if (!res.writableFinished) up.destroy()
+        if (res.writableFinished) return
+        // Unmetered: the request is dropped with its client. Metered: it is read on to its end,
+        // so the meter gets the upstream's own final usage (what it bills for it).
+        if (metered === null) up.destroy()
+        else if (response !== null) {
+          response.unpipe(res)
+          response.resume()
+        }
+      })
+    }
+
+    /** Refuse a request at the door: a 403 saying why, never relayed; logged through the meter. */
+    const refuse = (req: Http.IncomingMessage, res: Http.ServerResponse, reason: string) => {
+      req.resume()
+      answer(
+        res,
+        403,
+        JSON.stringify({
+          type: "error",
+          error: {
+            type: "permission_error",
+            code: "substrat_forwarder",
+            message: `substrat model forwarder: ${reason}. Only these are relayed: ${allowedText(o.api)}.`
+          }
+        })
+      )
+      const m = o.meter?.refused
+      if (m !== undefined) void run(m({ method: req.method ?? "", path: req.url ?? "", reason })).catch(() => undefined)
+    }
+
+    /** Reserve, then relay; refused with the budget's words; a client that leaves while it waits takes nothing. */
+    const admitted = (req: Http.IncomingMessage, res: Http.ServerResponse, body: Buffer, meter: ForwarderMeter, model: boolean) => {
+      const estimate: RequestEstimate = model ? estimateOf(body) : { model: null, input_tokens: 0, output_tokens: 0 }
+      const begin = !model ? Effect.succeed(null) : meter.span === undefined ? Effect.succeed(untraced) : meter.span
+      const fiber = fork(Effect.flatMap(begin, (span) => {
+        span?.annotate({ "http.request.method": req.method ?? "POST", "url.path": (req.url ?? "/").split("?")[0]! })
+        return Effect.map(Effect.either(meter.reserve(estimate)), (r) => ({ span, r }))
+      }))
+      const gone = () => void run(Fiber.interrupt(fiber))
+      res.once("close", gone)
+      fiber.addObserver((exit) => {
+        res.off("close", gone)
+        if (!Exit.isSuccess(exit)) return
+        const { span, r } = exit.value
+        if (r._tag === "Right") {
+          if (res.destroyed) {
+            void run(meter.settle(r.right, null)).catch(() => undefined)
+            if (span !== null) void run(span.end({ type: "cancelled", message: "the client left before its request was relayed" }))
+            return
+          }
+          return relay(req, res, body, { meter, hold: r.right, estimate, span })
+        }
+        const e = r.left
+        if (e._tag === "BudgetExceeded") {
+          answer(res, 400, refusalBody(e.message))
+          span?.annotate({ "http.response.status_code": 400, "substrat.model.refused": true })
+          if (span !== null) void run(span.end({ type: "substrat_budget", message: e.message }))
+          return
+        }
+        answer(res, 503, errorBody("api_error", `the request could not be reserved durably: ${e.message}`))
+        if (span !== null) void run(span.end({ type: "substrat_meter", message: e.message }))
       })
     }
 
     const server = Http.createServer((req, res) => {
       count++
-      const meter = o.meter
-      if (meter === undefined || !isModelRequest(req.method, req.url)) return relay(req, res, null)
-      req.pause()
-      void (meter.span === undefined ? Promise.resolve(untraced) : run(meter.span)).then((span) => {
-        span.annotate({ "http.request.method": req.method ?? "POST", "url.path": (req.url ?? "/").split("?")[0]! })
-        const metered: Metered = { meter, span }
-        return recording.then(() => run(meter.admit)).then(
-          (refusal) => {
-            if (refusal === null) return relay(req, res, metered)
-            req.resume()
-            res.writeHead(400, { "content-type": "application/json" })
-            res.end(refusalBody(refusal))
-            span.annotate({ "http.response.status_code": 400, "substrat.model.refused": true })
-            void run(span.end({ type: "substrat_budget", message: refusal }))
-          },
-          () => relay(req, res, metered)
-        )
+      const verdict = routeOf(o.api, req.method, req.url)
+      if (verdict._tag === "refuse") return refuse(req, res, verdict.reason)
+      if (verdict.kind === "probe") {
+        req.resume()
+        res.writeHead(200, { "content-length": "0" })
+        return void res.end()
+      }
+      const encoding = String(req.headers["content-encoding"] ?? "identity").trim().toLowerCase()
+      if (encoding !== "identity" && encoding !== "") {
+        req.resume()
+        return answer(res, 415, errorBody("invalid_request_error", "compressed request bodies are not accepted"))
+      }
+      void readBody(req, maxBody).then((body) => {
+        if (body === null) {
+          answer(res, 413, errorBody("request_too_large", `request bodies over ${maxBody} bytes are not relayed`))
+          return req.destroy()
+        }
+        if (o.meter === undefined) return relay(req, res, body, null)
+        admitted(req, res, body, o.meter, verdict.kind === "model")
       })
     })
 
@@ -243,6 +372,8 @@ export const serve = (o: ForwarderOptions): Effect.Effect<Forwarder, ForwarderEr
       }),
       () =>
         Effect.async<void>((resume) => {
+          // Responses still being read are given up: each is settled with what it streamed.
+          for (const up of open) up.destroy()
           server.closeAllConnections()
           server.close(() => resume(Effect.void))
         }).pipe(Effect.ensuring(Effect.sync(() => Fs.rmSync(o.socketPath, { force: true }))))

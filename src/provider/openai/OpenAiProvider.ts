@@ -15,9 +15,10 @@ import { Effect, Option, Schema, Stream } from "effect"
 import { ProviderError } from "../../domain/errors.js"
 import type { SessionId } from "../../domain/ids.js"
 import { EventLog, type EventLogService } from "../../storage/EventLog.js"
+import { estimateOf } from "../../meter/Estimate.js"
 import { type RequestUsage, UsageAccumulator } from "../../meter/RequestUsage.js"
 import { type ModelRequestSpan, Tracing, type TracingService, usageAttributes } from "../../telemetry/Tracing.js"
-import { ModelMeter, type ModelMeterShape } from "../ModelMeter.js"
+import { type Hold, ModelMeter, type ModelMeterShape } from "../ModelMeter.js"
 import type { ProviderContext, ProviderFactory, ProviderOutput, ProviderService } from "../Provider.js"
 import { ChatAccumulator, type ChatError, streamCompletion } from "./ChatClient.js"
 import type { AssembledCall, ChatUsage } from "./ChatStream.js"
@@ -69,23 +70,46 @@ const readLog = (log: EventLogService, session: SessionId) =>
     Effect.mapError((e) => fail("resume", `openai: cannot replay the conversation from the event log: ${e.message}`))
   )
 
-/** The meter's view of one chat call: admitted before it, its usage recorded after it (with its cost; null: none reported). */
-const meterHooks = (meter: ModelMeterShape | null, ctx: ProviderContext, model: string) => ({
-  admit: meter === null ? Effect.void : meter.admit(ctx.session_id).pipe(
-    Effect.flatMap((refusal) => refusal === null ? Effect.void : Effect.fail(fail("turn", `openai: substrat: ${refusal}`)))
-  ),
-  // Suspended: `acc` is read when the call's stream has ended, not when the step is built.
-  record: (acc: ChatAccumulator): Effect.Effect<{ readonly usage: RequestUsage; readonly cost_usd: number } | null> =>
-    Effect.suspend(() => {
-      if (acc.rawUsage === null) return Effect.succeed(null)
-      const u = new UsageAccumulator(model)
-      u.observe(acc.rawUsage)
-      const r = u.result()
-      if (r === null) return Effect.succeed(null)
-      if (meter === null) return Effect.succeed({ usage: r, cost_usd: acc.usage?.cost_usd ?? 0 })
-      return Effect.map(meter.record(ctx.session_id, r), (cost_usd) => ({ usage: r, cost_usd }))
-    })
-})
+/**
+ * The meter's view of one chat call: its reservation before it (refused: the turn fails saying
+ * why), settled once when the call is over — ended, failed or cut short — with the usage it
+ * reported (its cost; null: none reported).
+ */
+const meterCall = (meter: ModelMeterShape | null, ctx: ProviderContext, model: string) => {
+  let hold: Hold | null = null
+  let recorded: { readonly usage: RequestUsage; readonly cost_usd: number } | null = null
+  const usageOf = (acc: ChatAccumulator): RequestUsage | null => {
+    if (acc.rawUsage === null) return null
+    const u = new UsageAccumulator(model)
+    u.observe(acc.rawUsage)
+    return u.result()
+  }
+  return {
+    reserve: (request: unknown): Effect.Effect<void, ProviderError> =>
+      meter === null ? Effect.void : meter.reserve(ctx.session_id, estimateOf(Buffer.from(JSON.stringify(request)))).pipe(
+        Effect.map((h) => {
+          hold = h
+        }),
+        Effect.mapError((e) => fail("turn", `openai: substrat: ${e.message}`))
+      ),
+    // Suspended: `acc` is read when the call's stream is over, not when the step is built.
+    settle: (acc: ChatAccumulator): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        const r = usageOf(acc)
+        if (meter === null) {
+          recorded = r === null ? null : { usage: r, cost_usd: acc.usage?.cost_usd ?? 0 }
+          return Effect.void
+        }
+        const h = hold
+        hold = null
+        if (h === null) return Effect.void
+        return Effect.map(meter.settle(h, r), (cost_usd) => {
+          recorded = r === null ? null : { usage: r, cost_usd }
+        })
+      }),
+    recorded: () => recorded
+  }
+}
 
 export const makeOpenAi = (
   ctx: ProviderContext,
@@ -100,7 +124,6 @@ export const makeOpenAi = (
       return yield* fail("start", "openai: no model — use the provider string openai:<model> or set SUBSTRAT_OPENAI_MODEL")
     }
     const tools = chatTools()
-    const metering = meterHooks(meter, ctx, model)
     let agentId: string | undefined = ctx.agent_id
     const traced = tracing ?? (yield* Tracing)
     /** Each model call's span, below the running turn (Tracing.modelRequest). */
@@ -172,13 +195,14 @@ export const makeOpenAi = (
             stream: true,
             stream_options: { include_usage: true }
           }
+          const metering = meterCall(meter, ctx, model)
           let span: ModelRequestSpan | undefined
           const endSpan = (failure?: { readonly type: string; readonly message: string }) =>
             Effect.suspend(() => span === undefined ? Effect.void : span.end(failure))
           const admitted = beginSpan.pipe(
             Effect.flatMap((s) => {
               span = s
-              return metering.admit
+              return metering.reserve(request)
             }),
             Effect.tapError((e) => {
               span?.annotate({ "substrat.model.refused": true })
@@ -195,9 +219,11 @@ export const makeOpenAi = (
                 return endSpan({ type: e.kind === "http" && e.status !== null ? String(e.status) : e.kind, message: e.message })
               }),
               Stream.mapError(turnError)
-            ))
+            )),
+            // Settled however the call ends (a hold left open would stall the tree's other requests).
+            Stream.ensuring(metering.settle(acc))
           )
-          const after = Stream.unwrap(metering.record(acc).pipe(Effect.tap((recorded) =>
+          const after = Stream.unwrap(Effect.sync(metering.recorded).pipe(Effect.tap((recorded) =>
             Effect.suspend(() => {
               span?.annotate({
                 ...(acc.status === null ? {} : { "http.response.status_code": acc.status }),
