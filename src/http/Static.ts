@@ -1,4 +1,4 @@
-// The dashboard's files (src/http/static/: one HTML page, one ES module, one stylesheet — no
+// The dashboard's files (src/http/static/: one HTML page, ES modules, one stylesheet — no
 // framework, no build step; docs/http.md says why), read once at start-up and served from memory.
 // Found next to this module when run from src/ (tsx, tests) and from dist/ (the bundle's
 // __dirname is dist/, the files stay in src/http/static/).
@@ -12,6 +12,8 @@ import { DaemonError } from "../daemon/Lifecycle.js"
 const assets = {
   "/": { file: "index.html", type: "text/html; charset=utf-8" },
   "/app.js": { file: "app.js", type: "text/javascript; charset=utf-8" },
+  "/timeline.js": { file: "timeline.js", type: "text/javascript; charset=utf-8" },
+  "/transcript.js": { file: "transcript.js", type: "text/javascript; charset=utf-8" },
   "/style.css": { file: "style.css", type: "text/css; charset=utf-8" }
 } as const
 

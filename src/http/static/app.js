@@ -4,6 +4,9 @@
 // Last-Event-ID after a dropped connection. The token comes from the URL fragment
 // (`substrat ui` prints it; the fragment never reaches a server) and stays in sessionStorage.
 
+import { clock, mountTimeline } from "/timeline.js"
+import { mountTranscript } from "/transcript.js"
+
 const $ = (id) => document.getElementById(id)
 
 const token = (() => {
@@ -262,7 +265,7 @@ const renderDiff = (text) =>
     })))
 
 const entryFor = (e) => {
-  const time = new Date(e.ts).toLocaleTimeString()
+  const time = clock(e.ts)
   const item = (kind, meta, text, extra) =>
     el("li", { class: "entry " + kind, "data-event": e.event, "data-position": e.position },
       el("div", { class: "meta", text: time + " · " + meta }), text === null ? null : el("div", { class: "text", text }), extra)
@@ -307,6 +310,8 @@ const select = (id, name) => {
   $("transcript").replaceChildren()
   if (stopTranscript) stopTranscript()
   stopTranscript = null
+  transcriptView.reset()
+  if (detailView === "timeline") timeline.open(rootOf(id))
   showNodeBar(node)
   // A dormant node agent has no session yet: nothing to follow until it wakes (swarmStatusChanged re-selects).
   const dormant = node !== undefined && node.status === "dormant"
@@ -315,10 +320,11 @@ const select = (id, name) => {
   if (!dormant) {
     stopTranscript = follow("/v1/events?agent=" + encodeURIComponent(id), (name, e) => {
       if (name !== "message") return
-      const node = entryFor(e)
+      const node = transcriptView.take(e)
       if (!node) return
       const atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 40
       list.append(node)
+      transcriptView.refresh()
       if (atBottom) list.scrollTop = list.scrollHeight
     }, () => {})
   }
@@ -326,6 +332,34 @@ const select = (id, name) => {
   renderTree()
   markSwarmSelection()
 }
+
+// The detail pane's views: the selected agent's transcript, or the timeline of its tree.
+const transcriptView = mountTranscript({ el, entryFor, nameOf })
+const timeline = mountTimeline({ el, follow, nameOf })
+let detailView = "transcript"
+const rootOf = (id) => {
+  let a = agents.find((x) => x.id === id)
+  while (a && a.parent_id !== null) {
+    const up = agents.find((x) => x.id === a.parent_id)
+    if (!up) break
+    a = up
+  }
+  return a ? a.id : id
+}
+const showDetailView = (name) => {
+  detailView = name
+  $("view-transcript").setAttribute("aria-selected", String(name === "transcript"))
+  $("view-timeline").setAttribute("aria-selected", String(name === "timeline"))
+  $("view-transcript").tabIndex = name === "transcript" ? 0 : -1
+  $("view-timeline").tabIndex = name === "timeline" ? 0 : -1
+  $("transcript-pane").hidden = name !== "transcript"
+  $("timeline").hidden = name !== "timeline"
+  if (name === "timeline" && selected !== null) timeline.open(rootOf(selected))
+  else timeline.close()
+}
+$("view-transcript").addEventListener("click", () => showDetailView("transcript"))
+$("view-timeline").addEventListener("click", () => showDetailView("timeline"))
+$("transcript-tools").addEventListener("submit", (ev) => ev.preventDefault())
 
 $("terminate").addEventListener("click", async () => {
   const a = agents.find((x) => x.id === selected)
@@ -483,7 +517,7 @@ const inboxEntry = (item) => {
     el("div", { class: "meta" },
       el("span", { class: "kind", text: kindLabel[item.kind] || item.kind.replace(/_/g, " ") }), " · ",
       agentLink(item.agent_id, item.agent_name), " · ",
-      el("time", { dateTime: item.ts, text: new Date(item.ts).toLocaleTimeString() })),
+      el("time", { dateTime: item.ts, text: clock(item.ts) })),
     el("div", { class: "text", text: item.text }),
     actions)
 }
@@ -920,7 +954,7 @@ for (const t of ["agents", "swarm"]) {
 // ---------------------------------------------------------------------------------------------
 // The whole daemon's feed: tree changes, current steps, usage
 
-// Every message between agents (and to/from USER), oldest first, the last FLOW_MAX kept. Each is
+// Every message between agents (and to/from USER), newest first, the last FLOW_MAX kept. Each is
 // logged once (in its recipient's log; to USER in the sender's). Clicking one selects the recipient.
 const FLOW_MAX = 200
 const flowSender = (d) => (d.sender === "USER" || d.sender === "SYSTEM" ? d.sender : names.get(d.sender) || d.sender_name || nameOf(d.sender))
@@ -934,18 +968,22 @@ const labelFlow = (li) => {
 const addFlow = (e) => {
   const d = e.data
   const list = $("flow")
-  const atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 40
+  const atTop = list.scrollTop < 40
   const target = d.recipient !== "USER" && d.recipient !== null ? d.recipient : d.sender
-  const li = el("li", { "data-kind": d.kind },
-    el("span", { class: "meta muted", text: new Date(e.ts).toLocaleTimeString() + " " }),
+  const li = el("li", { "data-kind": d.kind, "data-ts": e.ts },
+    el("span", { class: "meta muted", text: clock(e.ts) + " " }),
     el("a", { href: "#", class: "route", onclick: (ev) => { ev.preventDefault(); if (target !== "USER" && target !== "SYSTEM") select(target) } }),
     el("span", { class: "kind", text: " " + d.kind }),
     el("span", { class: "text", text: d.payload }))
   li.flowData = d
   labelFlow(li)
-  list.append(li)
-  while (list.children.length > FLOW_MAX) list.firstElementChild.remove()
-  if (atBottom) list.scrollTop = list.scrollHeight
+  // In time order, newest first (the feed merges the agents' logs: one may come a little late).
+  let next = list.firstElementChild
+  while (next && next.dataset.ts > e.ts) next = next.nextElementSibling
+  list.insertBefore(li, next)
+  while (list.children.length > FLOW_MAX) list.lastElementChild.remove()
+  // Newest first: following new traffic keeps the top in view (unless the reader scrolled down).
+  if (atTop) list.scrollTop = 0
 }
 
 let treeLive = false
