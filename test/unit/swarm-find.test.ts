@@ -5,6 +5,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either, Schedule } from "effect"
 import { AgentTree } from "../../src/agent/AgentTree.js"
 import { type HeldHop, nextHop, resumableFinds } from "../../src/agent/FindRoute.js"
+import { Finder } from "../../src/agent/Finder.js"
 import { Mailbox } from "../../src/agent/Mailbox.js"
 import { Orchestrator } from "../../src/agent/Orchestrator.js"
 import { Router } from "../../src/agent/Router.js"
@@ -167,5 +168,52 @@ describe("find: over the agent tree (in-memory stack)", () => {
       expect(self._tag).toBe("RoutingError")
       const es = yield* eventsOf(root.session_id)
       expect(dataOf(es, "message.enqueued")).toEqual([])
+    }).pipe(Effect.provide(stack())))
+
+  // Live clock: `poll` sleeps between attempts.
+  it.scopedLive("a search whose target flips sides while it travels stops at its first revisit, not at the hop limit", () =>
+    Effect.gen(function*() {
+      //        root
+      //      /   |   \
+      //    l1    s    r1
+      //    |          |
+      //    l2         r2
+      //    |          |
+      //    l3         r3
+      // The symbol's match changes under the search (the tree changed mid-search): l3, r3, l3, …
+      // s → root (toward l3) → r1 (toward r3) → root again (toward l3): a revisit.
+      const o = yield* Orchestrator
+      const router = yield* Router
+      const finder = yield* Finder
+      const t = yield* Tree
+      const root = yield* o.createRoot({ name: "root", instructions: "", provider: "scripted" })
+      const chain = function*(first: string) {
+        const n1 = yield* o.spawn(root.id, { name: `${first}1`, instructions: "" })
+        const n2 = yield* o.spawn(n1.id, { name: `${first}2`, instructions: "" })
+        return [n1, n2, yield* o.spawn(n2.id, { name: `${first}3`, instructions: "" })] as const
+      }
+      const [, , l3] = yield* chain("l")
+      const [r1, , r3] = yield* chain("r")
+      const s = yield* o.spawn(root.id, { name: "s", instructions: "" })
+      yield* poll(Effect.sync(() => [l3, r3, s].every((n) => t.has(n.id)) ? true : undefined))
+      let lookups = 0
+      finder.setIndex((symbol) => symbol === "moving" ? [lookups++ % 2 === 0 ? l3.id : r3.id] : [])
+
+      const sent = yield* router.sendFrom(s.id, { recipient: "find:moving", text: "where are you?", sync: true })
+      const failed = yield* poll(Effect.map(eventsOf(s.session_id), (es) =>
+        dataOf(es, "message.enqueued").find((e) => e.kind === "response" && e.reply_to === sent.message_id)))
+      expect(failed.sender).toBe("SYSTEM")
+      // Stopped by the revisit check after 2 hops (the hop limit would stop it at 256).
+      expect(/went (\d+) hops/.exec(failed.payload)?.[1]).toBe("2")
+      expect(failed.payload).toBe(
+        `[error] find:moving: the search went 2 hops without reaching it (the tree changed under it); message ${sent.message_id} was not delivered`
+      )
+      // Two hops, each logged once: into root, into r1; r1 forwarded its hop to nobody.
+      const hopsIn = (session: SessionId) =>
+        Effect.map(eventsOf(session), (es) => dataOf(es, "message.enqueued").filter((e) => e.find?.origin === sent.message_id))
+      expect((yield* hopsIn(root.session_id)).map((e) => e.find?.hops)).toEqual([1])
+      expect((yield* hopsIn(r1.session_id)).map((e) => e.find?.hops)).toEqual([2])
+      expect(dataOf(yield* eventsOf(r1.session_id), "message.forwarded")).toMatchObject([{ to: null, next_message_id: null }])
+      expect(lookups).toBe(3)
     }).pipe(Effect.provide(stack())))
 })
