@@ -202,6 +202,12 @@ const settingsConfig = Config.all({
     workspaceGrowthBytes: setting(["sandbox", "workspaceGrowthBytes"], int(0), 256 * 1024 * 1024, {
       description:
         "How many bytes one sandboxed turn may add to its workspace; past it the turn's sandbox is killed and the turn fails (0: unbounded)"
+    }),
+    uid: setting(["sandbox", "uid"], int(1), 65534, {
+      description: "The unprivileged host uid sandboxes run as when the daemon runs as root (a sandbox never holds host root; docs/sandbox.md)"
+    }),
+    gid: setting(["sandbox", "gid"], int(1), 65534, {
+      description: "The unprivileged host gid sandboxes run as when the daemon runs as root"
     })
   }),
   swarm: Config.all({
@@ -506,7 +512,7 @@ export const defaults = (overrides: Partial<Settings> = {}): Settings => ({
     retryDelayMs: 500
   },
   otlp: { endpoint: Option.none() },
-  sandbox: { workspaceGrowthBytes: 256 * 1024 * 1024 },
+  sandbox: { workspaceGrowthBytes: 256 * 1024 * 1024, uid: 65534, gid: 65534 },
   swarm: { findHopDelayMs: 0 },
   caps: { maxDepth: 0, maxChildren: 0, maxLive: 0, policy: "queue" },
   meter: { prices: Option.none() },

@@ -70,6 +70,7 @@ const ProvidersLive = Layer.unwrapEffect(Effect.map(DaemonConfig, (config) => Re
 )
 const SandboxLive = Layer.unwrapEffect(Effect.map(DaemonConfig, (c) =>
   SandboxBwrap.layerBwrap({
+    sandboxUser: { uid: c.sandbox.uid, gid: c.sandbox.gid },
     defaultLimits: { workspace_growth_bytes: c.sandbox.workspaceGrowthBytes === 0 ? null : c.sandbox.workspaceGrowthBytes },
     growthHint: "raise it with `sandbox.workspace_growth_bytes` in config.toml or SUBSTRAT_SANDBOX_WORKSPACE_GROWTH_BYTES (0: unbounded)"
   })

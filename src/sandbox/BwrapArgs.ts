@@ -4,7 +4,7 @@
 import { Either } from "effect"
 import type { BindMode, WorkspaceSpec } from "../domain/workspace.js"
 import { SandboxPathError } from "./errors.js"
-import { absolutePath, linkRefusal, relativePath, sandboxTarget } from "./PathPolicy.js"
+import { absolutePath, isWithin, linkRefusal, relativePath, sandboxTarget } from "./PathPolicy.js"
 
 /** One system path on the host as `lstat` saw it. Symlinks are recreated as symlinks (usrmerge: /bin → usr/bin). */
 export interface HostEntry {
@@ -120,10 +120,13 @@ export const buildBwrapArgs = (input: BwrapInput): Either.Either<ReadonlyArray<s
       else if (e.kind !== "symlink") argv.push("--ro-bind", e.path, e.path)
     }
     const etc = input.spec.network_access ? [...input.host.etcBase, ...input.host.etcNetwork] : input.host.etcBase
+    // bwrap running as root makes missing parents 0700; /etc must stay searchable for an unprivileged uid.
+    if (etc.length > 0) argv.push("--perms", "0755", "--dir", "/etc")
     for (const p of etc) argv.push("--ro-bind-try", p, p)
 
     // /tmp is sticky and world-writable, so the `inner` identity (bwrap as root, command as another uid) can use it.
-    argv.push("--proc", "/proc", "--dev", "/dev", "--perms", "1777")
+    // /proc/sys read-only: with --proc alone its files stay writable by whoever owns them on the host.
+    argv.push("--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev", "--perms", "1777")
     if (input.tmpBytes !== undefined) argv.push("--size", String(Math.max(4096, Math.floor(input.tmpBytes))))
     argv.push("--tmpfs", "/tmp")
     argv.push("--bind", root, WORKSPACE)
@@ -131,6 +134,16 @@ export const buildBwrapArgs = (input: BwrapInput): Either.Either<ReadonlyArray<s
     const byDepth = <T extends { target: string }>(xs: Array<T>) =>
       [...xs].sort((a, b) => depth(a.target) - depth(b.target) || (a.target < b.target ? -1 : a.target > b.target ? 1 : 0))
     for (const l of byDepth(links)) argv.push(l.mode === "rw" ? "--bind" : "--ro-bind", l.host, l.target)
+    // The directories above an extra bind (/opt/substrat, /run/substrat, /home) as bwrap would
+    // make them are 0700 when it runs as root: made 0755 first, so an unprivileged uid inside reaches the binds.
+    const made = [WORKSPACE, "/proc", "/dev", "/tmp", "/etc", ...input.host.system.map((e) => e.path)]
+    const parents = new Set<string>()
+    for (const x of extras) {
+      for (let d = x.target.slice(0, x.target.lastIndexOf("/")); d.length > 0; d = d.slice(0, d.lastIndexOf("/"))) {
+        if (!made.some((m) => isWithin(m, d))) parents.add(d)
+      }
+    }
+    for (const d of [...parents].sort((a, b) => depth(a) - depth(b) || (a < b ? -1 : 1))) argv.push("--perms", "0755", "--dir", d)
     for (const x of byDepth(extras)) argv.push(x.mode === "rw" ? "--bind" : "--ro-bind", x.host, x.target)
     // The root itself is a bwrap tmpfs: make it read-only once every mount point exists.
     argv.push("--remount-ro", "/")

@@ -4,7 +4,7 @@ import * as CommandExecutor from "@effect/platform/CommandExecutor"
 import * as FileSystem from "@effect/platform/FileSystem"
 import { Effect, Either, Schema } from "effect"
 import { detectCgroup } from "./Cgroup.js"
-import { type BwrapConfig, probeBwrap, which } from "./SandboxBwrap.js"
+import { type BwrapConfig, probeBwrap, probeIdentity, which } from "./SandboxBwrap.js"
 
 export const CheckStatus = Schema.Literal("ok", "warn", "fail")
 export class DoctorCheck extends Schema.Class<DoctorCheck>("DoctorCheck")({
@@ -59,14 +59,23 @@ export const sandboxChecks = (config: BwrapConfig = {}) =>
     const cg = yield* detectCgroup(fs)
     const pidsCgroup = cg.mode === "v2-writable" || cg.pidsV1 !== undefined
     checks.push(check("cgroup", pidsCgroup ? "ok" : "warn", `${cg.mode}: ${cg.detail}`, pidsCgroup ? null : "rlimits are used instead (memory=RLIMIT_AS, processes=RLIMIT_NPROC)"))
-    const identity = config.identity ?? { mode: "as-is" }
-    const root = typeof process.geteuid === "function" && process.geteuid() === 0
-    if (root && identity.mode === "as-is" && pidsCgroup) {
-      checks.push(check("identity", "ok", "root (as-is): max_processes is enforced by the pids cgroup (RLIMIT_NPROC does not bind uid 0)"))
-    } else if (root && identity.mode === "as-is") {
-      checks.push(check("identity", "warn", "running as root with identity 'as-is' and no writable pids cgroup: max_processes (RLIMIT_NPROC) is not enforced for uid 0", "run the daemon as an unprivileged user, or give it a writable pids cgroup (systemd: Delegate=yes)"))
-    } else {
-      checks.push(check("identity", "ok", identity.mode === "as-is" ? `uid ${process.getuid?.() ?? "?"}` : `${identity.mode} → uid ${identity.uid}`))
+    // Who sandboxes run as, read inside one: never host root, no capabilities.
+    if (Either.isRight(probe)) {
+      const seen = yield* Effect.either(probeIdentity(fs, executor, config))
+      if (Either.isLeft(seen)) {
+        checks.push(check("identity", "fail", `could not read the sandbox's identity: ${seen.left.message}`, seen.left.fix))
+      } else {
+        const r = seen.right
+        const detail = `uid ${r.uid} gid ${r.gid} inside, host uid ${r.hostUid} gid ${r.hostGid} (uid_map ${r.uidMap.map((l) => `"${l}"`).join(", ")}), CapEff ${r.capEff}, ` +
+          (r.ownUserNamespace ? "own user namespace" : "no user namespace of its own")
+        if (r.hostUid === 0 || !/^0+$/.test(r.capEff)) {
+          checks.push(check("identity", "fail", `sandboxes hold host root or capabilities: ${detail}`, "run the daemon as an unprivileged user, or configure an unprivileged sandbox uid"))
+        } else if (!r.ownUserNamespace) {
+          checks.push(check("identity", "warn", detail, "allow unprivileged user namespaces (see the sandbox check's fix) so each sandbox gets its own"))
+        } else {
+          checks.push(check("identity", "ok", detail))
+        }
+      }
     }
     return checks
   })

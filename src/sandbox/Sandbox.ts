@@ -58,6 +58,11 @@ export interface SandboxResult {
 
 export interface SandboxService {
   readonly kind: "bwrap" | "unsafe"
+  /**
+   * The host uid/gid sandboxed commands run as when it is not the daemon's own (a root daemon's
+   * sandboxes): what the daemon writes for them into their trees gets this owner. null/absent: the daemon's.
+   */
+  readonly owner?: { readonly uid: number; readonly gid: number } | null
   /** Start the command; closing the scope kills the whole process tree (SIGTERM, then SIGKILL after a grace period). */
   readonly start: (request: SandboxRequest) => Effect.Effect<SandboxProcess, SandboxError, Scope.Scope>
   /** Start, collect stdout/stderr as text, wait. Non-zero exits are results, not errors, unless a limit explains them. */

@@ -6,9 +6,11 @@
 import * as CommandExecutor from "@effect/platform/CommandExecutor"
 import * as FileSystem from "@effect/platform/FileSystem"
 import { Effect, Either, Layer, Option } from "effect"
-import { realpathSync, statSync } from "node:fs"
+import { lstatSync, realpathSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
-import type { ResourceLimits } from "../domain/workspace.js"
+import { basename, dirname } from "node:path"
+import * as NoFollow from "./NoFollow.js"
+import { ResourceLimits } from "../domain/workspace.js"
 import { buildBwrapArgs, type HostEntry, type HostLayout } from "./BwrapArgs.js"
 import { createCgroupRun, detectCgroup } from "./Cgroup.js"
 import { SandboxPathError, SandboxProcessError, SandboxUnavailableError } from "./errors.js"
@@ -18,17 +20,19 @@ import { runCollect, spawnScoped } from "./spawn.js"
 import { parentEnv } from "../config/Config.js"
 
 /**
- * Who the sandboxed command runs as.
- * - `as-is`: bwrap runs as the daemon's user (the normal, unprivileged case). Under root the command
- *   is uid 0 inside a user namespace with every capability dropped; RLIMIT_NPROC does not bind kuid 0,
- *   so the process limit rests on a pids cgroup (v2, or the v1 pids controller); where neither is
- *   writable it is NOT enforced and a warning is logged once.
+ * Who the sandboxed command runs as. A sandbox never holds host root: `as-is` under a root daemon
+ * means `inner` with `BwrapConfig.sandboxUser` (default 65534:65534) — see `resolveIdentity`.
+ * - `as-is`: bwrap runs as the daemon's user (the normal, unprivileged case): a user namespace
+ *   mapping that uid to itself, every capability dropped.
  * - `outer`: `setpriv` switches to uid/gid before bwrap (bwrap then runs unprivileged and creates a user
  *   namespace). Every bound host path must be reachable by that uid.
  * - `inner`: bwrap runs as root without a user namespace (it can bind anything) and `setpriv` inside
- *   the sandbox drops to uid/gid with no capabilities, an empty bounding set and no_new_privs before
- *   the command runs. The workspace root must be writable by that uid. RLIMIT_NPROC then counts every
- *   process of that uid on the machine (no user namespace level), so use a dedicated uid.
+ *   the sandbox drops to uid/gid with no capabilities, an empty bounding set and no_new_privs; then
+ *   `unshare --user --map-current-user` puts the command in a user namespace of its own that maps
+ *   only that uid (uid_map `uid uid 1`: no host root in it; CapEff 0 after the exec). Where the host
+ *   refuses an unprivileged user namespace the command runs without one (still that uid, no
+ *   capabilities; `doctor` warns). The workspace root and the rw binds must be writable by that uid:
+ *   the layer hands their top directories (and bound sockets) to it, without following links.
  */
 export type SandboxIdentity =
   | { readonly mode: "as-is" }
@@ -37,6 +41,8 @@ export type SandboxIdentity =
 export interface BwrapConfig {
   readonly bwrap?: string
   readonly identity?: SandboxIdentity
+  /** The unprivileged host uid/gid sandboxes run as when the daemon is root (identity `as-is`); default 65534:65534. */
+  readonly sandboxUser?: { readonly uid: number; readonly gid: number }
   readonly systemPaths?: ReadonlyArray<string>
   readonly etcBase?: ReadonlyArray<string>
   readonly etcNetwork?: ReadonlyArray<string>
@@ -148,8 +154,22 @@ export interface BwrapProbe {
   readonly bwrap: string
   readonly prlimit: string | null
   readonly setpriv: string | null
+  /** `unshare` (util-linux): the `inner` identity's own user namespace; null when absent or refused. */
+  readonly unshare: string | null
   readonly host: HostLayout
   readonly version: string
+}
+
+export const defaultSandboxUser = { uid: 65534, gid: 65534 } as const
+
+const isRootProcess = () => typeof process.geteuid === "function" && process.geteuid() === 0
+
+/** The identity sandboxes really run as: `as-is` under a root daemon becomes `inner` with the sandbox user. */
+export const resolveIdentity = (config: BwrapConfig = {}, root = isRootProcess()): SandboxIdentity => {
+  const identity = config.identity ?? { mode: "as-is" }
+  if (identity.mode !== "as-is" || !root) return identity
+  const user = config.sandboxUser ?? defaultSandboxUser
+  return { mode: "inner", uid: user.uid, gid: user.gid }
 }
 
 const identityPrefix = (identity: SandboxIdentity, setpriv: string | null) =>
@@ -157,7 +177,7 @@ const identityPrefix = (identity: SandboxIdentity, setpriv: string | null) =>
     ? [setpriv, `--reuid=${identity.uid}`, `--regid=${identity.gid}`, "--clear-groups", "--"]
     : []
 
-const innerPrefix = (identity: SandboxIdentity, setpriv: string | null) =>
+const innerPrefix = (identity: SandboxIdentity, setpriv: string | null, unshare: string | null) =>
   identity.mode === "inner" && setpriv !== null
     ? [
       setpriv,
@@ -167,7 +187,8 @@ const innerPrefix = (identity: SandboxIdentity, setpriv: string | null) =>
       "--inh-caps=-all",
       "--bounding-set=-all",
       "--no-new-privs",
-      "--"
+      "--",
+      ...(unshare === null ? [] : [unshare, "--user", "--map-current-user", "--"])
     ]
     : []
 
@@ -178,7 +199,7 @@ export const probeBwrap = (
   config: BwrapConfig = {}
 ) =>
   Effect.gen(function*() {
-    const identity = config.identity ?? { mode: "as-is" }
+    const identity = resolveIdentity(config)
     const bwrap = yield* which(fs, config.bwrap ?? "bwrap")
     if (bwrap === null) {
       return yield* new SandboxUnavailableError({
@@ -193,24 +214,31 @@ export const probeBwrap = (
       return yield* new SandboxUnavailableError({ reason: "setpriv-missing", message: "setpriv not found", fix: fixes.setprivMissing })
     }
     const host = yield* probeHostLayout(fs, config)
-    const args = buildBwrapArgs({
-      spec: { root_path: tmpdir(), network_access: false, symlinks: [] },
-      host,
-      command: [...innerPrefix(identity, setpriv), "true"],
-      env: defaultSandboxEnv,
-      userNamespace: identity.mode !== "inner"
-    })
-    if (Either.isLeft(args)) {
-      return yield* new SandboxUnavailableError({ reason: "bwrap-broken", message: args.left.message, fix: "check the configuration" })
-    }
-    const result = yield* Effect.either(runCollect(spawnScoped(executor, {
-      argv: [...identityPrefix(identity, setpriv), bwrap, ...args.right],
-      env: { PATH: parentEnv()["PATH"] ?? "/usr/bin:/bin" },
-      limits: { memory_bytes: null, cpu_seconds: null, max_processes: null, max_file_bytes: null, wall_clock_seconds: 30 },
-      graceMs: 1000
-    })))
-    if (Either.isLeft(result)) return yield* classifyBwrapFailure(result.left.message)
-    if (result.right.exit.code !== 0) return yield* classifyBwrapFailure(result.right.stderr)
+    const trial = (unshare: string | null) =>
+      Effect.gen(function*() {
+        const args = buildBwrapArgs({
+          spec: { root_path: tmpdir(), network_access: false, symlinks: [] },
+          host,
+          command: [...innerPrefix(identity, setpriv, unshare), "true"],
+          env: defaultSandboxEnv,
+          userNamespace: identity.mode !== "inner"
+        })
+        if (Either.isLeft(args)) {
+          return yield* new SandboxUnavailableError({ reason: "bwrap-broken", message: args.left.message, fix: "check the configuration" })
+        }
+        const result = yield* Effect.either(runCollect(spawnScoped(executor, {
+          argv: [...identityPrefix(identity, setpriv), bwrap, ...args.right],
+          env: { PATH: parentEnv()["PATH"] ?? "/usr/bin:/bin" },
+          limits: { memory_bytes: null, cpu_seconds: null, max_processes: null, max_file_bytes: null, wall_clock_seconds: 30 },
+          graceMs: 1000
+        })))
+        if (Either.isLeft(result)) return yield* classifyBwrapFailure(result.left.message)
+        if (result.right.exit.code !== 0) return yield* classifyBwrapFailure(result.right.stderr)
+      })
+    // The inner identity's own user namespace, where the host allows one to an unprivileged uid.
+    let unshare = identity.mode === "inner" ? yield* which(fs, "unshare") : null
+    if (unshare !== null && Either.isLeft(yield* Effect.either(trial(unshare)))) unshare = null
+    if (unshare === null) yield* trial(null)
     const version = yield* Effect.either(runCollect(spawnScoped(executor, {
       argv: [bwrap, "--version"],
       env: {},
@@ -221,6 +249,7 @@ export const probeBwrap = (
       bwrap,
       prlimit,
       setpriv,
+      unshare,
       host,
       version: Either.isRight(version) ? version.right.stdout.trim() : "unknown"
     }
@@ -264,6 +293,36 @@ export const checkHostPaths = (request: SandboxRequest): Effect.Effect<void, San
   })
 
 /**
+ * Make what a request binds usable by the sandbox's own uid (identities `inner`/`outer`): the
+ * workspace root and every read-write directory bind, and every bound socket (connect(2) needs
+ * write permission on it), when the daemon owns them. Only the entry itself changes owner (its
+ * contents stay as they are), never through a link (NoFollow.chown; the paths were checked to be
+ * canonical just before).
+ */
+const handOver = (request: SandboxRequest, owner: NoFollow.Owner): Effect.Effect<void, SandboxPathError> =>
+  Effect.suspend(() => {
+    const self = process.geteuid?.() ?? -1
+    const dirs = [
+      request.workspace.root_path,
+      ...request.workspace.symlinks.filter((s) => s.mode === "rw").map((s) => s.host_path),
+      ...(request.extraBinds ?? []).filter((b) => b.mode === "rw").map((b) => b.host_path)
+    ]
+    const targets: Array<{ readonly path: string; readonly isDir: boolean }> = []
+    for (const path of dirs) {
+      const info = lstatSync(path, { throwIfNoEntry: false })
+      if (info !== undefined && info.isDirectory() && info.uid === self && info.uid !== owner.uid) targets.push({ path, isDir: true })
+    }
+    for (const b of request.extraBinds ?? []) {
+      const info = lstatSync(b.host_path, { throwIfNoEntry: false })
+      if (info !== undefined && info.isSocket() && info.uid === self && info.uid !== owner.uid) targets.push({ path: b.host_path, isDir: false })
+    }
+    return Effect.forEach(targets, (t) =>
+      (t.isDir ? NoFollow.chown(t.path, "", owner) : NoFollow.chown(dirname(t.path), basename(t.path), owner)).pipe(
+        Effect.mapError((e) => pathErr("root_path", t.path, e.reason === "link" ? "symlink-swapped" : "missing", `cannot hand it to the sandbox uid ${owner.uid}: ${e.message}`))
+      ), { discard: true })
+  })
+
+/**
  * The full host command line for a request: [setpriv …] bwrap <args> -- [setpriv …] [prlimit …] command.
  * Pure (no I/O): host paths are checked separately (`checkHostPaths`); a cgroup `prefix`, when one is
  * used, goes in front. Exported so the benchmark runs bare bwrap with exactly the layer's argv.
@@ -274,9 +333,9 @@ export const sandboxCommandLine = (
   limits: ResourceLimits,
   config: BwrapConfig = {}
 ): Either.Either<ReadonlyArray<string>, SandboxPathError> => {
-  const identity = config.identity ?? { mode: "as-is" }
+  const identity = resolveIdentity(config)
   const tmpBytes = config.defaultLimits?.tmp_bytes ?? defaultSandboxLimits.tmp_bytes
-  const inner = [...innerPrefix(identity, p.setpriv), ...prlimitPrefix(limits, p.prlimit ?? "prlimit"), ...request.command]
+  const inner = [...innerPrefix(identity, p.setpriv, p.unshare), ...prlimitPrefix(limits, p.prlimit ?? "prlimit"), ...request.command]
   return Either.map(
     buildBwrapArgs({
       spec: request.workspace,
@@ -294,21 +353,86 @@ export const sandboxCommandLine = (
   )
 }
 
+/** Who a sandboxed command is, as it sees itself (`/proc/self/status`, `uid_map`) and on the host. */
+export interface SandboxIdentityReport {
+  readonly uid: number
+  readonly gid: number
+  /** The host uid that uid maps to (through every uid_map line). */
+  readonly hostUid: number
+  readonly hostGid: number
+  /** `/proc/self/uid_map`, whitespace-normalised lines. */
+  readonly uidMap: ReadonlyArray<string>
+  /** CapEff as hex. */
+  readonly capEff: string
+  /** A user namespace of its own (not the host's initial one). */
+  readonly ownUserNamespace: boolean
+}
+
+const mapToHost = (id: number, map: ReadonlyArray<string>): number => {
+  for (const line of map) {
+    const [inside, outside, count] = line.split(" ").map(Number)
+    if (inside !== undefined && outside !== undefined && count !== undefined && id >= inside && id < inside + count) return outside + (id - inside)
+  }
+  return -1
+}
+
+/** Start a trivial sandbox exactly as the layer would and read who it runs as (for `doctor` and tests). */
+export const probeIdentity = (
+  fs: FileSystem.FileSystem,
+  executor: CommandExecutor.CommandExecutor,
+  config: BwrapConfig = {}
+) =>
+  Effect.gen(function*() {
+    const p = yield* probeBwrap(fs, executor, config)
+    const request: SandboxRequest = {
+      workspace: { root_path: tmpdir(), network_access: false, symlinks: [], limits: new ResourceLimits({ memory_bytes: null, cpu_seconds: null, max_processes: null, max_file_bytes: null, wall_clock_seconds: null }) },
+      command: ["cat", "/proc/self/uid_map", "/proc/self/gid_map", "/proc/self/status"]
+    }
+    const limits = request.workspace.limits
+    const argv = sandboxCommandLine(p, request, limits, config)
+    if (Either.isLeft(argv)) return yield* new SandboxUnavailableError({ reason: "bwrap-broken", message: argv.left.message, fix: "check the configuration" })
+    const out = yield* runCollect(spawnScoped(executor, {
+      argv: argv.right,
+      env: { PATH: parentEnv()["PATH"] ?? "/usr/bin:/bin" },
+      limits: { ...limits, wall_clock_seconds: 30 },
+      graceMs: 1000
+    })).pipe(Effect.mapError((e) => new SandboxUnavailableError({ reason: "bwrap-broken", message: e.message, fix: "run `substrat doctor`" })))
+    const lines = out.stdout.split("\n").map((l) => l.trim().replace(/\s+/g, " "))
+    const maps = lines.filter((l) => /^\d+ \d+ \d+$/.test(l))
+    const field = (name: string) => lines.find((l) => l.startsWith(`${name}:`))?.slice(name.length + 1).trim().split(" ") ?? []
+    const uid = Number(field("Uid")[1] ?? NaN)
+    const gid = Number(field("Gid")[1] ?? NaN)
+    // uid_map then gid_map: the status file follows them.
+    const half = maps.length / 2
+    const uidMap = maps.slice(0, half)
+    const gidMap = maps.slice(half)
+    const report: SandboxIdentityReport = {
+      uid,
+      gid,
+      hostUid: mapToHost(uid, uidMap),
+      hostGid: mapToHost(gid, gidMap),
+      uidMap,
+      capEff: field("CapEff")[0] ?? "?",
+      ownUserNamespace: !uidMap.includes("0 0 4294967295")
+    }
+    return report
+  })
+
 export const make = (config: BwrapConfig = {}) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const executor = yield* CommandExecutor.CommandExecutor
-    const identity = config.identity ?? { mode: "as-is" }
+    const identity = resolveIdentity(config)
+    const owner = identity.mode === "as-is" ? undefined : { uid: identity.uid, gid: identity.gid }
     const probe = yield* Effect.cached(probeBwrap(fs, executor, config))
     const cgroupInfo = yield* Effect.cached(detectCgroup(fs))
     const cgroupBase = config.cgroupBase === undefined ? "/sys/fs/cgroup/substrat" : config.cgroupBase
-    const isRoot = typeof process.geteuid === "function" && process.geteuid() === 0
     const defaults: SandboxDefaults = { ...defaultSandboxLimits, ...config.defaultLimits }
-    let warnedNproc = false
 
     const start = Effect.fn("Sandbox.start")(function*(request: SandboxRequest) {
       const p = yield* probe
       yield* checkHostPaths(request)
+      if (owner !== undefined) yield* handOver(request, owner)
       const limits: ResourceLimits = withDefaults(request.limits ?? request.workspace.limits, defaults)
       if (hasRlimits(limits) && p.prlimit === null) {
         return yield* new SandboxUnavailableError({ reason: "prlimit-missing", message: "prlimit not found", fix: fixes.prlimitMissing })
@@ -329,12 +453,6 @@ export const make = (config: BwrapConfig = {}) =>
           cgroupEvents = made.value.events
           yield* Effect.addFinalizer(() => made.value.remove)
         }
-      }
-      if (isRoot && identity.mode === "as-is" && cgroupEvents === undefined && limits.max_processes !== null && !warnedNproc) {
-        warnedNproc = true
-        yield* Effect.logWarning(
-          "sandbox: running as root with identity 'as-is' and no writable pids cgroup: max_processes (RLIMIT_NPROC) is not enforced for uid 0; configure identity 'inner' or 'outer'"
-        )
       }
       // A person's shell is not bounded by the per-turn growth budget; agent commands are.
       const growth = defaults.workspace_growth_bytes === null || request.interactive === true
@@ -359,7 +477,7 @@ export const make = (config: BwrapConfig = {}) =>
     })
 
     const run = Effect.fn("Sandbox.run")((request: SandboxRequest) => runCollect(start(request)))
-    const service: SandboxService = { kind: "bwrap", start, run }
+    const service: SandboxService = { kind: "bwrap", start, run, owner: owner ?? null }
     return service
   })
 

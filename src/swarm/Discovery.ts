@@ -1,8 +1,9 @@
 // Swarm discovery: walk a code tree with the platform FileSystem, parse each source file with
 // tree-sitter and return its nodes (directories, files, classes, functions, methods). Files
 // whose bytes are unchanged since a previous discovery reuse that discovery's nodes unparsed.
-import { FileSystem, Path } from "@effect/platform"
+import { Path } from "@effect/platform"
 import { Effect, Option } from "effect"
+import * as NoFollow from "../sandbox/NoFollow.js"
 import { dirOf, extractFile } from "./Extract.js"
 import { DiscoveryError, languageOf, loadGrammars } from "./Grammars.js"
 import { defaultIgnoredNames, makeIgnore } from "./Ignore.js"
@@ -56,61 +57,66 @@ export const groupByPath = (nodes: Iterable<SwarmNode>): Map<string, Array<Swarm
 
 export class Discovery extends Effect.Service<Discovery>()("substrat/swarm/Discovery", {
   scoped: Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
     const grammars = yield* loadGrammars
 
-    const walkError = (p: string) => (e: unknown) =>
-      new DiscoveryError({ reason: "walk", path: p, message: String(e) })
-
-    /** Relative paths (sorted, `/`-separated) of the source files under `root`. */
-    const listFiles = Effect.fn("Discovery.listFiles")(function*(root: string, options: DiscoverOptions = {}) {
-      const gitignore = yield* fs.readFileString(path.join(root, ".gitignore")).pipe(
+    /**
+     * Relative paths (sorted, `/`-separated) of the source files under `root` (or under its
+     * subdirectory `under`, relative to that). Agents write in the tree: a link is never followed
+     * nor listed, whether it points at a directory or a file (NoFollow: each directory is opened
+     * below the previous one's descriptor, so a link swapped in during the walk is not entered).
+     */
+    const listFiles = Effect.fn("Discovery.listFiles")(function*(
+      root: string,
+      options: DiscoverOptions & { readonly under?: string } = {}
+    ) {
+      const base = options.under ?? ""
+      const at = (rel: string) => (base === "" ? rel : rel === "" ? base : `${base}/${rel}`)
+      const gitignore = yield* NoFollow.readFile(root, at(".gitignore"), 1_000_000).pipe(
+        Effect.map((b) => new TextDecoder().decode(b)),
         Effect.orElseSucceed(() => "")
       )
       const skip = makeIgnore(options.ignore ?? defaultIgnoredNames, gitignore)
       const languages = new Set(options.languages ?? ["typescript", "tsx", "javascript", "python"])
       const maxBytes = options.maxFileBytes ?? 2_000_000
       const files: Array<string> = []
-      const visited = new Set<string>()
-      const walk = (abs: string, rel: string): Effect.Effect<void, DiscoveryError> =>
+      const walk = (rel: string): Effect.Effect<void, DiscoveryError> =>
         Effect.gen(function*() {
-          const real = yield* fs.realPath(abs).pipe(Effect.mapError(walkError(abs)))
-          if (visited.has(real)) return
-          visited.add(real)
-          const names = yield* fs.readDirectory(abs).pipe(Effect.mapError(walkError(abs)))
-          yield* Effect.forEach(names, (name) =>
-            Effect.gen(function*() {
-              const childRel = rel === "." ? name : `${rel}/${name}`
-              if (skip(childRel, false) && skip(childRel, true)) return
-              const childAbs = path.join(abs, name)
-              // An entry gone or unreadable between the listing and the stat is skipped.
-              const info = yield* fs.stat(childAbs).pipe(Effect.option)
-              if (Option.isNone(info)) return
-              if (info.value.type === "Directory") {
-                if (!skip(childRel, true)) yield* walk(childAbs, childRel)
-              } else if (info.value.type === "File") {
-                const lang = languageOf(name)
-                if (lang !== undefined && languages.has(lang) && Number(info.value.size) <= maxBytes && !skip(childRel, false)) {
-                  files.push(childRel)
-                }
+          // A directory that vanished or was swapped for a link after its parent's listing is skipped.
+          const entries = yield* NoFollow.readDirectory(root, at(rel)).pipe(
+            Effect.catchAll((e) =>
+              rel !== "" && (e.reason === "link" || e.reason === "missing")
+                ? Effect.succeed([])
+                : Effect.fail(new DiscoveryError({ reason: "walk", path: path.join(root, at(rel)), message: e.message }))
+            )
+          )
+          for (const entry of entries) {
+            const childRel = rel === "" ? entry.name : `${rel}/${entry.name}`
+            if (skip(childRel, false) && skip(childRel, true)) continue
+            if (entry.type === "directory") {
+              if (!skip(childRel, true)) yield* walk(childRel)
+            } else if (entry.type === "file") {
+              const lang = languageOf(entry.name)
+              if (lang !== undefined && languages.has(lang) && entry.size <= maxBytes && !skip(childRel, false)) {
+                files.push(childRel)
               }
-            }), { concurrency: 16, discard: true })
+            }
+          }
         })
-      yield* walk(root, ".")
+      yield* walk("")
       return files.sort()
     })
 
-    /** One file's nodes (file first, then its code in source order); None when it is absent or not a source file. */
+    /** One file's nodes (file first, then its code in source order); None when it is absent, a link or not a source file. */
     const discoverFile = (root: string, rel: string, previous?: ReadonlyArray<SwarmNode>) =>
       Effect.gen(function*() {
         const lang = languageOf(rel)
         if (lang === undefined) return Option.none<Array<SwarmNode>>()
         const abs = path.join(root, rel)
-        const text = yield* fs.readFileString(abs).pipe(
-          Effect.map(Option.some),
+        const text = yield* NoFollow.readFile(root, rel).pipe(
+          Effect.map((b) => Option.some(new TextDecoder().decode(b))),
           Effect.catchAll((e) =>
-            e._tag === "SystemError" && e.reason === "NotFound"
+            e.reason === "missing" || e.reason === "link" || e.reason === "not-a-file" || e.reason === "path"
               ? Effect.succeed(Option.none<string>())
               : Effect.fail(new DiscoveryError({ reason: "read", path: abs, message: e.message }))
           )

@@ -7,6 +7,7 @@ import type { PlatformError } from "@effect/platform/Error"
 import { NodeFileSystem } from "@effect/platform-node"
 import * as ParcelWatcher from "@effect/platform-node/NodeFileSystem/ParcelWatcher"
 import { Duration, Effect, Layer, Ref, Stream } from "effect"
+import * as NoFollow from "../sandbox/NoFollow.js"
 import { diffNodes, isEmptyDiff, type SwarmDiff } from "./Diff.js"
 import { dirNodes, Discovery, groupByPath } from "./Discovery.js"
 import { type DiscoveryError, languageOf } from "./Grammars.js"
@@ -53,7 +54,10 @@ export class SwarmWatcher extends Effect.Service<SwarmWatcher>()("substrat/swarm
     ): Stream.Stream<SwarmChange, PlatformError | DiscoveryError> =>
       Stream.unwrap(Effect.gen(function*() {
         const realRoot = yield* fs.realPath(root)
-        const gitignore = yield* fs.readFileString(path.join(realRoot, ".gitignore")).pipe(Effect.orElseSucceed(() => ""))
+        const gitignore = yield* NoFollow.readFile(realRoot, ".gitignore", 1_000_000).pipe(
+          Effect.map((b) => new TextDecoder().decode(b)),
+          Effect.orElseSucceed(() => "")
+        )
         const skip = makeIgnore(options.ignore ?? defaultIgnoredNames, gitignore)
         const languages = new Set(options.languages ?? ["typescript", "tsx", "javascript", "python"])
         // The watcher's own copy of the swarm's file nodes, by path; only this stream touches it.
@@ -92,12 +96,14 @@ export class SwarmWatcher extends Effect.Service<SwarmWatcher>()("substrat/swarm
                 continue
               }
               const dir = e.slice(0, -1)
-              const isDir = yield* fs.stat(path.join(realRoot, dir)).pipe(
-                Effect.map((info) => info.type === "Directory"),
+              // Agents write in the tree: a link (also one made after the start) is no directory to scan.
+              const isDir = yield* NoFollow.entryType(realRoot, dir).pipe(
+                Effect.map((type) => type === "directory"),
                 Effect.orElseSucceed(() => false)
               )
               if (!isDir) continue
-              const under = yield* discovery.listFiles(path.join(realRoot, dir), {
+              const under = yield* discovery.listFiles(realRoot, {
+                under: dir,
                 ...(options.ignore === undefined ? {} : { ignore: options.ignore }),
                 ...(options.languages === undefined ? {} : { languages: options.languages })
               }).pipe(Effect.orElseSucceed((): ReadonlyArray<string> => []))

@@ -75,6 +75,8 @@ describe("buildBwrapArgs", () => {
   it("/proc, /dev, private /tmp, workspace RW at /workspace, then / remounted read-only", () => {
     const a = argv()
     expect(pair(a, "--proc", "/proc")).toBeGreaterThan(-1)
+    // /proc/sys read-only right after /proc (its files are writable by their host owner otherwise).
+    expect(triple(a, "--ro-bind", "/proc/sys", "/proc/sys")).toBe(pair(a, "--proc", "/proc") + 2)
     expect(pair(a, "--dev", "/dev")).toBeGreaterThan(-1)
     expect(pair(a, "--tmpfs", "/tmp")).toBeGreaterThan(-1)
     const ws = triple(a, "--bind", "/srv/ws/root", "/workspace")

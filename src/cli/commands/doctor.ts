@@ -101,9 +101,11 @@ export const doctorCommand = Command.make("doctor", { home, json }, (o) =>
     // Loaded on demand: other one-shot commands do not pay for them.
     const Doctor = yield* Effect.promise(() => import("../../sandbox/Doctor.js"))
     const Binary = yield* Effect.promise(() => import("../../provider/cli/Binary.js"))
-    const sandbox = yield* Doctor.sandboxChecks().pipe(Effect.provide(NodeCommandExecutor.layer))
-    // The settings the daemon would start with; the provider lookup below uses them.
+    // The settings the daemon would start with; the sandbox's identity and the provider lookup below use them.
     const loaded = yield* Effect.either(load({ flags: { home: Option.getOrUndefined(o.home) } }))
+    const sandbox = yield* Doctor.sandboxChecks(
+      loaded._tag === "Right" ? { sandboxUser: { uid: loaded.right.settings.sandbox.uid, gid: loaded.right.settings.sandbox.gid } } : {}
+    ).pipe(Effect.provide(NodeCommandExecutor.layer))
     const config: Check = loaded._tag === "Right"
       ? {
         name: "config",

@@ -46,6 +46,8 @@ export interface TurnInput {
   readonly bin: ResolvedBinary
   readonly settings: CliSettingsShape
   readonly ctx: ProviderContext
+  /** Who the sandboxed CLI runs as on the host when not the daemon (files written into its home get this owner). */
+  readonly owner: { readonly uid: number; readonly gid: number } | undefined
 }
 
 export interface TurnPlan {
@@ -153,7 +155,7 @@ export const cliFactory = (driver: CliDriver) =>
             if (!live) return yield* fail("turn", "send before start/resume")
             const costBase = resumeId === null ? 0 : costTotal
             const tokenBase = resumeId === null ? zeroTokens : tokenTotal
-            const plan = yield* driver.plan({ prompt: message, resumeId, instructions, costBase, tokenBase, agent, bin, settings, ctx })
+            const plan = yield* driver.plan({ prompt: message, resumeId, instructions, costBase, tokenBase, agent, bin, settings, ctx, owner: sandbox.owner ?? undefined })
             const request: SandboxRequest = {
               workspace: agent.workspace,
               ...plan.request,

@@ -10,6 +10,7 @@
 import { Effect, Either } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
+import * as NoFollow from "../../sandbox/NoFollow.js"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { ProviderError } from "../../domain/errors.js"
@@ -192,17 +193,15 @@ export const codexDriver: CliDriver = {
           message: "no OpenAI endpoint configured (the daemon's model forwarder socket)"
         })
       }
-      // CODEX_HOME must exist before the run.
-      yield* Effect.try({
-        try: () => Fs.mkdirSync(Path.join(agent.homeDir, ".codex"), { recursive: true, mode: 0o700 }),
-        catch: (e) => new ProviderError({ provider: "codex", reason: "turn", message: `CODEX_HOME: ${String(e)}` })
-      })
+      // CODEX_HOME must exist before the run. The home is the agent's: never follow a link in it.
+      yield* NoFollow.makeDirectory(agent.homeDir, ".codex", { mode: 0o700, owner: input.owner }).pipe(
+        Effect.mapError((e) => new ProviderError({ provider: "codex", reason: "turn", message: `CODEX_HOME: ${e.message}` }))
+      )
       const catalog = catalogOf(bin.hostPath)
       if (catalog !== null) {
-        yield* Effect.try({
-          try: () => Fs.writeFileSync(Path.join(agent.homeDir, ".codex", CATALOG_FILE), catalog, { mode: 0o600 }),
-          catch: (e) => new ProviderError({ provider: "codex", reason: "turn", message: `model catalog: ${String(e)}` })
-        })
+        yield* NoFollow.writeFile(agent.homeDir, `.codex/${CATALOG_FILE}`, catalog, { mode: 0o600, owner: input.owner }).pipe(
+          Effect.mapError((e) => new ProviderError({ provider: "codex", reason: "turn", message: `model catalog: ${e.message}` }))
+        )
       }
       const node = sandboxNode(s.nodePath).path
       const argv = codexArgs({

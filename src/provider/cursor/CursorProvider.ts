@@ -14,7 +14,8 @@
 //     access. The OpenAI model socket is bound at /run/substrat/llm.sock when configured (the
 //     stand-in uses it; the real binary ignores it).
 import { Effect, Either } from "effect"
-import * as Fs from "node:fs"
+import * as Path from "node:path"
+import * as NoFollow from "../../sandbox/NoFollow.js"
 import { ProviderError } from "../../domain/errors.js"
 import type { ExitStatus } from "../../sandbox/Sandbox.js"
 import { SANDBOX_HOME } from "../cli/AgentSandbox.js"
@@ -104,10 +105,10 @@ export const cursorDriver: CliDriver = {
       const { settings: s, agent, bin } = input
       const mcp = substratMcp(s)
       const config = JSON.stringify({ mcpServers: { substrat: { command: mcp.command, args: [...mcp.args] } } }, null, 2)
-      yield* Effect.try({
-        try: () => Fs.writeFileSync(agent.mcpConfigPath, config + "\n", { mode: 0o600 }),
-        catch: (e) => new ProviderError({ provider: "cursor-agent", reason: "turn", message: `mcp.json: ${String(e)}` })
-      })
+      // In the agent's own directory (not agent-writable), bound read-only; written without following a link all the same.
+      yield* NoFollow.writeFile(Path.dirname(agent.mcpConfigPath), Path.basename(agent.mcpConfigPath), config + "\n", { mode: 0o644 }).pipe(
+        Effect.mapError((e) => new ProviderError({ provider: "cursor-agent", reason: "turn", message: `mcp.json: ${e.message}` }))
+      )
       const model = s.models["cursor-agent"]
       const first = input.resumeId === null
       const text = first ? `${input.instructions}\n\n---\n\n${input.prompt}` : input.prompt
