@@ -160,6 +160,23 @@ const settingsConfig = Config.all({
     }),
     Option.getOrUndefined
   ),
+  httpLimits: Config.all({
+    maxBodyBytes: setting(["httpLimits", "maxBodyBytes"], int(1024), 1024 * 1024, {
+      description: "Largest HTTP request body (bytes); a larger one gets 413 without being read"
+    }),
+    maxConnections: setting(["httpLimits", "maxConnections"], int(1), 512, {
+      description: "Open connections one HTTP listener (http.sock, TCP) keeps; past it a new connection is closed at once"
+    }),
+    maxUnauthenticated: setting(["httpLimits", "maxUnauthenticated"], int(1), 64, {
+      description: "TCP connections that have not yet shown the token or cookie; past it the oldest of them is closed"
+    }),
+    headersTimeoutMs: setting(["httpLimits", "headersTimeoutMs"], int(1000), 10_000, {
+      description: "How long a client may take to send a request's headers (ms)"
+    }),
+    idleTimeoutMs: setting(["httpLimits", "idleTimeoutMs"], int(1000), 30_000, {
+      description: "A TCP connection that has not shown the token or cookie is closed after this long without traffic (ms)"
+    })
+  }),
   defaultProvider: setting(["defaultProvider"], text, "scripted", { description: "Provider of `agent create` without --provider" }),
   installDir: optional(["installDir"], text, {
     description: "Substrat's install directory, bound read-only into sandboxes (default: this package)"
@@ -495,6 +512,7 @@ export const defaults = (overrides: Partial<Settings> = {}): Settings => ({
   minFreeBytes: 8 * 1024 * 1024,
   maxLineBytes: 1024 * 1024,
   http: undefined,
+  httpLimits: { maxBodyBytes: 1024 * 1024, maxConnections: 512, maxUnauthenticated: 64, headersTimeoutMs: 10_000, idleTimeoutMs: 30_000 },
   defaultProvider: "scripted",
   installDir: Option.none(),
   claude: { bin: Option.none(), model: Option.none() },

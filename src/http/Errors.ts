@@ -1,9 +1,10 @@
 // HTTP errors: the admin protocol's four wire errors (src/daemon/Rpcs.ts: same `_tag`, `code` and
-// words as the CLI shows) plus Unauthorized, as JSON `{"error": {...}}` with a status per kind.
+// words as the CLI shows, messages cut to a few hundred characters) plus Unauthorized, PayloadTooLarge (Body.ts), as JSON `{"error": {...}}` with a status per kind.
 import { HttpServerResponse } from "@effect/platform"
 import { ParseResult, Schema } from "effect"
 import { toRpcError } from "../daemon/WireErrors.js"
 import { InvalidInput, RpcError } from "../daemon/Rpcs.js"
+import { PayloadTooLarge, tooLarge } from "./Body.js"
 
 const status: Record<RpcError["_tag"], number> = {
   NotFound: 404,
@@ -22,10 +23,17 @@ export const invalidInput = (field: string, e: ParseResult.ParseError): InvalidI
 
 const encodeError = Schema.encodeSync(RpcError)
 
-/** Any failure of a route → its JSON response (never a defect). */
+/** Longest error message a reply carries: a message quoting input (a Schema's `actual …`) is cut. */
+export const maxMessageChars = 300
+
+const cut = (s: string): string => (s.length <= maxMessageChars ? s : `${s.slice(0, maxMessageChars)}… (cut)`)
+
+/** Any failure of a route → its JSON response (never a defect); never more than a few hundred bytes of message. */
 export const errorResponse = (e: unknown): HttpServerResponse.HttpServerResponse => {
+  if (e instanceof PayloadTooLarge) return tooLarge(e.limit)
   const err = toRpcError(e)
-  return HttpServerResponse.unsafeJson({ error: encodeError(err) }, { status: status[err._tag] })
+  const encoded = encodeError(err)
+  return HttpServerResponse.unsafeJson({ error: { ...encoded, message: cut(encoded.message) } }, { status: status[err._tag] })
 }
 
 export const unauthorized: HttpServerResponse.HttpServerResponse = HttpServerResponse.unsafeJson(

@@ -24,6 +24,7 @@ import {
   WorkspaceLogRpc,
   WorkspaceRevertRpc
 } from "../daemon/Rpcs.js"
+import * as Body from "./Body.js"
 import { errorResponse, invalidInput } from "./Errors.js"
 import * as OpenApi from "./OpenApi.js"
 import * as Sse from "./Sse.js"
@@ -34,15 +35,11 @@ const defaultWaitSeconds = 600
 const decode = <A, I>(schema: Schema.Schema<A, I>, field: string) => (u: unknown) =>
   Schema.decodeUnknown(schema)(u, { onExcessProperty: "ignore" }).pipe(Effect.mapError((e) => invalidInput(field, e)))
 
-const body = Effect.flatMap(HttpServerRequest.HttpServerRequest, (r) => r.json).pipe(
-  Effect.catchAll(() => Effect.fail(new InvalidInput({ field: "body", message: "the body must be a JSON object" })))
-)
+/** The JSON body (null when empty), bounded in size and depth (Body.ts). */
+const body = Body.json(null)
 
-const bodyOrEmpty = Effect.flatMap(HttpServerRequest.HttpServerRequest, (r) =>
-  Effect.flatMap(r.text, (t) =>
-    t.trim() === "" ? Effect.succeed({}) : Effect.try({ try: () => JSON.parse(t) as unknown, catch: () => "bad" }))).pipe(
-    Effect.catchAll(() => Effect.fail(new InvalidInput({ field: "body", message: "the body must be a JSON object" })))
-  )
+/** The JSON body, `{}` when empty. */
+const bodyOrEmpty = Body.json({})
 
 const param = (name: string) => Effect.map(HttpRouter.params, (p) => p[name] ?? "")
 

@@ -9,16 +9,20 @@
 // feed included): HTTP calls the very functions the admin socket serves.
 import { HttpApp, HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { Context, Effect, Layer, Option } from "effect"
 import { randomBytes, timingSafeEqual } from "node:crypto"
 import * as fs from "node:fs"
 import { createServer } from "node:http"
 import { join } from "node:path"
 import type { Paths } from "../config/Paths.js"
+import { DaemonConfig } from "../daemon/Config.js"
 import { HandlersLive } from "../daemon/Handlers.js"
 import { DaemonError } from "../daemon/Lifecycle.js"
 import { EventFeed } from "../feed/EventFeed.js"
 import { InvalidInput } from "../daemon/Rpcs.js"
+import * as Body from "./Body.js"
+import * as Connections from "./Connections.js"
 import { errorResponse, unauthorized } from "./Errors.js"
 import * as PathRules from "./PathRules.js"
 import * as Routes from "./Routes.js"
@@ -75,42 +79,72 @@ const hasToken = (req: HttpServerRequest.HttpServerRequest, token: string): bool
   return auth.startsWith("Bearer ") && sameSecret(auth.slice(7).trim(), token)
 }
 
+/** What a TCP request is checked against. */
+interface Credentials {
+  readonly ok: (req: HttpServerRequest.HttpServerRequest) => boolean
+}
+
 /**
  * TCP only: the check every API route's handler is wrapped in (`HttpRouter.use` on the whole API
  * router, in `appOf`): it runs after routing, on the very route the router picked, so no spelling
  * of a path can reach a handler without it.
  */
-const requireToken = (token: string) => <E, R>(handler: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
-  Effect.flatMap(HttpServerRequest.HttpServerRequest, (req) => hasToken(req, token) ? handler : Effect.succeed(unauthorized))
-
-/** Before routing: a request target that is not one unambiguous path is 400 (PathRules.ts). */
-const pathRules = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R | HttpServerRequest.HttpServerRequest> =>
-  Effect.flatMap(HttpServerRequest.HttpServerRequest, (req) => {
-    const why = PathRules.refusal(req.url)
-    return why === undefined ? app : Effect.succeed(errorResponse(new InvalidInput({ field: "path", message: why })))
-  })
+const requireCredentials = (credentials: Credentials) => <E, R>(handler: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
+  Effect.flatMap(HttpServerRequest.HttpServerRequest, (req) => credentials.ok(req) ? handler : Effect.succeed(unauthorized))
 
 /** What a routed handler's context holds besides the request. */
 type RouteScope = HttpRouter.RouteContext | HttpServerRequest.ParsedSearchParams
 
-/**
- * The app of one listener: the path rules, then the router. Public: the dashboard's files only
- * (Static.ts, a fixed list). Every API route (Routes.ts) is behind `auth` as one router, so a route
- * added there is behind it too; `auth` is absent on http.sock (its file mode is the access control).
- */
-const appOf = (
-  files: Static.Files,
-  api: HttpRouter.HttpRouter<never, never>,
-  auth: ((handler: HttpRouter.Route.Middleware<never, never>) => HttpApp.Default<never, RouteScope>) | undefined
-) => pathRules(HttpRouter.concat(Static.routes(files), auth === undefined ? api : HttpRouter.use(api, auth)))
+/** How one listener admits requests. */
+interface Admission {
+  /** TCP: the credentials every API route needs; absent on http.sock (its file mode is the access control). */
+  readonly credentials: Credentials | undefined
+  readonly maxBodyBytes: number
+}
 
 /**
- * Serve `app`. On release, open connections (SSE streams never end by themselves) are cut first:
- * Node's `server.close` alone would wait for them, and the daemon's shutdown with it.
+ * Before routing: a request target that is not one unambiguous path is 400 (PathRules.ts); a
+ * declared body over the limit is 413 (Body.ts); a request with valid credentials marks its
+ * connection authenticated (Connections.ts).
  */
-const listen = <E, R>(app: HttpApp.Default<E, R>, options: { readonly path: string } | TcpAddress) =>
+const admit = <E, R>(admission: Admission, gate: Connections.Gate, app: HttpApp.Default<E, R>): HttpApp.Default<E, R | HttpServerRequest.HttpServerRequest> =>
+  Effect.flatMap(HttpServerRequest.HttpServerRequest, (req) => {
+    const why = PathRules.refusal(req.url)
+    if (why !== undefined) return Effect.succeed(errorResponse(new InvalidInput({ field: "path", message: why })))
+    const declared = Body.declaredLength(req)
+    if (declared !== undefined && declared > admission.maxBodyBytes) {
+      Body.linger(req)
+      return Effect.succeed(Body.tooLarge(admission.maxBodyBytes))
+    }
+    if (admission.credentials?.ok(req) === true) gate.authenticated(NodeHttpServerRequest.toIncomingMessage(req).socket)
+    return Effect.provideService(app, Body.BodyLimit, admission.maxBodyBytes)
+  })
+
+/**
+ * The app of one listener: `admit`, then the router. Public: the dashboard's files only
+ * (Static.ts, a fixed list). Every API route (Routes.ts) is behind the credentials check as one
+ * router, so a route added there is behind it too.
+ */
+const appOf = (files: Static.Files, api: HttpRouter.HttpRouter<never, never>, admission: Admission) => {
+  const c = admission.credentials
+  const guarded = c === undefined ? api : HttpRouter.use(api, (h): HttpApp.Default<never, RouteScope> => requireCredentials(c)(h))
+  const router = HttpRouter.concat(Static.routes(files), guarded)
+  return (gate: Connections.Gate) => admit(admission, gate, router)
+}
+
+/**
+ * Serve the app `make` builds for this listener's connection gate. On release, open connections
+ * (SSE streams never end by themselves) are cut first: Node's `server.close` alone would wait for
+ * them, and the daemon's shutdown with it.
+ */
+const listen = <E, R>(
+  make: (gate: Connections.Gate) => HttpApp.Default<E, R>,
+  options: { readonly path: string } | TcpAddress,
+  limits: Connections.Limits
+) =>
   Layer.unwrapScoped(Effect.gen(function*() {
-    const server = createServer({ keepAliveTimeout: 5_000 })
+    const server = createServer({ keepAliveTimeout: 5_000, connectionsCheckingInterval: 1_000 })
+    const gate = Connections.install(server, limits, !("path" in options))
     // Built after the listener, so released before it (finalizers run in reverse).
     const cut = Layer.scopedDiscard(Effect.addFinalizer(() =>
       Effect.sync(() => {
@@ -118,7 +152,7 @@ const listen = <E, R>(app: HttpApp.Default<E, R>, options: { readonly path: stri
         server.closeAllConnections()
       })
     ))
-    return HttpServer.serve(app).pipe(
+    return HttpServer.serve(make(gate)).pipe(
       Layer.provideMerge(cut.pipe(Layer.provideMerge(NodeHttpServer.layer(() => server, options))))
     )
   }))
@@ -129,6 +163,7 @@ const listen = <E, R>(app: HttpApp.Default<E, R>, options: { readonly path: stri
  */
 export const serve = (paths: Paths, tcp: string | undefined) =>
   Effect.gen(function*() {
+    const limits = (yield* DaemonConfig).httpLimits
     const address = tcp === undefined ? undefined : parseAddress(tcp)
     if (tcp !== undefined && address === undefined) return yield* fail(`--http wants HOST:PORT (e.g. 127.0.0.1:8080), not ${tcp}`)
     const services = yield* Layer.build(HandlersLive)
@@ -137,12 +172,12 @@ export const serve = (paths: Paths, tcp: string | undefined) =>
     // background now, so no client's first stream (HTTP or admin socket) waits for it.
     yield* Effect.forkScoped(Effect.flatMap(EventFeed, (feed) => feed.warm))
     const files = yield* Static.load
-    const app = appOf(files, routes, undefined)
+    const app = appOf(files, routes, { credentials: undefined, maxBodyBytes: limits.maxBodyBytes })
 
     const sock = socketPath(paths)
     const staging = `${sock}.${process.pid}.tmp`
     fs.rmSync(staging, { force: true })
-    yield* Layer.build(listen(app, { path: staging })).pipe(Effect.mapError((e) => fail(`cannot listen on ${sock}: ${String(e)}`)))
+    yield* Layer.build(listen(app, { path: staging }, limits)).pipe(Effect.mapError((e) => fail(`cannot listen on ${sock}: ${String(e)}`)))
     yield* Effect.acquireRelease(
       Effect.try({
         try: () => {
@@ -159,8 +194,9 @@ export const serve = (paths: Paths, tcp: string | undefined) =>
       return Option.none<TcpAddress>()
     }
     const token = yield* ensureToken(paths)
-    const tcpApp = appOf(files, routes, requireToken(token))
-    const ctx = yield* Layer.build(listen(tcpApp, address)).pipe(Effect.mapError((e) => fail(`cannot listen on ${tcp}: ${String(e)}`)))
+    const credentials: Credentials = { ok: (req) => hasToken(req, token) }
+    const tcpApp = appOf(files, routes, { credentials, maxBodyBytes: limits.maxBodyBytes })
+    const ctx = yield* Layer.build(listen(tcpApp, address, limits)).pipe(Effect.mapError((e) => fail(`cannot listen on ${tcp}: ${String(e)}`)))
     const bound = Context.get(ctx, HttpServer.HttpServer).address
     const actual: TcpAddress = bound._tag === "TcpAddress" ? { host: address.host, port: bound.port } : address
     const url = `http://${actual.host.includes(":") ? `[${actual.host}]` : actual.host}:${actual.port}/`

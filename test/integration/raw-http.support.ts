@@ -70,3 +70,65 @@ export const rawHttp = (
   const head = `${method} ${target} HTTP/1.1\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join("")}\r\n`
   return rawRequest(port, head + (options.body ?? ""), options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs })
 }
+
+/**
+ * Send a request head, then a generated body of `totalBytes` ('a' repeated from one reused buffer,
+ * nothing allocated per chunk), chunked or with Content-Length, honouring back-pressure; stop
+ * writing once the server answers or closes. Returns the answer and how many body bytes went out.
+ */
+export const streamBody = (
+  port: number,
+  target: string,
+  options: { readonly token?: string; readonly totalBytes: number; readonly chunked: boolean; readonly timeoutMs?: number }
+): Promise<RawReply & { readonly sent: number }> =>
+  new Promise((resolve) => {
+    const chunk = Buffer.alloc(1024 * 1024, "a")
+    const chunks: Array<Buffer> = []
+    let sent = 0
+    let done = false
+    let answered = false
+    const socket = net.connect({ host: "127.0.0.1", port })
+    const finish = () => {
+      if (done) return
+      done = true
+      clearTimeout(timer)
+      socket.destroy()
+      resolve({ ...parse(Buffer.concat(chunks)), sent })
+    }
+    const timer = setTimeout(finish, options.timeoutMs ?? 120_000)
+    socket.on("data", (d: Buffer) => {
+      answered = true
+      chunks.push(d)
+    })
+    socket.on("end", finish)
+    socket.on("close", finish)
+    socket.on("error", () => {
+      // The server closed while we were writing: what it answered is what counts.
+      if (!answered) finish()
+    })
+    const head = [
+      `POST ${target} HTTP/1.1`,
+      `host: 127.0.0.1:${port}`,
+      "content-type: application/json",
+      options.chunked ? "transfer-encoding: chunked" : `content-length: ${options.totalBytes}`,
+      ...(options.token === undefined ? [] : [`authorization: Bearer ${options.token}`]),
+      "",
+      ""
+    ].join("\r\n")
+    socket.write(head)
+    const pump = () => {
+      while (!answered && !done && sent < options.totalBytes) {
+        const n = Math.min(chunk.length, options.totalBytes - sent)
+        const piece = n === chunk.length ? chunk : chunk.subarray(0, n)
+        if (options.chunked) socket.write(`${n.toString(16)}\r\n`)
+        const ok = options.chunked ? [socket.write(piece), socket.write("\r\n")].every(Boolean) : socket.write(piece)
+        sent += n
+        if (!ok) {
+          socket.once("drain", pump)
+          return
+        }
+      }
+      if (!answered && !done && options.chunked) socket.write("0\r\n\r\n")
+    }
+    pump()
+  })
