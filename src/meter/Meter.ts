@@ -71,7 +71,7 @@ export interface BudgetReport {
 
 const newItemId = () => randomUUID()
 /** `forwarder.refused` events per agent and minute (more are counted into the next one). */
-const REFUSALS_PER_MINUTE = 10
+const REFUSALS_PER_MINUTE = 20
 
 /** A message to USER that waits to be read: a reply, or a root's own message (not a progress note). */
 const isAnswer = (m: MessageEnvelope): boolean => m.kind === "response" || m.progress !== true

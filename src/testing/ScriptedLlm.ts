@@ -174,7 +174,7 @@ class Core {
       ...(entry.label === undefined ? {} : { label: entry.label }),
       status
     })
-    const go = () => this.reply(res, kind, entry.reply, request, stream)
+    const go = () => this.reply(res, kind, entry.reply, request, stream, entry.frameDelayMs ?? 0)
     if (entry.delayMs !== undefined && entry.delayMs > 0) {
       const t = setTimeout(() => {
         this.timers.delete(t)
@@ -186,7 +186,7 @@ class Core {
     }
   }
 
-  private reply(res: Http.ServerResponse, kind: Api, reply: Reply, request: ScriptRequest, stream: boolean): void {
+  private reply(res: Http.ServerResponse, kind: Api, reply: Reply, request: ScriptRequest, stream: boolean, frameDelayMs = 0): void {
     if (res.destroyed) return
     if (reply._tag === "Error") {
       json(res, reply.status, kind === "anthropic" ? Anthropic.errorBody(reply) : OpenAi.openAiErrorBody(reply))
@@ -221,8 +221,24 @@ class Core {
       ? OpenAi.responsesFrames(reply, request)
       : OpenAi.chatFrames(reply, request)
     res.writeHead(200, sseHeaders(kind))
-    for (const f of frames) res.write(f)
-    res.end()
+    if (frameDelayMs <= 0) {
+      for (const f of frames) res.write(f)
+      res.end()
+      return
+    }
+    // Slowly: one frame, then a pause, as long as someone reads (the upstream stops when its client leaves).
+    let i = 0
+    const next = () => {
+      if (res.destroyed) return
+      if (i >= frames.length) return void res.end()
+      res.write(frames[i++]!)
+      const t = setTimeout(() => {
+        this.timers.delete(t)
+        next()
+      }, frameDelayMs)
+      this.timers.add(t)
+    }
+    next()
   }
 }
 

@@ -95,6 +95,8 @@ export interface ScriptEntry {
   readonly times?: number
   /** Wait this long before answering (headers included). */
   readonly delayMs?: number
+  /** A streamed reply: wait this long between its event frames (a slow stream). */
+  readonly frameDelayMs?: number
   /** A label that shows in the recorded request, to make failures readable. */
   readonly label?: string
 }
