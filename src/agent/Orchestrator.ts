@@ -25,6 +25,7 @@ import { Finder } from "./Finder.js"
 import { Router } from "./Router.js"
 import { Sessions } from "./Sessions.js"
 import { SpawnQueue } from "./SpawnQueue.js"
+import { Quotas } from "./Quotas.js"
 import { ToolHandler } from "./ToolHandler.js"
 import { Tree } from "./Tree.js"
 import { TurnRunner } from "./TurnRunner.js"
@@ -266,6 +267,7 @@ export const layerWithTree = <E = never, R = never>(tree: Layer.Layer<Tree, E, R
     Layer.provideMerge(StateSeeding.Default),
     Layer.provideMerge(TurnRunner.Default),
     Layer.provideMerge(ToolHandler.Default),
+    Layer.provideMerge(Quotas.Default),
     Layer.provideMerge(Inspection.Default),
     Layer.provideMerge(SpawnQueue.Default),
     Layer.provideMerge(Lifecycle.Default),

@@ -28,6 +28,7 @@ import { Delivery } from "./Delivery.js"
 import { Inspection } from "./Inspection.js"
 import { senderName } from "./Prompt.js"
 import { Router } from "./Router.js"
+import { Quotas } from "./Quotas.js"
 import { type CapError, SpawnQueue } from "./SpawnQueue.js"
 import { Tree } from "./Tree.js"
 import { HumanDesk, TurnGate } from "./TurnGate.js"
@@ -90,6 +91,7 @@ export class ToolHandler extends Effect.Service<ToolHandler>()("substrat/ToolHan
     const spawns = yield* SpawnQueue
     const inspection = yield* Inspection
     const log = yield* EventLog
+    const quotas = yield* Quotas
     const gate = Option.getOrNull(yield* Effect.serviceOption(TurnGate))
     const desk = Option.getOrNull(yield* Effect.serviceOption(HumanDesk))
     const nodeOf = (self: AgentId) =>
@@ -182,7 +184,7 @@ export class ToolHandler extends Effect.Service<ToolHandler>()("substrat/ToolHan
               .pipe(Effect.ignore)
           }
           return out
-        }).pipe((call) => {
+        }).pipe((call) => (isToolName(tool) ? quotas.guard(self, tool, args, call) : call), (call) => {
           if (!tracing.enabled) return Effect.withSpan(call, "ToolHandler.invoke", { attributes: { tool } })
           // Below the agent's running turn, also when the call came over its socket (another fiber).
           const session = tree.get(self)?.session_id

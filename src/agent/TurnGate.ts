@@ -20,6 +20,8 @@ export class HumanDesk extends Context.Tag("substrat/HumanDesk")<HumanDesk, {
   readonly ask: (node: AgentNode, question: string) => Effect.Effect<{ readonly item_id: string }, { readonly message: string }>
   /** `agent` asked the human and the answer has not come: a request of USER it holds stays open. */
   readonly asking: (agent: AgentId) => boolean
+  /** How many of `agent`'s questions wait for an answer (the `open_questions` quota, src/agent/Quotas.ts). */
+  readonly openQuestions: (agent: AgentId) => number
 }>() {}
 
 /** A spawn's share of its parent's budget (spawn_agent `budget_*`); the daemon provides it from the Meter. */

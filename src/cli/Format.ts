@@ -1,5 +1,6 @@
 // Human and JSON renderings of what the daemon returns, as plain strings (printed by the
-// commands through Output.ts). Pure functions, only type imports.
+// commands through Output.ts). Pure functions.
+import { quotaNames, type QuotaView } from "../domain/quota.js"
 import type { DaemonStatus, InspectResult, SessionInfo, Usage } from "../daemon/Rpcs.js"
 import type { AgentNode } from "../domain/agent.js"
 import { forPeople } from "../agent/Prompt.js"
@@ -75,6 +76,13 @@ export const renderWorkspaces = (ws: ReadonlyArray<WorkspaceSpec>): string =>
 const usage = (x: Usage) =>
   `${x.turns} turns, ${x.input_tokens} in / ${x.output_tokens} out tokens, ${x.cache_read_tokens} cache read / ${x.cache_write_tokens} cache write, $${x.cost_usd.toFixed(4)}`
 
+/** An agent's quotas in one line: use/limit each (0: no limit), refusals, a park. */
+const quotaText = (q: QuotaView): string => {
+  const parts = quotaNames.map((k) => `${k} ${q.used[k]}/${q.limits[k] === 0 ? "-" : q.limits[k]}`)
+  const park = q.parked === null ? "" : `; PARKED (inbox item ${q.parked.item_id}): ${q.parked.reason}`
+  return `${parts.join(", ")}; ${q.breaches} refused in 10 min (parked at ${q.park_after})${park}`
+}
+
 /** `agent inspect`: the agent's fields, then its recent turns and messages (when any). */
 export const renderInspect = (r: InspectResult, raw = false): string => {
   const a = r.agent
@@ -90,7 +98,8 @@ export const renderInspect = (r: InspectResult, raw = false): string => {
     ["workspace", a.workspace_id ?? "-"],
     ["inbox", `${r.inbox} waiting, ${r.queued_turns} queued turn(s), waiting for ${r.waiting_for_replies} repl(ies)`],
     ["usage", usage(r.usage.own)],
-    ["subtree", usage(r.usage.subtree)]
+    ["subtree", usage(r.usage.subtree)],
+    ...(r.quotas === undefined ? [] : [["quotas", quotaText(r.quotas)]])
   ])]
   if (r.recent_turns.length > 0) {
     out.push("\nrecent turns:")

@@ -246,6 +246,29 @@ const settingsConfig = Config.all({
       description: "What a spawn_agent beyond caps.maxChildren / caps.maxLive gets: queue (it starts when room frees) or refuse (an error)"
     })
   }),
+  quotas: Config.all({
+    messagesPerMinute: setting(["quotas", "messagesPerMinute"], int(0), 120, {
+      description: "Messages one agent may send (send_message, broadcast) per minute; past it the tool answers quota_exceeded with retry_after_s (docs/tools.md). 0: no limit"
+    }),
+    messageBytesPerHour: setting(["quotas", "messageBytesPerHour"], int(0), 64 * 1024 * 1024, {
+      description: "Bytes of message text one agent may send per hour. 0: no limit"
+    }),
+    openQuestions: setting(["quotas", "openQuestions"], int(0), 5, {
+      description: "ask_human questions of one agent that may wait for an answer at once. 0: no limit"
+    }),
+    spawnsPerMinute: setting(["quotas", "spawnsPerMinute"], int(0), 30, {
+      description: "spawn_agent calls one agent may make per minute. 0: no limit"
+    }),
+    toolCallsPerTurn: setting(["quotas", "toolCallsPerTurn"], int(0), 500, {
+      description: "Tool calls (Substrat's tools) one agent may make in one turn. 0: no limit"
+    }),
+    logBytesPerHour: setting(["quotas", "logBytesPerHour"], int(0), 256 * 1024 * 1024, {
+      description: "Bytes one agent's tool calls (arguments and results) may add to the event logs per hour. 0: no limit"
+    }),
+    parkAfter: setting(["quotas", "parkAfter"], int(0), 20, {
+      description: "Refused tool calls within 10 minutes that park the agent with an inbox item (substrat inbox answer <id> resume). 0: never"
+    })
+  }),
   meter: Config.all({
     prices: optional(["meter", "prices"], prices, {
       description:
@@ -533,6 +556,15 @@ export const defaults = (overrides: Partial<Settings> = {}): Settings => ({
   sandbox: { workspaceGrowthBytes: 256 * 1024 * 1024, uid: 65534, gid: 65534 },
   swarm: { findHopDelayMs: 0 },
   caps: { maxDepth: 0, maxChildren: 0, maxLive: 0, policy: "queue" },
+  quotas: {
+    messagesPerMinute: 120,
+    messageBytesPerHour: 64 * 1024 * 1024,
+    openQuestions: 5,
+    spawnsPerMinute: 30,
+    toolCallsPerTurn: 500,
+    logBytesPerHour: 256 * 1024 * 1024,
+    parkAfter: 20
+  },
   meter: { prices: Option.none() },
   credentials: {
     anthropicApiKey: Option.none(),

@@ -3,11 +3,13 @@
 // (src/meter/Meter.ts); answering a question delivers the answer to the asker as a message from
 // USER, its next turn's prompt; "stop" on a spent budget terminates that subtree; "cancel" on a
 // queued spawn (src/agent/SpawnQueue.ts) drops it; any answer to an answer-to-USER item marks it
-// read (`substrat inbox read <id>`).
+// read (`substrat inbox read <id>`); "resume" on an agent parked by its quotas (src/agent/Quotas.ts)
+// lifts the park, "stop" terminates it.
 import { Effect } from "effect"
 import type { Orchestrator } from "../agent/Orchestrator.js"
 import type { AgentNode } from "../domain/agent.js"
 import { answerPrompt } from "../agent/Prompt.js"
+import type { Quotas } from "../agent/Quotas.js"
 import type { SpawnQueue } from "../agent/SpawnQueue.js"
 import type { MessageId } from "../domain/ids.js"
 import { InvalidInputError } from "../domain/errors.js"
@@ -20,12 +22,13 @@ type Wire = <A, E extends ServiceError, R>(effect: Effect.Effect<A, E, R>) => Ef
 export const budgetHandlers = (deps: {
   readonly meter: Meter
   readonly spawns: SpawnQueue
+  readonly quotas: Quotas
   readonly orchestrator: Orchestrator
   readonly resolve: (ref: string) => Effect.Effect<AgentNode, RpcError>
   readonly wire: Wire
   readonly mutation: Wire
 }) => {
-  const { meter, orchestrator, resolve, spawns, wire, mutation } = deps
+  const { meter, orchestrator, quotas, resolve, spawns, wire, mutation } = deps
   const view = (node: AgentNode): BudgetView => ({ ...meter.report(node.id), agent_name: node.name })
   const capsView = (root: AgentNode): CapsView => ({
     root_id: root.id,
@@ -54,7 +57,8 @@ export const budgetHandlers = (deps: {
         yield* spawns.setCaps(node.id, {
           max_depth: patch.max_depth !== undefined ? patch.max_depth : own.max_depth,
           max_children: patch.max_children !== undefined ? patch.max_children : own.max_children,
-          max_live: patch.max_live !== undefined ? patch.max_live : own.max_live
+          max_live: patch.max_live !== undefined ? patch.max_live : own.max_live,
+          ...(own.quotas === undefined ? {} : { quotas: own.quotas })
         })
         return capsView(node)
       })),
@@ -73,7 +77,7 @@ export const budgetHandlers = (deps: {
     "budget.show": (p: { readonly agent: string }) => wire(Effect.map(resolve(p.agent), view)),
 
     "inbox.list": () =>
-      wire(Effect.sync(() => ({ items: [...meter.inbox(), ...spawns.inbox()].sort((a, b) => a.ts.localeCompare(b.ts)) }))),
+      wire(Effect.sync(() => ({ items: [...meter.inbox(), ...spawns.inbox(), ...quotas.inbox()].sort((a, b) => a.ts.localeCompare(b.ts)) }))),
 
     "inbox.answer": (p: { readonly id: string; readonly text: string }) =>
       mutation(Effect.gen(function*() {
@@ -88,6 +92,20 @@ export const budgetHandlers = (deps: {
           const parent = yield* resolve(queued.parent)
           yield* spawns.cancel(p.id)
           return { id: p.id, kind: "cancel" as const, agent_id: parent.id, agent_name: parent.name }
+        }
+        const parked = quotas.parkedBy(p.id)
+        if (parked !== undefined) {
+          const node = yield* resolve(parked)
+          const word = p.text.trim().toLowerCase()
+          if (word !== "resume" && word !== "stop") {
+            return yield* new InvalidInputError({
+              field: "answer",
+              message: `item ${p.id}: ${node.name} is parked by its quotas: answer "resume" to let it go on, or "stop" to terminate it`
+            })
+          }
+          if (word === "stop") yield* orchestrator.terminate(node.id)
+          else yield* quotas.release(node.id)
+          return { id: p.id, kind: word === "stop" ? "stop" as const : "resume" as const, agent_id: node.id, agent_name: node.name }
         }
         const unread = meter.inbox().find((i) => i.kind === "answer" && i.id === p.id)
         if (unread !== undefined) {

@@ -36,6 +36,7 @@ import { fromServiceError, message, type ServiceError } from "./WireErrors.js"
 import { makeResolver } from "./Resolver.js"
 import { Transcript } from "./Transcript.js"
 import { makeSwarmHandlers } from "./SwarmHandlers.js"
+import { Quotas } from "../agent/Quotas.js"
 import { budgetHandlers } from "./BudgetHandlers.js"
 import { Meter } from "../meter/Meter.js"
 import { SpawnQueue } from "../agent/SpawnQueue.js"
@@ -115,6 +116,7 @@ const makeHandlers = Effect.gen(function*() {
       : effect
   const meter = yield* Meter
   const spawnQueue = yield* SpawnQueue
+  const quotas = yield* Quotas
 
   yield* transcript.learn(yield* orchestrator.list)
   const swarmHandlers = yield* makeSwarmHandlers({ wire, mutation })
@@ -371,13 +373,14 @@ const makeHandlers = Effect.gen(function*() {
           yield* spawnQueue.setCaps(node.id, {
             max_depth: p.caps.max_depth ?? null,
             max_children: p.caps.max_children ?? null,
-            max_live: p.caps.max_live ?? null
+            max_live: p.caps.max_live ?? null,
+            ...(p.caps.quotas === undefined ? {} : { quotas: p.caps.quotas })
           })
         }
         return node
       }).pipe(request("agent.create", { "gen_ai.provider.name": p.provider ?? defaultProvider }))),
 
-    ...budgetHandlers({ meter, spawns: spawnQueue, orchestrator, resolve: (ref) => resolver.liveAgent(ref), wire, mutation }),
+    ...budgetHandlers({ meter, spawns: spawnQueue, quotas, orchestrator, resolve: (ref) => resolver.liveAgent(ref), wire, mutation }),
 
     "agent.list": (p) =>
       wire(Effect.map(resolver.agents(p?.all ?? false), (agents) => ({ agents, activity: progress.all() }))),
@@ -444,7 +447,8 @@ const makeHandlers = Effect.gen(function*() {
           usage: { own: i.usage.own, subtree: i.usage.subtree },
           recent_turns: i.recent_turns,
           recent_messages: i.recent_messages,
-          activity: progress.of(node.id) ?? null
+          activity: progress.of(node.id) ?? null,
+          ...(quotas.enabled ? { quotas: quotas.view(node.id) } : {})
         }
       })),
 

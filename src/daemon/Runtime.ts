@@ -10,6 +10,7 @@ import { Turns } from "../agent/Turns.js"
 import * as Meter from "../meter/Meter.js"
 import { MeterPrices } from "../meter/Meter.js"
 import { CapsConfig } from "../agent/SpawnQueue.js"
+import { QuotaConfig } from "../agent/Quotas.js"
 import * as Orchestration from "../agent/Orchestrator.js"
 import { Tree } from "../agent/Tree.js"
 import type { SubstratPaths } from "../config/Paths.js"
@@ -84,8 +85,22 @@ const StateLive = Tree.Default
 const CapsLive = Layer.unwrapEffect(Effect.map(DaemonConfig, (c) =>
   CapsConfig.layer({ max_depth: c.caps.maxDepth, max_children: c.caps.maxChildren, max_live: c.caps.maxLive }, c.caps.policy)))
 
+// Quotas on what an agent sends (src/agent/Quotas.ts), on by default.
+const QuotasLive = Layer.unwrapEffect(Effect.map(DaemonConfig, (c) =>
+  Layer.succeed(QuotaConfig, {
+    limits: {
+      messages_per_minute: c.quotas.messagesPerMinute,
+      message_bytes_per_hour: c.quotas.messageBytesPerHour,
+      open_questions: c.quotas.openQuestions,
+      spawns_per_minute: c.quotas.spawnsPerMinute,
+      tool_calls_per_turn: c.quotas.toolCallsPerTurn,
+      log_bytes_per_hour: c.quotas.logBytesPerHour
+    },
+    parkAfter: c.quotas.parkAfter
+  })))
+
 const OrchestrationLive = Orchestration.layerWithTree(Layer.effect(Tree, Tree)).pipe(
-  Layer.provideMerge(Layer.mergeAll(ProvidersLive, SlotsLive, CapsLive)),
+  Layer.provideMerge(Layer.mergeAll(ProvidersLive, SlotsLive, CapsLive, QuotasLive)),
   Layer.provideMerge(MeterLive)
 )
 

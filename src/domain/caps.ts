@@ -3,11 +3,18 @@
 // null is no cap. The daemon's config gives the defaults (`caps.*`); a root may carry its own
 // (`agent create --max-depth …`, logged as `caps.set` in its log). Pure.
 import { Schema } from "effect"
+import { QuotaOverrides } from "./quota.js"
 
 const Cap = Schema.NullOr(Schema.Number.pipe(Schema.int(), Schema.nonNegative()))
 
 /** A root's own caps; null: the config's. */
-export const TreeCaps = Schema.Struct({ max_depth: Cap, max_children: Cap, max_live: Cap })
+export const TreeCaps = Schema.Struct({
+  max_depth: Cap,
+  max_children: Cap,
+  max_live: Cap,
+  /** The tree's own quotas per agent (src/domain/quota.ts); absent: the config's. */
+  quotas: Schema.optional(QuotaOverrides)
+})
 export type TreeCaps = typeof TreeCaps.Type
 
 export const noCaps: TreeCaps = { max_depth: null, max_children: null, max_live: null }

@@ -300,6 +300,12 @@ export class Meter extends Effect.Service<Meter>()("substrat/Meter", {
       return false
     }
 
+    const openQuestions = (agent: AgentId): number => {
+      let n = 0
+      for (const q of questions.values()) if (q.agent === agent) n++
+      return n
+    }
+
     const mayStart = Effect.fn("Meter.mayStart")(function*(node: AgentNode) {
       if (asking(node.id)) return false
       const x = exhausted(node.id, true)
@@ -550,6 +556,7 @@ export class Meter extends Effect.Service<Meter>()("substrat/Meter", {
       report,
       ask,
       asking,
+      openQuestions,
       inbox,
       answer,
       markRead,
@@ -569,7 +576,7 @@ export const ports: Layer.Layer<ModelMeter | TurnGate | HumanDesk | BudgetShares
     Context.empty().pipe(
       Context.add(ModelMeter, { reserve: m.reserve, settle: m.settle, refused: m.refused }),
       Context.add(TurnGate, { mayStart: m.mayStart, turnEnded: m.turnEnded, maySpawn: m.maySpawn }),
-      Context.add(HumanDesk, { ask: m.ask, asking: m.asking }),
+      Context.add(HumanDesk, { ask: m.ask, asking: m.asking, openQuestions: m.openQuestions }),
       Context.add(BudgetShares, {
         carve: (parent, share, pendingOf) => Effect.asVoid(m.carve(parent.id, share, pendingOf)),
         give: (child, share) => Effect.asVoid(m.setBudget(child.id, share))

@@ -3,11 +3,8 @@
 // test on the real orchestration stack. Outcomes are checked in the event logs and the tree.
 import { describe, expect, it } from "@effect/vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { Effect, Exit, Fiber, Layer, Queue, Scope } from "effect"
-import { createRequire } from "node:module"
-import { dirname, join } from "node:path"
-import { fileURLToPath } from "node:url"
+import { join } from "node:path"
 import { Orchestrator } from "../../src/agent/Orchestrator.js"
 import { makePaths } from "../../src/config/Paths.js"
 import { callTool as callThroughSocket } from "../../src/mcp/AgentClient.js"
@@ -17,11 +14,9 @@ import { EdgeLive } from "../../src/mcp/McpServer.js"
 import { toolGuidance } from "../../src/domain/guidance.js"
 import { inputJsonSchema, toolDescriptions, toolNames } from "../../src/domain/tools.js"
 import { tmpDir } from "../support/tmp.js"
-import { makeGate, stackWith } from "./mcp.support.js"
+import { connectMcp, makeGate, stackWith } from "./mcp.support.js"
 import { dataOf, eventsOf } from "./orchestration.support.js"
 
-const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..")
-const tsx = createRequire(import.meta.url).resolve("tsx")
 
 interface TextResult {
   readonly isError?: boolean
@@ -36,24 +31,7 @@ const parse = (r: unknown): { readonly isError: boolean; readonly json: unknown 
   return { isError: t.isError === true, json: JSON.parse(t.content[0]?.text ?? "null") }
 }
 
-/** Spawn the MCP server on `socket` and connect the SDK client to it; closed with the scope. */
-const connect = (socket: string) =>
-  Effect.acquireRelease(
-    Effect.promise(async () => {
-      const transport = new StdioClientTransport({
-        command: process.execPath,
-        args: ["--import", tsx, join(root, "src/mcp/main.ts"), "--socket", socket],
-        cwd: root,
-        stderr: "pipe"
-      })
-      let stderr = ""
-      transport.stderr?.on("data", (d: Buffer) => (stderr += d.toString("utf8")))
-      const client = new Client({ name: "substrat-test", version: "0.0.0" })
-      await client.connect(transport)
-      return { client, stderr: () => stderr }
-    }),
-    ({ client }) => Effect.promise(() => client.close())
-  )
+const connect = connectMcp
 
 const callTool = (client: Client, name: string, args: Record<string, unknown>) =>
   Effect.promise(() => client.callTool({ name, arguments: args })).pipe(Effect.map(parse))

@@ -1,8 +1,13 @@
 // Shared wiring for the agent-socket and MCP server tests: the real orchestration stack on the
 // file EventLog/SessionStore, with a "gated" provider whose turns stay open until the test
 // finishes them — so tool calls made through the socket happen mid-turn, as a CLI agent's do.
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { Deferred, Effect, Layer, Queue, Stream } from "effect"
+import { createRequire } from "node:module"
 import * as net from "node:net"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
 import * as Orchestration from "../../src/agent/Orchestrator.js"
 import type { ProviderFactory, ProviderOutput } from "../../src/provider/Provider.js"
 import { ProviderRegistry } from "../../src/provider/ProviderRegistry.js"
@@ -96,3 +101,25 @@ export const rawExchange = (path: string, lines: ReadonlyArray<string>, count: n
 /** A JSON-RPC 2.0 request line. */
 export const rpcLine = (id: number, method: string, params?: unknown): string =>
   JSON.stringify({ jsonrpc: "2.0", id, method, ...(params === undefined ? {} : { params }) })
+
+const repo = join(dirname(fileURLToPath(import.meta.url)), "..", "..")
+const tsx = createRequire(import.meta.url).resolve("tsx")
+
+/** Spawn the MCP server (`src/mcp/main.ts`) on `socket` and connect the SDK client to it; closed with the scope. */
+export const connectMcp = (socket: string) =>
+  Effect.acquireRelease(
+    Effect.promise(async () => {
+      const transport = new StdioClientTransport({
+        command: process.execPath,
+        args: ["--import", tsx, join(repo, "src/mcp/main.ts"), "--socket", socket],
+        cwd: repo,
+        stderr: "pipe"
+      })
+      let stderr = ""
+      transport.stderr?.on("data", (d: Buffer) => (stderr += d.toString("utf8")))
+      const client = new Client({ name: "substrat-test", version: "0.0.0" })
+      await client.connect(transport)
+      return { client, stderr: () => stderr }
+    }),
+    ({ client }) => Effect.promise(() => client.close())
+  )

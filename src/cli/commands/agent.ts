@@ -9,7 +9,7 @@ import { AgentGroup } from "../../daemon/rpcs/agent.js"
 import { call, CliError, following, fromRpcError, withClient } from "../Client.js"
 import { home, json, pathsOf, quiet, raw, refOption, repoOption, repoPayload } from "../Common.js"
 import { budgetOptions, budgetPatch } from "./budget.js"
-import { capsPatch } from "./caps.js"
+import { capsPatch, quotaOptions, quotaPatch } from "./caps.js"
 import { printJson, renderInspect, renderSent, renderTree } from "../Output.js"
 import { activityText } from "../Live.js"
 import { describe } from "../Help.js"
@@ -60,12 +60,14 @@ const createCommand = Command.make("create", {
   maxLive: Options.integer("max-live").pipe(
     Options.withDescription("Live agents this tree may have, the root included; more spawns queue (0: no cap; default: caps.max_live)"),
     Options.optional
-  )
+  ),
+  ...quotaOptions
 }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
     const budget = yield* budgetPatch(o)
-    const caps = yield* capsPatch(o)
+    const quotas = yield* quotaPatch(o)
+    const caps = { ...(yield* capsPatch(o)), ...(Object.keys(quotas).length > 0 ? { quotas } : {}) }
     const repo = yield* repoPayload(o.repo, o.ref)
     const agent = yield* withClient(AgentGroup, socket, (c) =>
       call(socket, c.agent.create({

@@ -5,6 +5,7 @@ import { Console, Effect, Option } from "effect"
 import { AgentRef } from "../../daemon/rpcs/common.js"
 import type { CapsPatch, CapsView } from "../../daemon/rpcs/budget.js"
 import { BudgetGroup } from "../../daemon/rpcs/budget.js"
+import type { QuotaOverrides } from "../../domain/quota.js"
 import { call, CliError, withClient } from "../Client.js"
 import { home, json, pathsOf } from "../Common.js"
 import { describe } from "../Help.js"
@@ -36,6 +37,35 @@ export const capsPatch = (o: {
   for (const [k, v] of [["max_depth", o.maxDepth], ["max_children", o.maxChildren], ["max_live", o.maxLive]] as const) {
     if (Option.isNone(v)) continue
     if (v.value < 0) return Effect.fail(new CliError({ kind: "invalid-input", message: `--${k.replace("_", "-")} cannot be negative (${v.value})` }))
+    patch[k] = v.value
+  }
+  return Effect.succeed(patch)
+}
+
+/** `agent create --quota-<name>`: the tree's own quotas per agent (docs/tools.md, "Quotas"). */
+export const quotaOptions = {
+  quotaMessagesPerMinute: capOption("quota-messages-per-minute", "Messages one agent of this tree may send per minute (0: no limit; default: config quotas.messages_per_minute)"),
+  quotaMessageBytesPerHour: capOption("quota-message-bytes-per-hour", "Bytes of message text one agent of this tree may send per hour (0: no limit)"),
+  quotaOpenQuestions: capOption("quota-open-questions", "ask_human questions one agent of this tree may have open (0: no limit)"),
+  quotaSpawnsPerMinute: capOption("quota-spawns-per-minute", "spawn_agent calls one agent of this tree may make per minute (0: no limit)"),
+  quotaToolCallsPerTurn: capOption("quota-tool-calls-per-turn", "Tool calls one agent of this tree may make in one turn (0: no limit)"),
+  quotaLogBytesPerHour: capOption("quota-log-bytes-per-hour", "Bytes one agent's tool calls may add to the event logs per hour (0: no limit)")
+}
+
+/** The quotas of the given options; a negative value is refused (exit 2). */
+export const quotaPatch = (o: { readonly [K in keyof typeof quotaOptions]: Option.Option<number> }): Effect.Effect<QuotaOverrides, CliError> => {
+  const patch: { -readonly [K in keyof QuotaOverrides]: QuotaOverrides[K] } = {}
+  const pairs = [
+    ["messages_per_minute", o.quotaMessagesPerMinute],
+    ["message_bytes_per_hour", o.quotaMessageBytesPerHour],
+    ["open_questions", o.quotaOpenQuestions],
+    ["spawns_per_minute", o.quotaSpawnsPerMinute],
+    ["tool_calls_per_turn", o.quotaToolCallsPerTurn],
+    ["log_bytes_per_hour", o.quotaLogBytesPerHour]
+  ] as const
+  for (const [k, v] of pairs) {
+    if (Option.isNone(v)) continue
+    if (v.value < 0) return Effect.fail(new CliError({ kind: "invalid-input", message: `--quota-${k.replaceAll("_", "-")} cannot be negative (${v.value})` }))
     patch[k] = v.value
   }
   return Effect.succeed(patch)

@@ -6,6 +6,7 @@ import { AgentNode } from "../../domain/agent.js"
 import { TreeCaps } from "../../domain/caps.js"
 import { AgentId, MessageId } from "../../domain/ids.js"
 import { RecentMessage, RecentTurn } from "../../domain/inspection.js"
+import { QuotaView } from "../../domain/quota.js"
 import { AgentRef, BudgetPatch, MessageText, RpcError, Usage, WorkspaceRef } from "./common.js"
 import { SessionInfo } from "./session.js"
 
@@ -63,7 +64,9 @@ export const InspectResult = Schema.Struct({
   recent_turns: Schema.Array(RecentTurn),
   recent_messages: Schema.Array(RecentMessage),
   /** Its running turn, when it has one. */
-  activity: Schema.optional(Schema.NullOr(AgentActivity))
+  activity: Schema.optional(Schema.NullOr(AgentActivity)),
+  /** Its quotas: limits in force, use in the current windows, a park (docs/tools.md, "Quotas"). */
+  quotas: Schema.optional(QuotaView)
 })
 export type InspectResult = typeof InspectResult.Type
 
