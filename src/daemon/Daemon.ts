@@ -17,6 +17,7 @@ import type { DaemonSettings } from "./Config.js"
 import { DaemonConfig } from "./Config.js"
 import { DaemonControl } from "./DaemonControl.js"
 import { HandlersLive } from "./Handlers.js"
+import * as FileLimit from "./FileLimit.js"
 import * as Http from "../http/Server.js"
 import { acquirePidFile, DaemonError, prepareHome, publishSocket, stagingSocket } from "./Lifecycle.js"
 import { AdminRpcs } from "./Rpcs.js"
@@ -40,6 +41,9 @@ export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> 
     // failure is kept for `daemon status` and turns the daemon read-only (Storage.ts).
     for (const out of [process.stdout, process.stderr]) out.on("error", (e) => control.storage.logFailed(e))
     yield* prepareHome(paths)
+    // Open files: soft limit up to the hard one (FileLimit.ts), so a connection flood cannot starve the daemon.
+    const files = yield* FileLimit.raise
+    if (files !== undefined && files.soft < files.hard) yield* Effect.logWarning(`open-file limit ${files.soft} is below its hard limit ${files.hard} (prlimit failed)`)
     const pidFile = yield* acquirePidFile(paths)
     // Tracing (src/telemetry/Tracing.ts): installed before any service starts, flushed last.
     const tracing = Option.isSome(settings.otlp.endpoint)
