@@ -43,3 +43,20 @@ export const repoPayload = (
         ? Effect.fail(new CliError({ kind: "invalid-input", message: "--repo: empty path" }))
         : Effect.succeed({ repo: resolve(r), ...Option.match(ref, { onNone: () => ({}), onSome: (ref) => ({ ref }) }) })
   })
+/** `--allow-host` (repeatable): egress host patterns (docs/sandbox.md "Egress"). */
+export const allowHosts = Options.text("allow-host").pipe(
+  Options.withPseudoName("host"),
+  Options.withDescription("Let its sandboxes reach this host through the egress proxy (repeatable; *.example.org for subdomains; host:port for ports other than 80/443)"),
+  Options.repeated
+)
+/** `--allow` (repeatable): egress presets. */
+export const allowPresets = Options.text("allow").pipe(
+  Options.withPseudoName("preset"),
+  Options.withDescription("Let its sandboxes reach a preset's hosts: npm, pypi, crates, go, github (repeatable; `substrat config` lists their hosts)"),
+  Options.repeated
+)
+/** The RPC fields of `--allow-host`/`--allow` (absent when none given). */
+export const allowFields = (hosts: ReadonlyArray<string>, presets: ReadonlyArray<string>) => ({
+  ...(hosts.length > 0 ? { allow_hosts: hosts } : {}),
+  ...(presets.length > 0 ? { allow_presets: presets } : {})
+})

@@ -4,6 +4,7 @@ import { quotaNames, type QuotaView } from "../domain/quota.js"
 import type { DaemonStatus, InspectResult, SessionInfo, Usage } from "../daemon/Rpcs.js"
 import type { AgentNode } from "../domain/agent.js"
 import { forPeople } from "../agent/Prompt.js"
+import { describePolicy } from "../domain/egress.js"
 import { activityText } from "./Live.js"
 import type { WorkspaceSpec } from "../domain/workspace.js"
 
@@ -62,12 +63,12 @@ export const renderWorkspaces = (ws: ReadonlyArray<WorkspaceSpec>): string =>
   ws.length === 0
     ? "(no workspaces)"
     : table([
-      ["WORKSPACE", "NAME", "PARENT", "NETWORK", "LINKS", "ROOT"],
+      ["WORKSPACE", "NAME", "PARENT", "EGRESS", "LINKS", "ROOT"],
       ...ws.map((w) => [
         w.id,
         w.name ?? (w.default_for === null ? "-" : `(${w.default_for}'s)`),
         w.parent_id ?? "-",
-        w.network_access ? "yes" : "no",
+        describePolicy(w.egress, w.network_access),
         String(w.symlinks.length),
         w.root_path
       ])

@@ -17,6 +17,7 @@ import { homedir } from "node:os"
 import * as Path from "node:path"
 import { parse as parseToml } from "smol-toml"
 import { parsePrices } from "../meter/Prices.js"
+import { parsePattern, type PresetTable } from "../domain/egress.js"
 
 /** An environment: variable name → value (`process.env`'s shape). */
 export type ProcessEnv = Readonly<Record<string, string | undefined>>
@@ -118,6 +119,17 @@ const prices = (name: string) =>
   Config.string(name).pipe(Config.mapOrFail((s) => {
     const t = parsePrices(s)
     return Either.isRight(t) ? Either.right(t.right) : Either.left(ConfigError.InvalidData([], `Expected a JSON price table: ${t.left}`))
+  }))
+
+/** A comma-separated list of egress host patterns (src/domain/egress.ts), checked at load. */
+const hostList = (name: string) =>
+  Config.string(name).pipe(Config.mapOrFail((s) => {
+    const hosts = s.split(",").map((h) => h.trim()).filter((h) => h !== "")
+    for (const h of hosts) {
+      const p = parsePattern(h)
+      if (Either.isLeft(p)) return Either.left(ConfigError.InvalidData([], p.left))
+    }
+    return Either.right(hosts.join(","))
   }))
 
 const capsPolicy = (name: string) =>
@@ -225,6 +237,32 @@ const settingsConfig = Config.all({
     }),
     gid: setting(["sandbox", "gid"], int(1), 65534, {
       description: "The unprivileged host gid sandboxes run as when the daemon runs as root"
+    })
+  }),
+  egress: Config.all({
+    npm: setting(["egress", "npm"], hostList, "registry.npmjs.org,registry.yarnpkg.com", {
+      description: "Hosts of the egress preset npm (`--allow npm`), comma-separated patterns (`*.domain`, `host:port`)"
+    }),
+    pypi: setting(["egress", "pypi"], hostList, "pypi.org,files.pythonhosted.org", {
+      description: "Hosts of the egress preset pypi: the Python Package Index and its file host"
+    }),
+    crates: setting(["egress", "crates"], hostList, "crates.io,index.crates.io,static.crates.io", {
+      description: "Hosts of the egress preset crates: the crates registry, its index and its download host"
+    }),
+    go: setting(["egress", "go"], hostList, "proxy.golang.org,sum.golang.org", {
+      description: "Hosts of the egress preset go: the Go module proxy and checksum database"
+    }),
+    github: setting(["egress", "github"], hostList, "github.com,codeload.github.com,raw.githubusercontent.com,objects.githubusercontent.com", {
+      description: "Hosts of the egress preset github: GitHub's web, archive and raw-content hosts"
+    }),
+    bytesPerTurn: setting(["egress", "bytesPerTurn"], int(0), 1024 * 1024 * 1024, {
+      description: "Bytes (up + down) one agent turn may move through the egress proxy; past it the connection ends (0: unbounded)"
+    }),
+    bytesPerDay: setting(["egress", "bytesPerDay"], int(0), 10 * 1024 * 1024 * 1024, {
+      description: "Bytes (up + down) one workspace may move through the egress proxy per UTC day (0: unbounded)"
+    }),
+    maxConnections: setting(["egress", "maxConnections"], int(1), 32, {
+      description: "Open egress connections one workspace may have at once; more are refused"
     })
   }),
   swarm: Config.all({
@@ -521,6 +559,13 @@ export const valueAt = (settings: Settings, key: string): string | number | null
   return typeof v === "object" ? JSON.stringify(v) : String(v)
 }
 
+/** The egress presets of the configuration: name → host patterns. */
+export const presetTable = (settings: Settings): PresetTable => {
+  const e = settings.egress
+  const split = (s: string) => s.split(",").filter((h) => h !== "")
+  return { npm: split(e.npm), pypi: split(e.pypi), crates: split(e.crates), go: split(e.go), github: split(e.github) }
+}
+
 /** The loaded settings as a service (the daemon provides them once, at start-up). */
 export class SubstratConfig extends Context.Tag("substrat/Config")<SubstratConfig, Settings>() {
   static readonly layer = (settings: Settings): Layer.Layer<SubstratConfig> => Layer.succeed(SubstratConfig, settings)
@@ -554,6 +599,16 @@ export const defaults = (overrides: Partial<Settings> = {}): Settings => ({
   },
   otlp: { endpoint: Option.none() },
   sandbox: { workspaceGrowthBytes: 256 * 1024 * 1024, uid: 65534, gid: 65534 },
+  egress: {
+    npm: "registry.npmjs.org,registry.yarnpkg.com",
+    pypi: "pypi.org,files.pythonhosted.org",
+    crates: "crates.io,index.crates.io,static.crates.io",
+    go: "proxy.golang.org,sum.golang.org",
+    github: "github.com,codeload.github.com,raw.githubusercontent.com,objects.githubusercontent.com",
+    bytesPerTurn: 1024 * 1024 * 1024,
+    bytesPerDay: 10 * 1024 * 1024 * 1024,
+    maxConnections: 32
+  },
   swarm: { findHopDelayMs: 0 },
   caps: { maxDepth: 0, maxChildren: 0, maxLive: 0, policy: "queue" },
   quotas: {

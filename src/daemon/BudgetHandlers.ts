@@ -11,7 +11,8 @@ import type { AgentNode } from "../domain/agent.js"
 import { answerPrompt } from "../agent/Prompt.js"
 import type { Quotas } from "../agent/Quotas.js"
 import type { SpawnQueue } from "../agent/SpawnQueue.js"
-import type { MessageId } from "../domain/ids.js"
+import type { AgentId, MessageId } from "../domain/ids.js"
+import type { Egress } from "../egress/Egress.js"
 import { InvalidInputError } from "../domain/errors.js"
 import type { Meter } from "../meter/Meter.js"
 import type { BudgetPatch, BudgetView, CapsPatch, CapsView, RpcError } from "./Rpcs.js"
@@ -21,6 +22,7 @@ type Wire = <A, E extends ServiceError, R>(effect: Effect.Effect<A, E, R>) => Ef
 
 export const budgetHandlers = (deps: {
   readonly meter: Meter
+  readonly egress: Egress["Type"]
   readonly spawns: SpawnQueue
   readonly quotas: Quotas
   readonly orchestrator: Orchestrator
@@ -28,7 +30,7 @@ export const budgetHandlers = (deps: {
   readonly wire: Wire
   readonly mutation: Wire
 }) => {
-  const { meter, orchestrator, quotas, resolve, spawns, wire, mutation } = deps
+  const { meter, egress, orchestrator, quotas, resolve, spawns, wire, mutation } = deps
   const view = (node: AgentNode): BudgetView => ({ ...meter.report(node.id), agent_name: node.name })
   const capsView = (root: AgentNode): CapsView => ({
     root_id: root.id,
@@ -77,7 +79,7 @@ export const budgetHandlers = (deps: {
     "budget.show": (p: { readonly agent: string }) => wire(Effect.map(resolve(p.agent), view)),
 
     "inbox.list": () =>
-      wire(Effect.sync(() => ({ items: [...meter.inbox(), ...spawns.inbox(), ...quotas.inbox()].sort((a, b) => a.ts.localeCompare(b.ts)) }))),
+      wire(Effect.map(egress.inbox, (hosts) => ({ items: [...meter.inbox(), ...spawns.inbox(), ...quotas.inbox(), ...hosts].sort((a, b) => a.ts.localeCompare(b.ts)) }))),
 
     "inbox.answer": (p: { readonly id: string; readonly text: string }) =>
       mutation(Effect.gen(function*() {
@@ -107,6 +109,9 @@ export const budgetHandlers = (deps: {
           else yield* quotas.release(node.id)
           return { id: p.id, kind: word === "stop" ? "stop" as const : "resume" as const, agent_id: node.id, agent_name: node.name }
         }
+        // An egress request (a refused host, a reached limit): approve adds the host to the workspace's allowlist.
+        const egressAnswer = yield* egress.answer(p.id, p.text)
+        if (egressAnswer !== null) return { ...egressAnswer, agent_id: egressAnswer.agent_id as AgentId }
         const unread = meter.inbox().find((i) => i.kind === "answer" && i.id === p.id)
         if (unread !== undefined) {
           yield* meter.markRead([p.id as MessageId])

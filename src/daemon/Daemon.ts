@@ -29,9 +29,16 @@ import { installOtlp, Tracing } from "../telemetry/Tracing.js"
 import { Swarm } from "../swarm/Swarm.js"
 import { SwarmSchedules } from "../swarm/Schedules.js"
 import { Finder } from "../agent/Finder.js"
+import * as Resolver from "../egress/Resolver.js"
+import type { EgressResolver } from "../egress/Resolver.js"
+
+/** What a caller may replace: the egress proxy's resolver (tests: fixed names for a local fake registry). */
+export interface DaemonOverrides {
+  readonly egressResolver?: Layer.Layer<EgressResolver>
+}
 
 /** Run a daemon until `daemon.stop` or interruption (signals); every resource released on exit. */
-export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> =>
+export const run = (settings: DaemonSettings, overrides: DaemonOverrides = {}): Effect.Effect<void, DaemonError> =>
   Effect.scoped(Effect.gen(function*() {
     const paths = makePaths(settings.home)
     const control = yield* DaemonControl.make(settings, paths.socket)
@@ -54,6 +61,7 @@ export const run = (settings: DaemonSettings): Effect.Effect<void, DaemonError> 
       SubstratPaths.layer(settings.home),
       DaemonConfig.layer(settings),
       DaemonControl.layer(control),
+      overrides.egressResolver ?? Resolver.layerSystem,
       tracing
     )
     // Storage, transcript and orchestration (Runtime.ts decides which implementations).

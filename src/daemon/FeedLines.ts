@@ -3,7 +3,7 @@
 // without the daemon's message headers (Prompt.ts's `forPeople`).
 import { forPeople } from "../agent/Prompt.js"
 import type { LogEntry } from "../domain/events.js"
-import type { Names } from "./TranscriptLines.js"
+import { egressLine, type Names } from "./TranscriptLines.js"
 
 export interface FeedLine {
   /** Who speaks: a message's sender, else the agent whose log it is. */
@@ -84,6 +84,8 @@ export const feedLine = (entry: LogEntry, names: Names, memory?: FeedMemory): Fe
       const parts = [d.usd === null ? null : `$${d.usd}`, d.tokens === null ? null : `${d.tokens} tokens`, d.turns === null ? null : `${d.turns} turns`, d.time_s === null ? null : `${d.time_s} s`]
       return { agent: own, text: `$ budget: ${parts.filter((p) => p !== null).join(", ") || "no limit"}` }
     }
+    case "egress.request":
+      return { agent: own, text: egressLine(entry.data) }
     case "budget.breached":
       return { agent: own, text: `! ${entry.data.reason} (inbox item ${entry.data.item_id})` }
     case "human.asked":

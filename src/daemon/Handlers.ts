@@ -40,6 +40,11 @@ import { Quotas } from "../agent/Quotas.js"
 import { budgetHandlers } from "./BudgetHandlers.js"
 import { Meter } from "../meter/Meter.js"
 import { SpawnQueue } from "../agent/SpawnQueue.js"
+import { Egress } from "../egress/Egress.js"
+import { EgressPolicy, narrowerThan, normaliseAllow } from "../domain/egress.js"
+import { InvalidInputError } from "../domain/errors.js"
+import type { WorkspaceId } from "../domain/ids.js"
+import { WorkspaceError } from "../sandbox/errors.js"
 
 /** Map failures to wire errors, and defects to Internal (the daemon never dies of a request). */
 const wire = <A, E extends ServiceError, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, RpcError, R> =>
@@ -123,6 +128,33 @@ const makeHandlers = Effect.gen(function*() {
 
   const resolver = yield* makeResolver
   const feed = yield* EventFeed
+  const egress = yield* Egress
+
+  /** Checked hosts/presets of a request (InvalidInputError naming the bad one; nothing changed). */
+  const egressAsked = (hosts: ReadonlyArray<string> | undefined, presets: ReadonlyArray<string> | undefined) =>
+    Either.match(normaliseAllow(hosts ?? [], presets ?? [], egress.presets), {
+      onLeft: (m) => Effect.fail(new InvalidInputError({ field: "allow", message: m })),
+      onRight: (a) => Effect.succeed(a)
+    })
+
+  /** Add to a workspace's egress policy: never wider than its parent's. */
+  const allowIn = (id: WorkspaceId, add: { readonly hosts: ReadonlyArray<string>; readonly presets: ReadonlyArray<string> }) =>
+    Effect.gen(function*() {
+      const chain = yield* workspaces.chain(id)
+      const parent = chain[1]
+      if (parent !== undefined) {
+        const narrow = narrowerThan(parent.egress, add, egress.presets)
+        if (Either.isLeft(narrow)) return yield* new WorkspaceError({ workspace_id: id, reason: "wider-than-parent", message: narrow.left })
+      }
+      return yield* workspaces.updateEgress(id, (p) =>
+        Either.right(new EgressPolicy({
+          ...p,
+          hosts: [...p.hosts, ...add.hosts.filter((h) => !p.hosts.includes(h))],
+          presets: [...p.presets, ...add.presets.filter((n) => !p.presets.includes(n))],
+          dismissed: p.dismissed.filter((h) => !add.hosts.includes(h)),
+          asked: p.asked.filter((a) => a.kind !== "host" || !add.hosts.includes(a.host))
+        })))
+    })
   const progress = yield* Progress
 
   /**
@@ -354,6 +386,7 @@ const makeHandlers = Effect.gen(function*() {
         }
         if (p.ref !== undefined && p.repo === undefined) return yield* new InvalidInput({ field: "ref", message: "--ref goes with --repo" })
         const name = p.name ?? `agent-${Math.random().toString(16).slice(2, 6)}`
+        const allow = yield* egressAsked(p.allow_hosts, p.allow_presets)
         // A repository workspace of its own (named after the agent when that name is free, so its
         // branch is substrat/<agent>); removed again when the agent cannot be created.
         const repoWs = p.repo === undefined ? undefined : yield* Effect.gen(function*() {
@@ -361,6 +394,11 @@ const makeHandlers = Effect.gen(function*() {
           return yield* workspaces.create({ name: taken ? null : name, default_for: name, repo: { path: p.repo!, ...(p.ref === undefined ? {} : { ref: p.ref }) } })
         })
         const workspace_id = repoWs !== undefined ? repoWs.id : p.workspace_id === undefined ? undefined : yield* resolver.workspaceId(p.workspace_id)
+        if (workspace_id !== undefined && (allow.hosts.length > 0 || allow.presets.length > 0)) {
+          const parent = (yield* workspaces.chain(workspace_id))[1]
+          const narrow = parent === undefined ? Either.right(undefined) : narrowerThan(parent.egress, allow, egress.presets)
+          if (Either.isLeft(narrow)) return yield* new WorkspaceError({ workspace_id, reason: "wider-than-parent", message: narrow.left })
+        }
         const node = yield* orchestrator.createRoot({
           name,
           instructions: p.instructions ?? "",
@@ -369,6 +407,10 @@ const makeHandlers = Effect.gen(function*() {
           ...(workspace_id === undefined ? {} : { workspace_id })
         }).pipe(Effect.tapError(() => repoWs === undefined ? Effect.void : workspaces.delete(repoWs.id, { force: true }).pipe(Effect.ignore)))
         if (p.budget !== undefined) yield* meter.setBudget(node.id, p.budget)
+        if (allow.hosts.length > 0 || allow.presets.length > 0) {
+          if (node.workspace_id === null) return yield* new InvalidInputError({ field: "allow", message: "the agent has no workspace to allow egress in" })
+          yield* allowIn(node.workspace_id, allow)
+        }
         if (p.caps !== undefined) {
           yield* spawnQueue.setCaps(node.id, {
             max_depth: p.caps.max_depth ?? null,
@@ -380,7 +422,7 @@ const makeHandlers = Effect.gen(function*() {
         return node
       }).pipe(request("agent.create", { "gen_ai.provider.name": p.provider ?? defaultProvider }))),
 
-    ...budgetHandlers({ meter, spawns: spawnQueue, quotas, orchestrator, resolve: (ref) => resolver.liveAgent(ref), wire, mutation }),
+    ...budgetHandlers({ meter, egress, spawns: spawnQueue, quotas, orchestrator, resolve: (ref) => resolver.liveAgent(ref), wire, mutation }),
 
     "agent.list": (p) =>
       wire(Effect.map(resolver.agents(p?.all ?? false), (agents) => ({ agents, activity: progress.all() }))),
@@ -538,11 +580,14 @@ const makeHandlers = Effect.gen(function*() {
     "workspace.create": (p) =>
       mutation(Effect.gen(function*() {
         const parent = p.parent === undefined ? undefined : yield* resolver.workspaceId(p.parent)
+        const given = p.allow_hosts !== undefined || p.allow_presets !== undefined
+        const allow = yield* egressAsked(p.allow_hosts, p.allow_presets)
         return yield* workspaces.create({
           ...(p.name === undefined ? {} : { name: p.name }),
           ...(parent === undefined ? {} : { parent }),
           ...(p.network === undefined ? {} : { network_access: p.network }),
-          ...(p.repo === undefined ? {} : { repo: { path: p.repo, ...(p.ref === undefined ? {} : { ref: p.ref }) } })
+          ...(p.repo === undefined ? {} : { repo: { path: p.repo, ...(p.ref === undefined ? {} : { ref: p.ref }) } }),
+          ...(given ? { egress: { ...allow, table: egress.presets } } : {})
         })
       })),
 
@@ -562,6 +607,34 @@ const makeHandlers = Effect.gen(function*() {
       wire(Effect.gen(function*() {
         const ws = yield* resolver.workspaceId(p.workspace)
         return { workspace: ws, patches: yield* history.exportPatches(ws) }
+      })),
+
+    "workspace.allow": (p) =>
+      mutation(Effect.gen(function*() {
+        const id = yield* resolver.workspaceId(p.workspace)
+        const add = yield* egressAsked(p.hosts, p.presets)
+        if (add.hosts.length === 0 && add.presets.length === 0) {
+          return yield* new InvalidInputError({ field: "allow", message: "give at least one host or preset to allow" })
+        }
+        return yield* allowIn(id, add)
+      })),
+
+    "workspace.deny": (p) =>
+      mutation(Effect.gen(function*() {
+        const id = yield* resolver.workspaceId(p.workspace)
+        const drop = yield* egressAsked(p.hosts, p.presets)
+        if (drop.hosts.length === 0 && drop.presets.length === 0) {
+          return yield* new InvalidInputError({ field: "deny", message: "give at least one host or preset to remove" })
+        }
+        return yield* workspaces.updateEgress(id, (pol) => {
+          const missing = [...drop.hosts.filter((h) => !pol.hosts.includes(h)), ...drop.presets.filter((n) => !pol.presets.includes(n)).map((n) => `preset ${n}`)]
+          if (missing.length > 0) return Either.left(`not in the egress policy: ${missing.join(", ")} (it allows: ${[...pol.presets.map((n) => `preset ${n}`), ...pol.hosts].join(", ") || "nothing"})`)
+          return Either.right(new EgressPolicy({
+            ...pol,
+            hosts: pol.hosts.filter((h) => !drop.hosts.includes(h)),
+            presets: pol.presets.filter((n) => !drop.presets.includes(n))
+          }))
+        }).pipe(Effect.mapError((e) => e._tag === "WorkspaceError" && e.reason === "wider-than-parent" ? new InvalidInputError({ field: "deny", message: e.message }) : e))
       })),
 
     "workspace.list": () => wire(Effect.map(workspaces.list(), (ws) => ({ workspaces: ws }))),

@@ -35,6 +35,9 @@ import { EventFeed } from "../feed/EventFeed.js"
 import { Progress } from "./Progress.js"
 import { SwarmSchedules } from "../swarm/Schedules.js"
 import { Swarm, SwarmConfig } from "../swarm/Swarm.js"
+import * as Egress from "../egress/Egress.js"
+import type { EgressResolver } from "../egress/Resolver.js"
+import { presetTable } from "../config/Config.js"
 
 /** What shutdown needs from orchestration. */
 export class Drain extends Context.Tag("substrat/daemon/Drain")<Drain, {
@@ -76,6 +79,18 @@ const SandboxLive = Layer.unwrapEffect(Effect.map(DaemonConfig, (c) =>
     growthHint: "raise it with `sandbox.workspace_growth_bytes` in config.toml or SUBSTRAT_SANDBOX_WORKSPACE_GROWTH_BYTES (0: unbounded)"
   })
 )).pipe(Layer.provide(NodeContext.layer))
+
+// The egress proxies (src/egress/Egress.ts): below the providers (each CLI turn serves its own),
+// above the workspace store and the logs. The resolver comes from the caller (Daemon.run: the
+// system's; a test's fixed names).
+const EgressLive = Layer.unwrapEffect(Effect.map(DaemonConfig, (c) =>
+  Egress.layer({
+    presets: presetTable(c),
+    bytesPerTurn: c.egress.bytesPerTurn,
+    bytesPerDay: c.egress.bytesPerDay,
+    maxConnections: c.egress.maxConnections
+  })
+))
 
 // The agent tree (Tree) is built below everything that reads it: the workspace in-use
 // registry asks the live tree (WorkspaceInUse.ts), and recovery seeds the same Tree.
@@ -151,6 +166,7 @@ const SwarmLive = SwarmSchedules.Default.pipe(
 // HTTP's handlers: its directory of session owners is filled by one read of every log.
 export const RuntimeLive = Layer.mergeAll(DrainLive, layerStartupRecovery, SwarmLive, Progress.Default, EventFeed.Default).pipe(
   Layer.provideMerge(OrchestrationLive),
+  Layer.provideMerge(EgressLive),
   Layer.provideMerge(Layer.mergeAll(WorkspacesLive, SandboxLive)),
   Layer.provideMerge(StateLive),
   Layer.provideMerge(Transcript.Default),
@@ -158,4 +174,4 @@ export const RuntimeLive = Layer.mergeAll(DrainLive, layerStartupRecovery, Swarm
 )
 
 export type RuntimeServices = Layer.Layer.Success<typeof RuntimeLive>
-export type RuntimeRequirements = Layer.Layer.Context<typeof RuntimeLive> | SubstratPaths
+export type RuntimeRequirements = Layer.Layer.Context<typeof RuntimeLive> | SubstratPaths | EgressResolver

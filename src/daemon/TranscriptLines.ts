@@ -3,7 +3,9 @@
 // from every session's log — the event log is the source of truth and the transcript is derived
 // from it, so after a crash the daemon rebuilds transcripts that missed lines.
 import { Either, Schema } from "effect"
-import { LogEntry } from "../domain/events.js"
+import { type EgressRequestData as EgressRequestSchema, LogEntry } from "../domain/events.js"
+
+type EgressRequestData = typeof EgressRequestSchema.Type
 
 export interface KnownAgent {
   readonly id: string
@@ -28,6 +30,22 @@ const TOOL_TEXT_MAX = 200
 const toolText = (u: unknown): string => {
   const s = oneLine(typeof u === "string" ? u : JSON.stringify(u) ?? "")
   return s.length <= TOOL_TEXT_MAX ? s : `${s.slice(0, TOOL_TEXT_MAX)}…`
+}
+
+const clipped = (s: string, n: number): string => {
+  const one = oneLine(s)
+  return one.length <= n ? one : `${one.slice(0, n - 1)}…`
+}
+
+const kib = (n: number): string => (n < 1024 ? `${n} B` : n < 1024 * 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${(n / 1024 / 1024).toFixed(1)} MiB`)
+
+/** One egress request: `⇄ GET npm.example:80 200 ↑120 B ↓3.2 KiB 12 ms (preset npm)` or `⊘ … denied: why`. */
+export const egressLine = (d: EgressRequestData): string => {
+  const target = `${d.method} ${d.host}:${d.port}`
+  if (!d.allowed) return `⊘ egress ${target} denied: ${clipped(d.reason ?? "", 120)}${d.item_id === undefined ? "" : ` (inbox item ${d.item_id})`}`
+  const status = d.status === null ? "" : ` ${d.status}`
+  const ended = d.reason === null ? "" : `, ended: ${clipped(d.reason, 120)}`
+  return `⇄ egress ${target}${status} ↑${kib(d.bytes_up)} ↓${kib(d.bytes_down)} ${Math.round(d.duration_ms)} ms (${d.rule ?? "?"}${ended})`
 }
 
 /** The transcript lines an entry produces, keyed by the session whose transcript gets them. */
@@ -69,6 +87,8 @@ export const linesFor = (entry: LogEntry, names: Names): ReadonlyArray<readonly 
     case "tool_call.result":
       if (entry.data.source !== "provider") return []
       return [[entry.session_id, `${t} ${names.bySession.get(entry.session_id)?.name ?? "agent"} ⚙ ${entry.data.tool} → ${entry.data.is_error ? "error: " : ""}${toolText(entry.data.result)}`]]
+    case "egress.request":
+      return [[entry.session_id, `${t} ${names.bySession.get(entry.session_id)?.name ?? "agent"} ${egressLine(entry.data)}`]]
     default:
       return []
   }
@@ -81,7 +101,8 @@ const transcriptEvents = new Set([
   "message.enqueued",
   "provider.error",
   "tool_call.invoked",
-  "tool_call.result"
+  "tool_call.result",
+  "egress.request"
 ])
 const decodeEntry = Schema.decodeUnknownEither(LogEntry)
 

@@ -180,6 +180,27 @@ export const WorkspaceDiffData = Schema.Struct({
   paths: Schema.Array(Schema.Struct({ path: Schema.String, change: Schema.Literal("added", "modified", "deleted") }))
 })
 
+/**
+ * One request through the agent's egress proxy (docs/sandbox.md "Egress"): `method` is the HTTP
+ * method or `CONNECT` (a TLS tunnel); `reason` says why it was refused or ended early; bytes are
+ * what went up (to the host) and down, counted at the proxy.
+ */
+export const EgressRequestData = Schema.Struct({
+  workspace_id: Schema.NullOr(WorkspaceId),
+  host: Schema.String,
+  port: Schema.JsonNumber,
+  method: Schema.String,
+  allowed: Schema.Boolean,
+  reason: Schema.NullOr(Schema.String),
+  rule: Schema.NullOr(Schema.String),
+  status: Schema.NullOr(Schema.JsonNumber),
+  bytes_up: Schema.JsonNumber,
+  bytes_down: Schema.JsonNumber,
+  duration_ms: Schema.JsonNumber,
+  /** The inbox item a refusal raised (one per host per workspace), if any. */
+  item_id: Schema.optional(Schema.String)
+})
+
 /** What callers append. */
 export const LogEvent = Schema.Union(
   event("session.created", SessionCreatedData),
@@ -210,7 +231,8 @@ export const LogEvent = Schema.Union(
   event("spawn.queued", SpawnQueuedData),
   event("spawn.started", SpawnStartedData),
   event("spawn.failed", SpawnFailedData),
-  event("user.read", UserReadData)
+  event("user.read", UserReadData),
+  event("egress.request", EgressRequestData)
 )
 export type LogEvent = typeof LogEvent.Type
 export type LogEventName = LogEvent["event"]

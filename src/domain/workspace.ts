@@ -1,6 +1,7 @@
 // Workspace specs: what a sandbox sees. Validation of paths (no `..`, relative mount paths,
 // absolute existing host paths) happens in src/sandbox; these are the shapes.
 import { Schema } from "effect"
+import { EgressPolicy, noEgress } from "./egress.js"
 import { WorkspaceId } from "./ids.js"
 
 export const BindMode = Schema.Literal("ro", "rw")
@@ -56,5 +57,7 @@ export class WorkspaceSpec extends Schema.Class<WorkspaceSpec>("WorkspaceSpec")(
   default_for: Schema.optionalWith(Schema.NullOr(Schema.String), { default: () => null }),
   /** A repository workspace: its root is a clone of `repo.path` on branch `repo.branch`; null otherwise. */
   repo: Schema.optionalWith(Schema.NullOr(RepoSource), { default: () => null }),
+  /** Which hosts its sandboxes may reach through the daemon's egress proxy (docs/sandbox.md "Egress"). */
+  egress: Schema.optionalWith(EgressPolicy, { default: () => noEgress }),
   created_at: Schema.String
 }) {}

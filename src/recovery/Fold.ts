@@ -475,6 +475,7 @@ const handlers: { readonly [E in LogEventName]: Handler<E> } = {
   "session.restored": ignore,
   "suspend.result": ignore,
   "workspace.diff": ignore,
+  "egress.request": ignore,
   "budget.set": (acc, data) => {
     acc.budget = data
     acc.breach = null

@@ -14,6 +14,7 @@ import { SubstratPaths } from "../config/Paths.js"
 import { NotFoundError } from "../domain/errors.js"
 import { newWorkspaceId, WorkspaceId } from "../domain/ids.js"
 import { type BindMode, noLimits, RepoSource, ResourceLimits, SymlinkSpec, WorkspaceSpec } from "../domain/workspace.js"
+import { EgressPolicy, narrowerThan, noEgress, type PresetTable } from "../domain/egress.js"
 import { Durable } from "../storage/Durable.js"
 import { SandboxPathError, WorkspaceError } from "./errors.js"
 import { initHistory } from "./git.js"
@@ -45,6 +46,12 @@ export interface CreateWorkspace {
    * (default its HEAD commit) on branch `substrat/<name or id>` (src/sandbox/RepoGit.ts).
    */
   readonly repo?: { readonly path: string; readonly ref?: string }
+  /**
+   * Hosts and presets its sandboxes may reach (docs/sandbox.md "Egress"), checked by the caller
+   * (normaliseAllow). A child's must be allowed by its parent (`table`: the presets' hosts);
+   * absent: none for a top-level workspace, the parent's for a child.
+   */
+  readonly egress?: { readonly hosts: ReadonlyArray<string>; readonly presets: ReadonlyArray<string>; readonly table: PresetTable }
   /** chown the (new) root directory, e.g. to the sandbox uid of the `inner`/`outer` identities. */
   readonly owner?: { readonly uid: number; readonly gid: number }
   readonly now?: string
@@ -272,6 +279,7 @@ export class WorkspaceStore extends Effect.Service<WorkspaceStore>()("substrat/W
           limits: wantLimits,
           default_for: input.default_for ?? null,
           repo: opened === null ? null : new RepoSource({ path: opened.top, branch: opened.branch, base: opened.commit, target: opened.target }),
+          egress: input.egress === undefined ? noEgress : new EgressPolicy({ ...noEgress, hosts: input.egress.hosts, presets: input.egress.presets }),
           created_at: now
         })
         yield* write(spec)
@@ -291,6 +299,13 @@ export class WorkspaceStore extends Effect.Service<WorkspaceStore>()("substrat/W
       }
       const limits = narrowLimits(parent.limits, wantLimits)
       if (Either.isLeft(limits)) return yield* wsError(id, "wider-than-parent", limits.left)
+      if (input.egress !== undefined) {
+        const narrow = narrowerThan(parent.egress, input.egress, input.egress.table)
+        if (Either.isLeft(narrow)) return yield* wsError(id, "wider-than-parent", narrow.left)
+      }
+      const egress = input.egress === undefined
+        ? new EgressPolicy({ ...noEgress, hosts: parent.egress.hosts, presets: parent.egress.presets })
+        : new EgressPolicy({ ...noEgress, hosts: input.egress.hosts, presets: input.egress.presets })
       yield* canonicalDir("parent.root_path", parent.root_path)
       yield* fs.makeDirectory(root, { recursive: true, mode: 0o755 }).pipe(Effect.mapError(io(id)))
       yield* canonicalDir("root_path", root)
@@ -304,6 +319,7 @@ export class WorkspaceStore extends Effect.Service<WorkspaceStore>()("substrat/W
         network_access: input.network_access ?? false,
         symlinks: [],
         limits: limits.right,
+        egress,
         created_at: now
       })
       yield* write(spec)
@@ -391,6 +407,33 @@ export class WorkspaceStore extends Effect.Service<WorkspaceStore>()("substrat/W
       return loc
     })
 
-    return { create, get, find, list, children, link, delete: remove, historyLocation } as const
+    /**
+     * Change a workspace's egress policy: `f` gets the current one and returns the next (or a
+     * refusal message). One change at a time, so concurrent asks and approvals are not lost.
+     */
+    const egressLock = yield* Effect.makeSemaphore(1)
+    const updateEgress = Effect.fn("WorkspaceStore.updateEgress")(function*(
+      id: WorkspaceId,
+      f: (policy: EgressPolicy, spec: WorkspaceSpec) => Either.Either<EgressPolicy, string>
+    ) {
+      return yield* egressLock.withPermits(1)(Effect.gen(function*() {
+        const spec = yield* get(id)
+        const next = f(spec.egress, spec)
+        if (Either.isLeft(next)) return yield* wsError(id, "wider-than-parent", next.left)
+        if (next.right === spec.egress) return spec
+        const updated = new WorkspaceSpec({ ...spec, egress: next.right })
+        yield* write(updated)
+        return updated
+      }))
+    })
+
+    /** The workspace and its ancestors, itself first. */
+    const chain = Effect.fn("WorkspaceStore.chain")(function*(id: WorkspaceId) {
+      const out: Array<WorkspaceSpec> = [yield* get(id)]
+      for (let p = out[0]!.parent_id; p !== null && out.length < 64; p = out[out.length - 1]!.parent_id) out.push(yield* get(p))
+      return out as ReadonlyArray<WorkspaceSpec>
+    })
+
+    return { create, get, find, list, children, link, delete: remove, historyLocation, updateEgress, chain } as const
   })
 }) {}

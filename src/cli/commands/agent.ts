@@ -7,7 +7,7 @@ import type { AgentActivity } from "../../daemon/rpcs/agent.js"
 import { attachCommand } from "./attach.js"
 import { AgentGroup } from "../../daemon/rpcs/agent.js"
 import { call, CliError, following, fromRpcError, withClient } from "../Client.js"
-import { home, json, pathsOf, quiet, raw, refOption, repoOption, repoPayload } from "../Common.js"
+import { allowFields, allowHosts, allowPresets, home, json, pathsOf, quiet, raw, refOption, repoOption, repoPayload } from "../Common.js"
 import { budgetOptions, budgetPatch } from "./budget.js"
 import { capsPatch, quotaOptions, quotaPatch } from "./caps.js"
 import { printJson, renderInspect, renderSent, renderTree } from "../Output.js"
@@ -48,6 +48,8 @@ const createCommand = Command.make("create", {
   ),
   repo: repoOption,
   ref: refOption,
+  allowHosts,
+  allowPresets,
   ...budgetOptions("budget-"),
   maxDepth: Options.integer("max-depth").pipe(
     Options.withDescription("This tree's depth cap: levels below the root (0: no cap; default: config caps.max_depth)"),
@@ -77,6 +79,7 @@ const createCommand = Command.make("create", {
         ...opt(o.role, "role"),
         ...opt(o.workspace, "workspace_id"),
         ...repo,
+        ...allowFields(o.allowHosts, o.allowPresets),
         ...(Object.keys(budget).length > 0 ? { budget } : {}),
         ...(Object.keys(caps).length > 0 ? { caps } : {})
       })))
@@ -88,6 +91,7 @@ const createCommand = Command.make("create", {
       "substrat agent create --name coder --provider claude --workspace <workspace>",
       "substrat agent create --name lead --provider claude --repo .   # works on a clone, on branch substrat/lead",
       "substrat agent create --name lead --provider claude --max-depth 2 --max-live 4 --budget-usd 1",
+      "substrat agent create --name coder --provider claude --allow npm --allow-host files.example.org",
       "id=$(substrat agent create --provider codex --quiet)"
     ]
   })))

@@ -6,11 +6,12 @@ import { join, resolve } from "node:path"
 import { TurnRef, WorkspaceRef } from "../../daemon/rpcs/common.js"
 import { WorkspaceGroup } from "../../daemon/rpcs/workspace.js"
 import { call, CliError, withClient } from "../Client.js"
-import { home, json, pathsOf, quiet, refOption, repoOption, repoPayload } from "../Common.js"
+import { allowFields, allowHosts, allowPresets, home, json, pathsOf, quiet, refOption, repoOption, repoPayload } from "../Common.js"
 import { suggest } from "../Exit.js"
 import { shellIn, workspaceById } from "../Shell.js"
 import { printJson, renderWorkspaces, table } from "../Output.js"
 import { describe } from "../Help.js"
+import { describePolicy } from "../../domain/egress.js"
 
 const workspaceArg = Args.text({ name: "workspace" }).pipe(Args.withSchema(WorkspaceRef), Args.withDescription("Workspace name, id or unique id prefix"))
 
@@ -24,9 +25,13 @@ const createCommand = Command.make("create", {
     Options.optional
   ),
   name: Options.text("name").pipe(Options.withDescription("A label"), Options.optional),
-  network: Options.boolean("network").pipe(Options.withDescription("Allow network access inside the sandbox")),
   repo: repoOption,
-  ref: refOption
+  ref: refOption,
+  network: Options.boolean("network").pipe(
+    Options.withDescription("UNSAFE: the sandbox shares the host's network (any host, any port, the host's own services); prefer --allow / --allow-host")
+  ),
+  allowHosts,
+  allowPresets
 }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
@@ -39,25 +44,29 @@ const createCommand = Command.make("create", {
         ...Option.match(o.parent, { onNone: () => ({}), onSome: (parent) => ({ parent }) }),
         ...Option.match(o.name, { onNone: () => ({}), onSome: (name) => ({ name }) }),
         network: o.network,
-        ...repo
+        ...repo,
+        ...allowFields(o.allowHosts, o.allowPresets)
       })))
     if (o.json) return yield* printJson(w)
     if (o.quiet) return yield* Console.log(w.id)
+    const egress = `; egress: ${describePolicy(w.egress, w.network_access)}`
     yield* Console.log(
       w.repo === null
-        ? `created workspace ${w.id} at ${w.root_path}`
-        : `created workspace ${w.id} at ${w.root_path}: a clone of ${w.repo.path} at ${w.repo.base.slice(0, 12)} on ${w.repo.branch}`
+        ? `created workspace ${w.id} at ${w.root_path}${egress}`
+        : `created workspace ${w.id} at ${w.root_path}: a clone of ${w.repo.path} at ${w.repo.base.slice(0, 12)} on ${w.repo.branch}${egress}`
     )
   })).pipe(Command.withDescription(describe("Create a workspace: a sandboxed directory agents run in", {
     details: [
-      "With --repo the workspace is a clone of your git repository on a new branch substrat/<name>; every turn's commit is published to that branch in your repository (nothing else there is written), and `workspace merge` hands the work back when you ask."
+      "With --repo the workspace is a clone of your git repository on a new branch substrat/<name>; every turn's commit is published to that branch in your repository (nothing else there is written), and `workspace merge` hands the work back when you ask.",
+      "Default: no network at all. --allow/--allow-host let the sandbox reach those hosts (80/443) through the daemon's egress proxy; every request is logged. A child workspace is never wider than its parent."
     ],
     examples: [
       "substrat workspace create --name web",
       "substrat workspace create --repo . --name fix-login",
       "substrat workspace create --repo ~/src/app --ref v2.1 --name backport",
       "substrat workspace create --parent <workspace> --name tests",
-      "ws=$(substrat workspace create --network --quiet)"
+      "substrat workspace create --name web --allow npm --allow-host files.example.org",
+      "ws=$(substrat workspace create --allow pypi --quiet)"
     ]
   })))
 
@@ -69,6 +78,58 @@ const listCommand = Command.make("list", { home, json, quiet }, (o) =>
     if (o.quiet) return yield* Console.log(r.workspaces.map((w) => w.id).join("\n"))
     yield* Console.log(renderWorkspaces(r.workspaces))
   })).pipe(Command.withDescription(describe("List workspaces", { examples: ["substrat workspace list", "substrat workspace ls --quiet   # ids only"] })))
+
+const hostsArg = Args.text({ name: "host" }).pipe(
+  Args.withDescription("Host pattern: host, *.domain (its subdomains), optionally :port (else 80 and 443)"),
+  Args.repeated
+)
+const presetOption = Options.text("preset").pipe(
+  Options.withDescription("A preset: npm, pypi, crates, go, github (repeatable; `substrat config` lists their hosts)"),
+  Options.repeated
+)
+
+const egressCommand = (verb: "allow" | "deny") =>
+  Command.make(verb, { home, json, preset: presetOption, workspace: workspaceArg, hosts: hostsArg }, (o) =>
+    Effect.gen(function*() {
+      const socket = pathsOf(o.home).socket
+      const payload = { workspace: o.workspace, hosts: o.hosts, presets: o.preset }
+      const w = yield* withClient(WorkspaceGroup, socket, (c) =>
+        call(socket, verb === "allow" ? c.workspace.allow(payload) : c.workspace.deny(payload)))
+      if (o.json) return yield* printJson(w)
+      yield* Console.log(`workspace ${w.name ?? w.id}: egress ${describePolicy(w.egress, w.network_access)}`)
+    })).pipe(Command.withDescription(describe(
+      verb === "allow"
+        ? "Let a workspace's sandboxes reach more hosts through the egress proxy (never wider than its parent)"
+        : "Take hosts or presets out of a workspace's egress policy",
+      {
+        details: ["Applies to the next request: a running agent's proxy reads the policy on every request."],
+        examples: verb === "allow"
+          ? ["substrat workspace allow web registry.npmjs.org", "substrat workspace allow web --preset pypi '*.example.org'"]
+          : ["substrat workspace deny web registry.npmjs.org", "substrat workspace deny web --preset pypi"]
+      }
+    )))
+
+const inspectCommand = Command.make("inspect", { home, json, workspace: workspaceArg }, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    const w = yield* withClient(WorkspaceGroup, socket, (c) => workspaceById(socket, c, o.workspace))
+    if (o.json) return yield* printJson(w)
+    const e = w.egress
+    yield* Console.log(table([
+      ["id", w.id],
+      ["name", w.name ?? "-"],
+      ["parent", w.parent_id ?? "-"],
+      ["root", w.root_path],
+      ["network", w.network_access ? "all (UNSAFE: --network)" : "none but the egress policy"],
+      ["egress presets", e.presets.join(", ") || "-"],
+      ["egress hosts", e.hosts.join(", ") || "-"],
+      ["egress dismissed", e.dismissed.join(", ") || "-"],
+      ["egress waiting", e.asked.map((a) => `${a.kind === "limit" ? "limit" : a.host} (inbox ${a.item_id})`).join(", ") || "-"],
+      ["links", w.symlinks.map((l) => `${l.mount_path} → ${l.host_path} (${l.mode})`).join(", ") || "-"]
+    ]))
+  })).pipe(Command.withDescription(describe("Show a workspace: root, network, egress policy, links", {
+    examples: ["substrat workspace inspect web", "substrat workspace inspect --json web"]
+  })))
 
 const linkCommand = Command.make("link", {
   home,
@@ -247,5 +308,5 @@ export const workspaceCommand = Command.make("workspace").pipe(
   Command.withDescription(describe("Manage sandbox workspaces and their history", {
     examples: ["substrat workspace create --name web", "substrat workspace log <workspace>"]
   })),
-  Command.withSubcommands([createCommand, listCommand, linkCommand, deleteCommand, diffCommand, revertCommand, logCommand, mergeCommand, exportCommand, shellCommand])
+  Command.withSubcommands([createCommand, listCommand, inspectCommand, egressCommand("allow"), egressCommand("deny"), linkCommand, deleteCommand, diffCommand, revertCommand, logCommand, mergeCommand, exportCommand, shellCommand])
 )

@@ -7,7 +7,7 @@ import { TreeCaps } from "../../domain/caps.js"
 import { AgentId, MessageId } from "../../domain/ids.js"
 import { RecentMessage, RecentTurn } from "../../domain/inspection.js"
 import { QuotaView } from "../../domain/quota.js"
-import { AgentRef, BudgetPatch, MessageText, RpcError, Usage, WorkspaceRef } from "./common.js"
+import { AgentRef, BudgetPatch, EgressHosts, EgressPresets, MessageText, RpcError, Usage, WorkspaceRef } from "./common.js"
 import { SessionInfo } from "./session.js"
 
 const decodeAgentNode = ParseResult.decodeUnknown(AgentNode)
@@ -97,7 +97,10 @@ export class AgentCreateRpc extends Rpc.make("agent.create", {
     /** The new root's subtree budget (docs/budgets.md). */
     budget: Schema.optional(BudgetPatch),
     /** The new tree's own caps (docs/budgets.md, "Caps"); absent/null fields: the config's. */
-    caps: Schema.optional(Schema.partial(TreeCaps))
+    caps: Schema.optional(Schema.partial(TreeCaps)),
+    /** Added to its workspace's egress policy (docs/sandbox.md "Egress"). */
+    allow_hosts: Schema.optional(EgressHosts),
+    allow_presets: Schema.optional(EgressPresets)
   },
   success: AgentNodeOnWire,
   error: RpcError

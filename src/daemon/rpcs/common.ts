@@ -78,3 +78,8 @@ export const BudgetPatch = Schema.Struct({
   time_s: Schema.optional(Limit)
 })
 export type BudgetPatch = typeof BudgetPatch.Type
+
+/** Egress host patterns of one request (checked by the daemon: src/domain/egress.ts). */
+export const EgressHosts = Schema.Array(Schema.String.pipe(Schema.maxLength(300))).pipe(Schema.maxItems(100))
+/** Egress preset names (`npm`, `pypi`, `crates`, `go`, `github`; the configuration's). */
+export const EgressPresets = Schema.Array(Schema.String.pipe(Schema.maxLength(64))).pipe(Schema.maxItems(20))

@@ -4,7 +4,7 @@ import * as RpcGroup from "@effect/rpc/RpcGroup"
 import { Schema } from "effect"
 import { TurnId, WorkspaceId } from "../../domain/ids.js"
 import { BindMode, WorkspaceSpec } from "../../domain/workspace.js"
-import { RpcError, TurnRef, WorkspaceRef } from "./common.js"
+import { EgressHosts, EgressPresets, RpcError, TurnRef, WorkspaceRef } from "./common.js"
 
 export class WorkspaceCreateRpc extends Rpc.make("workspace.create", {
   payload: {
@@ -14,8 +14,25 @@ export class WorkspaceCreateRpc extends Rpc.make("workspace.create", {
     /** A repository workspace: its root is a clone of this git repository (docs/sandbox.md, "Repository workspaces"). */
     repo: Schema.optional(Schema.String),
     /** With `repo`: the branch or commit to start from (default the repository's HEAD). */
-    ref: Schema.optional(Schema.String)
+    ref: Schema.optional(Schema.String),
+    /** Egress host patterns (`host`, `*.domain`, optionally `:port`) and presets (docs/sandbox.md "Egress"). */
+    allow_hosts: Schema.optional(EgressHosts),
+    allow_presets: Schema.optional(EgressPresets)
   },
+  success: WorkspaceSpec,
+  error: RpcError
+}) {}
+
+/** Add hosts/presets to a workspace's egress policy (never wider than its parent's). */
+export class WorkspaceAllowRpc extends Rpc.make("workspace.allow", {
+  payload: { workspace: WorkspaceRef, hosts: Schema.optional(EgressHosts), presets: Schema.optional(EgressPresets) },
+  success: WorkspaceSpec,
+  error: RpcError
+}) {}
+
+/** Remove hosts/presets from a workspace's egress policy (its children's too). */
+export class WorkspaceDenyRpc extends Rpc.make("workspace.deny", {
+  payload: { workspace: WorkspaceRef, hosts: Schema.optional(EgressHosts), presets: Schema.optional(EgressPresets) },
   success: WorkspaceSpec,
   error: RpcError
 }) {}
@@ -152,5 +169,7 @@ export const WorkspaceGroup = RpcGroup.make(
   WorkspaceLogRpc,
   WorkspaceRecordRpc,
   WorkspaceMergeRpc,
-  WorkspaceExportRpc
+  WorkspaceExportRpc,
+  WorkspaceAllowRpc,
+  WorkspaceDenyRpc
 )

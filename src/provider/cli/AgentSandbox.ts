@@ -26,6 +26,7 @@ import type { ProviderContext } from "../Provider.js"
 import * as ModelForwarder from "./ModelForwarder.js"
 import { ToolEndpoint } from "../ToolEndpoint.js"
 import { Tracing } from "../../telemetry/Tracing.js"
+import { Egress } from "../../egress/Egress.js"
 
 export interface AgentSandbox {
   readonly workspace: SandboxRequest["workspace"]
@@ -58,12 +59,19 @@ export class AgentSandboxes extends Context.Tag("substrat/provider/AgentSandboxe
     api: ModelApi,
     upstream: string | null
   ) => Effect.Effect<string | null, ProviderError, Scope.Scope>
+  /**
+   * The host socket to bind at /run/substrat/egress.sock for one turn: the agent's egress proxy,
+   * served while the scope lives (src/egress/Egress.ts), or null — no egress service, or the
+   * workspace has no egress policy (or has network access).
+   */
+  readonly egressSocket: (ctx: ProviderContext, provider: string) => Effect.Effect<string | null, ProviderError, Scope.Scope>
 }>() {}
 
 /** In-sandbox locations shared by every CLI provider. */
 export const SANDBOX_HOME = "/home/agent"
 export const SANDBOX_AGENT_SOCKET = "/run/substrat/agent.sock"
 export const SANDBOX_LLM_SOCKET = "/run/substrat/llm.sock"
+export const SANDBOX_EGRESS_SOCKET = "/run/substrat/egress.sock"
 
 const err = (provider: string, message: string) => new ProviderError({ provider, reason: "start", message })
 
@@ -92,6 +100,24 @@ export const make = (options: AgentSandboxOptions = {}) =>
     const serveSocket = options.serveSocket ?? true
     const meter = yield* Effect.serviceOption(ModelMeter)
     const tracing = yield* Tracing
+    const egress = yield* Effect.serviceOption(Egress)
+
+    const egressSocket = Effect.fn("AgentSandboxes.egressSocket")(function*(ctx: ProviderContext, provider: string) {
+      if (Option.isNone(egress)) return null
+      const logged = ctx.agent_id === undefined || ctx.workspace_id === undefined ? yield* fromLog(log, ctx) : null
+      const agentId = ctx.agent_id ?? logged?.agent_id
+      const workspaceId = ctx.workspace_id !== undefined ? ctx.workspace_id : logged?.workspace ?? null
+      if (agentId === undefined || workspaceId === null) return null
+      const socketPath = Path.join(paths.sessionDir(ctx.session_id), "egress.sock")
+      const served = yield* egress.value.serveTurn({
+        session_id: ctx.session_id,
+        agent_id: agentId,
+        agent_name: ctx.agent_name,
+        workspace_id: workspaceId,
+        socketPath
+      }).pipe(Effect.mapError((e) => err(provider, `egress socket: ${e.message}`)))
+      return served ? socketPath : null
+    })
 
     const modelSocket = Effect.fn("AgentSandboxes.modelSocket")(function*(
       ctx: ProviderContext,
@@ -167,7 +193,7 @@ export const make = (options: AgentSandboxOptions = {}) =>
       }
       return result
     })
-    return AgentSandboxes.of({ prepare, modelSocket })
+    return AgentSandboxes.of({ prepare, modelSocket, egressSocket })
   })
 
 export const layer = (

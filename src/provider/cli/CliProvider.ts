@@ -28,7 +28,7 @@ import { Sandbox, type SandboxRequest } from "../../sandbox/Sandbox.js"
 import type { ProviderContext, ProviderFactory, ProviderOutput, ProviderService } from "../Provider.js"
 import { type AgentSandbox, AgentSandboxes } from "./AgentSandbox.js"
 import { checkBinary, type CliName, type ResolvedBinary, resolveBinary } from "./Binary.js"
-import { CliSettings, type CliSettingsShape } from "./CliSettings.js"
+import { CliSettings, type CliSettingsShape, withEgress } from "./CliSettings.js"
 import { runTurn, type TurnDecoder } from "./CliTurn.js"
 import { parentEnv } from "../../config/Config.js"
 
@@ -150,15 +150,17 @@ export const cliFactory = (driver: CliDriver) =>
         let stopped = false
 
         const send = (message: string): Stream.Stream<ProviderOutput, ProviderError> =>
-          Stream.unwrap(Effect.gen(function*() {
+          Stream.unwrapScoped(Effect.gen(function*() {
             if (stopped) return yield* fail("turn", "provider was stopped")
             if (!live) return yield* fail("turn", "send before start/resume")
             const costBase = resumeId === null ? 0 : costTotal
             const tokenBase = resumeId === null ? zeroTokens : tokenTotal
             const plan = yield* driver.plan({ prompt: message, resumeId, instructions, costBase, tokenBase, agent, bin, settings, ctx, owner: sandbox.owner ?? undefined })
+            // The agent's egress proxy for this turn (none without a policy): served while the turn runs.
+            const egress = yield* sandboxes.egressSocket(ctx, name)
             const request: SandboxRequest = {
               workspace: agent.workspace,
-              ...plan.request,
+              ...(egress === null ? plan.request : withEgress(plan.request, settings, egress)),
               ...(settings.limits === undefined ? {} : { limits: settings.limits })
             }
             return runTurn(sandbox, name, request, plan.decoder).pipe(

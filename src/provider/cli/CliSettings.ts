@@ -8,8 +8,8 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import type { ResourceLimits } from "../../domain/workspace.js"
-import type { ExtraBind } from "../../sandbox/Sandbox.js"
-import { type AgentSandbox, SANDBOX_AGENT_SOCKET, SANDBOX_HOME, SANDBOX_LLM_SOCKET } from "./AgentSandbox.js"
+import type { ExtraBind, SandboxRequest } from "../../sandbox/Sandbox.js"
+import { type AgentSandbox, SANDBOX_AGENT_SOCKET, SANDBOX_EGRESS_SOCKET, SANDBOX_HOME, SANDBOX_LLM_SOCKET } from "./AgentSandbox.js"
 import type { CliName, ResolvedBinary } from "./Binary.js"
 import type { Settings } from "../../config/Config.js"
 
@@ -165,3 +165,60 @@ export const commonBinds = (
 }
 
 export const basePath = "/usr/local/bin:/usr/bin:/bin"
+
+/** The port of the egress relay inside the sandbox (its own network namespace: nothing else listens). */
+export const EGRESS_PORT = 3128
+
+/** The proxy settings every common tool reads (curl, npm, pip, git, Node's fetch with a proxy agent, Go, cargo). */
+export const egressEnv = (port = EGRESS_PORT): Record<string, string> => {
+  const url = `http://127.0.0.1:${port}`
+  const env: Record<string, string> = {
+    HTTPS_PROXY: url,
+    HTTP_PROXY: url,
+    https_proxy: url,
+    http_proxy: url,
+    npm_config_https_proxy: url,
+    npm_config_proxy: url,
+    PIP_PROXY: url,
+    NO_PROXY: "localhost,127.0.0.1,::1",
+    no_proxy: "localhost,127.0.0.1,::1"
+  }
+  // TLS is end to end: the tools check the hosts' certificates against the system's CAs.
+  const bundle = "/etc/ssl/certs/ca-certificates.crt"
+  if (Fs.existsSync(bundle)) {
+    env["NODE_EXTRA_CA_CERTS"] = bundle
+    env["SSL_CERT_FILE"] = bundle
+    env["REQUESTS_CA_BUNDLE"] = bundle
+    env["PIP_CERT"] = bundle
+  }
+  return env
+}
+
+/**
+ * A turn's request with egress: the command runs under the relay (llm-forward.mjs listening on
+ * 127.0.0.1:EGRESS_PORT inside the sandbox, relaying to the proxy's socket bound read-only), with
+ * the proxy settings in its environment and the system's certificates bound.
+ */
+export const withEgress = <R extends Omit<SandboxRequest, "workspace">>(request: R, s: CliSettingsShape, socket: string): R => {
+  const node = sandboxNode(s.nodePath)
+  const binds: Array<ExtraBind> = [...(request.extraBinds ?? [])]
+  const add = (b: ExtraBind) => {
+    if (!binds.some((x) => x.sandbox_path === b.sandbox_path)) binds.push(b)
+  }
+  add({ host_path: socket, sandbox_path: SANDBOX_EGRESS_SOCKET, mode: "ro" })
+  add({ host_path: llmForwardScript(s.installDir), sandbox_path: SANDBOX_LLM_FORWARD, mode: "ro" })
+  if (node.bind !== null) add(node.bind)
+  for (const dir of ["/etc/ssl", "/etc/ca-certificates", "/etc/pki"]) {
+    try {
+      if (Fs.realpathSync(dir) === dir) add({ host_path: dir, sandbox_path: dir, mode: "ro" })
+    } catch {
+      // not on this host
+    }
+  }
+  return {
+    ...request,
+    command: [node.path, SANDBOX_LLM_FORWARD, "--socket", SANDBOX_EGRESS_SOCKET, "--port", String(EGRESS_PORT), "--keep-args", "--", ...request.command],
+    env: { ...request.env, ...egressEnv() },
+    extraBinds: binds
+  }
+}

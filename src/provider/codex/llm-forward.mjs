@@ -1,11 +1,12 @@
 #!/usr/bin/env node
 // llm-forward: give a TCP-only client (Codex) a model endpoint that is really a Unix socket.
 //
-//   node llm-forward.mjs --socket /run/llm.sock [--port 0] -- codex exec ... {port} ...
+//   node llm-forward.mjs --socket /run/llm.sock [--port 0] [--keep-args] -- codex exec ... {port} ...
 //
 // Listens on 127.0.0.1:<port> (0 = any free port), relays every connection byte-for-byte to the
 // Unix socket, then runs the command with `{port}` in its arguments replaced by the real port
-// (and SUBSTRAT_LLM_PORT set), stdio inherited. Exits with the command's exit code (128+n on a
+// (and SUBSTRAT_LLM_PORT set; with --keep-args nothing is replaced: the egress relay wraps
+// commands that may hold another relay's `{port}`), stdio inherited. Exits with the command's exit code (128+n on a
 // signal); SIGTERM/SIGINT/SIGHUP are passed on to the command. Plain JS with no dependencies, so
 // it runs inside a bwrap sandbox with only `node` available. Inside `--unshare-net` the sandbox
 // has its own loopback, so the listener is invisible to the host and to other sandboxes.
@@ -25,6 +26,7 @@ const opt = (name) => {
 }
 const socketPath = opt("--socket")
 const port = Number(opt("--port") ?? "0")
+const keepArgs = opts.includes("--keep-args")
 if (socketPath === undefined || command.length === 0) {
   process.stderr.write("usage: llm-forward --socket PATH [--port N] -- command args... ({port} is substituted)\n")
   process.exit(2)
@@ -51,10 +53,10 @@ server.on("error", (e) => {
 
 server.listen(port, "127.0.0.1", () => {
   const actual = String(server.address().port)
-  const args = command.map((a) => a.split("{port}").join(actual))
+  const args = keepArgs ? command : command.map((a) => a.split("{port}").join(actual))
   const child = spawn(args[0], args.slice(1), {
     stdio: "inherit",
-    env: { ...process.env, SUBSTRAT_LLM_PORT: actual }
+    env: keepArgs ? process.env : { ...process.env, SUBSTRAT_LLM_PORT: actual }
   })
   for (const sig of ["SIGTERM", "SIGINT", "SIGHUP"]) process.on(sig, () => child.kill(sig))
   child.on("error", (e) => {
