@@ -114,6 +114,8 @@ export const make = (settings: EgressSettings) =>
       if (self === undefined || self.network_access || isEmptyPolicy(self.egress)) return false
       let turnBytes = 0
       let turnBreached = false
+      /** The inbox item a refusal of host:port raised (for its event). */
+      const pending = new Map<string, string | null>()
 
       const check = async (host: string, port: number): Promise<Proxy.Check> => {
         const specs = await run(store.chain(wsId).pipe(Effect.orElseSucceed(() => [] as ReadonlyArray<WorkspaceSpec>)))
@@ -145,8 +147,6 @@ export const make = (settings: EgressSettings) =>
           message: `substrat egress: ${reason} (it allows: ${allowedNow}).\n${how}\nThe agent cannot grant itself access.\n`
         }
       }
-      /** The inbox item a refusal of host:port raised (for its event). */
-      const pending = new Map<string, string | null>()
 
       const acquire = (): string | null => {
         const u = usageOf(wsId)
@@ -160,10 +160,12 @@ export const make = (settings: EgressSettings) =>
         const u = usageOf(wsId)
         u.open = Math.max(0, u.open - 1)
       }
+      /** The inbox item of this turn's reached limit (one per turn), once it is written. */
+      let limitAsk: Promise<string | null> | null = null
       const limitItem = (text: string) => {
         if (turnBreached) return
         turnBreached = true
-        void run(ask(wsId, { host: "", kind: "limit", agent_id: t.agent_id, agent_name: t.agent_name, text }))
+        limitAsk = run(ask(wsId, { host: "", kind: "limit", agent_id: t.agent_id, agent_name: t.agent_name, text }))
       }
       const count = (n: number): string | null => {
         turnBytes += n
@@ -182,12 +184,16 @@ export const make = (settings: EgressSettings) =>
         return null
       }
       const record = (r: Proxy.EgressRecord) => {
-        const item = r.allowed ? undefined : pending.get(`${r.host}:${r.port}`) ?? undefined
-        void run(log.append(t.session_id, makeEvent("egress.request", {
-          workspace_id: wsId,
-          ...r,
-          ...(item === undefined ? {} : { item_id: item })
-        })).pipe(Effect.catchAll((e) => Effect.logWarning(`egress.request not logged: ${e.message}`))))
+        // A connection a limit ended is logged after the limit's inbox item exists (and names it).
+        const ended = r.allowed && r.reason !== null && limitAsk !== null ? limitAsk : Promise.resolve(null)
+        void ended.then((limit) => {
+          const item = r.allowed ? limit ?? undefined : pending.get(`${r.host}:${r.port}`) ?? undefined
+          return run(log.append(t.session_id, makeEvent("egress.request", {
+            workspace_id: wsId,
+            ...r,
+            ...(item === undefined ? {} : { item_id: item })
+          })).pipe(Effect.catchAll((e) => Effect.logWarning(`egress.request not logged: ${e.message}`))))
+        })
       }
       const resolve = (host: string) =>
         run(Effect.either(resolver.resolve(host))).then((e) =>

@@ -275,7 +275,9 @@ describe("egress limits", () => {
       expect(blob!.bytes_down).toBeLessThan(1_000_000)
       expect(blob?.reason).toContain("egress.bytesPerTurn")
       const items = await env.rt.runPromise(Effect.flatMap(Egress, (e) => e.inbox))
-      expect(items.some((i) => i.text.includes("egress.bytesPerTurn"))).toBe(true)
+      const limitItem = items.find((i) => i.text.includes("egress.bytesPerTurn"))
+      expect(limitItem?.kind).toBe("egress")
+      expect(blob!.item_id).toBe(limitItem!.id)
       await env.rt.runPromise(Scope.close(t.scope, Exit.void))
     } finally {
       await closeEnv(env)
