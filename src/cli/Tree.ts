@@ -139,6 +139,8 @@ const optionsOf = (u: unknown, required: boolean): Array<OptionSpec> => {
     case "WithFallback":
       return optionsOf(u.options, required)
     case "Variadic":
+      // A repeated flag is required only with a minimum count (`Options.atLeast(1)`).
+      return optionsOf(u.argumentOption, required && isRec(u.min) && u.min._tag === "Some" && Number(u.min.value) > 0)
     case "KeyValueMap":
       return optionsOf(u.argumentOption, required)
     default:

@@ -44,8 +44,9 @@ const transcript = (sid: string): ReadonlyArray<string> => {
 
 /**
  * How many transcript lines each session should have, counted from the logs (independently of
- * the daemon's code): its own created/terminated/provider.error/message.enqueued entries, plus
- * one per message enqueued in another session's log by an agent of this session.
+ * the daemon's code): its own created/terminated/provider.error/message.enqueued entries and
+ * provider tool calls (invoked, result), plus one per message enqueued in another session's log
+ * by an agent of this session.
  */
 const expectedCounts = (): Map<string, number> => {
   const sids = fs.readdirSync(sessionsDir).filter((d) => fs.existsSync(join(sessionsDir, d, "events.jsonl")))
@@ -59,6 +60,7 @@ const expectedCounts = (): Map<string, number> => {
   for (const [sid, entries] of logs) {
     for (const e of entries) {
       if (["agent.created", "agent.terminated", "provider.error"].includes(e.event)) bump(sid)
+      if (e.event.startsWith("tool_call.") && e.data["source"] === "provider") bump(sid)
       if (e.event === "message.enqueued") {
         bump(sid)
         const from = sessionOfAgent.get(String(e.data["sender"]))
@@ -67,6 +69,18 @@ const expectedCounts = (): Map<string, number> => {
     }
   }
   return counts
+}
+
+/** A provider tool call (invoked, result) appended to a session's log, whose last line is whole. */
+const appendToolCall = (sid: string) => {
+  const file = join(sessionsDir, sid, "events.jsonl")
+  expect(fs.readFileSync(file, "utf8").endsWith("\n")).toBe(true)
+  const ts = new Date().toISOString()
+  const entry = (event: string, data: Record<string, unknown>) => JSON.stringify({ event, data, ts, session_id: sid }) + "\n"
+  fs.appendFileSync(file, [
+    entry("tool_call.invoked", { call_id: "toolu_killnine", tool: "Write", arguments: { file_path: "PLAN.md", content: "parser first" }, source: "provider" }),
+    entry("tool_call.result", { call_id: "toolu_killnine", tool: "Write", result: "File created successfully at: PLAN.md", is_error: false, source: "provider" })
+  ].join(""))
 }
 
 describe("transcripts after kill -9", () => {
@@ -108,6 +122,9 @@ describe("transcripts after kill -9", () => {
       cut(sink.session_id, 2)
       cut(sid("alice"), Math.max(0, transcript(sid("alice")).length - 1))
       fs.rmSync(join(sessionsDir, lead.session_id, "transcript.txt"), { force: true })
+      // The provider's own tool calls (a claude Write, as its provider logs them) in lead's log,
+      // quiet since before the kill: the regenerated transcript shows them.
+      if (round === 0) appendToolCall(lead.session_id)
       fs.appendFileSync(join(sessionsDir, sid("bob"), "transcript.txt"), "[00:00:00] torn line without its end")
 
       pid = await startDaemon(home)
@@ -132,6 +149,11 @@ describe("transcripts after kill -9", () => {
       expect.stringMatching(/alice → bob: alice here: I am starting on the parser\.$/)
     ]))
     expect(transcript(sid("bob")).some((l) => l.includes("torn line"))).toBe(false)
+    // The provider's tool call, invoked and answered, rebuilt into lead's transcript.
+    expect(transcript(lead.session_id).filter((l) => l.includes(" lead ⚙ Write"))).toEqual([
+      expect.stringMatching(/^\[\d\d:\d\d:\d\d\] lead ⚙ Write .*PLAN\.md/),
+      expect.stringMatching(/^\[\d\d:\d\d:\d\d\] lead ⚙ Write → .*File created successfully at: PLAN\.md/)
+    ])
 
     // The live writer goes on after a regeneration: one more message, one more line.
     const before = transcript(sid("bob")).length
@@ -146,5 +168,5 @@ describe("transcripts after kill -9", () => {
     await waitFor("daemon stopped", () => (isAlive(pid) ? undefined : true))
     expect(fs.existsSync(marker)).toBe(false)
     console.log(`transcripts after kill -9: ${rounds} rounds, ${acked.length} acknowledged sends, all in their transcripts`)
-  })
+  }, 240_000)
 })

@@ -45,6 +45,12 @@ describe("help pages", () => {
     })
   }
 
+  it("repeatable flags are optional in USAGE (swarm start --languages, swarm agents --status)", () => {
+    const usage = (path: string) => /USAGE\n {2}(.*)\n/.exec(renderHelp(nodes.find((n) => n.path.join(" ") === path)!, plain, "9.9.9"))?.[1]
+    expect(usage("substrat swarm start")).toBe("substrat swarm start [flags] <path>")
+    expect(usage("substrat swarm agents")).toBe("substrat swarm agents [flags]")
+  })
+
   it("the top level fits a screen and links the configuration", () => {
     const text = renderHelp(tree, plain, "9.9.9")
     expect(text.split("\n").length).toBeLessThanOrEqual(40)

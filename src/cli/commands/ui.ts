@@ -32,7 +32,7 @@ export const uiCommand = Command.make("ui", { home, json, noOpen }, (o) =>
       return yield* new CliError({
         kind: running ? "invalid-input" : "daemon-not-running",
         message: running
-          ? `the daemon serves no TCP port for a browser; restart it with: substrat daemon start --home ${paths.home} --http 127.0.0.1:7878`
+          ? `the daemon serves no TCP port for a browser (it was started without --http); restart it with: substrat daemon stop --home ${paths.home} && substrat daemon start --home ${paths.home} --http 127.0.0.1:7878`
           : `daemon not running; start it with: substrat daemon start --home ${paths.home} --http 127.0.0.1:7878`
       })
     }
