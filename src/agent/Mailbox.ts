@@ -129,6 +129,21 @@ export class Mailbox extends Effect.Service<Mailbox>()("substrat/Mailbox", {
           if (!n) return Effect.void
           return turns.addWork(n).pipe(Effect.zipRight(Queue.offerAll(wakes, Array.from({ length: n }, () => agent))))
         }),
+      /**
+       * A turn parked mid-way (its budget ran out, TurnRunner): the messages it read go back to
+       * the front of the inbox, its trigger to the front of the queue, and its wake is parked by
+       * the gate (`ungate` — a raise — runs it again). False when the agent has no inbox (gone).
+       */
+      requeue: (agent: AgentId, consumed: ReadonlyArray<MessageEnvelope>, trigger: Trigger): boolean => {
+        const inbox = inboxes.get(agent)
+        if (inbox === undefined) return false
+        inbox.unshift(...consumed)
+        const list = triggers.get(agent) ?? []
+        list.unshift(trigger)
+        triggers.set(agent, list)
+        parkedWakes.set(agent, (parkedWakes.get(agent) ?? 0) + 1)
+        return true
+      },
       /** Move the turn `message` wakes to the front of `agent`'s queued turns (the human's answer comes first). */
       promote: (agent: AgentId, message: MessageId): void => {
         const list = triggers.get(agent)

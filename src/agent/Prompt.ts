@@ -66,6 +66,11 @@ export const recoveryPrompt = (args: {
 }
 
 
+/** Put first in a turn re-run after its budget ran out mid-way and the human raised it. */
+export const pausedNote = (why: string): string =>
+  `[substrat] Your previous turn was paused when a budget ran out (${why}) and runs again now that the human raised it, with the same messages (below). ` +
+  "Its output was lost, but what its tool calls did stays done (agents spawned, messages sent, files written): check before repeating anything."
+
 /** The human's answer to an agent's `ask_human` question, as the agent reads it. */
 export const answerPrompt = (itemId: string, question: string, answer: string): string =>
   `Answer from the human to your question (inbox item ${itemId}: "${question.length > 200 ? `${question.slice(0, 199)}…` : question}"):\n${answer}`

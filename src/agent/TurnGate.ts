@@ -11,6 +11,11 @@ export class TurnGate extends Context.Tag("substrat/TurnGate")<TurnGate, {
   /** May `node` start a turn now? True reserves one (released by `turnEnded`); false: it is parked. */
   readonly mayStart: (node: AgentNode) => Effect.Effect<boolean>
   readonly turnEnded: (node: AgentNode) => Effect.Effect<void>
+  /**
+   * Why `node` may do no more work now (a budget on its path is spent), or null. A turn that
+   * fails while this holds is parked, not failed: its inputs wait for a raise (TurnRunner).
+   */
+  readonly spent: (node: AgentNode) => string | null
   /** Null: `parent` may spawn a child now; else why not. */
   readonly maySpawn: (parent: AgentNode) => Effect.Effect<string | null>
 }>() {}

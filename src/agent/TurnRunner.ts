@@ -13,6 +13,7 @@ import { type TurnOutcome, TurnScheduler, type TurnSpan } from "../session/TurnS
 import { Tracing } from "../telemetry/Tracing.js"
 import { Activity } from "./Activity.js"
 import { USER } from "./AgentTree.js"
+import { pausedNote } from "./Prompt.js"
 import { Delivery } from "./Delivery.js"
 import { Lifecycle } from "./Lifecycle.js"
 import { Mailbox } from "./Mailbox.js"
@@ -121,7 +122,7 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
         )
       })
 
-    const afterTurn = (node: AgentNode, trigger: Trigger, o: TurnOutcome) =>
+    const afterTurn = (node: AgentNode, trigger: Trigger, o: TurnOutcome, took: ReadonlyArray<MessageEnvelope>) =>
       Effect.gen(function*() {
         // Hooks first (e.g. recording the turn's workspace diff): the agent still counts as busy,
         // and nothing the turn triggers (its reply waking the parent, its children's first
@@ -141,6 +142,15 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
             )
           }
           yield* mailbox.releaseWakes(child)
+        }
+        // A turn that failed because a budget on its path ran out is parked, not failed: nobody is
+        // answered; its messages and trigger wait (with a note) until a raise runs it again, or
+        // the human stops the subtree (its requests are then answered by the termination).
+        const spent = o.error !== null && gate !== null ? gate.spent(node) : null
+        if (spent !== null && mailbox.requeue(node.id, took, { ...trigger, note: pausedNote(spent) })) {
+          yield* bus.publish({ _tag: "TurnCompleted", agent_id: node.id, turn_id: o.turn_id, response: "", error: `parked: ${spent}` })
+          yield* spawns.pump()
+          return
         }
         const text = o.error ? `[error] ${node.name} failed to answer: ${o.error.message}` : o.response
         const owed = trigger._tag === "message" && requests.awaitsReply(trigger.id, node.id) ? trigger.id : null
@@ -238,7 +248,7 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
               })
               : Effect.void,
           beforeEnd: () => birthChildren(node),
-          after: (o) => (taken ? afterTurn(node, taken, o) : Effect.void).pipe(Effect.ensuring(release)),
+          after: (o) => (taken ? afterTurn(node, taken, o, took) : Effect.void).pipe(Effect.ensuring(release)),
           span: () => turnSpan(node, taken, took)
         }).pipe(Effect.ensuring(release))
       }).pipe(Effect.ensuring(turns.addWork(-1)))

@@ -324,6 +324,11 @@ export class Meter extends Effect.Service<Meter>()("substrat/Meter", {
         else reserved.delete(node.id)
       })
 
+    const spent = (node: AgentNode): string | null => {
+      const x = exhausted(node.id, false)
+      return x === null ? null : refusal(x.owner, x.reason, node.id)
+    }
+
     const maySpawn = Effect.fn("Meter.maySpawn")(function*(parent: AgentNode) {
       const x = exhausted(parent.id, false)
       if (x === null) return null
@@ -551,6 +556,7 @@ export class Meter extends Effect.Service<Meter>()("substrat/Meter", {
       mayStart,
       turnEnded,
       maySpawn,
+      spent,
       setBudget,
       carve,
       report,
@@ -575,7 +581,7 @@ export const ports: Layer.Layer<ModelMeter | TurnGate | HumanDesk | BudgetShares
   Effect.map(Meter, (m) =>
     Context.empty().pipe(
       Context.add(ModelMeter, { reserve: m.reserve, settle: m.settle, refused: m.refused }),
-      Context.add(TurnGate, { mayStart: m.mayStart, turnEnded: m.turnEnded, maySpawn: m.maySpawn }),
+      Context.add(TurnGate, { mayStart: m.mayStart, turnEnded: m.turnEnded, maySpawn: m.maySpawn, spent: m.spent }),
       Context.add(HumanDesk, { ask: m.ask, asking: m.asking, openQuestions: m.openQuestions }),
       Context.add(BudgetShares, {
         carve: (parent, share, pendingOf) => Effect.asVoid(m.carve(parent.id, share, pendingOf)),

@@ -565,7 +565,8 @@ const fillBudgetCard = (li, view) => {
       el("th", { scope: "row", text: words }),
       el("td", { text: fmtLimit(k, view.budget[k]) }),
       el("td", { text: fmtLimit(k, spentOf(k, view)) }),
-      el("td", { class: view.remaining[k] !== null && view.remaining[k] <= 0 ? "spent" : "", text: fmtLimit(k, view.remaining[k]) })))
+      // Never a negative "left": the request that crosses a limit is known only afterwards.
+      el("td", { class: view.remaining[k] !== null && view.remaining[k] <= 0 ? "spent" : "", text: fmtLimit(k, view.remaining[k] === null ? null : Math.max(0, view.remaining[k])) })))
   const u = view.used
   li.querySelector(".body").replaceChildren(...[
     view.exhausted !== null ? el("p", { class: "reason", text: view.exhausted + (parked ? "" : " (no work waiting)") }) : null,
