@@ -69,7 +69,7 @@ describe("ask_human keeps USER's request open", () => {
     // `agent wait` gives the same answer.
     const again = await cli(h, ["agent", "wait", "lead"])
     expect(again.stdout).toBe("The team's final answer: painted.\n")
-  })
+  }, 180_000)
 
   it("kill -9 between the question and the answer: the request stays open; agent wait and the inbox give the final answer once", async () => {
     const h = home()
@@ -97,5 +97,5 @@ describe("ask_human keeps USER's request open", () => {
       ["notification", true, "I asked you which colour."],
       ["response", false, "The team's final answer: painted."]
     ])
-  })
+  }, 180_000)
 })

@@ -68,7 +68,7 @@ describe("a budget breach parks the turn", () => {
         expect(prompts).toHaveLength(2)
         expect(prompts[1]).toMatch(/^\[substrat\] Your previous turn was paused when a budget ran out \(this agent's token budget spent/)
         expect(prompts[1]).toContain(prompts[0])
-      }))
+      }), 180_000)
 
   it("stop instead of a raise: the request ends with one failure", () =>
     withLlm(script, async (llm) => {
@@ -83,5 +83,5 @@ describe("a budget breach parks the turn", () => {
       expect(sent).toHaveLength(1)
       expect(sent[0]![0]).toBe("response")
       expect(String(sent[0]![1])).toMatch(/^\[error\] lead was terminated/)
-    }))
+    }), 180_000)
 })
