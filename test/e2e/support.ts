@@ -8,13 +8,20 @@ import * as Path from "node:path"
 import { afterEach } from "vitest"
 import type { McpServer } from "../../src/provider/claude/Invocation.js"
 import { daemons } from "../integration/daemon.support.js"
-import * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
-import { makeTmpDir, removeDir } from "../support/tmp.js"
+import { removeDir } from "../support/tmp.js"
 
 export const repoRoot = Path.resolve(import.meta.dirname, "../..")
-
-/** The native Claude Code binary (the npm package's postinstall copies it to bin/claude.exe). */
-export const claudeBin = Path.join(repoRoot, "node_modules/@anthropic-ai/claude-code/bin/claude.exe")
+export {
+  agentEvents,
+  claudeBin,
+  claudeMeteredHome,
+  claudeMeterEnvKeys,
+  dataNamed,
+  jsonLines,
+  type LoggedEvent,
+  readJsonLines,
+  withLlm
+} from "./daemon-claude.support.js"
 
 /** The native Codex binary, from the platform package @openai/codex depends on. */
 export const codexVendorDir = (): string => {
@@ -109,12 +116,6 @@ export const bwrapArgs = (spec: SandboxSpec, command: ReadonlyArray<string>): Re
   ...command
 ]
 
-/** Decoded lines of a JSONL stdout, failing loudly on the first bad line. */
-export const jsonLines = (stdout: string): ReadonlyArray<Record<string, unknown>> =>
-  stdout.split("\n").filter((l) => l.trim() !== "").map((l) => JSON.parse(l) as Record<string, unknown>)
-
-export const readJsonLines = (file: string): ReadonlyArray<Record<string, unknown>> =>
-  Fs.existsSync(file) ? jsonLines(Fs.readFileSync(file, "utf8")) : []
 
 /**
  * Per-test daemons and homes for the daemon e2e files: after each test, kill the daemons it
@@ -135,45 +136,5 @@ export const daemonTestScope = (envKeys: ReadonlyArray<string>) => {
   return { ds, homes }
 }
 
-/** One line of an agent's events.jsonl, loosely typed for assertions. */
-export type LoggedEvent = { readonly event: string; readonly data: Record<string, unknown> }
 
-/** The events of agent session `sid` under `home`, from its events.jsonl. */
-export const agentEvents = (home: string, sid: string): ReadonlyArray<LoggedEvent> =>
-  readJsonLines(Path.join(home, "agents", sid, "events.jsonl")) as ReadonlyArray<LoggedEvent>
 
-/** The `data` of every event named `name`. */
-export const dataNamed = (es: ReadonlyArray<LoggedEvent>, name: string): Array<Record<string, unknown>> =>
-  es.filter((e) => e.event === name).map((e) => e.data)
-
-/** A scripted endpoint on a loopback port for the duration of `f` (the daemon tests are promise-based). */
-export const withLlm = async <A>(
-  script: ReadonlyArray<ScriptedLlm.ScriptEntry>,
-  f: (llm: ScriptedLlm.ScriptedLlmServer) => Promise<A>
-): Promise<A> =>
-  Effect.runPromise(Effect.scoped(Effect.flatMap(ScriptedLlm.make({ listen: { port: 0 }, script }), (llm) => Effect.promise(() => f(llm)))))
-
-/** The environment a metered claude daemon test sets (register these keys with daemonTestScope). */
-export const claudeMeterEnvKeys = [
-  "SUBSTRAT_ANTHROPIC_UPSTREAM",
-  "ANTHROPIC_API_KEY",
-  "SUBSTRAT_CLAUDE_BIN",
-  "SUBSTRAT_CLAUDE_MODEL",
-  "SUBSTRAT_METER_PRICES"
-] as const
-
-/**
- * A fresh home for a daemon whose claude agents reach `llm` through the forwarder, ask for model
- * `claude-test-1`, priced $1 / $2 / $0.5 / $4 per million input / output / cache-read / cache-write
- * tokens. `prefix` is short: agent socket paths must fit in sun_path.
- */
-export const claudeMeteredHome = (llm: ScriptedLlm.ScriptedLlmServer, homes: Array<string>, prefix: string): string => {
-  const home = makeTmpDir(prefix)
-  homes.push(home)
-  process.env["SUBSTRAT_ANTHROPIC_UPSTREAM"] = llm.baseUrl
-  process.env["ANTHROPIC_API_KEY"] = "sk-test-daemon-only"
-  process.env["SUBSTRAT_CLAUDE_BIN"] = claudeBin
-  process.env["SUBSTRAT_CLAUDE_MODEL"] = "claude-test-1"
-  process.env["SUBSTRAT_METER_PRICES"] = JSON.stringify({ "claude-test-1": { input: 1, output: 2, cache_read: 0.5, cache_write: 4 } })
-  return home
-}
