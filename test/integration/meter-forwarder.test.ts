@@ -195,4 +195,46 @@ describe("metering at the model forwarder", () => {
       expect(spans[0]!.attributes["http.response.status_code"]).toBe(429)
       expect(spans[0]!.ends).toEqual([{ type: "429", message: "HTTP 429 from the model API" }])
     }))
+  it.scoped("side doors get a 403 at both forwarders: the upstream never sees one, nor the key outside a model request", () =>
+    Effect.gen(function*() {
+      const dir = makeTmpDir("mfk-")
+      const llm = yield* ScriptedLlm.make({ listen: { socketPath: Path.join(dir, "up.sock") }, fallback: reply })
+      const keyed = yield* ModelForwarder.serve({
+        socketPath: Path.join(dir, "keyed.sock"),
+        api: "anthropic",
+        upstream: "http://localhost",
+        upstreamSocket: Path.join(dir, "up.sock"),
+        credential: { header: "x-api-key", value: "sk-real-key" }
+      })
+      const refused: Array<string> = []
+      const agent = yield* ModelForwarder.serve({
+        socketPath: Path.join(dir, "agent.sock"),
+        api: "anthropic",
+        upstream: "http://localhost",
+        upstreamSocket: keyed.socketPath,
+        credential: null,
+        meter: {
+          reserve: () => Effect.succeed({ id: "h", session: "s" as SessionId, cost_usd: 0, tokens: 0 }),
+          settle: () => Effect.succeed(0),
+          refused: (r) => Effect.sync(() => void refused.push(`${r.method} ${r.path}`))
+        }
+      })
+      const doors = [
+        "/v1/messages/batches", "/v1/complete", "/v1/files", "/v1/models", "/V1/MESSAGES", "/v1/messages%2fbatches",
+        "/v1%2fmessages", "/v1/./messages", "/v1/x/../messages", "/v1/messages;", "/v1//messages", "/v1/messages/", "/v1/messages?x=1"
+      ]
+      for (const socket of [agent.socketPath, keyed.socketPath]) {
+        for (const d of doors) {
+          const r = yield* post(socket, d, anthropic(false))
+          expect([d, r.status]).toEqual([d, 403])
+          expect(r.body).not.toContain("sk-real-key")
+        }
+      }
+      expect(refused).toEqual(doors.map((d) => `POST ${d}`))
+      expect(yield* llm.requests).toEqual([])
+      // The model endpoint itself goes through, with the daemon's key (the client's is dropped).
+      expect((yield* post(agent.socketPath, "/v1/messages?beta=true", anthropic(false))).status).toBe(200)
+      const seen = yield* llm.requests
+      expect(seen.map((r) => [r.method, r.path, r.headers["x-api-key"]])).toEqual([["POST", "/v1/messages?beta=true", "sk-real-key"]])
+    }))
 })
