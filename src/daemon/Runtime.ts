@@ -121,7 +121,7 @@ const OrchestrationLive = Orchestration.layerWithTree(Layer.effect(Tree, Tree)).
 
 // Workspaces: the store (in use = a live agent has it), per-turn history + the TurnHooks that
 // records each turn's diff (WorkspaceTurnHook.ts), child workspaces for `spawn_agent(workspace_subdir)`.
-const WorkspaceStoreLive = WorkspaceStore.Default.pipe(Layer.provide(Layer.mergeAll(WorkspaceInUse.layer, NodeContext.layer)))
+const WorkspaceStoreLive = WorkspaceStore.Default.pipe(Layer.provide(Layer.mergeAll(WorkspaceInUse.layer, NodeContext.layer, SandboxLive)))
 const WorkspacesLive = Layer.mergeAll(WorkspaceTurnHook.layer.pipe(Layer.provide(SandboxLive)), ChildWorkspacesLive.layer).pipe(
   Layer.provideMerge(WorkspaceHistory.Default),
   Layer.provideMerge(WorkspaceStoreLive),

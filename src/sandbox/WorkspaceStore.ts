@@ -18,7 +18,9 @@ import { EgressPolicy, narrowerThan, noEgress, type PresetTable } from "../domai
 import { Durable } from "../storage/Durable.js"
 import { SandboxPathError, WorkspaceError } from "./errors.js"
 import { initHistory } from "./git.js"
+import * as NoFollow from "./NoFollow.js"
 import { cloneRepo, openRepo } from "./RepoGit.js"
+import { Sandbox } from "./Sandbox.js"
 import { runCollect, spawnScoped } from "./spawn.js"
 import { absolutePath, isWithin, linkRefusal, relativePath, relativeTo } from "./PathPolicy.js"
 import { WorkspaceUsage } from "./WorkspaceUsage.js"
@@ -132,6 +134,8 @@ export class WorkspaceStore extends Effect.Service<WorkspaceStore>()("substrat/W
     const fs = yield* FileSystem.FileSystem
     const executor = yield* CommandExecutor.CommandExecutor
     const usage = yield* WorkspaceUsage
+    // Roots the daemon makes belong to the uid its sandboxes run as (a root daemon's: unprivileged).
+    const sandboxOwner = Option.getOrUndefined(Option.flatMap(yield* Effect.serviceOption(Sandbox), (s) => Option.fromNullable(s.owner)))
 
     const dirOf = (id: string) => paths.workspaceDir(id)
     const specFile = (id: string) => `${dirOf(id)}/${SPEC}`
@@ -216,6 +220,7 @@ export class WorkspaceStore extends Effect.Service<WorkspaceStore>()("substrat/W
     const create = Effect.fn("WorkspaceStore.create")(function*(input: CreateWorkspace = {}) {
       const id = newWorkspaceId()
       const name = input.name ?? null
+      const owner = input.owner ?? sandboxOwner
       if (name !== null) {
         if (name.length === 0 || /[\s/]/.test(name) || Schema.is(WorkspaceId)(name)) {
           return yield* wsError(id, "invalid", `invalid workspace name ${JSON.stringify(name)}`)
@@ -250,12 +255,12 @@ export class WorkspaceStore extends Effect.Service<WorkspaceStore>()("substrat/W
             Effect.tapError(() => durable.removeTree(dir).pipe(Effect.ignore))
           )
         }
-        if (input.root === undefined && input.owner !== undefined) {
-          if (opened === null) yield* fs.chown(root, input.owner.uid, input.owner.gid).pipe(Effect.mapError(io(id)))
+        if (input.root === undefined && owner !== undefined) {
+          if (opened === null) yield* fs.chown(root, owner.uid, owner.gid).pipe(Effect.mapError(io(id)))
           else {
             // The whole clone, links themselves (-h), never followed (-R without -L).
             const r = yield* runCollect(spawnScoped(executor, {
-              argv: ["chown", "-R", "-h", `${input.owner.uid}:${input.owner.gid}`, "--", root],
+              argv: ["chown", "-R", "-h", `${owner.uid}:${owner.gid}`, "--", root],
               env: { PATH: "/usr/bin:/bin" },
               limits: noLimits,
               graceMs: 1000
@@ -307,9 +312,11 @@ export class WorkspaceStore extends Effect.Service<WorkspaceStore>()("substrat/W
         ? new EgressPolicy({ ...noEgress, hosts: parent.egress.hosts, presets: parent.egress.presets })
         : new EgressPolicy({ ...noEgress, hosts: input.egress.hosts, presets: input.egress.presets })
       yield* canonicalDir("parent.root_path", parent.root_path)
-      yield* fs.makeDirectory(root, { recursive: true, mode: 0o755 }).pipe(Effect.mapError(io(id)))
+      // Inside the parent's tree, which its agents write: never through a link they planted (NoFollow).
+      yield* NoFollow.makeDirectory(parent.root_path, sub, { mode: 0o755, owner }).pipe(
+        Effect.mapError((e) => pathError("root_path", root, e.reason === "link" ? "symlink-swapped" : "missing", e.message))
+      )
       yield* canonicalDir("root_path", root)
-      if (input.owner !== undefined) yield* fs.chown(root, input.owner.uid, input.owner.gid).pipe(Effect.mapError(io(id)))
       yield* durable.mkdir(dir, 0o700).pipe(Effect.mapError(io(id)))
       const spec = new WorkspaceSpec({
         id,

@@ -30,9 +30,11 @@ let rt: ManagedRuntime.ManagedRuntime<WorkspaceStore | WorkspaceHistory | Sandbo
 beforeAll(() => {
   fs.mkdirSync(home, { recursive: true })
   const base = Layer.mergeAll(Durable.layer, SubstratPaths.layer(home), NodeContext.layer, WorkspaceUsage.layerRegistry)
-  const store = WorkspaceStore.Default.pipe(Layer.provide(base))
+  // As in the daemon, the store sees the sandbox: a clone belongs to the uid sandboxes run as.
+  const sandbox = layerBwrap().pipe(Layer.provide(NodeContext.layer))
+  const store = WorkspaceStore.Default.pipe(Layer.provide(Layer.mergeAll(base, sandbox)))
   const history = WorkspaceHistory.Default.pipe(Layer.provide(store), Layer.provide(base))
-  rt = ManagedRuntime.make(Layer.mergeAll(store, history, layerBwrap().pipe(Layer.provide(NodeContext.layer)), base))
+  rt = ManagedRuntime.make(Layer.mergeAll(store, history, sandbox, base))
 })
 afterAll(async () => {
   await rt?.dispose()

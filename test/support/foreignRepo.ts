@@ -15,6 +15,8 @@ export const gitIn = (dir: string, args: ReadonlyArray<string>, input?: string):
       PATH: process.env["PATH"] ?? "/usr/bin:/bin",
       HOME: dir,
       GIT_CONFIG_NOSYSTEM: "1",
+      // A clone's files may belong to the sandbox uid (a root daemon's agents run unprivileged).
+      GIT_CONFIG_PARAMETERS: "'safe.directory'='*'",
       GIT_AUTHOR_NAME: "Maintainer",
       GIT_AUTHOR_EMAIL: "maintainer@example.org",
       GIT_COMMITTER_NAME: "Maintainer",

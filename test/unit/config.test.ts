@@ -134,7 +134,7 @@ describe("configuration", () => {
     Effect.gen(function*() {
       for (const k of allKeys) {
         if (k.key === "home" || k.key.startsWith("credentials.")) continue
-        const sample = /Ms|Steps|Retries|slots|Bytes|Attempts|caps\.max|Connections|Unauthenticated|quotas\./i.test(k.key)
+        const sample = /Ms|Steps|Retries|slots|Bytes|Attempts|caps\.max|Connections|Unauthenticated|quotas\.|sandbox\.[ug]id/i.test(k.key)
           ? "2048"
           : k.key === "caps.policy"
           ? "refuse"
