@@ -124,7 +124,11 @@ export const serve = (o: ProxyOptions): Effect.Effect<void, Error, Scope.Scope> 
       return { rule: c.rule, to: r.to }
     }
 
-    /** Relay both ways between two sockets, counting; `done` once when both are closed. */
+    /**
+     * Relay both ways between two sockets, counting, with backpressure; a side that ends is
+     * ended on the other (its buffered bytes flushed first); an error or a limit destroys both.
+     * `onEnd` once, when both have closed.
+     */
     const tunnel = (
       client: Stream.Duplex,
       upstream: Net.Socket,
@@ -133,42 +137,44 @@ export const serve = (o: ProxyOptions): Effect.Effect<void, Error, Scope.Scope> 
       let up = 0
       let down = 0
       let reason: string | null = null
-      let ended = false
+      let closed = 0
       tunnels.add(client)
       tunnels.add(upstream)
-      const end = () => {
-        if (ended) return
-        ended = true
-        tunnels.delete(client)
-        tunnels.delete(upstream)
+      const kill = () => {
         client.destroy()
         upstream.destroy()
-        onEnd(up, down, reason)
       }
       const over = (n: number) => {
         const m = h.count(n)
         if (m !== null && reason === null) {
           reason = m
-          end()
+          kill()
           return true
         }
         return false
       }
-      client.on("data", (b: Buffer) => {
-        up += b.length
-        if (!over(b.length)) upstream.write(b)
-      })
-      upstream.on("data", (b: Buffer) => {
-        down += b.length
-        if (!over(b.length)) client.write(b)
-      })
-      client.on("end", () => upstream.end())
-      upstream.on("end", () => client.end())
-      for (const s of [client, upstream]) {
-        s.on("error", end)
-        s.on("close", end)
+      const pump = (from: Stream.Duplex, to: Stream.Duplex, add: (n: number) => void) => {
+        from.on("data", (b: Buffer) => {
+          add(b.length)
+          if (over(b.length)) return
+          if (!to.write(b)) {
+            from.pause()
+            to.once("drain", () => from.resume())
+          }
+        })
+        from.on("end", () => to.end())
       }
-      upstream.setTimeout(idleMs, end)
+      pump(client, upstream, (n) => (up += n))
+      pump(upstream, client, (n) => (down += n))
+      for (const s of [client, upstream]) {
+        s.on("error", kill)
+        s.on("close", () => {
+          tunnels.delete(s)
+          if (++closed === 2) onEnd(up, down, reason)
+          else if (s === upstream) client.end()
+        })
+      }
+      upstream.setTimeout(idleMs, kill)
     }
 
     const server = Http.createServer({ maxHeaderSize: o.maxHeaderBytes ?? 16 * 1024, requestTimeout: 60_000, headersTimeout: 30_000 })
