@@ -90,6 +90,20 @@ const startFigures = (home: string) => {
   }
 }
 
+/** The next reply line, or null once the connection is closed (a killed daemon) or after 10 s. */
+const nextOrClosed = async (c: Awaited<ReturnType<typeof rawConnection>>): Promise<string | null> => {
+  let done = false
+  const closed = (async () => {
+    while (!done && !c.closed()) await sleep(50)
+    return null
+  })()
+  try {
+    return await Promise.race([c.next(10_000).catch(() => null), closed])
+  } finally {
+    done = true
+  }
+}
+
 /** kill -9 cycles under load: 4 workers send over raw RPC connections while the daemon is killed at random moments. */
 const kill9Cycles = async () => {
   const dir = makeTmpDir("substrat-chaos-k9-")
@@ -102,9 +116,10 @@ const kill9Cycles = async () => {
     let attempts = 0
     let refused = 0
     const restarts: Array<number> = []
-    const cycles: Array<{ ms: number } & ReturnType<typeof startFigures>> = []
+    const cycles: Array<{ ms: number; acked: number } & ReturnType<typeof startFigures>> = []
     for (let cycle = 0; cycle < CYCLES; cycle++) {
       let stop = false
+      const ackedBefore = acked.size
       const workers = Array.from({ length: 4 }, async (_, w) => {
         const c = await rawConnection(join(home, "daemon.sock")).catch(() => null)
         if (c === null) return
@@ -112,7 +127,7 @@ const kill9Cycles = async () => {
           attempts++
           const params = { agent: sink.id, text: `c${cycle}-w${w}-${i}`, sync: w % 2 === 0 }
           c.write(JSON.stringify({ jsonrpc: "2.0", id: i, method: "agent.send", params }) + "\n")
-          const line = await c.next(10_000).catch(() => null)
+          const line = await nextOrClosed(c)
           if (line === null) break // in flight at the kill: neither acked nor refused
           const reply = JSON.parse(line) as { result?: { message_id: string } }
           if (reply.result !== undefined) acked.add(reply.result.message_id)
@@ -126,7 +141,7 @@ const kill9Cycles = async () => {
       await Promise.all(workers)
       ;({ pid, ms } = await startDaemon(home))
       restarts.push(ms)
-      cycles.push({ ms, ...startFigures(home) })
+      cycles.push({ ms, acked: acked.size - ackedBefore, ...startFigures(home) })
     }
     const logged = linesOf(home, sink.session_id).filter((l) => l.event === "message.enqueued").map((l) => String(l.data["id"]))
     const seen = new Map<string, number>()
@@ -147,6 +162,7 @@ const kill9Cycles = async () => {
       "restart ms, first cycles": median(restarts.slice(0, tenth)),
       "restart ms, last cycles": median(restarts.slice(-tenth)),
       "restart ms, all": restarts.join(" "),
+      "acked per cycle": cycles.map((c) => c.acked).join(" "),
       "per cycle (ms recovery/transcripts, lines read, re-injected, turns queued, quarantined)": cycles
         .map((c) => `${c.ms}:${c.recoveryMs}/${c.transcriptMs} ${c.lines} ${c.reinjected} ${c.turns} ${c.quarantined}`).join(" | "),
       "events in the sink's log": linesOf(home, sink.session_id).length
