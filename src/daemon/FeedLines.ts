@@ -75,6 +75,8 @@ export const feedLine = (entry: LogEntry, names: Names, memory?: FeedMemory): Fe
     case "tool_call.result":
       if (entry.data.source === undefined && !entry.data.is_error) return { agent: own, text: null }
       return { agent: own, text: `⚙ ${entry.data.tool} → ${entry.data.is_error ? "error: " : ""}${clip(json(entry.data.result), 160)}` }
+    case "workspace.overlap":
+      return { agent: own, text: `! overlap: ${entry.data.turns.map((t) => t.agent).join(" and ")} both changed ${clip(entry.data.paths.join(", "))}` }
     case "workspace.diff": {
       const n = entry.data.paths.length
       return { agent: own, text: `± ${n} path${n === 1 ? "" : "s"} changed (commit ${entry.data.commit.slice(0, 12)})` }

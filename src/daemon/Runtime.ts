@@ -32,6 +32,7 @@ import * as WorkspaceTurnHook from "./WorkspaceTurnHook.js"
 import { EventLog } from "../storage/EventLog.js"
 import { EventIndex } from "../storage/EventIndex.js"
 import { EventFeed } from "../feed/EventFeed.js"
+import * as Overlaps from "./Overlaps.js"
 import { Progress } from "./Progress.js"
 import { SwarmSchedules } from "../swarm/Schedules.js"
 import { Swarm, SwarmConfig } from "../swarm/Swarm.js"
@@ -164,7 +165,7 @@ const SwarmLive = SwarmSchedules.Default.pipe(
 
 // The event feed (src/feed/EventFeed.ts) is one for the daemon, shared by the admin socket's and
 // HTTP's handlers: its directory of session owners is filled by one read of every log.
-export const RuntimeLive = Layer.mergeAll(DrainLive, layerStartupRecovery, SwarmLive, Progress.Default, EventFeed.Default).pipe(
+export const RuntimeLive = Layer.mergeAll(DrainLive, layerStartupRecovery, SwarmLive, Progress.Default, EventFeed.Default, Overlaps.layer).pipe(
   Layer.provideMerge(OrchestrationLive),
   Layer.provideMerge(EgressLive),
   Layer.provideMerge(Layer.mergeAll(WorkspacesLive, SandboxLive)),

@@ -201,6 +201,16 @@ export const EgressRequestData = Schema.Struct({
   item_id: Schema.optional(Schema.String)
 })
 
+/** Two agents' turns that ran at the same time in one workspace changed the same paths (src/daemon/Overlaps.ts). */
+export const WorkspaceOverlapData = Schema.Struct({
+  workspace_id: WorkspaceId,
+  paths: Schema.Array(Schema.String),
+  /** The earlier-recorded turn first. */
+  turns: Schema.Array(Schema.Struct({ agent_id: AgentId, agent: Schema.String, turn_id: Schema.String })),
+  /** Who got a SYSTEM note: the two agents and their nearest common ancestor. */
+  notified: Schema.Array(AgentId)
+})
+
 /** What callers append. */
 export const LogEvent = Schema.Union(
   event("session.created", SessionCreatedData),
@@ -223,6 +233,7 @@ export const LogEvent = Schema.Union(
   event("usage.reserved", UsageReservedData),
   event("forwarder.refused", ForwarderRefusedData),
   event("workspace.diff", WorkspaceDiffData),
+  event("workspace.overlap", WorkspaceOverlapData),
   event("budget.set", BudgetSetData),
   event("budget.breached", BudgetBreachedData),
   event("human.asked", HumanAskedData),

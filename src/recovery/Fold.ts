@@ -476,6 +476,7 @@ const handlers: { readonly [E in LogEventName]: Handler<E> } = {
   "suspend.result": ignore,
   "workspace.diff": ignore,
   "egress.request": ignore,
+  "workspace.overlap": ignore,
   "budget.set": (acc, data) => {
     acc.budget = data
     acc.breach = null
