@@ -41,7 +41,10 @@ afterAll(async () => {
   removeDir(T)
 })
 
-const store = <A, E>(f: (s: WorkspaceStore) => Effect.Effect<A, E>) => rt.runPromise(Effect.flatMap(WorkspaceStore, f))
+// Repository clones are handed whole to the uid sandboxes run as (what the daemon passes).
+const withOwner = <A, E>(f: (s: WorkspaceStore) => Effect.Effect<A, E>) => (s: WorkspaceStore) =>
+  Effect.flatMap(Sandbox, (sb) => f(sb.owner === null || sb.owner === undefined ? s : { ...s, create: (i = {}) => s.create(i.repo === undefined ? i : { ...i, owner: sb.owner! }) }))
+const store = <A, E>(f: (s: WorkspaceStore) => Effect.Effect<A, E>) => rt.runPromise(Effect.flatMap(WorkspaceStore, withOwner(f)))
 const storeE = <A, E>(f: (s: WorkspaceStore) => Effect.Effect<A, E>) => rt.runPromise(Effect.either(Effect.flatMap(WorkspaceStore, f)))
 const hist = <A, E>(f: (h: WorkspaceHistory) => Effect.Effect<A, E>) => rt.runPromise(Effect.flatMap(WorkspaceHistory, f))
 const histE = <A, E>(f: (h: WorkspaceHistory) => Effect.Effect<A, E>) => rt.runPromise(Effect.either(Effect.flatMap(WorkspaceHistory, f)))
@@ -111,7 +114,7 @@ describe("repository workspaces", () => {
     const packs = (d: string) => fs.readdirSync(d, { recursive: true }).map(String).filter((f) => f.endsWith(".pack") || /^[0-9a-f]{2}\/[0-9a-f]{38}$/.test(f))
     for (const f of packs(join(ws.root_path, ".git", "objects"))) expect(fs.statSync(join(ws.root_path, ".git", "objects", f)).nlink).toBe(1)
     const r = await inSandbox(ws, "cd /workspace && git status --porcelain && echo '// x' >> index.js && git diff --stat && git commit -qam 'agent commit' && git log --format=%s -2")
-    expect(r.exit.code).toBe(0)
+    expect(r.exit.code, r.stderr + r.stdout).toBe(0)
     expect(r.stdout).toContain("index.js | 1 +")
     expect(r.stdout).toContain("agent commit\ndocs")
     expect(userState(repo)).toEqual(before)
