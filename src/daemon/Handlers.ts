@@ -19,7 +19,6 @@ import { EventLog } from "../storage/EventLog.js"
 import * as Cursor from "../feed/Cursor.js"
 import { EventFeed, type FeedScope } from "../feed/EventFeed.js"
 import { ProviderRegistry } from "../provider/ProviderRegistry.js"
-import { Sandbox } from "../sandbox/Sandbox.js"
 import { WorkspaceHistory } from "../sandbox/WorkspaceHistory.js"
 import { WorkspaceStore } from "../sandbox/WorkspaceStore.js"
 import { SessionStore } from "../storage/SessionStore.js"
@@ -91,8 +90,6 @@ const makeHandlers = Effect.gen(function*() {
   const tap = yield* EventTap
   const transcript = yield* Transcript
   const workspaces = yield* WorkspaceStore
-  // Who sandboxes run as when not the daemon: a repository clone is handed to it whole.
-  const sandboxOwner = Option.match(yield* Effect.serviceOption(Sandbox), { onNone: () => undefined, onSome: (s) => s.owner ?? undefined })
   const history = yield* WorkspaceHistory
   const providers = yield* ProviderRegistry
   const defaultProvider = control.settings.defaultProvider
@@ -394,12 +391,7 @@ const makeHandlers = Effect.gen(function*() {
         // branch is substrat/<agent>); removed again when the agent cannot be created.
         const repoWs = p.repo === undefined ? undefined : yield* Effect.gen(function*() {
           const taken = (yield* workspaces.list()).some((w) => w.name === name)
-          return yield* workspaces.create({
-            name: taken ? null : name,
-            default_for: name,
-            repo: { path: p.repo!, ...(p.ref === undefined ? {} : { ref: p.ref }) },
-            ...(sandboxOwner === undefined ? {} : { owner: sandboxOwner })
-          })
+          return yield* workspaces.create({ name: taken ? null : name, default_for: name, repo: { path: p.repo!, ...(p.ref === undefined ? {} : { ref: p.ref }) } })
         })
         const workspace_id = repoWs !== undefined ? repoWs.id : p.workspace_id === undefined ? undefined : yield* resolver.workspaceId(p.workspace_id)
         if (workspace_id !== undefined && (allow.hosts.length > 0 || allow.presets.length > 0)) {

@@ -41,10 +41,7 @@ afterAll(async () => {
   removeDir(T)
 })
 
-// Repository clones are handed whole to the uid sandboxes run as (what the daemon passes).
-const withOwner = <A, E>(f: (s: WorkspaceStore) => Effect.Effect<A, E>) => (s: WorkspaceStore) =>
-  Effect.flatMap(Sandbox, (sb) => f(sb.owner === null || sb.owner === undefined ? s : { ...s, create: (i = {}) => s.create(i.repo === undefined ? i : { ...i, owner: sb.owner! }) }))
-const store = <A, E>(f: (s: WorkspaceStore) => Effect.Effect<A, E>) => rt.runPromise(Effect.flatMap(WorkspaceStore, withOwner(f)))
+const store = <A, E>(f: (s: WorkspaceStore) => Effect.Effect<A, E>) => rt.runPromise(Effect.flatMap(WorkspaceStore, f))
 const storeE = <A, E>(f: (s: WorkspaceStore) => Effect.Effect<A, E>) => rt.runPromise(Effect.either(Effect.flatMap(WorkspaceStore, f)))
 const hist = <A, E>(f: (h: WorkspaceHistory) => Effect.Effect<A, E>) => rt.runPromise(Effect.flatMap(WorkspaceHistory, f))
 const histE = <A, E>(f: (h: WorkspaceHistory) => Effect.Effect<A, E>) => rt.runPromise(Effect.either(Effect.flatMap(WorkspaceHistory, f)))

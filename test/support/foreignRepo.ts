@@ -8,7 +8,7 @@ import { join } from "node:path"
 const pkg = join(process.cwd(), "node_modules", "ms")
 
 export const gitIn = (dir: string, args: ReadonlyArray<string>, input?: string): string =>
-  execFileSync("git", ["-c", "safe.directory=*", "-C", dir, ...args], {
+  execFileSync("git", ["-C", dir, ...args], {
     encoding: "utf8",
     ...(input === undefined ? {} : { input }),
     env: {
