@@ -291,7 +291,10 @@ export const serve = (o: ProxyOptions): Effect.Effect<void, Error, Scope.Scope> 
               finish()
               return
             }
-            res.write(b)
+            if (!res.write(b)) {
+              upRes.pause()
+              res.once("drain", () => upRes.resume())
+            }
           })
           upRes.on("end", () => {
             res.end()
@@ -321,7 +324,10 @@ export const serve = (o: ProxyOptions): Effect.Effect<void, Error, Scope.Scope> 
             finish()
             return
           }
-          upReq.write(b)
+          if (!upReq.write(b)) {
+            req.pause()
+            upReq.once("drain", () => req.resume())
+          }
         })
         req.on("end", () => upReq.end())
         req.on("error", () => upReq.destroy())
