@@ -408,6 +408,14 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
         if (record !== null && record.running) {
           return yield* new SwarmError({ reason: "running", message: `the swarm of ${record.root} is running` })
         }
+        // Node agents keep the provider they were made with: a different one is refused, not reported.
+        if (saved !== null && args.provider !== undefined && args.provider !== saved.provider) {
+          return yield* new InvalidInputError({
+            field: "provider",
+            message: `the swarm of ${saved.root} was made with provider ${saved.provider} and its node agents keep it; ` +
+              `start it without --provider (a swarm with another provider needs another SUBSTRAT_HOME)`
+          })
+        }
         const name = saved?.name ?? (args.name !== undefined ? validName(args.name, args.path) : swarmNameOf(basename(args.path)))
         const root = tree.current().childNamed(null, name)
         if (root !== undefined && root.id !== agentIdOf(name, ROOT_NODE, saved?.generations[ROOT_NODE] ?? 0)) {

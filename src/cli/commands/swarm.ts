@@ -30,7 +30,7 @@ const startCommand = Command.make("start", {
   home,
   json,
   provider: Options.text("provider").pipe(
-    Options.withDescription("Provider of the node agents (as for `agent create`; default: the daemon's). Kept for restarts"),
+    Options.withDescription("Provider of the node agents (as for `agent create`; default: the daemon's). Kept with the swarm: a later start with another provider is refused"),
     Options.optional
   ),
   languages: Options.choice("languages", SwarmLanguage.literals).pipe(
