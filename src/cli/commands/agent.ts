@@ -88,11 +88,9 @@ const createCommand = Command.make("create", {
     yield* Console.log(`created ${agent.name} (${agent.id}, provider ${agent.provider})`)
   })).pipe(Command.withDescription(describe("Create a root agent (and its session)", {
     examples: [
-      "substrat agent create --name coder --provider claude --workspace <workspace>",
       "substrat agent create --name lead --provider claude --repo .   # works on a clone, on branch substrat/lead",
       "substrat agent create --name lead --provider claude --max-depth 2 --max-live 4 --budget-usd 1",
-      "substrat agent create --name coder --provider claude --allow npm --allow-host files.example.org",
-      "id=$(substrat agent create --provider codex --quiet)"
+      "substrat agent create --name coder --provider claude --allow npm --allow-host files.example.org"
     ]
   })))
 

@@ -61,12 +61,9 @@ const createCommand = Command.make("create", {
       "Default: no network at all. --allow/--allow-host let the sandbox reach those hosts (80/443) through the daemon's egress proxy; every request is logged. A child workspace is never wider than its parent."
     ],
     examples: [
-      "substrat workspace create --name web",
       "substrat workspace create --repo . --name fix-login",
       "substrat workspace create --repo ~/src/app --ref v2.1 --name backport",
-      "substrat workspace create --parent <workspace> --name tests",
-      "substrat workspace create --name web --allow npm --allow-host files.example.org",
-      "ws=$(substrat workspace create --allow pypi --quiet)"
+      "substrat workspace create --name web --allow npm --allow-host files.example.org"
     ]
   })))
 
@@ -301,7 +298,7 @@ const exportCommand = Command.make("export", {
     if (o.json) return yield* printJson({ workspace: r.workspace, files: written })
     yield* Console.log(written.length === 0 ? "(nothing recorded since the workspace was made)" : written.join("\n"))
   })).pipe(Command.withDescription(describe("Write a repository workspace's work as a patch series (git format-patch)", {
-    examples: ["substrat workspace export <workspace> --patch ./patches", "git am ./patches/*.patch"]
+    examples: ["substrat workspace export <workspace> --patch ./patches   # then, in your repository: git am ./patches/*.patch"]
   })))
 
 export const workspaceCommand = Command.make("workspace").pipe(
