@@ -3,14 +3,17 @@
 //   - always on `$SUBSTRAT_HOME/http.sock` (0600: listened at a staging path, chmod'ed, renamed —
 //     like daemon.sock), no token: the file mode is the access control;
 //   - with `--http HOST:PORT`, on TCP too, every /v1 request needing `Authorization: Bearer <token>`
-//     (`$SUBSTRAT_HOME/http.token`, 0600, made once and kept) — 401 otherwise. No cookies; no CORS
-//     headers, so browsers refuse cross-origin calls.
+//     (`$SUBSTRAT_HOME/http.token`, 0600, made once and kept) or the dashboard's session cookie
+//     (Login.ts: `substrat ui`'s one-time code traded at `POST /login`) — 401 otherwise. A
+//     cookie-authenticated POST/PUT/PATCH/DELETE whose Origin is not the daemon's own is 401 too
+//     (SameSite does not tell ports of 127.0.0.1 apart). No CORS headers, so browsers refuse
+//     cross-origin calls.
 // The admin RPC handlers are built once more here (HandlersLive over the same services, the event
 // feed included): HTTP calls the very functions the admin socket serves.
 import { HttpApp, HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
-import { Context, Effect, Layer, Option } from "effect"
+import { Config, Context, Effect, Layer, Option, Schema } from "effect"
 import { randomBytes, timingSafeEqual } from "node:crypto"
 import * as fs from "node:fs"
 import { createServer } from "node:http"
@@ -23,7 +26,8 @@ import { EventFeed } from "../feed/EventFeed.js"
 import { InvalidInput } from "../daemon/Rpcs.js"
 import * as Body from "./Body.js"
 import * as Connections from "./Connections.js"
-import { errorResponse, unauthorized } from "./Errors.js"
+import { errorResponse, invalidInput, unauthorized } from "./Errors.js"
+import * as Login from "./Login.js"
 import * as PathRules from "./PathRules.js"
 import * as Routes from "./Routes.js"
 import * as Static from "./Static.js"
@@ -79,6 +83,43 @@ const hasToken = (req: HttpServerRequest.HttpServerRequest, token: string): bool
   return auth.startsWith("Bearer ") && sameSecret(auth.slice(7).trim(), token)
 }
 
+const unsafeMethods = new Set(["POST", "PUT", "PATCH", "DELETE"])
+
+/**
+ * The dashboard's session cookie: valid, and for a method that changes something, no Origin or
+ * the daemon's own (`origin.value`, set once the port is bound).
+ */
+const hasSession = (req: HttpServerRequest.HttpServerRequest, login: Login.Store, origin: { value: string }): boolean => {
+  const session = Login.sessionOf(req.headers["cookie"])
+  if (session === undefined || !login.isSession(session)) return false
+  const from = req.headers["origin"]
+  return !unsafeMethods.has(req.method) || from === undefined || (origin.value !== "" && from === origin.value)
+}
+
+const CodeBody = Schema.Struct({ code: Schema.String.pipe(Schema.maxLength(200)) })
+
+/** `POST /login`: a code of `substrat ui` for the session cookie; 401 for an unknown, used or expired code. */
+const exchangeRoute = (login: Login.Store): HttpRouter.HttpRouter =>
+  HttpRouter.post(
+    HttpRouter.empty,
+    "/login",
+    Body.json(null).pipe(
+      Effect.flatMap((u) => Schema.decodeUnknown(CodeBody)(u, { onExcessProperty: "ignore" }).pipe(Effect.mapError((e) => invalidInput("code", e)))),
+      Effect.map(({ code }) => {
+        const session = login.exchange(code)
+        return session === undefined ? unauthorized : HttpServerResponse.empty({
+          status: 204,
+          headers: { "set-cookie": `${Login.cookieName}=${session}; HttpOnly; SameSite=Strict; Path=/`, "cache-control": "no-store" }
+        })
+      }),
+      Effect.catchAll((e) => Effect.succeed(errorResponse(e)))
+    )
+  )
+
+/** `POST /v1/ui/code`: a one-time code for `substrat ui` (owner only: http.sock, or the token on TCP). */
+const codeRoute = (login: Login.Store): HttpRouter.HttpRouter =>
+  HttpRouter.post(HttpRouter.empty, "/v1/ui/code", Effect.sync(() => HttpServerResponse.unsafeJson({ code: login.mint() }, { status: 201 })))
+
 /** What a TCP request is checked against. */
 interface Credentials {
   readonly ok: (req: HttpServerRequest.HttpServerRequest) => boolean
@@ -125,10 +166,11 @@ const admit = <E, R>(admission: Admission, gate: Connections.Gate, app: HttpApp.
  * (Static.ts, a fixed list). Every API route (Routes.ts) is behind the credentials check as one
  * router, so a route added there is behind it too.
  */
-const appOf = (files: Static.Files, api: HttpRouter.HttpRouter<never, never>, admission: Admission) => {
+const appOf = (files: Static.Files, api: HttpRouter.HttpRouter<never, never>, login: Login.Store, admission: Admission) => {
   const c = admission.credentials
-  const guarded = c === undefined ? api : HttpRouter.use(api, (h): HttpApp.Default<never, RouteScope> => requireCredentials(c)(h))
-  const router = HttpRouter.concat(Static.routes(files), guarded)
+  const all = HttpRouter.concat(api, codeRoute(login))
+  const guarded = c === undefined ? all : HttpRouter.use(all, (h): HttpApp.Default<never, RouteScope> => requireCredentials(c)(h))
+  const router = HttpRouter.concat(HttpRouter.concat(Static.routes(files), exchangeRoute(login)), guarded)
   return (gate: Connections.Gate) => admit(admission, gate, router)
 }
 
@@ -172,7 +214,12 @@ export const serve = (paths: Paths, tcp: string | undefined) =>
     // background now, so no client's first stream (HTTP or admin socket) waits for it.
     yield* Effect.forkScoped(Effect.flatMap(EventFeed, (feed) => feed.warm))
     const files = yield* Static.load
-    const app = appOf(files, routes, { credentials: undefined, maxBodyBytes: limits.maxBodyBytes })
+    const ttl = yield* Config.integer("SUBSTRAT_UI_CODE_TTL_MS").pipe(
+      Config.withDefault(Login.defaultCodeTtlMs),
+      Effect.mapError((e) => fail(`SUBSTRAT_UI_CODE_TTL_MS: ${String(e)}`))
+    )
+    const login = Login.make(ttl)
+    const app = appOf(files, routes, login, { credentials: undefined, maxBodyBytes: limits.maxBodyBytes })
 
     const sock = socketPath(paths)
     const staging = `${sock}.${process.pid}.tmp`
@@ -194,12 +241,14 @@ export const serve = (paths: Paths, tcp: string | undefined) =>
       return Option.none<TcpAddress>()
     }
     const token = yield* ensureToken(paths)
-    const credentials: Credentials = { ok: (req) => hasToken(req, token) }
-    const tcpApp = appOf(files, routes, { credentials, maxBodyBytes: limits.maxBodyBytes })
+    const origin = { value: "" }
+    const credentials: Credentials = { ok: (req) => hasToken(req, token) || hasSession(req, login, origin) }
+    const tcpApp = appOf(files, routes, login, { credentials, maxBodyBytes: limits.maxBodyBytes })
     const ctx = yield* Layer.build(listen(tcpApp, address, limits)).pipe(Effect.mapError((e) => fail(`cannot listen on ${tcp}: ${String(e)}`)))
     const bound = Context.get(ctx, HttpServer.HttpServer).address
     const actual: TcpAddress = bound._tag === "TcpAddress" ? { host: address.host, port: bound.port } : address
-    const url = `http://${actual.host.includes(":") ? `[${actual.host}]` : actual.host}:${actual.port}/`
+    origin.value = `http://${actual.host.includes(":") ? `[${actual.host}]` : actual.host}:${actual.port}`
+    const url = `${origin.value}/`
     yield* Effect.acquireRelease(
       Effect.try({
         try: () => {

@@ -14,7 +14,9 @@ const assets = {
   "/app.js": { file: "app.js", type: "text/javascript; charset=utf-8" },
   "/timeline.js": { file: "timeline.js", type: "text/javascript; charset=utf-8" },
   "/transcript.js": { file: "transcript.js", type: "text/javascript; charset=utf-8" },
-  "/style.css": { file: "style.css", type: "text/css; charset=utf-8" }
+  "/style.css": { file: "style.css", type: "text/css; charset=utf-8" },
+  "/login": { file: "login.html", type: "text/html; charset=utf-8" },
+  "/login.js": { file: "login.js", type: "text/javascript; charset=utf-8" }
 } as const
 
 type AssetPath = keyof typeof assets

@@ -36,8 +36,8 @@ const agentItem = (name: string) => page.locator(`#tree li[data-name="${name}"] 
 const stateOf = (name: string) => agentItem(name).locator(".state")
 
 describe("dashboard in headless chromium", () => {
-  it("ui prints the TCP URL with the token in the fragment", () => {
-    expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/#token=[A-Za-z0-9_-]{40,}$/)
+  it("ui prints the TCP URL with a one-time login code in the fragment", () => {
+    expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/login#code=[A-Za-z0-9_-]{20,}$/)
   })
 
   it("shows the tree live, the transcript of a clicked agent, the answer to a message, a diff; terminates", async () => {
