@@ -136,11 +136,13 @@ export const buildBwrapArgs = (input: BwrapInput): Either.Either<ReadonlyArray<s
     for (const l of byDepth(links)) argv.push(l.mode === "rw" ? "--bind" : "--ro-bind", l.host, l.target)
     // The directories above an extra bind (/opt/substrat, /run/substrat, /home) as bwrap would
     // make them are 0700 when it runs as root: made 0755 first, so an unprivileged uid inside reaches the binds.
-    const made = [WORKSPACE, "/proc", "/dev", "/tmp", "/etc", ...input.host.system.map((e) => e.path)]
+    // Below /workspace too (a bind at /workspace/.cursor/mcp.json): bwrap makes a missing parent in
+    // the bound host directory, and as root that one is 0700 — the sandbox uid could not enter it.
+    const made = ["/proc", "/dev", "/tmp", "/etc", ...input.host.system.map((e) => e.path)]
     const parents = new Set<string>()
     for (const x of extras) {
       for (let d = x.target.slice(0, x.target.lastIndexOf("/")); d.length > 0; d = d.slice(0, d.lastIndexOf("/"))) {
-        if (!made.some((m) => isWithin(m, d))) parents.add(d)
+        if (d !== WORKSPACE && !made.some((m) => isWithin(m, d))) parents.add(d)
       }
     }
     for (const d of [...parents].sort((a, b) => depth(a) - depth(b) || (a < b ? -1 : 1))) argv.push("--perms", "0755", "--dir", d)
