@@ -135,15 +135,21 @@ export interface Inspect {
   readonly waiting_for_replies: number
 }
 
-/** Every agent idle with nothing queued or awaited, three polls in a row (over one raw connection). */
-export const waitQuiet = async (home: string): Promise<ReadonlyArray<Agent>> => {
+/**
+ * Every agent idle with nothing queued or awaited, three polls in a row (over one raw connection).
+ * `parked` names agents parked by a spent budget (docs/budgets.md): idle, awaiting nothing, but
+ * their interrupted turn stays queued until a raise, so their queued turns are not outstanding work.
+ */
+export const waitQuiet = async (home: string, parked: ReadonlyArray<string> = []): Promise<ReadonlyArray<Agent>> => {
   const c = await rpcClient(join(home, "daemon.sock"))
   try {
     let calm = 0
     return await waitFor("quiescence", async () => {
       const { agents } = await c.call<{ agents: ReadonlyArray<Agent> }>("agent.list")
       const infos = await Promise.all(agents.map((a) => c.call<Inspect>("agent.inspect", { agent: a.id })))
-      const busy = infos.some((i) => i.agent.state !== "idle" || i.queued_turns > 0 || i.waiting_for_replies > 0)
+      const busy = infos.some((i) =>
+        i.agent.state !== "idle" || (i.queued_turns > 0 && !parked.includes(i.agent.name)) || i.waiting_for_replies > 0
+      )
       calm = busy ? 0 : calm + 1
       return calm >= 3 ? agents : undefined
     }, 60_000)

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
 import { type Reply } from "../../src/testing/ScriptedLlm.js"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
-import { daemons, startDaemon, waitFor, waitQuiet } from "./daemon.support.js"
+import { type Agent, daemons, type Inspect, rpcClient, startDaemon, waitFor, waitQuiet } from "./daemon.support.js"
 import { request, type Target } from "./http.support.js"
 import { attr, type OtlpReceiver, type OtlpSpan, startReceiver } from "./otlp.support.js"
 
@@ -99,7 +99,17 @@ describe("model requests as spans (OTLP)", () => {
     })
     expect(created.status).toBe(201)
     expect((await request(unix, "POST", "/v1/agents/spender/messages", { text: "Spend.", wait: false })).status).toBeLessThan(300)
-    await waitQuiet(home)
+    // The refused call parks spender's turn (docs/budgets.md): it stays queued until a raise.
+    await waitQuiet(home, ["spender"])
+    const spenderLog = fs.readFileSync(join(home, "agents", (JSON.parse(created.body) as { session_id: string }).session_id, "events.jsonl"), "utf8")
+    expect(spenderLog.split("\n").filter((l) => l !== "" && (JSON.parse(l) as { event: string }).event === "budget.breached").length).toBe(1)
+    const rpc = await rpcClient(join(home, "daemon.sock"))
+    try {
+      const spender = (await rpc.call<{ agents: ReadonlyArray<Agent> }>("agent.list")).agents.find((a) => a.name === "spender")!
+      expect((await rpc.call<Inspect>("agent.inspect", { agent: spender.id })).queued_turns).toBe(1)
+    } finally {
+      rpc.close()
+    }
 
     const byName = (name: string) => spans.filter((s) => s.name === name)
     await waitFor("6 model requests exported", () => (byName("model.request").length >= 6 ? true : undefined), 30_000)
