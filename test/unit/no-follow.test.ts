@@ -155,8 +155,10 @@ describe("NoFollow", () => {
       Fs.mkdirSync(Path.join(s.tree, "real"))
       Fs.mkdirSync(Path.join(s.tree, "d"))
       // d is a directory, then for a moment a link to the host directory, then a directory again.
+      // -T / -n: the attacker's own mv and ln never act *through* a link d (that would be the
+      // attacker writing into the host directory, not the daemon), also when the daemon made d anew.
       const script = `cd ${JSON.stringify(s.tree)} || exit 1; i=0; while [ $i -lt 100000 ]; do ` +
-        `mv d saved; ln -s ${JSON.stringify(s.host)} d; rm d; mv saved d; i=$((i+1)); done`
+        `mv -T d saved; ln -sn ${JSON.stringify(s.host)} d; rm -f d; mv -T saved d; i=$((i+1)); done`
       const attacker = spawn("sh", ["-c", script], { stdio: "ignore" })
       try {
         for (let i = 0; i < 1500; i++) {
