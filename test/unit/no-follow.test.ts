@@ -168,7 +168,10 @@ describe("NoFollow", () => {
           run(NoFollow.makeDirectory(s.tree, "d/made"))
         }
       } finally {
+        // Wait for it to be gone: a dying attacker still renaming in the tree fails the cleanup's rmdir.
+        const gone = attacker.exitCode !== null || attacker.signalCode !== null ? Promise.resolve() : new Promise((r) => attacker.once("exit", r))
         attacker.kill("SIGKILL")
+        await gone
       }
       expect(Fs.readdirSync(s.host).sort()).toEqual(["secret.json"])
       expect(Fs.readFileSync(Path.join(s.host, "secret.json"), "utf8")).toBe("host bytes")
