@@ -88,7 +88,7 @@ describe("metering and budgets with the real claude binary", () => {
       const item = await waitFor("the breach", async () =>
         (await cliJson<{ items: ReadonlyArray<{ id: string; kind: string; text: string }> }>(home, ["inbox"])).items.find((x) => x.kind === "budget"), 120_000)
       expect(item.text).toContain("USD budget spent")
-      await waitQuiet(home).catch(() => undefined)
+      await waitQuiet(home, ["solo"])
       const reqs = await Effect.runPromise(llm.modelRequests)
       // Three requests fit (the third crosses the limit); the fourth was refused at the forwarder.
       expect(reqs.map((r) => r.label)).toEqual(["r1", "r2", "r3"])

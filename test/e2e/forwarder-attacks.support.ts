@@ -113,7 +113,7 @@ export const parallelAgainstBudget = (homes: Array<string>, track: (pid: number)
     ])
     await cli(home, ["agent", "send", "par", "Go."])
     await waitFor("the Bash call's result", () => bashResult(home, par.session_id), 180_000)
-    await waitQuiet(home).catch(() => undefined)
+    await waitQuiet(home, ["par"])
     const reached = (await Effect.runPromise(llm.requests)).filter((r) => r.label === "par").length
     const reservations = dataNamed(agentEvents(home, par.session_id), "usage.reserved")
       .filter((d) => d["output_tokens"] === 10000)
