@@ -111,6 +111,12 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
         return yield* lockFor(loc.gitDir).withPermits(1)(f(loc, git, scope))
       })
 
+    // Histories (git dirs) whose index is known to hold exactly HEAD's tree: after a commitTurn
+    // that committed, or found nothing staged in the whole tree. Then a turn whose `git add`
+    // stages nothing changed nothing, and needs no `git diff`. Anything else that moves the index
+    // or HEAD (a revert, a failed commitTurn) drops the entry; unknown after a restart.
+    const indexMatchesHead = new Set<string>()
+
     type Git = (args: ReadonlyArray<string>, opts?: { input?: string; env?: Record<string, string>; okCodes?: ReadonlyArray<number> }) => Effect.Effect<{ code: number; stdout: string; stderr: string }, WorkspaceHistoryError>
 
     /**
@@ -174,16 +180,25 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
             ? whole
             : turn.paths.map((p) => `:(top,literal)${loc.prefix === "" ? p : `${loc.prefix}/${p}`}`)
           if (scope.length === 0) return { commit: null, paths: [] } satisfies TurnCommit
-          const before = (yield* git(["rev-parse", "HEAD"])).stdout.trim()
+          const wholeTree = loc.prefix === "" && turn.paths === undefined
+          const wasClean = indexMatchesHead.delete(loc.gitDir)
           // A repository workspace: the agents' own commits of this turn (in the clone's .git) are
           // kept when they continue the branch.
-          const absorbed = loc.repo !== null && loc.prefix === "" && turn.paths === undefined
-            ? yield* absorbAgentCommits(loc, git, before)
-            : false
-          yield* git(["add", "-A", "--", ...scope])
+          const absorbing = loc.repo !== null && wholeTree
+          const before = absorbing ? (yield* git(["rev-parse", "HEAD"])).stdout.trim() : ""
+          const absorbed = absorbing ? yield* absorbAgentCommits(loc, git, before) : false
+          const added = yield* git(["add", "-A", "-v", "--", ...scope])
+          // The index held HEAD and `add` staged nothing: nothing changed (one process per quiet turn).
+          if (wasClean && !absorbed && added.stdout.trim() === "") {
+            indexMatchesHead.add(loc.gitDir)
+            return { commit: null, paths: [] } satisfies TurnCommit
+          }
           const st = yield* git(["diff", "--cached", "--name-status", "-z", "--no-renames", "HEAD", "--", ...scope])
           const staged = parseNameStatus(st.stdout, loc.prefix)
-          if (staged.length === 0 && !absorbed) return { commit: null, paths: staged } satisfies TurnCommit
+          if (staged.length === 0 && !absorbed) {
+            if (wasClean || wholeTree) indexMatchesHead.add(loc.gitDir)
+            return { commit: null, paths: staged } satisfies TurnCommit
+          }
           if (staged.length > 0) {
             const message = `${turn.summary ?? `turn ${turn.turnId}`}\n\nSubstrat-Workspace: ${id}\nSubstrat-Agent: ${turn.agent}\nSubstrat-Turn: ${turn.turnId}\n`
             yield* git(["commit", "-q", "--no-verify", "-F", "-"], {
@@ -197,6 +212,7 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
             : staged
           if (absorbed) yield* git(["update-ref", baseRef(turn.turnId), before])
           yield* git(["update-ref", turnRef(turn.turnId), head])
+          indexMatchesHead.add(loc.gitDir)
           yield* publish(id, loc)
           return { commit: head, paths } satisfies TurnCommit
         }))
@@ -281,6 +297,7 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
     ) {
       return yield* withRepo(id, (loc, git, scope) =>
         Effect.gen(function*() {
+          indexMatchesHead.delete(loc.gitDir)
           const { base, c, several } = yield* commitOf(id, git, turnId)
           const r = yield* git(["revert", "--no-commit", "--no-edit", several ? `${base}..${c}` : c], { okCodes: [0, 1, 128] })
           if (r.code !== 0) {

@@ -17,7 +17,7 @@ import { type BindMode, noLimits, RepoSource, ResourceLimits, SymlinkSpec, Works
 import { EgressPolicy, narrowerThan, noEgress, type PresetTable } from "../domain/egress.js"
 import { Durable } from "../storage/Durable.js"
 import { SandboxPathError, WorkspaceError } from "./errors.js"
-import { initHistory } from "./git.js"
+import { initHistory } from "./HistoryInit.js"
 import * as NoFollow from "./NoFollow.js"
 import { cloneRepo, openRepo } from "./RepoGit.js"
 import { Sandbox } from "./Sandbox.js"
@@ -246,7 +246,7 @@ export class WorkspaceStore extends Effect.Service<WorkspaceStore>()("substrat/W
         if (input.root === undefined) {
           yield* durable.mkdir(root, 0o755).pipe(Effect.mapError(io(id)))
         }
-        yield* initHistory(executor, { gitDir: `${dir}/history.git`, workTree: root }, id, { empty: opened === null }).pipe(
+        yield* initHistory(fs, { gitDir: `${dir}/history.git`, workTree: root }, id, { empty: opened === null }).pipe(
           Effect.mapError((e) => wsError(id, "io", e.message))
         )
         if (opened !== null) {

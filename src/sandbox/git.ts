@@ -112,24 +112,3 @@ export const runGit = (
   options: GitOptions = {}
 ): Effect.Effect<GitResult, WorkspaceHistoryError> =>
   runGitAt(executor, { cwd: repo.workTree, env: gitBaseEnv(repo), pre: safeArgs }, args, options)
-
-/** Create the history repo with an initial empty commit (none with `empty: false`) so every turn commit has a parent. */
-export const initHistory = (executor: CommandExecutor.CommandExecutor, repo: GitRepo, workspaceId: string, options: { readonly empty?: boolean } = {}) =>
-  Effect.gen(function*() {
-    const git = (args: ReadonlyArray<string>, input?: string) =>
-      runGit(executor, repo, args, { workspaceId, ...(input === undefined ? {} : { input }) })
-    yield* git(["init", "-q"])
-    for (
-      const [k, v] of [
-        ["core.preloadIndex", "true"],
-        ["core.untrackedCache", "true"],
-        ["core.autocrlf", "false"],
-        ["core.quotePath", "false"],
-        ["index.version", "4"],
-        ["gc.autoDetach", "true"],
-        ["user.name", "substrat"],
-        ["user.email", "substrat@localhost"]
-      ] as const
-    ) yield* git(["config", k, v])
-    if (options.empty !== false) yield* git(["commit", "-q", "--allow-empty", "--no-verify", "-F", "-"], `workspace ${workspaceId} created\n`)
-  })
