@@ -16,6 +16,11 @@ const owned = daemons()
 const dir = makeTmpDir("substrat-overlap-")
 const home = join(dir, "home")
 
+// Each turn that must stay in flight is held on a gate file the test creates when it is time.
+const gates = join(dir, "gates")
+const gate = (name: string) => join(gates, name)
+const release = (name: string) => fs.writeFileSync(gate(name), "")
+
 const book = {
   lead: {
     steps: [{
@@ -29,17 +34,18 @@ const book = {
     }, {
       // Woken by a's answer: still running (recording nothing) while b works, so the change made
       // during b's turn is b's to record (a change is recorded by the first record after it).
-      delay_ms: 30000,
+      wait_for: gate("lead"),
       text: ""
     }],
     after: "silent"
   },
-  a: { steps: [{ delay_ms: 6000, text: "a done" }], after: "silent" },
-  b: { steps: [{ delay_ms: 20000, text: "b done" }], after: "silent" }
+  a: { steps: [{ wait_for: gate("a"), text: "a done" }], after: "silent" },
+  b: { steps: [{ wait_for: gate("b"), text: "b done" }], after: "silent" }
 }
 
 beforeAll(async () => {
   fs.mkdirSync(join(home, "scripts"), { recursive: true })
+  fs.mkdirSync(gates)
   fs.writeFileSync(join(home, "scripts", "overlap.json"), JSON.stringify(book))
   owned.track(await startDaemon(home))
 }, 60_000)
@@ -70,11 +76,14 @@ describe("overlap detection", () => {
     await waitFor("b's turn started", startedTurn(b))
     fs.writeFileSync(join(ws.root_path, "shared.txt"), "from a\n")
     fs.writeFileSync(join(ws.root_path, "a.txt"), "only a\n")
+    release("a")
     await waitFor("a's record", () => dataNamed(agentEvents(home, a.session_id), "workspace.diff")[0])
     // b's turn is still running (its turn.complete not logged yet): this change is its.
     expect(dataNamed(agentEvents(home, b.session_id), "turn.complete")).toEqual([])
     fs.writeFileSync(join(ws.root_path, "shared.txt"), "from b\n")
+    release("b")
     await waitFor("b's record", () => dataNamed(agentEvents(home, b.session_id), "workspace.diff")[0], 60_000)
+    release("lead")
     const agents = (await waitQuiet(home)) as ReadonlyArray<AgentWs>
     const all = agents.flatMap((x) => agentEvents(home, x.session_id))
     const overlaps = all.filter((e) => e.event === "workspace.overlap").map((e) => e.data)

@@ -1,7 +1,7 @@
 // Scripted books from a directory (`scripted:<name>` → <booksDir>/<name>.json): lookup order,
 // strict decoding, name and size limits, and the registry refusing a bad variant up front.
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Exit, Schema, Stream } from "effect"
+import { Chunk, Effect, Exit, Fiber, Schema, Stream } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import type { ProviderError } from "../../src/domain/errors.js"
@@ -98,4 +98,14 @@ describe("scripted books from a directory", () => {
       Fs.writeFileSync(Path.join(dir, "nope.json"), JSON.stringify({ "*": { steps: [] } }))
       expect((yield* registry.get("scripted:nope")).name).toBe("scripted")
     }))
+  it.live("wait_for holds the turn until the file exists (templated per agent)", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const dir = yield* tmpDir("books-")
+      Fs.writeFileSync(Path.join(dir, "gated.json"), JSON.stringify({ "*": { steps: [{ wait_for: Path.join(dir, "go-{{agent}}"), text: "released" }] } }))
+      const turn = yield* Effect.fork(say("gated", dir, "hi", "w"))
+      yield* Effect.sleep("300 millis")
+      expect(turn.unsafePoll()).toBeNull()
+      Fs.writeFileSync(Path.join(dir, "go-w"), "")
+      expect(yield* Fiber.join(turn)).toBe("released")
+    })))
 })

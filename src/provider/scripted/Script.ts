@@ -17,13 +17,15 @@ export const ScriptUsage = Schema.Struct({
  * One turn's reply. Tools run first (in order, through the agent's ToolHandler), then `text`
  * streams as chunks and becomes the final response. `error` fails the turn (`provider.error`).
  * Strings may use `{{prompt}}`, `{{agent}}`, `{{turn}}` and `{{last_message_id}}` (the last
- * `message <uuid>` mentioned in the prompt).
+ * `message <uuid>` mentioned in the prompt). `wait_for` (a path) holds the turn until a file
+ * exists there, so a test can end a turn exactly when it wants to.
  */
 export const ScriptStep = Schema.Struct({
   text: Schema.optional(Schema.String),
   tools: Schema.optional(Schema.Array(ScriptToolCall)),
   error: Schema.optional(Schema.String),
   delay_ms: Schema.optional(Schema.Number),
+  wait_for: Schema.optional(Schema.String),
   usage: Schema.optional(ScriptUsage)
 })
 export type ScriptStep = typeof ScriptStep.Type

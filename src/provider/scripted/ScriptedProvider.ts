@@ -2,7 +2,7 @@
 // docs/providers.md). First-class: used by tests, the demo and embedders' tests.
 // Its suspend blob is `{"v":1,"agent","key","turn"}` as JSON, so an evicted agent resumes at
 // the step where it stopped.
-import { Duration, Effect, Either, Layer, Option, ParseResult, Schema, Stream } from "effect"
+import { Duration, Effect, Either, Layer, Option, ParseResult, Schedule, Schema, Stream } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import { NAME_PATTERN } from "../../domain/agent.js"
@@ -44,6 +44,13 @@ const fail = (reason: ProviderError["reason"], message: string) =>
 const chunksOf = (text: string): ReadonlyArray<string> => text.match(/\S+\s*|\s+/g) ?? []
 
 const estimate = (s: string) => Math.ceil(s.length / 4)
+
+/** Completes once a file exists at `path` (looked at every 20 ms; interruptible). */
+const fileAppears = (path: string): Effect.Effect<void> =>
+  Effect.promise(() => Fs.access(path).then(() => true, () => false)).pipe(
+    Effect.repeat({ schedule: Schedule.spaced(Duration.millis(20)), until: (found) => found }),
+    Effect.asVoid
+  )
 
 const decodeStrict = Schema.decodeUnknown(ScriptBookJson, { onExcessProperty: "error" })
 
@@ -119,6 +126,7 @@ export const makeScripted = (
         turn += 1
         const step = found === null ? { text: "" } : replyFor(found.script, input)
         if (step.delay_ms !== undefined && step.delay_ms > 0) yield* Effect.sleep(Duration.millis(step.delay_ms))
+        if (step.wait_for !== undefined) yield* fileAppears(step.wait_for)
         if (step.error !== undefined) return yield* fail("turn", step.error)
         const text = step.text ?? ""
         const tools = step.tools ?? []
