@@ -5,11 +5,11 @@
 // the last 5 messages sent or received; plus how many messages wait in the inbox, how many sync
 // requests the agent is still waiting on.
 import { Effect, Schema } from "effect"
-import { RecentMessage, RecentTurn } from "../domain/inspection.js"
+import { type AgentBrief, RecentMessage, RecentTurn } from "../domain/inspection.js"
 import { UsageReport as UsageReportSchema } from "../domain/usage.js"
 import { AgentState } from "../domain/agent.js"
 import type { AgentId } from "../domain/ids.js"
-import type { UsageReport } from "../domain/usage.js"
+import { totalTokens, type UsageReport } from "../domain/usage.js"
 import { Activity } from "./Activity.js"
 import { Mailbox } from "./Mailbox.js"
 import { Requests } from "./Requests.js"
@@ -87,6 +87,30 @@ export class Inspection extends Effect.Service<Inspection>()("substrat/Inspectio
       }
     }
 
-    return { stateOf, usageOf, inspect } as const
+    /**
+     * What `agent list` adds to each live agent's row, only where there is something to say: a
+     * dormant swarm node agent (no session yet), turns queued, what it used itself.
+     */
+    const briefs = (): ReadonlyArray<AgentBrief> => {
+      const out: Array<AgentBrief> = []
+      for (const n of tree.current().nodes.values()) {
+        if (tree.isDormant(n.id)) {
+          out.push({ agent_id: n.id, dormant: true })
+          continue
+        }
+        const queued = mailbox.queuedTurns(n.id)
+        const own = activity.usageOf(n.id, []).own
+        const tokens = totalTokens(own)
+        if (queued === 0 && tokens === 0 && own.cost_usd === 0) continue
+        out.push({
+          agent_id: n.id,
+          ...(queued === 0 ? {} : { queued_turns: queued }),
+          ...(tokens === 0 && own.cost_usd === 0 ? {} : { tokens, cost_usd: own.cost_usd })
+        })
+      }
+      return out
+    }
+
+    return { stateOf, usageOf, inspect, briefs } as const
   })
 }) {}

@@ -113,6 +113,8 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
     const inspect = Effect.fn("Orchestrator.inspect")(function*(agent: AgentId) {
       return inspection.inspect(agent) ?? (yield* notFound(agent))
     })
+    /** `agent list`'s extras per live agent (Inspection.briefs). */
+    const briefs = Effect.sync(() => inspection.briefs())
     const usage = Effect.fn("Orchestrator.usage")(function*(agent: AgentId) {
       yield* nodeOf(agent)
       return inspection.usageOf(agent)
@@ -236,6 +238,7 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
       get,
       findByName,
       inspect,
+      briefs,
       usage,
       output,
       subscribe,

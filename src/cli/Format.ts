@@ -3,6 +3,7 @@
 import { quotaNames, type QuotaView } from "../domain/quota.js"
 import type { DaemonStatus, InspectResult, SessionInfo, Usage } from "../daemon/Rpcs.js"
 import type { AgentNode } from "../domain/agent.js"
+import type { AgentBrief } from "../domain/inspection.js"
 import { forPeople } from "../agent/Prompt.js"
 import { describePolicy } from "../domain/egress.js"
 import { activityText } from "./Live.js"
@@ -18,12 +19,35 @@ export const table = (rows: ReadonlyArray<ReadonlyArray<string>>): string => {
   return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join("  ")).join("\n")
 }
 
+/** The NAME column's width: longer names (with their tree branches) end in "…" (`--json` has them whole). */
+export const NAME_WIDTH = 40
+
+const clipName = (s: string): string => (s.length <= NAME_WIDTH ? s : `${s.slice(0, NAME_WIDTH - 1)}…`)
+
+/** A swarm's code-node agent (below the swarm's root): listed by `swarm agents`, hidden from `agent list` unless asked. */
+export const isSwarmNode = (a: AgentNode): boolean => a.parent_id !== null && a.role.startsWith("swarm-")
+
+export interface TreeView {
+  /** Agent id → what its running turn is doing (a DOING column when any agent is busy). */
+  readonly doing?: ReadonlyMap<string, string>
+  /** Agent id → the daemon's extras for its row (dormant, queued turns, usage). */
+  readonly details?: ReadonlyMap<string, AgentBrief>
+  /** Show the swarm node agents too (`--swarm`, `--all`). */
+  readonly swarm?: boolean
+}
+
 /**
- * The agent forest, roots first, children indented with box-drawing branches; `doing` (agent id →
- * what its running turn is doing) adds a DOING column when any agent is busy.
+ * The agent forest, roots first, children indented with box-drawing branches. Swarm node agents
+ * are left out unless `view.swarm` (a line under the table says how many and where they are);
+ * a dormant one's state is `dormant`.
  */
-export const renderTree = (agents: ReadonlyArray<AgentNode>, doing: ReadonlyMap<string, string> = new Map()): string => {
-  if (agents.length === 0) return "(no agents)"
+export const renderTree = (all: ReadonlyArray<AgentNode>, view: TreeView = {}): string => {
+  const doing = view.doing ?? new Map<string, string>()
+  const details = view.details ?? new Map<string, AgentBrief>()
+  const agents = view.swarm === true ? all : all.filter((a) => !isSwarmNode(a))
+  const hidden = all.length - agents.length
+  const footer = hidden === 0 ? "" : `\n\n${hidden} swarm node agent(s) not shown: substrat swarm agents lists them, agent ls --swarm shows them here`
+  if (agents.length === 0) return `(no agents)${footer}`
   const ids = new Set(agents.map((a) => a.id))
   const children = new Map<string, Array<AgentNode>>()
   const roots: Array<AgentNode> = []
@@ -34,13 +58,14 @@ export const renderTree = (agents: ReadonlyArray<AgentNode>, doing: ReadonlyMap<
   const withDoing = agents.some((a) => doing.has(a.id))
   const lines: Array<ReadonlyArray<string>> = []
   const walk = (a: AgentNode, prefix: string, branch: string) => {
-    lines.push([`${prefix}${branch}${a.name}`, a.state, a.provider, a.role, a.id, ...(withDoing ? [doing.get(a.id) ?? ""] : [])])
+    const state = details.get(a.id)?.dormant === true ? "dormant" : a.state
+    lines.push([clipName(`${prefix}${branch}${a.name}`), state, a.provider, a.role, a.id, ...(withDoing ? [doing.get(a.id) ?? ""] : [])])
     const kids = children.get(a.id) ?? []
     const nextPrefix = prefix + (branch === "" ? "" : branch === "└─ " ? "   " : "│  ")
     kids.forEach((k, i) => walk(k, nextPrefix, i === kids.length - 1 ? "└─ " : "├─ "))
   }
   for (const r of roots) walk(r, "", "")
-  const out = table([["NAME", "STATE", "PROVIDER", "ROLE", "ID", ...(withDoing ? ["DOING"] : [])], ...lines]).replace(/ +$/gm, "")
+  const out = table([["NAME", "STATE", "PROVIDER", "ROLE", "ID", ...(withDoing ? ["DOING"] : [])], ...lines]).replace(/ +$/gm, "") + footer
   const held = agents.filter((a) => a.state === "quarantined")
   if (held.length === 0) return out
   return `${out}\n\n${

@@ -425,7 +425,7 @@ const makeHandlers = Effect.gen(function*() {
     ...budgetHandlers({ meter, egress, spawns: spawnQueue, quotas, orchestrator, resolve: (ref) => resolver.liveAgent(ref), wire, mutation }),
 
     "agent.list": (p) =>
-      wire(Effect.map(resolver.agents(p?.all ?? false), (agents) => ({ agents, activity: progress.all() }))),
+      wire(Effect.map(Effect.zip(resolver.agents(p?.all ?? false), orchestrator.briefs), ([agents, details]) => ({ agents, activity: progress.all(), details }))),
 
     "agent.send": (p) =>
       Effect.gen(function*() {

@@ -18,3 +18,16 @@ export const RecentMessage = Schema.Struct({
   text: Schema.String
 })
 export type RecentMessage = typeof RecentMessage.Type
+
+/** One row's extras in `agent list` (`AgentList`'s `details`, src/daemon/rpcs/agent.ts). */
+export const AgentBrief = Schema.Struct({
+  agent_id: Schema.String,
+  /** A swarm node agent not materialized yet (docs/swarm.md): no session, nothing ran. */
+  dormant: Schema.optional(Schema.Boolean),
+  /** Turns waiting to start (for a slot, the turn gate, a budget). */
+  queued_turns: Schema.optional(Schema.Number),
+  /** Its own use: tokens (cache included, as budgets count them) and USD. */
+  tokens: Schema.optional(Schema.Number),
+  cost_usd: Schema.optional(Schema.Number)
+})
+export type AgentBrief = typeof AgentBrief.Type

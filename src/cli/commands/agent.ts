@@ -3,7 +3,7 @@ import { Args, Command, Options } from "@effect/cli"
 import { Console, Effect, Option, Schema, Stream } from "effect"
 import { parentEnv } from "../../config/Config.js"
 import { AgentRef, MessageText, WorkspaceRef } from "../../daemon/rpcs/common.js"
-import type { AgentActivity } from "../../daemon/rpcs/agent.js"
+import type { AgentActivity, AgentListRpc } from "../../daemon/rpcs/agent.js"
 import { attachCommand } from "./attach.js"
 import { AgentGroup } from "../../daemon/rpcs/agent.js"
 import { call, CliError, following, fromRpcError, withClient } from "../Client.js"
@@ -11,6 +11,7 @@ import { allowFields, allowHosts, allowPresets, home, json, pathsOf, quiet, raw,
 import { budgetOptions, budgetPatch } from "./budget.js"
 import { capsPatch, quotaOptions, quotaPatch } from "./caps.js"
 import { printJson, renderInspect, renderSent, renderTree } from "../Output.js"
+import { isSwarmNode, type TreeView } from "../Format.js"
 import { activityText } from "../Live.js"
 import { describe } from "../Help.js"
 import { shellWord, suggest } from "../Exit.js"
@@ -98,7 +99,8 @@ const listCommand = Command.make("list", {
   home,
   json,
   quiet,
-  all: Options.boolean("all").pipe(Options.withAlias("a"), Options.withDescription("Also show terminated agents")),
+  all: Options.boolean("all").pipe(Options.withAlias("a"), Options.withDescription("Also show terminated agents and swarm node agents")),
+  swarm: Options.boolean("swarm").pipe(Options.withDescription("Also show swarm node agents (hidden by default; substrat swarm agents lists them)")),
   watch: Options.boolean("watch").pipe(
     Options.withAlias("w"),
     Options.withDescription("Keep the list on screen, redrawn whenever something happens (Ctrl-C to stop)")
@@ -106,29 +108,43 @@ const listCommand = Command.make("list", {
 }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    if (o.watch) return yield* watchList(socket, o.all)
+    const swarm = o.swarm || o.all
+    if (o.watch) return yield* watchList(socket, o.all, swarm)
     const r = yield* withClient(AgentGroup, socket, (c) => call(socket, c.agent.list({ all: o.all })))
+    // For scripts: everything, names whole (swarm node agents too; `details` marks the dormant ones).
     if (o.json) return yield* printJson(r)
-    if (o.quiet) return yield* Console.log(r.agents.map((a) => a.id).join("\n"))
-    yield* Console.log(renderTree(r.agents, doingOf(r.activity, Date.now())))
+    if (o.quiet) return yield* Console.log(r.agents.filter((a) => swarm || !isSwarmNode(a)).map((a) => a.id).join("\n"))
+    yield* Console.log(renderTree(r.agents, treeView(r, swarm)))
   })).pipe(Command.withDescription(describe("Show the agent tree (all roots and their children)", {
-    details: ["Busy agents show how long their turn has run and what it is doing (DOING)."],
+    details: [
+      "Busy agents show how long their turn has run and what it is doing (DOING).",
+      "Swarm node agents are left out (substrat swarm agents lists them); --swarm or --all shows them, dormant ones as dormant. --json has every agent with its whole name."
+    ],
     examples: [
       "substrat agent ls -w        # redrawn live",
-      "substrat agent ls --all     # with terminated agents",
+      "substrat agent ls --all     # with terminated and swarm node agents",
       "substrat agent ls --quiet   # ids only"
     ]
   })))
 
+type AgentListResult = typeof AgentListRpc.successSchema.Type
+
 const doingOf = (activity: ReadonlyArray<AgentActivity> | undefined, now: number): ReadonlyMap<string, string> =>
   new Map((activity ?? []).map((a) => [a.agent_id, activityText(a, now)]))
+
+/** What `renderTree` needs of an `agent.list` answer. */
+const treeView = (r: AgentListResult, swarm: boolean): TreeView => ({
+  doing: doingOf(r.activity, Date.now()),
+  details: new Map((r.details ?? []).map((d) => [d.agent_id, d])),
+  swarm
+})
 
 /**
  * `agent list -w`: the tree again on every event of the daemon (coalesced), and each second on a
  * terminal (elapsed times). A terminal gets the screen redrawn; a pipe gets each new table once
  * it differs, after a blank line. Ends with Ctrl-C, or exit 3 when the daemon goes away.
  */
-const watchList = (socket: string, all: boolean) => {
+const watchList = (socket: string, all: boolean, swarm: boolean) => {
   const redraw = process.stdout.isTTY === true && parentEnv()["TERM"] !== "dumb"
   let last = ""
   // events.follow's Schemas (every log entry) are loaded only for a watch.
@@ -137,7 +153,7 @@ const watchList = (socket: string, all: boolean) => {
     Effect.gen(function*() {
       const draw = Effect.flatMap(call(socket, c.agent.list({ all })), (r) =>
         Effect.sync(() => {
-          const text = renderTree(r.agents, doingOf(r.activity, Date.now()))
+          const text = renderTree(r.agents, treeView(r, swarm))
           if (text === last) return
           if (redraw) process.stdout.write(`\x1b[H\x1b[2J${new Date().toISOString().slice(11, 19)}  substrat agent list -w (Ctrl-C to stop)\n\n${text}\n`)
           else process.stdout.write(`${last === "" ? "" : "\n"}${text}\n`)

@@ -5,7 +5,7 @@ import { ParseResult, Schema, SchemaAST, Struct } from "effect"
 import { AgentNode } from "../../domain/agent.js"
 import { TreeCaps } from "../../domain/caps.js"
 import { AgentId, MessageId } from "../../domain/ids.js"
-import { RecentMessage, RecentTurn } from "../../domain/inspection.js"
+import { AgentBrief, RecentMessage, RecentTurn } from "../../domain/inspection.js"
 import { QuotaView } from "../../domain/quota.js"
 import { AgentRef, BudgetPatch, EgressHosts, EgressPresets, MessageText, RpcError, Usage, WorkspaceRef } from "./common.js"
 import { SessionInfo } from "./session.js"
@@ -111,8 +111,16 @@ const AgentListParams = Schema.Struct({ all: Schema.optional(Schema.Boolean) })
 export class AgentListRpc extends Rpc.make("agent.list", {
   /** `all`: terminated agents too (state `terminated`), after the live tree. No params: live only. */
   payload: Schema.UndefinedOr(AgentListParams),
-  /** `activity`: the running turn of each busy agent. */
-  success: Schema.Struct({ agents: Schema.Array(AgentNodeOnWire), activity: Schema.optional(Schema.Array(AgentActivity)) }),
+  /**
+   * `activity`: the running turn of each busy agent. `details`: per live agent, only where there
+   * is something to say — dormant (a swarm node agent with no session yet), queued turns, its own
+   * tokens and USD.
+   */
+  success: Schema.Struct({
+    agents: Schema.Array(AgentNodeOnWire),
+    activity: Schema.optional(Schema.Array(AgentActivity)),
+    details: Schema.optional(Schema.Array(AgentBrief))
+  }),
   error: RpcError
 }) {}
 
