@@ -17,7 +17,7 @@ import { homedir } from "node:os"
 import * as Path from "node:path"
 import { parse as parseToml } from "smol-toml"
 import { parsePrices } from "../meter/Prices.js"
-import { parsePattern, type PresetTable } from "../domain/egress.js"
+import { parsePattern, parseTestResolve, type PresetTable } from "../domain/egress.js"
 
 /** An environment: variable name → value (`process.env`'s shape). */
 export type ProcessEnv = Readonly<Record<string, string | undefined>>
@@ -130,6 +130,13 @@ const hostList = (name: string) =>
       if (Either.isLeft(p)) return Either.left(ConfigError.InvalidData([], p.left))
     }
     return Either.right(hosts.join(","))
+  }))
+
+/** `egress.testResolve`: test-only fixed names (src/domain/egress.ts `parseTestResolve`), checked at load. */
+const testResolve = (name: string) =>
+  Config.string(name).pipe(Config.mapOrFail((s) => {
+    const t = parseTestResolve(s)
+    return Either.isRight(t) ? Either.right(s) : Either.left(ConfigError.InvalidData([], t.left))
   }))
 
 const capsPolicy = (name: string) =>
@@ -263,6 +270,10 @@ const settingsConfig = Config.all({
     }),
     maxConnections: setting(["egress", "maxConnections"], int(1), 32, {
       description: "Open egress connections one workspace may have at once; more are refused"
+    }),
+    testResolve: optional(["egress", "testResolve"], testResolve, {
+      description: "TESTS ONLY: name=address pairs the egress proxy resolves without asking DNS (a fake registry on 127.0.0.1); only names under .substrat-test are accepted, anything else is refused at load",
+      envOnly: true
     })
   }),
   swarm: Config.all({
@@ -607,7 +618,8 @@ export const defaults = (overrides: Partial<Settings> = {}): Settings => ({
     github: "github.com,codeload.github.com,raw.githubusercontent.com,objects.githubusercontent.com",
     bytesPerTurn: 1024 * 1024 * 1024,
     bytesPerDay: 10 * 1024 * 1024 * 1024,
-    maxConnections: 32
+    maxConnections: 32,
+    testResolve: Option.none()
   },
   swarm: { findHopDelayMs: 0 },
   caps: { maxDepth: 0, maxChildren: 0, maxLive: 0, policy: "queue" },

@@ -11,7 +11,7 @@
 import * as NodeSocketServer from "@effect/platform-node/NodeSocketServer"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as RpcServer from "@effect/rpc/RpcServer"
-import { Context, Deferred, Duration, Effect, Layer, Option, Scope } from "effect"
+import { Context, Deferred, Duration, Effect, Either, Layer, Option, Scope } from "effect"
 import { makePaths, SubstratPaths } from "../config/Paths.js"
 import type { DaemonSettings } from "./Config.js"
 import { DaemonConfig } from "./Config.js"
@@ -29,6 +29,7 @@ import { installOtlp, Tracing } from "../telemetry/Tracing.js"
 import { Swarm } from "../swarm/Swarm.js"
 import { SwarmSchedules } from "../swarm/Schedules.js"
 import { Finder } from "../agent/Finder.js"
+import { parseTestResolve } from "../domain/egress.js"
 import * as Resolver from "../egress/Resolver.js"
 import type { EgressResolver } from "../egress/Resolver.js"
 
@@ -61,7 +62,11 @@ export const run = (settings: DaemonSettings, overrides: DaemonOverrides = {}): 
       SubstratPaths.layer(settings.home),
       DaemonConfig.layer(settings),
       DaemonControl.layer(control),
-      overrides.egressResolver ?? Resolver.layerSystem,
+      // egress.testResolve (tests only; names under .substrat-test, checked at load) or the system's.
+      overrides.egressResolver ?? Option.match(settings.egress.testResolve, {
+        onNone: () => Resolver.layerSystem,
+        onSome: (spec) => Resolver.layerOverride(Either.getOrElse(parseTestResolve(spec), () => ({})))
+      }),
       tracing
     )
     // Storage, transcript and orchestration (Runtime.ts decides which implementations).

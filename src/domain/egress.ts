@@ -155,3 +155,28 @@ export const describePolicy = (policy: EgressPolicy, network: boolean): string =
   if (isEmptyPolicy(policy)) return "none"
   return [...policy.presets.map((p) => `@${p}`), ...policy.hosts].join(",")
 }
+
+/** The only names the test-only resolver override (`egress.testResolve`) may answer for. */
+export const TEST_NAME_SUFFIX = ".substrat-test"
+
+/**
+ * `egress.testResolve` (tests only): `name=address,…`. Every name must end in `.substrat-test`
+ * (a suffix no real resolver answers, so no real host can be redirected) and every address be an
+ * IP literal; anything else is refused. Lower-case name → address.
+ */
+export const parseTestResolve = (s: string): Either.Either<Readonly<Record<string, string>>, string> => {
+  const out: Record<string, string> = {}
+  for (const pair of s.split(",").map((p) => p.trim()).filter((p) => p !== "")) {
+    const eq = pair.indexOf("=")
+    const name = (eq < 0 ? pair : pair.slice(0, eq)).trim().toLowerCase()
+    const address = eq < 0 ? "" : pair.slice(eq + 1).trim()
+    if (!/^[a-z0-9.-]+$/.test(name) || !name.endsWith(TEST_NAME_SUFFIX) || name === TEST_NAME_SUFFIX.slice(1)) {
+      return Either.left(`egress.testResolve is for tests only: ${JSON.stringify(name)} must be a name under ${TEST_NAME_SUFFIX}`)
+    }
+    if (!/^(\d{1,3}(\.\d{1,3}){3}|[0-9a-fA-F:]+)$/.test(address) || !address.includes(".") && !address.includes(":")) {
+      return Either.left(`egress.testResolve: ${JSON.stringify(address)} (for ${name}) is not an IP address`)
+    }
+    out[name] = address
+  }
+  return Either.right(out)
+}

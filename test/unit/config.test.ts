@@ -4,6 +4,7 @@ import * as FileSystem from "@effect/platform/FileSystem"
 import { describe, expect, it } from "@effect/vitest"
 import { Config, ConfigProvider, Effect, Either, Option, Redacted } from "effect"
 import * as Fs from "node:fs"
+import { parseTestResolve } from "../../src/domain/egress.js"
 import { allKeys, configFile, type Flags, load, type ProcessEnv, resolveHome, valueAt } from "../../src/config/Config.js"
 
 const home = "/cfg-home"
@@ -140,6 +141,8 @@ describe("configuration", () => {
           ? "refuse"
           : /upstream|endpoint/.test(k.key)
           ? "http://x"
+          : k.key === "egress.testResolve"
+          ? "npm.substrat-test=127.0.0.1"
           : k.key.endsWith("prices")
           ? `{"m":{"input":1,"output":2}}`
           : "v"
@@ -170,6 +173,20 @@ describe("configuration", () => {
     expect(resolveHome(undefined, { SUBSTRAT_HOME: "/env" })).toBe("/env")
     expect(resolveHome(undefined, { SUBSTRAT_HOME: "" })).toMatch(/\.substrat$/)
   })
+
+  it.effect("egress.testResolve: names under .substrat-test only, IP addresses only; anything else refused at load", () =>
+    Effect.gen(function*() {
+      const ok = yield* loadWith({ env: { SUBSTRAT_EGRESS_TEST_RESOLVE: "npm.substrat-test=127.0.0.1, Files.Substrat-Test=::1" } })
+      expect(Option.isSome(ok.settings.egress.testResolve)).toBe(true)
+      expect(parseTestResolve(Option.getOrThrow(ok.settings.egress.testResolve))).toEqual(Either.right({ "npm.substrat-test": "127.0.0.1", "files.substrat-test": "::1" }))
+      expect(Option.isNone((yield* loadWith({})).settings.egress.testResolve)).toBe(true)
+      for (const bad of ["registry.npmjs.org=127.0.0.1", "substrat-test=127.0.0.1", "npm.substrat-test.evil.org=127.0.0.1", "npm.substrat-test=localhost", "npm.substrat-test"]) {
+        const e = yield* failureOf({ env: { SUBSTRAT_EGRESS_TEST_RESOLVE: bad } })
+        expect([bad, String(e)]).toEqual([bad, expect.stringContaining("SUBSTRAT_EGRESS_TEST_RESOLVE")])
+      }
+      // Not a config.toml key.
+      yield* failureOf({ toml: "[egress]\ntest_resolve = \"npm.substrat-test=127.0.0.1\"\n" })
+    }))
 
   it("docs/cli.md has one table row per setting: its variable, config.toml key and default", () => {
     const doc = Fs.readFileSync(new URL("../../docs/cli.md", import.meta.url), "utf8")
