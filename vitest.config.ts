@@ -16,6 +16,9 @@ export default defineConfig({
     // Integration suites spawn real processes and sandboxes; two cores.
     pool: "forks",
     poolOptions: { forks: { maxForks: 2, minForks: 1 } },
-    reporters: ["default"]
+    reporters: ["default"],
+    // Console output (in-process daemons' logs, tests' own notes) is kept per test and printed
+    // only for a test that failed; child processes write to files in their homes.
+    silent: "passed-only"
   }
 })
