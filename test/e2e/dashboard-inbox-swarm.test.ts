@@ -31,6 +31,10 @@ const dir = makeTmpDir("substrat-dashboard-inbox-")
 const home = join(dir, "home")
 const code = join(dir, "code")
 const shots = join(dir, "screenshots")
+// The swarm nodes the test wakes hold their turn on a gate file (gates/<agent name>) until the page
+// has been looked at and clicked while they work; `release` lets that node's turns finish.
+const gates = join(dir, "gates")
+const release = (agent: string) => fs.writeFileSync(join(gates, agent), "")
 const unix: Target = { socketPath: join(home, "http.sock") }
 let browser: BrowserContext | undefined
 let page: Page
@@ -76,7 +80,7 @@ const expectedNodes = 6 + PKGS * (1 + FILES * (2 + METHODS + FUNCS))
 beforeAll(async () => {
   fs.mkdirSync(shots, { recursive: true })
   fs.mkdirSync(join(home, "scripts"), { recursive: true })
-  // scripted:b — every turn reports usage; "asker" asks the human first. scripted:slow — 5 s turns (the swarm's provider)
+  // scripted:b — every turn reports usage; "asker" asks the human first. scripted:slow — the swarm's provider: gated turns for the nodes the test wakes, 5 s for any other
   fs.writeFileSync(join(home, "scripts", "b.json"), JSON.stringify({
     "*": { steps: [{ text: "done", usage: { input_tokens: 100, output_tokens: 10, cost_usd: 0.01 } }], after: "repeat-last" },
     boss: {
@@ -88,10 +92,13 @@ beforeAll(async () => {
       after: "echo"
     }
   }))
-  // (func_f2: 12 s, so that the page can be looked at and clicked while that node works, even on a loaded machine.)
+  fs.mkdirSync(gates)
+  const gated = { steps: [{ text: "slow done", wait_for: join(gates, "{{agent}}") }], after: "repeat-last" }
   fs.writeFileSync(join(home, "scripts", "slow.json"), JSON.stringify({
     "*": { steps: [{ text: "slow done", delay_ms: 5000 }], after: "repeat-last" },
-    func_f2: { steps: [{ text: "slow done", delay_ms: 12_000 }], after: "repeat-last" }
+    func_format_date: gated,
+    func_f2: gated,
+    method_user_display: gated
   }))
   writeCode()
   owned.track(await startDaemon(home, ["--http", "127.0.0.1:0"]))
@@ -295,6 +302,7 @@ describe("dashboard: inbox, budgets and the swarm in headless chromium", () => {
     expect(await page.locator("#agent-state").textContent()).toBe("busy")
     expect(await page.locator('#swarm-active li[data-node="app/main.py#function:format_date"]').count()).toBe(1)
     await page.screenshot({ path: join(shots, "6-swarm-busy.png") })
+    release("func_format_date")
     await expect.poll(() => statusOf("app/main.py#function:format_date"), { timeout: 30_000 }).toBe("idle")
     await expect.poll(() => transcriptTexts("turn.complete"), { timeout: 20_000 }).toEqual(["slow done"])
     expect(await page.locator("#dormant-note").isVisible()).toBe(false)
@@ -310,6 +318,7 @@ describe("dashboard: inbox, budgets and the swarm in headless chromium", () => {
     expect(await statusOf(deep)).toBe("busy")
     await expect.poll(() => page.locator("#agent-name").textContent()).toBe("func_f2")
     await page.screenshot({ path: join(shots, "7-swarm-deep-busy.png") })
+    release("func_f2")
     await expect.poll(() => statusOf(deep), { timeout: 30_000 }).toBe("idle")
     expect(await row("pkg3#dir").locator(":scope > .row .inside").textContent()).toBe("")
 
@@ -320,6 +329,7 @@ describe("dashboard: inbox, budgets and the swarm in headless chromium", () => {
     await expect.poll(() => page.locator("#agent-name").textContent()).toBe("method_user_display")
     await page.locator("#node-text").fill("what do you do?")
     await page.locator("#node-text").press("Enter")
+    release("method_user_display")
     await expect.poll(() => page.locator("#node-reply").textContent(), { timeout: 60_000 }).toBe("method_user_display: slow done")
     await expect.poll(() => transcriptTexts("message.enqueued"), { timeout: 20_000 }).toContain("what do you do?")
     await page.screenshot({ path: join(shots, "8-swarm-chat.png") })
