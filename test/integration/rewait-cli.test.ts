@@ -41,7 +41,9 @@ const getUnix = (path: string): Promise<{ status: number; body: unknown }> =>
 describe("agent wait: waiting again for the answer of a request", () => {
   it("after kill -9 during send --wait: the printed command waits again and prints the answer once; again at once; no id, prefix, unknown id, timeout", async () => {
     fs.mkdirSync(join(home, "scripts"), { recursive: true })
-    fs.writeFileSync(join(home, "scripts", "slow.json"), JSON.stringify({ "*": { steps: [{ text: "slow answer", delay_ms: 8000 }], after: "silent" } }))
+    // slowpoke's turn is held until the test creates `go` (after the restart).
+    const go = join(dir, "go")
+    fs.writeFileSync(join(home, "scripts", "slow.json"), JSON.stringify({ "*": { steps: [{ text: "slow answer", wait_for: go }], after: "silent" } }))
     fs.writeFileSync(join(home, "scripts", "broken.json"), JSON.stringify({ "*": { steps: [{ error: "the model fell over" }], after: "silent" } }))
     // An answer that does not come while the test runs (the daemon is killed at the end).
     fs.writeFileSync(join(home, "scripts", "never.json"), JSON.stringify({ "*": { steps: [{ text: "late answer", delay_ms: 600_000 }], after: "silent" } }))
@@ -49,7 +51,7 @@ describe("agent wait: waiting again for the answer of a request", () => {
     owned.track(pid)
     const slow = await cliJson<Agent>(home, ["agent", "create", "--name", "slowpoke", "--provider", "scripted:slow"])
 
-    // The turn runs (8 s of scripted delay) when the daemon is killed; the CLI, which had its
+    // The turn runs (held on `go`) when the daemon is killed; the CLI, which had its
     // send acknowledged before the turn started, is given a moment to be waiting by then.
     const waiting = spawnCli(home, ["agent", "send", "--wait", "slowpoke", "hurry"])
     await waitFor("the turn to start", () => (logOf(slow.session_id).some((e) => e.event === "turn.start") ? true : undefined))
@@ -65,7 +67,11 @@ describe("agent wait: waiting again for the answer of a request", () => {
     expect(err).toContain(`once the daemon is back (substrat daemon start), wait again with: substrat agent wait slowpoke ${request}\n`)
 
     owned.track(await startDaemon(home))
-    const again = await cli(home, ["agent", "wait", "slowpoke", request])
+    // Waiting while recovery's re-run of the turn is held; then the turn may finish.
+    const waitingAgain = cli(home, ["agent", "wait", "slowpoke", request])
+    await waitFor("the re-run turn", () => (logOf(slow.session_id).filter((e) => e.event === "turn.start").length === 2 ? true : undefined))
+    fs.writeFileSync(go, "")
+    const again = await waitingAgain
     expect(again.stderr).toBe("")
     expect(again.code).toBe(0)
     expect(again.stdout).toBe("slow answer\n")
