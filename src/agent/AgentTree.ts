@@ -92,7 +92,7 @@ export class AgentTree {
     }
     if (this.childNamed(node.parent_id, node.name)) {
       const where = node.parent_id === null ? "among root agents" : `under ${this.nodes.get(node.parent_id)!.name}`
-      return Either.left(new InvalidInputError({ field: "name", message: `the name "${node.name}" is taken ${where}` }))
+      return Either.left(new InvalidInputError({ field: "name", code: "name_taken", message: `the name "${node.name}" is taken ${where}` }))
     }
     const nodes = new Map(this.nodes).set(node.id, node)
     const kids = new Map(this.kids)
@@ -120,7 +120,8 @@ export class AgentTree {
       }
       return s
     }
-    const fail = (field: string, message: string) => Either.left(new InvalidInputError({ field, message }))
+    const fail = (field: string, message: string, code?: "name_taken") =>
+      Either.left(new InvalidInputError({ field, ...(code === undefined ? {} : { code }), message }))
     for (const node of nodes) {
       if (map.has(node.id)) return fail("id", `agent ${node.id} already exists`)
       if (node.name === USER) return fail("name", `"${USER}" is reserved for the human`)
@@ -128,7 +129,7 @@ export class AgentTree {
       if (p !== null && !map.has(p)) return fail("parent_id", `no parent agent ${p}`)
       const names = taken(p)
       if (names.has(node.name)) {
-        return fail("name", `the name "${node.name}" is taken ${p === null ? "among root agents" : `under ${map.get(p)!.name}`}`)
+        return fail("name", `the name "${node.name}" is taken ${p === null ? "among root agents" : `under ${map.get(p)!.name}`}`, "name_taken")
       }
       names.add(node.name)
       map.set(node.id, node)

@@ -151,7 +151,7 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
       }
       const name = yield* checkName(args.name)
       if (tree.current().childNamed(parent, name)) {
-        return yield* new InvalidInputError({ field: "name", message: `name "${name}" is taken among your children` })
+        return yield* new InvalidInputError({ field: "name", code: "name_taken", message: `name "${name}" is taken among your children` })
       }
       const provider = args.provider === undefined || args.provider === null || args.provider === "" ? p.provider : args.provider
       if (provider !== p.provider) yield* checkProvider(provider)
@@ -192,7 +192,7 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
           return yield* new InvalidInputError({ field: "workspace_subdir", message: "workspaces are not available here" })
         }
         if (tree.current().childNamed(parent, name)) {
-          return yield* new InvalidInputError({ field: "name", message: `name "${name}" is taken among your children` })
+          return yield* new InvalidInputError({ field: "name", code: "name_taken", message: `name "${name}" is taken among your children` })
         }
         workspace = yield* childWorkspaces.value.forSubdir(p.workspace_id, subdir)
         if (!tree.isLive(parent)) {

@@ -6,7 +6,7 @@
 // whose session exists), then itself, each exactly as a root or a born child is created.
 import { Effect } from "effect"
 import type { AgentNode } from "../domain/agent.js"
-import { EventLogError, type SessionStoreError } from "../domain/errors.js"
+import { EventLogError, type SessionStoreError, withFault } from "../domain/errors.js"
 import { makeEvent } from "../domain/events.js"
 import type { AgentId } from "../domain/ids.js"
 import { makeSession } from "../domain/session.js"
@@ -69,7 +69,7 @@ export class Sessions extends Effect.Service<Sessions>()("substrat/Sessions", {
             // To a sender, a record that cannot be written is a log that cannot be written.
             yield* createSession(node).pipe(
               Effect.catchTag("SessionStoreError", (e) =>
-                Effect.fail(new EventLogError({ reason: "io", file: `${node.session_id}/session.json`, message: e.message })))
+                Effect.fail(new EventLogError({ reason: "io", file: `${node.session_id}/session.json`, ...withFault(e.fault), message: e.message })))
             )
             yield* logCreated(node)
             tree.awaken(node)

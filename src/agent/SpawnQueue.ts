@@ -275,7 +275,7 @@ export class SpawnQueue extends Effect.Service<SpawnQueue>()("substrat/SpawnQueu
         if (same !== undefined) return queuedOutcome(same)
         const name = yield* lifecycle.checkSpawn(parent, args)
         if (queue.some((q) => q.parent === parent && q.args.name === name)) {
-          return yield* new InvalidInputError({ field: "name", message: `name "${name}" is taken among your queued children` })
+          return yield* new InvalidInputError({ field: "name", code: "name_taken", message: `name "${name}" is taken among your queued children` })
         }
         const q: QueuedSpawn = { queue_id: randomUUID(), parent, args: { ...args, name }, reason, ts: new Date().toISOString() }
         yield* log.append(

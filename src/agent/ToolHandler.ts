@@ -72,7 +72,7 @@ const toResult = (eff: Effect.Effect<unknown, ToolError>): Effect.Effect<ToolRes
       RoutingError: (e) => Effect.succeed(failed({ type: "routing_error", reason: e.reason, message: e.message })),
       InvalidInputError: (e) =>
         Effect.succeed(failed({
-          type: e.field === "name" && e.message.includes("taken") ? "name_taken" : "invalid_arguments",
+          type: e.code ?? "invalid_arguments",
           field: e.field,
           message: e.message
         })),

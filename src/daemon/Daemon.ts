@@ -16,14 +16,15 @@ import { makePaths, SubstratPaths } from "../config/Paths.js"
 import type { DaemonSettings } from "./Config.js"
 import { DaemonConfig } from "./Config.js"
 import { DaemonControl } from "./DaemonControl.js"
-import { HandlersLive } from "./Handlers.js"
+import { HandlersLive, inProcessClient } from "./Handlers.js"
 import * as FileLimit from "./FileLimit.js"
 import * as Http from "../http/Server.js"
 import { acquirePidFile, DaemonError, prepareHome, publishSocket, stagingSocket } from "./Lifecycle.js"
 import { AdminRpcs } from "./Rpcs.js"
 import { Drain, RuntimeLive } from "./Runtime.js"
 import * as SocketGuard from "./SocketGuard.js"
-import { isStorageFailure, monitor } from "./Storage.js"
+import { monitor } from "./Storage.js"
+import { faultOf } from "../domain/errors.js"
 import { StartupRecovery } from "../recovery/StartupRecovery.js"
 import { installOtlp, Tracing } from "../telemetry/Tracing.js"
 import { Swarm } from "../swarm/Swarm.js"
@@ -87,7 +88,7 @@ export const run = (settings: DaemonSettings, overrides: DaemonOverrides = {}): 
         return yield* recovery.runReadOnly
       })
     const [recoveryTook, report] = yield* (storage.readOnly() ? readOnlyRecovery(storage.status().reason ?? "storage unavailable") : recovery.run.pipe(
-      Effect.catchAll((e) => isStorageFailure(String(e)) ? readOnlyRecovery(`recovery could not write: ${String(e)}`) : Effect.fail(e))
+      Effect.catchAll((e) => faultOf(e) !== undefined ? readOnlyRecovery(`recovery could not write: ${String(e)}`) : Effect.fail(e))
     )).pipe(
       Effect.timed,
       Effect.provide(runtime),
@@ -131,8 +132,9 @@ export const run = (settings: DaemonSettings, overrides: DaemonOverrides = {}): 
     // merges into every request's runtime) holds the handlers and the protocol. It is built from
     // the Scope alone, so the CLI's services around `daemon run` (file system, path, terminal)
     // are not copied into every request's context either.
+    const handlers = yield* Layer.build(HandlersLive).pipe(Effect.provide(runtime))
     const ServerLive = RpcServer.layer(AdminRpcs, { disableFatalDefects: true, concurrency: "unbounded", disableTracing: true }).pipe(
-      Layer.provide(HandlersLive.pipe(Layer.provide(Layer.succeedContext(runtime)))),
+      Layer.provide(Layer.succeedContext(handlers)),
       Layer.provide(SocketGuard.layerProtocol(guard, control.connections)),
       Layer.provide(NodeSocketServer.layer({ path: stagingSocket(paths), allowHalfOpen: true })),
       Layer.provide(RpcSerialization.layerNdJsonRpc())
@@ -141,7 +143,9 @@ export const run = (settings: DaemonSettings, overrides: DaemonOverrides = {}): 
       Effect.mapInputContext((context: Context.Context<Scope.Scope>) => Context.pick(Scope.Scope)(context)),
       Effect.mapError((e) => new DaemonError({ reason: "socket", message: `cannot listen on ${paths.socket}: ${String(e.cause)}` }))
     )
-    yield* Http.serve(paths, settings.http).pipe(Effect.provide(runtime)) // http.sock (+ TCP): src/http/Server.ts
+    // http.sock (+ TCP): src/http/Server.ts, calling the same handlers in process.
+    const admin = yield* inProcessClient.pipe(Effect.provide(handlers))
+    yield* Http.serve(paths, settings.http, admin).pipe(Effect.provide(runtime))
     yield* publishSocket(paths)
     yield* Effect.logInfo(`substrat daemon ${process.pid} listening on ${paths.socket}`)
     yield* Deferred.await(control.stop)

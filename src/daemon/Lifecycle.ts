@@ -7,7 +7,7 @@ import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import type { Paths } from "../config/Paths.js"
-import { isStorageFailure } from "./Storage.js"
+import { storageFault } from "../domain/errors.js"
 
 export class DaemonError extends Data.TaggedError("DaemonError")<{
   readonly reason: "already-running" | "home" | "pidfile" | "socket"
@@ -208,7 +208,7 @@ export const acquirePidFile = (
           },
           catch: (e) => e
         }).pipe(Effect.catchAll((e) =>
-          isStorageFailure(errMessage(e))
+          storageFault(e) !== undefined
             ? Effect.succeed(`cannot write ${paths.pidFile}: ${errMessage(e)}`)
             : Effect.fail(new DaemonError({ reason: "pidfile", message: `cannot write ${paths.pidFile}: ${errMessage(e)}` }))
         ))

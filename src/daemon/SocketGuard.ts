@@ -24,7 +24,6 @@
 import * as Socket from "@effect/platform/Socket"
 import * as SocketServer from "@effect/platform/SocketServer"
 import { NetSocket } from "@effect/platform-node/NodeSocket"
-import type * as Rpc from "@effect/rpc/Rpc"
 import type * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as RpcServer from "@effect/rpc/RpcServer"
 import type * as Net from "node:net"
@@ -56,7 +55,7 @@ export interface GuardOptions {
 
 /** Guard options for the methods of an RpcGroup (payload Schemas needing no services). */
 export const optionsFromGroup = (
-  group: { readonly requests: ReadonlyMap<string, Rpc.AnyWithProps> },
+  group: { readonly requests: ReadonlyMap<string, { readonly payloadSchema: Schema.Schema.AnyNoContext }> },
   options: Omit<GuardOptions, "methods">
 ): GuardOptions => {
   const methods = new Map<string, Decode>()

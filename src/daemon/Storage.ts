@@ -11,11 +11,8 @@
 // This module owns that state; the daemon's handlers ask it before every mutation.
 import { Effect } from "effect"
 import * as fs from "node:fs"
+import { storageFault } from "../domain/errors.js"
 import type { StorageStatus } from "./Rpcs.js"
-
-/** A failure of the file system under the home, by its errno name in the message. */
-export const isStorageFailure = (message: string): boolean => /\b(ENOSPC|EDQUOT|EIO|EROFS)\b/.test(message)
-
 
 /** A runtime read-only mode ends once at least this much (or `minFreeBytes`, if more) is free. */
 const LEAVE_READ_ONLY_BYTES = 1024 * 1024
@@ -80,7 +77,7 @@ export const makeStorageState = (home: string, minFreeBytes: number): StorageSta
       if (logError !== null) return
       const message = error instanceof Error ? error.message : String(error)
       logError = `cannot write ${home}/daemon.log: ${message}`
-      if (isStorageFailure(message)) enterReadOnly(logError)
+      if (storageFault(error) !== undefined) enterReadOnly(logError)
     },
     refusal: () => {
       const back = startup && !low() && free !== null

@@ -1,12 +1,14 @@
 // The one mapping of the services' typed errors to the admin protocol's four wire errors
-// (NotFound, InvalidInput, Unavailable, Internal; docs/protocol.md "Errors"). Handlers.ts maps
-// every failure through `fromServiceError` (typed, exhaustive: a new error in a handler's union
-// does not compile until it is mapped here); `toRpcError` is for callers that hold a failure of
-// unknown type (the HTTP routes), recognising the same errors by their Schemas.
+// (NotFound, InvalidInput, Unavailable, Internal; docs/protocol.md "Errors"). `fromServiceError`
+// is typed and exhaustive (a new error in the union does not compile until it is mapped here);
+// the admin middleware (handlers/Middleware.ts) and the HTTP errors hold failures of unknown type
+// and use `classify` / `toRpcError`, recognising the same errors by their Schemas.
 import { Match, Schema } from "effect"
 import { BirthError } from "../agent/Orchestrator.js"
 import {
   DurableError,
+  faultOf,
+  type StorageFault,
   EventLogError,
   InvalidInputError,
   NotFoundError,
@@ -21,7 +23,6 @@ import { DiscoveryError } from "../swarm/Grammars.js"
 import { SwarmError } from "../swarm/SwarmRecord.js"
 import { SwarmStoreError } from "../swarm/SwarmStore.js"
 import { Internal, InvalidInput, NotFound, type RpcError, Unavailable } from "./Rpcs.js"
-import { isStorageFailure } from "./Storage.js"
 
 /** A failure's message, for any value. */
 export const message = (e: unknown): string => {
@@ -53,11 +54,12 @@ export type ServiceError =
   | DiscoveryError
 
 /**
- * Internal, unless the file system under the home is full or failing (ENOSPC, EIO, …): then
- * Unavailable, saying so — the change was not acknowledged, and may succeed once space returns.
+ * Internal, unless the file system under the home is full, failing or read-only (the error's
+ * storage `fault`): then Unavailable, saying so — the change was not acknowledged, and may
+ * succeed once space returns.
  */
-const internal = (e: { readonly message: string }) =>
-  isStorageFailure(e.message)
+const internal = (e: { readonly message: string; readonly fault?: StorageFault | undefined }) =>
+  e.fault !== undefined
     ? new Unavailable({ message: `storage unavailable (disk full or failing), nothing was acknowledged: ${e.message}` })
     : new Internal({ message: e.message })
 
@@ -124,4 +126,10 @@ const isServiceError = Schema.is(Schema.Union(
 
 /** For callers holding a failure of unknown type (HTTP routes): a service error as above, anything else Internal. */
 export const toRpcError = (e: unknown): RpcError => isServiceError(e) ? fromServiceError(e) : new Internal({ message: message(e) })
+
+/** A failure of unknown type as its wire error, and the storage fault it carries (if any). */
+export const classify = (e: unknown): { readonly wire: RpcError; readonly fault: StorageFault | undefined } => ({
+  wire: toRpcError(e),
+  fault: faultOf(e)
+})
 

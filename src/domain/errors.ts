@@ -2,6 +2,24 @@
 // their module; these are the ones more than one layer speaks.
 import { Schema } from "effect"
 
+/**
+ * Why the file system under the home refused a write: full (ENOSPC, EDQUOT), failing (EIO) or
+ * mounted read-only (EROFS). Set where the failure happens, from the errno code; the daemon goes
+ * read-only on it (docs/reliability.md "A full disk") and answers `Unavailable`.
+ */
+export const StorageFault = Schema.Literal("disk_full", "io", "read_only")
+export type StorageFault = typeof StorageFault.Type
+
+const faults: Record<string, StorageFault> = { ENOSPC: "disk_full", EDQUOT: "disk_full", EIO: "io", EROFS: "read_only" }
+
+/** The storage fault of a thrown Node error, by its errno `code`; undefined for any other failure. */
+export const storageFault = (e: unknown): StorageFault | undefined =>
+  typeof e === "object" && e !== null && "code" in e && typeof e.code === "string" ? faults[e.code] : undefined
+
+/** `{ fault }` when there is one (for the optional `fault` field of the storage errors). */
+export const withFault = (fault: StorageFault | undefined): { readonly fault?: StorageFault } =>
+  fault === undefined ? {} : { fault }
+
 /** An illegal session state transition (see session.ts). */
 export class SessionStateError extends Schema.TaggedError<SessionStateError>()("SessionStateError", {
   session_id: Schema.String,
@@ -28,6 +46,8 @@ export class NotFoundError extends Schema.TaggedError<NotFoundError>()("NotFound
 /** Input that fails validation (bad arguments, path traversal, name collisions, …). */
 export class InvalidInputError extends Schema.TaggedError<InvalidInputError>()("InvalidInputError", {
   field: Schema.String,
+  /** `name_taken`: the name is in use (the `spawn_agent` tool answers `name_taken`). */
+  code: Schema.optional(Schema.Literal("name_taken")),
   message: Schema.String
 }) {}
 
@@ -47,6 +67,8 @@ export class DurableError extends Schema.TaggedError<DurableError>()("DurableErr
     "remove"
   ),
   path: Schema.String,
+  /** The file system is full, failing or read-only (from the errno code); absent for any other failure. */
+  fault: Schema.optional(StorageFault),
   message: Schema.String
 }) {}
 
@@ -55,6 +77,8 @@ export class EventLogError extends Schema.TaggedError<EventLogError>()("EventLog
   reason: Schema.Literal("io", "decode", "closed", "encode"),
   file: Schema.String,
   line: Schema.optional(Schema.Number),
+  /** With `reason: "io"`: the file system is full, failing or read-only. */
+  fault: Schema.optional(StorageFault),
   message: Schema.String
 }) {}
 
@@ -62,6 +86,8 @@ export class EventLogError extends Schema.TaggedError<EventLogError>()("EventLog
 export class SessionStoreError extends Schema.TaggedError<SessionStoreError>()("SessionStoreError", {
   reason: Schema.Literal("io", "decode", "not-found"),
   session_id: Schema.String,
+  /** With `reason: "io"`: the file system is full, failing or read-only. */
+  fault: Schema.optional(StorageFault),
   message: Schema.String
 }) {}
 
@@ -86,3 +112,8 @@ export class BudgetExceeded extends Schema.TaggedError<BudgetExceeded>()("Budget
   reason: Schema.String,
   message: Schema.String
 }) {}
+
+const isStorageError = Schema.is(Schema.Union(DurableError, EventLogError, SessionStoreError))
+
+/** The storage fault a failure of unknown type carries (a storage error's `fault`), if any. */
+export const faultOf = (e: unknown): StorageFault | undefined => isStorageError(e) ? e.fault : undefined

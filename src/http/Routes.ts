@@ -1,14 +1,14 @@
 // The REST routes under /v1/ (docs/http.md). Each route decodes its params/body with the payload
-// Schema of the matching admin RPC (src/daemon/Rpcs.ts) and calls that RPC's own handler
-// (`AdminRpcs.accessHandler`, built from src/daemon/Handlers.ts): one implementation of every
-// operation for the CLI and HTTP alike, with the same errors and the same references (ids, names,
+// Schema of the matching admin RPC (src/daemon/Rpcs.ts) and calls that RPC through the daemon's
+// in-process client (src/daemon/Handlers.ts: the same middleware and handlers as the admin
+// socket): one implementation of every operation for the CLI and HTTP alike, with the same errors and the same references (ids, names,
 // unique id prefixes: src/daemon/Resolver.ts). What HTTP adds: the default wait of messages and the SSE stream (Sse.ts).
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect, Schema } from "effect"
 import * as Cursor from "../feed/Cursor.js"
 import { EventFeed } from "../feed/EventFeed.js"
+import type { AdminClient } from "../daemon/Handlers.js"
 import {
-  AdminRpcs,
   AgentCreateRpc,
   BudgetPatch,
   CapsPatch,
@@ -57,43 +57,42 @@ const respond = <E, R>(effect: Effect.Effect<HttpServerResponse.HttpServerRespon
   )
 
 
-export const make = Effect.gen(function*() {
+export const make = (admin: AdminClient) => Effect.gen(function*() {
   const feed = yield* EventFeed
-  const status = yield* AdminRpcs.accessHandler("daemon.status")
-  const create = yield* AdminRpcs.accessHandler("agent.create")
-  const list = yield* AdminRpcs.accessHandler("agent.list")
-  const send = yield* AdminRpcs.accessHandler("agent.send")
-  const wait = yield* AdminRpcs.accessHandler("agent.wait")
-  const inspect = yield* AdminRpcs.accessHandler("agent.inspect")
-  const terminate = yield* AdminRpcs.accessHandler("agent.terminate")
-  const sessionList = yield* AdminRpcs.accessHandler("session.list")
-  const suspend = yield* AdminRpcs.accessHandler("session.suspend")
-  const resume = yield* AdminRpcs.accessHandler("session.resume")
-  const sessionDelete = yield* AdminRpcs.accessHandler("session.delete")
-  const wsCreate = yield* AdminRpcs.accessHandler("workspace.create")
-  const wsList = yield* AdminRpcs.accessHandler("workspace.list")
-  const wsDelete = yield* AdminRpcs.accessHandler("workspace.delete")
-  const wsDiff = yield* AdminRpcs.accessHandler("workspace.diff")
-  const wsRevert = yield* AdminRpcs.accessHandler("workspace.revert")
-  const wsLog = yield* AdminRpcs.accessHandler("workspace.log")
-  const swarmStart = yield* AdminRpcs.accessHandler("swarm.start")
-  const swarmStop = yield* AdminRpcs.accessHandler("swarm.stop")
-  const swarmStatus = yield* AdminRpcs.accessHandler("swarm.status")
-  const swarmAgents = yield* AdminRpcs.accessHandler("swarm.agents")
-  const swarmAgent = yield* AdminRpcs.accessHandler("swarm.agent")
-  const swarmChat = yield* AdminRpcs.accessHandler("swarm.chat")
-  const swarmTrigger = yield* AdminRpcs.accessHandler("swarm.trigger")
-  const swarmSchedule = yield* AdminRpcs.accessHandler("swarm.schedule")
-  const swarmUnschedule = yield* AdminRpcs.accessHandler("swarm.unschedule")
-  const swarmSchedules = yield* AdminRpcs.accessHandler("swarm.schedules")
-  const swarmLog = yield* AdminRpcs.accessHandler("swarm.log")
-  const inboxList = yield* AdminRpcs.accessHandler("inbox.list")
-  const inboxAnswer = yield* AdminRpcs.accessHandler("inbox.answer")
-  const budgetShow = yield* AdminRpcs.accessHandler("budget.show")
-  const budgetSet = yield* AdminRpcs.accessHandler("budget.set")
-  const capsShow = yield* AdminRpcs.accessHandler("caps.show")
-  const capsSet = yield* AdminRpcs.accessHandler("caps.set")
-  const headers = {} as Parameters<typeof status>[1]
+  const status = admin.daemon.status
+  const create = admin.agent.create
+  const list = admin.agent.list
+  const send = admin.agent.send
+  const wait = admin.agent.wait
+  const inspect = admin.agent.inspect
+  const terminate = admin.agent.terminate
+  const sessionList = admin.session.list
+  const suspend = admin.session.suspend
+  const resume = admin.session.resume
+  const sessionDelete = admin.session.delete
+  const wsCreate = admin.workspace.create
+  const wsList = admin.workspace.list
+  const wsDelete = admin.workspace.delete
+  const wsDiff = admin.workspace.diff
+  const wsRevert = admin.workspace.revert
+  const wsLog = admin.workspace.log
+  const swarmStart = admin.swarm.start
+  const swarmStop = admin.swarm.stop
+  const swarmStatus = admin.swarm.status
+  const swarmAgents = admin.swarm.agents
+  const swarmAgent = admin.swarm.agent
+  const swarmChat = admin.swarm.chat
+  const swarmTrigger = admin.swarm.trigger
+  const swarmSchedule = admin.swarm.schedule
+  const swarmUnschedule = admin.swarm.unschedule
+  const swarmSchedules = admin.swarm.schedules
+  const swarmLog = admin.swarm.log
+  const inboxList = admin.inbox.list
+  const inboxAnswer = admin.inbox.answer
+  const budgetShow = admin.budget.show
+  const budgetSet = admin.budget.set
+  const capsShow = admin.caps.show
+  const capsSet = admin.caps.set
   const openapi = OpenApi.document()
 
 
@@ -111,7 +110,7 @@ export const make = Effect.gen(function*() {
 
   /** The swarm's events: the feed of its root agent's tree (every node agent that has a session). */
   const swarmEvents = Effect.gen(function*() {
-    const root = yield* swarmAgent({ node: ".#dir" }, headers)
+    const root = yield* swarmAgent({ node: ".#dir" })
     return Sse.response(feed.stream({ scope: { _tag: "tree", agent: root.agent_id }, from: yield* fromCursor }))
   })
 
@@ -140,11 +139,11 @@ export const make = Effect.gen(function*() {
     // (One live agent is followed by its session id: the feed then reads that log alone.)
     const target = ref === null
       ? null
-      : yield* inspect({ agent: ref }, headers).pipe(
+      : yield* inspect({ agent: ref }).pipe(
         Effect.map((i) => (tree === null ? i.agent.session_id : i.agent.id) as string),
         Effect.catchTag("NotFound", (nf) =>
           // Not live: an agent id or session id of a session on disk, or 404 now (not in the stream).
-          Effect.flatMap(sessionList(undefined, headers), (l) =>
+          Effect.flatMap(sessionList(), (l) =>
             l.sessions.some((s) => s.id === ref || s.agent_id === ref) ? Effect.succeed(ref) : Effect.fail(nf)))
       )
     const from = yield* fromCursor
@@ -163,11 +162,11 @@ export const make = Effect.gen(function*() {
       "/swarm/start",
       respond(Effect.gen(function*() {
         const p = yield* Effect.flatMap(body, decode(SwarmStartRpc.payloadSchema, "body"))
-        return json()(yield* swarmStart(p, headers))
+        return json()(yield* swarmStart(p))
       }))
     ),
-    HttpRouter.post("/swarm/stop", respond(Effect.map(swarmStop(undefined, headers), json()))),
-    HttpRouter.get("/swarm", respond(Effect.map(swarmStatus(undefined, headers), json()))),
+    HttpRouter.post("/swarm/stop", respond(Effect.map(swarmStop(), json()))),
+    HttpRouter.get("/swarm", respond(Effect.map(swarmStatus(), json()))),
     HttpRouter.get(
       "/swarm/agents",
       respond(Effect.gen(function*() {
@@ -178,24 +177,24 @@ export const make = Effect.gen(function*() {
           ...(parent === null ? {} : { parent }),
           ...(status.length === 0 ? {} : { status })
         })
-        return json()(yield* swarmAgents(p, headers))
+        return json()(yield* swarmAgents(p))
       }))
     ),
-    HttpRouter.get("/swarm/agents/:id", respond(Effect.flatMap(nodeParam, (node) => Effect.map(swarmAgent({ node }, headers), json())))),
+    HttpRouter.get("/swarm/agents/:id", respond(Effect.flatMap(nodeParam, (node) => Effect.map(swarmAgent({ node }), json())))),
     HttpRouter.post(
       "/swarm/agents/:id/chat",
-      respond(Effect.flatMap(nodeBody(SwarmChatRpc.payloadSchema), (p) => Effect.map(swarmChat(p, headers), json())))
+      respond(Effect.flatMap(nodeBody(SwarmChatRpc.payloadSchema), (p) => Effect.map(swarmChat(p), json())))
     ),
-    HttpRouter.post("/swarm/agents/:id/trigger", respond(Effect.flatMap(nodeParam, (node) => Effect.map(swarmTrigger({ node }, headers), json())))),
+    HttpRouter.post("/swarm/agents/:id/trigger", respond(Effect.flatMap(nodeParam, (node) => Effect.map(swarmTrigger({ node }), json())))),
     // Schedules and the per-node history (the CLI's `swarm schedule/unschedule/schedules/log --json`).
-    HttpRouter.get("/swarm/schedules", respond(Effect.map(swarmSchedules(undefined, headers), json()))),
+    HttpRouter.get("/swarm/schedules", respond(Effect.map(swarmSchedules(), json()))),
     HttpRouter.put(
       "/swarm/agents/:id/schedule",
-      respond(Effect.flatMap(nodeBody(SwarmScheduleRpc.payloadSchema), (p) => Effect.map(swarmSchedule(p, headers), json())))
+      respond(Effect.flatMap(nodeBody(SwarmScheduleRpc.payloadSchema), (p) => Effect.map(swarmSchedule(p), json())))
     ),
-    HttpRouter.del("/swarm/agents/:id/schedule", respond(Effect.flatMap(nodeParam, (node) => Effect.map(swarmUnschedule({ node }, headers), json())))),
-    HttpRouter.get("/swarm/log", respond(Effect.map(swarmLog({}, headers), json()))),
-    HttpRouter.get("/swarm/agents/:id/log", respond(Effect.flatMap(nodeParam, (node) => Effect.map(swarmLog({ node }, headers), json())))),
+    HttpRouter.del("/swarm/agents/:id/schedule", respond(Effect.flatMap(nodeParam, (node) => Effect.map(swarmUnschedule({ node }), json())))),
+    HttpRouter.get("/swarm/log", respond(Effect.map(swarmLog({}), json()))),
+    HttpRouter.get("/swarm/agents/:id/log", respond(Effect.flatMap(nodeParam, (node) => Effect.map(swarmLog({ node }), json())))),
     HttpRouter.get("/swarm/events", respond(swarmEvents))
   )
 
@@ -212,83 +211,83 @@ export const make = Effect.gen(function*() {
           return yield* new InvalidInput({ field: "timeout_s", message: `timeout_s wants a positive number of seconds, not ${JSON.stringify(t)}` })
         }
         // The same daemon operation as `agent wait` (Handlers.ts "agent.wait").
-        return json()(yield* wait({ agent: ref, message_id: id, timeout_s }, headers))
+        return json()(yield* wait({ agent: ref, message_id: id, timeout_s }))
       }))
     ),
-    HttpRouter.get("/v1/inbox", respond(Effect.map(inboxList(undefined, headers), json()))),
+    HttpRouter.get("/v1/inbox", respond(Effect.map(inboxList(), json()))),
     HttpRouter.post(
       "/v1/inbox/:id/answer",
       respond(Effect.gen(function*() {
         const id = yield* param("id")
         const p = yield* Effect.flatMap(body, decode(OpenApi.AnswerBody, "body"))
-        return json()(yield* inboxAnswer({ id, text: p.text }, headers))
+        return json()(yield* inboxAnswer({ id, text: p.text }))
       }))
     ),
-    HttpRouter.get("/v1/agents/:ref/budget", respond(Effect.flatMap(param("ref"), (ref) => Effect.map(budgetShow({ agent: ref }, headers), json())))),
+    HttpRouter.get("/v1/agents/:ref/budget", respond(Effect.flatMap(param("ref"), (ref) => Effect.map(budgetShow({ agent: ref }), json())))),
     HttpRouter.post(
       "/v1/agents/:ref/budget",
       respond(Effect.gen(function*() {
         const ref = yield* param("ref")
         const p = yield* Effect.flatMap(body, decode(BudgetPatch, "body"))
-        return json()(yield* budgetSet({ agent: ref, ...p }, headers))
+        return json()(yield* budgetSet({ agent: ref, ...p }))
       }))
     ),
-    HttpRouter.get("/v1/agents/:ref/caps", respond(Effect.flatMap(param("ref"), (ref) => Effect.map(capsShow({ agent: ref }, headers), json())))),
+    HttpRouter.get("/v1/agents/:ref/caps", respond(Effect.flatMap(param("ref"), (ref) => Effect.map(capsShow({ agent: ref }), json())))),
     HttpRouter.put(
       "/v1/agents/:ref/caps",
       respond(Effect.gen(function*() {
         const ref = yield* param("ref")
         const p = yield* Effect.flatMap(body, decode(CapsPatch, "body"))
-        return json()(yield* capsSet({ agent: ref, ...p }, headers))
+        return json()(yield* capsSet({ agent: ref, ...p }))
       }))
     )
   )
 
   return HttpRouter.concat(HttpRouter.concat(HttpRouter.empty.pipe(
-    HttpRouter.get("/v1/daemon", respond(Effect.map(status(undefined, headers), json()))),
-    HttpRouter.get("/v1/agents", respond(Effect.flatMap(query, (q) => Effect.map(list({ all: flag(q.get("all")) }, headers), json())))),
+    HttpRouter.get("/v1/daemon", respond(Effect.map(status(), json()))),
+    HttpRouter.get("/v1/agents", respond(Effect.flatMap(query, (q) => Effect.map(list({ all: flag(q.get("all")) }), json())))),
     HttpRouter.post(
       "/v1/agents",
       respond(Effect.gen(function*() {
         const p = yield* Effect.flatMap(bodyOrEmpty, decode(AgentCreateRpc.payloadSchema, "body"))
-        return json(201)(yield* create(p, headers))
+        return json(201)(yield* create(p))
       }))
     ),
-    HttpRouter.get("/v1/agents/:ref", respond(Effect.flatMap(param("ref"), (ref) => Effect.map(inspect({ agent: ref }, headers), (i) => json()(i.agent))))),
-    HttpRouter.get("/v1/agents/:ref/inspect", respond(Effect.flatMap(param("ref"), (ref) => Effect.map(inspect({ agent: ref }, headers), json())))),
-    HttpRouter.del("/v1/agents/:ref", respond(Effect.flatMap(param("ref"), (ref) => Effect.map(terminate({ agent: ref }, headers), json())))),
+    HttpRouter.get("/v1/agents/:ref", respond(Effect.flatMap(param("ref"), (ref) => Effect.map(inspect({ agent: ref }), (i) => json()(i.agent))))),
+    HttpRouter.get("/v1/agents/:ref/inspect", respond(Effect.flatMap(param("ref"), (ref) => Effect.map(inspect({ agent: ref }), json())))),
+    HttpRouter.del("/v1/agents/:ref", respond(Effect.flatMap(param("ref"), (ref) => Effect.map(terminate({ agent: ref }), json())))),
     HttpRouter.post(
       "/v1/agents/:ref/messages",
       respond(Effect.gen(function*() {
         const ref = yield* param("ref")
         const p = yield* Effect.flatMap(body, decode(OpenApi.SendBody, "body"))
         // The same daemon operation as `agent send --wait` (Handlers.ts "agent.send").
-        if (p.wait === true) return json()(yield* send({ agent: ref, text: p.text, sync: true, wait: true, timeout_s: p.timeout_s ?? defaultWaitSeconds }, headers))
-        return json(202)(yield* send({ agent: ref, text: p.text, sync: true }, headers))
+        if (p.wait === true) return json()(yield* send({ agent: ref, text: p.text, sync: true, wait: true, timeout_s: p.timeout_s ?? defaultWaitSeconds }))
+        return json(202)(yield* send({ agent: ref, text: p.text, sync: true }))
       }))
     ),
-    HttpRouter.get("/v1/sessions", respond(Effect.map(sessionList(undefined, headers), json()))),
+    HttpRouter.get("/v1/sessions", respond(Effect.map(sessionList(), json()))),
     HttpRouter.post(
       "/v1/sessions/:session/suspend",
       respond(Effect.flatMap(Effect.flatMap(param("session"), decode(SessionDeleteRpc.payloadSchema.fields.session, "session")), (session) =>
-        Effect.map(suspend({ session }, headers), json())))
+        Effect.map(suspend({ session }), json())))
     ),
     HttpRouter.post(
       "/v1/sessions/:session/resume",
       respond(Effect.flatMap(Effect.flatMap(param("session"), decode(SessionDeleteRpc.payloadSchema.fields.session, "session")), (session) =>
-        Effect.map(resume({ session }, headers), json())))
+        Effect.map(resume({ session }), json())))
     ),
     HttpRouter.del(
       "/v1/sessions/:session",
       respond(Effect.flatMap(Effect.flatMap(param("session"), decode(SessionDeleteRpc.payloadSchema.fields.session, "session")), (session) =>
-        Effect.map(sessionDelete({ session }, headers), json())))
+        Effect.map(sessionDelete({ session }), json())))
     ),
-    HttpRouter.get("/v1/workspaces", respond(Effect.map(wsList(undefined, headers), json()))),
+    HttpRouter.get("/v1/workspaces", respond(Effect.map(wsList(), json()))),
     HttpRouter.post(
       "/v1/workspaces",
       respond(Effect.gen(function*() {
         const p = yield* Effect.flatMap(bodyOrEmpty, decode(WorkspaceCreateRpc.payloadSchema, "body"))
-        return json(201)(yield* wsCreate(p, headers))
+        return json(201)(yield* wsCreate(p))
       }))
     ),
     HttpRouter.del(
@@ -296,7 +295,7 @@ export const make = Effect.gen(function*() {
       respond(Effect.gen(function*() {
         const q = yield* query
         const p = yield* decode(WorkspaceDeleteRpc.payloadSchema, "workspace")({ workspace: yield* param("workspace"), force: flag(q.get("force")) })
-        return json()(yield* wsDelete(p, headers))
+        return json()(yield* wsDelete(p))
       }))
     ),
     HttpRouter.get(
@@ -308,28 +307,28 @@ export const make = Effect.gen(function*() {
           workspace: yield* param("workspace"),
           ...(limit === null ? {} : { limit: Number(limit) })
         })
-        return json()(yield* wsLog(p, headers))
+        return json()(yield* wsLog(p))
       }))
     ),
     HttpRouter.get(
       "/v1/workspaces/:workspace/diff",
       respond(Effect.gen(function*() {
         const p = yield* decode(WorkspaceDiffRpc.payloadSchema, "workspace")({ workspace: yield* param("workspace") })
-        return json()(yield* wsDiff(p, headers))
+        return json()(yield* wsDiff(p))
       }))
     ),
     HttpRouter.get(
       "/v1/workspaces/:workspace/turns/:turn/diff",
       respond(Effect.gen(function*() {
         const p = yield* decode(WorkspaceDiffRpc.payloadSchema, "turn")({ workspace: yield* param("workspace"), turn: yield* param("turn") })
-        return json()(yield* wsDiff(p, headers))
+        return json()(yield* wsDiff(p))
       }))
     ),
     HttpRouter.post(
       "/v1/workspaces/:workspace/turns/:turn/revert",
       respond(Effect.gen(function*() {
         const p = yield* decode(WorkspaceRevertRpc.payloadSchema, "turn")({ workspace: yield* param("workspace"), turn: yield* param("turn") })
-        return json()(yield* wsRevert(p, headers))
+        return json()(yield* wsRevert(p))
       }))
     ),
     HttpRouter.get("/v1/events", respond(events)),

@@ -8,8 +8,8 @@
 //     cookie-authenticated POST/PUT/PATCH/DELETE whose Origin is not the daemon's own is 401 too
 //     (SameSite does not tell ports of 127.0.0.1 apart). No CORS headers, so browsers refuse
 //     cross-origin calls.
-// The admin RPC handlers are built once more here (HandlersLive over the same services, the event
-// feed included): HTTP calls the very functions the admin socket serves.
+// Routes call the admin methods through the daemon's in-process client (daemon/Handlers.ts): the
+// same middleware and handlers the admin socket serves.
 import { HttpApp, HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
@@ -20,7 +20,7 @@ import { createServer } from "node:http"
 import { join } from "node:path"
 import type { Paths } from "../config/Paths.js"
 import { DaemonConfig } from "../daemon/Config.js"
-import { HandlersLive } from "../daemon/Handlers.js"
+import type { AdminClient } from "../daemon/Handlers.js"
 import { DaemonError } from "../daemon/Lifecycle.js"
 import { EventFeed } from "../feed/EventFeed.js"
 import { InvalidInput } from "../daemon/Rpcs.js"
@@ -200,16 +200,15 @@ const listen = <E, R>(
   }))
 
 /**
- * Serve HTTP until the scope closes. Needs the daemon's runtime services (those of HandlersLive,
- * EventFeed among them). Returns the TCP address actually bound (port 0 picks one), if any.
+ * Serve HTTP until the scope closes, calling the admin methods through `admin`. Needs the daemon's
+ * runtime services (EventFeed among them). Returns the TCP address actually bound (port 0 picks one), if any.
  */
-export const serve = (paths: Paths, tcp: string | undefined) =>
+export const serve = (paths: Paths, tcp: string | undefined, admin: AdminClient) =>
   Effect.gen(function*() {
     const limits = (yield* DaemonConfig).httpLimits
     const address = tcp === undefined ? undefined : parseAddress(tcp)
     if (tcp !== undefined && address === undefined) return yield* fail(`--http wants HOST:PORT (e.g. 127.0.0.1:8080), not ${tcp}`)
-    const services = yield* Layer.build(HandlersLive)
-    const routes = yield* Effect.provide(Routes.make, services)
+    const routes = yield* Routes.make(admin)
     // The daemon's one feed reads every log once (positions the index lacks, owners): in the
     // background now, so no client's first stream (HTTP or admin socket) waits for it.
     yield* Effect.forkScoped(Effect.flatMap(EventFeed, (feed) => feed.warm))

@@ -17,7 +17,7 @@ import * as fs from "node:fs"
 import type { BigIntStats } from "node:fs"
 import { StringDecoder } from "node:string_decoder"
 import type { Paths } from "../config/Paths.js"
-import { DurableError, SessionStoreError } from "../domain/errors.js"
+import { DurableError, SessionStoreError, storageFault, withFault } from "../domain/errors.js"
 import { SessionId } from "../domain/ids.js"
 import type { Session } from "../domain/session.js"
 import type { DurableService } from "../storage/Durable.js"
@@ -204,7 +204,7 @@ const errno = (e: unknown): string | undefined =>
   typeof e === "object" && e !== null && "code" in e && typeof e.code === "string" ? e.code : undefined
 
 const readError = (op: "open" | "read", path: string, e: unknown) =>
-  new DurableError({ op, path, message: e instanceof Error ? e.message : String(e) })
+  new DurableError({ op, path, ...withFault(storageFault(e)), message: e instanceof Error ? e.message : String(e) })
 
 /** A file too big for the shared buffer (read by other means). */
 const LARGE = Symbol("large")

@@ -21,7 +21,7 @@ type Kind = "write" | "fsync" | "rename"
 
 /**
  * The real Durable, except that the next I/O step matching the armed predicate fails once with a
- * plain I/O error (ENOSPC); everything before and after works (unlike DurableCrash, which
+ * plain I/O error (ENOSPC, as the real primitives report it: `fault: "disk_full"`); everything before and after works (unlike DurableCrash, which
  * refuses all I/O after its crash).
  */
 const faultyDurable = () => {
@@ -33,7 +33,7 @@ const faultyDurable = () => {
         armed = null
         fired.push(`${kind} ${path}`)
         return Effect.fail(
-          new DurableError({ op: kind, path, message: `ENOSPC: no space left on device, ${kind} '${path}'` })
+          new DurableError({ op: kind, path, fault: "disk_full", message: `ENOSPC: no space left on device, ${kind} '${path}'` })
         )
       }
       return eff

@@ -1,10 +1,11 @@
-// The one mapping of service errors to the admin protocol's wire errors (src/daemon/Handlers.ts):
+// The one mapping of service errors to the admin protocol's wire errors (src/daemon/WireErrors.ts):
 // each typed error lands on its wire error and code (docs/protocol.md, "Errors"); a value that only
 // looks like a service error, or any other failure, is Internal.
 import { describe, expect, it } from "vitest"
 import { toRpcError } from "../../src/daemon/WireErrors.js"
 import { ErrorCode } from "../../src/daemon/Rpcs.js"
-import { NotFoundError, ProviderError, SessionStoreError } from "../../src/domain/errors.js"
+import { DurableError, EventLogError, NotFoundError, ProviderError, SessionStoreError, storageFault } from "../../src/domain/errors.js"
+import { durableError } from "../../src/storage/internal/durableNode.js"
 import { WorkspaceError, WorkspaceHistoryError } from "../../src/sandbox/errors.js"
 
 describe("service errors → wire errors", () => {
@@ -27,5 +28,23 @@ describe("service errors → wire errors", () => {
     expect(toRpcError({ _tag: "NotFoundError", kind: "agent", id: "a", message: "fake" })._tag).toBe("Internal")
     expect(toRpcError(new Error("boom"))).toMatchObject({ _tag: "Internal", message: "boom", code: ErrorCode.internal })
     expect(toRpcError("text")).toMatchObject({ _tag: "Internal", message: "text" })
+  })
+
+  it("a storage fault set where the failure happened is Unavailable; the words of a message decide nothing", () => {
+    const full = new EventLogError({ reason: "io", file: "f", fault: "disk_full", message: "write: no space" })
+    expect(toRpcError(full)).toMatchObject({ _tag: "Unavailable", code: ErrorCode.unavailable })
+    expect(toRpcError(full).message).toMatch(/nothing was acknowledged/)
+    expect(toRpcError(new SessionStoreError({ session_id: "s", reason: "io", fault: "read_only", message: "m" }))._tag).toBe("Unavailable")
+    // A message that merely mentions an errno name is not a storage fault.
+    expect(toRpcError(new DurableError({ op: "write", path: "p", message: "ENOSPC mentioned by a path" }))._tag).toBe("Internal")
+  })
+
+  it("the fault comes from the errno code of the failed call", () => {
+    const err = (code: string) => Object.assign(new Error(`${code}: something`), { code })
+    expect([storageFault(err("ENOSPC")), storageFault(err("EDQUOT")), storageFault(err("EIO")), storageFault(err("EROFS"))]).toEqual(["disk_full", "disk_full", "io", "read_only"])
+    expect(storageFault(err("ENOENT"))).toBeUndefined()
+    expect(storageFault(new Error("ENOSPC in the words only"))).toBeUndefined()
+    expect(durableError("write", "/x", err("ENOSPC"))).toMatchObject({ fault: "disk_full" })
+    expect(durableError("write", "/x", err("EACCES")).fault).toBeUndefined()
   })
 })

@@ -7,7 +7,7 @@ import { TreeCaps } from "../../domain/caps.js"
 import { AgentId, MessageId } from "../../domain/ids.js"
 import { AgentBrief, RecentMessage, RecentTurn } from "../../domain/inspection.js"
 import { QuotaView } from "../../domain/quota.js"
-import { AgentRef, BudgetPatch, EgressHosts, EgressPresets, MessageText, RpcError, Usage, WorkspaceRef } from "./common.js"
+import { AdminMiddleware, AgentRef, BudgetPatch, EgressHosts, EgressPresets, MessageText, Mutation, RpcError, Traced, Usage, WorkspaceRef } from "./common.js"
 import { SessionInfo } from "./session.js"
 
 const decodeAgentNode = ParseResult.decodeUnknown(AgentNode)
@@ -200,13 +200,13 @@ export class AgentLogsRpc extends Rpc.make("agent.logs", {
 }) {}
 
 export const AgentGroup = RpcGroup.make(
-  AgentCreateRpc,
+  AgentCreateRpc.annotate(Mutation, true).annotate(Traced, true),
   AgentListRpc,
-  AgentSendRpc,
+  AgentSendRpc.annotate(Mutation, true).annotate(Traced, true),
   AgentWaitRpc,
   AgentAttachRpc,
   AgentInspectRpc,
-  AgentTerminateRpc,
-  AgentResumeRpc,
+  AgentTerminateRpc.annotate(Mutation, true),
+  AgentResumeRpc.annotate(Mutation, true),
   AgentLogsRpc
-)
+).middleware(AdminMiddleware)

@@ -6,7 +6,7 @@ import { Budget, InboxItem, Remaining } from "../../domain/budget.js"
 import { TreeCaps } from "../../domain/caps.js"
 import { AgentId } from "../../domain/ids.js"
 import { UsageWithTurns } from "../../domain/usage.js"
-import { AgentRef, BudgetPatch, MessageText, RpcError } from "./common.js"
+import { AdminMiddleware, AgentRef, BudgetPatch, MessageText, Mutation, RpcError } from "./common.js"
 
 export const BudgetView = Schema.Struct({
   agent_id: AgentId,
@@ -86,4 +86,4 @@ export class InboxAnswerRpc extends Rpc.make("inbox.answer", {
 }) {}
 
 
-export const BudgetGroup = RpcGroup.make(BudgetSetRpc, BudgetShowRpc, CapsSetRpc, CapsShowRpc, InboxListRpc, InboxAnswerRpc)
+export const BudgetGroup = RpcGroup.make(BudgetSetRpc.annotate(Mutation, true), BudgetShowRpc, CapsSetRpc.annotate(Mutation, true), CapsShowRpc, InboxListRpc, InboxAnswerRpc.annotate(Mutation, true)).middleware(AdminMiddleware)

@@ -2,7 +2,8 @@
 // Each area's methods are in a module of their own (this directory) so a CLI command evaluates
 // only the Schemas of the methods it calls; src/daemon/Rpcs.ts gathers them into the one
 // group the daemon serves.
-import { Schema } from "effect"
+import * as RpcMiddleware from "@effect/rpc/RpcMiddleware"
+import { Context, Schema } from "effect"
 import { UsageWithTurns } from "../../domain/usage.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -43,6 +44,22 @@ export class Internal extends Schema.TaggedError<Internal>()("Internal", {
 
 export const RpcError = Schema.Union(NotFound, InvalidInput, Unavailable, Internal)
 export type RpcError = typeof RpcError.Type
+
+// ---------------------------------------------------------------------------------------------
+// What every admin method passes through on the daemon's side (src/daemon/handlers/Middleware.ts):
+// the services' typed errors become the wire errors above, a mutation is refused in read-only
+// mode and runs to completion once begun, and a traced method opens its request span.
+
+export class AdminMiddleware extends RpcMiddleware.Tag<AdminMiddleware>()("substrat/AdminMiddleware", {
+  wrap: true,
+  failure: RpcError
+}) {}
+
+/** The method changes something: refused while the daemon is read-only; not interrupted once begun. */
+export class Mutation extends Context.Reference<Mutation>()("substrat/rpc/Mutation", { defaultValue: () => false }) {}
+
+/** With tracing on, the method's request is the root span of its trace (`user.<method>`). */
+export class Traced extends Context.Reference<Traced>()("substrat/rpc/Traced", { defaultValue: () => false }) {}
 
 // ---------------------------------------------------------------------------------------------
 // Shapes

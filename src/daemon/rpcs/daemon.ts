@@ -2,7 +2,7 @@
 import * as Rpc from "@effect/rpc/Rpc"
 import * as RpcGroup from "@effect/rpc/RpcGroup"
 import { Schema } from "effect"
-import { RpcError } from "./common.js"
+import { AdminMiddleware, RpcError } from "./common.js"
 
 /** The daemon's storage health (daemon/Storage.ts). */
 export const StorageStatus = Schema.Struct({
@@ -40,4 +40,4 @@ export class DaemonStopRpc extends Rpc.make("daemon.stop", {
   success: Schema.Struct({ pid: Schema.Number, stopping: Schema.Boolean })
 }) {}
 
-export const DaemonGroup = RpcGroup.make(DaemonStatusRpc, DaemonStopRpc)
+export const DaemonGroup = RpcGroup.make(DaemonStatusRpc, DaemonStopRpc).middleware(AdminMiddleware)

@@ -4,7 +4,7 @@ import * as RpcGroup from "@effect/rpc/RpcGroup"
 import { Schema } from "effect"
 import { LogEntry } from "../../domain/events.js"
 import { SessionId } from "../../domain/ids.js"
-import { AgentRef, RpcError } from "./common.js"
+import { AdminMiddleware, AgentRef, RpcError } from "./common.js"
 
 /** One item of `events.follow`: an entry of an agent's event log, or the end of the backlog. */
 export const FeedItem = Schema.Union(
@@ -47,4 +47,4 @@ export class EventsFollowRpc extends Rpc.make("events.follow", {
   stream: true
 }) {}
 
-export const EventsGroup = RpcGroup.make(EventsFollowRpc)
+export const EventsGroup = RpcGroup.make(EventsFollowRpc).middleware(AdminMiddleware)

@@ -4,7 +4,7 @@ import * as RpcGroup from "@effect/rpc/RpcGroup"
 import { Schema, Struct } from "effect"
 import { AgentId, SessionId } from "../../domain/ids.js"
 import { Session } from "../../domain/session.js"
-import { RpcError, SessionRef } from "./common.js"
+import { AdminMiddleware, Mutation, RpcError, SessionRef } from "./common.js"
 
 /** A session's record without its provider blob, and the agent it backs. */
 export const SessionInfo = Schema.Struct({
@@ -34,4 +34,4 @@ export class SessionDeleteRpc extends Rpc.make("session.delete", {
   error: RpcError
 }) {}
 
-export const SessionGroup = RpcGroup.make(SessionListRpc, SessionSuspendRpc, SessionResumeRpc, SessionDeleteRpc)
+export const SessionGroup = RpcGroup.make(SessionListRpc, SessionSuspendRpc.annotate(Mutation, true), SessionResumeRpc.annotate(Mutation, true), SessionDeleteRpc.annotate(Mutation, true)).middleware(AdminMiddleware)

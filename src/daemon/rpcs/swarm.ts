@@ -5,7 +5,7 @@ import { Schema } from "effect"
 import { AgentId, MessageId } from "../../domain/ids.js"
 import { SwarmLanguage } from "../../swarm/SwarmNode.js"
 import { CronExpr, NodeRef, SwarmAgent, SwarmLogNode, SwarmNodeStatus, SwarmSchedule, SwarmStatus } from "../SwarmRpcs.js"
-import { MessageText, RpcError } from "./common.js"
+import { AdminMiddleware, MessageText, Mutation, RpcError } from "./common.js"
 
 export class SwarmStartRpc extends Rpc.make("swarm.start", {
   payload: {
@@ -74,15 +74,15 @@ export class SwarmSchedulesRpc extends Rpc.make("swarm.schedules", {
 }) {}
 
 export const SwarmGroup = RpcGroup.make(
-  SwarmStartRpc,
-  SwarmStopRpc,
+  SwarmStartRpc.annotate(Mutation, true),
+  SwarmStopRpc.annotate(Mutation, true),
   SwarmStatusRpc,
   SwarmAgentsRpc,
   SwarmAgentRpc,
-  SwarmChatRpc,
-  SwarmTriggerRpc,
-  SwarmScheduleRpc,
-  SwarmUnscheduleRpc,
+  SwarmChatRpc.annotate(Mutation, true),
+  SwarmTriggerRpc.annotate(Mutation, true),
+  SwarmScheduleRpc.annotate(Mutation, true),
+  SwarmUnscheduleRpc.annotate(Mutation, true),
   SwarmSchedulesRpc,
   SwarmLogRpc
-)
+).middleware(AdminMiddleware)

@@ -4,7 +4,7 @@ import * as RpcGroup from "@effect/rpc/RpcGroup"
 import { Schema } from "effect"
 import { TurnId, WorkspaceId } from "../../domain/ids.js"
 import { BindMode, WorkspaceSpec } from "../../domain/workspace.js"
-import { EgressHosts, EgressPresets, RpcError, TurnRef, WorkspaceRef } from "./common.js"
+import { AdminMiddleware, EgressHosts, EgressPresets, Mutation, RpcError, TurnRef, WorkspaceRef } from "./common.js"
 
 export class WorkspaceCreateRpc extends Rpc.make("workspace.create", {
   payload: {
@@ -160,16 +160,16 @@ export class WorkspaceExportRpc extends Rpc.make("workspace.export", {
 }) {}
 
 export const WorkspaceGroup = RpcGroup.make(
-  WorkspaceCreateRpc,
+  WorkspaceCreateRpc.annotate(Mutation, true),
   WorkspaceListRpc,
-  WorkspaceLinkRpc,
-  WorkspaceDeleteRpc,
+  WorkspaceLinkRpc.annotate(Mutation, true),
+  WorkspaceDeleteRpc.annotate(Mutation, true),
   WorkspaceDiffRpc,
-  WorkspaceRevertRpc,
+  WorkspaceRevertRpc.annotate(Mutation, true),
   WorkspaceLogRpc,
-  WorkspaceRecordRpc,
-  WorkspaceMergeRpc,
+  WorkspaceRecordRpc.annotate(Mutation, true),
+  WorkspaceMergeRpc.annotate(Mutation, true),
   WorkspaceExportRpc,
-  WorkspaceAllowRpc,
-  WorkspaceDenyRpc
-)
+  WorkspaceAllowRpc.annotate(Mutation, true),
+  WorkspaceDenyRpc.annotate(Mutation, true)
+).middleware(AdminMiddleware)

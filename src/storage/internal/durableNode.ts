@@ -6,7 +6,7 @@
 import { Chunk, Effect, Option, type Scope, Stream } from "effect"
 import * as fs from "node:fs"
 import { dirname } from "node:path"
-import { DurableError } from "../../domain/errors.js"
+import { DurableError, storageFault, withFault } from "../../domain/errors.js"
 import type { AppendHandle, DirEntry, DurableService } from "../Durable.js"
 
 type Op = DurableError["op"]
@@ -46,7 +46,7 @@ const errno = (e: unknown): string | undefined =>
   typeof e === "object" && e !== null && "code" in e && typeof e.code === "string" ? e.code : undefined
 
 export const durableError = (op: Op, path: string, e: unknown): DurableError =>
-  new DurableError({ op, path, message: e instanceof Error ? e.message : String(e) })
+  new DurableError({ op, path, ...withFault(storageFault(e)), message: e instanceof Error ? e.message : String(e) })
 
 // Hot-path helpers are written without per-call named closures (`{ try, catch }` objects): under
 // tsx (keepNames, which scripts/bench runs) each one costs an Object.defineProperty per call.

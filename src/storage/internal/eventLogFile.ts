@@ -9,7 +9,7 @@
 import { Cause, Chunk, Effect, Either, ExecutionStrategy, Exit, Option, Schema, Scope, Stream } from "effect"
 import { TextDecoder } from "node:util"
 import { SubstratPaths } from "../../config/Paths.js"
-import { type DurableError, EventLogError } from "../../domain/errors.js"
+import { type DurableError, EventLogError, withFault } from "../../domain/errors.js"
 import { LogEntry, LogEvent } from "../../domain/events.js"
 import { SessionId } from "../../domain/ids.js"
 import { type AppendHandle, Durable } from "../Durable.js"
@@ -65,7 +65,7 @@ const NL = 0x0a
 const SCAN_CHUNK = 64 * 1024
 
 const ioError = (e: DurableError): EventLogError =>
-  new EventLogError({ reason: "io", file: e.path, message: `${e.op}: ${e.message}` })
+  new EventLogError({ reason: "io", file: e.path, ...withFault(e.fault), message: `${e.op}: ${e.message}` })
 
 const bytesEqual = (a: Uint8Array, b: Uint8Array): boolean => {
   if (a.length !== b.length) return false

@@ -6,7 +6,7 @@
 import { Clock, Effect, Either, Option, Schema } from "effect"
 import { TextDecoder } from "node:util"
 import { SubstratPaths } from "../../config/Paths.js"
-import { type DurableError, SessionStoreError } from "../../domain/errors.js"
+import { type DurableError, SessionStoreError, withFault } from "../../domain/errors.js"
 import { SessionId } from "../../domain/ids.js"
 import { Session, transition } from "../../domain/session.js"
 import { Durable, type DurableService } from "../Durable.js"
@@ -45,7 +45,7 @@ export const parseRecord = (id: string, file: string, bytes: Uint8Array): Either
 
 /** A Durable failure on session `session_id`'s record, as the store reports it. */
 export const ioError = (session_id: string) => (e: DurableError) =>
-  new SessionStoreError({ reason: "io", session_id, message: `${e.op} ${e.path}: ${e.message}` })
+  new SessionStoreError({ reason: "io", session_id, ...withFault(e.fault), message: `${e.op} ${e.path}: ${e.message}` })
 
 /**
  * The record `file` of session `id`, None when there is none. No generator: run once per record

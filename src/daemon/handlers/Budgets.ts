@@ -1,36 +1,31 @@
-// Handlers of the budget and inbox methods (Rpcs.ts: budget.set, budget.show, inbox.list,
-// inbox.answer), spread into the admin group's handlers (Handlers.ts). Thin adapters to the Meter
+// Handlers of the budget, caps and inbox methods (src/daemon/rpcs/budget.ts). Thin adapters to the Meter
 // (src/meter/Meter.ts); answering a question delivers the answer to the asker as a message from
 // USER, its next turn's prompt; "stop" on a spent budget terminates that subtree; "cancel" on a
 // queued spawn (src/agent/SpawnQueue.ts) drops it; any answer to an answer-to-USER item marks it
 // read (`substrat inbox read <id>`); "resume" on an agent parked by its quotas (src/agent/Quotas.ts)
 // lifts the park, "stop" terminates it.
 import { Effect } from "effect"
-import type { Orchestrator } from "../agent/Orchestrator.js"
-import type { AgentNode } from "../domain/agent.js"
-import { answerPrompt } from "../agent/Prompt.js"
-import type { Quotas } from "../agent/Quotas.js"
-import type { SpawnQueue } from "../agent/SpawnQueue.js"
-import type { AgentId, MessageId } from "../domain/ids.js"
-import type { Egress } from "../egress/Egress.js"
-import { InvalidInputError } from "../domain/errors.js"
-import type { Meter } from "../meter/Meter.js"
-import type { BudgetPatch, BudgetView, CapsPatch, CapsView, RpcError } from "./Rpcs.js"
-import type { ServiceError } from "./WireErrors.js"
+import { Orchestrator } from "../../agent/Orchestrator.js"
+import { answerPrompt } from "../../agent/Prompt.js"
+import { Quotas } from "../../agent/Quotas.js"
+import { SpawnQueue } from "../../agent/SpawnQueue.js"
+import type { AgentNode } from "../../domain/agent.js"
+import { InvalidInputError } from "../../domain/errors.js"
+import type { AgentId, MessageId } from "../../domain/ids.js"
+import { Egress } from "../../egress/Egress.js"
+import { Meter } from "../../meter/Meter.js"
+import { makeResolver } from "../Resolver.js"
+import { BudgetGroup, type BudgetView, type CapsView } from "../Rpcs.js"
+import { handlersOf, served } from "./Middleware.js"
 
-type Wire = <A, E extends ServiceError, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, RpcError, R>
-
-export const budgetHandlers = (deps: {
-  readonly meter: Meter
-  readonly egress: Egress["Type"]
-  readonly spawns: SpawnQueue
-  readonly quotas: Quotas
-  readonly orchestrator: Orchestrator
-  readonly resolve: (ref: string) => Effect.Effect<AgentNode, RpcError>
-  readonly wire: Wire
-  readonly mutation: Wire
-}) => {
-  const { meter, egress, orchestrator, quotas, resolve, spawns, wire, mutation } = deps
+export const BudgetHandlers = served(BudgetGroup, Effect.gen(function*() {
+  const meter = yield* Meter
+  const egress = yield* Egress
+  const spawns = yield* SpawnQueue
+  const quotas = yield* Quotas
+  const orchestrator = yield* Orchestrator
+  const resolver = yield* makeResolver
+  const resolve = (ref: string) => resolver.liveAgent(ref)
   const view = (node: AgentNode): BudgetView => ({ ...meter.report(node.id), agent_name: node.name })
   const capsView = (root: AgentNode): CapsView => ({
     root_id: root.id,
@@ -40,9 +35,9 @@ export const budgetHandlers = (deps: {
     policy: spawns.policy,
     queued: spawns.queuedIn(root.id)
   })
-  return {
-    "caps.set": (p: { readonly agent: string } & CapsPatch) =>
-      mutation(Effect.gen(function*() {
+  return handlersOf(BudgetGroup)({
+    "caps.set": (p) =>
+      Effect.gen(function*() {
         const node = yield* resolve(p.agent)
         if (node.parent_id !== null) {
           const root = spawns.rootOf(node.id)
@@ -63,26 +58,25 @@ export const budgetHandlers = (deps: {
           ...(own.quotas === undefined ? {} : { quotas: own.quotas })
         })
         return capsView(node)
-      })),
+      }),
 
-    "caps.show": (p: { readonly agent: string }) =>
-      wire(Effect.flatMap(resolve(p.agent), (node) => Effect.succeed(capsView(spawns.rootOf(node.id) ?? node)))),
+    "caps.show": (p) => Effect.map(resolve(p.agent), (node) => capsView(spawns.rootOf(node.id) ?? node)),
 
-    "budget.set": (p: { readonly agent: string } & BudgetPatch) =>
-      mutation(Effect.gen(function*() {
+    "budget.set": (p) =>
+      Effect.gen(function*() {
         const node = yield* resolve(p.agent)
         const { agent: _, ...patch } = p
         yield* meter.setBudget(node.id, patch)
         return view(node)
-      })),
+      }),
 
-    "budget.show": (p: { readonly agent: string }) => wire(Effect.map(resolve(p.agent), view)),
+    "budget.show": (p) => Effect.map(resolve(p.agent), view),
 
     "inbox.list": () =>
-      wire(Effect.map(egress.inbox, (hosts) => ({ items: [...meter.inbox(), ...spawns.inbox(), ...quotas.inbox(), ...hosts].sort((a, b) => a.ts.localeCompare(b.ts)) }))),
+      Effect.map(egress.inbox, (hosts) => ({ items: [...meter.inbox(), ...spawns.inbox(), ...quotas.inbox(), ...hosts].sort((a, b) => a.ts.localeCompare(b.ts)) })),
 
-    "inbox.answer": (p: { readonly id: string; readonly text: string }) =>
-      mutation(Effect.gen(function*() {
+    "inbox.answer": (p) =>
+      Effect.gen(function*() {
         const queued = spawns.queued().find((q) => q.queue_id === p.id)
         if (queued !== undefined) {
           if (p.text.trim().toLowerCase() !== "cancel") {
@@ -127,6 +121,6 @@ export const budgetHandlers = (deps: {
           yield* orchestrator.terminate(a.agent.id)
         }
         return { id: p.id, kind: a.kind, agent_id: a.agent.id, agent_name: a.agent.name }
-      }))
-  }
-}
+      })
+  })
+}))

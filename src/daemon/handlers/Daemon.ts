@@ -1,0 +1,40 @@
+// Handlers of the `daemon.*` methods (src/daemon/rpcs/daemon.ts): status, and stop.
+import { Deferred, Effect } from "effect"
+import { Orchestrator } from "../../agent/Orchestrator.js"
+import { SessionStore } from "../../storage/SessionStore.js"
+import { version } from "../../version.js"
+import { DaemonControl } from "../DaemonControl.js"
+import { DaemonGroup } from "../Rpcs.js"
+import { handlersOf, served } from "./Middleware.js"
+
+export const DaemonHandlers = served(DaemonGroup, Effect.gen(function*() {
+  const control = yield* DaemonControl
+  const orchestrator = yield* Orchestrator
+  const store = yield* SessionStore
+  const stopSoon = Deferred.succeed(control.stop, undefined).pipe(Effect.delay("30 millis"), Effect.forkDaemon)
+
+  return handlersOf(DaemonGroup)({
+    "daemon.status": () =>
+      Effect.gen(function*() {
+        const agents = yield* orchestrator.list
+        const sessions = yield* store.scan
+        return {
+          pid: control.pid,
+          version,
+          home: control.settings.home,
+          socket: control.socket,
+          started_at: control.startedAt.toISOString(),
+          uptime_ms: Date.now() - control.startedAt.getTime(),
+          slots: control.settings.slots,
+          grace_ms: control.settings.graceMs,
+          agents: agents.length,
+          sessions: sessions.length,
+          connections: control.connections.open,
+          storage: control.storage.status()
+        }
+      }),
+
+    // Answer first, then stop: the shutdown closes this very connection.
+    "daemon.stop": () => Effect.as(stopSoon, { pid: control.pid, stopping: true })
+  })
+}))

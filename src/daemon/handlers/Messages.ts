@@ -1,0 +1,80 @@
+// `agent.send` and `agent.wait`: a message from USER, and the answer to USER's request — at once
+// when it was given, else when it comes, within `timeout_s` (none: no limit). Waiting is
+// interruptible: a client that goes away stops waiting; the request stays open (`agent wait`
+// waits again).
+import { Duration, Effect, Either, Option } from "effect"
+import { Orchestrator } from "../../agent/Orchestrator.js"
+import type { MessageId } from "../../domain/ids.js"
+import { isErrorReply } from "../../domain/message.js"
+import { Meter } from "../../meter/Meter.js"
+import { pick } from "../Refs.js"
+import { InvalidInput, NotFound, type RpcError, Unavailable } from "../Rpcs.js"
+import type { Resolver } from "../Resolver.js"
+
+/** USER's request `ref` to agent `name` (a full id or unique prefix) among `ids`. */
+const pickRequest = (name: string, ref: string, ids: ReadonlyArray<MessageId>): Effect.Effect<MessageId, RpcError> => {
+  const found = pick("message", ref, ids.map((id) => ({ id, names: [], label: `request to ${name}`, value: id })))
+  if (Either.isRight(found)) return Effect.succeed(found.right)
+  return Effect.fail(found.left._tag === "NotFound"
+    ? new NotFound({ kind: "message", id: ref, message: `no request "${ref}" from USER to ${name}` })
+    : found.left)
+}
+
+export const makeMessageHandlers = (resolver: Resolver) => Effect.gen(function*() {
+  const orchestrator = yield* Orchestrator
+  const meter = yield* Meter
+
+  const answerOf = (name: string, message_id: MessageId, timeout: number | null) =>
+    Effect.gen(function*() {
+      const waited = orchestrator.awaitAnswer(message_id)
+      const answer = timeout === null ? yield* waited : Option.flatten(yield* Effect.timeoutTo(waited, {
+        duration: Duration.seconds(timeout),
+        onSuccess: Option.some,
+        onTimeout: () => Option.none()
+      }))
+      if (Option.isNone(answer)) {
+        return yield* new Unavailable({
+          message: timeout === null
+            ? `the daemon stopped before ${name} answered (message ${message_id}; once it is back: agent wait ${name} ${message_id})`
+            : `no answer from ${name} within ${timeout} s (message ${message_id}; the answer will still come: agent wait ${name} ${message_id})`
+        })
+      }
+      const a = answer.value
+      // The human has it now: out of the inbox (best effort; the answer was given either way).
+      yield* meter.markRead([a.id]).pipe(Effect.catchAll((e) => Effect.logWarning(`user.read of ${a.id} not logged: ${e.message}`)))
+      return { message_id: a.id, text: a.payload, timestamp: a.timestamp, error: isErrorReply(a) }
+    }).pipe(Effect.interruptible)
+
+  return {
+    "agent.send": (p: { readonly agent: string; readonly text: string; readonly sync?: boolean | undefined; readonly wait?: boolean | undefined; readonly timeout_s?: number | undefined }) =>
+      Effect.gen(function*() {
+        const sync = p.sync ?? true
+        if (p.wait === true && !sync) {
+          return yield* new InvalidInput({ field: "wait", message: "a notification (sync=false) gets no answer to wait for" })
+        }
+        const node = yield* resolver.liveAgent(p.agent)
+        yield* Effect.annotateCurrentSpan({ "substrat.agent.ref": p.agent, "gen_ai.agent.id": node.id, "gen_ai.agent.name": node.name })
+        const r = yield* orchestrator.send({ agent: node.id, text: p.text, sync })
+        const result = { message_id: r.message_id, agent_id: node.id }
+        if (p.wait !== true) return result
+        return { ...result, answer: yield* answerOf(node.name, r.message_id, p.timeout_s ?? null) }
+      }),
+
+    "agent.wait": (p: { readonly agent: string; readonly message_id?: string | undefined; readonly timeout_s?: number | undefined }) =>
+      Effect.gen(function*() {
+        const { node } = yield* resolver.agent(p.agent, { terminated: true })
+        const { open, answered } = yield* orchestrator.userRequests(node.id)
+        const message_id = p.message_id === undefined
+          ? open.at(-1) ?? answered.at(-1)
+          : yield* pickRequest(node.name, p.message_id, [...open, ...answered])
+        if (message_id === undefined) {
+          return yield* new NotFound({
+            kind: "message",
+            id: node.name,
+            message: `USER has no request to ${node.name} to wait for (send one: agent send --wait)`
+          })
+        }
+        return { message_id, agent_id: node.id, answer: yield* answerOf(node.name, message_id, p.timeout_s ?? null) }
+      })
+  }
+})

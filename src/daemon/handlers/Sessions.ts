@@ -1,0 +1,46 @@
+// Handlers of the `session.*` methods (src/daemon/rpcs/session.ts): list, suspend, resume, delete.
+import { Effect } from "effect"
+import { Orchestrator } from "../../agent/Orchestrator.js"
+import { SessionStore } from "../../storage/SessionStore.js"
+import { makeResolver } from "../Resolver.js"
+import { SessionGroup } from "../Rpcs.js"
+import { handlersOf, served } from "./Middleware.js"
+import { makeSessions } from "./Shared.js"
+
+export const SessionHandlers = served(SessionGroup, Effect.gen(function*() {
+  const orchestrator = yield* Orchestrator
+  const store = yield* SessionStore
+  const resolver = yield* makeResolver
+  const sessions = yield* makeSessions
+
+  return handlersOf(SessionGroup)({
+    "session.list": () =>
+      Effect.gen(function*() {
+        const tree = yield* orchestrator.list
+        const all = yield* store.scan
+        const list = yield* Effect.forEach([...all].sort((a, b) => a.created_at.localeCompare(b.created_at)), (s) => sessions.info(s, tree))
+        return { sessions: list }
+      }),
+
+    "session.suspend": (p) =>
+      Effect.gen(function*() {
+        const session = yield* resolver.session(p.session)
+        yield* orchestrator.suspend(session)
+        return yield* sessions.load(session)
+      }),
+
+    "session.resume": (p) =>
+      Effect.gen(function*() {
+        const session = yield* resolver.session(p.session)
+        yield* orchestrator.resume(session)
+        return yield* sessions.load(session)
+      }),
+
+    "session.delete": (p) =>
+      Effect.gen(function*() {
+        const session = yield* resolver.session(p.session)
+        yield* orchestrator.deleteSession(session)
+        return { session, deleted: true }
+      })
+  })
+}))
