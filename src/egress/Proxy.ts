@@ -13,11 +13,10 @@
 // node:http rather than @effect/platform's HttpServer: CONNECT (an upgrade to a raw socket) has no
 // place in the platform's request/response model.
 import { Effect, type Scope } from "effect"
-import * as Fs from "node:fs"
 import * as Http from "node:http"
 import * as Net from "node:net"
-import * as Path from "node:path"
 import type * as Stream from "node:stream"
+import { listenScoped } from "../sandbox/SocketServer.js"
 import type { Resolved } from "./Resolver.js"
 
 /** A request's summary, as logged (`egress.request`). */
@@ -345,34 +344,7 @@ export const serve = (o: ProxyOptions): Effect.Effect<void, Error, Scope.Scope> 
       else socket.destroy()
     })
 
-    yield* Effect.acquireRelease(
-      Effect.async<void, Error>((resume) => {
-        try {
-          Fs.mkdirSync(Path.dirname(o.socketPath), { recursive: true, mode: 0o700 })
-          const st = Fs.lstatSync(o.socketPath, { throwIfNoEntry: false })
-          if (st !== undefined) {
-            if (!st.isSocket()) throw new Error(`${o.socketPath} exists and is not a socket`)
-            Fs.rmSync(o.socketPath, { force: true })
-          }
-        } catch (e) {
-          resume(Effect.fail(e instanceof Error ? e : new Error(String(e))))
-          return
-        }
-        server.once("error", (e) => resume(Effect.fail(e)))
-        server.listen(o.socketPath, () => {
-          try {
-            Fs.chmodSync(o.socketPath, 0o600)
-          } catch {
-            // best effort: the directory is 0700 anyway
-          }
-          resume(Effect.void)
-        })
-      }),
-      () =>
-        Effect.async<void>((resume) => {
-          server.closeAllConnections()
-          for (const t of tunnels) t.destroy()
-          server.close(() => resume(Effect.void))
-        }).pipe(Effect.ensuring(Effect.sync(() => Fs.rmSync(o.socketPath, { force: true }))))
-    )
+    yield* listenScoped(server, o.socketPath, () => {
+      for (const t of tunnels) t.destroy()
+    })
   })

@@ -29,10 +29,8 @@
 //              `Authorization: Bearer`
 // Without a key the client's own credential header passes through unchanged (scripted endpoints).
 import { Data, Effect, Exit, Fiber, Option, Redacted, Runtime, type Scope } from "effect"
-import * as Fs from "node:fs"
 import * as Http from "node:http"
 import * as Https from "node:https"
-import * as Path from "node:path"
 import * as Zlib from "node:zlib"
 import type { Settings } from "../../config/Config.js"
 import type { BudgetExceeded, EventLogError } from "../../domain/errors.js"
@@ -40,6 +38,7 @@ import { estimateOf, type RequestEstimate } from "../../meter/Estimate.js"
 import { type ModelApi, type RequestUsage, ResponseTap } from "../../meter/RequestUsage.js"
 import { type ModelRequestSpan, usageAttributes } from "../../telemetry/Tracing.js"
 import type { Hold } from "../ModelMeter.js"
+import { listenScoped } from "../../sandbox/SocketServer.js"
 import { allowedText, routeOf } from "./ForwarderRoutes.js"
 
 export class ForwarderError extends Data.TaggedError("ForwarderError")<{
@@ -347,37 +346,10 @@ export const serve = (o: ForwarderOptions): Effect.Effect<Forwarder, ForwarderEr
       })
     })
 
-    yield* Effect.acquireRelease(
-      Effect.async<void, ForwarderError>((resume) => {
-        try {
-          Fs.mkdirSync(Path.dirname(o.socketPath), { recursive: true, mode: 0o700 })
-          const st = Fs.lstatSync(o.socketPath, { throwIfNoEntry: false })
-          if (st !== undefined) {
-            if (!st.isSocket()) throw new Error(`${o.socketPath} exists and is not a socket`)
-            Fs.rmSync(o.socketPath, { force: true })
-          }
-        } catch (e) {
-          resume(Effect.fail(new ForwarderError({ socketPath: o.socketPath, message: e instanceof Error ? e.message : String(e) })))
-          return
-        }
-        server.once("error", (e) => resume(Effect.fail(new ForwarderError({ socketPath: o.socketPath, message: e.message }))))
-        server.listen(o.socketPath, () => {
-          try {
-            Fs.chmodSync(o.socketPath, 0o600)
-          } catch {
-            // best effort: the directory is 0700 anyway
-          }
-          resume(Effect.void)
-        })
-      }),
-      () =>
-        Effect.async<void>((resume) => {
-          // Responses still being read are given up: each is settled with what it streamed.
-          for (const up of open) up.destroy()
-          server.closeAllConnections()
-          server.close(() => resume(Effect.void))
-        }).pipe(Effect.ensuring(Effect.sync(() => Fs.rmSync(o.socketPath, { force: true }))))
-    )
+    // Responses still being read are given up: each is settled with what it streamed.
+    yield* listenScoped(server, o.socketPath, () => {
+      for (const up of open) up.destroy()
+    }).pipe(Effect.mapError((e) => new ForwarderError({ socketPath: o.socketPath, message: e.message })))
     const forwarder: Forwarder = { socketPath: o.socketPath, upstream: o.upstream, requests: Effect.sync(() => count) }
     return forwarder
   })
