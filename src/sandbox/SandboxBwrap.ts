@@ -17,6 +17,7 @@ import { SandboxPathError, SandboxProcessError, SandboxUnavailableError } from "
 import { defaultSandboxLimits, hasRlimits, prlimitPrefix, type SandboxDefaults, withDefaults } from "./Limits.js"
 import { Sandbox, type SandboxRequest, type SandboxService } from "./Sandbox.js"
 import { runCollect, spawnScoped } from "./spawn.js"
+import { makeGrowthBaselines } from "./WorkspaceGrowth.js"
 import { parentEnv } from "../config/Config.js"
 
 /**
@@ -61,6 +62,8 @@ export interface BwrapConfig {
   readonly growthPollMs?: number
   /** Appended to a workspace-growth error: how the operator raises the limit. */
   readonly growthHint?: string
+  /** How long a workspace stays quiet after a command before its size is re-measured (ms; default 250). */
+  readonly growthIdleMs?: number
 }
 
 export const defaultSystemPaths: ReadonlyArray<string> = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"]
@@ -428,6 +431,7 @@ export const make = (config: BwrapConfig = {}) =>
     const cgroupInfo = yield* Effect.cached(detectCgroup(fs))
     const cgroupBase = config.cgroupBase === undefined ? "/sys/fs/cgroup/substrat" : config.cgroupBase
     const defaults: SandboxDefaults = { ...defaultSandboxLimits, ...config.defaultLimits }
+    const baselines = yield* makeGrowthBaselines(config.growthIdleMs === undefined ? {} : { idleMs: config.growthIdleMs })
 
     const start = Effect.fn("Sandbox.start")(function*(request: SandboxRequest) {
       const p = yield* probe
@@ -460,6 +464,7 @@ export const make = (config: BwrapConfig = {}) =>
         : {
           root: request.workspace.root_path,
           bytes: defaults.workspace_growth_bytes,
+          baselines,
           ...(config.growthPollMs === undefined ? {} : { pollMs: config.growthPollMs })
         }
       return yield* spawnScoped(executor, {
@@ -484,6 +489,6 @@ export const make = (config: BwrapConfig = {}) =>
 /** The bwrap Sandbox. Building it never fails: an unusable bwrap surfaces as `SandboxUnavailableError` on `start`. */
 export const layerBwrap = (
   config: BwrapConfig = {}
-): Layer.Layer<Sandbox, never, FileSystem.FileSystem | CommandExecutor.CommandExecutor> => Layer.effect(Sandbox, make(config))
+): Layer.Layer<Sandbox, never, FileSystem.FileSystem | CommandExecutor.CommandExecutor> => Layer.scoped(Sandbox, make(config))
 
 export { SandboxProcessError }

@@ -223,7 +223,11 @@ export const spawnScoped = (
     let timedOut = false
     let grownBy: number | undefined
     let timer: ReturnType<typeof setTimeout> | undefined
-    const baseline = opts.growth === undefined ? 0 : yield* treeBytes(opts.growth.root)
+    const lease = opts.growth === undefined
+      ? undefined
+      : opts.growth.baselines === undefined
+      ? { bytes: yield* treeBytes(opts.growth.root), overBudget: () => {} }
+      : yield* opts.growth.baselines.acquire(opts.growth.root)
 
     const child = yield* Effect.acquireRelease(
       startChild(program, args, opts, status),
@@ -267,8 +271,9 @@ export const spawnScoped = (
 
     if (opts.growth !== undefined) {
       const running = () => child.exitCode === null && child.signalCode === null
-      yield* Effect.forkScoped(watchGrowth(opts.growth, baseline, running, (n) => {
+      yield* Effect.forkScoped(watchGrowth(opts.growth, lease?.bytes ?? 0, running, (n) => {
         grownBy = n
+        lease?.overBudget()
         killGroup(pid, "SIGKILL")
       }))
     }

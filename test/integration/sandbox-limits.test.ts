@@ -154,6 +154,33 @@ for (const idc of identities) {
       }
     })
 
+    it("workspace growth: commands that follow each other before the tree is re-measured share one budget (an attacker splitting its writes gains nothing); past it, the next is measured afresh", async () => {
+      const home4 = join(T, "home-growth-shared")
+      // Quiet for an hour before a re-measure: every command below starts from the first size.
+      const rt4 = makeRuntime(home4, idc.identity, undefined, {
+        defaultLimits: { workspace_growth_bytes: 8 * MB },
+        growthPollMs: 100,
+        growthIdleMs: 3_600_000
+      })
+      try {
+        const runIn = (r: Runtime, script: string) =>
+          r.runPromise(Effect.flatMap(Sandbox, (s) => s.run({ workspace: ws, command: sh(script) })).pipe(Effect.either))
+        // 5 MB each: every command alone is within the 8 MB budget; the first two together are not.
+        const write = (name: string) => `mkdir -p /workspace/split; head -c 5000000 /dev/urandom > /workspace/split/${name}; sleep 1; echo ok`
+        const first = await runIn(rt4, write("a"))
+        if (Either.isLeft(first)) throw new Error(first.left.message)
+        const second = limitOf(await runIn(rt4, write("b")))
+        expect(second).toMatchObject({ limit: "workspace-growth", value: 8 * MB, signal: "SIGKILL" })
+        // Past the budget, the next command measures the tree first: it is not blamed for the others' bytes.
+        const third = await runIn(rt4, "head -c 1000000 /dev/urandom > /workspace/split/c; sleep 1; echo ok")
+        if (Either.isLeft(third)) throw new Error(third.left.message)
+        expect(third.right.stdout).toBe("ok\n")
+      } finally {
+        await rt4.dispose()
+        fs.rmSync(join(ws.root_path, "split"), { recursive: true, force: true })
+      }
+    })
+
     it("within limits: ordinary exits are results, not limit errors", async () => {
       const all = { memory_bytes: 512 * MB, cpu_seconds: 10, max_processes: 50, max_file_bytes: MB, wall_clock_seconds: 60 }
       const ok = await run("echo fine; head -c 1000 /dev/zero > /tmp/small; exit 3", all)
