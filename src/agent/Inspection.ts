@@ -89,7 +89,7 @@ export class Inspection extends Effect.Service<Inspection>()("substrat/Inspectio
 
     /**
      * What `agent list` adds to each live agent's row, only where there is something to say: a
-     * dormant swarm node agent (no session yet), turns queued, what it used itself.
+     * dormant swarm node agent (no session yet), a turn waiting to start, what it used itself.
      */
     const briefs = (): ReadonlyArray<AgentBrief> => {
       const out: Array<AgentBrief> = []
@@ -98,13 +98,14 @@ export class Inspection extends Effect.Service<Inspection>()("substrat/Inspectio
           out.push({ agent_id: n.id, dormant: true })
           continue
         }
-        const queued = mailbox.queuedTurns(n.id)
+        // A turn waits to start: queued, or taken but not started (waiting for a provider slot).
+        const queued = turns.isBusy(n.id) ? turns.turnIdOf(n.id) === null : mailbox.queuedTurns(n.id) > 0
         const own = activity.usageOf(n.id, []).own
         const tokens = totalTokens(own)
-        if (queued === 0 && tokens === 0 && own.cost_usd === 0) continue
+        if (!queued && tokens === 0 && own.cost_usd === 0) continue
         out.push({
           agent_id: n.id,
-          ...(queued === 0 ? {} : { queued_turns: queued }),
+          ...(queued ? { queued: true } : {}),
           ...(tokens === 0 && own.cost_usd === 0 ? {} : { tokens, cost_usd: own.cost_usd })
         })
       }

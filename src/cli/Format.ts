@@ -4,6 +4,7 @@ import { quotaNames, type QuotaView } from "../domain/quota.js"
 import type { DaemonStatus, InspectResult, SessionInfo, Usage } from "../daemon/Rpcs.js"
 import type { AgentNode } from "../domain/agent.js"
 import type { AgentBrief } from "../domain/inspection.js"
+import type { InboxItem } from "../domain/budget.js"
 import { forPeople } from "../agent/Prompt.js"
 import { describePolicy } from "../domain/egress.js"
 import { activityText } from "./Live.js"
@@ -12,12 +13,51 @@ import type { WorkspaceSpec } from "../domain/workspace.js"
 /** What `--json` prints (followed by a newline). */
 export const jsonText = (value: unknown): string => JSON.stringify(value, null, 2)
 
-/** Left-aligned columns. */
-export const table = (rows: ReadonlyArray<ReadonlyArray<string>>): string => {
+/**
+ * Left-aligned columns; `style` may wrap a cell (already padded) in colour codes, which then do
+ * not count towards its width.
+ */
+export const table = (
+  rows: ReadonlyArray<ReadonlyArray<string>>,
+  style: (cell: string, row: number, column: number) => string = (c) => c
+): string => {
   const widths: Array<number> = []
   for (const r of rows) r.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)))
-  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join("  ")).join("\n")
+  return rows.map((r, j) =>
+    r.map((c, i) => style(i === r.length - 1 ? c : c.padEnd(widths[i]!), j, i)).join("  ").replace(/ +$/, "")
+  ).join("\n")
 }
+
+/** ANSI colour of each state `agent list` shows (only on a terminal that wants colour). */
+const stateColour: Record<string, number> = {
+  idle: 32,
+  busy: 33,
+  waiting: 36,
+  queued: 36,
+  "asks you": 35,
+  "parked (budget)": 31,
+  "parked (quotas)": 31,
+  quarantined: 31,
+  dormant: 2,
+  terminated: 2
+}
+
+/** `git diff` text coloured as git does on a terminal: headers bold, hunks cyan, lines added green, removed red. */
+export const colourDiff = (diff: string): string =>
+  diff.split("\n").map((l) =>
+    /^(diff --git|index |--- |\+\+\+ |new file|deleted file|similarity|rename |old mode|new mode)/.test(l)
+      ? `\x1b[1m${l}\x1b[0m`
+      : l.startsWith("@@")
+      ? `\x1b[36m${l}\x1b[0m`
+      : l.startsWith("+")
+      ? `\x1b[32m${l}\x1b[0m`
+      : l.startsWith("-")
+      ? `\x1b[31m${l}\x1b[0m`
+      : l
+  ).join("\n")
+
+const usedText = (d: AgentBrief | undefined): string =>
+  d?.tokens === undefined && d?.cost_usd === undefined ? "" : `${d.tokens ?? 0} tok · $${(d.cost_usd ?? 0).toFixed(4)}`
 
 /** The NAME column's width: longer names (with their tree branches) end in "…" (`--json` has them whole). */
 export const NAME_WIDTH = 40
@@ -30,10 +70,47 @@ export const isSwarmNode = (a: AgentNode): boolean => a.parent_id !== null && a.
 export interface TreeView {
   /** Agent id → what its running turn is doing (a DOING column when any agent is busy). */
   readonly doing?: ReadonlyMap<string, string>
-  /** Agent id → the daemon's extras for its row (dormant, queued turns, usage). */
+  /** Agent id → the daemon's extras for its row (dormant, a turn waiting to start, usage). */
   readonly details?: ReadonlyMap<string, AgentBrief>
   /** Show the swarm node agents too (`--swarm`, `--all`). */
   readonly swarm?: boolean
+  /** What waits for the human (`inbox.list`): parks and questions become states. */
+  readonly inbox?: ReadonlyArray<InboxItem>
+  /** Colour the states (a terminal that wants colour). */
+  readonly color?: boolean
+}
+
+/**
+ * Each agent's state as `agent list` shows it: `dormant` (a swarm node agent that never ran),
+ * `parked (budget)` (its own or an ancestor's budget is spent: the owner of an open budget item
+ * and its subtree), `parked (quotas)`, `asks you` (an open question), `queued` (a turn waits to start:
+ * for a provider slot), else the daemon's state.
+ */
+export const shownStates = (agents: ReadonlyArray<AgentNode>, view: TreeView): ReadonlyMap<string, string> => {
+  const details = view.details ?? new Map<string, AgentBrief>()
+  const children = new Map<string, Array<string>>()
+  for (const a of agents) if (a.parent_id !== null) children.set(a.parent_id, [...(children.get(a.parent_id) ?? []), a.id])
+  const flags = new Map<string, string>()
+  const mark = (id: string) => {
+    flags.set(id, "parked (budget)")
+    for (const c of children.get(id) ?? []) mark(c)
+  }
+  for (const i of view.inbox ?? []) if (i.kind === "budget") mark(i.agent_id)
+  for (const i of view.inbox ?? []) if (i.kind === "quota" && !flags.has(i.agent_id)) flags.set(i.agent_id, "parked (quotas)")
+  for (const i of view.inbox ?? []) if (i.kind === "question" && !flags.has(i.agent_id)) flags.set(i.agent_id, "asks you")
+  const out = new Map<string, string>()
+  for (const a of agents) {
+    const d = details.get(a.id)
+    out.set(
+      a.id,
+      a.state === "terminated" || a.state === "quarantined"
+        ? a.state
+        : d?.dormant === true
+        ? "dormant"
+        : flags.get(a.id) ?? ((a.state === "idle" || a.state === "busy") && d?.queued === true ? "queued" : a.state)
+    )
+  }
+  return out
 }
 
 /**
@@ -56,16 +133,30 @@ export const renderTree = (all: ReadonlyArray<AgentNode>, view: TreeView = {}): 
     else children.set(a.parent_id, [...(children.get(a.parent_id) ?? []), a])
   }
   const withDoing = agents.some((a) => doing.has(a.id))
+  const withUsed = agents.some((a) => usedText(details.get(a.id)) !== "")
+  const states = shownStates(agents, view)
   const lines: Array<ReadonlyArray<string>> = []
   const walk = (a: AgentNode, prefix: string, branch: string) => {
-    const state = details.get(a.id)?.dormant === true ? "dormant" : a.state
-    lines.push([clipName(`${prefix}${branch}${a.name}`), state, a.provider, a.role, a.id, ...(withDoing ? [doing.get(a.id) ?? ""] : [])])
+    lines.push([
+      clipName(`${prefix}${branch}${a.name}`),
+      states.get(a.id) ?? a.state,
+      a.provider,
+      a.role,
+      ...(withUsed ? [usedText(details.get(a.id))] : []),
+      a.id,
+      ...(withDoing ? [doing.get(a.id) ?? ""] : [])
+    ])
     const kids = children.get(a.id) ?? []
     const nextPrefix = prefix + (branch === "" ? "" : branch === "└─ " ? "   " : "│  ")
     kids.forEach((k, i) => walk(k, nextPrefix, i === kids.length - 1 ? "└─ " : "├─ "))
   }
   for (const r of roots) walk(r, "", "")
-  const out = table([["NAME", "STATE", "PROVIDER", "ROLE", "ID", ...(withDoing ? ["DOING"] : [])], ...lines]).replace(/ +$/gm, "") + footer
+  const paintState = (cell: string, row: number, column: number) => {
+    const code = view.color === true && row > 0 && column === 1 ? stateColour[cell.trimEnd()] : undefined
+    return code === undefined ? cell : `\x1b[${code}m${cell.trimEnd()}\x1b[0m${cell.slice(cell.trimEnd().length)}`
+  }
+  const header = ["NAME", "STATE", "PROVIDER", "ROLE", ...(withUsed ? ["USED"] : []), "ID", ...(withDoing ? ["DOING"] : [])]
+  const out = table([header, ...lines], paintState) + footer
   const held = agents.filter((a) => a.state === "quarantined")
   if (held.length === 0) return out
   return `${out}\n\n${

@@ -24,8 +24,8 @@ export const AgentBrief = Schema.Struct({
   agent_id: Schema.String,
   /** A swarm node agent not materialized yet (docs/swarm.md): no session, nothing ran. */
   dormant: Schema.optional(Schema.Boolean),
-  /** Turns waiting to start (for a slot, the turn gate, a budget). */
-  queued_turns: Schema.optional(Schema.Number),
+  /** A turn of it waits to start (for a provider slot, or held by a budget or a question). */
+  queued: Schema.optional(Schema.Boolean),
   /** Its own use: tokens (cache included, as budgets count them) and USD. */
   tokens: Schema.optional(Schema.Number),
   cost_usd: Schema.optional(Schema.Number)

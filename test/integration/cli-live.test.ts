@@ -16,7 +16,11 @@ const script = "/usr/bin/script"
 beforeAll(async () => {
   fs.mkdirSync(join(home, "scripts"), { recursive: true })
   // Every turn of a `scripted:slow` agent waits 3 s for "the model" before it answers.
-  fs.writeFileSync(join(home, "scripts", "slow.json"), JSON.stringify({ "*": { steps: [{ text: "done slowly", delay_ms: 3000 }], after: "repeat-last" } }))
+  // slowpoke's first turn waits until the test writes `slowpoke-go` (it is looked at mid-turn).
+  fs.writeFileSync(join(home, "scripts", "slow.json"), JSON.stringify({
+    slowpoke: { steps: [{ text: "done slowly", wait_for: join(dir, "slowpoke-go") }], after: "echo" },
+    "*": { steps: [{ text: "done slowly", delay_ms: 3000 }], after: "repeat-last" }
+  }))
   owned.track(await startDaemon(home))
   await cliJson(home, ["agent", "create", "--name", "lead", "--provider", "scripted:demo"])
   await cliJson(home, ["agent", "send", "lead", "Plan the project"])
@@ -176,9 +180,11 @@ describe("live view", () => {
     await cliJson(home, ["agent", "send", "slowpoke", "take your time"])
     await waitFor("busy in -w", () => (/^slowpoke +busy .* \d+s · waiting for the model$/m.test(w.out()) ? true : undefined))
     const list = await cli(home, ["agent", "list"])
-    expect(list.stdout).toMatch(/^NAME +STATE +PROVIDER +ROLE +ID +DOING$/m)
+    // USED: the tokens/$ of the agents that used any (the earlier tests' agents did).
+    expect(list.stdout).toMatch(/^NAME +STATE +PROVIDER +ROLE +USED +ID +DOING$/m)
     expect(list.stdout).toMatch(/^slowpoke +busy +scripted:slow +\S+ +[0-9a-f-]{36} +\d+s · waiting for the model$/m)
     expect((await cli(home, ["agent", "inspect", "slowpoke"])).stdout).toMatch(/^state +busy \(\d+s · waiting for the model\)$/m)
+    fs.writeFileSync(join(dir, "slowpoke-go"), "")
     await waitQuiet(home)
     await waitFor("idle again in -w", () => (w.out().trimEnd().split("\n\n").at(-1)!.match(/^slowpoke +idle/m) ? true : undefined))
     expect(w.out()).not.toContain("\x1b")

@@ -6,6 +6,10 @@ import { AgentRef, MessageText, WorkspaceRef } from "../../daemon/rpcs/common.js
 import type { AgentActivity, AgentListRpc } from "../../daemon/rpcs/agent.js"
 import { attachCommand } from "./attach.js"
 import { AgentGroup } from "../../daemon/rpcs/agent.js"
+import { BudgetGroup } from "../../daemon/rpcs/budget.js"
+import type { InboxItem } from "../../domain/budget.js"
+import type * as RpcClient from "@effect/rpc/RpcClient"
+import { wantsColor } from "../Help.js"
 import { call, CliError, following, fromRpcError, withClient } from "../Client.js"
 import { allowFields, allowHosts, allowPresets, home, json, pathsOf, quiet, raw, refOption, repoOption, repoPayload } from "../Common.js"
 import { budgetOptions, budgetPatch } from "./budget.js"
@@ -110,11 +114,13 @@ const listCommand = Command.make("list", {
     const socket = pathsOf(o.home).socket
     const swarm = o.swarm || o.all
     if (o.watch) return yield* watchList(socket, o.all, swarm)
-    const r = yield* withClient(AgentGroup, socket, (c) => call(socket, c.agent.list({ all: o.all })))
     // For scripts: everything, names whole (swarm node agents too; `details` marks the dormant ones).
-    if (o.json) return yield* printJson(r)
-    if (o.quiet) return yield* Console.log(r.agents.filter((a) => swarm || !isSwarmNode(a)).map((a) => a.id).join("\n"))
-    yield* Console.log(renderTree(r.agents, treeView(r, swarm)))
+    if (o.json) return yield* printJson(yield* withClient(AgentGroup, socket, (c) => call(socket, c.agent.list({ all: o.all }))))
+    if (o.quiet) {
+      const r = yield* withClient(AgentGroup, socket, (c) => call(socket, c.agent.list({ all: o.all })))
+      return yield* Console.log(r.agents.filter((a) => swarm || !isSwarmNode(a)).map((a) => a.id).join("\n"))
+    }
+    yield* Console.log(yield* withClient(AgentGroup.merge(BudgetGroup), socket, (c) => listText(socket, c, o.all, swarm)))
   })).pipe(Command.withDescription(describe("Show the agent tree (all roots and their children)", {
     details: [
       "Busy agents show how long their turn has run and what it is doing (DOING).",
@@ -132,12 +138,26 @@ type AgentListResult = typeof AgentListRpc.successSchema.Type
 const doingOf = (activity: ReadonlyArray<AgentActivity> | undefined, now: number): ReadonlyMap<string, string> =>
   new Map((activity ?? []).map((a) => [a.agent_id, activityText(a, now)]))
 
-/** What `renderTree` needs of an `agent.list` answer. */
-const treeView = (r: AgentListResult, swarm: boolean): TreeView => ({
+/** What `renderTree` needs of an `agent.list` answer and the inbox. */
+const treeView = (r: AgentListResult, inbox: ReadonlyArray<InboxItem>, swarm: boolean): TreeView => ({
   doing: doingOf(r.activity, Date.now()),
   details: new Map((r.details ?? []).map((d) => [d.agent_id, d])),
-  swarm
+  swarm,
+  inbox,
+  color: wantsColor(parentEnv(), process.stdout.isTTY === true)
 })
+
+/** The tree as `agent list` prints it: the agents, their states with what waits for the human (parks, questions). */
+const listText = (
+  socket: string,
+  c: RpcClient.FromGroup<typeof AgentGroup> & RpcClient.FromGroup<typeof BudgetGroup>,
+  all: boolean,
+  swarm: boolean
+) =>
+  Effect.map(
+    Effect.all([call(socket, c.agent.list({ all })), call(socket, c.inbox.list())]),
+    ([r, inbox]) => renderTree(r.agents, treeView(r, inbox.items, swarm))
+  )
 
 /**
  * `agent list -w`: the tree again on every event of the daemon (coalesced), and each second on a
@@ -148,12 +168,11 @@ const watchList = (socket: string, all: boolean, swarm: boolean) => {
   const redraw = process.stdout.isTTY === true && parentEnv()["TERM"] !== "dumb"
   let last = ""
   // events.follow's Schemas (every log entry) are loaded only for a watch.
-  const group = Effect.map(Effect.promise(() => import("../../daemon/rpcs/events.js")), (m) => AgentGroup.merge(m.EventsGroup))
+  const group = Effect.map(Effect.promise(() => import("../../daemon/rpcs/events.js")), (m) => AgentGroup.merge(BudgetGroup, m.EventsGroup))
   const run = Effect.flatMap(group, (group) => withClient(group, socket, (c) =>
     Effect.gen(function*() {
-      const draw = Effect.flatMap(call(socket, c.agent.list({ all })), (r) =>
+      const draw = Effect.flatMap(listText(socket, c, all, swarm), (text) =>
         Effect.sync(() => {
-          const text = renderTree(r.agents, treeView(r, swarm))
           if (text === last) return
           if (redraw) process.stdout.write(`\x1b[H\x1b[2J${new Date().toISOString().slice(11, 19)}  substrat agent list -w (Ctrl-C to stop)\n\n${text}\n`)
           else process.stdout.write(`${last === "" ? "" : "\n"}${text}\n`)

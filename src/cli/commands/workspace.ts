@@ -10,7 +10,9 @@ import { allowFields, allowHosts, allowPresets, home, json, pathsOf, quiet, refO
 import { suggest } from "../Exit.js"
 import { shellIn, workspaceById } from "../Shell.js"
 import { printJson, renderWorkspaces, table } from "../Output.js"
-import { describe } from "../Help.js"
+import { describe, wantsColor } from "../Help.js"
+import { colourDiff } from "../Format.js"
+import { parentEnv } from "../../config/Config.js"
 import { describePolicy } from "../../domain/egress.js"
 
 const workspaceArg = Args.text({ name: "workspace" }).pipe(Args.withSchema(WorkspaceRef), Args.withDescription("Workspace name, id or unique id prefix"))
@@ -197,8 +199,10 @@ const diffCommand = Command.make("diff", { home, json, turn: Options.optional(tu
     if (r.paths.length === 0) {
       return yield* Console.log(r.turn === null ? "(no changes since the last recorded turn)" : `(turn ${r.turn} changed nothing)`)
     }
-    yield* Console.log(r.diff.endsWith("\n") ? r.diff.slice(0, -1) : r.diff)
+    const text = r.diff.endsWith("\n") ? r.diff.slice(0, -1) : r.diff
+    yield* Console.log(wantsColor(parentEnv(), process.stdout.isTTY === true) ? colourDiff(text) : text)
   })).pipe(Command.withDescription(describe("Show what a turn changed in a workspace (default: the changes not recorded yet)", {
+    details: ["Coloured on a terminal (not when piped, with NO_COLOR or TERM=dumb)."],
     examples: ["substrat workspace diff <workspace>", "substrat workspace diff --turn <turn> <workspace>"]
   })))
 

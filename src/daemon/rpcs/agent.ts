@@ -113,7 +113,7 @@ export class AgentListRpc extends Rpc.make("agent.list", {
   payload: Schema.UndefinedOr(AgentListParams),
   /**
    * `activity`: the running turn of each busy agent. `details`: per live agent, only where there
-   * is something to say — dormant (a swarm node agent with no session yet), queued turns, its own
+   * is something to say — dormant (a swarm node agent with no session yet), a turn waiting to start, its own
    * tokens and USD.
    */
   success: Schema.Struct({
