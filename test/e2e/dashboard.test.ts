@@ -110,7 +110,9 @@ describe("dashboard in headless chromium", () => {
 
     // A busy agent shows its elapsed time (ticking) and current step in the tree.
     fs.mkdirSync(join(home, "scripts"), { recursive: true })
-    fs.writeFileSync(join(home, "scripts", "slow.json"), JSON.stringify({ "*": { steps: [{ text: "slow done", delay_ms: 6000 }], after: "silent" } }))
+    // Its turn is held until the test creates `go`, after it has watched the step tick.
+    const go = join(dir, "go")
+    fs.writeFileSync(join(home, "scripts", "slow.json"), JSON.stringify({ "*": { steps: [{ text: "slow done", wait_for: go }], after: "silent" } }))
     expect((await request(unix, "POST", "/v1/agents", { name: "slowpoke", provider: "scripted:slow" })).status).toBe(201)
     expect((await request(unix, "POST", "/v1/agents/slowpoke/messages", { text: "take your time", wait: false })).status).toBe(202)
     const step = agentItem("slowpoke").locator(".step")
@@ -120,6 +122,7 @@ describe("dashboard in headless chromium", () => {
     await expect.poll(seconds, { timeout: 10_000 }).toBeGreaterThan(first)
     expect(await stateOf("slowpoke").textContent()).toBe("busy")
     await page.screenshot({ path: join(shots, "5-busy-and-flow.png") })
+    fs.writeFileSync(go, "")
     await expect.poll(() => stateOf("slowpoke").textContent(), { timeout: 30_000 }).toBe("idle")
     expect(await agentItem("slowpoke").locator(".step").count()).toBe(0)
 

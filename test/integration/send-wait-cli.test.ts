@@ -13,8 +13,10 @@ const owned = daemons()
 const dir = makeTmpDir("substrat-wait-")
 const home = join(dir, "home")
 
+// slowpoke's turn is held until the test creates `go`.
+const go = join(dir, "go")
 const books = {
-  slow: { "*": { steps: [{ text: "slow answer", delay_ms: 3000 }], after: "silent" } },
+  slow: { "*": { steps: [{ text: "slow answer", wait_for: go }], after: "silent" } },
   broken: { "*": { steps: [{ error: "the model fell over" }], after: "silent" } }
 }
 
@@ -61,6 +63,7 @@ describe("agent send --wait", () => {
     expect(slow.code).toBe(5)
     expect(slow.stderr).toMatch(/no answer from slowpoke within 0\.5 s/)
     expect(slow.stdout).toBe("")
+    fs.writeFileSync(go, "")
     await waitQuiet(home)
     const logs = await cli(home, ["agent", "logs", "slowpoke"])
     expect(logs.stdout).toMatch(/slowpoke → USER: slow answer/)

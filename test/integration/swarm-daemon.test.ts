@@ -172,7 +172,12 @@ describe("swarm mode (real daemon, real files, real watcher)", () => {
     const { home, repo } = fresh()
     write(repo, "lib.py", "def slow():\n    return 1\n")
     fs.mkdirSync(join(home, "scripts"), { recursive: true, mode: 0o700 })
-    fs.writeFileSync(join(home, "scripts", "slow.json"), JSON.stringify({ "*": { steps: [{ text: "slow", delay_ms: 4000 }], after: "echo" } }))
+    // The function's turn is held until the test creates `go` (after the restart).
+    const go = join(home, "go")
+    fs.writeFileSync(join(home, "scripts", "slow.json"), JSON.stringify({
+      func_slow: { steps: [{ text: "slow", wait_for: go }], after: "echo" },
+      "*": { steps: [{ text: "slow", delay_ms: 4000 }], after: "echo" }
+    }))
     owned.track(await startDaemon(home))
     await cliJson(home, ["swarm", "start", repo, "--provider", "scripted:slow"])
     const t = await cliJson<{ message_id: string }>(home, ["swarm", "trigger", "lib.py#function:slow"])
@@ -182,6 +187,7 @@ describe("swarm mode (real daemon, real files, real watcher)", () => {
     await kill9(pid)
     expect(count(logOf(home, agent.session_id), "turn.complete")).toBe(0)
     owned.track(await startDaemon(home))
+    fs.writeFileSync(go, "")
     await waitFor("the trigger's turn after the restart", () => {
       const log = logOf(home, agent.session_id)
       const done = log.filter((l) => l.event === "turn.complete")

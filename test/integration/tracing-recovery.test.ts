@@ -17,9 +17,10 @@ const home = join(dir, "home")
 const unix: Target = { socketPath: join(home, "http.sock") }
 let receiver: OtlpReceiver
 
-// The first step sleeps long enough to be killed in; the scripted provider re-runs an interrupted
-// turn at the same step, so the re-run sleeps as long again before it answers.
-const book = { slow: { steps: [{ text: "done slowly", delay_ms: 6000 }], after: "silent" } }
+// The first step is held on the file `go` (created after the restart), so the daemon is killed in
+// it; the scripted provider re-runs an interrupted turn at the same step, which then answers.
+const go = join(dir, "go")
+const book = { slow: { steps: [{ text: "done slowly", wait_for: go }], after: "silent" } }
 
 const start = async () => {
   process.env["SUBSTRAT_OTLP_ENDPOINT"] = receiver.endpoint
@@ -69,6 +70,7 @@ describe("tracing across a crash", () => {
     await waitFor("the daemon gone", () => (isAlive(first) ? undefined : true), 10_000)
 
     await start()
+    fs.writeFileSync(go, "")
     await waitQuiet(home)
     const turns = await waitFor("the re-run turn exported", () => {
       const t = byName("turn").filter((s) => attr(s, "gen_ai.agent.name") === "slow")
