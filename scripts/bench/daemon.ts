@@ -77,7 +77,7 @@ const roundTrips = async (
 }
 
 /** One request/reply on a fresh connection; the reply line, parsed. */
-const oneCall = async (socket: string, line: string): Promise<unknown> => {
+export const oneCall = async (socket: string, line: string): Promise<unknown> => {
   const conn = net.createConnection({ path: socket })
   let buf = ""
   const reply = await new Promise<string>((resolve, reject) => {
@@ -182,7 +182,7 @@ const cpuNs = (pid: number): number => {
 }
 
 /** One daemon under test: its launcher, home and socket. */
-interface Subject {
+export interface Subject {
   readonly label: string
   readonly launcher: string
   readonly env: NodeJS.ProcessEnv
@@ -190,7 +190,7 @@ interface Subject {
   readonly pid: number
 }
 
-const startSubject = (label: string, launcherPath: string): Subject => {
+export const startSubject = (label: string, launcherPath: string): Subject => {
   const home = mkdtempSync(join(tmpdir(), "substrat-bench-"))
   const env = { ...process.env, SUBSTRAT_HOME: home }
   execFileSync(process.execPath, [launcherPath, "daemon", "start"], { env, encoding: "utf8" })
@@ -199,7 +199,7 @@ const startSubject = (label: string, launcherPath: string): Subject => {
   return { label, launcher: launcherPath, env, socket: join(home, "daemon.sock"), pid }
 }
 
-const stopSubject = (s: Subject) => {
+export const stopSubject = (s: Subject) => {
   try {
     execFileSync(process.execPath, [s.launcher, "daemon", "stop"], { env: s.env, encoding: "utf8" })
   } catch {}
