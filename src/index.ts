@@ -40,6 +40,6 @@ export * as ScriptedLlm from "./testing/ScriptedLlm.js"
 
 // The daemon, and a client of a running one.
 export * as Daemon from "./daemon/Daemon.js"
-export * as AdminRpcs from "./daemon/Rpcs.js"
+export * as AdminRpcs from "./protocol/AdminRpcs.js"
 export * as AdminClient from "./cli/AdminClient.js"
 export { version } from "./version.js"

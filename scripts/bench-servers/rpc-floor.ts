@@ -13,7 +13,7 @@ import * as RpcGroup from "@effect/rpc/RpcGroup"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as RpcServer from "@effect/rpc/RpcServer"
 import { Effect, Layer, Schema } from "effect"
-import { AgentListRpc } from "../../src/daemon/Rpcs.js"
+import { AgentListRpc } from "../../src/protocol/AdminRpcs.js"
 import * as SocketGuard from "../../src/daemon/SocketGuard.js"
 
 const [path, json] = process.argv.slice(2)

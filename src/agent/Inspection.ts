@@ -20,7 +20,7 @@ export { UsageReport } from "../domain/usage.js"
 
 export { RecentMessage, RecentTurn }
 
-/** The inspect result: `inspect_agent`'s JSON, and what `agent.inspect` (daemon/Rpcs.ts) builds on. */
+/** The inspect result: `inspect_agent`'s JSON, and what `agent.inspect` (protocol/AdminRpcs.ts) builds on. */
 export const AgentInspection = Schema.Struct({
   agent_id: Schema.String,
   name: Schema.String,

@@ -4,7 +4,7 @@
 import type * as RpcClient from "@effect/rpc/RpcClient"
 import type * as RpcGroup from "@effect/rpc/RpcGroup"
 import { Context, Effect, Layer, type Scope } from "effect"
-import { AdminRpcs } from "../daemon/Rpcs.js"
+import { AdminRpcs } from "../protocol/AdminRpcs.js"
 import { type CliError, connect } from "./Client.js"
 
 export * from "./Client.js"

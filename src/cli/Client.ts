@@ -1,6 +1,6 @@
 // The CLI side of the admin socket: an @effect/rpc client over the platform Unix socket,
 // NDJSON JSON-RPC framing, and the mapping of every failure to one line + an exit code.
-// A command's client serves the group of its own area (src/daemon/rpcs/: `AgentGroup`, …), a
+// A command's client serves the group of its own area (src/protocol/admin/: `AgentGroup`, …), a
 // subset of the daemon's AdminRpcs with the same wire format, so a command builds only the
 // Schemas of the methods it can call. The whole group: AdminClient.ts.
 import * as Socket from "@effect/platform/Socket"
@@ -12,7 +12,7 @@ import type * as RpcGroup from "@effect/rpc/RpcGroup"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import { Cause, Data, Effect, Layer, Match, Option, type Scope } from "effect"
 import * as fs from "node:fs"
-import type { RpcError } from "../daemon/rpcs/common.js"
+import type { RpcError } from "../protocol/admin/common.js"
 import { type CliErrorKind, isNotRunningCode, lostConnectionMessage, notRunningMessage } from "./Exit.js"
 
 export { type CliErrorKind, exitCodeOf, ExitCode } from "./Exit.js"

@@ -1,7 +1,7 @@
 // Human and JSON renderings of what the daemon returns, as plain strings (printed by the
 // commands through Output.ts). Pure functions.
 import { quotaNames, type QuotaView } from "../domain/quota.js"
-import type { DaemonStatus, InspectResult, SessionInfo, Usage } from "../daemon/Rpcs.js"
+import type { DaemonStatus, InspectResult, SessionInfo, Usage } from "../protocol/AdminRpcs.js"
 import type { AgentNode } from "../domain/agent.js"
 import type { AgentBrief } from "../domain/inspection.js"
 import type { InboxItem } from "../domain/budget.js"

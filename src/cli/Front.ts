@@ -30,17 +30,17 @@ const dynamicValues = (kind: Dynamic, home: string | undefined): Effect.Effect<R
   const values: Effect.Effect<ReadonlyArray<string>, CliError> = Effect.suspend(() => {
     switch (kind) {
       case "agent":
-        return Effect.flatMap(Effect.promise(() => import("../daemon/rpcs/agent.js")), ({ AgentGroup }) =>
+        return Effect.flatMap(Effect.promise(() => import("../protocol/admin/agent.js")), ({ AgentGroup }) =>
           withClient(AgentGroup, socket, (c) =>
             call(socket, c.agent.list({})).pipe(Effect.map((r) => r.agents.flatMap((a) => [a.name, a.id])))))
       case "workspace":
-        return Effect.flatMap(Effect.promise(() => import("../daemon/rpcs/workspace.js")), ({ WorkspaceGroup }) =>
+        return Effect.flatMap(Effect.promise(() => import("../protocol/admin/workspace.js")), ({ WorkspaceGroup }) =>
           withClient(WorkspaceGroup, socket, (c) =>
             call(socket, c.workspace.list()).pipe(
               Effect.map((r) => r.workspaces.flatMap((w) => (w.name === undefined || w.name === null ? [w.id] : [w.name, w.id])))
             )))
       case "session":
-        return Effect.flatMap(Effect.promise(() => import("../daemon/rpcs/session.js")), ({ SessionGroup }) =>
+        return Effect.flatMap(Effect.promise(() => import("../protocol/admin/session.js")), ({ SessionGroup }) =>
           withClient(SessionGroup, socket, (c) => call(socket, c.session.list()).pipe(Effect.map((r) => r.sessions.map((s) => s.id)))))
     }
   })

@@ -3,7 +3,7 @@
 // budget (`budget.breached`) — with the inbox id and the command that answers it, and when the
 // human answered. stdout keeps only the answer.
 import { Effect, Stream } from "effect"
-import { EventsGroup, type FeedItem } from "../daemon/rpcs/events.js"
+import { EventsGroup, type FeedItem } from "../protocol/admin/events.js"
 import { withClient } from "./Client.js"
 
 /** The stderr line for one feed item, or null when it is no pause. */

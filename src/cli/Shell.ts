@@ -13,7 +13,7 @@ import { parentEnv } from "../config/Config.js"
 import type { WorkspaceSpec } from "../domain/workspace.js"
 import type * as RpcClient from "@effect/rpc/RpcClient"
 import type * as RpcGroup from "@effect/rpc/RpcGroup"
-import type { WorkspaceGroup } from "../daemon/rpcs/workspace.js"
+import type { WorkspaceGroup } from "../protocol/admin/workspace.js"
 import { call, CliError } from "./Client.js"
 
 /** The shell to run: $SHELL when the sandbox has it (system paths are bound), else /bin/sh. */

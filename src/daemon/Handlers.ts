@@ -14,7 +14,7 @@ import { AdminMiddlewareLive } from "./handlers/Middleware.js"
 import { SessionHandlers } from "./handlers/Sessions.js"
 import { SwarmHandlers } from "./handlers/Swarm.js"
 import { WorkspaceHandlers } from "./handlers/Workspaces.js"
-import { AdminRpcs } from "./Rpcs.js"
+import { AdminRpcs } from "../protocol/AdminRpcs.js"
 
 export const HandlersLive = Layer.mergeAll(
   DaemonHandlers,

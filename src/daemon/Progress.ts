@@ -10,7 +10,7 @@ import type { AgentOutput } from "../agent/OutputBus.js"
 import type { LogEntry } from "../domain/events.js"
 import type { AgentId } from "../domain/ids.js"
 import { EventTap } from "./EventTap.js"
-import type { AgentActivity } from "./Rpcs.js"
+import type { AgentActivity } from "../protocol/AdminRpcs.js"
 
 interface Step {
   readonly turn_id: string

@@ -4,7 +4,7 @@
 // references the same way. No match → NotFound; more than one → InvalidInput naming each
 // candidate (the CLI exits 2).
 import { Either } from "effect"
-import { InvalidInput, NotFound } from "./Rpcs.js"
+import { InvalidInput, NotFound } from "../protocol/AdminRpcs.js"
 
 export type RefKind = "agent" | "workspace" | "session" | "turn" | "message"
 

@@ -14,7 +14,7 @@ import { WorkspaceStore } from "../sandbox/WorkspaceStore.js"
 import { EventLog } from "../storage/EventLog.js"
 import { SessionStore } from "../storage/SessionStore.js"
 import { type Candidate, pick } from "./Refs.js"
-import { InvalidInput, NotFound, type RpcError } from "./Rpcs.js"
+import { InvalidInput, NotFound, type RpcError } from "../protocol/AdminRpcs.js"
 import { fromServiceError } from "./WireErrors.js"
 
 /** An agent as a reference designates it: live in the tree, or known only from its log. */

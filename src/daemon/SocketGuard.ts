@@ -19,6 +19,14 @@
 //   - streams without acks: the stock socket protocol makes the server wait for an
 //     `@effect/rpc/Ack` after every stream chunk, which a plain JSON-RPC client (socat) never
 //     sends; `layerProtocol` is the stock protocol with `supportsAck: false`.
+// It parses each line and decodes its params, and @effect/rpc then parses and decodes the same
+// line again: @effect/rpc offers no way to take a parsed value (its `RpcSerialization` parser takes
+// bytes or a string; `RpcServer.Protocol` hands the server encoded messages), and a line it
+// cannot parse makes its NDJSON parser end the connection without a word, while a payload its
+// Schema refuses is answered as a defect, not -32602 — so the checks must run before its parser.
+// Measured (tsx, one core): the guard's parse + depth scan + decode costs 3.7 µs for an
+// `agent.list` line, 7.4 µs for a 300-byte `agent.send`, 23 µs for a 2 KB `agent.create`
+// (@effect/rpc's own parse of the same lines: 0.9, 3.2, 6.4 µs) — far below what any method does.
 // One file of ~400 lines on purpose: the line check, the framer and the socket wrapper are one
 // mechanism, and the brief for it is "one small documented wrapper".
 import * as Socket from "@effect/platform/Socket"

@@ -12,7 +12,7 @@
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import { storageFault } from "../domain/errors.js"
-import type { StorageStatus } from "./Rpcs.js"
+import type { StorageStatus } from "../protocol/AdminRpcs.js"
 
 /** A runtime read-only mode ends once at least this much (or `minFreeBytes`, if more) is free. */
 const LEAVE_READ_ONLY_BYTES = 1024 * 1024

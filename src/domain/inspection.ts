@@ -19,7 +19,7 @@ export const RecentMessage = Schema.Struct({
 })
 export type RecentMessage = typeof RecentMessage.Type
 
-/** One row's extras in `agent list` (`AgentList`'s `details`, src/daemon/rpcs/agent.ts). */
+/** One row's extras in `agent list` (`AgentList`'s `details`, src/protocol/admin/agent.ts). */
 export const AgentBrief = Schema.Struct({
   agent_id: Schema.String,
   /** A swarm node agent not materialized yet (docs/swarm.md): no session, nothing ran. */

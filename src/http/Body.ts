@@ -10,7 +10,7 @@
 import { HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { Context, Data, Effect } from "effect"
-import { InvalidInput } from "../daemon/Rpcs.js"
+import { InvalidInput } from "../protocol/AdminRpcs.js"
 
 /** The largest body a route reads (bytes): `httpLimits.maxBodyBytes`, provided per listener. */
 export class BodyLimit extends Context.Reference<BodyLimit>()("substrat/http/BodyLimit", { defaultValue: () => 1024 * 1024 }) {}

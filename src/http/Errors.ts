@@ -1,9 +1,9 @@
-// HTTP errors: the admin protocol's four wire errors (src/daemon/Rpcs.ts: same `_tag`, `code` and
+// HTTP errors: the admin protocol's four wire errors (src/protocol/AdminRpcs.ts: same `_tag`, `code` and
 // words as the CLI shows, messages cut to a few hundred characters) plus Unauthorized, PayloadTooLarge (Body.ts), as JSON `{"error": {...}}` with a status per kind.
 import { HttpServerResponse } from "@effect/platform"
 import { ParseResult, Schema } from "effect"
 import { toRpcError } from "../daemon/WireErrors.js"
-import { InvalidInput, RpcError } from "../daemon/Rpcs.js"
+import { InvalidInput, RpcError } from "../protocol/AdminRpcs.js"
 import { PayloadTooLarge, tooLarge } from "./Body.js"
 
 const status: Record<RpcError["_tag"], number> = {

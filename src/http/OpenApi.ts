@@ -1,5 +1,5 @@
 // GET /openapi.json: the /v1 routes (Routes.ts) described from the admin RPCs' own Schemas
-// (src/daemon/Rpcs.ts) — the same Schemas that decode the requests — so the document cannot
+// (src/protocol/AdminRpcs.ts) — the same Schemas that decode the requests — so the document cannot
 // drift from what the routes accept and return. Built once, at start-up.
 import { OpenApiJsonSchema } from "@effect/platform"
 import { Schema } from "effect"
@@ -31,7 +31,7 @@ import {
   WorkspaceListRpc,
   WorkspaceLogRpc,
   WorkspaceRevertRpc
-} from "../daemon/Rpcs.js"
+} from "../protocol/AdminRpcs.js"
 import { AgentNode } from "../domain/agent.js"
 
 interface Route {

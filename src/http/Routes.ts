@@ -1,5 +1,5 @@
 // The REST routes under /v1/ (docs/http.md). Each route decodes its params/body with the payload
-// Schema of the matching admin RPC (src/daemon/Rpcs.ts) and calls that RPC through the daemon's
+// Schema of the matching admin RPC (src/protocol/AdminRpcs.ts) and calls that RPC through the daemon's
 // in-process client (src/daemon/Handlers.ts: the same middleware and handlers as the admin
 // socket): one implementation of every operation for the CLI and HTTP alike, with the same errors and the same references (ids, names,
 // unique id prefixes: src/daemon/Resolver.ts). What HTTP adds: the default wait of messages and the SSE stream (Sse.ts).
@@ -23,7 +23,7 @@ import {
   WorkspaceDiffRpc,
   WorkspaceLogRpc,
   WorkspaceRevertRpc
-} from "../daemon/Rpcs.js"
+} from "../protocol/AdminRpcs.js"
 import * as Body from "./Body.js"
 import { errorResponse, invalidInput } from "./Errors.js"
 import * as OpenApi from "./OpenApi.js"

@@ -11,7 +11,7 @@ import type * as RpcGroup from "@effect/rpc/RpcGroup"
 import type * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import { Duration, Effect, Layer, ParseResult, Schema } from "effect"
 import * as fs from "node:fs"
-import { AgentRpcs, ToolError } from "./AgentRpcs.js"
+import { AgentRpcs, ToolError } from "../protocol/AgentRpcs.js"
 import {
   AskHumanArgs,
   BroadcastArgs,

@@ -23,7 +23,7 @@ import type { AgentId } from "../domain/ids.js"
 import { isJsonValue } from "../domain/events.js"
 import type { ToolInvoker } from "../provider/Provider.js"
 import { ToolEndpoint, ToolEndpointError } from "../provider/ToolEndpoint.js"
-import { AgentRpcs, ToolError } from "./AgentRpcs.js"
+import { AgentRpcs, ToolError } from "../protocol/AgentRpcs.js"
 import { argsSchemaOf, type ToolName } from "../domain/tools.js"
 
 export class AgentSocketError extends Data.TaggedError("AgentSocketError")<{

@@ -1,12 +1,12 @@
-// AgentNodeOnWire (src/daemon/rpcs/agent.ts), the Schema the admin methods send AgentNode with:
+// AgentNodeOnWire (src/protocol/admin/agent.ts), the Schema the admin methods send AgentNode with:
 // the same JSON as AgentNode's own Schema, decoded into the same checked AgentNode instance, the
 // same refusals, and the same JSON Schema (the OpenAPI document is built from it).
 import { describe, expect, it } from "@effect/vitest"
 import { OpenApiJsonSchema } from "@effect/platform"
 import { Arbitrary, Either, JSONSchema, Schema } from "effect"
 import fc from "fast-check"
-import { AgentNodeOnWire } from "../../src/daemon/rpcs/agent.js"
-import { AgentListRpc } from "../../src/daemon/Rpcs.js"
+import { AgentNodeOnWire } from "../../src/protocol/admin/agent.js"
+import { AgentListRpc } from "../../src/protocol/AdminRpcs.js"
 import { AgentNode } from "../../src/domain/agent.js"
 
 const node = new AgentNode({

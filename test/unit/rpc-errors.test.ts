@@ -3,7 +3,7 @@
 // looks like a service error, or any other failure, is Internal.
 import { describe, expect, it } from "vitest"
 import { toRpcError } from "../../src/daemon/WireErrors.js"
-import { ErrorCode } from "../../src/daemon/Rpcs.js"
+import { ErrorCode } from "../../src/protocol/AdminRpcs.js"
 import { DurableError, EventLogError, NotFoundError, ProviderError, SessionStoreError, storageFault } from "../../src/domain/errors.js"
 import { durableError } from "../../src/storage/internal/durableNode.js"
 import { WorkspaceError, WorkspaceHistoryError } from "../../src/sandbox/errors.js"

@@ -2,11 +2,11 @@
 import { Args, Command, Options } from "@effect/cli"
 import { Console, Effect, Option, Schema, Stream } from "effect"
 import { parentEnv } from "../../config/Config.js"
-import { AgentRef, MessageText, WorkspaceRef } from "../../daemon/rpcs/common.js"
-import type { AgentActivity, AgentListRpc } from "../../daemon/rpcs/agent.js"
+import { AgentRef, MessageText, WorkspaceRef } from "../../protocol/admin/common.js"
+import type { AgentActivity, AgentListRpc } from "../../protocol/admin/agent.js"
 import { attachCommand } from "./attach.js"
-import { AgentGroup } from "../../daemon/rpcs/agent.js"
-import { BudgetGroup } from "../../daemon/rpcs/budget.js"
+import { AgentGroup } from "../../protocol/admin/agent.js"
+import { BudgetGroup } from "../../protocol/admin/budget.js"
 import type { InboxItem } from "../../domain/budget.js"
 import type * as RpcClient from "@effect/rpc/RpcClient"
 import { wantsColor } from "../Help.js"
@@ -168,7 +168,7 @@ const watchList = (socket: string, all: boolean, swarm: boolean) => {
   const redraw = process.stdout.isTTY === true && parentEnv()["TERM"] !== "dumb"
   let last = ""
   // events.follow's Schemas (every log entry) are loaded only for a watch.
-  const group = Effect.map(Effect.promise(() => import("../../daemon/rpcs/events.js")), (m) => AgentGroup.merge(BudgetGroup, m.EventsGroup))
+  const group = Effect.map(Effect.promise(() => import("../../protocol/admin/events.js")), (m) => AgentGroup.merge(BudgetGroup, m.EventsGroup))
   const run = Effect.flatMap(group, (group) => withClient(group, socket, (c) =>
     Effect.gen(function*() {
       const draw = Effect.flatMap(listText(socket, c, all, swarm), (text) =>
@@ -357,7 +357,7 @@ const logsCommand = Command.make("logs", {
 const shellCommand = Command.make("shell", { home, agent: agentArg }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const { WorkspaceGroup } = yield* Effect.promise(() => import("../../daemon/rpcs/workspace.js"))
+    const { WorkspaceGroup } = yield* Effect.promise(() => import("../../protocol/admin/workspace.js"))
     yield* withClient(AgentGroup.merge(WorkspaceGroup), socket, (c) =>
       Effect.gen(function*() {
         const info = yield* call(socket, c.agent.inspect({ agent: o.agent }))

@@ -2,10 +2,10 @@
 // options `agent create` shares (--budget-usd, --budget-tokens, --budget-turns, --budget-time).
 import { Args, Command, Options } from "@effect/cli"
 import { Console, Effect, Option } from "effect"
-import { AgentRef, type BudgetPatch, MessageText } from "../../daemon/rpcs/common.js"
-import type { BudgetView } from "../../daemon/rpcs/budget.js"
+import { AgentRef, type BudgetPatch, MessageText } from "../../protocol/admin/common.js"
+import type { BudgetView } from "../../protocol/admin/budget.js"
 import type { InboxItem } from "../../domain/budget.js"
-import { BudgetGroup } from "../../daemon/rpcs/budget.js"
+import { BudgetGroup } from "../../protocol/admin/budget.js"
 import { call, CliError, withClient } from "../Client.js"
 import { home, json, pathsOf } from "../Common.js"
 import { describe } from "../Help.js"

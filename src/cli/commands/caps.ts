@@ -2,9 +2,9 @@
 // runs. The same caps as `agent create --max-depth/--max-children/--max-live`.
 import { Args, Command, Options } from "@effect/cli"
 import { Console, Effect, Option } from "effect"
-import { AgentRef } from "../../daemon/rpcs/common.js"
-import type { CapsPatch, CapsView } from "../../daemon/rpcs/budget.js"
-import { BudgetGroup } from "../../daemon/rpcs/budget.js"
+import { AgentRef } from "../../protocol/admin/common.js"
+import type { CapsPatch, CapsView } from "../../protocol/admin/budget.js"
+import { BudgetGroup } from "../../protocol/admin/budget.js"
 import type { QuotaOverrides } from "../../domain/quota.js"
 import { call, CliError, withClient } from "../Client.js"
 import { home, json, pathsOf } from "../Common.js"

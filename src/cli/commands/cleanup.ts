@@ -6,7 +6,7 @@
 import { Command, Options } from "@effect/cli"
 import { Console, Effect } from "effect"
 import { isAlive, lockHolder, readPid } from "../../daemon/Lifecycle.js"
-import { DaemonGroup } from "../../daemon/rpcs/daemon.js"
+import { DaemonGroup } from "../../protocol/admin/daemon.js"
 import { call, withClient } from "../Client.js"
 import { home, json, pathsOf } from "../Common.js"
 import { printJson, table } from "../Output.js"

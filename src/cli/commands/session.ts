@@ -1,8 +1,8 @@
 // `substrat session list|suspend|resume|delete`: low-level control of agents' sessions.
 import { Args, Command } from "@effect/cli"
 import { Console, Effect } from "effect"
-import { SessionRef } from "../../daemon/rpcs/common.js"
-import { SessionGroup } from "../../daemon/rpcs/session.js"
+import { SessionRef } from "../../protocol/admin/common.js"
+import { SessionGroup } from "../../protocol/admin/session.js"
 import { call, withClient } from "../Client.js"
 import { home, json, pathsOf, quiet } from "../Common.js"
 import { printJson, renderSessions } from "../Output.js"

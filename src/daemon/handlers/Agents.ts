@@ -1,4 +1,4 @@
-// Handlers of the `agent.*` methods (src/daemon/rpcs/agent.ts): create, list, terminate, resume
+// Handlers of the `agent.*` methods (src/protocol/admin/agent.ts): create, list, terminate, resume
 // here; send/wait (Messages.ts), inspect (Inspect.ts), attach/logs (Output.ts).
 import { Effect } from "effect"
 import { Orchestrator } from "../../agent/Orchestrator.js"
@@ -10,7 +10,7 @@ import { WorkspaceStore } from "../../sandbox/WorkspaceStore.js"
 import { DaemonControl } from "../DaemonControl.js"
 import { Progress } from "../Progress.js"
 import { makeResolver } from "../Resolver.js"
-import { AgentGroup, type AgentCreateRpc, InvalidInput } from "../Rpcs.js"
+import { AgentGroup, type AgentCreateRpc, InvalidInput } from "../../protocol/AdminRpcs.js"
 import { makeInspect } from "./Inspect.js"
 import { makeMessageHandlers } from "./Messages.js"
 import { handlersOf, served } from "./Middleware.js"

@@ -1,4 +1,4 @@
-// Handlers of the budget, caps and inbox methods (src/daemon/rpcs/budget.ts). Thin adapters to the Meter
+// Handlers of the budget, caps and inbox methods (src/protocol/admin/budget.ts). Thin adapters to the Meter
 // (src/meter/Meter.ts); answering a question delivers the answer to the asker as a message from
 // USER, its next turn's prompt; "stop" on a spent budget terminates that subtree; "cancel" on a
 // queued spawn (src/agent/SpawnQueue.ts) drops it; any answer to an answer-to-USER item marks it
@@ -15,7 +15,7 @@ import type { AgentId, MessageId } from "../../domain/ids.js"
 import { Egress } from "../../egress/Egress.js"
 import { Meter } from "../../meter/Meter.js"
 import { makeResolver } from "../Resolver.js"
-import { BudgetGroup, type BudgetView, type CapsView } from "../Rpcs.js"
+import { BudgetGroup, type BudgetView, type CapsView } from "../../protocol/AdminRpcs.js"
 import { handlersOf, served } from "./Middleware.js"
 
 export const BudgetHandlers = served(BudgetGroup, Effect.gen(function*() {

@@ -1,10 +1,10 @@
-// Handlers of the `daemon.*` methods (src/daemon/rpcs/daemon.ts): status, and stop.
+// Handlers of the `daemon.*` methods (src/protocol/admin/daemon.ts): status, and stop.
 import { Deferred, Effect } from "effect"
 import { Orchestrator } from "../../agent/Orchestrator.js"
 import { SessionStore } from "../../storage/SessionStore.js"
 import { version } from "../../version.js"
 import { DaemonControl } from "../DaemonControl.js"
-import { DaemonGroup } from "../Rpcs.js"
+import { DaemonGroup } from "../../protocol/AdminRpcs.js"
 import { handlersOf, served } from "./Middleware.js"
 
 export const DaemonHandlers = served(DaemonGroup, Effect.gen(function*() {

@@ -1,11 +1,11 @@
-// Handler of `events.follow` (src/daemon/rpcs/events.ts): the EventFeed of one agent, one tree or
+// Handler of `events.follow` (src/protocol/admin/events.ts): the EventFeed of one agent, one tree or
 // everything, from a position, as lines people read (FeedLines.ts) with their entries.
 import { Effect, Option, Stream } from "effect"
 import * as Cursor from "../../feed/Cursor.js"
 import { EventFeed, type FeedScope } from "../../feed/EventFeed.js"
 import { type FeedMemory, feedLine } from "../FeedLines.js"
 import { makeResolver, type Resolver } from "../Resolver.js"
-import { EventsGroup, type FeedItem, InvalidInput } from "../Rpcs.js"
+import { EventsGroup, type FeedItem, InvalidInput } from "../../protocol/AdminRpcs.js"
 import { emptyNames } from "../TranscriptLines.js"
 import { handlersOf, served } from "./Middleware.js"
 import { learnName } from "./Shared.js"

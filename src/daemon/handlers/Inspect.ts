@@ -8,7 +8,7 @@ import { addUsage, zeroWithTurns } from "../../domain/usage.js"
 import { EventLog } from "../../storage/EventLog.js"
 import { Progress } from "../Progress.js"
 import type { Resolver } from "../Resolver.js"
-import type { InspectResult } from "../Rpcs.js"
+import type { InspectResult } from "../../protocol/AdminRpcs.js"
 import { clip, makeSessions, nameOf } from "./Shared.js"
 
 export const makeInspect = (resolver: Resolver) => Effect.gen(function*() {

@@ -8,7 +8,7 @@ import type { MessageId } from "../../domain/ids.js"
 import { isErrorReply } from "../../domain/message.js"
 import { Meter } from "../../meter/Meter.js"
 import { pick } from "../Refs.js"
-import { InvalidInput, NotFound, type RpcError, Unavailable } from "../Rpcs.js"
+import { InvalidInput, NotFound, type RpcError, Unavailable } from "../../protocol/AdminRpcs.js"
 import type { Resolver } from "../Resolver.js"
 
 /** USER's request `ref` to agent `name` (a full id or unique prefix) among `ids`. */

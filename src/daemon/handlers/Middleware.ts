@@ -1,5 +1,5 @@
 // The one door every admin method passes (the `AdminMiddleware` of the contract,
-// src/daemon/rpcs/common.ts), for the socket and the HTTP API alike:
+// src/protocol/admin/common.ts), for the socket and the HTTP API alike:
 //  - a method annotated `Mutation` is refused with `Unavailable` while the daemon is read-only
 //    (a full or failing disk: Storage.ts), and once begun runs to completion even if its client
 //    goes away (an interrupted create or terminate would leave half a change behind); a storage
@@ -14,7 +14,7 @@ import type * as RpcSchema from "@effect/rpc/RpcSchema"
 import { Context, Effect, Layer, type Scope, type Stream } from "effect"
 import { Tracing } from "../../telemetry/Tracing.js"
 import { DaemonControl } from "../DaemonControl.js"
-import { AdminMiddleware, Internal, Mutation, Traced, Unavailable } from "../Rpcs.js"
+import { AdminMiddleware, Internal, Mutation, Traced, Unavailable } from "../../protocol/AdminRpcs.js"
 import { classify, message, type ServiceError } from "../WireErrors.js"
 
 export const AdminMiddlewareLive: Layer.Layer<AdminMiddleware, never, DaemonControl> = Layer.effect(

@@ -7,7 +7,7 @@ import { forPeople } from "../../agent/Prompt.js"
 import type { AgentNode } from "../../domain/agent.js"
 import { EventTap } from "../EventTap.js"
 import type { Resolver } from "../Resolver.js"
-import type { OutputEvent } from "../Rpcs.js"
+import type { OutputEvent } from "../../protocol/AdminRpcs.js"
 import { Transcript } from "../Transcript.js"
 import { clip, nameOf, shortJson } from "./Shared.js"
 

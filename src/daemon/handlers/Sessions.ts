@@ -1,9 +1,9 @@
-// Handlers of the `session.*` methods (src/daemon/rpcs/session.ts): list, suspend, resume, delete.
+// Handlers of the `session.*` methods (src/protocol/admin/session.ts): list, suspend, resume, delete.
 import { Effect } from "effect"
 import { Orchestrator } from "../../agent/Orchestrator.js"
 import { SessionStore } from "../../storage/SessionStore.js"
 import { makeResolver } from "../Resolver.js"
-import { SessionGroup } from "../Rpcs.js"
+import { SessionGroup } from "../../protocol/AdminRpcs.js"
 import { handlersOf, served } from "./Middleware.js"
 import { makeSessions } from "./Shared.js"
 

@@ -13,7 +13,7 @@ import { WorkspaceError } from "../../sandbox/errors.js"
 import { WorkspaceStore } from "../../sandbox/WorkspaceStore.js"
 import { EventLog } from "../../storage/EventLog.js"
 import { SessionStore } from "../../storage/SessionStore.js"
-import type { SessionInfo } from "../Rpcs.js"
+import type { SessionInfo } from "../../protocol/AdminRpcs.js"
 import type { Names } from "../TranscriptLines.js"
 
 /** One line of a text, cut to `n` characters. */

@@ -1,4 +1,4 @@
-// Handlers of the `swarm.*` methods (src/daemon/rpcs/swarm.ts): thin adapters from the wire
+// Handlers of the `swarm.*` methods (src/protocol/admin/swarm.ts): thin adapters from the wire
 // shapes to the Swarm service (src/swarm/Swarm.ts). A chat that waits for the answer stops
 // waiting when its client goes away.
 import * as FileSystem from "@effect/platform/FileSystem"
@@ -11,7 +11,7 @@ import { EventLog } from "../../storage/EventLog.js"
 import { ROOT_NODE_REF, SwarmSchedules, validateCron } from "../../swarm/Schedules.js"
 import { Swarm } from "../../swarm/Swarm.js"
 import { swarmLog } from "../../swarm/SwarmLog.js"
-import { SwarmGroup } from "../Rpcs.js"
+import { SwarmGroup } from "../../protocol/AdminRpcs.js"
 import { handlersOf, served } from "./Middleware.js"
 
 export const SwarmHandlers = served(SwarmGroup, Effect.gen(function*() {

@@ -1,4 +1,4 @@
-// Handlers of the `workspace.*` methods (src/daemon/rpcs/workspace.ts): thin adapters to the
+// Handlers of the `workspace.*` methods (src/protocol/admin/workspace.ts): thin adapters to the
 // WorkspaceStore and WorkspaceHistory; egress allow/deny through the workspace's policy.
 import { Effect, Either } from "effect"
 import { Orchestrator } from "../../agent/Orchestrator.js"
@@ -8,7 +8,7 @@ import { newTurnId, type WorkspaceId } from "../../domain/ids.js"
 import { WorkspaceHistory } from "../../sandbox/WorkspaceHistory.js"
 import { WorkspaceStore } from "../../sandbox/WorkspaceStore.js"
 import { makeResolver } from "../Resolver.js"
-import { WorkspaceGroup } from "../Rpcs.js"
+import { WorkspaceGroup } from "../../protocol/AdminRpcs.js"
 import { handlersOf, served } from "./Middleware.js"
 import { makeEgressRequests } from "./Shared.js"
 

@@ -1,5 +1,5 @@
 // The shapes of the swarm methods of the admin protocol (`swarm.*` in Rpcs.ts; docs/protocol.md,
-// docs/swarm.md), shared by the daemon (SwarmHandlers.ts) and the CLI.
+// docs/swarm.md), shared by the daemon (src/daemon/handlers/Swarm.ts) and the CLI.
 import { Schema } from "effect"
 import { AgentId, SessionId, WorkspaceId } from "../domain/ids.js"
 import { LineRange, NodeKind, SwarmLanguage } from "../swarm/SwarmNode.js"

@@ -1,6 +1,6 @@
 // The admin protocol's shared pieces: its wire errors and the shapes several areas use.
 // Each area's methods are in a module of their own (this directory) so a CLI command evaluates
-// only the Schemas of the methods it calls; src/daemon/Rpcs.ts gathers them into the one
+// only the Schemas of the methods it calls; src/protocol/AdminRpcs.ts gathers them into the one
 // group the daemon serves.
 import * as RpcMiddleware from "@effect/rpc/RpcMiddleware"
 import { Context, Schema } from "effect"
