@@ -27,6 +27,13 @@ export class EgressPolicy extends Schema.Class<EgressPolicy>("EgressPolicy")({
   dismissed: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] })
 }) {}
 
+/** Bytes a workspace moved through the egress proxy on one UTC day (`egress-usage.json`). */
+export class EgressDayUsage extends Schema.Class<EgressDayUsage>("EgressDayUsage")({
+  /** `YYYY-MM-DD`, UTC. */
+  day: Schema.String,
+  bytes: Schema.NonNegative
+}) {}
+
 export const noEgress = new EgressPolicy({ hosts: [], presets: [], asked: [], dismissed: [] })
 
 /** Preset name → host patterns. */

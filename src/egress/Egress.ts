@@ -9,7 +9,7 @@
 import { Context, Effect, Either, Layer, Runtime, type Scope } from "effect"
 import { randomUUID } from "node:crypto"
 import type { InboxItem } from "../domain/budget.js"
-import { EgressAsk, EgressPolicy, isEmptyPolicy, type PresetTable, ruleFor } from "../domain/egress.js"
+import { EgressAsk, EgressDayUsage, EgressPolicy, isEmptyPolicy, type PresetTable, ruleFor } from "../domain/egress.js"
 import { InvalidInputError } from "../domain/errors.js"
 import { makeEvent } from "../domain/events.js"
 import type { SessionId, WorkspaceId } from "../domain/ids.js"
@@ -66,6 +66,9 @@ const asked = (host: string, port: number) => (port === 80 || port === 443 ? hos
 
 const describe = (spec: WorkspaceSpec) => spec.name ?? spec.id.slice(0, 8)
 
+/** Bytes counted between two writes of a workspace's daily count during a long transfer (and at every request's end). */
+const PERSIST_EVERY = 4 * 1024 * 1024
+
 const day = () => new Date().toISOString().slice(0, 10)
 
 export const make = (settings: EgressSettings) =>
@@ -77,16 +80,40 @@ export const make = (settings: EgressSettings) =>
     const run = Runtime.runPromise(runtime)
     const table = settings.presets
 
-    /** Per workspace: open connections, bytes today. */
-    const usage = new Map<string, { open: number; day: string; bytes: number }>()
+    /**
+     * Per workspace: open connections, bytes today, the bytes last written to its
+     * `egress-usage.json` and the write in progress (writes to one file never overlap).
+     */
+    const usage = new Map<string, { open: number; day: string; bytes: number; saved: number; saving: Promise<void> }>()
     const usageOf = (ws: string) => {
       let u = usage.get(ws)
-      if (u === undefined) usage.set(ws, u = { open: 0, day: day(), bytes: 0 })
+      if (u === undefined) usage.set(ws, u = { open: 0, day: day(), bytes: 0, saved: 0, saving: Promise.resolve() })
       if (u.day !== day()) {
         u.day = day()
         u.bytes = 0
+        u.saved = -1
       }
       return u
+    }
+    /** Today's count from disk, once per workspace per daemon (a kill -9 does not reset the daily limit). */
+    const loadUsage = (ws: WorkspaceId) =>
+      Effect.gen(function*() {
+        if (usage.has(ws)) return
+        const on = yield* store.egressUsage(ws)
+        if (usage.has(ws)) return
+        const u = usageOf(ws)
+        if (on !== null && on.day === u.day) u.bytes = u.saved = on.bytes
+      })
+    /** Write the day's count (in order; a failed write is retried by the next). */
+    const persist = (ws: WorkspaceId) => {
+      const u = usageOf(ws)
+      if (u.saved === u.bytes) return
+      u.saved = u.bytes
+      u.saving = u.saving.then(() =>
+        run(store.writeEgressUsage(ws, new EgressDayUsage({ day: u.day, bytes: u.bytes })).pipe(
+          Effect.catchAll((e) => Effect.sync(() => { u.saved = -1 }).pipe(Effect.zipRight(Effect.logWarning(`egress usage not saved: ${e.message}`))))
+        ))
+      )
     }
 
     /** Add an inbox item to the workspace (once per host, none for a dismissed host); its id. */
@@ -112,6 +139,7 @@ export const make = (settings: EgressSettings) =>
       const chain = yield* store.chain(wsId).pipe(Effect.orElseSucceed(() => [] as ReadonlyArray<WorkspaceSpec>))
       const self = chain[0]
       if (self === undefined || self.network_access || isEmptyPolicy(self.egress)) return false
+      yield* loadUsage(wsId)
       let turnBytes = 0
       let turnBreached = false
       /** The inbox item a refusal of host:port raised (for its event). */
@@ -171,6 +199,7 @@ export const make = (settings: EgressSettings) =>
         turnBytes += n
         const u = usageOf(wsId)
         u.bytes += n
+        if (u.bytes - u.saved >= PERSIST_EVERY) persist(wsId)
         if (settings.bytesPerTurn > 0 && turnBytes > settings.bytesPerTurn) {
           const m = `${t.agent_name}'s turn moved more than ${settings.bytesPerTurn} bytes through the egress proxy (egress.bytesPerTurn); the connection was ended`
           limitItem(m)
@@ -184,6 +213,7 @@ export const make = (settings: EgressSettings) =>
         return null
       }
       const record = (r: Proxy.EgressRecord) => {
+        persist(wsId)
         // A connection a limit ended is logged after the limit's inbox item exists (and names it).
         const ended = r.allowed && r.reason !== null && limitAsk !== null ? limitAsk : Promise.resolve(null)
         void ended.then((limit) => {

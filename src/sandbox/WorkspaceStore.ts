@@ -2,6 +2,7 @@
 //
 // Layout under $SUBSTRAT_HOME/workspaces/<id>/ (only `root/` is ever visible inside a sandbox):
 //   workspace.json   the spec (atomic replace through Durable)
+//   egress-usage.json  bytes moved through the egress proxy today (the daily limit survives a restart)
 //   root/            the tree bound at /workspace            (top-level workspaces only)
 //   history.git/     the per-turn git history of that tree   (top-level workspaces only)
 // A child workspace's root is a subdirectory of its parent's root; its spec lives in its own
@@ -14,7 +15,7 @@ import { SubstratPaths } from "../config/Paths.js"
 import { NotFoundError } from "../domain/errors.js"
 import { newWorkspaceId, WorkspaceId } from "../domain/ids.js"
 import { type BindMode, noLimits, RepoSource, ResourceLimits, SymlinkSpec, WorkspaceSpec } from "../domain/workspace.js"
-import { EgressPolicy, narrowerThan, noEgress, type PresetTable } from "../domain/egress.js"
+import { EgressDayUsage, EgressPolicy, narrowerThan, noEgress, type PresetTable } from "../domain/egress.js"
 import { Durable } from "../storage/Durable.js"
 import { SandboxPathError, WorkspaceError } from "./errors.js"
 import { initHistory } from "./HistoryInit.js"
@@ -434,6 +435,17 @@ export class WorkspaceStore extends Effect.Service<WorkspaceStore>()("substrat/W
       }))
     })
 
+    const usageFile = (id: WorkspaceId) => `${dirOf(id)}/egress-usage.json`
+    const decodeUsage = Schema.decodeUnknownOption(Schema.parseJson(EgressDayUsage))
+    /** The egress bytes recorded for the workspace's day (null: none, or unreadable). */
+    const egressUsage = (id: WorkspaceId) =>
+      durable.readFile(usageFile(id)).pipe(
+        Effect.map((b) => Option.isNone(b) ? null : Option.getOrNull(decodeUsage(new TextDecoder().decode(b.value)))),
+        Effect.orElseSucceed(() => null)
+      )
+    const writeEgressUsage = (id: WorkspaceId, u: EgressDayUsage) =>
+      durable.replaceAtomic(usageFile(id), new TextEncoder().encode(JSON.stringify(u) + "\n")).pipe(Effect.mapError(io(id)))
+
     /** The workspace and its ancestors, itself first. */
     const chain = Effect.fn("WorkspaceStore.chain")(function*(id: WorkspaceId) {
       const out: Array<WorkspaceSpec> = [yield* get(id)]
@@ -441,6 +453,6 @@ export class WorkspaceStore extends Effect.Service<WorkspaceStore>()("substrat/W
       return out as ReadonlyArray<WorkspaceSpec>
     })
 
-    return { create, get, find, list, children, link, delete: remove, historyLocation, updateEgress, chain } as const
+    return { create, get, find, list, children, link, delete: remove, historyLocation, updateEgress, chain, egressUsage, writeEgressUsage } as const
   })
 }) {}

@@ -19,7 +19,7 @@ import { noLimits } from "../../src/domain/workspace.js"
 import { defaults } from "../../src/config/Config.js"
 import { SubstratPaths } from "../../src/config/Paths.js"
 import { narrowerThan, normaliseAllow, parsePattern, patternAllows, ruleFor } from "../../src/domain/egress.js"
-import { newAgentId, newSessionId, type SessionId } from "../../src/domain/ids.js"
+import { newAgentId, newSessionId, type SessionId, type WorkspaceId } from "../../src/domain/ids.js"
 import { Egress, layer as egressLayer } from "../../src/egress/Egress.js"
 import * as Resolver from "../../src/egress/Resolver.js"
 import { settingsOf, withEgress } from "../../src/provider/cli/CliSettings.js"
@@ -76,20 +76,30 @@ interface Env {
   readonly rt: ManagedRuntime.ManagedRuntime<WorkspaceStore | EventLog | Egress | Sandbox, never>
 }
 
-const makeEnv = async (limits: { bytesPerTurn?: number; maxConnections?: number } = {}): Promise<Env> => {
-  const home = makeTmpDir("egress-")
-  const reg = await startFakeRegistry(home, NPM, PYPI)
+interface Limits {
+  readonly bytesPerTurn?: number
+  readonly bytesPerDay?: number
+  readonly maxConnections?: number
+}
+
+/** The services over `home` (a second call over the same home is a daemon restarted after kill -9). */
+const makeRuntime = (home: string, reg: FakeRegistry, limits: Limits): Env["rt"] => {
   const base = Layer.mergeAll(Durable.layer, SubstratPaths.layer(home), NodeContext.layer, WorkspaceUsage.layerRegistry)
   const store = WorkspaceStore.Default.pipe(Layer.provide(base))
   const log = EventLog.layerFile.pipe(Layer.provide(base))
   const egress = egressLayer({
     presets: { npm: [`${NPM}:${reg.port}`], pypi: [`${PYPI}:${reg.port}`] },
     bytesPerTurn: limits.bytesPerTurn ?? 0,
-    bytesPerDay: 0,
+    bytesPerDay: limits.bytesPerDay ?? 0,
     maxConnections: limits.maxConnections ?? 32
   }).pipe(Layer.provide(Layer.mergeAll(store, log, Resolver.layerOverride({ [NPM]: "127.0.0.1", [PYPI]: "127.0.0.1" }))))
-  const rt = ManagedRuntime.make(Layer.mergeAll(store, log, egress, layerBwrap().pipe(Layer.provide(NodeContext.layer))))
-  return { home, reg, rt }
+  return ManagedRuntime.make(Layer.mergeAll(store, log, egress, layerBwrap().pipe(Layer.provide(NodeContext.layer))))
+}
+
+const makeEnv = async (limits: Limits = {}): Promise<Env> => {
+  const home = makeTmpDir("egress-")
+  const reg = await startFakeRegistry(home, NPM, PYPI)
+  return { home, reg, rt: makeRuntime(home, reg, limits) }
 }
 
 const closeEnv = async (env: Env) => {
@@ -98,12 +108,14 @@ const closeEnv = async (env: Env) => {
   removeDir(env.home)
 }
 
-/** Serve one turn's proxy for a new workspace allowing `presets`/`hosts`; returns the socket, session and scope. */
-const turn = (env: Env, allow: { readonly hosts?: ReadonlyArray<string>; readonly presets?: ReadonlyArray<string> }) =>
+/** Serve one turn's proxy for a new workspace allowing `presets`/`hosts` (or for workspace `existing`); returns the socket, session and scope. */
+const turn = (env: Env, allow: { readonly hosts?: ReadonlyArray<string>; readonly presets?: ReadonlyArray<string> }, existing?: WorkspaceId) =>
   env.rt.runPromise(Effect.gen(function*() {
     const store = yield* WorkspaceStore
     const egress = yield* Egress
-    const ws = yield* store.create({ name: `w${Math.random().toString(16).slice(2, 8)}`, egress: { hosts: allow.hosts ?? [], presets: allow.presets ?? [], table: egress.presets } })
+    const ws = existing !== undefined
+      ? yield* store.get(existing)
+      : yield* store.create({ name: `w${Math.random().toString(16).slice(2, 8)}`, egress: { hosts: allow.hosts ?? [], presets: allow.presets ?? [], table: egress.presets } })
     const session = newSessionId()
     const socketPath = Path.join(env.home, `egress-${session.slice(0, 8)}.sock`)
     const scope = yield* Scope.make()
@@ -278,6 +290,38 @@ describe("egress limits", () => {
       const limitItem = items.find((i) => i.text.includes("egress.bytesPerTurn"))
       expect(limitItem?.kind).toBe("egress")
       expect(blob!.item_id).toBe(limitItem!.id)
+      await env.rt.runPromise(Scope.close(t.scope, Exit.void))
+    } finally {
+      await closeEnv(env)
+    }
+  }, 60_000)
+  it("the daily byte count survives a kill -9: a restarted daemon goes on counting the day's bytes, so the daily limit is not reset", async () => {
+    const env = await makeEnv({ bytesPerDay: 300_000 })
+    try {
+      const t = await turn(env, { presets: ["npm"] })
+      const get = (socketPath: string) => rawAt(socketPath, `GET http://${NPM}:${env.reg.port}/blob/200000 HTTP/1.1\r\nHost: x\r\n\r\n`)
+      expect((await get(t.socketPath)).length).toBeGreaterThan(200_000)
+      const [first] = await waitEvents(env, t.session, 1)
+      expect([first?.bytes_down, first?.reason]).toEqual([200_000, null])
+      // On disk, next to workspace.json.
+      const file = Path.join(env.home, "workspaces", t.ws.id, "egress-usage.json")
+      for (let i = 0; i < 100 && !Fs.existsSync(file); i++) await new Promise((r) => setTimeout(r, 20))
+      expect(JSON.parse(Fs.readFileSync(file, "utf8"))).toEqual({ day: new Date().toISOString().slice(0, 10), bytes: 200_000 })
+
+      // kill -9: nothing of the first daemon runs again (no shutdown, no flush); a new one starts over the same home.
+      const restarted: Env = { ...env, rt: makeRuntime(env.home, env.reg, { bytesPerDay: 300_000 }) }
+      try {
+        const t2 = await turn(restarted, {}, t.ws.id)
+        expect((await get(t2.socketPath)).length).toBeLessThan(200_000)
+        const [second] = await waitEvents(restarted, t2.session, 1)
+        expect(second?.reason).toContain("egress.bytesPerDay")
+        expect(second!.bytes_down).toBeLessThan(200_000)
+        const items = await restarted.rt.runPromise(Effect.flatMap(Egress, (e) => e.inbox))
+        expect(items.some((i) => i.text.includes("egress.bytesPerDay"))).toBe(true)
+        await restarted.rt.runPromise(Scope.close(t2.scope, Exit.void))
+      } finally {
+        await restarted.rt.dispose()
+      }
       await env.rt.runPromise(Scope.close(t.scope, Exit.void))
     } finally {
       await closeEnv(env)
