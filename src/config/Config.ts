@@ -142,6 +142,9 @@ const testResolve = (name: string) =>
 const capsPolicy = (name: string) =>
   Config.literal("queue", "refuse")(name)
 
+const approvePolicy = (name: string) =>
+  Config.literal("auto", "reject")(name)
+
 const cli = (name: string, label: string, binDefault: string) =>
   Config.all({
     bin: optional([name, "bin"], text, { description: `${label} executable (default: ${binDefault})` }),
@@ -203,6 +206,15 @@ const settingsConfig = Config.all({
   claude: cli("claude", "Claude Code", "the copy installed with substrat, else `claude` on PATH"),
   codex: cli("codex", "Codex", "the copy installed with substrat, else `codex` on PATH"),
   cursor: cli("cursor", "cursor-agent", "`cursor-agent` or `agent` on PATH"),
+  acp: Config.all({
+    presets: optional(["acp", "presets"], text, {
+      description: "ACP agent presets added to / overriding the built-in ones (qwen, gemini, opencode, claude, codex), JSON: {\"name\": {\"command\": [\"bin\", \"--acp\"], \"env\": {}, \"model\": \"openai|anthropic|none\", \"package\": \"npm-package\"}} (docs/providers.md)"
+    }),
+    approve: setting(["acp", "approve"], approvePolicy, "auto" as const, {
+      description: "How an ACP agent's permission requests are answered: auto (allow; the sandbox is the boundary) or reject"
+    }),
+    model: optional(["acp", "model"], text, { description: "Model name handed to ACP agents (OPENAI_MODEL / ANTHROPIC_MODEL); default: the agent's own" })
+  }),
   anthropic: Config.all({
     upstream: setting(["anthropic", "upstream"], url, "https://api.anthropic.com", {
       description: "Where the daemon's Anthropic forwarder sends Claude Code's model requests"
@@ -597,6 +609,7 @@ export const defaults = (overrides: Partial<Settings> = {}): Settings => ({
   claude: { bin: Option.none(), model: Option.none() },
   codex: { bin: Option.none(), model: Option.none() },
   cursor: { bin: Option.none(), model: Option.none() },
+  acp: { presets: Option.none(), approve: "auto", model: Option.none() },
   anthropic: { upstream: "https://api.anthropic.com" },
   openai: {
     upstream: "https://api.openai.com",

@@ -1,5 +1,5 @@
 // The daemon's provider registry: scripted (+ JSON books from $SUBSTRAT_HOME/scripts) + claude +
-// codex + cursor-agent + openai (a bare Chat Completions model, tool loop in the daemon).
+// codex + cursor-agent + acp (any Agent Client Protocol agent) + openai (a bare Chat Completions model, tool loop in the daemon).
 //
 //   layer(settings)   the registry over given CLI settings (tests: model sockets = a scripted endpoint)
 //   layerDaemon(config)  the same, plus the daemon-owned model forwarders on
@@ -16,6 +16,7 @@ import { SubstratPaths } from "../config/Paths.js"
 import type { EventLog } from "../storage/EventLog.js"
 import type { Sandbox } from "../sandbox/Sandbox.js"
 import type { WorkspaceStore } from "../sandbox/WorkspaceStore.js"
+import * as Acp from "./acp/AcpProvider.js"
 import * as Claude from "./claude/ClaudeProvider.js"
 import * as AgentSandbox from "./cli/AgentSandbox.js"
 import { CliSettings, type CliSettingsShape, settingsOf } from "./cli/CliSettings.js"
@@ -38,7 +39,7 @@ export interface RegistryOptions {
 export type RegistryRequirements = Sandbox | SubstratPaths | EventLog | WorkspaceStore | ToolEndpoint
 
 /** The CLI factories, built once their services are there. */
-export const cliFactories = Effect.all([Claude.factory, Codex.factory, Cursor.factory])
+export const cliFactories = Effect.all([Claude.factory, Codex.factory, Cursor.factory, Acp.factory])
 
 /** scripted + claude + codex + cursor-agent over `settings`, + openai over `options.openai`. */
 export const layer = (

@@ -137,8 +137,8 @@ describe("configuration", () => {
         if (k.key === "home" || k.key.startsWith("credentials.")) continue
         const sample = /Ms|Steps|Retries|slots|Bytes|Attempts|caps\.max|Connections|Unauthenticated|quotas\.|sandbox\.[ug]id/i.test(k.key)
           ? "2048"
-          : k.key === "caps.policy"
-          ? "refuse"
+          : k.key === "caps.policy" || k.key === "acp.approve"
+          ? (k.key === "acp.approve" ? "reject" : "refuse")
           : /upstream|endpoint/.test(k.key)
           ? "http://x"
           : k.key === "egress.testResolve"

@@ -42,6 +42,17 @@ export interface CliSettingsShape {
   readonly env: Partial<Record<CliName, Readonly<Record<string, string>>>>
   /** Per-turn limits overriding the workspace's (e.g. a wall clock); default: the workspace's. */
   readonly limits?: ResourceLimits | undefined
+  /** The acp provider's settings (src/provider/acp/); absent: built-in presets, approve auto. */
+  readonly acp?: AcpSettings | undefined
+}
+
+export interface AcpSettings {
+  /** JSON presets added to / overriding the built-in ones (src/provider/acp/Presets.ts). */
+  readonly presets?: string | undefined
+  /** How `session/request_permission` is answered. */
+  readonly approve: "auto" | "reject"
+  /** The model name handed to the agent (OPENAI_MODEL / ANTHROPIC_MODEL). */
+  readonly model?: string | undefined
 }
 
 export class CliSettings extends Context.Tag("substrat/provider/CliSettings")<CliSettings, CliSettingsShape>() {
@@ -135,6 +146,11 @@ export const settingsOf = (
     anthropicSocket: sockets.anthropic,
     openaiSocket: sockets.openai,
     env: { "cursor-agent": cursorEnv },
+    acp: {
+      presets: Option.getOrUndefined(config.acp.presets),
+      approve: config.acp.approve,
+      model: Option.getOrUndefined(config.acp.model)
+    },
     ...overrides
   }
 }

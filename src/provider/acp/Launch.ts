@@ -1,0 +1,145 @@
+// How an ACP agent's process is started: its command (Presets.ts) inside the agent's sandbox
+// (workspace at /workspace, private HOME at /home/agent, the agent socket, the model socket),
+// with the model reached as the preset says, and the MCP server entry handed to `session/new`.
+// Also the small durable record of the agent's session id (agents/<sid>/acp-session.json).
+import type * as Acp from "@agentclientprotocol/sdk"
+import { Effect } from "effect"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import type { ProcessEnv } from "../../config/Config.js"
+import type { ExtraBind, SandboxService } from "../../sandbox/Sandbox.js"
+import * as NoFollow from "../../sandbox/NoFollow.js"
+import { noLimits } from "../../domain/workspace.js"
+import { type AgentSandbox, SANDBOX_AGENT_SOCKET, SANDBOX_HOME, SANDBOX_LLM_SOCKET } from "../cli/AgentSandbox.js"
+import { basePath, type CliSettingsShape, llmForwardScript, mcpBinds, SANDBOX_LLM_FORWARD, sandboxNode, substratMcp } from "../cli/CliSettings.js"
+import type { ProviderContext } from "../Provider.js"
+import * as AcpProcess from "./AcpProcess.js"
+import { type Preset, resolveCommand } from "./Presets.js"
+
+/** The port llm-forward.mjs listens on inside the sandbox (its own loopback) for `openai` presets. */
+export const OPENAI_PORT = 8411
+
+/** Files a preset needs in its HOME before the first start (written once, never through a link). */
+const homeFiles: Readonly<Record<string, Readonly<Record<string, string>>>> = {
+  qwen: {
+    ".qwen/settings.json": JSON.stringify({
+      security: { auth: { selectedType: "openai" } },
+      privacy: { usageStatisticsEnabled: false },
+      telemetry: { enabled: false },
+      general: { disableAutoUpdate: true, disableUpdateNag: true }
+    }, null, 2)
+  }
+}
+
+export interface LaunchInput {
+  readonly ctx: ProviderContext
+  readonly preset: Preset
+  readonly presetName: string
+  readonly agent: AgentSandbox
+  readonly settings: CliSettingsShape
+  readonly modelSocket: string | null
+  readonly owner: NoFollow.Owner | undefined
+  readonly sandbox: SandboxService
+  readonly handlers: AcpProcess.ClientHandlers
+  readonly env: ProcessEnv
+}
+
+/** The model part of the environment, per route. */
+export const modelEnv = (preset: Preset, model: string | undefined): Record<string, string> =>
+  preset.model === "openai"
+    ? {
+      OPENAI_BASE_URL: `http://127.0.0.1:${OPENAI_PORT}/v1`,
+      // A placeholder: the forwarder outside the sandbox puts the real key in.
+      OPENAI_API_KEY: "substrat-forwarded",
+      ...(model === undefined ? {} : { OPENAI_MODEL: model })
+    }
+    : preset.model === "anthropic"
+    ? {
+      ANTHROPIC_UNIX_SOCKET: SANDBOX_LLM_SOCKET,
+      ANTHROPIC_BASE_URL: "http://localhost",
+      ANTHROPIC_API_KEY: "substrat-forwarded",
+      ...(model === undefined ? {} : { ANTHROPIC_MODEL: model })
+    }
+    : {}
+
+/** The sandbox request of the agent's process (argv wrapped in llm-forward for `openai`). */
+export const processRequest = (input: Omit<LaunchInput, "handlers" | "sandbox" | "owner" | "ctx">) =>
+  Effect.gen(function*() {
+    const { settings: s, preset, agent } = input
+    const node = sandboxNode(s.nodePath)
+    const cmd = yield* resolveCommand(`acp:${input.presetName}`, preset, { installDir: s.installDir, path: input.env["PATH"] ?? basePath, node: node.path })
+    const binds: Array<ExtraBind> = [
+      ...mcpBinds(s),
+      ...cmd.binds,
+      { host_path: agent.homeDir, sandbox_path: SANDBOX_HOME, mode: "rw" },
+      { host_path: agent.socketPath, sandbox_path: SANDBOX_AGENT_SOCKET, mode: "ro" }
+    ]
+    if (node.bind !== null) binds.push(node.bind)
+    if (input.modelSocket !== null) binds.push({ host_path: input.modelSocket, sandbox_path: SANDBOX_LLM_SOCKET, mode: "ro" })
+    let argv = cmd.argv
+    if (preset.model === "openai" && input.modelSocket !== null) {
+      binds.push({ host_path: llmForwardScript(s.installDir), sandbox_path: SANDBOX_LLM_FORWARD, mode: "ro" })
+      argv = [node.path, SANDBOX_LLM_FORWARD, "--socket", SANDBOX_LLM_SOCKET, "--port", String(OPENAI_PORT), "--keep-args", "--", ...argv]
+    }
+    const env = {
+      HOME: SANDBOX_HOME,
+      PATH: `${node.bind === null ? "" : "/opt/substrat/node:"}${basePath}`,
+      ...modelEnv(preset, s.acp?.model),
+      ...preset.env
+    }
+    // The agent process lives across turns: the workspace's wall clock (a per-command limit) does not apply to it.
+    const limits = s.limits ?? agent.workspace.limits ?? noLimits
+    return { command: argv, env, extraBinds: binds, limits: { ...limits, wall_clock_seconds: null }, hostPath: cmd.hostPath, from: cmd.from }
+  })
+
+/** The MCP server entry of `session/new`: Substrat's tools over stdio. */
+export const mcpServersOf = (s: CliSettingsShape): Array<Acp.McpServer> => {
+  const m = substratMcp(s)
+  return [{ name: "substrat", command: m.command, args: [...m.args], env: [] }]
+}
+
+export const launch = (input: LaunchInput) =>
+  Effect.gen(function*() {
+    for (const [rel, text] of Object.entries(homeFiles[input.presetName] ?? {})) {
+      const there = yield* NoFollow.entryType(input.agent.homeDir, rel).pipe(Effect.orElseSucceed(() => "other" as const))
+      if (there === null) {
+        yield* NoFollow.writeFile(input.agent.homeDir, rel, text, { mode: 0o644, owner: input.owner }).pipe(
+          Effect.catchAll((e) => Effect.logWarning(`acp: cannot write ${rel} in the agent's home: ${e.message}`))
+        )
+      }
+    }
+    const req = yield* processRequest(input)
+    const { hostPath: _h, from: _f, ...request } = req
+    const proc = yield* AcpProcess.start(`acp:${input.presetName}`, input.sandbox, { workspace: input.agent.workspace, ...request }, input.handlers, { fs: true, terminal: true })
+    return { proc, mcpServers: mcpServersOf(input.settings) }
+  })
+
+const sessionFile = (agentDir: string) => Path.join(agentDir, "acp-session.json")
+
+/** The kept session id of this preset, or null (none yet, another preset, unreadable). */
+export const readSession = (agentDir: string, preset: string): string | null => {
+  try {
+    const j: unknown = JSON.parse(Fs.readFileSync(sessionFile(agentDir), "utf8"))
+    return typeof j === "object" && j !== null && "preset" in j && "session_id" in j && j.preset === preset && typeof j.session_id === "string"
+      ? j.session_id
+      : null
+  } catch {
+    return null
+  }
+}
+
+/** Record the session id (tmp + fsync + rename in the daemon-owned agent dir). */
+export const persistSession = (agentDir: string, preset: string, sessionId: string): void => {
+  const file = sessionFile(agentDir)
+  const tmp = `${file}.tmp`
+  try {
+    const fd = Fs.openSync(tmp, "w", 0o600)
+    Fs.writeSync(fd, JSON.stringify({ preset, session_id: sessionId }))
+    Fs.fsyncSync(fd)
+    Fs.closeSync(fd)
+    Fs.renameSync(tmp, file)
+  } catch {
+    // Not fatal: a restart then starts a new session with the recovery note.
+  }
+}
+

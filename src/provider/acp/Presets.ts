@@ -1,0 +1,175 @@
+// The command line of an ACP agent: `acp:<preset>` names a preset (built in below, or added or
+// overridden by the `acp.presets` setting), `acp:<command …>` any other command line (split on
+// blanks). The executable is looked for in substrat's own node_modules (a preset's `package`,
+// where its `bin` is a node script run with the sandbox's node), else on PATH (the parent
+// environment's). What the sandbox needs of it is bound read-only: the package's directory, or
+// the executable's directory (its parent when it sits in a `bin/`); absolute paths among a raw
+// command's arguments that exist on the host are bound read-only below /opt/substrat.
+//
+// How the agent reaches its model (`model`): `openai` — an OpenAI-compatible base URL on the
+// sandbox's loopback (llm-forward.mjs relays it to the model socket, the daemon's metering
+// forwarder); `anthropic` — the Anthropic API over the model socket (ANTHROPIC_UNIX_SOCKET, as for
+// claude); `none` — nothing is provided (the network is off: such an agent needs a local model).
+import { Effect, Either, Schema } from "effect"
+import * as Fs from "node:fs"
+import { createRequire } from "node:module"
+import * as Path from "node:path"
+import { ProviderError } from "../../domain/errors.js"
+import type { ExtraBind } from "../../sandbox/Sandbox.js"
+
+export const ModelRoute = Schema.Literal("openai", "anthropic", "none")
+export type ModelRoute = typeof ModelRoute.Type
+
+export const Preset = Schema.Struct({
+  /** argv; the first word is the executable (looked up as described above). */
+  command: Schema.Array(Schema.String).pipe(Schema.minItems(1)),
+  env: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.String }), { default: () => ({}) }),
+  model: Schema.optionalWith(ModelRoute, { default: () => "none" as const }),
+  /** The npm package holding the executable as a `bin` entry (substrat's node_modules). */
+  package: Schema.optional(Schema.String)
+})
+export type Preset = typeof Preset.Type
+
+/** The `acp.presets` setting: JSON, name → preset. */
+export const PresetTable = Schema.Record({ key: Schema.String, value: Preset })
+export type PresetTable = typeof PresetTable.Type
+const decodeTable = Schema.decodeUnknownEither(Schema.parseJson(PresetTable))
+
+/** Model-provider variables the agent would otherwise try to reach the internet with. */
+const offline = { NO_BROWSER: "1", DO_NOT_TRACK: "1" }
+
+export const builtinPresets: PresetTable = {
+  qwen: {
+    command: ["qwen", "--acp"],
+    env: { ...offline, QWEN_CODE_DISABLE_TELEMETRY: "1" },
+    model: "openai",
+    package: "@qwen-code/qwen-code"
+  },
+  gemini: { command: ["gemini", "--experimental-acp"], env: offline, model: "none", package: "@google/gemini-cli" },
+  opencode: { command: ["opencode", "acp"], env: offline, model: "none", package: "opencode-ai" },
+  claude: { command: ["claude-agent-acp"], env: { ...offline, IS_SANDBOX: "1" }, model: "anthropic", package: "@agentclientprotocol/claude-agent-acp" },
+  codex: { command: ["codex-acp"], env: offline, model: "openai", package: "@agentclientprotocol/codex-acp" }
+}
+
+/** The built-in presets with the configured ones over them (a bad setting is reported, not ignored). */
+export const presetsOf = (configured: string | undefined): Either.Either<PresetTable, string> =>
+  configured === undefined || configured.trim() === ""
+    ? Either.right(builtinPresets)
+    : Either.map(
+      Either.mapLeft(decodeTable(configured), (e) => `acp.presets: ${e.message}`),
+      (t) => ({ ...builtinPresets, ...t })
+    )
+
+/** A variant (`qwen`, `node /x/agent.js --flag`) → its preset: a named one, or a raw command line. */
+export const presetFor = (presets: PresetTable, variant: string | null): Either.Either<{ readonly name: string; readonly preset: Preset }, string> => {
+  const v = (variant ?? "").trim()
+  if (v === "") return Either.left(`acp needs a preset or a command: acp:<${Object.keys(presets).join("|")}> or acp:<command …>`)
+  const named = presets[v]
+  if (named !== undefined) return Either.right({ name: v, preset: named })
+  const words = v.split(/\s+/)
+  if (words.length === 1 && !words[0]!.includes("/")) {
+    return Either.left(`acp: unknown preset "${v}" (presets: ${Object.keys(presets).join(", ")}; or give a command line with arguments or a path)`)
+  }
+  return Either.right({ name: "command", preset: { command: words, env: {}, model: "none" } })
+}
+
+/** The agent's command as the sandbox runs it, and what must be bound for it. */
+export interface ResolvedCommand {
+  readonly argv: ReadonlyArray<string>
+  readonly binds: ReadonlyArray<ExtraBind>
+  /** The host file found for the executable, and where it was found (doctor). */
+  readonly hostPath: string
+  readonly from: "package" | "PATH" | "path"
+}
+
+const isExecutable = (p: string): boolean => {
+  try {
+    if (!Fs.statSync(p).isFile()) return false
+    Fs.accessSync(p, Fs.constants.X_OK)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** `pkg`'s `bin` entry named `bin` (or its only one), as a host file, or null. */
+const packageBin = (installDir: string, pkg: string, bin: string): { readonly dir: string; readonly file: string } | null => {
+  try {
+    const manifest = createRequire(Path.join(installDir, "package.json")).resolve(`${pkg}/package.json`)
+    const dir = Path.dirname(manifest)
+    const j: unknown = JSON.parse(Fs.readFileSync(manifest, "utf8"))
+    const bins = typeof j === "object" && j !== null && "bin" in j ? j.bin : undefined
+    const rel = typeof bins === "string" ? bins : typeof bins === "object" && bins !== null ? (bins as Record<string, unknown>)[bin] : undefined
+    if (typeof rel !== "string") return null
+    const file = Path.join(dir, rel)
+    return Fs.existsSync(file) ? { dir: Fs.realpathSync(dir), file: Fs.realpathSync(file) } : null
+  } catch {
+    return null
+  }
+}
+
+const isNodeScript = (p: string): boolean => {
+  if (/\.(c|m)?js$/.test(p)) return true
+  try {
+    const fd = Fs.openSync(p, "r")
+    const buf = Buffer.alloc(64)
+    Fs.readSync(fd, buf, 0, 64, 0)
+    Fs.closeSync(fd)
+    const first = buf.toString("utf8").split("\n")[0] ?? ""
+    return first.startsWith("#!") && first.includes("node")
+  } catch {
+    return false
+  }
+}
+
+const SANDBOX_AGENT_DIR = "/opt/substrat/acp"
+
+/**
+ * Find the preset's executable and build the sandbox's argv. `node`: the sandbox's node (run
+ * node scripts with it). Fails with `missing-binary` naming every place looked at.
+ */
+export const resolveCommand = (
+  provider: string,
+  preset: Preset,
+  options: { readonly installDir: string; readonly path: string; readonly node: string }
+): Effect.Effect<ResolvedCommand, ProviderError> =>
+  Effect.suspend((): Effect.Effect<ResolvedCommand, ProviderError> => {
+    const [exe, ...given] = preset.command as [string, ...Array<string>]
+    // Host files among the arguments appear at /opt/substrat/acp-arg<i>/<name> (a host path such
+    // as /tmp/… would be hidden by the sandbox's own /tmp).
+    const rawBinds: Array<ExtraBind> = []
+    const args = given.map((a, i) => {
+      if (!Path.isAbsolute(a) || !Fs.existsSync(a)) return a
+      const inside = `/opt/substrat/acp-arg${i}/${Path.basename(a)}`
+      rawBinds.push({ host_path: Fs.realpathSync(a), sandbox_path: inside, mode: "ro" })
+      return inside
+    })
+    const fromPackage = preset.package === undefined ? null : packageBin(options.installDir, preset.package, exe)
+    if (fromPackage !== null) {
+      const inside = `${SANDBOX_AGENT_DIR}/${Path.relative(fromPackage.dir, fromPackage.file)}`
+      return Effect.succeed({
+        argv: isNodeScript(fromPackage.file) ? [options.node, inside, ...args] : [inside, ...args],
+        binds: [{ host_path: fromPackage.dir, sandbox_path: SANDBOX_AGENT_DIR, mode: "ro" as const }, ...rawBinds],
+        hostPath: fromPackage.file,
+        from: "package" as const
+      })
+    }
+    const candidates = exe.includes("/") ? [exe] : options.path.split(":").filter((d) => d !== "").map((d) => Path.join(d, exe))
+    const hit = candidates.find(isExecutable)
+    if (hit === undefined) {
+      const where = exe.includes("/") ? exe : `${preset.package === undefined ? "" : `substrat's node_modules (${preset.package}) and `}PATH`
+      return Effect.fail(new ProviderError({ provider, reason: "missing-binary", message: `${exe} not found (looked at ${where})` }))
+    }
+    const real = Fs.realpathSync(hit)
+    const system = ["/usr/", "/bin/", "/lib/", "/sbin/"].some((p) => real.startsWith(p))
+    if (system) return Effect.succeed({ argv: [real, ...args], binds: rawBinds, hostPath: real, from: exe.includes("/") ? "path" as const : "PATH" as const })
+    const dir = Path.dirname(real)
+    const bindDir = Path.basename(dir) === "bin" ? Path.dirname(dir) : dir
+    const inside = `${SANDBOX_AGENT_DIR}/${Path.relative(bindDir, real)}`
+    return Effect.succeed({
+      argv: isNodeScript(real) ? [options.node, inside, ...args] : [inside, ...args],
+      binds: [{ host_path: bindDir, sandbox_path: SANDBOX_AGENT_DIR, mode: "ro" as const }, ...rawBinds],
+      hostPath: real,
+      from: exe.includes("/") ? "path" as const : "PATH" as const
+    })
+  })
