@@ -4,10 +4,9 @@
 // (the recovery fold's rings, docs/messaging.md): the last 3 turns (prompt/response excerpts of 200 chars),
 // the last 5 messages sent or received; plus how many messages wait in the inbox, how many sync
 // requests the agent is still waiting on.
-import { Effect, Schema } from "effect"
-import { type AgentBrief, RecentMessage, RecentTurn } from "../domain/inspection.js"
-import { UsageReport as UsageReportSchema } from "../domain/usage.js"
-import { AgentState } from "../domain/agent.js"
+import { Effect } from "effect"
+import { type AgentBrief, type AgentInspection, RecentMessage, RecentTurn } from "../domain/inspection.js"
+import type { AgentState } from "../domain/agent.js"
 import type { AgentId } from "../domain/ids.js"
 import { totalTokens, type UsageReport } from "../domain/usage.js"
 import { Activity } from "./Activity.js"
@@ -18,26 +17,8 @@ import { Turns } from "./Turns.js"
 
 export { UsageReport } from "../domain/usage.js"
 
-export { RecentMessage, RecentTurn }
+export { type AgentInspection, RecentMessage, RecentTurn }
 
-/** The inspect result: `inspect_agent`'s JSON, and what `agent.inspect` (protocol/AdminRpcs.ts) builds on. */
-export const AgentInspection = Schema.Struct({
-  agent_id: Schema.String,
-  name: Schema.String,
-  role: Schema.String,
-  provider: Schema.String,
-  session_id: Schema.String,
-  parent: Schema.NullOr(Schema.String),
-  state: AgentState,
-  children: Schema.Array(Schema.String),
-  pending_inbox: Schema.Number,
-  queued_turns: Schema.Number,
-  waiting_for_replies: Schema.Number,
-  recent_turns: Schema.Array(RecentTurn),
-  recent_messages: Schema.Array(RecentMessage),
-  usage: UsageReportSchema
-})
-export type AgentInspection = typeof AgentInspection.Type
 
 export const EXCERPT = 200
 export const excerpt = (s: string): string => s.length <= EXCERPT ? s : `${s.slice(0, EXCERPT - 1)}…`

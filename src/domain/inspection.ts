@@ -1,6 +1,9 @@
-// The recent activity an inspection shows (`inspect_agent`, `agent.inspect`): excerpts of the
-// last turns and messages of an agent. One definition for the tool result and the admin RPC.
+// What an inspection shows (`inspect_agent`, `agent.inspect`): the live facts of an agent and
+// excerpts of its last turns and messages. One definition: `AgentInspection` is the tool's result;
+// the admin method's `InspectResult` (src/protocol/admin/agent.ts) takes its facts' Schemas from it.
 import { Schema } from "effect"
+import { AgentState } from "./agent.js"
+import { UsageReport } from "./usage.js"
 
 export const RecentTurn = Schema.Struct({
   turn_id: Schema.String,
@@ -31,3 +34,22 @@ export const AgentBrief = Schema.Struct({
   cost_usd: Schema.optional(Schema.Number)
 })
 export type AgentBrief = typeof AgentBrief.Type
+
+/** The inspect result: `inspect_agent`'s JSON, and the facts `agent.inspect` shows (its `InspectResult`). */
+export const AgentInspection = Schema.Struct({
+  agent_id: Schema.String,
+  name: Schema.String,
+  role: Schema.String,
+  provider: Schema.String,
+  session_id: Schema.String,
+  parent: Schema.NullOr(Schema.String),
+  state: AgentState,
+  children: Schema.Array(Schema.String),
+  pending_inbox: Schema.Number,
+  queued_turns: Schema.Number,
+  waiting_for_replies: Schema.Number,
+  recent_turns: Schema.Array(RecentTurn),
+  recent_messages: Schema.Array(RecentMessage),
+  usage: UsageReport
+})
+export type AgentInspection = typeof AgentInspection.Type

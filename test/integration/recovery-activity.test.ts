@@ -5,7 +5,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as fs from "node:fs"
-import type { AgentInspection } from "../../src/agent/Inspection.js"
+import type { AgentInspection } from "../../src/domain/inspection.js"
 import { Orchestrator } from "../../src/agent/Orchestrator.js"
 import { makePaths } from "../../src/config/Paths.js"
 import type { AgentId } from "../../src/domain/ids.js"

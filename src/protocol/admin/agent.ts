@@ -5,9 +5,9 @@ import { ParseResult, Schema, SchemaAST, Struct } from "effect"
 import { AgentNode } from "../../domain/agent.js"
 import { TreeCaps } from "../../domain/caps.js"
 import { AgentId, MessageId } from "../../domain/ids.js"
-import { AgentBrief, RecentMessage, RecentTurn } from "../../domain/inspection.js"
+import { AgentBrief, AgentInspection } from "../../domain/inspection.js"
 import { QuotaView } from "../../domain/quota.js"
-import { AdminMiddleware, AgentRef, BudgetPatch, EgressHosts, EgressPresets, MessageText, Mutation, RpcError, Traced, Usage, WorkspaceRef } from "./common.js"
+import { AdminMiddleware, AgentRef, BudgetPatch, EgressHosts, EgressPresets, MessageText, Mutation, RpcError, Traced, WorkspaceRef } from "./common.js"
 import { SessionInfo } from "./session.js"
 
 const decodeAgentNode = ParseResult.decodeUnknown(AgentNode)
@@ -51,18 +51,25 @@ export const AgentActivity = Schema.Struct({
 })
 export type AgentActivity = typeof AgentActivity.Type
 
+const facts = AgentInspection.fields
+
+/**
+ * `agent.inspect`: the facts of `AgentInspection` (src/domain/inspection.ts, `inspect_agent`'s
+ * result; the same Schemas), with the agent, its children and its session as the admin methods
+ * show them, the inbox count named `inbox`, its running turn and its quotas.
+ */
 export const InspectResult = Schema.Struct({
   agent: AgentNodeOnWire,
   session: Schema.NullOr(SessionInfo),
-  parent: Schema.NullOr(Schema.String),
+  parent: facts.parent,
   children: Schema.Array(AgentNodeOnWire),
   /** Messages waiting in the agent's inbox. */
-  inbox: Schema.Number,
-  queued_turns: Schema.Number,
-  waiting_for_replies: Schema.Number,
-  usage: Schema.Struct({ own: Usage, subtree: Usage }),
-  recent_turns: Schema.Array(RecentTurn),
-  recent_messages: Schema.Array(RecentMessage),
+  inbox: facts.pending_inbox,
+  queued_turns: facts.queued_turns,
+  waiting_for_replies: facts.waiting_for_replies,
+  usage: Schema.Struct(Struct.omit(facts.usage.fields, "agent_id")),
+  recent_turns: facts.recent_turns,
+  recent_messages: facts.recent_messages,
   /** Its running turn, when it has one. */
   activity: Schema.optional(Schema.NullOr(AgentActivity)),
   /** Its quotas: limits in force, use in the current windows, a park (docs/tools.md, "Quotas"). */
