@@ -40,7 +40,8 @@ const offline = { NO_BROWSER: "1", DO_NOT_TRACK: "1" }
 
 export const builtinPresets: PresetTable = {
   qwen: {
-    command: ["qwen", "--acp"],
+    // `default`: qwen asks the client (acp.approve) instead of its own model-based classifier.
+    command: ["qwen", "--acp", "--approval-mode", "default"],
     env: { ...offline, QWEN_CODE_DISABLE_TELEMETRY: "1" },
     model: "openai",
     package: "@qwen-code/qwen-code"
