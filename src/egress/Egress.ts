@@ -16,6 +16,7 @@ import type { SessionId, WorkspaceId } from "../domain/ids.js"
 import type { WorkspaceSpec } from "../domain/workspace.js"
 import { WorkspaceStore } from "../sandbox/WorkspaceStore.js"
 import { EventLog } from "../storage/EventLog.js"
+import { Tracing } from "../telemetry/Tracing.js"
 import * as Proxy from "./Proxy.js"
 import { EgressResolver } from "./Resolver.js"
 
@@ -76,6 +77,7 @@ export const make = (settings: EgressSettings) =>
     const store = yield* WorkspaceStore
     const log = yield* EventLog
     const resolver = yield* EgressResolver
+    const tracing = yield* Tracing
     const runtime = yield* Effect.runtime<never>()
     const run = Runtime.runPromise(runtime)
     const table = settings.presets
@@ -229,7 +231,31 @@ export const make = (settings: EgressSettings) =>
         run(Effect.either(resolver.resolve(host))).then((e) =>
           Either.isRight(e) ? { ok: true as const, to: e.right } : { ok: false as const, reason: e.left }
         )
-      yield* Proxy.serve({ socketPath: t.socketPath, hooks: { check, resolve, acquire, release, count, record } })
+      /** Each request a span below the agent's running turn; refused or ended early: an error status. */
+      const begin = (host: string, port: number, method: string) => {
+        const span = run(tracing.egressRequest(t.session_id, {
+          "server.address": host,
+          "server.port": port,
+          "http.request.method": method,
+          "substrat.workspace_id": wsId
+        }))
+        return (r: Proxy.EgressRecord) => {
+          void span.then((s) => {
+            s.annotate({
+              "substrat.egress.allowed": r.allowed,
+              ...(r.rule === null ? {} : { "substrat.egress.rule": r.rule }),
+              ...(r.status === null ? {} : { "http.response.status_code": r.status }),
+              "substrat.egress.bytes_up": r.bytes_up,
+              "substrat.egress.bytes_down": r.bytes_down
+            })
+            return run(s.end(r.reason === null ? undefined : { type: r.allowed ? "ended" : "denied", message: r.reason }))
+          })
+        }
+      }
+      yield* Proxy.serve({
+        socketPath: t.socketPath,
+        hooks: { check, resolve, acquire, release, count, record, ...(tracing.enabled ? { begin } : {}) }
+      })
       return true
     })
 

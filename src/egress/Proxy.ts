@@ -50,6 +50,8 @@ export interface ProxyHooks {
   /** Count transferred bytes: null, or the message of the limit just passed (the connection ends). */
   readonly count: (bytes: number) => string | null
   readonly record: (r: EgressRecord) => void
+  /** A request begins (before its checks): what to call with its summary when it ends (its trace span). */
+  readonly begin?: (host: string, port: number, method: string) => (r: EgressRecord) => void
 }
 
 export interface ProxyOptions {
@@ -104,11 +106,16 @@ export const serve = (o: ProxyOptions): Effect.Effect<void, Error, Scope.Scope> 
       port: number,
       method: string,
       refuse: (status: number, body: string) => void
-    ): Promise<{ readonly rule: string; readonly to: Resolved } | null> => {
+    ): Promise<{ readonly rule: string; readonly to: Resolved; readonly record: (r: EgressRecord) => void } | null> => {
       const started = Date.now()
+      const traced = h.begin?.(host, port, method)
+      const record = (r: EgressRecord) => {
+        h.record(r)
+        traced?.(r)
+      }
       const deny = (status: number, reason: string, body: string) => {
         refuse(status, body)
-        h.record({ host, port, method, allowed: false, reason, rule: null, status, bytes_up: 0, bytes_down: 0, duration_ms: Date.now() - started })
+        record({ host, port, method, allowed: false, reason, rule: null, status, bytes_up: 0, bytes_down: 0, duration_ms: Date.now() - started })
         return null
       }
       const c = await h.check(host, port)
@@ -120,7 +127,7 @@ export const serve = (o: ProxyOptions): Effect.Effect<void, Error, Scope.Scope> 
         h.release()
         return deny(403, r.reason, `substrat egress: ${host} refused: ${r.reason}\n`)
       }
-      return { rule: c.rule, to: r.to }
+      return { rule: c.rule, to: r.to, record }
     }
 
     /**
@@ -196,7 +203,7 @@ export const serve = (o: ProxyOptions): Effect.Effect<void, Error, Scope.Scope> 
         let connected = false
         const finish = (up: number, down: number, reason: string | null) => {
           h.release()
-          h.record({
+          ok.record({
             host,
             port,
             method: "CONNECT",
@@ -261,7 +268,7 @@ export const serve = (o: ProxyOptions): Effect.Effect<void, Error, Scope.Scope> 
           if (done) return
           done = true
           h.release()
-          h.record({ host, port, method, allowed: true, reason, rule: ok.rule, status, bytes_up: up, bytes_down: down, duration_ms: Date.now() - started })
+          ok.record({ host, port, method, allowed: true, reason, rule: ok.rule, status, bytes_up: up, bytes_down: down, duration_ms: Date.now() - started })
         }
         const headers: Record<string, string | Array<string>> = {}
         for (const [k, v] of Object.entries(req.headers)) if (v !== undefined && !hopByHop.has(k)) headers[k] = v

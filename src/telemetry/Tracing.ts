@@ -8,7 +8,9 @@
 // in the envelope's `trace` field as a W3C traceparent, so it survives a restart; links: the other
 // messages the turn's prompt took) → its `tool_call`s (ours and the provider's own), its
 // `model.request`s (each request through the agent's forwarder socket, or the openai provider's
-// own calls: tokens, cost, HTTP status; a refused one has an error status) and the messages it
+// own calls: tokens, cost, HTTP status; a refused one has an error status), its `egress.request`s
+// (each request through its egress proxy: host, port, method, rule, bytes; refused or ended by a
+// limit: an error status) and the messages it
 // sends, whose turns follow in the same trace. Spans that belong to no such tree (the daemon's own
 // background work, the dashboard's reads) are not exported: a root span is kept only when it is a
 // `user.*` request or a `turn` (one woken with no trace context), and a child only when its parent
@@ -64,6 +66,8 @@ export interface TracingService {
   readonly turnOf: (session: string) => Tracer.AnySpan | undefined
   /** Begin a model request's span below the session's running turn (a no-op span when off). */
   readonly modelRequest: (session: string, attributes: Attributes) => Effect.Effect<ModelRequestSpan>
+  /** Begin an egress request's span (`egress.request`: one request through the agent's egress proxy) below the session's running turn. */
+  readonly egressRequest: (session: string, attributes: Attributes) => Effect.Effect<ModelRequestSpan>
 }
 
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-0[01]$/
@@ -79,7 +83,8 @@ const off: TracingService = {
   spanOf: () => undefined,
   asTurnOf: () => (effect) => effect,
   turnOf: () => undefined,
-  modelRequest: () => Effect.succeed(noSpan)
+  modelRequest: () => Effect.succeed(noSpan),
+  egressRequest: () => Effect.succeed(noSpan)
 }
 
 const requestSpan = (span: Tracer.Span): ModelRequestSpan => {
@@ -105,6 +110,12 @@ const requestSpan = (span: Tracer.Span): ModelRequestSpan => {
 
 const makeOn = (): TracingService => {
   const turns = new Map<string, Tracer.AnySpan>()
+  /** A request's client span below the session's running turn. */
+  const clientSpan = (name: string, session: string, attributes: Attributes) =>
+    Effect.suspend(() => {
+      const turn = turns.get(session)
+      return Effect.map(Effect.makeSpan(name, { ...(turn === undefined ? {} : { parent: turn }), kind: "client", attributes }), requestSpan)
+    })
   return {
     enabled: true,
     traceparent: Effect.map(Effect.option(Effect.currentSpan), (s) => Option.isSome(s) ? `00-${s.value.traceId}-${s.value.spanId}-01` : undefined),
@@ -118,14 +129,8 @@ const makeOn = (): TracingService => {
         }))
       }),
     turnOf: (session) => turns.get(session),
-    modelRequest: (session, attributes) =>
-      Effect.suspend(() => {
-        const turn = turns.get(session)
-        return Effect.map(
-          Effect.makeSpan("model.request", { ...(turn === undefined ? {} : { parent: turn }), kind: "client", attributes }),
-          requestSpan
-        )
-      })
+    modelRequest: (session, attributes) => clientSpan("model.request", session, attributes),
+    egressRequest: (session, attributes) => clientSpan("egress.request", session, attributes)
   }
 }
 

@@ -28,6 +28,7 @@ import { layerBwrap } from "../../src/sandbox/SandboxBwrap.js"
 import { WorkspaceStore } from "../../src/sandbox/WorkspaceStore.js"
 import { WorkspaceUsage } from "../../src/sandbox/WorkspaceUsage.js"
 import { Durable } from "../../src/storage/Durable.js"
+import { Tracing } from "../../src/telemetry/Tracing.js"
 import { EventLog } from "../../src/storage/EventLog.js"
 import { type FakeRegistry, NPM_PACKAGE, PY_PACKAGE, startFakeRegistry } from "../support/fakeRegistry.js"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
@@ -83,7 +84,7 @@ interface Limits {
 }
 
 /** The services over `home` (a second call over the same home is a daemon restarted after kill -9). */
-const makeRuntime = (home: string, reg: FakeRegistry, limits: Limits): Env["rt"] => {
+const makeRuntime = (home: string, reg: FakeRegistry, limits: Limits, tracing: Layer.Layer<Tracing> = Layer.effect(Tracing, Tracing)): Env["rt"] => {
   const base = Layer.mergeAll(Durable.layer, SubstratPaths.layer(home), NodeContext.layer, WorkspaceUsage.layerRegistry)
   const store = WorkspaceStore.Default.pipe(Layer.provide(base))
   const log = EventLog.layerFile.pipe(Layer.provide(base))
@@ -92,14 +93,14 @@ const makeRuntime = (home: string, reg: FakeRegistry, limits: Limits): Env["rt"]
     bytesPerTurn: limits.bytesPerTurn ?? 0,
     bytesPerDay: limits.bytesPerDay ?? 0,
     maxConnections: limits.maxConnections ?? 32
-  }).pipe(Layer.provide(Layer.mergeAll(store, log, Resolver.layerOverride({ [NPM]: "127.0.0.1", [PYPI]: "127.0.0.1" }))))
+  }).pipe(Layer.provide(Layer.mergeAll(store, log, tracing, Resolver.layerOverride({ [NPM]: "127.0.0.1", [PYPI]: "127.0.0.1" }))))
   return ManagedRuntime.make(Layer.mergeAll(store, log, egress, layerBwrap().pipe(Layer.provide(NodeContext.layer))))
 }
 
-const makeEnv = async (limits: Limits = {}): Promise<Env> => {
+const makeEnv = async (limits: Limits = {}, tracing: Layer.Layer<Tracing> = Layer.effect(Tracing, Tracing)): Promise<Env> => {
   const home = makeTmpDir("egress-")
   const reg = await startFakeRegistry(home, NPM, PYPI)
-  return { home, reg, rt: makeRuntime(home, reg, limits) }
+  return { home, reg, rt: makeRuntime(home, reg, limits, tracing) }
 }
 
 const closeEnv = async (env: Env) => {
@@ -322,6 +323,52 @@ describe("egress limits", () => {
       } finally {
         await restarted.rt.dispose()
       }
+      await env.rt.runPromise(Scope.close(t.scope, Exit.void))
+    } finally {
+      await closeEnv(env)
+    }
+  }, 60_000)
+  it("each request is a trace span below the agent's turn: host, port, method, rule, status, bytes; a refusal ends it in error", async () => {
+    const spans: Array<{ session: string; attributes: Record<string, unknown>; ends: Array<unknown> }> = []
+    const recording = Layer.succeed(Tracing, {
+      enabled: true,
+      traceparent: Effect.succeed(undefined),
+      spanOf: () => undefined,
+      asTurnOf: () => (effect) => effect,
+      turnOf: () => undefined,
+      modelRequest: () => Effect.die("no model requests here"),
+      egressRequest: (session, attributes) =>
+        Effect.sync(() => {
+          const rec = { session, attributes: { ...attributes } as Record<string, unknown>, ends: [] as Array<unknown> }
+          spans.push(rec)
+          return { annotate: (a) => Object.assign(rec.attributes, a), end: (f) => Effect.sync(() => rec.ends.push(f ?? null)) }
+        })
+    })
+    const env = await makeEnv({}, recording)
+    try {
+      const t = await turn(env, { presets: ["npm"] })
+      expect(await rawAt(t.socketPath, `GET http://${NPM}:${env.reg.port}/blob/1234 HTTP/1.1\r\nHost: x\r\n\r\n`)).toMatch(/^HTTP\/1\.1 200/)
+      expect(await rawAt(t.socketPath, `CONNECT ${PYPI}:443 HTTP/1.1\r\nHost: x\r\n\r\n`)).toMatch(/^HTTP\/1\.1 403/)
+      await waitEvents(env, t.session, 2)
+      for (let i = 0; i < 100 && spans.filter((s) => s.ends.length > 0).length < 2; i++) await new Promise((r) => setTimeout(r, 20))
+      expect(spans.map((s) => s.session)).toEqual([t.session, t.session])
+      expect(spans[0]).toEqual({
+        session: t.session,
+        attributes: {
+          "server.address": NPM,
+          "server.port": env.reg.port,
+          "http.request.method": "GET",
+          "substrat.workspace_id": t.ws.id,
+          "substrat.egress.allowed": true,
+          "substrat.egress.rule": "preset npm",
+          "http.response.status_code": 200,
+          "substrat.egress.bytes_up": 0,
+          "substrat.egress.bytes_down": 1234
+        },
+        ends: [null]
+      })
+      expect(spans[1]!.attributes).toMatchObject({ "server.address": PYPI, "server.port": 443, "http.request.method": "CONNECT", "substrat.egress.allowed": false, "http.response.status_code": 403 })
+      expect(spans[1]!.ends).toEqual([{ type: "denied", message: `${PYPI} is not in the egress policy of workspace ${t.ws.name}` }])
       await env.rt.runPromise(Scope.close(t.scope, Exit.void))
     } finally {
       await closeEnv(env)
