@@ -11,4 +11,14 @@ export class ChildWorkspaces extends Context.Tag("substrat/ChildWorkspaces")<Chi
   readonly forSubdir: (parent: WorkspaceId, subdir: string) => Effect.Effect<WorkspaceId, InvalidInputError>
   /** A new top-level workspace (with its history) of its own for root agent `agent`. */
   readonly forRoot: (agent: string) => Effect.Effect<WorkspaceId, InvalidInputError>
+  /**
+   * `spawn_agent(workspace: "branch")`: a new repository workspace for child `child`, a clone of
+   * `parent`'s branch (a repository workspace) on `substrat/<parent>/<child>`; its work comes back
+   * through `parent`'s merge queue.
+   */
+  readonly forBranch: (parent: WorkspaceId, child: string) => Effect.Effect<WorkspaceId, InvalidInputError>
+  /** May `parent` have branch children (a top-level repository workspace)? */
+  readonly branchable: (parent: WorkspaceId) => Effect.Effect<boolean>
+  /** spawn_agent's `workspace` when the call does not say (config `workspaces.spawnMode`). */
+  readonly spawnMode: "shared" | "branch"
 }>() {}

@@ -43,6 +43,8 @@ export interface SpawnArgs {
   readonly instructions: string
   readonly role?: string | undefined
   readonly workspace_subdir?: string | null | undefined
+  /** shared (the parent's workspace) or branch (a clone on its own branch, merged back through the queue). */
+  readonly workspace?: "shared" | "branch" | undefined
   /** The child's provider string; absent/null/"": the parent's. */
   readonly provider?: string | null | undefined
   /** The child's own budget, carved from what its parent's path has left (docs/budgets.md). */
@@ -197,6 +199,31 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
         workspace = yield* childWorkspaces.value.forSubdir(p.workspace_id, subdir)
         if (!tree.isLive(parent)) {
           return yield* new NotFoundError({ kind: "agent", id: parent, message: `no live agent ${parent}` })
+        }
+      }
+      // A branch child: its own clone of the parent's branch (asked, or the configured default
+      // where the parent's workspace allows it).
+      const asked = args.workspace
+      const mode = asked ?? (Option.isSome(childWorkspaces) ? childWorkspaces.value.spawnMode : "shared")
+      if (mode === "branch") {
+        const cw = Option.getOrUndefined(childWorkspaces)
+        const able = cw !== undefined && p.workspace_id !== null && subdir === "" && (yield* cw.branchable(p.workspace_id))
+        if (!able && asked === "branch") {
+          return yield* new InvalidInputError({
+            field: "workspace",
+            message: subdir !== ""
+              ? "workspace \"branch\" and workspace_subdir are exclusive"
+              : "workspace \"branch\" needs your workspace to be made from a git repository (workspace create --repo / agent create --repo)"
+          })
+        }
+        if (able && cw !== undefined && p.workspace_id !== null) {
+          if (tree.current().childNamed(parent, name)) {
+            return yield* new InvalidInputError({ field: "name", message: `name "${name}" is taken among your children` })
+          }
+          workspace = yield* cw.forBranch(p.workspace_id, name)
+          if (!tree.isLive(parent)) {
+            return yield* new NotFoundError({ kind: "agent", id: parent, message: `no live agent ${parent}` })
+          }
         }
       }
       const node = new AgentNode({

@@ -286,6 +286,7 @@ export class SpawnQueue extends Effect.Service<SpawnQueue>()("substrat/SpawnQueu
             instructions: args.instructions,
             role: args.role ?? "worker",
             workspace_subdir: args.workspace_subdir ?? null,
+            ...(args.workspace === undefined ? {} : { workspace: args.workspace }),
             provider: args.provider ?? null,
             budget: args.budget ?? null,
             reason

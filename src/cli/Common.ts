@@ -31,6 +31,12 @@ export const refOption = Options.text("ref").pipe(
   Options.withDescription("With --repo: the branch or commit to start from (default: the repository's HEAD)"),
   Options.optional
 )
+export const checkOption = Options.text("check").pipe(
+  Options.withDescription("With --repo: a command its merge queue runs (sh -c, sandboxed, with a timeout) on each merged tree of a branch child before the branch moves, e.g. \"npm test\""),
+  Options.optional
+)
+export const checkPayload = (check: Option.Option<string>): { readonly check?: string } =>
+  Option.match(check, { onNone: () => ({}), onSome: (check) => ({ check }) })
 export const repoPayload = (
   repo: Option.Option<string>,
   ref: Option.Option<string>

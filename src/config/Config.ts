@@ -293,6 +293,17 @@ const settingsConfig = Config.all({
       description: "Pause before each hop of a find:<symbol> search, in ms (0: none); to watch a search travel, or to stop the daemon mid-search in a test"
     })
   }),
+  workspaces: Config.all({
+    spawnMode: setting(["workspaces", "spawnMode"], (name: string) => Config.literal("shared", "branch")(name), "shared" as const, {
+      description: "spawn_agent's workspace when the call does not say: shared (the parent's workspace) or branch (a clone on its own branch, merged back through the parent's merge queue; only under a repository workspace, else shared)"
+    }),
+    mergeCheckTimeoutSeconds: setting(["workspaces", "mergeCheckTimeoutSeconds"], int(1), 600, {
+      description: "Longest a merge queue's check command (workspace create --check) may run before it counts as failed, in seconds"
+    }),
+    mergeMoveDelayMs: setting(["workspaces", "mergeMoveDelayMs"], int(0), 0, {
+      description: "Pause after a merge queue moved a branch, before the workspace's clone gets the files, in ms (0: none); to stop the daemon mid-merge in a test"
+    })
+  }),
   caps: Config.all({
     maxDepth: setting(["caps", "maxDepth"], int(0), 0, {
       description: "Deepest level an agent tree may grow to (a root is level 0); a deeper spawn_agent is refused. 0: no cap (docs/budgets.md)"
@@ -635,6 +646,7 @@ export const defaults = (overrides: Partial<Settings> = {}): Settings => ({
     testResolve: Option.none()
   },
   swarm: { findHopDelayMs: 0 },
+  workspaces: { spawnMode: "shared", mergeCheckTimeoutSeconds: 600, mergeMoveDelayMs: 0 },
   caps: { maxDepth: 0, maxChildren: 0, maxLive: 0, policy: "queue" },
   quotas: {
     messagesPerMinute: 120,

@@ -2,6 +2,8 @@
 // child the child workspace of its parent's workspace rooted at `<parent root>/a/b` — the one that
 // is already there, else a new one (WorkspaceStore.create({ parent, subdir }): never wider than
 // the parent). One creation at a time, so two spawns asking for the same subdir share it.
+// `spawn_agent(workspace: "branch")` gives the child a new repository workspace forked from its
+// parent's (WorkspaceStore.create({ fork })); its work comes back through the merge queue.
 import { Effect, Either, Layer } from "effect"
 import { ChildWorkspaces } from "../agent/ChildWorkspaces.js"
 import { InvalidInputError } from "../domain/errors.js"
@@ -14,7 +16,7 @@ const invalid = (message: string) => new InvalidInputError({ field: "workspace_s
 const messageOf = (e: unknown): string =>
   typeof e === "object" && e !== null && "message" in e && typeof e.message === "string" ? e.message : String(e)
 
-export const layer: Layer.Layer<ChildWorkspaces, never, WorkspaceStore> = Layer.effect(
+export const layer = (options: { readonly spawnMode: "shared" | "branch" } = { spawnMode: "shared" }): Layer.Layer<ChildWorkspaces, never, WorkspaceStore> => Layer.effect(
   ChildWorkspaces,
   Effect.gen(function*() {
     const store = yield* WorkspaceStore
@@ -43,6 +45,19 @@ export const layer: Layer.Layer<ChildWorkspaces, never, WorkspaceStore> = Layer.
         Effect.withSpan("ChildWorkspaces.forRoot")
       )
 
-    return ChildWorkspaces.of({ forSubdir, forRoot })
+    const forBranch = (parentId: WorkspaceId, child: string) =>
+      store.create({ fork: { parent: parentId, child } }).pipe(
+        Effect.map((ws) => ws.id),
+        Effect.mapError((e) => new InvalidInputError({ field: "workspace", message: `a branch workspace for ${child}: ${messageOf(e)}` })),
+        Effect.withSpan("ChildWorkspaces.forBranch")
+      )
+
+    const branchable = (parentId: WorkspaceId) =>
+      store.get(parentId).pipe(
+        Effect.map((ws) => ws.parent_id === null && ws.repo !== null),
+        Effect.orElseSucceed(() => false)
+      )
+
+    return ChildWorkspaces.of({ forSubdir, forRoot, forBranch, branchable, spawnMode: options.spawnMode })
   })
 )

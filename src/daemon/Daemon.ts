@@ -26,6 +26,7 @@ import * as SocketGuard from "./SocketGuard.js"
 import { monitor } from "./Storage.js"
 import { faultOf } from "../domain/errors.js"
 import { StartupRecovery } from "../recovery/StartupRecovery.js"
+import { MergeQueue } from "./MergeQueue.js"
 import { installOtlp, Tracing } from "../telemetry/Tracing.js"
 import { Swarm } from "../swarm/Swarm.js"
 import { SwarmSchedules } from "../swarm/Schedules.js"
@@ -116,6 +117,8 @@ export const run = (settings: DaemonSettings, overrides: DaemonOverrides = {}): 
     // `find:` searches the crash caught in transit go on (after the swarm: its symbols are back).
     const finds = yield* Effect.flatMap(Finder, (f) => f.resumeRecovered).pipe(Effect.provide(runtime))
     if (finds > 0) yield* Effect.logInfo(`${finds} find: search(es) in transit resumed`)
+    // Merge queues go on: items queued and never merged or failed are retried (MergeQueue.ts).
+    yield* Effect.flatMap(MergeQueue, (q) => q.resume).pipe(Effect.provide(runtime))
 
     // Runs after the socket is closed (finalizers run in reverse): let turns finish, suspend.
     yield* Effect.addFinalizer(() => Effect.provide(drain, runtime))

@@ -77,6 +77,14 @@ export const feedLine = (entry: LogEntry, names: Names, memory?: FeedMemory): Fe
       return { agent: own, text: `⚙ ${entry.data.tool} → ${entry.data.is_error ? "error: " : ""}${clip(json(entry.data.result), 160)}` }
     case "workspace.overlap":
       return { agent: own, text: `! overlap: ${entry.data.turns.map((t) => t.agent).join(" and ")} both changed ${clip(entry.data.paths.join(", "))}` }
+    case "merge.queued":
+      return { agent: own, text: `⇢ ${entry.data.agent}'s branch queued for merging (${entry.data.branch} at ${entry.data.head.slice(0, 12)})` }
+    case "merge.merged": {
+      const d = entry.data
+      return { agent: own, text: `⇉ merged (commit ${d.commit.slice(0, 12)}${d.checked ? ", check passed" : ""}): ${clip(d.paths.join(", ")) || "no paths"}` }
+    }
+    case "merge.failed":
+      return { agent: own, text: `! merge not done (${entry.data.reason}): ${clip(entry.data.paths.length > 0 ? entry.data.paths.join(", ") : entry.data.output)}` }
     case "workspace.diff": {
       const n = entry.data.paths.length
       return { agent: own, text: `± ${n} path${n === 1 ? "" : "s"} changed (commit ${entry.data.commit.slice(0, 12)})` }

@@ -33,6 +33,7 @@ import { EventLog } from "../storage/EventLog.js"
 import { EventIndex } from "../storage/EventIndex.js"
 import { EventFeed } from "../feed/EventFeed.js"
 import * as Overlaps from "./Overlaps.js"
+import { MergeQueue } from "./MergeQueue.js"
 import { Progress } from "./Progress.js"
 import { SwarmSchedules } from "../swarm/Schedules.js"
 import { Swarm, SwarmConfig } from "../swarm/Swarm.js"
@@ -123,7 +124,8 @@ const OrchestrationLive = Orchestration.layerWithTree(Layer.effect(Tree, Tree)).
 // Workspaces: the store (in use = a live agent has it), per-turn history + the TurnHooks that
 // records each turn's diff (WorkspaceTurnHook.ts), child workspaces for `spawn_agent(workspace_subdir)`.
 const WorkspaceStoreLive = WorkspaceStore.Default.pipe(Layer.provide(Layer.mergeAll(WorkspaceInUse.layer, NodeContext.layer, SandboxLive)))
-const WorkspacesLive = Layer.mergeAll(WorkspaceTurnHook.layer.pipe(Layer.provide(SandboxLive)), ChildWorkspacesLive.layer).pipe(
+const ChildWorkspacesConfigured = Layer.unwrapEffect(Effect.map(DaemonConfig, (c) => ChildWorkspacesLive.layer({ spawnMode: c.workspaces.spawnMode })))
+const WorkspacesLive = Layer.mergeAll(WorkspaceTurnHook.layer.pipe(Layer.provide(SandboxLive)), ChildWorkspacesConfigured).pipe(
   Layer.provideMerge(WorkspaceHistory.Default),
   Layer.provideMerge(WorkspaceStoreLive),
   Layer.provide(NodeContext.layer)
@@ -165,7 +167,15 @@ const SwarmLive = SwarmSchedules.Default.pipe(
 
 // The event feed (src/feed/EventFeed.ts) is one for the daemon, shared by the admin socket's and
 // HTTP's handlers: its directory of session owners is filled by one read of every log.
-export const RuntimeLive = Layer.mergeAll(DrainLive, layerStartupRecovery, SwarmLive, Progress.Default, EventFeed.Default, Overlaps.layer).pipe(
+export const RuntimeLive = Layer.mergeAll(
+  DrainLive,
+  layerStartupRecovery,
+  SwarmLive,
+  Progress.Default,
+  EventFeed.Default,
+  Overlaps.layer,
+  MergeQueue.Default.pipe(Layer.provide(NodeContext.layer))
+).pipe(
   Layer.provideMerge(OrchestrationLive),
   Layer.provideMerge(EgressLive),
   Layer.provideMerge(Layer.mergeAll(WorkspacesLive, SandboxLive)),

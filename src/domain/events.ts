@@ -162,6 +162,8 @@ export const SpawnQueuedData = Schema.Struct({
   instructions: Schema.String,
   role: Schema.String,
   workspace_subdir: Schema.NullOr(Schema.String),
+  /** spawn_agent's `workspace` (absent in logs written before it existed: the default). */
+  workspace: Schema.optional(Schema.Literal("shared", "branch")),
   provider: Schema.NullOr(Schema.String),
   budget: Schema.NullOr(BudgetShare),
   /** Which cap it waits for, in words. */
@@ -210,6 +212,43 @@ export const WorkspaceOverlapData = Schema.Struct({
   /** Who got a SYSTEM note: the two agents and their nearest common ancestor. */
   notified: Schema.Array(AgentId)
 })
+/**
+ * A branch child's branch entered its parent workspace's merge queue (logged in the parent
+ * agent's log, the queue's durable record). Done by its `merge.merged` or `merge.failed`.
+ */
+export const MergeQueuedData = Schema.Struct({
+  item_id: Schema.String,
+  /** The workspace merged into (the parent's). */
+  workspace_id: WorkspaceId,
+  /** The branch child's workspace and branch. */
+  from_workspace: WorkspaceId,
+  branch: Schema.String,
+  agent_id: AgentId,
+  agent: Schema.String,
+  /** The child's branch head when queued (the merge takes its head at merge time). */
+  head: Schema.String
+})
+/** A queue item merged: the parent's branch moved from `previous` to `commit`. */
+export const MergeMergedData = Schema.Struct({
+  item_id: Schema.String,
+  workspace_id: WorkspaceId,
+  commit: Schema.String,
+  previous: Schema.String,
+  fast_forward: Schema.Boolean,
+  paths: Schema.Array(Schema.String),
+  /** The workspace's check ran and passed. */
+  checked: Schema.Boolean,
+  /** From `merge.queued` to the branch move, in ms (this daemon process's clock). */
+  queued_ms: Schema.Number
+})
+/** A queue item not merged (nothing moved): a conflict (with its paths) or a failing check (with its output's tail). */
+export const MergeFailedData = Schema.Struct({
+  item_id: Schema.String,
+  workspace_id: WorkspaceId,
+  reason: Schema.Literal("conflict", "check", "error"),
+  paths: Schema.Array(Schema.String),
+  output: Schema.String
+})
 
 /** What callers append. */
 export const LogEvent = Schema.Union(
@@ -234,6 +273,9 @@ export const LogEvent = Schema.Union(
   event("forwarder.refused", ForwarderRefusedData),
   event("workspace.diff", WorkspaceDiffData),
   event("workspace.overlap", WorkspaceOverlapData),
+  event("merge.queued", MergeQueuedData),
+  event("merge.merged", MergeMergedData),
+  event("merge.failed", MergeFailedData),
   event("budget.set", BudgetSetData),
   event("budget.breached", BudgetBreachedData),
   event("human.asked", HumanAskedData),

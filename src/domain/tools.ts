@@ -53,6 +53,12 @@ export const SpawnAgentArgs = Schema.Struct({
         "A relative subdirectory of your workspace (e.g. \"team-a\"): the child gets its own workspace rooted there (created if absent; shared with a sibling that asked for the same one). Absent/null: the child shares your workspace."
     })
   ),
+  workspace: Schema.optional(
+    Schema.Literal("shared", "branch").annotations({
+      description:
+        "shared: the child works in your workspace (see your changes at once; good for small tasks and reviewers). branch (only when your workspace was made from a git repository): the child gets its own clone on its own branch, forked from your branch now; when it answers you (or ends a turn with changes), its branch is merged into yours through your merge queue (a conflict or a failing check goes back to it). Use branch for parallel coders touching the same files. Absent: the daemon's default (workspaces.spawnMode, shared unless changed)."
+    })
+  ),
   provider: Schema.optional(
     Schema.NullOr(Schema.String).annotations({
       description:

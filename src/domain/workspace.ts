@@ -59,5 +59,12 @@ export class WorkspaceSpec extends Schema.Class<WorkspaceSpec>("WorkspaceSpec")(
   repo: Schema.optionalWith(Schema.NullOr(RepoSource), { default: () => null }),
   /** Which hosts its sandboxes may reach through the daemon's egress proxy (docs/sandbox.md "Egress"). */
   egress: Schema.optionalWith(EgressPolicy, { default: () => noEgress }),
+  /**
+   * A branch child's workspace (`spawn_agent(workspace: "branch")`): the repository workspace it
+   * was forked from; its branch goes back there through the merge queue. Null otherwise.
+   */
+  fork_of: Schema.optionalWith(Schema.NullOr(WorkspaceId), { default: () => null }),
+  /** The check command the merge queue runs on a merged tree before the branch moves (`--check`); null: none. */
+  check: Schema.optionalWith(Schema.NullOr(Schema.String), { default: () => null }),
   created_at: Schema.String
 }) {}

@@ -477,6 +477,10 @@ const handlers: { readonly [E in LogEventName]: Handler<E> } = {
   "workspace.diff": ignore,
   "egress.request": ignore,
   "workspace.overlap": ignore,
+  // The merge queue reads its own items back (src/daemon/MergeQueue.ts).
+  "merge.queued": ignore,
+  "merge.merged": ignore,
+  "merge.failed": ignore,
   "budget.set": (acc, data) => {
     acc.budget = data
     acc.breach = null

@@ -365,6 +365,7 @@ const spawnSeed = (tree: AgentTree, sessions: ReadonlyArray<PlanSession>): Spawn
           instructions: d.instructions,
           role: d.role,
           workspace_subdir: d.workspace_subdir,
+          ...(d.workspace === undefined ? {} : { workspace: d.workspace }),
           provider: d.provider,
           budget: d.budget
         }

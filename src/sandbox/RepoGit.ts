@@ -62,6 +62,8 @@ export interface OpenedRepo {
   readonly commit: string
   readonly target: string | null
   readonly branch: string
+  /** Cloned from a parent workspace's history (a branch child): its branches are not copied. */
+  readonly fork?: boolean
 }
 
 /**
@@ -123,6 +125,28 @@ export const openRepo = (
   })
 
 /**
+ * A branch child's source: the parent workspace's history repository (the daemon's own, never
+ * agent-written config) at its branch's last recorded commit, on `substrat/<parent>/<child>`.
+ */
+export const openFork = (
+  executor: CommandExecutor.CommandExecutor,
+  args: { readonly id: string; readonly parent: { readonly id: string; readonly name: string | null; readonly root_path: string; readonly repo: { readonly branch: string } | null }; readonly gitDir: string; readonly child: string }
+) =>
+  Effect.gen(function*() {
+    const { id } = args
+    if (args.parent.repo === null) return yield* invalid(id, `workspace ${args.parent.id} was not made from a git repository`)
+    const git = (a: ReadonlyArray<string>, okCodes: ReadonlyArray<number> = [0]) =>
+      runGitAt(executor, cleanPlace(args.parent.root_path, args.gitDir), a, { okCodes, workspaceId: id })
+    const c = yield* git(["rev-parse", "--verify", "-q", `refs/heads/${args.parent.repo.branch}^{commit}`], [0, 1, 128])
+    if (c.code !== 0) return yield* invalid(id, `workspace ${args.parent.id} has no branch ${args.parent.repo.branch} yet`)
+    const branch = `substrat/${args.parent.name ?? args.parent.id}/${args.child}`
+    if ((yield* git(["check-ref-format", `refs/heads/${branch}`], [0, 1])).code !== 0 || args.child.startsWith("-")) {
+      return yield* invalid(id, `${branch} is not a valid branch name`)
+    }
+    return { top: args.gitDir, commit: c.stdout.trim(), target: args.parent.repo.branch, branch, fork: true } satisfies OpenedRepo
+  })
+
+/**
  * Clone `repo` into the (new, empty) `root` on its branch, then seed the daemon's history repo
  * `historyGitDir` from that fresh clone (so turn commits descend from the user's commit).
  */
@@ -139,6 +163,12 @@ export const cloneRepo = (
     for (
       const [k, v] of [["user.name", "substrat agent"], ["user.email", "agent@agents.substrat"], ["core.autocrlf", "false"], ["advice.detachedHead", "false"]] as const
     ) yield* inClone(["config", k, v])
+    if (repo.fork === true) {
+      // The parent's branch (substrat/<parent>) would block substrat/<parent>/<child>.
+      yield* inClone(["checkout", "-q", "--detach", repo.commit])
+      const heads = (yield* inClone(["for-each-ref", "--format=%(refname)", "refs/heads"])).stdout.split("\n").filter((l) => l !== "")
+      for (const h of heads) yield* inClone(["update-ref", "-d", h])
+    }
     yield* inClone(["checkout", "-q", "-b", repo.branch, repo.commit])
     const inHistory = (a: ReadonlyArray<string>, okCodes: ReadonlyArray<number> = [0]) =>
       runGitAt(executor, cleanPlace(root, args.historyGitDir), a, { workspaceId: id, okCodes })

@@ -65,6 +65,13 @@ const turnRef = (turnId: string) => `refs/substrat/turns/${turnId}`
 /** A turn whose commits are more than one (the agent's own commits, then the daemon's): where it started. */
 const baseRef = (turnId: string) => `refs/substrat/bases/${turnId}`
 const agentHeadRef = "refs/substrat/agent-head"
+/** Set (to the merge commit) from just before a merge queue moves the branch until the clone has its files. */
+export const MERGE_PENDING = "refs/substrat/merge-pending"
+
+export type HistoryGit = (
+  args: ReadonlyArray<string>,
+  opts?: { input?: string; env?: Record<string, string>; okCodes?: ReadonlyArray<number> }
+) => Effect.Effect<{ code: number; stdout: string; stderr: string }, WorkspaceHistoryError>
 
 export interface PatchFile {
   readonly name: string
@@ -146,7 +153,7 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
 
     /** A repository workspace: its branch to the user's repository (a failure is logged; the next turn publishes it). */
     const publish = (id: WorkspaceId, loc: HistoryLocation) =>
-      loc.repo === null
+      loc.repo === null || loc.fork_of !== null
         ? Effect.void
         : publishBranch(executor, { id, top: loc.repo.path, historyGitDir: loc.gitDir, branch: loc.repo.branch }).pipe(
           Effect.catchAllCause((c) => Effect.logWarning(`workspace ${id}: ${loc.repo?.branch} not published`, c))
@@ -180,6 +187,13 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
             ? whole
             : turn.paths.map((p) => `:(top,literal)${loc.prefix === "" ? p : `${loc.prefix}/${p}`}`)
           if (scope.length === 0) return { commit: null, paths: [] } satisfies TurnCommit
+          // A merge moved the branch but its files are not in the clone yet (src/daemon/MergeQueue.ts):
+          // recording now would undo it, so the changes wait for a later record. (A loose ref the
+          // queue writes and deletes while it holds this repository: no git process per turn.)
+          if (yield* fs.exists(`${loc.gitDir}/${MERGE_PENDING}`).pipe(Effect.orElseSucceed(() => false))) {
+            yield* Effect.logWarning(`workspace ${id}: a merge is being finished; turn ${turn.turnId} is recorded later`)
+            return { commit: null, paths: [] } satisfies TurnCommit
+          }
           const wholeTree = loc.prefix === "" && turn.paths === undefined
           const wasClean = indexMatchesHead.delete(loc.gitDir)
           // A repository workspace: the agents' own commits of this turn (in the clone's .git) are
@@ -344,6 +358,8 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
     const repoOf = (id: WorkspaceId, loc: HistoryLocation) =>
       loc.repo === null || loc.prefix !== ""
         ? Effect.fail(new WorkspaceError({ workspace_id: id, reason: "invalid", message: `workspace ${id} was not made from a repository (workspace create --repo)` }))
+        : loc.fork_of !== null
+        ? Effect.fail(new WorkspaceError({ workspace_id: id, reason: "invalid", message: `workspace ${id} is a branch child's: its work goes to workspace ${loc.fork_of} through that workspace's merge queue (substrat workspace queue ${loc.fork_of})` }))
         : Effect.succeed(loc.repo)
 
     /**
@@ -382,7 +398,14 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
         }))
     })
 
-    return { commitTurn, onRecorded, diff, pendingChanges, changes, revert, log, merge, exportPatches } as const
+    /**
+     * Run `f` holding the workspace's history repository (no turn is recorded meanwhile), with git
+     * on it, and `publish` (its branch to the user's repository, when it is a repository workspace).
+     */
+    const exclusive = <A, E>(id: WorkspaceId, f: (loc: HistoryLocation, git: HistoryGit, publish: Effect.Effect<void>) => Effect.Effect<A, E>) =>
+      withRepo(id, (loc, git) => f(loc, git, publish(id, loc)))
+
+    return { commitTurn, onRecorded, diff, pendingChanges, changes, revert, log, merge, exportPatches, exclusive, locationOf } as const
   })
 }) {}
 

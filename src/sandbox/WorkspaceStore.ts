@@ -20,7 +20,7 @@ import { Durable } from "../storage/Durable.js"
 import { SandboxPathError, WorkspaceError } from "./errors.js"
 import { initHistory } from "./HistoryInit.js"
 import * as NoFollow from "./NoFollow.js"
-import { cloneRepo, openRepo } from "./RepoGit.js"
+import { cloneRepo, openFork, openRepo } from "./RepoGit.js"
 import { Sandbox } from "./Sandbox.js"
 import { runCollect, spawnScoped } from "./spawn.js"
 import { absolutePath, isWithin, linkRefusal, relativePath, relativeTo } from "./PathPolicy.js"
@@ -50,6 +50,14 @@ export interface CreateWorkspace {
    */
   readonly repo?: { readonly path: string; readonly ref?: string }
   /**
+   * Top-level only: a branch child's workspace — a clone of `parent`'s branch (a top-level
+   * repository workspace) at its last recorded commit, on `substrat/<parent name or id>/<child>`;
+   * limits, network, egress and check are the parent's.
+   */
+  readonly fork?: { readonly parent: WorkspaceId; readonly child: string }
+  /** Top-level only: the check command its merge queue runs (`--check`). */
+  readonly check?: string
+  /**
    * Hosts and presets its sandboxes may reach (docs/sandbox.md "Egress"), checked by the caller
    * (normaliseAllow). A child's must be allowed by its parent (`table`: the presets' hosts);
    * absent: none for a top-level workspace, the parent's for a child.
@@ -75,6 +83,8 @@ export interface HistoryLocation {
   readonly prefix: string
   /** The top-level ancestor's repository source (a repository workspace), else null. */
   readonly repo: RepoSource | null
+  /** A branch child's workspace: the workspace it merges back into; its branch is not published to the user's repository. */
+  readonly fork_of: WorkspaceId | null
 }
 
 const SPEC = "workspace.json"
@@ -237,11 +247,20 @@ export class WorkspaceStore extends Effect.Service<WorkspaceStore>()("substrat/W
       if (input.parent === undefined) {
         if (input.repo !== undefined && input.root !== undefined) return yield* wsError(id, "invalid", "a workspace is made from a repository or from an existing root, not both")
         const substratHome = yield* fs.realPath(paths.home).pipe(Effect.orElseSucceed(() => paths.home))
-        const opened = input.repo === undefined
-          ? null
-          : yield* openRepo(executor, fs, { id, path: input.repo.path, ref: input.repo.ref, name: name ?? id, home: substratHome }).pipe(
+        if (input.fork !== undefined && (input.repo !== undefined || input.root !== undefined)) return yield* wsError(id, "invalid", "a branch workspace is made from its parent only")
+        const forkParent = input.fork === undefined ? null : yield* get(input.fork.parent)
+        if (forkParent !== null && (forkParent.parent_id !== null || forkParent.repo === null)) {
+          return yield* wsError(id, "invalid", `workspace ${forkParent.id} was not made from a git repository: no branch workspaces under it`)
+        }
+        const opened = input.repo !== undefined
+          ? yield* openRepo(executor, fs, { id, path: input.repo.path, ref: input.repo.ref, name: name ?? id, home: substratHome }).pipe(
             Effect.catchTag("WorkspaceHistoryError", (e) => Effect.fail(wsError(id, "io", e.message)))
           )
+          : forkParent !== null && input.fork !== undefined
+          ? yield* openFork(executor, { id, parent: forkParent, gitDir: `${dirOf(forkParent.id)}/history.git`, child: input.fork.child }).pipe(
+            Effect.catchTag("WorkspaceHistoryError", (e) => Effect.fail(wsError(id, "io", e.message)))
+          )
+          : null
         const root = input.root === undefined ? `${dir}/root` : yield* existingRoot(input.root)
         yield* durable.mkdir(dir, 0o700).pipe(Effect.mapError(io(id)))
         if (input.root === undefined) {
@@ -280,12 +299,20 @@ export class WorkspaceStore extends Effect.Service<WorkspaceStore>()("substrat/W
           name,
           parent_id: null,
           root_path: root,
-          network_access: input.network_access ?? false,
+          network_access: forkParent?.network_access ?? input.network_access ?? false,
           symlinks: [],
-          limits: wantLimits,
+          limits: forkParent?.limits ?? wantLimits,
           default_for: input.default_for ?? null,
-          repo: opened === null ? null : new RepoSource({ path: opened.top, branch: opened.branch, base: opened.commit, target: opened.target }),
-          egress: input.egress === undefined ? noEgress : new EgressPolicy({ ...noEgress, hosts: input.egress.hosts, presets: input.egress.presets }),
+          repo: opened === null
+            ? null
+            : new RepoSource({ path: forkParent?.repo?.path ?? opened.top, branch: opened.branch, base: opened.commit, target: opened.target }),
+          egress: forkParent !== null
+            ? forkParent.egress
+            : input.egress === undefined
+            ? noEgress
+            : new EgressPolicy({ ...noEgress, hosts: input.egress.hosts, presets: input.egress.presets }),
+          fork_of: forkParent?.id ?? null,
+          check: input.check ?? forkParent?.check ?? null,
           created_at: now
         })
         yield* write(spec)
@@ -410,7 +437,8 @@ export class WorkspaceStore extends Effect.Service<WorkspaceStore>()("substrat/W
         gitDir: `${dirOf(spec.id)}/history.git`,
         topRoot: spec.root_path,
         prefix: relativeTo(spec.root_path, self.root_path),
-        repo: spec.repo
+        repo: spec.repo,
+        fork_of: spec.fork_of
       }
       return loc
     })

@@ -97,7 +97,9 @@ describe("tool catalog (MCP) vs ToolHandler", () => {
     const spawn = inputJsonSchema("spawn_agent")
     expect(spawn.required).toEqual(["name", "instructions"])
     const props = spawn.properties as Record<string, { readonly description?: string }>
-    expect(Object.keys(props).sort()).toEqual(["budget_tokens", "budget_turns", "budget_usd", "instructions", "name", "provider", "role", "workspace_subdir"])
+    expect(Object.keys(props).sort()).toEqual(["budget_tokens", "budget_turns", "budget_usd", "instructions", "name", "provider", "role", "workspace", "workspace_subdir"])
+    expect(props["workspace"]!.description).toMatch(/branch/)
+    expect(Either.isLeft(catalogDecode("spawn_agent", { name: "kid", instructions: "x", workspace: "fork" }))).toBe(true)
     expect(props["workspace_subdir"]!.description).not.toMatch(/reserved|not applied/i)
     expect(props["workspace_subdir"]!.description).toMatch(/own workspace/)
     expect(props["provider"]!.description).toMatch(/codex/)

@@ -59,7 +59,7 @@ const runtimeFor = (home: string) => {
   const base = Layer.mergeAll(Durable.layer, SubstratPaths.layer(home))
   const storage = Layer.mergeAll(EventLog.layerFile, SessionStore.layerFile).pipe(Layer.provideMerge(base))
   const store = WorkspaceStore.Default.pipe(Layer.provide(Layer.mergeAll(WorkspaceInUse.layer, NodeContext.layer)))
-  const workspaces = Layer.mergeAll(WorkspaceTurnHook.layer, ChildWorkspacesLive.layer).pipe(
+  const workspaces = Layer.mergeAll(WorkspaceTurnHook.layer, ChildWorkspacesLive.layer()).pipe(
     Layer.provideMerge(WorkspaceHistory.Default),
     Layer.provideMerge(store),
     Layer.provide(NodeContext.layer)

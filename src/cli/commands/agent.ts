@@ -11,7 +11,7 @@ import type { InboxItem } from "../../domain/budget.js"
 import type * as RpcClient from "@effect/rpc/RpcClient"
 import { wantsColor } from "../Help.js"
 import { call, CliError, following, fromRpcError, withClient } from "../Client.js"
-import { allowFields, allowHosts, allowPresets, home, json, pathsOf, quiet, raw, refOption, repoOption, repoPayload } from "../Common.js"
+import { allowFields, allowHosts, allowPresets, home, json, pathsOf, quiet, raw, refOption, checkOption, checkPayload, repoOption, repoPayload } from "../Common.js"
 import { budgetOptions, budgetPatch } from "./budget.js"
 import { capsPatch, quotaOptions, quotaPatch } from "./caps.js"
 import { printJson, renderInspect, renderSent, renderTree } from "../Output.js"
@@ -53,6 +53,7 @@ const createCommand = Command.make("create", {
   ),
   repo: repoOption,
   ref: refOption,
+  check: checkOption,
   allowHosts,
   allowPresets,
   ...budgetOptions("budget-"),
@@ -84,6 +85,7 @@ const createCommand = Command.make("create", {
         ...opt(o.role, "role"),
         ...opt(o.workspace, "workspace_id"),
         ...repo,
+        ...checkPayload(o.check),
         ...allowFields(o.allowHosts, o.allowPresets),
         ...(Object.keys(budget).length > 0 ? { budget } : {}),
         ...(Object.keys(caps).length > 0 ? { caps } : {})

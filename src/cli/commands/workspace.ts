@@ -6,7 +6,7 @@ import { join, resolve } from "node:path"
 import { TurnRef, WorkspaceRef } from "../../protocol/admin/common.js"
 import { WorkspaceGroup } from "../../protocol/admin/workspace.js"
 import { call, CliError, withClient } from "../Client.js"
-import { allowFields, allowHosts, allowPresets, home, json, pathsOf, quiet, refOption, repoOption, repoPayload } from "../Common.js"
+import { allowFields, allowHosts, allowPresets, checkOption, checkPayload, home, json, pathsOf, quiet, refOption, repoOption, repoPayload } from "../Common.js"
 import { suggest } from "../Exit.js"
 import { shellIn, workspaceById } from "../Shell.js"
 import { printJson, renderWorkspaces, table } from "../Output.js"
@@ -29,6 +29,7 @@ const createCommand = Command.make("create", {
   name: Options.text("name").pipe(Options.withDescription("A label"), Options.optional),
   repo: repoOption,
   ref: refOption,
+  check: checkOption,
   network: Options.boolean("network").pipe(
     Options.withDescription("UNSAFE: the sandbox shares the host's network (any host, any port, the host's own services); prefer --allow / --allow-host")
   ),
@@ -47,6 +48,7 @@ const createCommand = Command.make("create", {
         ...Option.match(o.name, { onNone: () => ({}), onSome: (name) => ({ name }) }),
         network: o.network,
         ...repo,
+        ...checkPayload(o.check),
         ...allowFields(o.allowHosts, o.allowPresets)
       })))
     if (o.json) return yield* printJson(w)
@@ -305,9 +307,28 @@ const exportCommand = Command.make("export", {
     examples: ["substrat workspace export <workspace> --patch ./patches   # then, in your repository: git am ./patches/*.patch"]
   })))
 
+const queueCommand = Command.make("queue", { home, json, workspace: workspaceArg }, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    const r = yield* withClient(WorkspaceGroup, socket, (c) => call(socket, c.workspace.queue({ workspace: o.workspace })))
+    if (o.json) return yield* printJson(r)
+    const lines = [`merge queue of ${r.workspace}${r.check === null ? " (no check)" : ` (check: ${r.check})`}`]
+    lines.push(r.items.length === 0 ? "nothing waiting" : table([["STATE", "AGENT", "BRANCH", "HEAD", "QUEUED"], ...r.items.map((i) => [i.state, i.agent, i.branch, i.head.slice(0, 12), i.queued_at])]))
+    if (r.recent.length > 0) {
+      lines.push("recent:")
+      lines.push(table([["OUTCOME", "AGENT", "COMMIT", "PATHS", "AT"], ...r.recent.map((d) => [d.outcome, d.agent, d.commit?.slice(0, 12) ?? "-", d.paths.join(",") || "-", d.at])]))
+    }
+    yield* Console.log(lines.join("\n"))
+  })).pipe(Command.withDescription(describe("Show a repository workspace's merge queue: branch children's branches waiting to merge, and recent outcomes", {
+    details: [
+      "A child spawned with spawn_agent(workspace: \"branch\") works on its own branch; each of its turns that records changes queues that branch. One at a time, while no turn runs in the workspace, it is merged onto the workspace's branch, the --check command (if any) runs on the result, and the branch moves only when both pass. A conflict or failing check goes back to the child."
+    ],
+    examples: ["substrat workspace queue <workspace>"]
+  })))
+
 export const workspaceCommand = Command.make("workspace").pipe(
   Command.withDescription(describe("Manage sandbox workspaces and their history", {
     examples: ["substrat workspace create --name web", "substrat workspace log <workspace>"]
   })),
-  Command.withSubcommands([createCommand, listCommand, inspectCommand, egressCommand("allow"), egressCommand("deny"), linkCommand, deleteCommand, diffCommand, revertCommand, logCommand, mergeCommand, exportCommand, shellCommand])
+  Command.withSubcommands([createCommand, listCommand, inspectCommand, egressCommand("allow"), egressCommand("deny"), linkCommand, deleteCommand, diffCommand, revertCommand, logCommand, mergeCommand, queueCommand, exportCommand, shellCommand])
 )

@@ -15,7 +15,7 @@ import { makeInspect } from "./Inspect.js"
 import { makeMessageHandlers } from "./Messages.js"
 import { handlersOf, served } from "./Middleware.js"
 import { makeOutputHandlers } from "./Output.js"
-import { makeEgressRequests } from "./Shared.js"
+import { checkWithRepo, makeEgressRequests } from "./Shared.js"
 
 export const AgentHandlers = served(AgentGroup, Effect.gen(function*() {
   const orchestrator = yield* Orchestrator
@@ -40,6 +40,7 @@ export const AgentHandlers = served(AgentGroup, Effect.gen(function*() {
         return yield* new InvalidInput({ field: "repo", message: "give a workspace or a repository (--repo), not both" })
       }
       if (p.ref !== undefined && p.repo === undefined) return yield* new InvalidInput({ field: "ref", message: "--ref goes with --repo" })
+      if (p.check !== undefined) yield* checkWithRepo(p.check, p.repo)
       const name = p.name ?? `agent-${Math.random().toString(16).slice(2, 6)}`
       const allow = yield* egress.asked(p.allow_hosts, p.allow_presets)
       const allows = allow.hosts.length > 0 || allow.presets.length > 0
@@ -48,7 +49,12 @@ export const AgentHandlers = served(AgentGroup, Effect.gen(function*() {
       const repo = p.repo
       const repoWs = repo === undefined ? undefined : yield* Effect.gen(function*() {
         const taken = (yield* workspaces.list()).some((w) => w.name === name)
-        return yield* workspaces.create({ name: taken ? null : name, default_for: name, repo: { path: repo, ...(p.ref === undefined ? {} : { ref: p.ref }) } })
+        return yield* workspaces.create({
+          name: taken ? null : name,
+          default_for: name,
+          repo: { path: repo, ...(p.ref === undefined ? {} : { ref: p.ref }) },
+          ...(p.check === undefined ? {} : { check: p.check })
+        })
       })
       const workspace_id = repoWs !== undefined ? repoWs.id : p.workspace_id === undefined ? undefined : yield* resolver.workspaceId(p.workspace_id)
       if (workspace_id !== undefined && allows) yield* egress.withinParent(workspace_id, allow)

@@ -120,3 +120,9 @@ export const makeEgressRequests = Effect.gen(function*() {
 
   return { asked, withinParent, allowIn, presets: egress.presets } as const
 })
+
+/** `--check` is a repository workspace's merge queue's (src/daemon/MergeQueue.ts). */
+export const checkWithRepo = (check: string, repo: string | undefined) =>
+  repo === undefined || check.trim() === ""
+    ? Effect.fail(new InvalidInputError({ field: "check", message: check.trim() === "" ? "--check: an empty command" : "--check goes with --repo (the merge queue of a repository workspace)" }))
+    : Effect.succeed(check)

@@ -1,6 +1,6 @@
 // Handlers of the `workspace.*` methods (src/protocol/admin/workspace.ts): thin adapters to the
 // WorkspaceStore and WorkspaceHistory; egress allow/deny through the workspace's policy.
-import { Effect, Either } from "effect"
+import { Effect, Either, Option } from "effect"
 import { Orchestrator } from "../../agent/Orchestrator.js"
 import { EgressPolicy } from "../../domain/egress.js"
 import { InvalidInputError } from "../../domain/errors.js"
@@ -8,9 +8,12 @@ import { newTurnId, type WorkspaceId } from "../../domain/ids.js"
 import { WorkspaceHistory } from "../../sandbox/WorkspaceHistory.js"
 import { WorkspaceStore } from "../../sandbox/WorkspaceStore.js"
 import { makeResolver } from "../Resolver.js"
+import { MergeQueue } from "../MergeQueue.js"
+import { syncClone } from "../../sandbox/CloneSync.js"
+import { Sandbox } from "../../sandbox/Sandbox.js"
 import { WorkspaceGroup } from "../../protocol/AdminRpcs.js"
 import { handlersOf, served } from "./Middleware.js"
-import { makeEgressRequests } from "./Shared.js"
+import { checkWithRepo, makeEgressRequests } from "./Shared.js"
 
 /** A workspace and every workspace below it. */
 const withDescendants = (id: WorkspaceId, all: ReadonlyArray<{ readonly id: WorkspaceId; readonly parent_id: WorkspaceId | null }>) => {
@@ -34,7 +37,17 @@ export const WorkspaceHandlers = served(WorkspaceGroup, Effect.gen(function*() {
   const resolver = yield* makeResolver
   const egress = yield* makeEgressRequests
 
+  const queue = yield* MergeQueue
+  const sandbox = yield* Effect.serviceOption(Sandbox)
+
   return handlersOf(WorkspaceGroup)({
+    "workspace.queue": (p) =>
+      Effect.gen(function*() {
+        const ws = yield* resolver.workspaceId(p.workspace)
+        const spec = yield* workspaces.get(ws)
+        return { workspace: ws, check: spec.check, ...queue.view(ws) }
+      }),
+
     "workspace.create": (p) =>
       Effect.gen(function*() {
         const parent = p.parent === undefined ? undefined : yield* resolver.workspaceId(p.parent)
@@ -45,6 +58,7 @@ export const WorkspaceHandlers = served(WorkspaceGroup, Effect.gen(function*() {
           ...(parent === undefined ? {} : { parent }),
           ...(p.network === undefined ? {} : { network_access: p.network }),
           ...(p.repo === undefined ? {} : { repo: { path: p.repo, ...(p.ref === undefined ? {} : { ref: p.ref }) } }),
+          ...(p.check === undefined ? {} : { check: yield* checkWithRepo(p.check, p.repo) }),
           ...(given ? { egress: { ...allow, table: egress.presets } } : {})
         })
       }),
@@ -139,6 +153,11 @@ export const WorkspaceHandlers = served(WorkspaceGroup, Effect.gen(function*() {
         const ws = yield* resolver.workspaceId(p.workspace)
         const turn = yield* resolver.turn(ws, p.turn)
         const r = yield* history.revert(ws, turn, { agent: "USER" })
+        // The revert's commit is in the history; a repository workspace's clone follows now.
+        if (r.commit !== null && Option.isSome(sandbox)) {
+          const loc = yield* workspaces.historyLocation(ws)
+          if (loc.repo !== null) yield* syncClone(loc).pipe(Effect.provideService(Sandbox, sandbox.value))
+        }
         return { workspace: ws, turn, commit: r.commit, paths: r.paths }
       }),
 

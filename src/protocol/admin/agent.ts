@@ -7,7 +7,7 @@ import { TreeCaps } from "../../domain/caps.js"
 import { AgentId, MessageId } from "../../domain/ids.js"
 import { AgentBrief, AgentInspection } from "../../domain/inspection.js"
 import { QuotaView } from "../../domain/quota.js"
-import { AdminMiddleware, AgentRef, BudgetPatch, EgressHosts, EgressPresets, MessageText, Mutation, RpcError, Traced, WorkspaceRef } from "./common.js"
+import { AdminMiddleware, AgentRef, BudgetPatch, CheckCommand, EgressHosts, EgressPresets, MessageText, Mutation, RpcError, Traced, WorkspaceRef } from "./common.js"
 import { SessionInfo } from "./session.js"
 
 const decodeAgentNode = ParseResult.decodeUnknown(AgentNode)
@@ -101,6 +101,8 @@ export class AgentCreateRpc extends Rpc.make("agent.create", {
     repo: Schema.optional(Schema.String),
     /** With `repo`: the branch or commit to start from (default the repository's HEAD). */
     ref: Schema.optional(Schema.String),
+    /** With `repo`: the check its merge queue runs (`workspace create --check`). */
+    check: Schema.optional(CheckCommand),
     /** The new root's subtree budget (docs/budgets.md). */
     budget: Schema.optional(BudgetPatch),
     /** The new tree's own caps (docs/budgets.md, "Caps"); absent/null fields: the config's. */

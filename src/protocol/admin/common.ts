@@ -100,3 +100,6 @@ export type BudgetPatch = typeof BudgetPatch.Type
 export const EgressHosts = Schema.Array(Schema.String.pipe(Schema.maxLength(300))).pipe(Schema.maxItems(100))
 /** Egress preset names (`npm`, `pypi`, `crates`, `go`, `github`; the configuration's). */
 export const EgressPresets = Schema.Array(Schema.String.pipe(Schema.maxLength(64))).pipe(Schema.maxItems(20))
+
+/** A merge queue's check command (`--check`): run with `sh -c` in a sandbox. */
+export const CheckCommand = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(4096))

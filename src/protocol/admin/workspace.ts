@@ -4,7 +4,7 @@ import * as RpcGroup from "@effect/rpc/RpcGroup"
 import { Schema } from "effect"
 import { TurnId, WorkspaceId } from "../../domain/ids.js"
 import { BindMode, WorkspaceSpec } from "../../domain/workspace.js"
-import { AdminMiddleware, EgressHosts, EgressPresets, Mutation, RpcError, TurnRef, WorkspaceRef } from "./common.js"
+import { AdminMiddleware, CheckCommand, EgressHosts, EgressPresets, Mutation, RpcError, TurnRef, WorkspaceRef } from "./common.js"
 
 export class WorkspaceCreateRpc extends Rpc.make("workspace.create", {
   payload: {
@@ -15,6 +15,8 @@ export class WorkspaceCreateRpc extends Rpc.make("workspace.create", {
     repo: Schema.optional(Schema.String),
     /** With `repo`: the branch or commit to start from (default the repository's HEAD). */
     ref: Schema.optional(Schema.String),
+    /** With `repo`: the check its merge queue runs on a merged tree before the branch moves (`sh -c`, sandboxed). */
+    check: Schema.optional(CheckCommand),
     /** Egress host patterns (`host`, `*.domain`, optionally `:port`) and presets (docs/sandbox.md "Egress"). */
     allow_hosts: Schema.optional(EgressHosts),
     allow_presets: Schema.optional(EgressPresets)
@@ -159,6 +161,35 @@ export class WorkspaceExportRpc extends Rpc.make("workspace.export", {
   error: RpcError
 }) {}
 
+/** A repository workspace's merge queue: what waits (the one merging first) and recent outcomes. */
+export class WorkspaceQueueRpc extends Rpc.make("workspace.queue", {
+  payload: { workspace: WorkspaceRef },
+  success: Schema.Struct({
+    workspace: WorkspaceId,
+    check: Schema.NullOr(Schema.String),
+    items: Schema.Array(Schema.Struct({
+      item_id: Schema.String,
+      from_workspace: WorkspaceId,
+      branch: Schema.String,
+      agent_id: Schema.String,
+      agent: Schema.String,
+      head: Schema.String,
+      queued_at: Schema.String,
+      state: Schema.Literal("queued", "merging")
+    })),
+    recent: Schema.Array(Schema.Struct({
+      item_id: Schema.String,
+      agent: Schema.String,
+      branch: Schema.String,
+      outcome: Schema.Literal("merged", "conflict", "check", "error"),
+      commit: Schema.NullOr(Schema.String),
+      paths: Schema.Array(Schema.String),
+      at: Schema.String
+    }))
+  }),
+  error: RpcError
+}) {}
+
 export const WorkspaceGroup = RpcGroup.make(
   WorkspaceCreateRpc.annotate(Mutation, true),
   WorkspaceListRpc,
@@ -171,5 +202,6 @@ export const WorkspaceGroup = RpcGroup.make(
   WorkspaceMergeRpc.annotate(Mutation, true),
   WorkspaceExportRpc,
   WorkspaceAllowRpc.annotate(Mutation, true),
-  WorkspaceDenyRpc.annotate(Mutation, true)
+  WorkspaceDenyRpc.annotate(Mutation, true),
+  WorkspaceQueueRpc
 ).middleware(AdminMiddleware)

@@ -1,0 +1,356 @@
+// The merge queue of repository workspaces (docs/sandbox.md, "Branch children and the merge
+// queue"). A branch child (`spawn_agent(workspace: "branch")`) works in its own clone; every turn
+// of it that records changes puts its branch in its parent workspace's queue (`merge.queued` in
+// the parent agent's log: the durable record). One item at a time, and only while no agent has a
+// turn running in the parent's workspace, the worker, holding the parent's history repository:
+//   1. fetches the child's branch from the child's history repository (the daemon's own);
+//   2. merges it onto the parent's branch with `git merge-tree` (objects only) — a conflict stops
+//      here, its paths go to the child with the parent's branch put in its clone as `parent/head`;
+//   3. runs the workspace's check (`--check`) on the merged tree, checked out into a scratch
+//      directory, in a sandbox with the workspace's limits and network (timeout
+//      `workspaces.mergeCheckTimeoutSeconds`) — a failure sends the output's tail to the child;
+//   4. sets `refs/substrat/merge-pending`, moves the branch (compare-and-swap: the commit point),
+//      brings the parent's clone to it inside the sandbox (`git reset --keep`), clears the marker
+//      and publishes the branch to the user's repository; `merge.merged` is logged and the parent
+//      gets a SYSTEM note with the commit and paths.
+// While the marker is set no turn is recorded in that workspace (WorkspaceHistory.commitTurn), so
+// a kill -9 at any step leaves the branch at the old or the new head; after a restart the open
+// items (queued, never merged or failed) are read back from the logs and retried: an item whose
+// branch is already in the parent's is finished (clone, publish, event) and reported once.
+import * as CommandExecutor from "@effect/platform/CommandExecutor"
+import * as FileSystem from "@effect/platform/FileSystem"
+import { Effect, Option, Queue, Stream } from "effect"
+import { randomUUID } from "node:crypto"
+import { dirname } from "node:path"
+import { Delivery } from "../agent/Delivery.js"
+import { Tree } from "../agent/Tree.js"
+import { Turns } from "../agent/Turns.js"
+import { makeEvent } from "../domain/events.js"
+import type { AgentId, SessionId, WorkspaceId } from "../domain/ids.js"
+import { noLimits, ResourceLimits, type WorkspaceSpec } from "../domain/workspace.js"
+import { fetchParentInto, syncCloneChecked } from "../sandbox/CloneSync.js"
+import { Sandbox } from "../sandbox/Sandbox.js"
+import { runCollect, spawnScoped } from "../sandbox/spawn.js"
+import { type HistoryGit, MERGE_PENDING, WorkspaceHistory } from "../sandbox/WorkspaceHistory.js"
+import { WorkspaceStore } from "../sandbox/WorkspaceStore.js"
+import { EventLog } from "../storage/EventLog.js"
+import { DaemonConfig } from "./Config.js"
+
+export interface QueueItem {
+  readonly item_id: string
+  readonly workspace_id: WorkspaceId
+  readonly from_workspace: WorkspaceId
+  readonly branch: string
+  readonly agent_id: AgentId
+  readonly agent: string
+  readonly head: string
+  readonly parent_session: SessionId
+  readonly parent_agent: AgentId
+  readonly queued_at: string
+  state: "queued" | "merging"
+}
+
+export interface QueueOutcome {
+  readonly item_id: string
+  readonly agent: string
+  readonly branch: string
+  readonly outcome: "merged" | "conflict" | "check" | "error"
+  readonly commit: string | null
+  readonly paths: ReadonlyArray<string>
+  readonly at: string
+}
+
+type Result =
+  | { readonly _tag: "merged"; readonly commit: string; readonly previous: string; readonly ff: boolean; readonly paths: ReadonlyArray<string>; readonly checked: boolean; readonly parentBranch: string }
+  | { readonly _tag: "failed"; readonly reason: "conflict" | "check" | "error"; readonly paths: ReadonlyArray<string>; readonly output: string; readonly parentBranch: string; readonly gitDir: string }
+
+const TAIL = 2000
+const tail = (s: string) => (s.length > TAIL ? `…${s.slice(-TAIL)}` : s)
+const queueRef = (item: string) => `refs/substrat/queue/${item}`
+
+export class MergeQueue extends Effect.Service<MergeQueue>()("substrat/MergeQueue", {
+  scoped: Effect.gen(function*() {
+    const history = yield* WorkspaceHistory
+    const store = yield* WorkspaceStore
+    const tree = yield* Tree
+    const turns = yield* Turns
+    const delivery = yield* Delivery
+    const log = yield* EventLog
+    const executor = yield* CommandExecutor.CommandExecutor
+    const fs = yield* FileSystem.FileSystem
+    const sandbox = yield* Effect.serviceOption(Sandbox)
+    const config = yield* Effect.serviceOption(DaemonConfig)
+    const checkTimeout = Option.match(config, { onNone: () => 600, onSome: (c) => c.workspaces.mergeCheckTimeoutSeconds })
+    const moveDelay = Option.match(config, { onNone: () => 0, onSome: (c) => c.workspaces.mergeMoveDelayMs })
+
+    const items: Array<QueueItem> = []
+    const recent = new Map<WorkspaceId, Array<QueueOutcome>>()
+    const wake = yield* Queue.sliding<null>(1)
+
+    const tell = (to: AgentId, text: string) =>
+      delivery.deliver(delivery.envelope({ sender: "SYSTEM", recipient: to, kind: "notification", text })).pipe(
+        Effect.catchAll((e) => Effect.logWarning(`merge queue note to ${to} not delivered: ${e.message}`)),
+        Effect.asVoid
+      )
+
+    const headOf = (ws: WorkspaceId) =>
+      history.exclusive(ws, (_loc, git) => Effect.map(git(["rev-parse", "HEAD"]), (r) => r.stdout.trim()))
+
+    /** Put a branch child's workspace in its parent's queue (one waiting item per child: it takes the latest head). */
+    const enqueue = (childWs: WorkspaceId, childAgent: AgentId) =>
+      Effect.gen(function*() {
+        const loc = yield* history.locationOf(childWs)
+        if (loc.fork_of === null || loc.repo === null || loc.prefix !== "") return
+        const child = tree.current().get(childAgent)
+        if (child === undefined || child.parent_id === null) return
+        const parent = tree.current().get(child.parent_id)
+        if (parent === undefined) return
+        if (items.some((i) => i.from_workspace === childWs && i.state === "queued")) return
+        const item: QueueItem = {
+          item_id: randomUUID(),
+          workspace_id: loc.fork_of,
+          from_workspace: childWs,
+          branch: loc.repo.branch,
+          agent_id: child.id,
+          agent: child.name,
+          head: yield* headOf(childWs),
+          parent_session: parent.session_id,
+          parent_agent: parent.id,
+          queued_at: new Date().toISOString(),
+          state: "queued"
+        }
+        yield* log.append(parent.session_id, makeEvent("merge.queued", {
+          item_id: item.item_id,
+          workspace_id: item.workspace_id,
+          from_workspace: childWs,
+          branch: item.branch,
+          agent_id: child.id,
+          agent: child.name,
+          head: item.head
+        }))
+        items.push(item)
+        yield* wake.offer(null)
+      })
+
+    /** Does an agent have a turn running in `ws`? */
+    const busy = (ws: WorkspaceId) => turns.runningAgents().some((a) => tree.current().get(a)?.workspace_id === ws)
+
+    /** Check out `commit` into a scratch directory and run the check there, sandboxed. Null: passed; else the output's tail. */
+    const runCheck = (spec: WorkspaceSpec, git: HistoryGit, gitDir: string, commit: string, item: string) =>
+      Effect.gen(function*() {
+        const check = spec.check
+        if (check === null) return null
+        if (Option.isNone(sandbox)) return "no sandbox to run the check in"
+        const dir = `${dirname(gitDir)}/check-${item}`
+        const index = `${gitDir}/index.check-${item}`
+        return yield* Effect.gen(function*() {
+          yield* fs.remove(dir, { recursive: true }).pipe(Effect.ignore)
+          yield* fs.makeDirectory(dir, { mode: 0o755 })
+          yield* git(["read-tree", commit], { env: { GIT_INDEX_FILE: index } })
+          yield* git(["checkout-index", "-a", "-f", `--prefix=${dir}/`], { env: { GIT_INDEX_FILE: index } })
+          const owner = sandbox.value.owner
+          if (owner !== undefined && owner !== null) {
+            yield* runCollect(spawnScoped(executor, {
+              argv: ["chown", "-R", "-h", `${owner.uid}:${owner.gid}`, "--", dir],
+              env: { PATH: "/usr/bin:/bin" },
+              limits: noLimits,
+              graceMs: 1000
+            }))
+          }
+          const wall = Math.min(spec.limits.wall_clock_seconds ?? checkTimeout, checkTimeout)
+          const r = yield* sandbox.value.run({
+            workspace: { root_path: dir, network_access: spec.network_access, symlinks: spec.symlinks, limits: spec.limits },
+            limits: new ResourceLimits({ ...spec.limits, wall_clock_seconds: wall }),
+            command: ["sh", "-c", check]
+          }).pipe(
+            Effect.map((r) => (r.exit.code === 0 ? null : tail(`${r.stdout}${r.stderr}`.trimEnd() + `\n(exit ${r.exit.code ?? r.exit.signal})`))),
+            Effect.catchTag("LimitExceededError", (e) => Effect.succeed(`the check was stopped: ${e.message}`))
+          )
+          return r
+        }).pipe(
+          Effect.catchAll((e) => Effect.succeed(`the check could not run: ${"message" in e ? e.message : String(e)}`)),
+          Effect.ensuring(Effect.all([fs.remove(dir, { recursive: true }), fs.remove(index)], { mode: "either" }).pipe(Effect.ignore))
+        )
+      })
+
+    /** Bring the parent's clone to its branch and clear the marker (after a branch move). */
+    const finishMove = (git: HistoryGit, loc: Parameters<typeof syncCloneChecked>[0], publish: Effect.Effect<void>) =>
+      Effect.gen(function*() {
+        yield* git(["read-tree", "HEAD"])
+        const synced = Option.isNone(sandbox) ? true : yield* syncCloneChecked(loc, "files").pipe(Effect.provideService(Sandbox, sandbox.value))
+        yield* git(["update-index", "-q", "--refresh"], { okCodes: [0, 1] })
+        if (!synced) return false
+        yield* git(["update-ref", "-d", MERGE_PENDING])
+        yield* publish
+        return true
+      })
+
+    const mergeOne = (item: QueueItem) =>
+      Effect.gen(function*() {
+        const childLoc = yield* history.locationOf(item.from_workspace)
+        const spec = yield* store.get(item.workspace_id)
+        return yield* history.exclusive(item.workspace_id, (loc, git, publish) =>
+          Effect.gen(function*() {
+            const parentBranch = loc.repo?.branch ?? ""
+            const fail = (reason: "conflict" | "check" | "error", paths: ReadonlyArray<string>, output: string): Result => ({ _tag: "failed", reason, paths, output, parentBranch, gitDir: loc.gitDir })
+            if (loc.repo === null) return fail("error", [], `workspace ${item.workspace_id} is not a repository workspace`)
+            // A move a crash interrupted: finish it first.
+            if ((yield* git(["rev-parse", "--verify", "-q", MERGE_PENDING], { okCodes: [0, 1] })).code === 0) {
+              if (!(yield* finishMove(git, loc, publish))) return fail("error", [], "the workspace's clone could not be brought to the merged branch (a local change in the way?); retried with the next item")
+            }
+            const old = (yield* git(["rev-parse", "--verify", `refs/heads/${parentBranch}^{commit}`])).stdout.trim()
+            const fetched = yield* git([
+              "fetch", "-q", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules",
+              `file://${childLoc.gitDir}`, `+refs/heads/${item.branch}:${queueRef(item.item_id)}`
+            ], { okCodes: [0, 1, 128] })
+            if (fetched.code !== 0) return fail("error", [], `the branch ${item.branch} could not be read: ${fetched.stderr.trim()}`)
+            const theirs = (yield* git(["rev-parse", "--verify", `${queueRef(item.item_id)}^{commit}`])).stdout.trim()
+            const isAncestor = (a: string, b: string) => Effect.map(git(["merge-base", "--is-ancestor", a, b], { okCodes: [0, 1] }), (r) => r.code === 0)
+            const done = (r: Result) => Effect.as(git(["update-ref", "-d", queueRef(item.item_id)], { okCodes: [0, 1] }), r)
+            // Already in (a crash after the move, or nothing new): reported as merged, nothing moves.
+            if (yield* isAncestor(theirs, old)) return yield* done({ _tag: "merged", commit: old, previous: old, ff: true, paths: [], checked: false, parentBranch })
+            const ff = yield* isAncestor(old, theirs)
+            let next = theirs
+            if (!ff) {
+              const mt = yield* git(["merge-tree", "--write-tree", "--name-only", "--no-messages", old, theirs], { okCodes: [0, 1] })
+              const lines = mt.stdout.split("\n")
+              if (mt.code === 1) return yield* done(fail("conflict", [...new Set(lines.slice(1).map((l) => l.trim()).filter((l) => l.length > 0))], ""))
+              const message = `Merge ${item.branch} (${item.agent}) into ${parentBranch}\n\nSubstrat-Workspace: ${item.workspace_id}\nSubstrat-Agent: ${item.agent}\nSubstrat-Merge: ${item.item_id}\n`
+              next = (yield* git(["commit-tree", lines[0]!.trim(), "-p", old, "-p", theirs, "-F", "-"], { input: message })).stdout.trim()
+            }
+            const paths = (yield* git(["diff", "--name-only", "-z", "--no-renames", old, next])).stdout.split("\0").filter((p) => p.length > 0)
+            const checkFailed = yield* runCheck(spec, git, loc.gitDir, next, item.item_id)
+            if (checkFailed !== null) return yield* done(fail("check", [], checkFailed))
+            yield* git(["update-ref", MERGE_PENDING, next])
+            const moved = yield* git(["update-ref", "-m", `merge queue: ${item.branch}`, `refs/heads/${parentBranch}`, next, old], { okCodes: [0, 1, 128] })
+            if (moved.code !== 0) {
+              yield* git(["update-ref", "-d", MERGE_PENDING])
+              return yield* done(fail("error", [], `${parentBranch} moved meanwhile: ${moved.stderr.trim()}`))
+            }
+            if (moveDelay > 0) yield* Effect.sleep(moveDelay)
+            yield* finishMove(git, loc, publish)
+            return yield* done({ _tag: "merged", commit: next, previous: old, ff, paths, checked: spec.check !== null, parentBranch })
+          }))
+      })
+
+    const report = (item: QueueItem, r: Result) =>
+      Effect.gen(function*() {
+        const at = new Date().toISOString()
+        const list = recent.get(item.workspace_id) ?? []
+        list.push({ item_id: item.item_id, agent: item.agent, branch: item.branch, outcome: r._tag === "merged" ? "merged" : r.reason, commit: r._tag === "merged" ? r.commit : null, paths: r.paths, at })
+        recent.set(item.workspace_id, list.slice(-50))
+        if (r._tag === "merged") {
+          yield* log.append(item.parent_session, makeEvent("merge.merged", {
+            item_id: item.item_id,
+            workspace_id: item.workspace_id,
+            commit: r.commit,
+            previous: r.previous,
+            fast_forward: r.ff,
+            paths: r.paths,
+            checked: r.checked,
+            queued_ms: Math.max(0, Date.now() - Date.parse(item.queued_at))
+          }))
+          if (r.paths.length > 0) {
+            yield* tell(
+              item.parent_agent,
+              `Merged ${item.agent}'s branch (${item.branch}) into ${r.parentBranch}: commit ${r.commit.slice(0, 12)}${r.checked ? " (the check passed)" : ""}. Paths: ${r.paths.join(", ")}. Your workspace has these changes now.`
+            )
+          }
+          return
+        }
+        yield* log.append(item.parent_session, makeEvent("merge.failed", {
+          item_id: item.item_id,
+          workspace_id: item.workspace_id,
+          reason: r.reason,
+          paths: r.paths,
+          output: r.output
+        }))
+        if (!tree.current().has(item.agent_id)) return
+        if (r.reason === "conflict") {
+          const child = yield* store.get(item.from_workspace)
+          const err = Option.isNone(sandbox)
+            ? "no sandbox"
+            : yield* fetchParentInto(child.root_path, { gitDir: r.gitDir, branch: r.parentBranch }).pipe(Effect.provideService(Sandbox, sandbox.value))
+          yield* tell(
+            item.agent_id,
+            `Your branch (${item.branch}) was not merged into ${r.parentBranch}: it conflicts with what was merged there since you started, in ${r.paths.join(", ")}. ` +
+              (err === ""
+                ? `The parent's branch is in your clone as parent/head: run \`git merge parent/head\`, resolve the conflicts in those files, then \`git add\` them and \`git commit\` (the merge must be committed). Your next recorded turn puts your branch back in the queue.`
+                : `Ask your parent how to reconcile them (the parent's branch could not be put in your clone: ${err}).`)
+          )
+        } else if (r.reason === "check") {
+          yield* tell(item.agent_id, `Your branch (${item.branch}) was not merged into ${r.parentBranch}: the check failed. Its output ends with:\n${r.output}\nFix it; your next recorded turn puts your branch back in the queue.`)
+        } else {
+          yield* tell(item.parent_agent, `The merge of ${item.agent}'s branch (${item.branch}) failed: ${r.output}`)
+        }
+      }).pipe(Effect.catchAll((e) => Effect.logWarning(`merge queue: outcome of ${item.item_id} not reported: ${e.message}`)))
+
+    const process1 = (item: QueueItem) =>
+      Effect.gen(function*() {
+        // Only while nobody works in the parent's workspace.
+        for (let i = 0; busy(item.workspace_id); i++) yield* Effect.sleep(i < 20 ? 50 : 250)
+        item.state = "merging"
+        const r = yield* mergeOne(item).pipe(
+          Effect.catchAll((e) => Effect.succeed<Result>({ _tag: "failed", reason: "error", paths: [], output: e.message, parentBranch: "", gitDir: "" }))
+        )
+        yield* report(item, r)
+      }).pipe(
+        Effect.ensuring(Effect.sync(() => {
+          const i = items.indexOf(item)
+          if (i >= 0) items.splice(i, 1)
+        }))
+      )
+
+    // Open items of an earlier daemon run: queued in a live parent's log, never merged or failed.
+    const recover = Effect.gen(function*() {
+      const all = yield* store.list()
+      const parents = new Set(all.filter((w) => w.fork_of !== null).map((w) => w.fork_of))
+      for (const n of tree.current().nodes.values()) {
+        if (n.workspace_id === null || !parents.has(n.workspace_id)) continue
+        const open = new Map<string, QueueItem>()
+        yield* log.read(n.session_id).pipe(
+          Stream.runForEach((e) =>
+            Effect.sync(() => {
+              if (e.event === "merge.queued") {
+                const d = e.data
+                open.set(d.item_id, { ...d, parent_session: n.session_id, parent_agent: n.id, queued_at: e.ts, state: "queued" })
+              } else if (e.event === "merge.merged" || e.event === "merge.failed") open.delete(e.data.item_id)
+            })
+          )
+        )
+        for (const it of open.values()) items.push(it)
+      }
+      if (items.length > 0) yield* wake.offer(null)
+    }).pipe(Effect.catchAllCause((c) => Effect.logWarning("merge queue: open items not read back", c)))
+
+    yield* Effect.forkScoped(
+      Effect.forever(
+        Effect.gen(function*() {
+          yield* wake.take
+          for (let next = items.find((i) => i.state === "queued"); next !== undefined; next = items.find((i) => i.state === "queued")) {
+            yield* process1(next).pipe(Effect.catchAllCause((c) => Effect.logWarning("merge queue: an item failed", c)))
+          }
+        })
+      )
+    )
+
+    yield* history.onRecorded((r) =>
+      r.agentId === null
+        ? Effect.void
+        : enqueue(r.workspace, r.agentId).pipe(Effect.catchAllCause((c) => Effect.logWarning(`merge queue: ${r.workspace} not queued`, c)))
+    )
+
+    /** What waits in `ws`'s queue (the one merging first) and its recent outcomes (this daemon run). */
+    const view = (ws: WorkspaceId) => ({
+      items: items.filter((i) => i.workspace_id === ws).map(({ parent_session: _s, parent_agent: _a, ...rest }) => ({ ...rest })),
+      recent: [...(recent.get(ws) ?? [])].reverse()
+    })
+
+    /** After start-up recovery (the tree is back): read the open items back and go on. */
+    const resume = recover
+
+    return { view, resume } as const
+  })
+}) {}
+
+

@@ -1,0 +1,214 @@
+// requires: bwrap, git
+// Branch children and the merge queue through the real daemon (scripted agents; the test writes
+// the children's files during their turns, as their tools would):
+//   - two `branch` children edit the same function: the first merges; the second gets a SYSTEM
+//     message naming the file, merges `parent/head` in its clone and commits the resolution in its
+//     next turn, then merges; both reach substrat/<lead> in the user's repository;
+//   - a failing check blocks a merge and reaches the child with the output's tail; kill -9 during
+//     the check: after the restart the item is retried and reported once;
+//   - kill -9 after the branch moved but before the clone had the files: after the restart the
+//     branch is the merged head (never half), the clone gets the files, one merge.merged.
+import * as fs from "node:fs"
+import { join } from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { agentEvents, dataNamed } from "../e2e/support.js"
+import { gitIn, makeForeignRepo } from "../support/foreignRepo.js"
+import { makeTmpDir, removeDir } from "../support/tmp.js"
+import { type Agent, cli, cliJson, daemons, kill9, startDaemon, waitFor } from "./daemon.support.js"
+
+const owned = daemons()
+const dir = makeTmpDir("substrat-mq-")
+const home = join(dir, "home")
+const repo = join(dir, "repo")
+let pid = 0
+
+const child = (name: string) => ({ tool: "spawn_agent", args: { name, instructions: name, workspace: "branch" } })
+const work = (name: string) => ({ tool: "send_message", args: { recipient: name, text: "work", sync: true } })
+const book = {
+  lead: { steps: [{ tools: [child("c1"), child("c2"), work("c1"), work("c2")], text: "working" }], after: "silent" },
+  c1: { steps: [{ delay_ms: 5000, text: "c1 done" }], after: "silent" },
+  c2: { steps: [{ delay_ms: 12000, text: "c2 done" }, { delay_ms: 8000, text: "c2 fixed" }], after: "silent" },
+  lead2: { steps: [{ tools: [child("c3"), work("c3")], text: "working" }], after: "silent" },
+  c3: { steps: [{ delay_ms: 4000, text: "c3 done" }, { delay_ms: 4000, text: "c3 fixed" }], after: "silent" },
+  lead3: { steps: [{ tools: [child("c4"), work("c4")], text: "working" }], after: "silent" },
+  c4: { steps: [{ delay_ms: 3000, text: "c4 done" }], after: "silent" }
+}
+
+const figures: Record<string, number> = {}
+
+beforeAll(async () => {
+  fs.mkdirSync(join(home, "scripts"), { recursive: true })
+  fs.writeFileSync(join(home, "scripts", "mq.json"), JSON.stringify(book))
+  makeForeignRepo(repo)
+  pid = await startDaemon(home)
+  owned.track(pid)
+}, 60_000)
+
+afterAll(async () => {
+  await owned.killAll()
+  if (process.env["SUBSTRAT_FIGURES"] !== undefined) fs.writeFileSync(process.env["SUBSTRAT_FIGURES"], JSON.stringify(figures, null, 2) + "\n")
+  removeDir(dir)
+})
+
+type AgentWs = Agent & { readonly workspace_id: string | null }
+interface Ws {
+  readonly id: string
+  readonly name: string | null
+  readonly root_path: string
+  readonly fork_of: string | null
+  readonly repo: { readonly branch: string } | null
+}
+
+const agentNamed = (name: string) =>
+  waitFor(`${name} exists`, async () => (await cliJson<{ agents: ReadonlyArray<AgentWs> }>(home, ["agent", "list"])).agents.find((a) => a.name === name))
+const wsOf = async (a: AgentWs) => (await cliJson<{ workspaces: ReadonlyArray<Ws> }>(home, ["workspace", "list"])).workspaces.find((w) => w.id === a.workspace_id)!
+const turnStarts = (a: AgentWs) => dataNamed(agentEvents(home, a.session_id), "turn.start").length
+const events = (a: AgentWs, name: string) => dataNamed(agentEvents(home, a.session_id), name)
+const notesTo = (a: AgentWs) =>
+  agentEvents(home, a.session_id).filter((e) => e.event === "message.enqueued" && e.data["sender"] === "SYSTEM" && e.data["recipient"] === a.id).map((e) => String(e.data["payload"]))
+const timed = (a: AgentWs) => agentEvents(home, a.session_id) as unknown as ReadonlyArray<{ readonly event: string; readonly ts: string }>
+const tsOf = (a: AgentWs, name: string, nth = 0) => Date.parse(timed(a).filter((e) => e.event === name)[nth]!.ts)
+const edit = (root: string, from: string, to: string) => {
+  const f = join(root, "index.js")
+  const text = fs.readFileSync(f, "utf8")
+  expect(text).toContain(from)
+  fs.writeFileSync(f, text.replace(from, to))
+}
+const showUser = (ref: string, path: string) => gitIn(repo, ["show", `${ref}:${path}`])
+/** Files the test wrote into an agent's clone go back to the clone's owner. */
+const giveBack = (root: string) => {
+  const st = fs.statSync(root)
+  const walk = (p: string) => {
+    fs.lchownSync(p, st.uid, st.gid)
+    if (fs.lstatSync(p).isDirectory()) for (const n of fs.readdirSync(p)) walk(join(p, n))
+  }
+  walk(root)
+}
+
+describe("branch children and the merge queue", () => {
+  it("two branch children edit one function: the first merges, the second gets the conflict, resolves it and merges", async () => {
+    const lead = await cliJson<AgentWs>(home, ["agent", "create", "--name", "lead", "--provider", "scripted:mq", "--repo", repo])
+    const leadWs = await wsOf(lead)
+    expect((await cli(home, ["agent", "send", "lead", "go"])).code).toBe(0)
+    const c1 = await agentNamed("c1")
+    const c2 = await agentNamed("c2")
+    const w1 = await wsOf(c1)
+    const w2 = await wsOf(c2)
+    expect(w1.fork_of).toBe(leadWs.id)
+    expect(w1.repo?.branch).toBe("substrat/lead/c1")
+    expect(w2.repo?.branch).toBe("substrat/lead/c2")
+    expect(w1.root_path).not.toBe(leadWs.root_path)
+    await waitFor("c1's turn", () => turnStarts(c1) > 0 || undefined)
+    edit(w1.root_path, "function fmtShort(ms) {", "function fmtShort(ms) { // c1")
+    await waitFor("c2's turn", () => turnStarts(c2) > 0 || undefined)
+    edit(w2.root_path, "function fmtShort(ms) {", "function fmtShort(ms) { // c2")
+    fs.writeFileSync(join(w2.root_path, "c2.txt"), "from c2\n")
+
+    const merged1 = await waitFor("c1 merged", () => events(lead, "merge.merged")[0], 60_000)
+    expect(merged1["paths"]).toEqual(["index.js"])
+    expect(showUser("substrat/lead", "index.js")).toContain("// c1")
+    figures["reply_to_merged_ms_no_check"] = tsOf(lead, "merge.merged") - tsOf(c1, "turn.complete")
+    figures["queued_to_merged_ms_no_check"] = Number(merged1["queued_ms"])
+    // The lead's own clone has the merged file (not only its history).
+    await waitFor("the lead's clone has c1's change", () => fs.readFileSync(join(leadWs.root_path, "index.js"), "utf8").includes("// c1") || undefined)
+    expect(notesTo(lead).filter((n) => n.startsWith("Merged c1's branch"))).toHaveLength(1)
+
+    const failed = await waitFor("c2's conflict", () => events(lead, "merge.failed")[0], 60_000)
+    expect(failed).toMatchObject({ reason: "conflict", paths: ["index.js"] })
+    const told = await waitFor("c2 told", () => notesTo(c2).find((n) => n.includes("conflicts")))
+    expect(told).toMatch(/index\.js/)
+    expect(told).toMatch(/git merge parent\/head/)
+    // c2's next turn: it merges its parent's branch and commits the resolution.
+    await waitFor("c2's second turn", () => turnStarts(c2) > 1 || undefined)
+    expect(() => gitIn(w2.root_path, ["merge", "-q", "parent/head"])).toThrow()
+    const resolved = showUser("substrat/lead", "index.js").replace("function fmtShort(ms) { // c1", "function fmtShort(ms) { // c1 and c2")
+    fs.writeFileSync(join(w2.root_path, "index.js"), resolved)
+    gitIn(w2.root_path, ["add", "-A"])
+    gitIn(w2.root_path, ["commit", "-q", "--no-edit"])
+    giveBack(w2.root_path)
+
+    await waitFor("c2 merged", () => events(lead, "merge.merged")[1], 90_000)
+    expect(showUser("substrat/lead", "index.js")).toContain("// c1 and c2")
+    expect(showUser("substrat/lead", "c2.txt")).toBe("from c2\n")
+    expect(events(lead, "merge.merged")).toHaveLength(2)
+    expect(events(lead, "merge.failed")).toHaveLength(1)
+    // Only substrat/ branches in the user's repository; the children's branches stay in the daemon.
+    const branches = gitIn(repo, ["for-each-ref", "--format=%(refname)", "refs/heads"]).split("\n").filter((l) => l !== "")
+    expect(branches).toEqual(["refs/heads/main", "refs/heads/substrat/lead"])
+    const q = await cliJson<{ items: ReadonlyArray<unknown>; recent: ReadonlyArray<{ outcome: string; agent: string }> }>(home, ["workspace", "queue", "lead"])
+    expect(q.items).toEqual([])
+    expect(q.recent.map((r) => `${r.agent}:${r.outcome}`)).toEqual(["c2:merged", "c2:conflict", "c1:merged"])
+  }, 240_000)
+
+  it("a failing check blocks the merge and reaches the child; kill -9 during the check: retried, reported once", async () => {
+    const check = "touch /workspace/.check-ran; sleep 3; if [ -e broken.txt ]; then echo BROKEN-CHECK-OUTPUT; exit 1; fi"
+    const lead2 = await cliJson<AgentWs>(home, ["agent", "create", "--name", "lead2", "--provider", "scripted:mq", "--repo", repo, "--check", check])
+    const leadWs = await wsOf(lead2)
+    expect((await cli(home, ["agent", "send", "lead2", "go"])).code).toBe(0)
+    const c3 = await agentNamed("c3")
+    const w3 = await wsOf(c3)
+    await waitFor("c3's turn", () => turnStarts(c3) > 0 || undefined)
+    fs.writeFileSync(join(w3.root_path, "broken.txt"), "x\n")
+    fs.writeFileSync(join(w3.root_path, "c3.txt"), "from c3\n")
+    const wsDir = join(home, "workspaces", leadWs.id)
+    await waitFor("the check running", () => fs.readdirSync(wsDir).some((n) => n.startsWith("check-") && fs.existsSync(join(wsDir, n, ".check-ran"))) || undefined, 60_000)
+    await kill9(pid)
+    fs.writeFileSync(join(home, "config.toml"), "[workspaces]\nmerge_move_delay_ms = 8000\n")
+    pid = await startDaemon(home)
+    owned.track(pid)
+    const failed = await waitFor("the check failed", () => events(lead2, "merge.failed")[0], 90_000)
+    expect(failed["reason"]).toBe("check")
+    expect(String(failed["output"])).toContain("BROKEN-CHECK-OUTPUT")
+    const told = await waitFor("c3 told", () => notesTo(c3).find((n) => n.includes("the check failed")))
+    expect(told).toContain("BROKEN-CHECK-OUTPUT")
+    const leadGit = join(home, "workspaces", leadWs.id, "history.git")
+    expect(() => gitIn(dir, ["--git-dir", leadGit, "show", "refs/heads/substrat/lead2:c3.txt"])).toThrow()
+    await waitFor("c3's second turn", () => turnStarts(c3) > 1 || undefined)
+    fs.rmSync(join(w3.root_path, "broken.txt"))
+    const merged = await waitFor("c3 merged", () => events(lead2, "merge.merged")[0], 90_000)
+    expect(merged["checked"]).toBe(true)
+    expect(showUser("substrat/lead2", "c3.txt")).toBe("from c3\n")
+    figures["queued_to_merged_ms_with_check"] = Number(merged["queued_ms"])
+    figures["reply_to_merged_ms_with_check"] = tsOf(lead2, "merge.merged") - tsOf(c3, "turn.complete", 1)
+    expect(events(lead2, "merge.failed")).toHaveLength(1)
+    expect(events(lead2, "merge.merged")).toHaveLength(1)
+    // No scratch checkout is left behind.
+    expect(fs.readdirSync(wsDir).filter((n) => n.startsWith("check-"))).toEqual([])
+  }, 300_000)
+
+  it("kill -9 after the branch moved, before the clone has the files: old or new head, never half; finished once after the restart", async () => {
+    const lead3 = await cliJson<AgentWs>(home, ["agent", "create", "--name", "lead3", "--provider", "scripted:mq", "--repo", repo])
+    const leadWs = await wsOf(lead3)
+    const gitDir = join(home, "workspaces", leadWs.id, "history.git")
+    const before = gitIn(dir, ["--git-dir", gitDir, "rev-parse", "refs/heads/substrat/lead3"]).trim()
+    expect((await cli(home, ["agent", "send", "lead3", "go"])).code).toBe(0)
+    const c4 = await agentNamed("c4")
+    const w4 = await wsOf(c4)
+    await waitFor("c4's turn", () => turnStarts(c4) > 0 || undefined)
+    fs.writeFileSync(join(w4.root_path, "c4.txt"), "from c4\n")
+    const pending = () => {
+      try {
+        return gitIn(dir, ["--git-dir", gitDir, "rev-parse", "--verify", "-q", "refs/substrat/merge-pending"]).trim()
+      } catch {
+        return undefined
+      }
+    }
+    const mergeCommit = await waitFor("the branch moving", pending, 60_000)
+    await kill9(pid)
+    const head = gitIn(dir, ["--git-dir", gitDir, "rev-parse", "refs/heads/substrat/lead3"]).trim()
+    expect([before, mergeCommit]).toContain(head)
+    expect(fs.existsSync(join(leadWs.root_path, "c4.txt"))).toBe(false)
+    fs.rmSync(join(home, "config.toml"))
+    pid = await startDaemon(home)
+    owned.track(pid)
+    await waitFor("the merge finished", () => events(lead3, "merge.merged")[0], 90_000)
+    await waitFor("the marker cleared", () => pending() === undefined || undefined)
+    expect(gitIn(dir, ["--git-dir", gitDir, "rev-parse", "refs/heads/substrat/lead3"]).trim()).toBe(mergeCommit)
+    expect(fs.readFileSync(join(leadWs.root_path, "c4.txt"), "utf8")).toBe("from c4\n")
+    expect(showUser("substrat/lead3", "c4.txt")).toBe("from c4\n")
+    expect(events(lead3, "merge.merged")).toHaveLength(1)
+    expect(events(lead3, "merge.queued")).toHaveLength(1)
+    // Merged once: c4's commit is in the branch's history once, no second merge commit.
+    expect(gitIn(repo, ["rev-list", "--merges", `${before}..substrat/lead3`]).trim()).toBe("")
+  }, 300_000)
+})
