@@ -27,9 +27,9 @@ const work = (name: string) => ({ tool: "send_message", args: { recipient: name,
 const book = {
   lead: { steps: [{ tools: [child("c1"), child("c2"), work("c1"), work("c2")], text: "working" }], after: "silent" },
   c1: { steps: [{ delay_ms: 5000, text: "c1 done" }], after: "silent" },
-  c2: { steps: [{ delay_ms: 12000, text: "c2 done" }, { delay_ms: 8000, text: "c2 fixed" }], after: "silent" },
+  c2: { steps: [{ delay_ms: 15000, text: "c2 done" }, { delay_ms: 15000, text: "c2 fixed" }], after: "silent" },
   lead2: { steps: [{ tools: [child("c3"), work("c3")], text: "working" }], after: "silent" },
-  c3: { steps: [{ delay_ms: 4000, text: "c3 done" }, { delay_ms: 4000, text: "c3 fixed" }], after: "silent" },
+  c3: { steps: [{ delay_ms: 4000, text: "c3 done" }, { delay_ms: 12000, text: "c3 fixed" }], after: "silent" },
   lead3: { steps: [{ tools: [child("c4"), work("c4")], text: "working" }], after: "silent" },
   c4: { steps: [{ delay_ms: 3000, text: "c4 done" }], after: "silent" }
 }
@@ -98,9 +98,8 @@ describe("branch children and the merge queue", () => {
     expect(w1.repo?.branch).toBe("substrat/lead/c1")
     expect(w2.repo?.branch).toBe("substrat/lead/c2")
     expect(w1.root_path).not.toBe(leadWs.root_path)
-    await waitFor("c1's turn", () => turnStarts(c1) > 0 || undefined)
+    // Written before or during each child's first turn: that turn's record takes it.
     edit(w1.root_path, "function fmtShort(ms) {", "function fmtShort(ms) { // c1")
-    await waitFor("c2's turn", () => turnStarts(c2) > 0 || undefined)
     edit(w2.root_path, "function fmtShort(ms) {", "function fmtShort(ms) { // c2")
     fs.writeFileSync(join(w2.root_path, "c2.txt"), "from c2\n")
 
@@ -147,7 +146,6 @@ describe("branch children and the merge queue", () => {
     expect((await cli(home, ["agent", "send", "lead2", "go"])).code).toBe(0)
     const c3 = await agentNamed("c3")
     const w3 = await wsOf(c3)
-    await waitFor("c3's turn", () => turnStarts(c3) > 0 || undefined)
     fs.writeFileSync(join(w3.root_path, "broken.txt"), "x\n")
     fs.writeFileSync(join(w3.root_path, "c3.txt"), "from c3\n")
     const wsDir = join(home, "workspaces", leadWs.id)
@@ -184,7 +182,6 @@ describe("branch children and the merge queue", () => {
     expect((await cli(home, ["agent", "send", "lead3", "go"])).code).toBe(0)
     const c4 = await agentNamed("c4")
     const w4 = await wsOf(c4)
-    await waitFor("c4's turn", () => turnStarts(c4) > 0 || undefined)
     fs.writeFileSync(join(w4.root_path, "c4.txt"), "from c4\n")
     const pending = () => {
       try {
