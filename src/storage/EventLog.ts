@@ -6,7 +6,7 @@ import type { EventLogError } from "../domain/errors.js"
 import type { LogEntry, LogEvent } from "../domain/events.js"
 import type { SessionId } from "../domain/ids.js"
 import type { Durable } from "./Durable.js"
-import { make as makeFile } from "./internal/eventLogFile.js"
+import { type EventLogFileOptions, make as makeFile } from "./internal/eventLogFile.js"
 import { makeMemory } from "./internal/eventLogMemory.js"
 
 /** What open/recover did to a log: bytes cut from a torn tail, whether a pending entry was replayed. */
@@ -28,15 +28,21 @@ export interface EventLogService {
   readonly read: (session: SessionId) => Stream.Stream<LogEntry, EventLogError>
   /** Repair a log in place (torn tail, pending replay); idempotent. */
   readonly repair: (session: SessionId) => Effect.Effect<RepairReport, EventLogError>
-  /** Release the session's open file handle (it reopens on the next append). */
+  /** Release the session's open file handle (it reopens, and repairs, on the next append). */
   readonly close: (session: SessionId) => Effect.Effect<void>
   /** Close and delete the session's log files. */
   readonly remove: (session: SessionId) => Effect.Effect<void, EventLogError>
 }
 
 export class EventLog extends Context.Tag("substrat/EventLog")<EventLog, EventLogService>() {
-  /** `agents/<sid>/events.jsonl` under $SUBSTRAT_HOME; open handles are released with the layer's scope. */
-  static readonly layerFile: Layer.Layer<EventLog, never, Durable | SubstratPaths> = Layer.scoped(EventLog, makeFile)
+  /**
+   * `agents/<sid>/events.jsonl` under $SUBSTRAT_HOME; open handles are released with the layer's
+   * scope, and a session's after 2 s without an append (it reopens on the next one).
+   */
+  static readonly layerFile: Layer.Layer<EventLog, never, Durable | SubstratPaths> = Layer.scoped(EventLog, makeFile())
+  /** `layerFile` with its own idle-close delay (0: handles stay open until `close`). */
+  static readonly layerFileWith = (options: EventLogFileOptions): Layer.Layer<EventLog, never, Durable | SubstratPaths> =>
+    Layer.scoped(EventLog, makeFile(options))
   /** In memory, same contract, no durability (embedders' tests, pure orchestration tests). */
   static readonly layerMemory: Layer.Layer<EventLog> = Layer.effect(EventLog, makeMemory)
 }

@@ -59,7 +59,20 @@ interface Slot {
   /** Repaired since this process first touched it (or created by us). */
   repaired: boolean
   open: { readonly handle: AppendHandle; readonly scope: Scope.CloseableScope } | undefined
+  /** When the open handle was last used (clock millis): idle handles are closed (`idleCloseMs`). */
+  lastUsed: number
 }
+
+/** Options of the file layer. */
+export interface EventLogFileOptions {
+  /**
+   * A session's log file is closed after this long without an append (checked every half of it),
+   * so an idle session holds no file descriptor; the next append reopens it. 0: never.
+   */
+  readonly idleCloseMs: number
+}
+
+export const defaultOptions: EventLogFileOptions = { idleCloseMs: 2000 }
 
 const NL = 0x0a
 const SCAN_CHUNK = 64 * 1024
@@ -128,11 +141,13 @@ const validPending = (bytes: Uint8Array): boolean =>
   bytes.length > 1 && bytes.indexOf(NL) === bytes.length - 1 &&
   Either.isRight(parseLine(new TextDecoder("utf-8", { fatal: true }), bytes.subarray(0, bytes.length - 1)))
 
-export const make = Effect.gen(function*() {
+export const make = (options: EventLogFileOptions = defaultOptions) => Effect.gen(function*() {
   const durable = yield* Durable
   const paths = yield* SubstratPaths
   const layerScope = yield* Effect.scope
   const slots = new Map<SessionId, Slot>()
+  /** The slots holding an open handle. */
+  const opened = new Set<Slot>()
 
   const slotOf = (session: SessionId): Slot => {
     let slot = slots.get(session)
@@ -143,7 +158,8 @@ export const make = Effect.gen(function*() {
         pending: paths.pendingFile(session),
         lineTail: lineTail(session),
         repaired: false,
-        open: undefined
+        open: undefined,
+        lastUsed: 0
       }
       slots.set(session, slot)
     }
@@ -205,6 +221,7 @@ export const make = Effect.gen(function*() {
     Effect.suspend(() => {
       const open = slot.open
       slot.open = undefined
+      opened.delete(slot)
       // Once closed the file is not ours: repair again on the next use.
       slot.repaired = false
       return open ? Scope.close(open.scope, Exit.void) : Effect.void
@@ -221,6 +238,7 @@ export const make = Effect.gen(function*() {
           Effect.onError(() => Scope.close(scope, Exit.void))
         )
         slot.open = { handle, scope }
+        opened.add(slot)
         return handle
       })
 
@@ -271,7 +289,9 @@ export const make = Effect.gen(function*() {
       if (Either.isLeft(head)) return encodeFailure(slot, head.left)
       return locked(slot, () => {
         // The timestamp is taken under the lock: lines are in `ts` order within a log.
-        const ts = new Date(clock.unsafeCurrentTimeMillis()).toISOString()
+        const now = clock.unsafeCurrentTimeMillis()
+        slot.lastUsed = now
+        const ts = new Date(now).toISOString()
         const bytes = utf8.encode(assembleLine(head.right, ts, tail.right))
         const steps = slot.open
           ? slot.open.handle.appendWal(slot.pending, bytes)
@@ -362,6 +382,31 @@ export const make = Effect.gen(function*() {
       slot.repaired = true
     })).pipe(Effect.mapError(ioError))
   })
+
+  // Idle handles: a session not appended to for `idleCloseMs` gives its fd back. The file stays
+  // repaired (this process wrote all of it and every append completed its WAL steps — a failed
+  // step closes the handle and clears `repaired` itself), so reopening is an open(2), no repair.
+  // A busy lock means an append or a read is under way: that slot is looked at again next time.
+  const closeIdle = (idleMs: number): Effect.Effect<void> =>
+    Effect.uninterruptible(Effect.suspend(() => {
+      const now = clock.unsafeCurrentTimeMillis()
+      const closing: Array<Effect.Effect<void>> = []
+      for (const slot of opened) {
+        const handle = slot.open
+        if (handle === undefined || now - slot.lastUsed < idleMs || !slot.mutex.tryTake()) continue
+        slot.open = undefined
+        opened.delete(slot)
+        closing.push(Effect.ensuring(Scope.close(handle.scope, Exit.void), slot.mutex.releaseEffect))
+      }
+      return Effect.all(closing, { discard: true })
+    }))
+  if (options.idleCloseMs > 0) {
+    yield* closeIdle(options.idleCloseMs).pipe(
+      Effect.delay(Math.max(1, Math.floor(options.idleCloseMs / 2))),
+      Effect.forever,
+      Effect.forkScoped
+    )
+  }
 
   const service: EventLogService = { append, read, repair, close, remove }
   return service
