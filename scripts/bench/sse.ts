@@ -3,11 +3,13 @@
 // event: latency = arrival time − the entry's `ts` (the daemon's clock, same machine; ms
 // resolution). Daemon CPU = utime+stime from /proc/<pid>/stat over the workload. The baseline,
 // in the same run, is the same workload followed by ONE client; the summary gives the 50-client
-// figures and their ratios to it.
+// figures and their ratios to it, and the daemon CPU each extra client costs per event:
+// (CPU with N clients − CPU with 1) / (N − 1) / events. With SUBSTRAT_BENCH_BEFORE=<another
+// checkout, built> that checkout's daemon runs the same two workloads in the same run.
 import { type ChildProcess, spawn } from "node:child_process"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import * as http from "node:http"
-import { tmpdir } from "node:os"
+import { loadavg, tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import type { BenchOptions, BenchResult } from "./types.js"
@@ -72,7 +74,7 @@ const follow = (sock: string): Client => {
   return { latencies, live, close: () => req.destroy() }
 }
 
-const workload = async (roots: number, clients: number) => {
+const workload = async (roots: number, clients: number, launcher: string) => {
   const home = mkdtempSync(join(tmpdir(), "substrat-bench-sse-"))
   const daemon: ChildProcess = spawn(process.execPath, [launcher, "daemon", "run", "--home", home, "--slots", "8"], {
     stdio: "ignore",
@@ -125,8 +127,14 @@ const workload = async (roots: number, clients: number) => {
 export const run = async (opts: BenchOptions): Promise<BenchResult> => {
   const roots = opts.quick ? 10 : 34
   const fanout = opts.quick ? 10 : 50
-  const base = await workload(roots, 1)
-  const many = await workload(roots, fanout)
+  const load0 = loadavg()[0]!.toFixed(2)
+  const beforeRoot = process.env["SUBSTRAT_BENCH_BEFORE"]
+  const before = beforeRoot === undefined || beforeRoot === ""
+    ? undefined
+    : { base: await workload(roots, 1, join(beforeRoot, "scripts", "substrat.cjs")), many: await workload(roots, fanout, join(beforeRoot, "scripts", "substrat.cjs")) }
+  const base = await workload(roots, 1, launcher)
+  const many = await workload(roots, fanout, launcher)
+  const perClientUs = (b: typeof base, m: typeof base) => Number((((m.cpuMs - b.cpuMs) * 1000) / (fanout - 1) / Math.max(1, m.events)).toFixed(1))
   const row = (label: string, r: typeof base) => ({
     case: label,
     agents: r.agents,
@@ -138,8 +146,19 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
     "wall ms": r.wallMs
   })
   return {
-    rows: [row("baseline: 1 client", base), row(`${fanout} clients`, many)],
+    rows: [
+      row("baseline: 1 client", base),
+      row(`${fanout} clients`, many),
+      ...(before === undefined ? [] : [row("before: 1 client", before.base), row(`before: ${fanout} clients`, before.many)])
+    ],
     summary: {
+      load_avg_1m: `${load0} → ${loadavg()[0]!.toFixed(2)}`,
+      cpu_us_per_extra_client_per_event: perClientUs(base, many),
+      ...(before === undefined ? {} : {
+        p50_ms_before: before.many.p50,
+        p99_ms_before: before.many.p99,
+        cpu_us_per_extra_client_per_event_before: perClientUs(before.base, before.many)
+      }),
       agents: many.agents,
       clients: fanout,
       p50_ms: many.p50,

@@ -102,6 +102,29 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
     })
 
     const list = Effect.sync(() => [...tree.current().nodes.values()].map(view))
+    /**
+     * Lookups that cost what they return, not the size of the tree (a request naming one agent):
+     * by id, session and name from the Tree's indexes; by id prefix a scan of the ids only.
+     */
+    const lookup = {
+      size: (): number => tree.current().size,
+      byId: (id: string): AgentNode | undefined => {
+        const n = tree.get(id as AgentId)
+        return n === undefined ? undefined : view(n)
+      },
+      bySession: (session: string): AgentNode | undefined => {
+        const n = tree.bySession(session)
+        return n === undefined ? undefined : view(n)
+      },
+      named: (name: string): ReadonlyArray<AgentNode> => tree.named(name).map(view),
+      /** Agents whose id starts with `lower` (lower case). */
+      prefixed: (lower: string): ReadonlyArray<AgentNode> => {
+        const out: Array<AgentNode> = []
+        for (const [id, n] of tree.current().nodes) if (id.startsWith(lower)) out.push(view(n))
+        return out
+      },
+      children: (id: AgentId): ReadonlyArray<AgentNode> => tree.current().children(id).map(view)
+    } as const
     const get = Effect.fn("Orchestrator.get")(function*(agent: AgentId) {
       return view(yield* nodeOf(agent))
     })
@@ -199,7 +222,7 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
       return stopped
     })
 
-    const agentOfSession = (session: SessionId) => [...tree.current().nodes.values()].find((n) => n.session_id === session)
+    const agentOfSession = (session: SessionId) => tree.bySession(session)
 
     const suspend = Effect.fn("Orchestrator.suspend")(function*(session: SessionId) {
       return yield* mux.suspend(session)
@@ -235,6 +258,7 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
       send,
       runTurn,
       list,
+      lookup,
       get,
       findByName,
       inspect,

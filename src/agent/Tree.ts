@@ -6,6 +6,8 @@
 // process yet: Sessions.materialize gives them one when something first reaches them. A dormant
 // agent's record holds no instructions of its own (a shared placeholder): its owner (the swarm)
 // derives them from the agent's node when it materializes (`describeDormant`).
+// Lookups by session and by name are kept as indexes, updated by each operation here, so a
+// request that names one agent costs the same with 100 agents as with 100,000.
 import { Effect, Either } from "effect"
 import { AgentNode } from "../domain/agent.js"
 import type { InvalidInputError } from "../domain/errors.js"
@@ -18,23 +20,57 @@ export class Tree extends Effect.Service<Tree>()("substrat/Tree", {
     const terminating = new Set<AgentId>()
     const dormant = new Set<AgentId>()
     let describe: (node: AgentNode) => string | undefined = () => undefined
+    const bySession = new Map<string, AgentId>()
+    const byName = new Map<string, Array<AgentId>>()
+    const index = (n: AgentNode) => {
+      bySession.set(n.session_id, n.id)
+      const named = byName.get(n.name)
+      if (named === undefined) byName.set(n.name, [n.id])
+      else named.push(n.id)
+    }
+    const unindex = (n: AgentNode | undefined) => {
+      if (n === undefined) return
+      if (bySession.get(n.session_id) === n.id) bySession.delete(n.session_id)
+      const named = byName.get(n.name)
+      if (named === undefined) return
+      const rest = named.filter((id) => id !== n.id)
+      if (rest.length === 0) byName.delete(n.name)
+      else byName.set(n.name, rest)
+    }
+    const reindex = (t: AgentTree) => {
+      bySession.clear()
+      byName.clear()
+      for (const n of t.nodes.values()) index(n)
+    }
     return {
       /** The tree now (immutable). */
       current: (): AgentTree => tree,
       get: (id: AgentId): AgentNode | undefined => tree.get(id),
       has: (id: AgentId): boolean => tree.has(id),
+      /** The agent whose session this is. */
+      bySession: (session: string): AgentNode | undefined => {
+        const id = bySession.get(session)
+        return id === undefined ? undefined : tree.get(id)
+      },
+      /** Every agent with this name, anywhere in the tree. */
+      named: (name: string): ReadonlyArray<AgentNode> => (byName.get(name) ?? []).map((id) => tree.get(id)!),
       /** In the tree and not being terminated. */
       isLive: (id: AgentId): boolean => tree.has(id) && !terminating.has(id),
       add: (node: AgentNode): Either.Either<void, InvalidInputError> => {
         const added = tree.add(node)
-        if (Either.isRight(added)) tree = added.right
+        if (Either.isRight(added)) {
+          tree = added.right
+          index(node)
+        }
         return Either.map(added, () => undefined)
       },
       remove: (id: AgentId): void => {
+        const node = tree.get(id)
         const removed = tree.remove(id)
         if (Either.isRight(removed)) {
           tree = removed.right
           dormant.delete(id)
+          unindex(node)
         }
       },
       /** Add dormant agents in bulk (parents before children; a parent may be among them). */
@@ -42,16 +78,23 @@ export class Tree extends Effect.Service<Tree>()("substrat/Tree", {
         const added = tree.addAll(nodes)
         if (Either.isRight(added)) {
           tree = added.right
-          for (const n of nodes) dormant.add(n.id)
+          for (const n of nodes) {
+            dormant.add(n.id)
+            index(n)
+          }
         }
         return Either.map(added, () => undefined)
       },
       /** Remove agents in bulk (each one's children among them or gone); for dormant ones only. */
       removeAll: (ids: ReadonlyArray<AgentId>): Either.Either<void, InvalidInputError> => {
+        const before = tree
         const removed = tree.removeAll(ids)
         if (Either.isRight(removed)) {
           tree = removed.right
-          for (const id of ids) dormant.delete(id)
+          for (const id of ids) {
+            dormant.delete(id)
+            if (!tree.has(id)) unindex(before.get(id))
+          }
         }
         return Either.map(removed, () => undefined)
       },
@@ -73,7 +116,12 @@ export class Tree extends Effect.Service<Tree>()("substrat/Tree", {
       },
       /** Sessions.materialize only: the agent has its session now (its full record replaces the dormant one). */
       awaken: (node: AgentNode): void => {
-        if (tree.get(node.id) !== node) tree = tree.update(node)
+        const old = tree.get(node.id)
+        if (old !== node && old !== undefined) {
+          tree = tree.update(node)
+          unindex(old)
+          index(node)
+        }
         dormant.delete(node.id)
       },
       dormantCount: (): number => dormant.size,
@@ -89,6 +137,7 @@ export class Tree extends Effect.Service<Tree>()("substrat/Tree", {
       seed: (t: AgentTree): void => {
         tree = t
         dormant.clear()
+        reindex(t)
       }
     } as const
   }

@@ -15,6 +15,7 @@ import { SessionHandlers } from "./handlers/Sessions.js"
 import { SwarmHandlers } from "./handlers/Swarm.js"
 import { WorkspaceHandlers } from "./handlers/Workspaces.js"
 import { AdminRpcs } from "../protocol/AdminRpcs.js"
+import { ResolverService } from "./Resolver.js"
 
 export const HandlersLive = Layer.mergeAll(
   DaemonHandlers,
@@ -25,7 +26,7 @@ export const HandlersLive = Layer.mergeAll(
   SwarmHandlers,
   BudgetHandlers,
   AdminMiddlewareLive
-)
+).pipe(Layer.provide(ResolverService.layer))
 
 type Admin = RpcGroup.Rpcs<typeof AdminRpcs>
 

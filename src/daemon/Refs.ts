@@ -17,7 +17,7 @@ export interface Candidate<A> {
   readonly value: A
 }
 
-const looksLikeIdPrefix = (ref: string): boolean => /^[0-9a-f-]+$/i.test(ref)
+export const looksLikeIdPrefix = (ref: string): boolean => /^[0-9a-f-]+$/i.test(ref)
 
 const listed = <A>(cs: ReadonlyArray<Candidate<A>>): string =>
   cs.slice(0, 10).map((c) => `${c.id.slice(0, 12)} ${c.label}`).join(", ") + (cs.length > 10 ? `, … (${cs.length - 10} more)` : "")
@@ -56,4 +56,29 @@ export const pick = <A>(
     if (prefixed.length > 1) return Either.left(ambiguous(kind, r, `${kind} ids start with it`, prefixed))
   }
   return Either.left(new NotFound({ kind, id: r, message: `no ${kind} "${r}"` }))
+}
+
+/**
+ * Where `pickIndexed` looks candidates up, so a reference costs what it matches, not the number
+ * of candidates: `exact` by full id (lower case), `named` by name, `prefixed` by id prefix (lower
+ * case; asked only when nothing has the id or the name and `ref` looks like an id prefix).
+ */
+export interface Lookup<A> {
+  readonly exact: (lowerId: string) => ReadonlyArray<Candidate<A>>
+  readonly named: (name: string) => ReadonlyArray<Candidate<A>>
+  readonly prefixed: (lowerPrefix: string) => ReadonlyArray<Candidate<A>>
+}
+
+/** `pick` over the candidates a `Lookup` finds: the same answer as `pick` over all of them. */
+export const pickIndexed = <A>(
+  kind: RefKind,
+  ref: string,
+  lookup: Lookup<A>,
+  preferred: (a: A) => boolean = () => false
+): Either.Either<A, NotFound | InvalidInput> => {
+  const r = ref.trim()
+  const lower = r.toLowerCase()
+  const first = pick(kind, r, [...lookup.exact(lower), ...lookup.named(r)], preferred)
+  if (Either.isRight(first) || first.left._tag === "InvalidInput" || !looksLikeIdPrefix(r)) return first
+  return pick(kind, r, lookup.prefixed(lower), preferred)
 }

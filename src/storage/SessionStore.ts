@@ -14,6 +14,8 @@ export interface SessionStoreService {
   readonly load: (id: SessionId) => Effect.Effect<Session, SessionStoreError>
   /** Every readable record; `.tmp` leftovers are ignored. */
   readonly scan: Effect.Effect<ReadonlyArray<Session>, SessionStoreError>
+  /** How many records `scan` returns. */
+  readonly count: Effect.Effect<number, SessionStoreError>
   readonly delete: (id: SessionId) => Effect.Effect<void, SessionStoreError>
   /** ACTIVE → SUSPENDED for every record (persisted); returns all sessions. */
   readonly recover: Effect.Effect<ReadonlyArray<Session>, SessionStoreError>

@@ -226,6 +226,27 @@ describe("HTTP API (real daemon)", () => {
     expect(bad.status).toBe(400)
   })
 
+  it("GET /v1/events: clients following the same events receive the same bytes", async () => {
+    const clients = [sse(unix, "/v1/events?from=end"), sse(tcp, "/v1/events?from=end"), sse(unix, "/v1/events?from=end")]
+    for (const c of clients) expect(await c.status).toBe(200)
+    await waitFor("every client live", () => (clients.every((c) => c.frames.some((f) => f.event === "live")) ? true : undefined))
+    const created = await request(unix, "POST", "/v1/agents", { name: "same-bytes", provider: "scripted:demo", instructions: "Lead." })
+    expect(created.status).toBe(201)
+    expect((await request(unix, "POST", "/v1/agents/same-bytes/messages", { text: "Plan the project", wait: true })).status).toBe(200)
+    await waitQuiet(home)
+    const n = () => clients[0]!.frames.length
+    await waitFor("every client has every event", () => (clients.every((c) => c.frames.length === n()) ? true : undefined))
+    for (const c of clients) c.close()
+    // From the live marker on (all were live before the first event), keep-alive comments aside.
+    const body = (c: typeof clients[number]) => {
+      const all = c.raw.join("").split("\n\n").filter((b) => !b.startsWith(":"))
+      return all.slice(all.findIndex((b) => b.includes("event: live"))).join("\n\n")
+    }
+    expect(entries(clients[0]!.frames).length).toBeGreaterThan(10)
+    expect(body(clients[1]!)).toBe(body(clients[0]!))
+    expect(body(clients[2]!)).toBe(body(clients[0]!))
+  })
+
   it("daemon stop with SSE clients connected: streams end, the daemon exits, http.sock and http.url are removed", async () => {
     const a = sse(unix, "/v1/events")
     const b = sse(tcp, "/v1/events?from=end")

@@ -46,6 +46,8 @@ export interface SseFrame {
 export interface SseReader {
   readonly status: Promise<number>
   readonly frames: Array<SseFrame>
+  /** The body as received, chunk by chunk. */
+  readonly raw: Array<string>
   readonly close: () => void
   readonly ended: Promise<void>
 }
@@ -53,6 +55,7 @@ export interface SseReader {
 /** Open an SSE stream; frames accumulate until `close`. */
 export const sse = (t: Target, path: string, lastEventId?: string): SseReader => {
   const frames: Array<SseFrame> = []
+  const raw: Array<string> = []
   let req: http.ClientRequest | undefined
   let resolveStatus: (n: number) => void = () => {}
   let resolveEnded: () => void = () => {}
@@ -63,6 +66,7 @@ export const sse = (t: Target, path: string, lastEventId?: string): SseReader =>
     res.setEncoding("utf8")
     let buf = ""
     res.on("data", (d: string) => {
+      raw.push(d)
       buf += d
       let i = buf.indexOf("\n\n")
       while (i >= 0) {
@@ -95,5 +99,5 @@ export const sse = (t: Target, path: string, lastEventId?: string): SseReader =>
     resolveEnded()
   })
   req.end()
-  return { status, frames, close: () => req?.destroy(), ended }
+  return { status, frames, raw, close: () => req?.destroy(), ended }
 }

@@ -16,8 +16,7 @@ export const DaemonHandlers = served(DaemonGroup, Effect.gen(function*() {
   return handlersOf(DaemonGroup)({
     "daemon.status": () =>
       Effect.gen(function*() {
-        const agents = yield* orchestrator.list
-        const sessions = yield* store.scan
+        const sessions = yield* store.count
         return {
           pid: control.pid,
           version,
@@ -27,8 +26,8 @@ export const DaemonHandlers = served(DaemonGroup, Effect.gen(function*() {
           uptime_ms: Date.now() - control.startedAt.getTime(),
           slots: control.settings.slots,
           grace_ms: control.settings.graceMs,
-          agents: agents.length,
-          sessions: sessions.length,
+          agents: orchestrator.lookup.size(),
+          sessions,
           connections: control.connections.open,
           storage: control.storage.status()
         }

@@ -9,7 +9,7 @@ import { EventLog } from "../../storage/EventLog.js"
 import { Progress } from "../Progress.js"
 import type { Resolver } from "../Resolver.js"
 import type { InspectResult } from "../../protocol/AdminRpcs.js"
-import { clip, makeSessions, nameOf } from "./Shared.js"
+import { clip, makeSessions } from "./Shared.js"
 
 export const makeInspect = (resolver: Resolver) => Effect.gen(function*() {
   const orchestrator = yield* Orchestrator
@@ -20,7 +20,7 @@ export const makeInspect = (resolver: Resolver) => Effect.gen(function*() {
 
   const gone = (node: AgentNode) =>
     Effect.gen(function*() {
-      const all = yield* resolver.agents(true)
+      const nameOf = yield* resolver.names
       const entries = yield* log.read(node.session_id).pipe(Stream.runCollect)
       let usage = zeroWithTurns
       const turns = new Map<string, { prompt: string; response: string; error: string | null }>()
@@ -36,16 +36,17 @@ export const makeInspect = (resolver: Resolver) => Effect.gen(function*() {
           const t = turns.get(e.data.turn_id)
           if (t) t.error = clip(e.data.message)
         } else if (e.event === "message.enqueued" && e.data.recipient === node.id) {
-          const peer = e.data.sender === "USER" || e.data.sender === "SYSTEM" ? e.data.sender : e.data.sender_name ?? nameOf(e.data.sender, all)
+          const peer = e.data.sender === "USER" || e.data.sender === "SYSTEM" ? e.data.sender : e.data.sender_name ?? nameOf(e.data.sender)
           messages.push({ direction: "in", peer, kind: e.data.kind, message_id: e.data.id, text: clip(e.data.payload) })
         }
       }
-      const session = yield* sessions.infoOf(node.session_id, [])
+      const session = yield* sessions.infoOf(node.session_id)
+      const children = yield* resolver.goneChildren(node)
       const result: InspectResult = {
         agent: node,
         session: Option.getOrNull(session),
-        parent: node.parent_id === null ? null : nameOf(node.parent_id, all),
-        children: all.filter((n) => n.parent_id === node.id),
+        parent: node.parent_id === null ? null : nameOf(node.parent_id),
+        children,
         inbox: 0,
         queued_turns: 0,
         waiting_for_replies: 0,
@@ -62,13 +63,12 @@ export const makeInspect = (resolver: Resolver) => Effect.gen(function*() {
         const { live, node } = yield* resolver.agent(p.agent, { terminated: true })
         if (!live) return yield* gone(node)
         const i = yield* orchestrator.inspect(node.id)
-        const tree = yield* orchestrator.list
-        const session = yield* sessions.infoOf(node.session_id, tree)
+        const session = yield* sessions.infoOf(node.session_id)
         const result: InspectResult = {
           agent: node,
           session: Option.getOrNull(session),
           parent: i.parent,
-          children: tree.filter((n) => n.parent_id === node.id),
+          children: orchestrator.lookup.children(node.id),
           inbox: i.pending_inbox,
           queued_turns: i.queued_turns,
           waiting_for_replies: i.waiting_for_replies,

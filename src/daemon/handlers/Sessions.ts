@@ -16,9 +16,8 @@ export const SessionHandlers = served(SessionGroup, Effect.gen(function*() {
   return handlersOf(SessionGroup)({
     "session.list": () =>
       Effect.gen(function*() {
-        const tree = yield* orchestrator.list
         const all = yield* store.scan
-        const list = yield* Effect.forEach([...all].sort((a, b) => a.created_at.localeCompare(b.created_at)), (s) => sessions.info(s, tree))
+        const list = yield* Effect.forEach([...all].sort((a, b) => a.created_at.localeCompare(b.created_at)), sessions.info)
         return { sessions: list }
       }),
 

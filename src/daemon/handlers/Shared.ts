@@ -1,8 +1,7 @@
 // What several areas' handlers share: a session as the admin methods show it (with the agent
 // that owns it), agent names for lines people read, and the egress policy of a request
 // (checked hosts/presets; a workspace's allowlist never wider than its parent's).
-import { Effect, Either, Option, Stream } from "effect"
-import { Orchestrator } from "../../agent/Orchestrator.js"
+import { Effect, Either, Option } from "effect"
 import type { AgentNode } from "../../domain/agent.js"
 import { EgressPolicy, narrowerThan, normaliseAllow } from "../../domain/egress.js"
 import { InvalidInputError } from "../../domain/errors.js"
@@ -11,9 +10,9 @@ import type { Session } from "../../domain/session.js"
 import { Egress } from "../../egress/Egress.js"
 import { WorkspaceError } from "../../sandbox/errors.js"
 import { WorkspaceStore } from "../../sandbox/WorkspaceStore.js"
-import { EventLog } from "../../storage/EventLog.js"
 import { SessionStore } from "../../storage/SessionStore.js"
 import type { SessionInfo } from "../../protocol/AdminRpcs.js"
+import { makeResolver } from "../Resolver.js"
 import type { Names } from "../TranscriptLines.js"
 
 /** One line of a text, cut to `n` characters. */
@@ -38,28 +37,13 @@ export const learnName = (names: Names, id: string, name: string, session_id: st
   names.bySession.set(session_id, a)
 }
 
-/** Sessions as the admin methods show them. */
+/** Sessions as the admin methods show them (the owner of each from the resolver's indexes). */
 export const makeSessions = Effect.gen(function*() {
-  const orchestrator = yield* Orchestrator
   const store = yield* SessionStore
-  const log = yield* EventLog
+  const resolver = yield* makeResolver
 
-  /** The agent that owns a session, from the tree, else from its event log (`agent.created`). */
-  const ownerOf = (session: SessionId, tree: ReadonlyArray<AgentNode>) =>
-    Effect.gen(function*() {
-      const node = tree.find((n) => n.session_id === session)
-      if (node) return Option.some({ id: node.id, name: node.name })
-      const created = yield* log.read(session).pipe(
-        Stream.filter((e) => e.event === "agent.created"),
-        Stream.take(1),
-        Stream.runHead,
-        Effect.orElseSucceed(() => Option.none())
-      )
-      return Option.flatMap(created, (e) => e.event === "agent.created" ? Option.some({ id: e.data.agent_id, name: e.data.name }) : Option.none())
-    })
-
-  const info = (s: Session, tree: ReadonlyArray<AgentNode>): Effect.Effect<SessionInfo> =>
-    Effect.map(ownerOf(s.id, tree), (owner) => ({
+  const info = (s: Session): Effect.Effect<SessionInfo> =>
+    Effect.map(resolver.ownerOfSession(s.id), (owner) => ({
       id: s.id,
       state: s.state,
       provider_name: s.provider_name,
@@ -71,14 +55,9 @@ export const makeSessions = Effect.gen(function*() {
     }))
 
   /** A session's info, or None when its record cannot be read. */
-  const infoOf = (session: SessionId, tree: ReadonlyArray<AgentNode>) =>
-    store.load(session).pipe(Effect.flatMap((s) => info(s, tree)), Effect.option)
+  const infoOf = (session: SessionId) => store.load(session).pipe(Effect.flatMap(info), Effect.option)
 
-  const load = (session: SessionId) =>
-    Effect.gen(function*() {
-      const s = yield* store.load(session)
-      return yield* info(s, yield* orchestrator.list)
-    })
+  const load = (session: SessionId) => Effect.flatMap(store.load(session), info)
 
   return { info, infoOf, load } as const
 })

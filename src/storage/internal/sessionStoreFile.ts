@@ -3,6 +3,9 @@
 // on disk is always a whole old or a whole new version. `provider_state` is base64 (the
 // Session schema encodes it). `scan` ignores `*.tmp` and directories without a record; a
 // record that does not decode fails the scan with a typed error naming it (docs/recovery.md).
+// The store is the records' one writer: after the first successful scan it keeps every record in
+// memory (updated by its own save and delete), so `scan`, `load` and `count` read no file — a
+// request that lists or counts sessions costs what it returns, not a read of every record.
 import { Clock, Effect, Either, Option, Schema } from "effect"
 import { TextDecoder } from "node:util"
 import { SubstratPaths } from "../../config/Paths.js"
@@ -66,6 +69,10 @@ export const make = Effect.gen(function*() {
   const paths = yield* SubstratPaths
   yield* durable.mkdir(paths.agentsDir, 0o700).pipe(Effect.mapError(ioError("")))
   const utf8 = new TextEncoder()
+  // Every record by id, once a scan has read them all (undefined before, or after a failed scan).
+  let index: Map<SessionId, Session> | undefined
+  // The records sorted by id, as `scan` returns them; undefined when changed since.
+  let sorted: ReadonlyArray<Session> | undefined
 
   const save = Effect.fn("SessionStore.save")(function*(session: Session) {
     const json = yield* encodeRecord(session).pipe(
@@ -73,13 +80,25 @@ export const make = Effect.gen(function*() {
     )
     yield* durable.mkdir(paths.sessionDir(session.id), 0o700).pipe(Effect.mapError(ioError(session.id)))
     yield* durable.replaceAtomic(paths.sessionFile(session.id), utf8.encode(json + "\n")).pipe(
+      // A failed replace leaves the old or the new record: the disk is read again next time.
+      Effect.tapError(() => Effect.sync(forget)),
       Effect.mapError(ioError(session.id))
     )
+    if (index !== undefined) {
+      index.set(session.id, session)
+      sorted = undefined
+    }
   })
+  const forget = () => {
+    index = undefined
+    sorted = undefined
+  }
 
   const read = (id: string) => readRecord(durable, paths.sessionFile(id), id)
 
   const load = Effect.fn("SessionStore.load")(function*(id: SessionId) {
+    const known = index?.get(id)
+    if (known !== undefined) return known
     const found = yield* read(id)
     if (Option.isNone(found)) {
       return yield* new SessionStoreError({ reason: "not-found", session_id: id, message: `no session ${id}` })
@@ -87,7 +106,7 @@ export const make = Effect.gen(function*() {
     return found.value
   })
 
-  const scan = Effect.gen(function*() {
+  const scanDisk = Effect.gen(function*() {
     const entries = yield* durable.readDir(paths.agentsDir).pipe(Effect.mapError(ioError("")))
     const ids = entries
       .filter((e) => e.isDirectory && !e.name.endsWith(".tmp") && isSessionId(e.name))
@@ -98,16 +117,29 @@ export const make = Effect.gen(function*() {
       Effect.map(read(id), (s) => {
         if (Option.isSome(s)) out.push(s.value)
       }), { discard: true })
+    index = new Map(out.map((s) => [s.id, s]))
+    sorted = out
     return out as ReadonlyArray<Session>
   }).pipe(Effect.withSpan("SessionStore.scan"))
 
+  const scan: Effect.Effect<ReadonlyArray<Session>, SessionStoreError> = Effect.suspend(() => {
+    if (index === undefined) return scanDisk
+    if (sorted === undefined) sorted = [...index.values()].sort((a, b) => a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
+    return Effect.succeed(sorted)
+  })
+
+  const count: Effect.Effect<number, SessionStoreError> = Effect.suspend(() =>
+    index === undefined ? Effect.map(scan, (all) => all.length) : Effect.succeed(index.size)
+  )
+
   const del = Effect.fn("SessionStore.delete")(function*(id: SessionId) {
+    if (index?.delete(id) === true) sorted = undefined
     yield* Effect.gen(function*() {
       yield* durable.unlink(paths.sessionFile(id))
       yield* durable.unlink(`${paths.sessionFile(id)}.tmp`)
       // The directory goes too once nothing else (event log, sockets) lives in it.
       yield* durable.removeEmptyDir(paths.sessionDir(id))
-    }).pipe(Effect.mapError(ioError(id)))
+    }).pipe(Effect.tapError(() => Effect.sync(forget)), Effect.mapError(ioError(id)))
   })
 
   const recover = Effect.gen(function*() {
@@ -128,7 +160,7 @@ export const make = Effect.gen(function*() {
     return out as ReadonlyArray<Session>
   }).pipe(Effect.withSpan("SessionStore.recover"))
 
-  const service: SessionStoreService = { save, load, scan, delete: del, recover }
+  const service: SessionStoreService = { save, load, scan, count, delete: del, recover }
   return service
 })
 

@@ -20,6 +20,7 @@ export const makeMemory = Effect.gen(function*() {
         })
       ),
     scan,
+    count: Effect.map(Ref.get(records), (m) => m.size),
     delete: (id) =>
       Ref.update(records, (m) => {
         const next = new Map(m)

@@ -1,0 +1,85 @@
+// References resolved from the daemon's indexes (src/daemon/Resolver.ts, src/agent/Tree.ts, the
+// SessionStore's records in memory): live and terminated agents by name, id, id prefix and
+// session id; an unknown name; a name both a live and a terminated agent had; a deleted session's
+// agent; `session list` owners and `daemon status` counts kept up to date as agents come and go.
+import { join } from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type Agent, cli, cliJson, daemons, startDaemon } from "./daemon.support.js"
+import { makeTmpDir, removeDir } from "../support/tmp.js"
+
+const owned = daemons()
+const dir = makeTmpDir("substrat-resolve-")
+const home = join(dir, "home")
+
+beforeAll(async () => {
+  owned.track(await startDaemon(home))
+})
+
+afterAll(async () => {
+  await cli(home, ["daemon", "stop"])
+  await owned.killAll()
+  removeDir(dir)
+})
+
+interface Inspected {
+  readonly agent: Agent
+  readonly session: { readonly id: string; readonly agent_name: string | null } | null
+  readonly children: ReadonlyArray<Agent>
+}
+interface SessionRow {
+  readonly id: string
+  readonly agent_id: string | null
+  readonly agent_name: string | null
+}
+
+describe("reference resolution from the indexes", () => {
+  it("live, terminated, unknown, reused and deleted names; session list and daemon status follow", async () => {
+    const a = await cliJson<Agent>(home, ["agent", "create", "--name", "alpha", "--provider", "scripted"])
+    const b1 = await cliJson<Agent>(home, ["agent", "create", "--name", "beta", "--provider", "scripted"])
+    const status0 = await cliJson<{ agents: number; sessions: number }>(home, ["daemon", "status"])
+    expect([status0.agents, status0.sessions]).toEqual([2, 2])
+
+    // Live: by name, id, id prefix, session id.
+    for (const ref of ["alpha", a.id, a.id.slice(0, 8), a.session_id]) {
+      expect((await cliJson<Inspected>(home, ["agent", "inspect", ref])).agent.id).toBe(a.id)
+    }
+
+    await cliJson(home, ["agent", "terminate", "beta"])
+    // Terminated: inspect still finds it by name and by session id, as terminated.
+    const gone = await cliJson<Inspected>(home, ["agent", "inspect", "beta"])
+    expect(gone.agent).toMatchObject({ id: b1.id, state: "terminated" })
+    expect(gone.session?.agent_name).toBe("beta")
+    expect((await cliJson<Inspected>(home, ["agent", "inspect", b1.session_id])).agent.id).toBe(b1.id)
+    // A live agent is needed to send: refused with what the name is.
+    const send = await cli(home, ["agent", "send", "beta", "hi"])
+    expect(send.code).not.toBe(0)
+    expect(send.stderr).toContain("is terminated")
+
+    // A new agent with the same name: the live one is preferred; the old one by its id.
+    const b2 = await cliJson<Agent>(home, ["agent", "create", "--name", "beta", "--provider", "scripted"])
+    expect((await cliJson<Inspected>(home, ["agent", "inspect", "beta"])).agent.id).toBe(b2.id)
+    expect((await cliJson<Inspected>(home, ["agent", "inspect", b1.id])).agent).toMatchObject({ id: b1.id, state: "terminated" })
+
+    // Unknown: NotFound, nothing else.
+    const unknown = await cli(home, ["agent", "inspect", "no-such-agent"])
+    expect(unknown.code).not.toBe(0)
+    expect(unknown.stderr).toContain("no agent \"no-such-agent\"")
+
+    const sessions = (await cliJson<{ sessions: ReadonlyArray<SessionRow> }>(home, ["session", "list"])).sessions
+    expect(sessions.map((s) => [s.id, s.agent_id, s.agent_name]).sort()).toEqual(
+      [[a.session_id, a.id, "alpha"], [b1.session_id, b1.id, "beta"], [b2.session_id, b2.id, "beta"]].sort()
+    )
+    const status1 = await cliJson<{ agents: number; sessions: number }>(home, ["daemon", "status"])
+    expect([status1.agents, status1.sessions]).toEqual([2, 3])
+
+    // The terminated agent's session deleted: it is gone from every lookup.
+    await cliJson(home, ["session", "delete", b1.session_id])
+    const deleted = await cli(home, ["agent", "inspect", b1.id])
+    expect(deleted.code).not.toBe(0)
+    expect(deleted.stderr).toContain(`no agent "${b1.id}"`)
+    const status2 = await cliJson<{ agents: number; sessions: number }>(home, ["daemon", "status"])
+    expect([status2.agents, status2.sessions]).toEqual([2, 2])
+    expect((await cliJson<{ sessions: ReadonlyArray<SessionRow> }>(home, ["session", "list"])).sessions.map((s) => s.id).sort())
+      .toEqual([a.session_id, b2.session_id].sort())
+  }, 240_000)
+})
