@@ -67,8 +67,11 @@ describe("substrat doctor", () => {
     expect(report.ok).toBe(true)
     expect(report.checks.map((c) => c.name)).toEqual([
       "bwrap", "sandbox", "prlimit", "git", "cgroup", "identity", "config",
-      "provider:claude", "provider:codex", "provider:cursor-agent", "daemon"
+      "provider:claude", "provider:codex", "provider:cursor-agent",
+      "provider:acp:qwen", "provider:acp:gemini", "provider:acp:opencode", "provider:acp:claude", "provider:acp:codex", "daemon"
     ])
+    // Each ACP preset's executable: qwen is installed with substrat.
+    expect(check(report, "provider:acp:qwen")).toMatchObject({ status: "ok", detail: expect.stringMatching(/@qwen-code\/qwen-code\/.* \(from package; model: openai\)$/) })
     for (const n of ["bwrap", "sandbox", "prlimit", "git"]) expect(check(report, n).status).toBe("ok")
     expect(check(report, "cgroup").detail).toMatch(/^(v2-writable|v2-readonly|v1-or-hybrid|none):/)
     // Where each CLI was found: the env var here; codex's broken override is reported, not replaced.

@@ -2,7 +2,8 @@
 // the sandbox checks (bwrap present and able to create namespaces, prlimit, git, cgroup mode,
 // identity — src/sandbox/Doctor.ts), the configuration (src/config/Config.ts: environment and
 // $SUBSTRAT_HOME/config.toml, as the daemon would load it), the provider CLIs the daemon would
-// find with it (the providers' own binary lookup, src/provider/cli/Binary.ts), and the daemon's
+// find with it (the providers' own binary lookup, src/provider/cli/Binary.ts; each ACP preset's
+// executable, src/provider/acp/Presets.ts), and the daemon's
 // socket health. Exit 0 unless a check failed (warnings do not fail), 1 otherwise — the report
 // is printed either way.
 import { Command } from "@effect/cli"
@@ -128,9 +129,21 @@ export const doctorCommand = Command.make("doctor", { home, json }, (o) =>
           onSuccess: (b): Check => ({ name: `provider:${name}`, status: "ok", detail: `${b.hostPath} (from ${b.from})`, fix: null })
         })
       ))
+    const Presets = yield* Effect.promise(() => import("../../provider/acp/Presets.js"))
+    const { defaultInstallDir } = yield* Effect.promise(() => import("../../provider/cli/CliSettings.js"))
+    const acp = yield* Presets.locatePresets(
+      loaded._tag === "Right" ? Option.getOrUndefined(loaded.right.settings.acp.presets) : undefined,
+      { installDir: defaultInstallDir(installDir), path: parentEnv()["PATH"] ?? "" }
+    )
+    const acpChecks = acp.map((p): Check => ({
+      name: `provider:acp:${p.name}`,
+      status: p.found ? "ok" : "warn",
+      detail: p.detail,
+      fix: p.found ? null : "install the agent (npm install -g …) or set its command in acp.presets (docs/providers.md \"ACP agents\")"
+    }))
     const daemon = yield* daemonCheck(paths)
     const held = daemon.status === "ok" ? yield* quarantineCheck(paths) : []
-    const report = Doctor.makeReport([...sandbox, config, ...providers, daemon, ...held].map((c) => new Doctor.DoctorCheck(c)))
+    const report = Doctor.makeReport([...sandbox, config, ...providers, ...acpChecks, daemon, ...held].map((c) => new Doctor.DoctorCheck(c)))
     if (o.json) {
       yield* printJson(report)
     } else {

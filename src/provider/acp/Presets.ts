@@ -174,3 +174,20 @@ export const resolveCommand = (
       from: exe.includes("/") ? "path" as const : "PATH" as const
     })
   })
+
+/** Where each preset's executable is found (`doctor`): `ok` with the file and its source, or why not. */
+export const locatePresets = (
+  configured: string | undefined,
+  options: { readonly installDir: string; readonly path: string }
+): Effect.Effect<ReadonlyArray<{ readonly name: string; readonly found: boolean; readonly detail: string }>> =>
+  Either.match(presetsOf(configured), {
+    onLeft: (message) => Effect.succeed([{ name: "acp", found: false, detail: message }]),
+    onRight: (table) =>
+      Effect.forEach(Object.entries(table), ([name, preset]) =>
+        resolveCommand(`acp:${name}`, preset, { ...options, node: "node" }).pipe(
+          Effect.match({
+            onFailure: (e) => ({ name, found: false, detail: e.message }),
+            onSuccess: (c) => ({ name, found: true, detail: `${c.hostPath} (from ${c.from}; model: ${preset.model})` })
+          })
+        ))
+  })
