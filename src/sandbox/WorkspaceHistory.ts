@@ -403,7 +403,12 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
      * on it, and `publish` (its branch to the user's repository, when it is a repository workspace).
      */
     const exclusive = <A, E>(id: WorkspaceId, f: (loc: HistoryLocation, git: HistoryGit, publish: Effect.Effect<void>) => Effect.Effect<A, E>) =>
-      withRepo(id, (loc, git) => f(loc, git, publish(id, loc)))
+      withRepo(id, (loc, git) =>
+        Effect.suspend(() => {
+          // `f` may move HEAD or the index: the next record checks with a full `git diff`.
+          indexMatchesHead.delete(loc.gitDir)
+          return f(loc, git, publish(id, loc))
+        }))
 
     return { commitTurn, onRecorded, diff, pendingChanges, changes, revert, log, merge, exportPatches, exclusive, locationOf } as const
   })
