@@ -37,6 +37,7 @@ import { agentIdOf, changedText, instructionsOf, nodeAgent, sessionIdOf, swarmNa
 import { type LineRange, makeNodeId, type NodeKind, type SwarmLanguage, type SwarmNode, type SwarmNodeId } from "./SwarmNode.js"
 import { loadRecord, nodesFile, type OrphanRecord, saveRecord, SwarmError, type SwarmRecord } from "./SwarmRecord.js"
 import { SwarmStore } from "./SwarmStore.js"
+import { namesNode, nearest, symbolNames } from "./Symbols.js"
 import { layerParcelFileSystem, type SwarmChange, SwarmWatcher } from "./Watcher.js"
 
 const ROOT_NODE = makeNodeId(".", "dir")
@@ -256,10 +257,7 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
     finder.setIndex((symbol) => {
       const out: Array<AgentId> = []
       for (const e of entries.values()) {
-        const n = e.node
-        const code = n.kind !== "dir" && n.kind !== "file"
-        const short = code ? n.name.slice(n.name.lastIndexOf(".") + 1) : basename(n.path)
-        if (n.id === symbol || n.name === symbol || short === symbol) out.push(e.agent)
+        if (e.node.id === symbol || e.node.name === symbol || symbolNames(e.node).includes(symbol)) out.push(e.agent)
       }
       return out
     })
@@ -534,7 +532,11 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
 
     const notRunning = new SwarmError({ reason: "not-running", message: "no swarm here: substrat swarm start <path>" })
 
-    /** A node by node id, agent id, or agent name (of exactly one live node agent). */
+    /**
+     * A node by node id, agent id, agent name (of exactly one live node agent), or symbol (as
+     * `find:` routes it; `path:symbol` within one file). A miss names the nearest symbols
+     * (InvalidInput: "did you mean …").
+     */
     const find = (ref: string) =>
       Effect.gen(function*() {
         if (record === null) return yield* notRunning
@@ -555,6 +557,20 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
         const gone = record.orphans.find((o) => o.node.id === ref || o.agent_id === ref)
         if (gone !== undefined) {
           return yield* new InvalidInputError({ field: "node", message: `${gone.node.id} is orphaned (its code is gone); it is not triggered` })
+        }
+        // A symbol (as find: routes it), or path:symbol.
+        const symbol: Array<Entry> = []
+        for (const e of entries.values()) if (namesNode(ref, e.node)) symbol.push(e)
+        if (symbol.length === 1) return symbol[0]!
+        if (symbol.length > 1) {
+          return yield* new InvalidInputError({
+            field: "node",
+            message: `${symbol.length} swarm nodes are named "${ref}"; use a node id or path:symbol: ${symbol.slice(0, 5).map((e) => e.node.id).join(", ")}`
+          })
+        }
+        const near = nearest(ref, Array.from(entries.values(), (e) => symbolNames(e.node)).flat())
+        if (near.length > 0) {
+          return yield* new InvalidInputError({ field: "node", message: `no swarm node ${ref}; did you mean ${near.join(", ")}?` })
         }
         return yield* new NotFoundError({ kind: "agent", id: ref, message: `no swarm node ${ref}` })
       })

@@ -75,3 +75,28 @@ describe("agent ls with a swarm", () => {
     expect(hidden.every((n) => dormant.has(n.agent_id))).toBe(true)
   })
 })
+
+describe("addressing a swarm node by symbol", () => {
+  it("swarm chat and agent send find: take the symbol or path:symbol; a miss says did you mean (exit 2)", async () => {
+    const { home, repo } = fresh()
+    write(repo, "net/uri.py", "def host_from_uri():\n    return 1\n\ndef port_from_uri():\n    return 2\n")
+    owned.track(await startDaemon(home))
+    await cliJson(home, ["swarm", "start", repo, "--provider", "scripted:echo"])
+    const nodes = (await cliJson<{ agents: ReadonlyArray<SwarmAgent> }>(home, ["swarm", "agents"])).agents
+    const fn = nodes.find((n) => n.node_id === "net/uri.py#function:host_from_uri")!
+
+    const chat = await cli(home, ["swarm", "chat", "host_from_uri", "who are you?", "--wait"])
+    expect([chat.code, chat.stderr]).toEqual([0, ""])
+    expect(chat.stdout).toContain("who are you?")
+    expect((await cliJson<{ agent_id: string }>(home, ["swarm", "chat", "net/uri.py:host_from_uri", "again"])).agent_id).toBe(fn.agent_id)
+    expect((await cliJson<{ agent_id: string }>(home, ["agent", "send", "find:host_from_uri", "from the CLI"])).agent_id).toBe(fn.agent_id)
+    expect((await cliJson<{ agent_id: string }>(home, ["agent", "send", "find:net/uri.py:host_from_uri", "by path"])).agent_id).toBe(fn.agent_id)
+
+    const miss = await cli(home, ["swarm", "chat", "host_from_url", "hi"])
+    expect(miss.code).toBe(2)
+    expect(miss.stderr).toContain("no swarm node host_from_url; did you mean host_from_uri")
+    const sendMiss = await cli(home, ["agent", "send", "find:port_form_uri", "hi"])
+    expect(sendMiss.code).toBe(2)
+    expect(sendMiss.stderr).toContain("did you mean port_from_uri")
+  })
+})

@@ -7,6 +7,8 @@ import { Orchestrator } from "../../agent/Orchestrator.js"
 import type { MessageId } from "../../domain/ids.js"
 import { isErrorReply } from "../../domain/message.js"
 import { Meter } from "../../meter/Meter.js"
+import { FIND_PREFIX } from "../../agent/FindRoute.js"
+import { Swarm } from "../../swarm/Swarm.js"
 import { pick } from "../Refs.js"
 import { InvalidInput, NotFound, type RpcError, Unavailable } from "../../protocol/AdminRpcs.js"
 import type { Resolver } from "../Resolver.js"
@@ -23,6 +25,7 @@ const pickRequest = (name: string, ref: string, ids: ReadonlyArray<MessageId>): 
 export const makeMessageHandlers = (resolver: Resolver) => Effect.gen(function*() {
   const orchestrator = yield* Orchestrator
   const meter = yield* Meter
+  const swarm = yield* Swarm
 
   const answerOf = (name: string, message_id: MessageId, timeout: number | null) =>
     Effect.gen(function*() {
@@ -52,7 +55,9 @@ export const makeMessageHandlers = (resolver: Resolver) => Effect.gen(function*(
         if (p.wait === true && !sync) {
           return yield* new InvalidInput({ field: "wait", message: "a notification (sync=false) gets no answer to wait for" })
         }
-        const node = yield* resolver.liveAgent(p.agent)
+        // `find:<symbol>` / `find:<path>:<symbol>`: the swarm node agent so named (Swarm.find).
+        const ref = p.agent.startsWith(FIND_PREFIX) ? (yield* swarm.find(p.agent.slice(FIND_PREFIX.length))).agent : p.agent
+        const node = yield* resolver.liveAgent(ref)
         yield* Effect.annotateCurrentSpan({ "substrat.agent.ref": p.agent, "gen_ai.agent.id": node.id, "gen_ai.agent.name": node.name })
         const r = yield* orchestrator.send({ agent: node.id, text: p.text, sync })
         const result = { message_id: r.message_id, agent_id: node.id }
