@@ -135,12 +135,14 @@ describe("configuration", () => {
     Effect.gen(function*() {
       for (const k of allKeys) {
         if (k.key === "home" || k.key.startsWith("credentials.")) continue
-        const sample = /Ms|Steps|Retries|slots|Bytes|Attempts|caps\.max|Connections|Unauthenticated|quotas\.|sandbox\.[ug]id/i.test(k.key)
+        const sample = /Ms|Seconds|Steps|Retries|slots|Bytes|Attempts|caps\.max|Connections|Unauthenticated|quotas\.|sandbox\.[ug]id/i.test(k.key)
           ? "2048"
           : k.key === "caps.policy" || k.key === "acp.approve"
           ? (k.key === "acp.approve" ? "reject" : "refuse")
           : /upstream|endpoint/.test(k.key)
           ? "http://x"
+          : k.key === "workspaces.spawnMode"
+          ? "branch"
           : k.key === "egress.testResolve"
           ? "npm.substrat-test=127.0.0.1"
           : k.key.endsWith("prices")
