@@ -603,17 +603,19 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
         const e = yield* find(ref)
         const replies = wait ? Option.some(yield* orchestrator.subscribe(e.agent)) : Option.none()
         const sent = yield* orchestrator.send({ agent: e.agent, text, sync: true })
-        let reply: string | null = null
+        let reply: { readonly id: MessageId; readonly text: string } | null = null
         if (Option.isSome(replies)) {
           const got = yield* replies.value.pipe(
             Stream.filterMap((o) =>
-              o._tag === "MessageToUser" && o.message.reply_to === sent.message_id ? Option.some(o.message.payload) : Option.none()
+              o._tag === "MessageToUser" && o.message.reply_to === sent.message_id
+                ? Option.some({ id: o.message.id, text: o.message.payload })
+                : Option.none()
             ),
             Stream.runHead
           )
           reply = Option.getOrNull(got)
         }
-        return { message_id: sent.message_id, agent_id: e.agent, node_id: e.node.id, reply }
+        return { message_id: sent.message_id, agent_id: e.agent, node_id: e.node.id, reply: reply?.text ?? null, reply_id: reply?.id ?? null }
       }))
 
     /** Wake a node's agent with a SYSTEM request (as a save of its code would). */

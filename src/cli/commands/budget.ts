@@ -106,6 +106,26 @@ export const budgetCommand = Command.make("budget").pipe(
   Command.withSubcommands([setCommand, showCommand])
 )
 
+/**
+ * The unread answer `ref` designates: its id or a unique prefix among the inbox's items (a prefix
+ * of several: exit 2 naming them, nothing read).
+ */
+const unreadAnswer = (items: ReadonlyArray<InboxItem>, ref: string): Effect.Effect<InboxItem, CliError> => {
+  const r = ref.trim().toLowerCase()
+  const exact = items.find((i) => i.id.toLowerCase() === r)
+  const hits = exact !== undefined ? [exact] : r.length === 0 ? [] : items.filter((i) => i.id.toLowerCase().startsWith(r))
+  if (hits.length > 1) {
+    return Effect.fail(new CliError({
+      kind: "invalid-input",
+      message: `inbox item "${ref}" is ambiguous: ${hits.length} item ids start with it: ${hits.slice(0, 10).map((i) => `${i.id.slice(0, 12)} (${i.kind}, ${i.agent_name})`).join(", ")}; use more of the id`
+    }))
+  }
+  const item = hits[0]
+  return item === undefined || item.kind !== "answer"
+    ? Effect.fail(new CliError({ kind: "invalid-input", message: `no unread answer ${ref} in the inbox (substrat inbox lists them)` }))
+    : Effect.succeed(item)
+}
+
 export const renderInbox = (items: ReadonlyArray<InboxItem>): string =>
   items.length === 0
     ? "nothing waits for you"
@@ -122,7 +142,8 @@ export const inboxCommand = Command.make("inbox", {
     Args.withDescription("answer: answer item <id> with <text>; read: mark an agent's answer to you read"),
     Args.optional
   ),
-  id: Args.text({ name: "id" }).pipe(Args.withDescription("The inbox item's id"), Args.optional),
+  all: Options.boolean("all").pipe(Options.withDescription("With read: every agent's answer to you leaves the inbox")),
+  id: Args.text({ name: "id" }).pipe(Args.withDescription("The inbox item's id, or a unique prefix of it"), Args.optional),
   text: Args.text({ name: "text" }).pipe(
     Args.withSchema(MessageText),
     Args.withDescription("The answer (delivered as the agent's next message); for a spent budget: stop"),
@@ -138,16 +159,18 @@ export const inboxCommand = Command.make("inbox", {
       return yield* Console.log(renderInbox(r.items))
     }
     if (o.action.value === "read") {
-      if (Option.isNone(o.id) || Option.isSome(o.text)) return yield* new CliError({ kind: "invalid-input", message: "usage: substrat inbox read <id>" })
-      const id = o.id.value
-      const items = (yield* withClient(BudgetGroup, socket, (c) => call(socket, c.inbox.list()))).items
-      const item = items.find((i) => i.id === id)
-      if (item === undefined || item.kind !== "answer") {
-        return yield* new CliError({ kind: "invalid-input", message: `no unread answer ${id} in the inbox (substrat inbox lists them)` })
+      if (o.all === Option.isSome(o.id) || Option.isSome(o.text)) {
+        return yield* new CliError({ kind: "invalid-input", message: "usage: substrat inbox read <id>, or substrat inbox read --all" })
       }
-      const r = yield* withClient(BudgetGroup, socket, (c) => call(socket, c.inbox.answer({ id, text: "read" })))
-      if (o.json) return yield* printJson(r)
-      return yield* Console.log(`read: ${r.agent_name}'s answer left the inbox`)
+      return yield* withClient(BudgetGroup, socket, (c) =>
+        Effect.gen(function*() {
+          const items = (yield* call(socket, c.inbox.list())).items
+          const answers = o.all ? items.filter((i) => i.kind === "answer") : [yield* unreadAnswer(items, Option.getOrElse(o.id, () => ""))]
+          const read = yield* Effect.forEach(answers, (i) => call(socket, c.inbox.answer({ id: i.id, text: "read" })))
+          if (o.json) return yield* printJson(o.all ? { read } : read[0])
+          if (o.all) return yield* Console.log(`read: ${read.length} answer(s) left the inbox`)
+          yield* Console.log(`read: ${read[0]?.agent_name ?? "the agent"}'s answer left the inbox`)
+        }))
     }
     if (Option.isNone(o.id) || Option.isNone(o.text)) {
       return yield* new CliError({ kind: "invalid-input", message: "usage: substrat inbox answer <id> <text>" })
@@ -167,7 +190,7 @@ export const inboxCommand = Command.make("inbox", {
     )
   })).pipe(Command.withDescription(describe("What waits for you, oldest first (agents' questions, spent budgets, spawns queued past caps, unread answers); answer an item", {
     details: [
-      "An answer is the agent's next message. On a spent budget, `stop` terminates the subtree; raising it is `substrat budget set`. On a queued spawn, `cancel` drops it (else it starts by itself when room frees). An answer to you stays until `substrat inbox read <id>` or `agent send --wait` returned it."
+      "An answer is the agent's next message. On a spent budget, `stop` terminates the subtree; raising it is `substrat budget set`. On a queued spawn, `cancel` drops it (else it starts by itself when room frees). An answer to you stays until it was shown to you (`agent send --wait`, `agent wait`, `swarm chat --wait`, `agent attach`) or `substrat inbox read <id>` (`--all`: every one). Ids take a unique prefix."
     ],
-    examples: ["substrat inbox", "substrat inbox answer 91aa0c2e-… \"Use blue\"", "substrat inbox read 3c2e9a10-…"]
+    examples: ["substrat inbox", "substrat inbox answer 91aa \"Use blue\"", "substrat inbox read --all"]
   })))

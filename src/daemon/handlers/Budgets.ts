@@ -26,6 +26,26 @@ export const BudgetHandlers = served(BudgetGroup, Effect.gen(function*() {
   const orchestrator = yield* Orchestrator
   const resolver = yield* makeResolver
   const resolve = (ref: string) => resolver.liveAgent(ref)
+  /** Everything waiting for the human, oldest first. */
+  const items = Effect.map(egress.inbox, (hosts) => [...meter.inbox(), ...spawns.inbox(), ...quotas.inbox(), ...hosts].sort((a, b) => a.ts.localeCompare(b.ts)))
+  /**
+   * An item's full id from its id or a unique prefix, like every other id (src/daemon/Refs.ts);
+   * a prefix of several: InvalidInput naming them, nothing answered. An unknown id is passed on
+   * (each kind's own "not found").
+   */
+  const itemId = (ref: string) =>
+    Effect.flatMap(items, (all) => {
+      const r = ref.trim().toLowerCase()
+      if (r.length === 0 || all.some((i) => i.id.toLowerCase() === r)) return Effect.succeed(ref.trim())
+      const hits = all.filter((i) => i.id.toLowerCase().startsWith(r))
+      if (hits.length === 1) return Effect.succeed(hits[0]!.id)
+      if (hits.length === 0) return Effect.succeed(ref.trim())
+      const named = hits.slice(0, 10).map((i) => `${i.id.slice(0, 12)} (${i.kind}, ${i.agent_name})`).join(", ")
+      return Effect.fail(new InvalidInputError({
+        field: "id",
+        message: `inbox item "${ref.trim()}" is ambiguous: ${hits.length} item ids start with it: ${named}${hits.length > 10 ? ", …" : ""}; use more of the id`
+      }))
+    })
   const view = (node: AgentNode): BudgetView => ({ ...meter.report(node.id), agent_name: node.name })
   const capsView = (root: AgentNode): CapsView => ({
     root_id: root.id,
@@ -72,11 +92,12 @@ export const BudgetHandlers = served(BudgetGroup, Effect.gen(function*() {
 
     "budget.show": (p) => Effect.map(resolve(p.agent), view),
 
-    "inbox.list": () =>
-      Effect.map(egress.inbox, (hosts) => ({ items: [...meter.inbox(), ...spawns.inbox(), ...quotas.inbox(), ...hosts].sort((a, b) => a.ts.localeCompare(b.ts)) })),
+    "inbox.list": () => Effect.map(items, (items) => ({ items })),
 
-    "inbox.answer": (p) =>
+    "inbox.answer": (q) =>
       Effect.gen(function*() {
+        const id = yield* itemId(q.id)
+        const p = { id, text: q.text }
         const queued = spawns.queued().find((q) => q.queue_id === p.id)
         if (queued !== undefined) {
           if (p.text.trim().toLowerCase() !== "cancel") {

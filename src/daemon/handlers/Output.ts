@@ -6,6 +6,7 @@ import type { AgentOutput } from "../../agent/OutputBus.js"
 import { forPeople } from "../../agent/Prompt.js"
 import type { AgentNode } from "../../domain/agent.js"
 import { EventTap } from "../EventTap.js"
+import { Meter } from "../../meter/Meter.js"
 import type { Resolver } from "../Resolver.js"
 import type { OutputEvent } from "../../protocol/AdminRpcs.js"
 import { Transcript } from "../Transcript.js"
@@ -14,6 +15,7 @@ import { clip, nameOf, shortJson } from "./Shared.js"
 export const makeOutputHandlers = (resolver: Resolver) => Effect.gen(function*() {
   const orchestrator = yield* Orchestrator
   const tap = yield* EventTap
+  const meter = yield* Meter
   const transcript = yield* Transcript
   yield* transcript.learn(yield* orchestrator.list)
 
@@ -38,6 +40,8 @@ export const makeOutputHandlers = (resolver: Resolver) => Effect.gen(function*()
               : { ...base, kind: "error" as const, text: o.error }
           )
         case "MessageToUser": {
+          // Shown to the human by attach: out of the inbox (best effort).
+          yield* Effect.ignore(meter.markRead([o.message.id]))
           const tree = yield* orchestrator.list
           return Option.some({ ...base, kind: "message" as const, from: nameOf(o.message.sender, tree), to: "USER", text: o.message.payload })
         }

@@ -8,6 +8,7 @@ import { isAbsolute } from "node:path"
 import { InvalidInputError } from "../../domain/errors.js"
 import { Durable } from "../../storage/Durable.js"
 import { EventLog } from "../../storage/EventLog.js"
+import { Meter } from "../../meter/Meter.js"
 import { ROOT_NODE_REF, SwarmSchedules, validateCron } from "../../swarm/Schedules.js"
 import { Swarm } from "../../swarm/Swarm.js"
 import { swarmLog } from "../../swarm/SwarmLog.js"
@@ -18,6 +19,7 @@ export const SwarmHandlers = served(SwarmGroup, Effect.gen(function*() {
   const swarm = yield* Swarm
   const schedules = yield* SwarmSchedules
   const eventLog = yield* EventLog
+  const meter = yield* Meter
   const durable = yield* Durable
   const withDurable = <A, E>(effect: Effect.Effect<A, E, Durable>) => Effect.provideService(effect, Durable, durable)
   const fs = yield* Effect.provide(FileSystem.FileSystem, NodeFileSystem.layer)
@@ -47,7 +49,11 @@ export const SwarmHandlers = served(SwarmGroup, Effect.gen(function*() {
     "swarm.status": () => withDurable(Effect.map(swarm.status, (s) => ({ swarm: Option.getOrNull(s) }))),
     "swarm.agents": (p) => Effect.map(swarm.agents({ parent: p.parent, status: p.status }), (agents) => ({ agents })),
     "swarm.agent": (p) => swarm.agent(p.node),
-    "swarm.chat": (p) => p.wait === true ? Effect.interruptible(swarm.chat(p.node, p.text, true)) : swarm.chat(p.node, p.text, false),
+    // With `wait` the answer is shown to the human: out of the inbox (best effort: it was given either way).
+    "swarm.chat": (p) =>
+      p.wait === true
+        ? Effect.interruptible(Effect.tap(swarm.chat(p.node, p.text, true), (r) => r.reply_id === null ? Effect.void : Effect.ignore(meter.markRead([r.reply_id]))))
+        : swarm.chat(p.node, p.text, false),
     "swarm.trigger": (p) => swarm.trigger(p.node),
     "swarm.schedule": (p) => withDurable(schedules.set(p.node, p.cron)),
     "swarm.unschedule": (p) => schedules.remove(p.node),
