@@ -3,7 +3,7 @@
 // every sandbox gets), never on the host. Output is kept up to the agent's `outputByteLimit`
 // (default and ceiling MAX_OUTPUT_BYTES), cut at the front. At most MAX_TERMINALS live at once per
 // agent; all are killed when the provider stops.
-import { Deferred, Effect, Exit, Fiber, Scope, Stream } from "effect"
+import { Deferred, Effect, Exit, Fiber, Option, Scope, Stream } from "effect"
 import type { SandboxRequest, SandboxService } from "../../sandbox/Sandbox.js"
 
 export const MAX_OUTPUT_BYTES = 1024 * 1024
@@ -96,10 +96,10 @@ export const make = (sandbox: SandboxService, workspace: SandboxRequest["workspa
 
   const output = (id: string) =>
     Effect.flatMap(get(id), (t) =>
-      Effect.map(Deferred.poll(t.exit), (done) => ({
+      Effect.map(Effect.flatMap(Deferred.poll(t.exit), Effect.transposeOption), (done) => ({
         output: t.output,
         truncated: t.truncated,
-        ...(done._tag === "Some" ? { exitStatus: Effect.runSync(done.value) } : {})
+        ...(Option.isSome(done) ? { exitStatus: done.value } : {})
       })))
 
   const waitForExit = (id: string) => Effect.flatMap(get(id), (t) => Deferred.await(t.exit))
