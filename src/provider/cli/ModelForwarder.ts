@@ -210,58 +210,71 @@ export const serve = (o: ForwarderOptions): Effect.Effect<Forwarder, ForwarderEr
       headers["content-length"] = String(body.length)
       if (o.credential !== null) headers[o.credential.header] = o.credential.value
       let response: Http.IncomingMessage | null = null
-      const up = client.request(
-        {
-          protocol: o.upstreamSocket !== undefined ? "http:" : upstream.protocol,
-          hostname: upstream.hostname,
-          port: upstream.port === "" ? undefined : Number(upstream.port),
-          ...(o.upstreamSocket !== undefined ? { socketPath: o.upstreamSocket } : {}),
-          method: req.method ?? "POST",
-          path: `${prefix}${req.url ?? "/"}`,
-          headers
-        },
-        (upRes) => {
-          response = upRes
-          const out: Record<string, string | Array<string>> = {}
-          for (const [k, v] of Object.entries(upRes.headers)) {
-            if (v !== undefined && !hopByHop.has(k)) out[k] = v
+      // A kept-alive connection the upstream closed just as this request went out fails with
+      // ECONNRESET before any response: the upstream never read the request, so it is sent
+      // once more on a fresh connection (the retry Node's http documentation gives for
+      // `reusedSocket`). Any other failure, or a second one, is the client's 502.
+      const send = (retried: boolean): Http.ClientRequest => {
+        const up = client.request(
+          {
+            protocol: o.upstreamSocket !== undefined ? "http:" : upstream.protocol,
+            hostname: upstream.hostname,
+            port: upstream.port === "" ? undefined : Number(upstream.port),
+            ...(o.upstreamSocket !== undefined ? { socketPath: o.upstreamSocket } : {}),
+            method: req.method ?? "POST",
+            path: `${prefix}${req.url ?? "/"}`,
+            headers
+          },
+          (upRes) => {
+            response = upRes
+            const out: Record<string, string | Array<string>> = {}
+            for (const [k, v] of Object.entries(upRes.headers)) {
+              if (v !== undefined && !hopByHop.has(k)) out[k] = v
+            }
+            if (!res.destroyed) res.writeHead(upRes.statusCode ?? 502, out)
+            if (metered !== null) {
+              const type = String(upRes.headers["content-type"] ?? "")
+              metered.span?.annotate({ "http.response.status_code": upRes.statusCode ?? 502, "substrat.model.streamed": type.includes("text/event-stream") })
+              tap(upRes, metered, () => open.delete(up))
+            }
+            // (A metered request whose client left is read on without it: see `res`'s close below.)
+            if (res.destroyed) upRes.resume()
+            else upRes.pipe(res)
+            upRes.on("error", () => res.destroy())
           }
-          if (!res.destroyed) res.writeHead(upRes.statusCode ?? 502, out)
-          if (metered !== null) {
-            const type = String(upRes.headers["content-type"] ?? "")
-            metered.span?.annotate({ "http.response.status_code": upRes.statusCode ?? 502, "substrat.model.streamed": type.includes("text/event-stream") })
-            tap(upRes, metered, () => open.delete(up))
-          }
-          // (A metered request whose client left is read on without it: see `res`'s close below.)
-          if (res.destroyed) upRes.resume()
-          else upRes.pipe(res)
-          upRes.on("error", () => res.destroy())
+        )
+        if (metered !== null) {
+          open.add(up)
+          // Given up when the upstream sends nothing for too long (its hold would stall the tree).
+          up.setTimeout(idleMs, () => up.destroy(new Error(`no bytes from the upstream for ${idleMs} ms`)))
         }
-      )
-      if (metered !== null) {
-        open.add(up)
-        // Given up when the upstream sends nothing for too long (its hold would stall the tree).
-        up.setTimeout(idleMs, () => up.destroy(new Error(`no bytes from the upstream for ${idleMs} ms`)))
+        up.on("error", (e) => {
+          if (!retried && response === null && up.reusedSocket && (e as NodeJS.ErrnoException).code === "ECONNRESET" && !res.destroyed) {
+            open.delete(up)
+            current = send(true)
+            return
+          }
+          if (metered !== null && response === null) {
+            open.delete(up)
+            metered.span?.annotate({ "http.response.status_code": 502 })
+            const span = metered.span ?? untraced
+            void run(metered.meter.settle(metered.hold, null)).then(() => run(span.end({ type: "upstream_unreachable", message: e.message }))).catch(() => undefined)
+          }
+          if (res.headersSent) {
+            res.destroy()
+            return
+          }
+          answer(res, 502, errorBody("api_error", `upstream ${upstream.origin} unreachable: ${e.message}`))
+        })
+        up.end(body)
+        return up
       }
-      up.on("error", (e) => {
-        if (metered !== null && response === null) {
-          open.delete(up)
-          metered.span?.annotate({ "http.response.status_code": 502 })
-          const span = metered.span ?? untraced
-          void run(metered.meter.settle(metered.hold, null)).then(() => run(span.end({ type: "upstream_unreachable", message: e.message }))).catch(() => undefined)
-        }
-        if (res.headersSent) {
-          res.destroy()
-          return
-        }
-        answer(res, 502, errorBody("api_error", `upstream ${upstream.origin} unreachable: ${e.message}`))
-      })
-      up.end(body)
+      let current = send(false)
       res.on("close", () => {
         if (res.writableFinished) return
         // Unmetered: the request is dropped with its client. Metered: it is read on to its end,
         // so the meter gets the upstream's own final usage (what it bills for it).
-        if (metered === null) up.destroy()
+        if (metered === null) current.destroy()
         else if (response !== null) {
           response.unpipe(res)
           response.resume()
