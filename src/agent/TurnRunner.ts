@@ -146,7 +146,8 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
         // A turn that failed because a budget on its path ran out is parked, not failed: nobody is
         // answered; its messages and trigger wait (with a note) until a raise runs it again, or
         // the human stops the subtree (its requests are then answered by the termination).
-        const spent = o.error !== null && gate !== null ? gate.spent(node) : null
+        // (Decided as the turn failed, and logged with its `provider.error`: recovery parks it too.)
+        const spent = o.error !== null ? o.parked ?? null : null
         if (spent !== null && mailbox.requeue(node.id, took, { ...trigger, note: pausedNote(spent) })) {
           yield* bus.publish({ _tag: "TurnCompleted", agent_id: node.id, turn_id: o.turn_id, response: "", error: `parked: ${spent}` })
           yield* spawns.pump()
@@ -248,6 +249,7 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
               })
               : Effect.void,
           beforeEnd: () => birthChildren(node),
+          parkedBy: () => Effect.sync(() => (gate === null ? null : gate.spent(node))),
           after: (o) => (taken ? afterTurn(node, taken, o, took) : Effect.void).pipe(Effect.ensuring(release)),
           span: () => turnSpan(node, taken, took)
         }).pipe(Effect.ensuring(release))

@@ -101,7 +101,13 @@ export const ToolCallResultData = Schema.Struct({
 export const ProviderErrorData = Schema.Struct({
   turn_id: Schema.NullOr(TurnId),
   reason: Schema.String,
-  message: Schema.String
+  message: Schema.String,
+  /**
+   * Set when the turn failed because a budget on the agent's path ran out: the turn is parked,
+   * not failed — nobody is answered, the messages it read are pending again and wait (with a
+   * note saying why, this text) until a raise re-runs it or the subtree is stopped.
+   */
+  parked: Schema.optional(Schema.String)
 })
 /**
  * Tokens and cost. `source: "request"`: one model request metered at the model forwarder (or by

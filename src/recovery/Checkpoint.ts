@@ -67,6 +67,8 @@ export const FoldState = Schema.Struct({
   invoked: Schema.optional(pairs(Schema.String, Schema.Struct({ tool: Schema.String, args: JsonValue }))),
   openTurn: Schema.optional(Schema.String),
   openTurnTs: Schema.optional(Schema.String),
+  /** The last turn was parked (a budget ran out) and none started since: what it had read, and why. */
+  paused: Schema.optional(Schema.Struct({ messages: Schema.Array(MessageId), reason: Schema.String })),
   /**
    * The recent-activity ring of messages names a broadcast's peers as null (the plan names
    * them). The rings themselves are not here: see `CheckpointEntry.recent`.

@@ -81,6 +81,12 @@ export interface TurnPosition {
    * in a row died with a turn of this agent in flight (0 when the last turn ended).
    */
   readonly interruptedInARow: number
+  /**
+   * The last turn ended parked (a budget on the agent's path ran out, `provider.error` with
+   * `parked`) and no turn started since: the messages it had read (pending again, in delivery
+   * order) and why. Its re-run carries a note saying it was paused.
+   */
+  readonly paused: { readonly messages: ReadonlyArray<MessageId>; readonly reason: string } | null
 }
 
 /** One session's log, folded. */
@@ -260,6 +266,8 @@ class Acc {
   invoked: Map<string, { readonly tool: string; readonly args: unknown }> | undefined
   openTurn: string | null = null
   openTurnTs = ""
+  /** The last turn was parked, none started since: what it had read, and why (TurnPosition.paused). */
+  paused: { readonly messages: ReadonlyArray<MessageId>; readonly reason: string } | null = null
   /** The last turns (summaries are built by `finish`, for the few kept). */
   turns: Array<RecentTurn> | undefined
   messages: Array<Noted> | undefined
@@ -317,6 +325,7 @@ class Acc {
       s.openTurn = this.openTurn
       s.openTurnTs = this.openTurnTs
     }
+    put("paused", this.paused)
     if (this.recentJson !== undefined ? this.broadcast : this.messages?.some((m) => messageSummary(m).peer === null)) {
       s.broadcast = true
     }
@@ -374,6 +383,7 @@ class Acc {
     if (s.invoked !== undefined) acc.invoked = new Map(s.invoked)
     acc.openTurn = s.openTurn ?? null
     acc.openTurnTs = s.openTurnTs ?? ""
+    acc.paused = s.paused ?? null
     acc.recentJson = recent
     acc.broadcast = s.broadcast === true
     acc.started = s.started ?? 0
@@ -427,6 +437,28 @@ class Acc {
     // forget that it was metered, so the set holds open turns only instead of growing with history.
     const id = end._tag === "complete" ? end.data.turn_id : end.turn_id
     if (this.metered?.delete(id) === true && this.metered.size === 0) this.metered = undefined
+    this.ended++
+    this.inARow = 0
+  }
+
+  /**
+   * A turn parked (its budget ran out mid-way): it ends, but answers nobody. The messages it read
+   * are pending again, ahead of the rest as they were, and wait for its re-run.
+   */
+  parkTurn(turnId: TurnId, data: EventData<"provider.error">, reason: string): void {
+    this.unpack()
+    const ring = this.turns ??= []
+    ring.push({ _tag: "ended", end: { _tag: "failed", turn_id: turnId, data }, prompt: this.openTurn ?? "" })
+    if (ring.length > RECENT_TURNS) ring.shift()
+    const read = [...this.open.values()]
+    for (const p of read) if (p.envelope.kind === "response") this.unreadReplies++
+    const all = [...read, ...this.pending.values()].sort((x, y) => x.seq - y.seq)
+    this.pending.clear()
+    for (const p of all) this.pending.set(p.envelope.id, p)
+    this.paused = { messages: read.map((p) => p.envelope.id), reason }
+    this.open.clear()
+    this.openTurn = null
+    if (this.metered?.delete(turnId) === true && this.metered.size === 0) this.metered = undefined
     this.ended++
     this.inARow = 0
   }
@@ -559,6 +591,7 @@ const handlers: { readonly [E in LogEventName]: Handler<E> } = {
     }
   },
   "turn.start": (acc, data, ts) => {
+    acc.paused = null
     acc.openTurn = data.prompt
     acc.openTurnTs = ts
     acc.started++
@@ -566,7 +599,9 @@ const handlers: { readonly [E in LogEventName]: Handler<E> } = {
   },
   "turn.complete": (acc, data, ts) => acc.endTurn({ _tag: "complete", data }, ts),
   "provider.error": (acc, data, ts) => {
-    if (data.turn_id !== null) acc.endTurn({ _tag: "failed", turn_id: data.turn_id, data }, ts)
+    if (data.turn_id === null) return
+    if (data.parked !== undefined) acc.parkTurn(data.turn_id, data, data.parked)
+    else acc.endTurn({ _tag: "failed", turn_id: data.turn_id, data }, ts)
   },
   "usage.reserved": (acc, data) => {
     const { reservation_id, turn_id, input_tokens, output_tokens, cost_usd } = data
@@ -683,7 +718,8 @@ export class SessionFold {
         interrupted: a.openTurn === null
           ? null
           : { prompt: a.openTurn, consumedMessages: consumed, messages: [...a.open.keys()], ts: a.openTurnTs },
-        interruptedInARow: a.openTurn === null ? 0 : a.inARow
+        interruptedInARow: a.openTurn === null ? 0 : a.inARow,
+        paused: a.paused
       },
       // A reservation never settled (the daemon died with its request in flight) is charged whole.
       usage: a.holds === undefined ? a.usage : [...a.holds.values()].reduce<UsageTotals>((u, h) => addUsage(u, h), a.usage),

@@ -23,7 +23,7 @@ import type { LogPosition } from "../provider/Provider.js"
 import { addUsage, type UsageTotals, zeroUsage } from "../domain/usage.js"
 import { type AgentUsage, type MessageSummary, type SeededActivity, withMessage } from "../agent/Activity.js"
 import { AgentTree, USER } from "../agent/AgentTree.js"
-import { recoveryPrompt, senderName } from "../agent/Prompt.js"
+import { pausedNote, recoveryPrompt, senderName } from "../agent/Prompt.js"
 import type { RecoveredState, RecoveredTurn } from "../agent/RecoveredState.js"
 import type { PendingRequest } from "../agent/Requests.js"
 import type { RecentMessage, SessionLog } from "./Fold.js"
@@ -386,6 +386,15 @@ const resume = (tree: AgentTree, nodes: ReadonlyArray<AgentNode>, live: Readonly
           consumedMessages: cut.consumedMessages,
           children: tree.children(node.id).map((c) => c.name)
         })
+      })
+    } else if (log.turns.paused !== null) {
+      // Parked when its budget ran out: its re-run (once the budget is raised: the turn gate
+      // holds it until then) takes the same messages, with the note the live re-run has.
+      notes.push({
+        agent: node.id,
+        root: node.parent_id === null,
+        messages: log.turns.paused.messages,
+        text: pausedNote(log.turns.paused.reason)
       })
     }
     const blob = input.recoverState(record!, {

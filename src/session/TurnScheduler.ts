@@ -36,6 +36,8 @@ export interface TurnOutcome {
   readonly usage: UsageTotals
   /** Null when the turn completed. */
   readonly error: { readonly reason: string; readonly message: string } | null
+  /** Set when the failed turn was parked (`parkedBy`): why. */
+  readonly parked?: string
 }
 
 export interface TurnCallbacks {
@@ -46,6 +48,12 @@ export interface TurnCallbacks {
    * logged. A failure fails the turn (`provider.error` with the error's tag and message).
    */
   readonly beforeEnd?: (turn_id: TurnId) => Effect.Effect<void, { readonly _tag: string; readonly message: string }>
+  /**
+   * Asked when the turn failed, before its `provider.error` is logged: why the turn is parked
+   * (a budget on the path ran out), or null when it simply failed. The reason is logged with
+   * the error (`parked`), so recovery after a crash keeps the turn parked too.
+   */
+  readonly parkedBy?: (turn_id: TurnId) => Effect.Effect<string | null>
   /** Runs after the turn, still before the session's next turn starts. */
   readonly after?: (outcome: TurnOutcome) => Effect.Effect<void>
   /**
@@ -166,10 +174,11 @@ export class TurnScheduler extends Effect.Service<TurnScheduler>()("substrat/Tur
                 )
               yield* before
               const error = describe(e instanceof EndingFailed ? e.cause : e)
-              yield* log.append(id, makeEvent("provider.error", { turn_id, ...error })).pipe(
+              const parked = cb.parkedBy === undefined ? null : yield* cb.parkedBy(turn_id)
+              yield* log.append(id, makeEvent("provider.error", { turn_id, ...error, ...(parked === null ? {} : { parked }) })).pipe(
                 Effect.catchAll((le) => Effect.logWarning(`provider.error of turn ${turn_id} not logged: ${le.message}`))
               )
-              return { turn_id, prompt, response: "", usage, error } satisfies TurnOutcome
+              return { turn_id, prompt, response: "", usage, error, ...(parked === null ? {} : { parked }) } satisfies TurnOutcome
             })
           ),
           Effect.ensuring(Effect.suspend(() => {
