@@ -8,18 +8,7 @@ import * as Http from "node:http"
 import * as Path from "node:path"
 import * as ModelForwarder from "../../src/provider/cli/ModelForwarder.js"
 import { makeTmpDir } from "../support/tmp.js"
-
-const post = (socketPath: string, path: string, body: unknown) =>
-  Effect.async<{ readonly status: number; readonly body: string }>((resume) => {
-    const req = Http.request({ socketPath, path, method: "POST", agent: false, headers: { "content-type": "application/json" } }, (res) => {
-      let text = ""
-      res.setEncoding("utf8")
-      res.on("data", (c: string) => (text += c))
-      res.on("end", () => resume(Effect.succeed({ status: res.statusCode ?? 0, body: text })))
-    })
-    req.on("error", (e) => resume(Effect.die(e)))
-    req.end(JSON.stringify(body))
-  })
+import { post } from "../support/unixPost.js"
 
 describe("model forwarder: upstream keep-alive", () => {
   it.scoped("a request on a connection the upstream just closed is sent again on a new one, once", () =>

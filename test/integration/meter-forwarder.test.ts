@@ -6,7 +6,6 @@
 // cost, and ends once; a refusal or an upstream error status ends it as a failure.
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Schedule } from "effect"
-import * as Http from "node:http"
 import * as Path from "node:path"
 import type { RequestUsage } from "../../src/meter/RequestUsage.js"
 import { costOf, priceTable } from "../../src/meter/Prices.js"
@@ -17,21 +16,10 @@ import type { Hold } from "../../src/provider/ModelMeter.js"
 import type { ModelRequestSpan } from "../../src/telemetry/Tracing.js"
 import * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
 import { makeTmpDir } from "../support/tmp.js"
+import { post } from "../support/unixPost.js"
 
 const usage = { input_tokens: 120, output_tokens: 34, cache_read_tokens: 1000, cache_write_tokens: 50 }
 const reply: ScriptedLlm.Reply = { _tag: "Message", content: [{ type: "text", text: "hello there, metered" }], usage }
-
-const post = (socketPath: string, path: string, body: unknown) =>
-  Effect.async<{ readonly status: number; readonly body: string }>((resume) => {
-    const req = Http.request({ socketPath, path, method: "POST", headers: { "content-type": "application/json" } }, (res) => {
-      let text = ""
-      res.setEncoding("utf8")
-      res.on("data", (c: string) => (text += c))
-      res.on("end", () => resume(Effect.succeed({ status: res.statusCode ?? 0, body: text })))
-    })
-    req.on("error", (e) => resume(Effect.die(e)))
-    req.end(JSON.stringify(body))
-  })
 
 /** A model request's span as the forwarder drove it: its attributes, and how it ended (undefined: open). */
 interface SpanRecord {
