@@ -1,4 +1,4 @@
-// The system tools some tests need (bwrap, git, socat, chromium): which are missing, which test
+// The system tools some tests need (bwrap, git, socat, chromium, postgres): which are missing, which test
 // files need them, and — as the `pretest` step — installing them when this machine allows it.
 //
 // A test file that needs a tool says so in a comment line near its top:
@@ -17,7 +17,8 @@ export const tools = {
   bwrap: { package: "bubblewrap", why: "the sandbox" },
   git: { package: "git", why: "per-turn workspace history" },
   socat: { package: "socat", why: "raw-socket clients in the socket tests" },
-  chromium: { package: "chromium", why: "the dashboard test in a real browser" }
+  chromium: { package: "chromium", why: "the dashboard test in a real browser" },
+  postgres: { package: "postgresql", why: "cluster mode's Postgres storage layers" }
 } as const
 
 export type Tool = keyof typeof tools
@@ -37,8 +38,33 @@ const executable = (file: string): boolean => {
 const onPath = (bin: string, env: Env): string | undefined =>
   (env.PATH ?? "").split(":").filter((dir) => dir !== "").map((dir) => join(dir, bin)).find(executable)
 
-/** Where `tool` is, or undefined. chromium: $SUBSTRAT_CHROMIUM, else /usr/bin/chromium (as the dashboard test). */
+/**
+ * Debian's server binaries (initdb, pg_ctl, postgres) live in /usr/lib/postgresql/<major>/bin,
+ * off PATH: the newest major's `bin`, or undefined.
+ */
+export const debianPostgresBin = (root = "/usr/lib/postgresql"): string | undefined => {
+  let majors: Array<string>
+  try {
+    majors = fs.readdirSync(root).filter((d) => /^\d+$/.test(d)).sort((a, b) => Number(b) - Number(a))
+  } catch {
+    return undefined
+  }
+  return majors.map((m) => join(root, m, "bin")).find((bin) => executable(join(bin, "initdb")))
+}
+
+/**
+ * Where `tool` is, or undefined. chromium: $SUBSTRAT_CHROMIUM, else /usr/bin/chromium (as the
+ * dashboard test). postgres: `initdb` with `postgres` beside it, on PATH or Debian's directory.
+ */
 export const locate = (tool: Tool, env: Env = process.env): string | undefined => {
+  if (tool === "postgres") {
+    const onPathInitdb = onPath("initdb", env)
+    if (onPathInitdb !== undefined && executable(join(fs.realpathSync(onPathInitdb), "..", "postgres"))) {
+      return fs.realpathSync(onPathInitdb)
+    }
+    const bin = debianPostgresBin()
+    return bin !== undefined && executable(join(bin, "postgres")) ? join(bin, "initdb") : undefined
+  }
   if (tool !== "chromium") return onPath(tool, env)
   const p = env.SUBSTRAT_CHROMIUM ?? "/usr/bin/chromium"
   return executable(p) ? p : undefined

@@ -1,5 +1,7 @@
 // EventLog (port): per-session append-only JSONL with a pending-file WAL, and its layers:
-// `EventLog.layerFile` (internal/eventLogFile.ts) and `EventLog.layerMemory` (internal/eventLogMemory.ts).
+// `EventLog.layerFile` (internal/eventLogFile.ts), `EventLog.layerSql` (internal/eventLogSql.ts, cluster
+// mode's Postgres) and `EventLog.layerMemory` (internal/eventLogMemory.ts).
+import type { SqlClient } from "@effect/sql"
 import { Context, type Effect, Layer, type Stream } from "effect"
 import type { SubstratPaths } from "../config/Paths.js"
 import type { EventLogError } from "../domain/errors.js"
@@ -8,6 +10,7 @@ import type { SessionId } from "../domain/ids.js"
 import type { Durable } from "./Durable.js"
 import { type EventLogFileOptions, make as makeFile } from "./internal/eventLogFile.js"
 import { makeMemory } from "./internal/eventLogMemory.js"
+import { makeSql } from "./internal/eventLogSql.js"
 
 /** What open/recover did to a log: bytes cut from a torn tail, whether a pending entry was replayed. */
 export interface RepairReport {
@@ -43,6 +46,8 @@ export class EventLog extends Context.Tag("substrat/EventLog")<EventLog, EventLo
   /** `layerFile` with its own idle-close delay (0: handles stay open until `close`). */
   static readonly layerFileWith = (options: EventLogFileOptions): Layer.Layer<EventLog, never, Durable | SubstratPaths> =>
     Layer.scoped(EventLog, makeFile(options))
+  /** In Postgres (cluster mode), same contract; creates its table when it starts. */
+  static readonly layerSql: Layer.Layer<EventLog, EventLogError, SqlClient.SqlClient> = Layer.effect(EventLog, makeSql)
   /** In memory, same contract, no durability (embedders' tests, pure orchestration tests). */
   static readonly layerMemory: Layer.Layer<EventLog> = Layer.effect(EventLog, makeMemory)
 }

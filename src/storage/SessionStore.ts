@@ -1,5 +1,7 @@
 // SessionStore (port): `agents/<session-id>/session.json` records, written atomically, and its
-// layers: `SessionStore.layerFile` (internal/sessionStoreFile.ts), `SessionStore.layerMemory`.
+// layers: `SessionStore.layerFile` (internal/sessionStoreFile.ts), `SessionStore.layerSql`
+// (internal/sessionStoreSql.ts, cluster mode's Postgres), `SessionStore.layerMemory`.
+import type { SqlClient } from "@effect/sql"
 import { Context, type Effect, Layer } from "effect"
 import type { SubstratPaths } from "../config/Paths.js"
 import type { SessionStoreError } from "../domain/errors.js"
@@ -8,6 +10,7 @@ import type { Session } from "../domain/session.js"
 import type { Durable } from "./Durable.js"
 import { make as makeFile } from "./internal/sessionStoreFile.js"
 import { makeMemory } from "./internal/sessionStoreMemory.js"
+import { makeSql } from "./internal/sessionStoreSql.js"
 
 export interface SessionStoreService {
   readonly save: (session: Session) => Effect.Effect<void, SessionStoreError>
@@ -26,6 +29,11 @@ export class SessionStore extends Context.Tag("substrat/SessionStore")<SessionSt
   static readonly layerFile: Layer.Layer<SessionStore, SessionStoreError, Durable | SubstratPaths> = Layer.effect(
     SessionStore,
     makeFile
+  )
+  /** In Postgres (cluster mode), same contract; creates its table when it starts. */
+  static readonly layerSql: Layer.Layer<SessionStore, SessionStoreError, SqlClient.SqlClient> = Layer.effect(
+    SessionStore,
+    makeSql
   )
   /** In memory, same contract, no durability. */
   static readonly layerMemory: Layer.Layer<SessionStore> = Layer.effect(SessionStore, makeMemory)

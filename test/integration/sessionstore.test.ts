@@ -1,21 +1,14 @@
-// SessionStore file layer on real temp dirs.
+// SessionStore file layer on real temp dirs: its files. The contract shared with the Postgres
+// layer (round trip, scan order, recover) is storage-contract.test.ts.
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
 import * as fs from "node:fs"
 import { join } from "node:path"
 import { makePaths } from "../../src/config/Paths.js"
-import { makeSession, Session } from "../../src/domain/session.js"
 import { SessionStore } from "../../src/storage/SessionStore.js"
-import { sid, storeLayer } from "../support/logs.js"
+import { session, sid, storeLayer } from "../support/logs.js"
 import { tmpDir } from "../support/tmp.js"
 
-const NOW = "2026-01-01T00:00:00.000Z"
-const session = (n: number, state: Session["state"] = "created", blob: Array<number> = []) =>
-  new Session({
-    ...makeSession({ id: sid(n), provider_name: "scripted", model: "m", now: NOW }),
-    state,
-    provider_state: new Uint8Array(blob)
-  })
 
 describe("SessionStore file layer", () => {
   it.scoped("save/load round-trips; provider_state is base64 in the JSON; home is 0700", () =>
@@ -88,32 +81,5 @@ describe("SessionStore file layer", () => {
         const load2 = yield* Effect.either(store.load(sid(2)))
         expect(Either.isLeft(load2) && load2.left.reason).toBe("decode")
       }).pipe(Effect.provide(storeLayer(home)))
-    }))
-
-  it.scoped("recover: ACTIVE becomes SUSPENDED on disk; others untouched; returns all", () =>
-    Effect.gen(function*() {
-      const home = join(yield* tmpDir(), "home")
-      yield* Effect.gen(function*() {
-        const store = yield* SessionStore
-        yield* store.save(session(1, "active", [7]))
-        yield* store.save(session(2, "created"))
-        yield* store.save(session(3, "suspended"))
-        yield* store.save(session(4, "terminated"))
-      }).pipe(Effect.provide(storeLayer(home)))
-      // A new layer = a restarted daemon.
-      const [recovered, reread] = yield* Effect.gen(function*() {
-        const store = yield* SessionStore
-        const r = yield* store.recover
-        return [r, yield* store.scan] as const
-      }).pipe(Effect.provide(storeLayer(home)))
-      expect(recovered.map((s) => [s.id, s.state])).toEqual([
-        [sid(1), "suspended"],
-        [sid(2), "created"],
-        [sid(3), "suspended"],
-        [sid(4), "terminated"]
-      ])
-      expect(recovered[0]!.suspended_at).not.toBeNull()
-      expect([...recovered[0]!.provider_state]).toEqual([7])
-      expect(reread).toEqual(recovered)
     }))
 })

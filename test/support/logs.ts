@@ -3,6 +3,7 @@ import { Effect, Layer, Stream } from "effect"
 import { SubstratPaths } from "../../src/config/Paths.js"
 import { type LogEntry, makeEvent } from "../../src/domain/events.js"
 import { type SessionId, TurnId } from "../../src/domain/ids.js"
+import { makeSession, Session } from "../../src/domain/session.js"
 import { Durable } from "../../src/storage/Durable.js"
 import { EventLog } from "../../src/storage/EventLog.js"
 import { SessionStore } from "../../src/storage/SessionStore.js"
@@ -26,3 +27,11 @@ export const readAll = (session: SessionId) =>
 
 export const sid = (n: number): SessionId =>
   `00000000-0000-4000-8000-${n.toString(16).padStart(12, "0")}` as SessionId
+
+/** Session record `n` (id `sid(n)`) in `state`, with `blob` as its provider_state. */
+export const session = (n: number, state: Session["state"] = "created", blob: Array<number> = []) =>
+  new Session({
+    ...makeSession({ id: sid(n), provider_name: "scripted", model: "m", now: "2026-01-01T00:00:00.000Z" }),
+    state,
+    provider_state: new Uint8Array(blob)
+  })

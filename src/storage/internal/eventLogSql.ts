@@ -1,0 +1,98 @@
+// Postgres implementation of the EventLog port (`EventLog.layerSql`, ../EventLog.ts) for cluster
+// mode. One row per entry in `substrat_events` (internal/sqlSchema.ts), the line text exactly as
+// the file layer encodes it. An append is one INSERT that numbers the entry after the session's
+// last; it is acknowledged once Postgres has committed it (synchronous_commit, the server's
+// default), so an acknowledged entry survives a crash of the daemon or of the server. A lost
+// connection fails the append with a typed error (reason "io"); as with a crash of the file layer,
+// that one unacknowledged entry may or may not be in the log. Appends to one session are ordered
+// by a per-session lock in this process; sessions of one tree live on one runner (cluster mode's
+// placement), so no other process appends to them. Nothing is ever torn: `repair` has nothing to do.
+import { SqlClient, type SqlError } from "@effect/sql"
+import { Chunk, Clock, Effect, Either, Option, Schema, Stream } from "effect"
+import { EventLogError } from "../../domain/errors.js"
+import { LogEntry, type LogEvent } from "../../domain/events.js"
+import type { SessionId } from "../../domain/ids.js"
+import type { EventLogService } from "../EventLog.js"
+import { encodeEntryLine } from "./eventLogFile.js"
+import { ensureSchema, sqlMessage } from "./sqlSchema.js"
+
+/** Rows fetched per page when a log is read. */
+const PAGE = 500
+
+const decodeEntry = Schema.decodeUnknownEither(Schema.parseJson(LogEntry))
+
+const where = (session: SessionId) => `postgres:substrat_events/${session}`
+
+export const makeSql = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* ensureSchema.pipe(
+    Effect.mapError((e) => new EventLogError({ reason: "io", fault: "io", file: "postgres:substrat_events", message: sqlMessage(e) }))
+  )
+  const ioError = (session: SessionId) => (e: SqlError.SqlError) =>
+    new EventLogError({ reason: "io", fault: "io", file: where(session), message: sqlMessage(e) })
+  const locks = new Map<SessionId, Effect.Semaphore>()
+  const lockOf = (session: SessionId): Effect.Semaphore => {
+    let lock = locks.get(session)
+    if (lock === undefined) {
+      lock = Effect.unsafeMakeSemaphore(1)
+      locks.set(session, lock)
+    }
+    return lock
+  }
+
+  const append = Effect.fn("EventLog.append")(function*(session: SessionId, event: LogEvent) {
+    const ts = new Date(yield* Clock.currentTimeMillis).toISOString()
+    const line = encodeEntryLine(event, ts, session)
+    if (Either.isLeft(line)) {
+      return yield* new EventLogError({ reason: "encode", file: where(session), message: line.left })
+    }
+    const text = line.right.slice(0, -1)
+    // Once the INSERT is sent it runs to its answer: an interrupted caller does not leave the
+    // entry's fate unknown to the next append.
+    yield* lockOf(session).withPermits(1)(
+      Effect.uninterruptible(
+        sql`INSERT INTO substrat_events (session_id, seq, line)
+            SELECT ${session}, COALESCE(MAX(seq), 0) + 1, ${text} FROM substrat_events WHERE session_id = ${session}`
+      )
+    ).pipe(Effect.mapError(ioError(session)))
+    return { ...event, ts, session_id: session } as LogEntry
+  })
+
+  const read = (session: SessionId): Stream.Stream<LogEntry, EventLogError> =>
+    Stream.paginateChunkEffect(0, (after: number) =>
+      sql<{ n: string; line: string }>`SELECT seq::text AS n, line FROM substrat_events
+        WHERE session_id = ${session} AND seq > ${after} ORDER BY seq LIMIT ${PAGE}`.pipe(
+        Effect.mapError(ioError(session)),
+        Effect.flatMap((rows) => {
+          const out: Array<LogEntry> = []
+          for (const row of rows) {
+            const decoded = decodeEntry(row.line)
+            if (Either.isLeft(decoded)) {
+              const n = Number(row.n)
+              return Effect.fail(
+                new EventLogError({ reason: "decode", file: where(session), line: n, message: `${where(session)}:${n}: ${decoded.left.message}` })
+              )
+            }
+            out.push(decoded.right)
+          }
+          const last = rows[rows.length - 1]
+          const next = rows.length < PAGE || last === undefined ? Option.none<number>() : Option.some(Number(last.n))
+          return Effect.succeed([Chunk.unsafeFromArray(out), next] as const)
+        })
+      )
+    )
+
+  const service: EventLogService = {
+    append,
+    read,
+    repair: (session) =>
+      Effect.succeed({ session_id: session, truncatedBytes: 0, pendingReplayed: false, pendingDiscarded: false }),
+    close: () => Effect.void,
+    remove: (session) =>
+      lockOf(session).withPermits(1)(sql`DELETE FROM substrat_events WHERE session_id = ${session}`).pipe(
+        Effect.mapError(ioError(session)),
+        Effect.asVoid
+      )
+  }
+  return service
+})

@@ -1,0 +1,34 @@
+// The Postgres tables of cluster mode's storage layers (EventLog.layerSql, SessionStore.layerSql),
+// created when a layer starts. Several runners may start at once against an empty database:
+// the creation runs in one transaction under a transaction-scoped advisory lock, so they queue.
+//   substrat_events(session_id, seq, line)  one row per log entry; `line` is exactly the JSON line
+//                                           the file layer writes (without its newline); seq 1, 2, …
+//   substrat_sessions(id, record)           one row per session record; `record` is session.json's text
+import { SqlClient, type SqlError } from "@effect/sql"
+import { Effect } from "effect"
+
+/** pg_advisory_xact_lock key of the schema creation ("sbst" in ASCII). */
+const SCHEMA_LOCK = 0x73627374
+
+export const ensureSchema: Effect.Effect<void, SqlError.SqlError, SqlClient.SqlClient> = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql.withTransaction(Effect.gen(function*() {
+    yield* sql`SELECT pg_advisory_xact_lock(${SCHEMA_LOCK})`
+    yield* sql`CREATE TABLE IF NOT EXISTS substrat_events (
+      session_id text NOT NULL,
+      seq bigint NOT NULL,
+      line text NOT NULL,
+      PRIMARY KEY (session_id, seq)
+    )`
+    yield* sql`CREATE TABLE IF NOT EXISTS substrat_sessions (
+      id text PRIMARY KEY,
+      record text NOT NULL
+    )`
+  }))
+})
+
+/** A SqlError's message with its cause's (the driver's) message. */
+export const sqlMessage = (e: SqlError.SqlError): string => {
+  const cause = e.cause instanceof Error ? e.cause.message : e.cause === undefined ? "" : String(e.cause)
+  return cause === "" || cause === e.message ? e.message : `${e.message}: ${cause}`
+}
