@@ -139,6 +139,33 @@ const testResolve = (name: string) =>
     return Either.isRight(t) ? Either.right(s) : Either.left(ConfigError.InvalidData([], t.left))
   }))
 
+/** A `postgres://` / `postgresql://` URL with a host, kept redacted (it may carry a password). */
+const postgresUrl = (name: string) =>
+  Config.string(name).pipe(
+    Config.validate({
+      message: "Expected a postgres:// URL with a host (postgres://user:password@host:port/database)",
+      validation: (s) => {
+        try {
+          const u = new URL(s)
+          return (u.protocol === "postgres:" || u.protocol === "postgresql:") && u.hostname !== ""
+        } catch {
+          return false
+        }
+      }
+    }),
+    Config.map(Redacted.make)
+  )
+
+/** `host:port` (a port 1–65535; IPv6 hosts in brackets). */
+const hostPort = (name: string) =>
+  Config.string(name).pipe(Config.validate({
+    message: "Expected host:port (e.g. 10.0.0.5:7400 or [::1]:7400)",
+    validation: (s) => {
+      const m = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(s)
+      return m !== null && Number(m[2]) >= 1 && Number(m[2]) <= 65535
+    }
+  }))
+
 const capsPolicy = (name: string) =>
   Config.literal("queue", "refuse")(name)
 
@@ -339,6 +366,19 @@ const settingsConfig = Config.all({
     }),
     parkAfter: setting(["quotas", "parkAfter"], int(0), 20, {
       description: "Refused tool calls within 10 minutes that park the agent with an inbox item (substrat inbox answer <id> resume). 0: never"
+    })
+  }),
+  cluster: Config.all({
+    postgres: optional(["cluster", "postgres"], postgresUrl, {
+      description:
+        "Cluster mode (docs/cluster.md): the Postgres URL of the cluster's shared storage; unset: a single daemon on its own disk",
+      secret: true
+    }),
+    listen: optional(["cluster", "listen"], hostPort, {
+      description: "Cluster mode: host:port this runner listens on for the other runners (an address they can reach)"
+    }),
+    workspaceRemote: optional(["cluster", "workspaceRemote"], text, {
+      description: "Cluster mode: the shared git remote (a bare repository on shared storage, or a git URL) recorded turns are pushed to"
     })
   }),
   meter: Config.all({
@@ -657,6 +697,7 @@ export const defaults = (overrides: Partial<Settings> = {}): Settings => ({
     logBytesPerHour: 256 * 1024 * 1024,
     parkAfter: 20
   },
+  cluster: { postgres: Option.none(), listen: Option.none(), workspaceRemote: Option.none() },
   meter: { prices: Option.none() },
   credentials: {
     anthropicApiKey: Option.none(),

@@ -145,6 +145,10 @@ describe("configuration", () => {
           ? "branch"
           : k.key === "egress.testResolve"
           ? "npm.substrat-test=127.0.0.1"
+          : k.key === "cluster.postgres"
+          ? "postgres://u:p@db:5432/x"
+          : k.key === "cluster.listen"
+          ? "10.0.0.5:7400"
           : k.key.endsWith("prices")
           ? `{"m":{"input":1,"output":2}}`
           : "v"
@@ -188,6 +192,32 @@ describe("configuration", () => {
       }
       // Not a config.toml key.
       yield* failureOf({ toml: "[egress]\ntest_resolve = \"npm.substrat-test=127.0.0.1\"\n" })
+    }))
+
+  it.effect("cluster.*: from the environment and config.toml; the Postgres URL is redacted; bad values name their key", () =>
+    Effect.gen(function*() {
+      const url = "postgres://substrat:s3cret@db.example:5432/substrat"
+      const l = yield* loadWith({
+        env: { SUBSTRAT_CLUSTER_POSTGRES: url },
+        toml: "[cluster]\nlisten = \"10.0.0.5:7400\"\nworkspace_remote = \"/shared/substrat.git\"\n"
+      })
+      expect(Option.map(l.settings.cluster.postgres, Redacted.value)).toEqual(Option.some(url))
+      expect(valueAt(l.settings, "cluster.postgres")).toBe("<redacted>")
+      expect(l.sources["cluster.postgres"]).toBe("env")
+      expect(l.settings.cluster.listen).toEqual(Option.some("10.0.0.5:7400"))
+      expect(l.sources["cluster.listen"]).toBe("file")
+      expect(l.settings.cluster.workspaceRemote).toEqual(Option.some("/shared/substrat.git"))
+      expect(Option.isNone((yield* loadWith({})).settings.cluster.postgres)).toBe(true)
+      for (const bad of ["http://db:5432/x", "postgres://", "not a url"]) {
+        const e = yield* failureOf({ env: { SUBSTRAT_CLUSTER_POSTGRES: bad } })
+        expect(e.key).toBe("SUBSTRAT_CLUSTER_POSTGRES")
+        expect(e.message).not.toContain("s3cret")
+      }
+      for (const bad of ["7400", "host:0", "host:70000", "a b:1"]) {
+        const e = yield* failureOf({ env: { SUBSTRAT_CLUSTER_LISTEN: bad } })
+        expect(e.key).toBe("SUBSTRAT_CLUSTER_LISTEN")
+      }
+      expect((yield* loadWith({ env: { SUBSTRAT_CLUSTER_LISTEN: "[::1]:7400" } })).settings.cluster.listen).toEqual(Option.some("[::1]:7400"))
     }))
 
   it("docs/cli.md has one table row per setting: its variable, config.toml key and default", () => {
