@@ -170,7 +170,7 @@ const capsPolicy = (name: string) =>
   Config.literal("queue", "refuse")(name)
 
 const approvePolicy = (name: string) =>
-  Config.literal("auto", "reject")(name)
+  Config.literal("auto", "reject", "ask")(name)
 
 const cli = (name: string, label: string, binDefault: string) =>
   Config.all({
@@ -238,7 +238,10 @@ const settingsConfig = Config.all({
       description: "ACP agent presets added to / overriding the built-in ones (qwen, gemini, opencode, claude, codex), JSON: {\"name\": {\"command\": [\"bin\", \"--acp\"], \"env\": {}, \"model\": \"openai|anthropic|none\", \"package\": \"npm-package\"}} (docs/providers.md)"
     }),
     approve: setting(["acp", "approve"], approvePolicy, "auto" as const, {
-      description: "How an ACP agent's permission requests are answered: auto (allow; the sandbox is the boundary) or reject"
+      description: "How an ACP agent's permission requests are answered: auto (allow; the sandbox is the boundary), reject, or ask (an item in the human inbox the turn waits on: substrat inbox answer <id> allow|allow-always|reject)"
+    }),
+    askTimeoutSeconds: setting(["acp", "askTimeoutSeconds"], int(0), 0, {
+      description: "approve = ask: seconds before an unanswered permission request is rejected (0: wait for the human)"
     }),
     model: optional(["acp", "model"], text, { description: "Model name handed to ACP agents (OPENAI_MODEL / ANTHROPIC_MODEL); default: the agent's own" })
   }),
@@ -660,7 +663,7 @@ export const defaults = (overrides: Partial<Settings> = {}): Settings => ({
   claude: { bin: Option.none(), model: Option.none() },
   codex: { bin: Option.none(), model: Option.none() },
   cursor: { bin: Option.none(), model: Option.none() },
-  acp: { presets: Option.none(), approve: "auto", model: Option.none() },
+  acp: { presets: Option.none(), approve: "auto", askTimeoutSeconds: 0, model: Option.none() },
   anthropic: { upstream: "https://api.anthropic.com" },
   openai: {
     upstream: "https://api.openai.com",

@@ -16,6 +16,7 @@ import { Tree } from "../agent/Tree.js"
 import type { SubstratPaths } from "../config/Paths.js"
 import { Durable } from "../storage/Durable.js"
 import * as AgentSocket from "../mcp/AgentSocket.js"
+import { AcpAsks } from "../provider/acp/Asks.js"
 import * as RegistryLive from "../provider/registryLive.js"
 import * as SandboxBwrap from "../sandbox/SandboxBwrap.js"
 import { WorkspaceStore } from "../sandbox/WorkspaceStore.js"
@@ -178,6 +179,8 @@ export const RuntimeLive = Layer.mergeAll(
 ).pipe(
   Layer.provideMerge(OrchestrationLive),
   Layer.provideMerge(EgressLive),
+  // ACP permission requests in the human inbox (acp.approve = ask): asked by the acp provider, answered by inbox.answer.
+  Layer.provideMerge(AcpAsks.layer),
   Layer.provideMerge(Layer.mergeAll(WorkspacesLive, SandboxLive)),
   Layer.provideMerge(StateLive),
   Layer.provideMerge(Transcript.Default),

@@ -78,7 +78,7 @@ export const heldFull = (b: Budget, used: UsageWithTurns, held: { readonly usd: 
 /** One thing waiting for the human, oldest first in `substrat inbox`. */
 export const InboxItem = Schema.Struct({
   id: Schema.String,
-  kind: Schema.Literal("question", "budget", "queued_spawn", "answer", "quota", "egress"),
+  kind: Schema.Literal("question", "budget", "queued_spawn", "answer", "quota", "egress", "permission"),
   agent_id: Schema.String,
   agent_name: Schema.String,
   text: Schema.String,

@@ -5,24 +5,16 @@
 // mid-turn, malformed output, and session/load across evictions.
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
-import * as esbuild from "esbuild"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Orchestrator } from "../../src/agent/Orchestrator.js"
 import type { AgentId, SessionId } from "../../src/domain/ids.js"
 import type { CliSettingsShape } from "../../src/provider/cli/CliSettings.js"
 import { dataOf, eventsOf, stackWith, testSettings } from "../e2e/providers.support.js"
-import { repoRoot } from "../e2e/support.js"
+import { bundleAcpAgent } from "../support/acpAgent.js"
 import { tmpDir } from "../support/tmp.js"
 
-/** The test agent as one file, readable by the sandbox's user. */
-const bundleAgent = (dir: string): string => {
-  const out = Path.join(dir, "bin", "acp-agent.cjs")
-  esbuild.buildSync({ entryPoints: [Path.join(repoRoot, "test/fixtures/acp-agent.ts")], bundle: true, platform: "node", format: "cjs", outfile: out, logLevel: "silent" })
-  Fs.chmodSync(Path.dirname(out), 0o755)
-  Fs.chmodSync(out, 0o644)
-  return out
-}
+const bundleAgent = bundleAcpAgent
 
 const setup = (prefix: string, acp?: CliSettingsShape["acp"], slots = 4) =>
   Effect.gen(function*() {

@@ -3,7 +3,8 @@
 // USER, its next turn's prompt; "stop" on a spent budget terminates that subtree; "cancel" on a
 // queued spawn (src/agent/SpawnQueue.ts) drops it; any answer to an answer-to-USER item marks it
 // read (`substrat inbox read <id>`); "resume" on an agent parked by its quotas (src/agent/Quotas.ts)
-// lifts the park, "stop" terminates it.
+// lifts the park, "stop" terminates it; allow|allow-always|reject answers an ACP agent's permission
+// request (src/provider/acp/Asks.ts).
 import { Effect } from "effect"
 import { Orchestrator } from "../../agent/Orchestrator.js"
 import { answerPrompt } from "../../agent/Prompt.js"
@@ -14,6 +15,7 @@ import { InvalidInputError } from "../../domain/errors.js"
 import type { AgentId, MessageId } from "../../domain/ids.js"
 import { Egress } from "../../egress/Egress.js"
 import { Meter } from "../../meter/Meter.js"
+import { AcpAsks } from "../../provider/acp/Asks.js"
 import { makeResolver } from "../Resolver.js"
 import { BudgetGroup, type BudgetView, type CapsView } from "../../protocol/AdminRpcs.js"
 import { handlersOf, served } from "./Middleware.js"
@@ -21,13 +23,17 @@ import { handlersOf, served } from "./Middleware.js"
 export const BudgetHandlers = served(BudgetGroup, Effect.gen(function*() {
   const meter = yield* Meter
   const egress = yield* Egress
+  const asks = yield* AcpAsks
   const spawns = yield* SpawnQueue
   const quotas = yield* Quotas
   const orchestrator = yield* Orchestrator
   const resolver = yield* makeResolver
   const resolve = (ref: string) => resolver.liveAgent(ref)
   /** Everything waiting for the human, oldest first. */
-  const items = Effect.map(egress.inbox, (hosts) => [...meter.inbox(), ...spawns.inbox(), ...quotas.inbox(), ...hosts].sort((a, b) => a.ts.localeCompare(b.ts)))
+  const items = Effect.map(
+    Effect.zip(egress.inbox, asks.inbox),
+    ([hosts, permissions]) => [...meter.inbox(), ...spawns.inbox(), ...quotas.inbox(), ...hosts, ...permissions].sort((a, b) => a.ts.localeCompare(b.ts))
+  )
   /**
    * An item's full id from its id or a unique prefix, like every other id (src/daemon/Refs.ts);
    * a prefix of several: InvalidInput naming them, nothing answered. An unknown id is passed on
@@ -127,6 +133,9 @@ export const BudgetHandlers = served(BudgetGroup, Effect.gen(function*() {
         // An egress request (a refused host, a reached limit): approve adds the host to the workspace's allowlist.
         const egressAnswer = yield* egress.answer(p.id, p.text)
         if (egressAnswer !== null) return { ...egressAnswer, agent_id: egressAnswer.agent_id as AgentId }
+        // An ACP agent's permission request (acp.approve = ask): its turn waits on the answer.
+        const permission = yield* asks.answer(p.id, p.text)
+        if (permission !== null) return { ...permission, agent_id: permission.agent_id as AgentId }
         const unread = meter.inbox().find((i) => i.kind === "answer" && i.id === p.id)
         if (unread !== undefined) {
           yield* meter.markRead([p.id as MessageId])

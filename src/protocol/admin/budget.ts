@@ -78,7 +78,7 @@ export class InboxAnswerRpc extends Rpc.make("inbox.answer", {
   payload: { id: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(128)), text: MessageText },
   success: Schema.Struct({
     id: Schema.String,
-    kind: Schema.Literal("question", "stop", "cancel", "read", "resume", "approve", "dismiss"),
+    kind: Schema.Literal("question", "stop", "cancel", "read", "resume", "approve", "dismiss", "allow", "allow-always", "reject"),
     agent_id: AgentId,
     agent_name: Schema.String
   }),

@@ -12,7 +12,8 @@
 //     system prompt)
 //   - tools: Substrat's MCP server (the bundle, over stdio) passed in `session/new`
 //   - model: Presets.ts `model`; through the agent's metering forwarder like claude and codex
-//   - client side: updates → Updates.ts; permissions → the `acp.approve` policy (Permissions.ts);
+//   - client side: updates → Updates.ts; permissions → the `acp.approve` policy (Permissions.ts;
+//     `ask`: the human inbox, Asks.ts);
 //     fs → WorkspaceFs.ts (workspace only); terminals → Terminals.ts (sandboxed)
 import type * as Acp from "@agentclientprotocol/sdk"
 import { Effect, Either, ExecutionStrategy, Exit, Option, Runtime, Scope, Stream } from "effect"
@@ -24,6 +25,7 @@ import { AgentSandboxes } from "../cli/AgentSandbox.js"
 import { CliSettings } from "../cli/CliSettings.js"
 import type { ProviderContext, ProviderFactory, ProviderOutput, ProviderService } from "../Provider.js"
 import * as AcpProcess from "./AcpProcess.js"
+import { AcpAsks } from "./Asks.js"
 import { launch, persistSession, readSession } from "./Launch.js"
 import * as Permissions from "./Permissions.js"
 import { presetFor, presetsOf } from "./Presets.js"
@@ -45,6 +47,8 @@ export const factory = Effect.gen(function*() {
   const sandbox = yield* Sandbox
   const sandboxes = yield* AgentSandboxes
   const settings = yield* CliSettings
+  // The human inbox for `acp.approve = "ask"` (the daemon provides it; without it, ask rejects).
+  const asks = yield* Effect.serviceOption(AcpAsks)
 
   const presetOf = (variant: string | null) =>
     Either.flatMap(presetsOf(settings.acp?.presets), (table) => presetFor(table, variant))
@@ -74,7 +78,14 @@ export const factory = Effect.gen(function*() {
       let stopped = false
       /** The previous turn's prompt, still settling after a cancel. */
       let inFlight: Promise<unknown> | null = null
-      const policy = Permissions.make({ approve: settings.acp?.approve ?? "auto", emit: (o) => emitOut?.(o) })
+      const policy = Permissions.make({
+        approve: settings.acp?.approve ?? "auto",
+        emit: (o) => emitOut?.(o),
+        asker: Option.match(asks, {
+          onNone: () => null,
+          onSome: (a) => ({ ask: a.ask, agent_id: agent.agentId ?? ctx.session_id, agent_name: ctx.agent_name, timeoutSeconds: settings.acp?.askTimeoutSeconds ?? 0 })
+        })
+      })
       let emitOut: ((o: ProviderOutput) => void) | null = null
 
       const handlers: AcpProcess.ClientHandlers = {

@@ -2,12 +2,17 @@
 //   auto    allow (the option of kind allow_once, else allow_always): inside the sandbox the
 //           sandbox is the boundary, as for claude's bypassPermissions
 //   reject  refuse (reject_once, else reject_always)
+//   ask     an inbox item the human answers (Asks.ts): allow → allow_once (else allow_always),
+//           allow-always → allow_always (else allow_once), reject → reject_once (else
+//           reject_always); no answer within `acp.ask_timeout_seconds` seconds (0: no limit) → reject
 // Each answer is shown in the turn's output as a ⚙ `permission` line (the tool's title and the
-// option chosen). A request the agent withdraws (its signal aborts) is answered `cancelled`.
+// option chosen, and who chose it). A request the agent withdraws (its signal aborts) is answered
+// `cancelled`.
 import type * as Acp from "@agentclientprotocol/sdk"
 import type { ProviderOutput } from "../Provider.js"
+import type { Choice, PermissionQuestion } from "./Asks.js"
 
-export type Approve = "auto" | "reject"
+export type Approve = "auto" | "reject" | "ask"
 
 const pick = (options: ReadonlyArray<Acp.PermissionOption>, kinds: ReadonlyArray<Acp.PermissionOptionKind>) => {
   for (const k of kinds) {
@@ -17,25 +22,66 @@ const pick = (options: ReadonlyArray<Acp.PermissionOption>, kinds: ReadonlyArray
   return undefined
 }
 
-export const make = (o: { readonly approve: Approve; readonly emit: (out: ProviderOutput) => void }) => {
+const kindsOf: Record<Choice, ReadonlyArray<Acp.PermissionOptionKind>> = {
+  allow: ["allow_once", "allow_always"],
+  "allow-always": ["allow_always", "allow_once"],
+  reject: ["reject_once", "reject_always"]
+}
+
+export interface Asker {
+  readonly ask: (q: PermissionQuestion, signal: AbortSignal) => Promise<Choice | null>
+  readonly agent_id: string
+  readonly agent_name: string
+  /** Seconds before an unanswered request is rejected (0: no limit). */
+  readonly timeoutSeconds: number
+}
+
+/** The human's choice, or `timeout` / null (withdrawn) — bounded by the timeout. */
+const askHuman = (asker: Asker, text: string, signal: AbortSignal): Promise<Choice | "timeout" | null> => {
+  if (asker.timeoutSeconds <= 0) return asker.ask({ agent_id: asker.agent_id, agent_name: asker.agent_name, text }, signal)
+  const ctl = new AbortController()
+  const onAbort = () => ctl.abort()
+  signal.addEventListener("abort", onAbort)
+  let timedOut = false
+  const timer = setTimeout(() => {
+    timedOut = true
+    ctl.abort()
+  }, asker.timeoutSeconds * 1000)
+  return asker.ask({ agent_id: asker.agent_id, agent_name: asker.agent_name, text }, ctl.signal).then((c) => {
+    clearTimeout(timer)
+    signal.removeEventListener("abort", onAbort)
+    return c === null && timedOut ? "timeout" : c
+  })
+}
+
+export const make = (o: { readonly approve: Approve; readonly emit: (out: ProviderOutput) => void; readonly asker: Asker | null }) => {
   let n = 0
-  const decide = (r: Acp.RequestPermissionRequest, signal: AbortSignal): Promise<Acp.RequestPermissionResponse> => {
-    if (signal.aborted) return Promise.resolve({ outcome: { outcome: "cancelled" } })
-    const option = o.approve === "auto"
-      ? pick(r.options, ["allow_once", "allow_always"])
-      : pick(r.options, ["reject_once", "reject_always"])
-    n += 1
+  const decide = async (r: Acp.RequestPermissionRequest, signal: AbortSignal): Promise<Acp.RequestPermissionResponse> => {
+    if (signal.aborted) return { outcome: { outcome: "cancelled" } }
     const title = r.toolCall.title ?? r.toolCall.toolCallId
+    let choice: Choice | "timeout" | null
+    let by: string
+    if (o.approve === "ask" && o.asker !== null) {
+      const opts = r.options.map((x) => `${x.kind} (${x.name})`).join(", ")
+      choice = await askHuman(o.asker, `${o.asker.agent_name} asks permission: ${title}. Its options: ${opts}. Answer allow, allow-always or reject.`, signal)
+      by = choice === "timeout" ? `no answer within ${o.asker.timeoutSeconds}s (acp.ask_timeout_seconds)` : "the human"
+    } else {
+      choice = o.approve === "auto" ? "allow" : "reject"
+      by = o.approve === "ask" ? "policy ask without an inbox: reject" : `policy ${o.approve}`
+    }
+    if (choice === null) return { outcome: { outcome: "cancelled" } }
+    const option = pick(r.options, kindsOf[choice === "timeout" ? "reject" : choice])
+    n += 1
     o.emit({
       _tag: "ToolCall",
       call_id: `permission-${n}`,
       tool: "permission",
       arguments: { tool: title, options: r.options.map((x) => x.kind) },
-      result: option === undefined ? `no ${o.approve === "auto" ? "allow" : "reject"} option: cancelled` : `${option.kind} (policy ${o.approve})`,
-      is_error: option === undefined || o.approve === "reject",
+      result: option === undefined ? `no ${choice === "timeout" ? "reject" : choice} option: cancelled` : `${option.kind} (${by})`,
+      is_error: option === undefined || !option.kind.startsWith("allow"),
       source: "provider"
     })
-    return Promise.resolve(option === undefined ? { outcome: { outcome: "cancelled" } } : { outcome: { outcome: "selected", optionId: option.optionId } })
+    return option === undefined ? { outcome: { outcome: "cancelled" } } : { outcome: { outcome: "selected", optionId: option.optionId } }
   }
   return { decide }
 }

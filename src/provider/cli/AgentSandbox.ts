@@ -38,6 +38,8 @@ export interface AgentSandbox {
   readonly socketPath: string
   /** Where a generated MCP config file goes on the host. */
   readonly mcpConfigPath: string
+  /** The agent's id (from the context, else its `agent.created` event). */
+  readonly agentId?: string | undefined
 }
 
 export interface AgentSandboxOptions {
@@ -157,8 +159,8 @@ export const make = (options: AgentSandboxOptions = {}) =>
       const agentDir = paths.sessionDir(ctx.session_id)
       const homeDir = Path.join(agentDir, "home")
       yield* mkdir(provider, homeDir)
-      let workspaceId: WorkspaceId | null | undefined = ctx.workspace_id
-      if (workspaceId === undefined) workspaceId = (yield* fromLog(log, ctx))?.workspace ?? null
+      const logged = ctx.workspace_id === undefined || ctx.agent_id === undefined ? yield* fromLog(log, ctx) : null
+      const workspaceId: WorkspaceId | null | undefined = ctx.workspace_id === undefined ? logged?.workspace ?? null : ctx.workspace_id
       let workspace: SandboxRequest["workspace"]
       if (workspaceId === null || workspaceId === undefined) {
         const root = Path.join(agentDir, "workspace")
@@ -189,7 +191,8 @@ export const make = (options: AgentSandboxOptions = {}) =>
         agentDir,
         homeDir,
         socketPath,
-        mcpConfigPath: paths.mcpConfig(ctx.session_id)
+        mcpConfigPath: paths.mcpConfig(ctx.session_id),
+        agentId: ctx.agent_id ?? logged?.agent_id
       }
       return result
     })

@@ -50,7 +50,9 @@ export interface AcpSettings {
   /** JSON presets added to / overriding the built-in ones (src/provider/acp/Presets.ts). */
   readonly presets?: string | undefined
   /** How `session/request_permission` is answered. */
-  readonly approve: "auto" | "reject"
+  readonly approve: "auto" | "reject" | "ask"
+  /** `ask`: seconds before an unanswered request is rejected (0 or absent: no limit). */
+  readonly askTimeoutSeconds?: number | undefined
   /** The model name handed to the agent (OPENAI_MODEL / ANTHROPIC_MODEL). */
   readonly model?: string | undefined
 }
@@ -149,6 +151,7 @@ export const settingsOf = (
     acp: {
       presets: Option.getOrUndefined(config.acp.presets),
       approve: config.acp.approve,
+      askTimeoutSeconds: config.acp.askTimeoutSeconds,
       model: Option.getOrUndefined(config.acp.model)
     },
     ...overrides

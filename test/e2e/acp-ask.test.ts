@@ -1,0 +1,102 @@
+// requires: bwrap
+// `acp.approve = "ask"` through the real daemon and CLI with the in-repo ACP test agent
+// (test/fixtures/acp-agent.ts) in bwrap: the agent's `session/request_permission` becomes a
+// `permission` item in `substrat inbox` while the turn waits; `substrat inbox answer <id>
+// allow|allow-always|reject` answers it with the matching ACP option. kill -9 while the question
+// is open: after the restart the interrupted turn is re-run and the agent asks again (a new item;
+// the old one is gone), and the answer to that one finishes the turn once. `acp.ask_timeout_seconds`
+// rejects an unanswered request and says so.
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { afterAll, describe, expect, it } from "vitest"
+import { type Agent, cli, cliJson, daemons, kill9, spawnCli, startDaemon, waitFor } from "../integration/daemon.support.js"
+import { bundleAcpAgent } from "../support/acpAgent.js"
+import { makeTmpDir, removeDir } from "../support/tmp.js"
+import { agentEvents as events, dataNamed as of } from "./support.js"
+
+type Item = { readonly id: string; readonly kind: string; readonly agent_id: string; readonly agent_name: string; readonly text: string }
+
+const owned = daemons()
+const dirs: Array<string> = []
+afterAll(async () => {
+  await owned.killAll()
+  for (const d of dirs) removeDir(d)
+})
+
+const setup = (toml: string) => {
+  const h = makeTmpDir("sacpask-")
+  dirs.push(h)
+  Fs.chmodSync(h, 0o755)
+  Fs.writeFileSync(Path.join(h, "config.toml"), toml)
+  return { h, provider: `acp:/usr/bin/node ${bundleAcpAgent(h)}` }
+}
+
+const permissions = async (h: string) =>
+  (await cliJson<{ items: ReadonlyArray<Item> }>(h, ["inbox"])).items.filter((i) => i.kind === "permission")
+const asked = (h: string, not: ReadonlyArray<string> = []) =>
+  waitFor("the permission request in the inbox", async () => (await permissions(h)).find((i) => !not.includes(i.id)), 60_000)
+
+/** The ⚙ permission lines of an agent's log. */
+const permissionLines = (h: string, sid: string) =>
+  of(events(h, sid), "tool_call.result").filter((r) => r["tool"] === "permission").map((r) => [r["result"], r["is_error"]])
+
+describe("acp.approve = ask: permission requests in the human inbox (daemon + CLI)", () => {
+  it("the turn waits on the inbox item; allow-always / reject map to the ACP options; kill -9 re-runs the turn and asks again", async () => {
+    const { h, provider } = setup("[acp]\napprove = \"ask\"\n")
+    const pid = await startDaemon(h)
+    owned.track(pid)
+    const a = await cliJson<Agent>(h, ["agent", "create", "--provider", provider, "--name", "asker"])
+
+    // allow-always → the agent's allow_always option.
+    const first = spawnCli(h, ["agent", "send", "--wait", "asker", "PERMIT"])
+    const q1 = await asked(h)
+    expect(q1).toMatchObject({ agent_id: a.id, agent_name: "asker" })
+    expect(q1.text).toContain("asker asks permission: Write /workspace/x")
+    expect(q1.text).toContain("allow_once (Allow), allow_always (Always), reject_once (Reject)")
+    // A word that is not a choice answers nothing.
+    const bad = await cli(h, ["inbox", "answer", q1.id, "approve"])
+    expect(bad.code).not.toBe(0)
+    expect(bad.stderr).toContain(`item ${q1.id} is a permission request of asker: answer "allow", "allow-always" or "reject"`)
+    expect((await permissions(h)).map((i) => i.id)).toEqual([q1.id])
+    const ans = await cliJson<{ kind: string; agent_name: string }>(h, ["inbox", "answer", q1.id, "allow-always"])
+    expect(ans).toMatchObject({ kind: "allow-always", agent_name: "asker" })
+    expect(await first.exit).toBe(0)
+    expect(first.out()).toBe("permission: always\n")
+    expect(await permissions(h)).toEqual([])
+
+    // kill -9 while the question is open.
+    const second = spawnCli(h, ["agent", "send", "--wait", "asker", "PERMIT"])
+    const q2 = await asked(h)
+    await kill9(pid)
+    await second.exit
+    const pid2 = await startDaemon(h)
+    owned.track(pid2)
+    // Recovery re-runs the interrupted turn: the agent asks again, under a new item.
+    const q3 = await asked(h, [q2.id])
+    expect((await permissions(h)).map((i) => i.id)).toEqual([q3.id])
+    expect(q3).toMatchObject({ agent_id: a.id, agent_name: "asker" })
+    expect((await cli(h, ["inbox", "answer", q2.id, "allow"])).code).not.toBe(0)
+    expect((await cliJson<{ kind: string }>(h, ["inbox", "answer", q3.id, "reject"])).kind).toBe("reject")
+    const waited = await cli(h, ["agent", "wait", "asker"])
+    expect(waited.stdout).toBe("permission: no\n")
+    expect(await permissions(h)).toEqual([])
+
+    // One answer per request, in the agent's log: the re-run turn answered once.
+    expect(permissionLines(h, a.session_id)).toEqual([
+      ["allow_always (the human)", false],
+      ["reject_once (the human)", true]
+    ])
+    const responses = of(events(h, a.session_id), "turn.complete").map((t) => t["response"])
+    expect(responses).toEqual(["permission: always", "permission: no"])
+  }, 240_000)
+
+  it("acp.ask_timeout_seconds: an unanswered request is rejected, and the turn says so", async () => {
+    const { h, provider } = setup("[acp]\napprove = \"ask\"\nask_timeout_seconds = 1\n")
+    owned.track(await startDaemon(h))
+    const a = await cliJson<Agent>(h, ["agent", "create", "--provider", provider, "--name", "asker"])
+    const r = await cli(h, ["agent", "send", "--wait", "asker", "PERMIT"])
+    expect(r.stdout).toBe("permission: no\n")
+    expect(permissionLines(h, a.session_id)).toEqual([["reject_once (no answer within 1s (acp.ask_timeout_seconds))", true]])
+    expect(await permissions(h)).toEqual([])
+  }, 120_000)
+})
