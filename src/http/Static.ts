@@ -1,4 +1,4 @@
-// The dashboard's files (src/http/static/: one HTML page, ES modules, one stylesheet — no
+// The dashboard's files (src/http/static/: one HTML page, ES modules by view, one stylesheet — no
 // framework, no build step; docs/http.md says why), read once at start-up and served from memory.
 // Found next to this module when run from src/ (tsx, tests) and from dist/ (the bundle's
 // __dirname is dist/, the files stay in src/http/static/).
@@ -9,14 +9,25 @@ import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { DaemonError } from "../daemon/Lifecycle.js"
 
+const js = "text/javascript; charset=utf-8"
+
+/** Every file served, by its one path (no directory is served: a path not listed is a 404). */
 const assets = {
   "/": { file: "index.html", type: "text/html; charset=utf-8" },
-  "/app.js": { file: "app.js", type: "text/javascript; charset=utf-8" },
-  "/timeline.js": { file: "timeline.js", type: "text/javascript; charset=utf-8" },
-  "/transcript.js": { file: "transcript.js", type: "text/javascript; charset=utf-8" },
+  "/app.js": { file: "app.js", type: js },
+  "/lib.js": { file: "lib.js", type: js },
+  "/state.js": { file: "state.js", type: js },
+  "/tree.js": { file: "tree.js", type: js },
+  "/detail.js": { file: "detail.js", type: js },
+  "/transcript.js": { file: "transcript.js", type: js },
+  "/timeline.js": { file: "timeline.js", type: js },
+  "/inbox.js": { file: "inbox.js", type: js },
+  "/budgets.js": { file: "budgets.js", type: js },
+  "/swarm.js": { file: "swarm.js", type: js },
+  "/feed.js": { file: "feed.js", type: js },
   "/style.css": { file: "style.css", type: "text/css; charset=utf-8" },
   "/login": { file: "login.html", type: "text/html; charset=utf-8" },
-  "/login.js": { file: "login.js", type: "text/javascript; charset=utf-8" }
+  "/login.js": { file: "login.js", type: js }
 } as const
 
 type AssetPath = keyof typeof assets
