@@ -12,11 +12,17 @@
 //   2. Approval across kill -9: a host approved before the kill stays allowed after it; a request
 //      still pending at the kill is in the inbox after the restart, and approving it then lets
 //      the agent's next try through.
+//   3. Over HTTP (the dashboard's routes, TCP with the token rule): the egress items are in
+//      `GET /v1/inbox` and each request is an `egress.request` entry of `GET /v1/events`; neither
+//      a request without the token nor a session-cookie write from a foreign Origin can approve
+//      (401, policy unchanged); the cookie from the daemon's own Origin approves one host
+//      (allowlisted), the bearer token dismisses the other (not allowlisted, item gone).
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { describe, expect, it } from "vitest"
 import { Reply } from "../../src/testing/ScriptedLlm.js"
 import { type Agent, cli, cliJson, kill9, startDaemon, waitQuiet } from "../integration/daemon.support.js"
+import { request, sse, type Target } from "../integration/http.support.js"
 import { type FakeRegistry, NPM_PACKAGE, startFakeRegistry } from "../support/fakeRegistry.js"
 import { makeTmpDir } from "../support/tmp.js"
 import { agentEvents, claudeMeteredHome, claudeMeterEnvKeys, daemonTestScope, dataNamed, withLlm } from "./support.js"
@@ -160,4 +166,64 @@ describe("egress with a real sandboxed claude", () => {
     })
     await reg.close()
   }, 300_000)
+
+  it("over HTTP: egress items and events are served; no token or a foreign Origin cannot approve; the owner's cookie approves, the token dismisses", async () => {
+    const reg = await registry()
+    const fetch = [FILES, MIRROR].map((h) => `curl -sS -o /dev/null -w '${h} %{http_code}\\n' http://${h}:${reg.port}/blob/7`).join("; ")
+    await withLlm([
+      { match: { system: "AGENT=coder", lastUser: "Try." }, reply: bash(fetch), label: "try" },
+      { match: { system: "AGENT=coder" }, reply: Reply.text("tried"), label: "done" }
+    ], async (llm) => {
+      const home = claudeMeteredHome(llm, homes, "egh-")
+      ds.track(await startDaemon(home, ["--http", "127.0.0.1:0"]))
+      const base = Fs.readFileSync(Path.join(home, "http.url"), "utf8").trim()
+      const own = new URL(base).origin
+      const tcp: Target = { base }
+      const authed: Target = { base, token: Fs.readFileSync(Path.join(home, "http.token"), "utf8").trim() }
+      const coder = await cliJson<Agent & { workspace_id: string }>(home, [
+        "agent", "create", "--provider", "claude", "--name", "coder", "--instructions", "AGENT=coder Work.", "--allow", "npm"
+      ])
+      await cli(home, ["agent", "send", "coder", "Try."])
+      await waitQuiet(home)
+
+      const listed = await request(authed, "GET", "/v1/inbox")
+      expect(listed.status).toBe(200)
+      const items = listed.json<{ items: ReadonlyArray<InboxItem & { agent_name: string }> }>().items.filter((i) => i.kind === "egress")
+      const itemFor = (h: string) => items.find((i) => i.text.includes(`coder asked for ${h}:${reg.port}`))!
+      expect(items.length).toBe(2)
+      expect(itemFor(FILES).agent_name).toBe("coder")
+
+      // The transcript feed carries each request as an egress.request entry.
+      const feed = sse(authed, "/v1/events?agent=coder")
+      const denied = (): ReadonlyArray<string> => feed.frames.map((f) => f.data).filter((d) => d.includes('"egress.request"'))
+      for (let i = 0; i < 200 && denied().length < 2; i++) await new Promise((r) => setTimeout(r, 50))
+      feed.close()
+      expect(denied().length).toBe(2)
+      expect(denied().every((d) => d.includes('"allowed":false'))).toBe(true)
+
+      // Not the owner: no token; a session cookie but a foreign Origin. Nothing changes.
+      const approve = { text: "approve" }
+      expect((await request(tcp, "POST", `/v1/inbox/${itemFor(FILES).id}/answer`, approve)).status).toBe(401)
+      const { url } = await cliJson<{ url: string }>(home, ["ui", "--no-open"])
+      const code = decodeURIComponent(/#code=([^&]+)$/.exec(url)![1]!)
+      const login = await request(tcp, "POST", "/login", { code })
+      expect(login.status).toBe(204)
+      const cookie = String(login.headers["set-cookie"]).split(";")[0]!
+      const foreign = await request(tcp, "POST", `/v1/inbox/${itemFor(FILES).id}/answer`, approve, { cookie, origin: "http://evil.example" })
+      expect(foreign.status).toBe(401)
+      expect((await workspaceOf(home, coder.workspace_id)).egress.hosts).toEqual([])
+      expect((await egressItems(home)).length).toBe(2)
+
+      // The owner: the dashboard's cookie from its own Origin approves; the token dismisses.
+      const ok = await request(tcp, "POST", `/v1/inbox/${itemFor(FILES).id}/answer`, approve, { cookie, origin: own })
+      expect(ok.status, ok.body).toBe(200)
+      expect(ok.json<{ kind: string }>().kind).toBe("approve")
+      const gone = await request(authed, "POST", `/v1/inbox/${itemFor(MIRROR).id}/answer`, { text: "dismiss" })
+      expect(gone.status, gone.body).toBe(200)
+      expect(gone.json<{ kind: string }>().kind).toBe("dismiss")
+      expect((await workspaceOf(home, coder.workspace_id)).egress.hosts).toEqual([`${FILES}:${reg.port}`])
+      expect(await egressItems(home)).toEqual([])
+    })
+    await reg.close()
+  }, 240_000)
 })
