@@ -66,6 +66,51 @@ export class AgentTree {
     const n = this.nodes.get(id)
     return n ? [n, ...(this.kids.get(id) ?? []).flatMap((c) => this.subtree(c))] : []
   }
+  /**
+   * A page of the tree in pre-order (each agent before its children, siblings in creation order):
+   * at most `limit` agents after the agent `after` (from the start when undefined), no deeper than
+   * `depth` levels below the roots (undefined: any). Costs the page plus the cursor's ancestors'
+   * sibling lookups, not the size of the tree. Left: `after` is not in the tree.
+   */
+  page(
+    after: AgentId | undefined,
+    limit: number,
+    depth: number | undefined
+  ): Either.Either<{ readonly nodes: ReadonlyArray<AgentNode>; readonly more: boolean }, AgentId> {
+    const max = depth ?? Number.POSITIVE_INFINITY
+    const frames: Array<{ readonly ids: ReadonlyArray<AgentId>; i: number }> = []
+    const descend = (id: AgentId) => {
+      const kids = this.kids.get(id)
+      if (kids !== undefined && kids.length > 0 && frames.length - 1 < max) frames.push({ ids: kids, i: 0 })
+    }
+    if (after === undefined) frames.push({ ids: this.rootIds, i: 0 })
+    else {
+      const path: Array<AgentId> = []
+      for (let n = this.nodes.get(after); n !== undefined; n = n.parent_id === null ? undefined : this.nodes.get(n.parent_id)) {
+        path.unshift(n.id)
+      }
+      if (path.length === 0 || path.length - 1 > max) return Either.left(after)
+      let parent: AgentId | null = null
+      for (const id of path) {
+        const ids = parent === null ? this.rootIds : (this.kids.get(parent) ?? [])
+        frames.push({ ids, i: ids.indexOf(id) + 1 })
+        parent = id
+      }
+      descend(after)
+    }
+    const out: Array<AgentNode> = []
+    while (frames.length > 0 && out.length <= limit) {
+      const top = frames[frames.length - 1]!
+      if (top.i >= top.ids.length) {
+        frames.pop()
+        continue
+      }
+      const id = top.ids[top.i++]!
+      out.push(this.nodes.get(id)!)
+      descend(id)
+    }
+    return Either.right(out.length > limit ? { nodes: out.slice(0, limit), more: true } : { nodes: out, more: false })
+  }
   /** Children of `parent` (roots when null) with this name. */
   childNamed(parent: AgentId | null, name: string): AgentNode | undefined {
     const ids = parent === null ? this.rootIds : (this.kids.get(parent) ?? [])

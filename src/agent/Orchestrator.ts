@@ -2,7 +2,7 @@
 // terminate, inspect, usage, live output, session suspend/resume/delete, awaitIdle. It holds no
 // state: each part belongs to one service (Tree, Mailbox, Requests, Turns, Activity), and the
 // work is done by Lifecycle, Router and the TurnRunner.
-import { Deferred, Effect, Layer, Option, Stream } from "effect"
+import { Deferred, Effect, Either, Layer, Option, Stream } from "effect"
 import type { AgentNode } from "../domain/agent.js"
 import { AgentNode as AgentNodeClass } from "../domain/agent.js"
 import { InvalidInputError, NotFoundError } from "../domain/errors.js"
@@ -102,6 +102,11 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
     })
 
     const list = Effect.sync(() => [...tree.current().nodes.values()].map(view))
+    /** A page of the live tree in pre-order (AgentTree.page); Left: `after` is not a live agent. */
+    const page = (after: AgentId | undefined, limit: number, depth: number | undefined) =>
+      Effect.sync(() =>
+        Either.map(tree.current().page(after, limit, depth), (p) => ({ nodes: p.nodes.map(view), more: p.more }))
+      )
     /**
      * Lookups that cost what they return, not the size of the tree (a request naming one agent):
      * by id, session and name from the Tree's indexes; by id prefix a scan of the ids only.
@@ -258,6 +263,7 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
       send,
       runTurn,
       list,
+      page,
       lookup,
       get,
       findByName,

@@ -6,7 +6,7 @@ import { Context, Effect, Either, Layer, Option, Schema, Stream } from "effect"
 import { Orchestrator } from "../agent/Orchestrator.js"
 import { AgentNode } from "../domain/agent.js"
 import type { LogEntry } from "../domain/events.js"
-import { SessionId, TurnId, type WorkspaceId } from "../domain/ids.js"
+import { type AgentId, SessionId, TurnId, type WorkspaceId } from "../domain/ids.js"
 import type { Session } from "../domain/session.js"
 import type { WorkspaceSpec } from "../domain/workspace.js"
 import { WorkspaceHistory } from "../sandbox/WorkspaceHistory.js"
@@ -203,6 +203,32 @@ const make = Effect.gen(function*() {
   const agents = (all: boolean): Effect.Effect<ReadonlyArray<AgentNode>, RpcError> =>
     all ? Effect.flatMap(orchestrator.list, (l) => Effect.map(offTree, (g) => [...l, ...g])) : orchestrator.list
 
+  /**
+   * A page of `agents(all)`: the live tree in pre-order, then (with `all`) the terminated agents;
+   * `after` is the last id of the previous page. Costs the page, not the tree. `more`: a next page exists.
+   */
+  const agentsPage = (
+    all: boolean,
+    after: AgentId | undefined,
+    limit: number,
+    depth: number | undefined
+  ): Effect.Effect<{ readonly nodes: ReadonlyArray<AgentNode>; readonly more: boolean }, RpcError> =>
+    Effect.gen(function*() {
+      const liveAfter = after === undefined || orchestrator.lookup.byId(after) !== undefined
+      if (liveAfter) {
+        const live = yield* orchestrator.page(after, limit, depth)
+        if (Either.isLeft(live)) return yield* new InvalidInput({ field: "after", message: `agent ${after} is deeper than depth ${depth}` })
+        if (!all || live.right.more) return live.right
+        const gone = yield* offTree
+        const rest = limit - live.right.nodes.length
+        return { nodes: [...live.right.nodes, ...gone.slice(0, rest)], more: gone.length > rest }
+      }
+      const gone = all ? yield* offTree : []
+      const at = gone.findIndex((n) => n.id === after)
+      if (at < 0) return yield* new InvalidInput({ field: "after", message: `no agent ${after} to continue after (an id from the previous page)` })
+      return { nodes: gone.slice(at + 1, at + 1 + limit), more: gone.length > at + 1 + limit }
+    })
+
   /** The agent that owns a session: live, else from its log (`agent.created`). */
   const ownerOfSession = (session: SessionId): Effect.Effect<Option.Option<{ readonly id: string; readonly name: string }>> =>
     Effect.suspend(() => {
@@ -269,7 +295,7 @@ const make = Effect.gen(function*() {
       return yield* fromEither(pick("turn", ref, candidates))
     })
 
-  return { agent, liveAgent, agents, ownerOfSession, names, goneChildren, workspace, workspaceId, session, turn } as const
+  return { agent, liveAgent, agents, agentsPage, ownerOfSession, names, goneChildren, workspace, workspaceId, session, turn } as const
 })
 
 export type Resolver = Effect.Effect.Success<typeof make>

@@ -27,6 +27,31 @@ describe("AgentTree", () => {
     expect(t.team(id("r"))).toEqual([])
   })
 
+  it("page: pre-order pages whose cursors walk the whole tree once, depth-limited", () => {
+    const names = (nodes: ReadonlyArray<{ readonly name: string }>) => nodes.map((n) => n.name)
+    const all = Either.getOrThrow(t.page(undefined, 100, undefined))
+    expect(names(all.nodes)).toEqual(["r", "a", "x", "y", "b", "c", "s"])
+    expect(all.more).toBe(false)
+    for (const size of [1, 2, 3, 6]) {
+      const seen: Array<string> = []
+      let after: ReturnType<typeof id> | undefined
+      for (let i = 0; i < 10; i++) {
+        const p = Either.getOrThrow(t.page(after, size, undefined))
+        expect(p.nodes.length).toBeLessThanOrEqual(size)
+        seen.push(...names(p.nodes))
+        if (!p.more) break
+        after = p.nodes[p.nodes.length - 1]!.id
+      }
+      expect(seen).toEqual(names(all.nodes))
+    }
+    expect(names(Either.getOrThrow(t.page(undefined, 100, 0)).nodes)).toEqual(["r", "s"])
+    expect(names(Either.getOrThrow(t.page(undefined, 100, 1)).nodes)).toEqual(["r", "a", "b", "c", "s"])
+    expect(names(Either.getOrThrow(t.page(id("r/a"), 2, 1)).nodes)).toEqual(["b", "c"])
+    expect(Either.getOrThrow(t.page(id("r/a"), 2, 1)).more).toBe(true)
+    expect(Either.isLeft(t.page(id("r/a/x"), 10, 1))).toBe(true)
+    expect(Either.isLeft(t.page(newAgentId(), 10, undefined))).toBe(true)
+  })
+
   it("subtree is pre-order and includes the node", () => {
     expect(t.subtree(id("r")).map((n) => n.name)).toEqual(["r", "a", "x", "y", "b", "c"])
     expect(t.subtree(id("r/c")).map((n) => n.name)).toEqual(["c"])

@@ -110,19 +110,36 @@ const listCommand = Command.make("list", {
   watch: Options.boolean("watch").pipe(
     Options.withAlias("w"),
     Options.withDescription("Keep the list on screen, redrawn whenever something happens (Ctrl-C to stop)")
+  ),
+  limit: Options.integer("limit").pipe(
+    Options.withDescription("Show one page of at most this many agents (the tree in order, parents first); the next page's --after is printed to stderr"),
+    Options.optional
+  ),
+  after: Options.text("after").pipe(
+    Options.withPseudoName("id"),
+    Options.withDescription("Start after this agent id (the previous page's last)"),
+    Options.optional
+  ),
+  depth: Options.integer("depth").pipe(
+    Options.withDescription("Only agents at most this many levels below their root (0: roots only)"),
+    Options.optional
   )
 }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
     const swarm = o.swarm || o.all
     if (o.watch) return yield* watchList(socket, o.all, swarm)
+    const params = { all: o.all, ...opt(o.limit, "limit"), ...opt(o.after, "after"), ...opt(o.depth, "depth") }
     // For scripts: everything, names whole (swarm node agents too; `details` marks the dormant ones).
-    if (o.json) return yield* printJson(yield* withClient(AgentGroup, socket, (c) => call(socket, c.agent.list({ all: o.all }))))
+    if (o.json) return yield* printJson(yield* withClient(AgentGroup, socket, (c) => call(socket, c.agent.list(params))))
     if (o.quiet) {
-      const r = yield* withClient(AgentGroup, socket, (c) => call(socket, c.agent.list({ all: o.all })))
-      return yield* Console.log(r.agents.filter((a) => swarm || !isSwarmNode(a)).map((a) => a.id).join("\n"))
+      const r = yield* withClient(AgentGroup, socket, (c) => call(socket, c.agent.list(params)))
+      yield* Console.log(r.agents.filter((a) => swarm || !isSwarmNode(a)).map((a) => a.id).join("\n"))
+      return yield* nextHint(r.next)
     }
-    yield* Console.log(yield* withClient(AgentGroup.merge(BudgetGroup), socket, (c) => listText(socket, c, o.all, swarm)))
+    const [text, next] = yield* withClient(AgentGroup.merge(BudgetGroup), socket, (c) => listText(socket, c, params, swarm))
+    yield* Console.log(text)
+    yield* nextHint(next)
   })).pipe(Command.withDescription(describe("Show the agent tree (all roots and their children)", {
     details: [
       "Busy agents show how long their turn has run and what it is doing (DOING).",
@@ -131,7 +148,8 @@ const listCommand = Command.make("list", {
     examples: [
       "substrat agent ls -w        # redrawn live",
       "substrat agent ls --all     # with terminated and swarm node agents",
-      "substrat agent ls --quiet   # ids only"
+      "substrat agent ls --quiet   # ids only",
+      "substrat agent ls --limit 500 --depth 1   # the first 500 roots and children"
     ]
   })))
 
@@ -153,13 +171,20 @@ const treeView = (r: AgentListResult, inbox: ReadonlyArray<InboxItem>, swarm: bo
 const listText = (
   socket: string,
   c: RpcClient.FromGroup<typeof AgentGroup> & RpcClient.FromGroup<typeof BudgetGroup>,
-  all: boolean,
+  params: typeof AgentListRpc.payloadSchema.Type,
   swarm: boolean
 ) =>
   Effect.map(
-    Effect.all([call(socket, c.agent.list({ all })), call(socket, c.inbox.list())]),
-    ([r, inbox]) => renderTree(r.agents, treeView(r, inbox.items, swarm))
+    Effect.all([call(socket, c.agent.list(params)), call(socket, c.inbox.list())]),
+    ([r, inbox]) => [renderTree(r.agents, treeView(r, inbox.items, swarm)), r.next] as const
   )
+
+/**
+ * After a page with more to come: how to get the next one (stderr, so stdout stays the list;
+ * written directly: main.ts captures Console.error for @effect/cli's own messages).
+ */
+const nextHint = (next: string | undefined) =>
+  next === undefined ? Effect.void : Effect.sync(() => process.stderr.write(`more: --after ${next}\n`))
 
 /**
  * `agent list -w`: the tree again on every event of the daemon (coalesced), and each second on a
@@ -173,7 +198,7 @@ const watchList = (socket: string, all: boolean, swarm: boolean) => {
   const group = Effect.map(Effect.promise(() => import("../../protocol/admin/events.js")), (m) => AgentGroup.merge(BudgetGroup, m.EventsGroup))
   const run = Effect.flatMap(group, (group) => withClient(group, socket, (c) =>
     Effect.gen(function*() {
-      const draw = Effect.flatMap(listText(socket, c, all, swarm), (text) =>
+      const draw = Effect.flatMap(listText(socket, c, { all }, swarm), ([text]) =>
         Effect.sync(() => {
           if (text === last) return
           if (redraw) process.stdout.write(`\x1b[H\x1b[2J${new Date().toISOString().slice(11, 19)}  substrat agent list -w (Ctrl-C to stop)\n\n${text}\n`)

@@ -11,6 +11,10 @@ import { DaemonControl } from "../DaemonControl.js"
 import { Progress } from "../Progress.js"
 import { makeResolver } from "../Resolver.js"
 import { AgentGroup, type AgentCreateRpc, InvalidInput } from "../../protocol/AdminRpcs.js"
+import type { AgentListRpc } from "../../protocol/admin/agent.js"
+import type { AgentId } from "../../domain/ids.js"
+
+type AgentListParams = Exclude<typeof AgentListRpc.payloadSchema.Type, undefined>
 import { makeInspect } from "./Inspect.js"
 import { makeMessageHandlers } from "./Messages.js"
 import { handlersOf, served } from "./Middleware.js"
@@ -83,8 +87,22 @@ export const AgentHandlers = served(AgentGroup, Effect.gen(function*() {
 
   return handlersOf(AgentGroup)({
     "agent.create": create,
-    "agent.list": (p: { readonly all?: boolean | undefined } | void) =>
-      Effect.map(Effect.zip(resolver.agents(p?.all ?? false), orchestrator.briefs), ([agents, details]) => ({ agents, activity: progress.all(), details })),
+    "agent.list": (p: AgentListParams | void) =>
+      p?.limit === undefined && p?.after === undefined && p?.depth === undefined
+        ? Effect.map(Effect.zip(resolver.agents(p?.all ?? false), orchestrator.briefs), ([agents, details]) => ({ agents, activity: progress.all(), details }))
+        : Effect.map(
+          Effect.zip(resolver.agentsPage(p.all ?? false, p.after as AgentId | undefined, p.limit ?? 100_000, p.depth), orchestrator.briefs),
+          ([page, briefs]) => {
+            const ids = new Set<string>(page.nodes.map((n) => n.id))
+            const last = page.nodes[page.nodes.length - 1]
+            return {
+              agents: page.nodes,
+              activity: progress.all().filter((a) => ids.has(a.agent_id)),
+              details: briefs.filter((b) => ids.has(b.agent_id)),
+              ...(page.more && last !== undefined ? { next: last.id } : {})
+            }
+          }
+        ),
     "agent.terminate": (p: { readonly agent: string }) =>
       Effect.gen(function*() {
         const node = yield* resolver.liveAgent(p.agent)

@@ -115,10 +115,22 @@ export class AgentCreateRpc extends Rpc.make("agent.create", {
   error: RpcError
 }) {}
 
-const AgentListParams = Schema.Struct({ all: Schema.optional(Schema.Boolean) })
+const AgentListParams = Schema.Struct({
+  all: Schema.optional(Schema.Boolean),
+  /** Page size: at most this many agents, the tree in pre-order (each agent before its children). */
+  limit: Schema.optional(Schema.Int.pipe(Schema.between(1, 100_000))),
+  /** Continue after this agent (the previous page's `next`). */
+  after: Schema.optional(Schema.String),
+  /** Only agents at most this many levels below their root (0: roots only). */
+  depth: Schema.optional(Schema.Int.pipe(Schema.nonNegative()))
+})
 
 export class AgentListRpc extends Rpc.make("agent.list", {
-  /** `all`: terminated agents too (state `terminated`), after the live tree. No params: live only. */
+  /**
+   * `all`: terminated agents too (state `terminated`), after the live tree. No params: live only.
+   * With `limit`, `after` or `depth`: one page, the live tree in pre-order; `next` (when more
+   * follow) is the `after` of the next page. `activity` and `details` cover the page's agents.
+   */
   payload: Schema.UndefinedOr(AgentListParams),
   /**
    * `activity`: the running turn of each busy agent. `details`: per live agent, only where there
@@ -128,7 +140,8 @@ export class AgentListRpc extends Rpc.make("agent.list", {
   success: Schema.Struct({
     agents: Schema.Array(AgentNodeOnWire),
     activity: Schema.optional(Schema.Array(AgentActivity)),
-    details: Schema.optional(Schema.Array(AgentBrief))
+    details: Schema.optional(Schema.Array(AgentBrief)),
+    next: Schema.optional(Schema.String)
   }),
   error: RpcError
 }) {}
