@@ -6,7 +6,8 @@
 //   inspect unknown  `agent.inspect` of a name no agent has (a typo)
 //   daemon status    `daemon.status`
 //   session list     `session.list`
-//   agent list       `agent.list` (the whole list: O(answer); the RPC has no paging yet)
+//   agent list       `agent.list` (the whole list: O(answer))
+//   agent list page  `agent.list` with `limit: 100` (one page: O(page))
 // The figure per request is its p50 at N over its p50 at 100 (target ≤ 2). Also the wall time of
 // a one-shot `substrat agent list` at N (target < 0.5 s), and, after the agents have been idle for
 // 3 s, the daemon's open fds and RSS growth per agent between the two sizes. With
@@ -98,7 +99,8 @@ const requests: ReadonlyArray<readonly [string, string, (s: Subject) => unknown]
   ["inspect unknown", "agent.inspect", () => ({ agent: "no-such-agent" })],
   ["daemon status", "daemon.status", () => undefined],
   ["session list", "session.list", () => undefined],
-  ["agent list", "agent.list", () => undefined]
+  ["agent list", "agent.list", () => undefined],
+  ["agent list page", "agent.list", () => ({ limit: 100 })]
 ]
 
 /** p50 µs of each request (label → µs), subjects interleaved request by request. */
@@ -162,6 +164,17 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
       const perAgent = ((statusKb(s.pid, "VmRSS") - rssSmall.get(s.label)!) * 1024) / (big - 100)
       rows.push({ request: `substrat agent list (one shot, ms), ${s.label}`, [`p50 µs at ${big}`]: Math.round(quantile(shots, 0.5) * 1000) })
       summary[`cli_agent_list_ms_${s.label}`] = Math.round(quantile(shots, 0.5))
+      if (s.label === "after") {
+        const pages: Array<number> = []
+        for (let i = 0; i < (opts.quick ? 3 : 7); i++) {
+          const t = process.hrtime.bigint()
+          const r = spawnSync(process.execPath, [s.launcher, "agent", "list", "--limit", "500"], { env: s.env, stdio: "ignore" })
+          if (r.status !== 0) throw new Error(`agent list --limit exited ${r.status}`)
+          pages.push(Number(process.hrtime.bigint() - t) / 1e6)
+        }
+        rows.push({ request: `substrat agent list --limit 500 (one shot, ms), ${s.label}`, [`p50 µs at ${big}`]: Math.round(quantile(pages, 0.5) * 1000) })
+        summary[`cli_agent_list_page_ms_${s.label}`] = Math.round(quantile(pages, 0.5))
+      }
       summary[`idle_fds_${s.label}`] = fds
       summary[`rss_bytes_per_idle_agent_${s.label}`] = Math.round(perAgent)
     }
