@@ -14,7 +14,7 @@ import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as RpcServer from "@effect/rpc/RpcServer"
 import { Effect, Layer, Schema } from "effect"
 import { AgentListRpc } from "../../src/protocol/AdminRpcs.js"
-import * as SocketGuard from "../../src/daemon/SocketGuard.js"
+import * as SocketGuard from "../../src/protocol/SocketGuard.js"
 
 const [path, json] = process.argv.slice(2)
 if (path === undefined || json === undefined) throw new Error("usage: rpc-floor.ts <socket> <result json>")

@@ -16,7 +16,7 @@ import { Config, ConfigError, ConfigProvider, Context, Data, Effect, Either, Lay
 import { homedir } from "node:os"
 import * as Path from "node:path"
 import { parse as parseToml } from "smol-toml"
-import { parsePrices } from "../meter/Prices.js"
+import { parsePrices } from "../domain/prices.js"
 import { parsePattern, parseTestResolve, type PresetTable } from "../domain/egress.js"
 
 /** An environment: variable name → value (`process.env`'s shape). */
@@ -114,7 +114,7 @@ const url = (name: string) =>
     }
   }))
 
-/** `meter.prices`: a JSON price table (src/meter/Prices.ts), checked at load. */
+/** `meter.prices`: a JSON price table (src/domain/prices.ts), checked at load. */
 const prices = (name: string) =>
   Config.string(name).pipe(Config.mapOrFail((s) => {
     const t = parsePrices(s)

@@ -1,7 +1,7 @@
 // Process-level state of a running daemon: when it started, its settings, the shutdown signal
 // that `daemon.stop` completes, and the live connection count.
 import { Context, Deferred, Effect, Layer } from "effect"
-import type { DaemonSettings } from "./Config.js"
+import type { DaemonSettings } from "../config/DaemonConfig.js"
 import { makeStorageState, type StorageState } from "./Storage.js"
 
 export interface DaemonControlService {

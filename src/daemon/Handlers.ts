@@ -5,7 +5,8 @@ import * as RpcClient from "@effect/rpc/RpcClient"
 import type { FromServer } from "@effect/rpc/RpcMessage"
 import * as RpcServer from "@effect/rpc/RpcServer"
 import type * as RpcGroup from "@effect/rpc/RpcGroup"
-import { Effect, Layer } from "effect"
+import type * as Rpc from "@effect/rpc/Rpc"
+import { Effect, Layer, type Scope } from "effect"
 import { AgentHandlers } from "./handlers/Agents.js"
 import { BudgetHandlers } from "./handlers/Budgets.js"
 import { DaemonHandlers } from "./handlers/Daemon.js"
@@ -14,7 +15,7 @@ import { AdminMiddlewareLive } from "./handlers/Middleware.js"
 import { SessionHandlers } from "./handlers/Sessions.js"
 import { SwarmHandlers } from "./handlers/Swarm.js"
 import { WorkspaceHandlers } from "./handlers/Workspaces.js"
-import { AdminRpcs } from "../protocol/AdminRpcs.js"
+import { type AdminClient, AdminRpcs } from "../protocol/AdminRpcs.js"
 import { ResolverService } from "./Resolver.js"
 
 export const HandlersLive = Layer.mergeAll(
@@ -35,7 +36,7 @@ type Admin = RpcGroup.Rpcs<typeof AdminRpcs>
  * without serialization (as `RpcTest.makeClient`, with tracing off like the socket's server), so
  * every call passes the same middleware and handlers as a call over `daemon.sock`.
  */
-export const inProcessClient = Effect.gen(function*() {
+export const inProcessClient: Effect.Effect<AdminClient, never, Scope.Scope | Rpc.ToHandler<Admin> | Rpc.Middleware<Admin>> = Effect.gen(function*() {
   const toClient: { write: (message: FromServer<Admin>) => Effect.Effect<void> } = { write: () => Effect.void }
   const server = yield* RpcServer.makeNoSerialization(AdminRpcs, {
     onFromServer: (message) => toClient.write(message),
@@ -52,4 +53,3 @@ export const inProcessClient = Effect.gen(function*() {
   return client.client
 })
 
-export type AdminClient = Effect.Effect.Success<typeof inProcessClient>

@@ -34,7 +34,7 @@ import { runCollect, spawnScoped } from "../sandbox/spawn.js"
 import { type HistoryGit, MERGE_PENDING, WorkspaceHistory } from "../sandbox/WorkspaceHistory.js"
 import { WorkspaceStore } from "../sandbox/WorkspaceStore.js"
 import { EventLog } from "../storage/EventLog.js"
-import { DaemonConfig } from "./Config.js"
+import { DaemonConfig } from "../config/DaemonConfig.js"
 
 export interface QueueItem {
   readonly item_id: string

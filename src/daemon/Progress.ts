@@ -9,7 +9,7 @@ import { Orchestrator } from "../agent/Orchestrator.js"
 import type { AgentOutput } from "../agent/OutputBus.js"
 import type { LogEntry } from "../domain/events.js"
 import type { AgentId } from "../domain/ids.js"
-import { EventTap } from "./EventTap.js"
+import { EventTap } from "../storage/EventTap.js"
 import type { AgentActivity } from "../protocol/AdminRpcs.js"
 
 interface Step {

@@ -15,7 +15,7 @@ import { EventLog } from "../storage/EventLog.js"
 import { SessionStore } from "../storage/SessionStore.js"
 import { type Candidate, type Lookup, pick, pickIndexed } from "./Refs.js"
 import { InvalidInput, NotFound, type RpcError } from "../protocol/AdminRpcs.js"
-import { fromServiceError } from "./WireErrors.js"
+import { fromServiceError } from "../protocol/WireErrors.js"
 
 /** An agent as a reference designates it: live in the tree, or known only from its log. */
 export interface ResolvedAgent {

@@ -16,7 +16,7 @@ import { SubstratPaths } from "../config/Paths.js"
 import type { LogEntry } from "../domain/events.js"
 import { SessionId } from "../domain/ids.js"
 import { Durable } from "../storage/Durable.js"
-import { EventTap } from "./EventTap.js"
+import { EventTap } from "../storage/EventTap.js"
 import { emptyNames, type KnownAgent, linesFor, logView, type Names, transcriptsFromLogs } from "./TranscriptLines.js"
 
 export { type KnownAgent, linesFor } from "./TranscriptLines.js"

@@ -17,7 +17,7 @@ import { Chunk, Effect, Option, Stream, SubscriptionRef } from "effect"
 import type { LogEntry } from "../domain/events.js"
 import type { SessionId } from "../domain/ids.js"
 import { NotFoundError } from "../domain/errors.js"
-import { EventTap, type Tapped } from "../daemon/EventTap.js"
+import { EventTap, type Tapped } from "../storage/EventTap.js"
 import { SessionStore } from "../storage/SessionStore.js"
 import * as Cursor from "./Cursor.js"
 

@@ -2,7 +2,7 @@
 // words as the CLI shows, messages cut to a few hundred characters) plus Unauthorized, PayloadTooLarge (Body.ts), as JSON `{"error": {...}}` with a status per kind.
 import { HttpServerResponse } from "@effect/platform"
 import { ParseResult, Schema } from "effect"
-import { toRpcError } from "../daemon/WireErrors.js"
+import { toRpcError } from "../protocol/WireErrors.js"
 import { InvalidInput, RpcError } from "../protocol/AdminRpcs.js"
 import { PayloadTooLarge, tooLarge } from "./Body.js"
 

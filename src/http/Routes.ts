@@ -7,7 +7,7 @@ import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platf
 import { Effect, Schema } from "effect"
 import * as Cursor from "../feed/Cursor.js"
 import { EventFeed } from "../feed/EventFeed.js"
-import type { AdminClient } from "../daemon/Handlers.js"
+import type { AdminClient } from "../protocol/AdminRpcs.js"
 import {
   AgentCreateRpc,
   BudgetPatch,

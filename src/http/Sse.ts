@@ -10,7 +10,7 @@
 // brought as one buffer.
 import { HttpServerResponse } from "@effect/platform"
 import { Chunk, Stream } from "effect"
-import { toRpcError } from "../daemon/WireErrors.js"
+import { toRpcError } from "../protocol/WireErrors.js"
 import type { LogEntry } from "../domain/events.js"
 import * as Cursor from "../feed/Cursor.js"
 import type { FeedEvent, FeedItem } from "../feed/EventFeed.js"

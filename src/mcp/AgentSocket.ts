@@ -1,7 +1,7 @@
 // The per-agent tool socket `agents/<sid>/agent.sock` (ARCHITECTURE §6): the tool methods of
 // AgentRpcs, served for ONE agent. Identity is the socket: every call runs as `agent` — no
 // payload carries an agent id (unknown keys are rejected), and admin methods do not exist here
-// (the transport guard, src/daemon/SocketGuard.ts, answers them with JSON-RPC -32601
+// (the transport guard, src/protocol/SocketGuard.ts, answers them with JSON-RPC -32601
 // "Method not found"; it also bounds line length and JSON nesting depth before decoding).
 //
 // Permissions: the socket listens at a staging name, is chmod 0600 (and chowned) there, then
@@ -18,7 +18,7 @@ import { Data, Effect, Layer, Schema, type Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { ToolHandler } from "../agent/ToolHandler.js"
-import * as SocketGuard from "../daemon/SocketGuard.js"
+import * as SocketGuard from "../protocol/SocketGuard.js"
 import type { AgentId } from "../domain/ids.js"
 import { isJsonValue } from "../domain/events.js"
 import type { ToolInvoker } from "../provider/Provider.js"

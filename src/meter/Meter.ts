@@ -28,9 +28,9 @@ import { BudgetShares, HumanDesk, TurnGate } from "../agent/TurnGate.js"
 import { Turns } from "../agent/Turns.js"
 import { type Hold, ModelMeter } from "../provider/ModelMeter.js"
 import { EventLog } from "../storage/EventLog.js"
-import type { RequestEstimate } from "./Estimate.js"
-import { costOf, maxCostOf, type PriceTable, priceTable } from "./Prices.js"
-import type { RequestUsage } from "./RequestUsage.js"
+import type { RequestEstimate } from "../domain/estimate.js"
+import { costOf, maxCostOf, type PriceTable, priceTable } from "../domain/prices.js"
+import type { RequestUsage } from "../domain/requestUsage.js"
 
 /** The price table the Meter uses (the daemon builds it from `meter.prices`). */
 export class MeterPrices extends Context.Tag("substrat/MeterPrices")<MeterPrices, PriceTable>() {

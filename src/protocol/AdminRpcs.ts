@@ -4,6 +4,8 @@
 // Each area's methods are declared in src/protocol/admin/ (so a CLI command builds only the Schemas
 // of the methods it calls, with that area's group); this module gathers them into the one
 // `RpcGroup` the daemon serves.
+import type * as RpcClient from "@effect/rpc/RpcClient"
+import type * as RpcGroup from "@effect/rpc/RpcGroup"
 import { AgentGroup } from "./admin/agent.js"
 import { BudgetGroup } from "./admin/budget.js"
 import { DaemonGroup } from "./admin/daemon.js"
@@ -25,3 +27,6 @@ export class AdminRpcs extends DaemonGroup.merge(AgentGroup, EventsGroup, Sessio
 
 /** Every method name, for the frame guard and the docs. */
 export const methodNames: ReadonlyArray<string> = Array.from(AdminRpcs.requests.keys())
+
+/** A client of every admin method (the HTTP API's, in the daemon's process). */
+export type AdminClient = RpcClient.RpcClient<RpcGroup.Rpcs<typeof AdminRpcs>>

@@ -11,8 +11,8 @@
 import { Context, type Effect } from "effect"
 import type { BudgetExceeded, EventLogError } from "../domain/errors.js"
 import type { SessionId } from "../domain/ids.js"
-import type { RequestEstimate } from "../meter/Estimate.js"
-import type { RequestUsage } from "../meter/RequestUsage.js"
+import type { RequestEstimate } from "../domain/estimate.js"
+import type { RequestUsage } from "../domain/requestUsage.js"
 
 /** One admitted model request's reservation (settle it exactly once). */
 export interface Hold {

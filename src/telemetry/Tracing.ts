@@ -19,7 +19,7 @@ import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
 import * as OtlpTracer from "@effect/opentelemetry/OtlpTracer"
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import { Clock, Context, Data, type Duration, Effect, Exit, Layer, Option, type Scope, Tracer } from "effect"
-import type { RequestUsage } from "../meter/RequestUsage.js"
+import type { RequestUsage } from "../domain/requestUsage.js"
 import { version } from "../version.js"
 
 /** Attribute values of our spans. */

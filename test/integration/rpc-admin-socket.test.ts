@@ -1,5 +1,5 @@
 // The admin socket's transport (stock @effect/rpc over NodeSocketServer, with the guard of
-// src/daemon/SocketGuard.ts in between) on one real daemon: connection life cycle on the wire —
+// src/protocol/SocketGuard.ts in between) on one real daemon: connection life cycle on the wire —
 // half-closed clients still get every answer (guard errors and @effect/rpc answers alike),
 // several requests in one write on a new connection are all answered, thousands pipelined on
 // one connection are each answered once, ids at the edges of the range come back intact, a read

@@ -1,4 +1,4 @@
-// Deeply nested JSON and random JSON on both socket kinds (src/daemon/SocketGuard.ts): the
+// Deeply nested JSON and random JSON on both socket kinds (src/protocol/SocketGuard.ts): the
 // admin socket of a real daemon (started with a line bound large enough for a 1,000,000-deep
 // frame to reach the depth check) and an agent socket served in this process over a real Unix
 // socket. Every frame gets exactly one JSON-RPC error reply, the connection stays usable and
@@ -9,7 +9,7 @@ import fc from "fast-check"
 import * as fs from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { maxJsonDepth } from "../../src/daemon/SocketGuard.js"
+import { maxJsonDepth } from "../../src/protocol/SocketGuard.js"
 import * as AgentSocket from "../../src/mcp/AgentSocket.js"
 import { cli, cliJson, daemons, isAlive, rawConnection, startDaemon } from "../integration/daemon.support.js"
 import { fuzzParams } from "../support/fuzz.js"

@@ -9,7 +9,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { SubstratPaths } from "../../src/config/Paths.js"
-import * as EventTap from "../../src/daemon/EventTap.js"
+import * as EventTap from "../../src/storage/EventTap.js"
 import { makeEvent } from "../../src/domain/events.js"
 import { AgentId, newAgentId, newSessionId, type SessionId } from "../../src/domain/ids.js"
 import { Session } from "../../src/domain/session.js"

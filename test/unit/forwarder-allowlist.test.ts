@@ -1,13 +1,13 @@
 // The model forwarder's allowlist (src/provider/cli/ForwarderRoutes.ts) and the reservation
-// estimate (src/meter/Estimate.ts). A request target is allowed only when it is exactly one of
+// estimate (src/domain/estimate.ts). A request target is allowed only when it is exactly one of
 // the API's routes as sent; every other spelling — case, percent-escapes (`%2f`, `%2e`), dot
 // segments, doubled or trailing slashes, `;`, backslashes, absolute form, other queries — is
 // refused, whatever it might normalise to upstream.
 import { describe, expect, it } from "@effect/vitest"
 import fc from "fast-check"
-import { estimateOf, outputCapOf, StreamedOutput } from "../../src/meter/Estimate.js"
-import type { ModelApi } from "../../src/meter/RequestUsage.js"
-import { ResponseTap } from "../../src/meter/RequestUsage.js"
+import { estimateOf, outputCapOf, StreamedOutput } from "../../src/domain/estimate.js"
+import type { ModelApi } from "../../src/domain/requestUsage.js"
+import { ResponseTap } from "../../src/domain/requestUsage.js"
 import { routeOf, routes } from "../../src/provider/cli/ForwarderRoutes.js"
 
 const apis: ReadonlyArray<ModelApi> = ["anthropic", "openai"]

@@ -1,8 +1,8 @@
-// The one mapping of service errors to the admin protocol's wire errors (src/daemon/WireErrors.ts):
+// The one mapping of service errors to the admin protocol's wire errors (src/protocol/WireErrors.ts):
 // each typed error lands on its wire error and code (docs/protocol.md, "Errors"); a value that only
 // looks like a service error, or any other failure, is Internal.
 import { describe, expect, it } from "vitest"
-import { toRpcError } from "../../src/daemon/WireErrors.js"
+import { toRpcError } from "../../src/protocol/WireErrors.js"
 import { ErrorCode } from "../../src/protocol/AdminRpcs.js"
 import { DurableError, EventLogError, NotFoundError, ProviderError, SessionStoreError, storageFault } from "../../src/domain/errors.js"
 import { durableError } from "../../src/storage/internal/durableNode.js"

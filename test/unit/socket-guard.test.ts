@@ -1,11 +1,11 @@
-// The transport guard's pure parts (src/daemon/SocketGuard.ts): the depth scan agrees with the
+// The transport guard's pure parts (src/protocol/SocketGuard.ts): the depth scan agrees with the
 // real nesting of any JSON value (strings with brackets and escapes included), and the framer
 // turns any byte stream, cut anywhere, into exactly one forwarded line or one error reply per
 // complete line — never an exception.
 import { Either } from "effect"
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { checkLine, type GuardOptions, jsonDepthExceeds, makeFramer } from "../../src/daemon/SocketGuard.js"
+import { checkLine, type GuardOptions, jsonDepthExceeds, makeFramer } from "../../src/protocol/SocketGuard.js"
 import { fuzzParams } from "../support/fuzz.js"
 
 const depthOf = (v: unknown): number =>

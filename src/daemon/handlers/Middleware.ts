@@ -15,7 +15,7 @@ import { Context, Effect, Layer, type Scope, type Stream } from "effect"
 import { Tracing } from "../../telemetry/Tracing.js"
 import { DaemonControl } from "../DaemonControl.js"
 import { AdminMiddleware, Internal, Mutation, Traced, Unavailable } from "../../protocol/AdminRpcs.js"
-import { classify, message, type ServiceError } from "../WireErrors.js"
+import { classify, message, type ServiceError } from "../../protocol/WireErrors.js"
 
 export const AdminMiddlewareLive: Layer.Layer<AdminMiddleware, never, DaemonControl> = Layer.effect(
   AdminMiddleware,

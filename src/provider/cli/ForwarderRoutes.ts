@@ -3,7 +3,7 @@
 // query strings, matched on the request target as sent. A target with an ambiguous spelling
 // (percent-escapes, `;`, backslashes, empty, `.` or `..` segments, anything but printable ASCII)
 // is refused before any matching, so no upstream can read it as something else. Pure.
-import type { ModelApi } from "../../meter/RequestUsage.js"
+import type { ModelApi } from "../../domain/requestUsage.js"
 
 /** What an allowed request is: a model generation (reserved and metered), a token count (budget-checked), a probe (answered here). */
 export type RouteKind = "model" | "count" | "probe"

@@ -9,10 +9,10 @@
 // bodies are read whole first (at most `maxBodyBytes`, else 413; compressed bodies 415).
 //
 // Metering (optional `meter`, docs/budgets.md): a model request's most expensive outcome is
-// reserved before it is relayed (src/meter/Estimate.ts: input from the body, output at its cap):
+// reserved before it is relayed (src/domain/estimate.ts: input from the body, output at its cap):
 // `reserve` may wait while the requests in flight fill a budget, or refuse (BudgetExceeded: the
 // client gets a 400 whose message says why). As its response streams back, usage is read from a
-// copy of the bytes (src/meter/RequestUsage.ts) and `settle` charges it when the response is
+// copy of the bytes (src/domain/requestUsage.ts) and `settle` charges it when the response is
 // over. A client that leaves early does not end the response: the forwarder reads on to the
 // upstream's final usage (what it bills), with an idle limit; a response cut short is charged
 // at least what it streamed. count_tokens is budget-checked the same way (it costs nothing).
@@ -34,8 +34,8 @@ import * as Https from "node:https"
 import * as Zlib from "node:zlib"
 import type { Settings } from "../../config/Config.js"
 import type { BudgetExceeded, EventLogError } from "../../domain/errors.js"
-import { estimateOf, type RequestEstimate } from "../../meter/Estimate.js"
-import { type ModelApi, type RequestUsage, ResponseTap } from "../../meter/RequestUsage.js"
+import { estimateOf, type RequestEstimate } from "../../domain/estimate.js"
+import { type ModelApi, type RequestUsage, ResponseTap } from "../../domain/requestUsage.js"
 import { type ModelRequestSpan, usageAttributes } from "../../telemetry/Tracing.js"
 import type { Hold } from "../ModelMeter.js"
 import { listenScoped } from "../../sandbox/SocketServer.js"

@@ -2,7 +2,7 @@
 // The JSON form (`ScriptBook`) is what the daemon, the CLI and the demo pick by name; the
 // programmatic form (`Scripts`) also accepts functions of the prompt.
 import { Schema } from "effect"
-import { forPeople } from "../../agent/Prompt.js"
+import { forPeople } from "../../domain/forPeople.js"
 
 export const ScriptToolCall = Schema.Struct({ tool: Schema.String, args: Schema.Unknown })
 export type ScriptToolCall = typeof ScriptToolCall.Type

@@ -3,7 +3,7 @@
 // daemon's layers as `DaemonConfig`.
 import type * as FileSystem from "@effect/platform/FileSystem"
 import { Effect } from "effect"
-import { type Flags, load, type ProcessEnv, type Settings, type SettingsError, SubstratConfig } from "../config/Config.js"
+import { type Flags, load, type ProcessEnv, type Settings, type SettingsError, SubstratConfig } from "./Config.js"
 
 export type DaemonSettings = Settings
 

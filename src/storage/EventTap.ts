@@ -14,8 +14,8 @@ import { Chunk, Context, Effect, Layer, PubSub, type Queue, type Scope, Stream }
 import type { EventLogError } from "../domain/errors.js"
 import type { LogEntry } from "../domain/events.js"
 import type { SessionId } from "../domain/ids.js"
-import { EventIndex, type IndexRecord } from "../storage/EventIndex.js"
-import { EventLog } from "../storage/EventLog.js"
+import { EventIndex, type IndexRecord } from "./EventIndex.js"
+import { EventLog } from "./EventLog.js"
 
 /** An appended entry with its line in its session's log and its global position (both 1-based). */
 export interface Tapped {

@@ -3,8 +3,8 @@
 // models; `meter.prices` in the configuration (JSON) overrides or adds entries. A model not in
 // the table costs 0 (its tokens still count); `substrat inspect` shows the model names seen.
 import { Either, ParseResult, Schema } from "effect"
-import type { RequestEstimate } from "./Estimate.js"
-import type { RequestUsage } from "./RequestUsage.js"
+import type { RequestEstimate } from "./estimate.js"
+import type { RequestUsage } from "./requestUsage.js"
 
 export const Price = Schema.Struct({
   input: Schema.Number.pipe(Schema.nonNegative()),

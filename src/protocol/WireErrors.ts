@@ -22,7 +22,7 @@ import { SessionBusyError } from "../session/Multiplexer.js"
 import { DiscoveryError } from "../swarm/Grammars.js"
 import { SwarmError } from "../swarm/SwarmRecord.js"
 import { SwarmStoreError } from "../swarm/SwarmStore.js"
-import { Internal, InvalidInput, NotFound, type RpcError, Unavailable } from "../protocol/AdminRpcs.js"
+import { Internal, InvalidInput, NotFound, type RpcError, Unavailable } from "./AdminRpcs.js"
 
 /** A failure's message, for any value. */
 export const message = (e: unknown): string => {

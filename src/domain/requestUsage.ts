@@ -9,7 +9,7 @@
 //                        input_tokens includes input_tokens_details.cached_tokens
 // Normalised: `input_tokens` is uncached input only; cache reads and writes are apart.
 import { StringDecoder } from "node:string_decoder"
-import { StreamedOutput, withFloor } from "./Estimate.js"
+import { StreamedOutput, withFloor } from "./estimate.js"
 
 export type ModelApi = "anthropic" | "openai"
 

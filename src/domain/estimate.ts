@@ -5,7 +5,7 @@
 // `max_completion_tokens` / `max_tokens` (times `n` choices), Responses `max_output_tokens` —
 // never above the model's output cap (the upstream refuses more), which is also used when the
 // request gives none.
-import type { RequestUsage } from "./RequestUsage.js"
+import type { RequestUsage } from "./requestUsage.js"
 
 export interface RequestEstimate {
   readonly model: string | null
