@@ -301,24 +301,46 @@ export class MergeQueue extends Effect.Service<MergeQueue>()("substrat/MergeQueu
         }))
       )
 
-    // Open items of an earlier daemon run: queued in a live parent's log, never merged or failed.
+    // Open items of an earlier daemon run (queued in a live parent's log, never merged or failed),
+    // and the outcomes it logged (`workspace queue`'s recent list survives a restart).
     const recover = Effect.gen(function*() {
       const all = yield* store.list()
       const parents = new Set(all.filter((w) => w.fork_of !== null).map((w) => w.fork_of))
       for (const n of tree.current().nodes.values()) {
         if (n.workspace_id === null || !parents.has(n.workspace_id)) continue
         const open = new Map<string, QueueItem>()
+        const ended: Array<QueueOutcome & { readonly workspace_id: WorkspaceId }> = []
         yield* log.read(n.session_id).pipe(
           Stream.runForEach((e) =>
             Effect.sync(() => {
               if (e.event === "merge.queued") {
                 const d = e.data
                 open.set(d.item_id, { ...d, parent_session: n.session_id, parent_agent: n.id, queued_at: e.ts, state: "queued" })
-              } else if (e.event === "merge.merged" || e.event === "merge.failed") open.delete(e.data.item_id)
+              } else if (e.event === "merge.merged" || e.event === "merge.failed") {
+                const q = open.get(e.data.item_id)
+                open.delete(e.data.item_id)
+                if (q === undefined) return
+                ended.push({
+                  workspace_id: e.data.workspace_id,
+                  item_id: q.item_id,
+                  agent: q.agent,
+                  branch: q.branch,
+                  outcome: e.event === "merge.merged" ? "merged" : e.data.reason,
+                  commit: e.event === "merge.merged" ? e.data.commit : null,
+                  paths: e.data.paths,
+                  at: e.ts
+                })
+              }
             })
           )
         )
         for (const it of open.values()) items.push(it)
+        for (const { workspace_id, ...o } of ended) {
+          const list = recent.get(workspace_id) ?? []
+          if (!list.some((x) => x.item_id === o.item_id)) list.push(o)
+          list.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0))
+          recent.set(workspace_id, list.slice(-50))
+        }
       }
       if (items.length > 0) yield* wake.offer(null)
     }).pipe(Effect.catchAllCause((c) => Effect.logWarning("merge queue: open items not read back", c)))
@@ -340,7 +362,7 @@ export class MergeQueue extends Effect.Service<MergeQueue>()("substrat/MergeQueu
         : enqueue(r.workspace, r.agentId).pipe(Effect.catchAllCause((c) => Effect.logWarning(`merge queue: ${r.workspace} not queued`, c)))
     )
 
-    /** What waits in `ws`'s queue (the one merging first) and its recent outcomes (this daemon run). */
+    /** What waits in `ws`'s queue (the one merging first) and its recent outcomes (read back from the logs at start-up). */
     const view = (ws: WorkspaceId) => ({
       items: items.filter((i) => i.workspace_id === ws).map(({ parent_session: _s, parent_agent: _a, ...rest }) => ({ ...rest })),
       recent: [...(recent.get(ws) ?? [])].reverse()

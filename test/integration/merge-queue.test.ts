@@ -4,6 +4,7 @@
 //   - two `branch` children edit the same function: the first merges; the second gets a SYSTEM
 //     message naming the file, merges `parent/head` in its clone and commits the resolution in its
 //     next turn, then merges; both reach substrat/<lead> in the user's repository;
+//   - `workspace queue`'s recent outcomes are read back from the parents' logs after a restart;
 //   - a failing check blocks a merge and reaches the child with the output's tail; kill -9 during
 //     the check: after the restart the item is retried and reported once;
 //   - kill -9 after the branch moved but before the clone had the files: after the restart the
@@ -207,5 +208,11 @@ describe("branch children and the merge queue", () => {
     expect(events(lead3, "merge.queued")).toHaveLength(1)
     // Merged once: c4's commit is in the branch's history once, no second merge commit.
     expect(gitIn(repo, ["rev-list", "--merges", `${before}..substrat/lead3`]).trim()).toBe("")
+    // `workspace queue` lists the outcomes logged before the restart (read back from the
+    // parent's log, newest first): lead2's failed check, then its merge.
+    const lead2Ws = await wsOf(await agentNamed("lead2"))
+    const q = await cliJson<{ recent: ReadonlyArray<{ agent: string; outcome: string; paths: ReadonlyArray<string> }> }>(home, ["workspace", "queue", lead2Ws.id])
+    expect(q.recent.map((o) => [o.agent, o.outcome])).toEqual([["c3", "merged"], ["c3", "check"]])
+    expect(q.recent[0]!.paths).toContain("c3.txt")
   }, 300_000)
 })
