@@ -143,12 +143,12 @@ const listCommand = Command.make("list", {
   })).pipe(Command.withDescription(describe("Show the agent tree (all roots and their children)", {
     details: [
       "Busy agents show how long their turn has run and what it is doing (DOING).",
-      "Swarm node agents are left out (substrat swarm agents lists them); --swarm or --all shows them, dormant ones as dormant. --json has every agent with its whole name."
+      "Swarm node agents are left out (substrat swarm agents lists them); --swarm or --all shows them, dormant ones as dormant. --json has every agent with its whole name.",
+      "--limit pages the tree (each agent before its children); when more follow, the next page's --after is printed on stderr. --quiet prints ids only."
     ],
     examples: [
       "substrat agent ls -w        # redrawn live",
       "substrat agent ls --all     # with terminated and swarm node agents",
-      "substrat agent ls --quiet   # ids only",
       "substrat agent ls --limit 500 --depth 1   # the first 500 roots and children"
     ]
   })))
