@@ -78,7 +78,10 @@ describe("ask_human keeps USER's request open", () => {
     const lead = await cliJson<Agent>(h, ["agent", "create", "--provider", "scripted:b", "--name", "lead"])
     const waiting = spawnCli(h, ["agent", "send", "--wait", "lead", "paint the shed"])
     const q = await question(h)
-    await waitFor("the asking turn's end", () => (of(events(h, lead.session_id), "turn.complete").length === 1 ? true : undefined))
+    // The asking turn is over once its interim text went to USER as progress (logged after its
+    // turn.complete): the kill comes between the question and the answer, not inside the turn's end.
+    await waitFor("the asking turn's end", () => (toUser(h, lead.session_id).length === 1 ? true : undefined))
+    expect(of(events(h, lead.session_id), "turn.complete")).toHaveLength(1)
     await kill9(pid)
     expect(await waiting.exit).toBe(3)
     const request = of(events(h, lead.session_id), "message.enqueued").find((m) => m["sender"] === "USER")!["id"] as string
