@@ -66,8 +66,52 @@ const lineCount = (text: string): number => {
   return n
 }
 
+/**
+ * The text the Python grammar parses: in each run of comment-only lines with the same indentation,
+ * the lines between the first and the last are blanked (same length, so every offset and row stays).
+ * tree-sitter-python's scanner rescans the rest of a comment run for every comment after an
+ * indented block (quadratic: 20,000 such lines take minutes); blocks end and dedent only where a
+ * comment's indentation changes, so the kept first/last lines give the same declarations and spans.
+ */
+export const thinCommentRuns = (text: string): string => {
+  const lines = text.split("\n")
+  const indentOf = (line: string): number | undefined => {
+    const m = /^([ \t]*)#/.exec(line)
+    return m === null ? undefined : m[1]!.length
+  }
+  let changed = false
+  for (let i = 0; i < lines.length;) {
+    const indent = indentOf(lines[i]!)
+    let j = i + 1
+    if (indent !== undefined) while (j < lines.length && indentOf(lines[j]!) === indent && lines[j]!.slice(0, indent) === lines[i]!.slice(0, indent)) j++
+    for (let k = i + 1; k < j - 1; k++) {
+      lines[k] = " ".repeat(lines[k]!.length)
+      changed = true
+    }
+    i = j
+  }
+  return changed ? lines.join("\n") : text
+}
+
+/**
+ * CPU time a parse may take before it is cancelled (the file then counts as unparsable: its file
+ * node only, `syntaxError`): a fixed part and a part per character — ordinary code parses at
+ * about a tenth of this, so only a pathological file (an agent may write one) reaches it.
+ */
+const parseBudgetMicros = (chars: number): number => 250_000 + 2 * chars
+
+const cpuMicros = (): number => {
+  const u = process.cpuUsage()
+  return u.user + u.system
+}
+
 const collectDecls = (grammar: Grammar, text: string): { decls: Array<Decl>; syntaxError: boolean } => {
-  const tree = grammar.parser.parse(text)
+  const started = cpuMicros()
+  const budget = parseBudgetMicros(text.length)
+  const tree = grammar.parser.parse(grammar.language === "python" ? thinCommentRuns(text) : text, null, {
+    // Returning true cancels the parse (the declared type says void).
+    progressCallback: () => cpuMicros() - started > budget
+  })
   if (tree === null) return { decls: [], syntaxError: true }
   try {
     const decls: Array<Decl> = []
