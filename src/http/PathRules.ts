@@ -19,7 +19,7 @@
 // to the handler as one parameter, which decodes it into a node id, never into a path to route.
 
 /** A /swarm/agents/{id} route: its `{id}` segment may hold `%2F` (and only that segment). */
-const nodeRoute = /^\/swarm\/agents\/([^/]+)(?:\/(?:chat|trigger|schedule|log))?\/?$/i
+const nodeRoute = /^\/swarm\/agents\/([^/]+)(?:\/(?:chat|trigger|schedule|log|source))?\/?$/i
 
 /** Escapes refused in a path: separators, dots, `%` itself (a second decoding), controls. */
 const forbiddenEscape = (byte: number): boolean =>

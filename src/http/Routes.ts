@@ -81,6 +81,7 @@ export const make = (admin: AdminClient) => Effect.gen(function*() {
   const swarmStatus = admin.swarm.status
   const swarmAgents = admin.swarm.agents
   const swarmAgent = admin.swarm.agent
+  const swarmSource = admin.swarm.source
   const swarmChat = admin.swarm.chat
   const swarmTrigger = admin.swarm.trigger
   const swarmSchedule = admin.swarm.schedule
@@ -181,6 +182,7 @@ export const make = (admin: AdminClient) => Effect.gen(function*() {
       }))
     ),
     HttpRouter.get("/swarm/agents/:id", respond(Effect.flatMap(nodeParam, (node) => Effect.map(swarmAgent({ node }), json())))),
+    HttpRouter.get("/swarm/agents/:id/source", respond(Effect.flatMap(nodeParam, (node) => Effect.map(swarmSource({ node }), json())))),
     HttpRouter.post(
       "/swarm/agents/:id/chat",
       respond(Effect.flatMap(nodeBody(SwarmChatRpc.payloadSchema), (p) => Effect.map(swarmChat(p), json())))

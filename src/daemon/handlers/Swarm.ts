@@ -10,10 +10,14 @@ import { Durable } from "../../storage/Durable.js"
 import { EventLog } from "../../storage/EventLog.js"
 import { Meter } from "../../meter/Meter.js"
 import { ROOT_NODE_REF, SwarmSchedules, validateCron } from "../../swarm/Schedules.js"
+import * as NoFollow from "../../sandbox/NoFollow.js"
 import { Swarm } from "../../swarm/Swarm.js"
 import { swarmLog } from "../../swarm/SwarmLog.js"
 import { SwarmGroup } from "../../protocol/AdminRpcs.js"
 import { handlersOf, served } from "./Middleware.js"
+
+/** The largest file `swarm.source` reads (a node's source is shown in the dashboard). */
+export const SOURCE_MAX_BYTES = 1024 * 1024
 
 export const SwarmHandlers = served(SwarmGroup, Effect.gen(function*() {
   const swarm = yield* Swarm
@@ -49,6 +53,21 @@ export const SwarmHandlers = served(SwarmGroup, Effect.gen(function*() {
     "swarm.status": () => withDurable(Effect.map(swarm.status, (s) => ({ swarm: Option.getOrNull(s) }))),
     "swarm.agents": (p) => Effect.map(swarm.agents({ parent: p.parent, status: p.status }), (agents) => ({ agents })),
     "swarm.agent": (p) => swarm.agent(p.node),
+    // The node's file is in an agent-writable tree: read no-follow from the swarm's root, at most
+    // SOURCE_MAX_BYTES; a link, a non-file or a bigger file is refused (nothing read).
+    "swarm.source": (p) =>
+      Effect.gen(function*() {
+        const status = yield* withDurable(swarm.status)
+        if (Option.isNone(status)) return yield* new InvalidInputError({ field: "node", message: "no swarm runs here" })
+        const node = yield* swarm.agent(p.node)
+        const bytes = yield* NoFollow.readFile(status.value.root, node.path, SOURCE_MAX_BYTES).pipe(
+          Effect.mapError((e) => new InvalidInputError({ field: "node", message: `${node.node_id}: source not readable (${e.reason})` }))
+        )
+        const all = new TextDecoder().decode(bytes)
+        if (node.lines === null) return { node_id: node.node_id, path: node.path, first_line: 1, text: all }
+        const text = all.split("\n").slice(node.lines.start - 1, node.lines.end).join("\n")
+        return { node_id: node.node_id, path: node.path, first_line: node.lines.start, text }
+      }),
     // With `wait` the answer is shown to the human: out of the inbox (best effort: it was given either way).
     "swarm.chat": (p) =>
       p.wait === true

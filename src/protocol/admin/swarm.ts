@@ -35,6 +35,18 @@ export class SwarmAgentRpc extends Rpc.make("swarm.agent", {
   success: SwarmAgent,
   error: RpcError
 }) {}
+/** A node's source: the node's lines of its file (the whole file for a file node), read no-follow within the swarm's root. */
+export class SwarmSourceRpc extends Rpc.make("swarm.source", {
+  payload: { node: NodeRef },
+  success: Schema.Struct({
+    node_id: Schema.String,
+    path: Schema.String,
+    /** The first line shown (1-based). */
+    first_line: Schema.Number,
+    text: Schema.String
+  }),
+  error: RpcError
+}) {}
 export class SwarmChatRpc extends Rpc.make("swarm.chat", {
   payload: { node: NodeRef, text: MessageText, wait: Schema.optional(Schema.Boolean) },
   success: Schema.Struct({
@@ -79,6 +91,7 @@ export const SwarmGroup = RpcGroup.make(
   SwarmStatusRpc,
   SwarmAgentsRpc,
   SwarmAgentRpc,
+  SwarmSourceRpc,
   SwarmChatRpc.annotate(Mutation, true),
   SwarmTriggerRpc.annotate(Mutation, true),
   SwarmScheduleRpc.annotate(Mutation, true),
