@@ -130,13 +130,20 @@ export const build = async (): Promise<void> => {
   ])
   // Leftovers of the former Effect-free fast path.
   for (const f of ["cli-fast.cjs", "cli-fast.cjs.map", "cli-fast.inputs.json"]) rmSync(join(dist, f), { force: true })
-  rmSync(join(dist, "cli.cjs.cache"), { force: true })
-  rmSync(join(dist, "mcp-server.cjs.cache"), { force: true })
-  // Warm the V8 code cache with a typical one-shot command (it fails: no daemon there).
-  spawnSync(process.execPath, [join(root, "scripts", "substrat.js"), "agent", "list"], {
-    env: { ...process.env, SUBSTRAT_HOME: join(tmpdir(), `substrat-build-${process.pid}`) },
-    stdio: "ignore"
-  })
+  // V8 checks a code cache against the source's length only: an old one must not meet a new bundle.
+  for (const f of ["cli.cjs", "daemon.cjs", "mcp-server.cjs"]) rmSync(join(dist, `${f}.cache`), { force: true })
+  // Warm the V8 code caches: the client's with a typical one-shot command (it fails: no daemon
+  // there), the daemon's with a start and a stop in a home of its own (written as it exits).
+  const home = join(tmpdir(), `substrat-build-${process.pid}`)
+  const cli = (...args: Array<string>) =>
+    spawnSync(process.execPath, [join(root, "scripts", "substrat.js"), ...args], {
+      env: { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("SUBSTRAT_"))), SUBSTRAT_HOME: home },
+      stdio: "ignore",
+      timeout: 60_000
+    })
+  cli("agent", "list")
+  if (cli("daemon", "start").status === 0) cli("daemon", "stop")
+  rmSync(home, { recursive: true, force: true })
 }
 
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {

@@ -2,7 +2,7 @@
 // The `substrat` executable (package.json "bin"; scripts/substrat.js runs it too). CommonJS on
 // purpose: an ESM entry point costs Node ~5–8 ms more CPU at start-up than a CJS one (its
 // module loader), about 6% of `node -e 0`. Start-up time matters for one-shot commands,
-// so it runs the esbuild bundle from dist/ (scripts/build.ts) through a V8 code cache: one file
+// so it runs the esbuild bundles from dist/ (scripts/build.ts) through a V8 code cache: one file
 // read, no module resolution, almost no compiling. `daemon run` gets the whole program
 // (dist/daemon.cjs); `mcp-server` its own bundle (dist/mcp-server.cjs); everything else the lean
 // client (dist/cli.cjs), which has no daemon code.
@@ -155,12 +155,12 @@ const writeCache = (file, at, data) => {
   }
 }
 
-/** Run a CommonJS bundle; the lean client goes through a V8 code cache (readCache). */
+/**
+ * Run a CommonJS bundle through a V8 code cache (readCache): compiling the daemon's 2.6 MB
+ * bundle from scratch is about half of its start-up. The daemon writes its cache when it exits
+ * (`daemon stop`, a signal); the build writes one with a start and a stop.
+ */
 const runBundle = (file) => {
-  if (wantsDaemon) {
-    require(file)
-    return
-  }
   const source = fs.readFileSync(file, "utf8")
   const cache = readCache(file)
   const body = source.startsWith("#!") ? `//${source.slice(2)}` : source

@@ -16,6 +16,7 @@ import { Config, ConfigError, ConfigProvider, Context, Data, Effect, Either, Lay
 import { homedir } from "node:os"
 import * as Path from "node:path"
 import { parse as parseToml } from "smol-toml"
+import { parseAddress } from "../domain/address.js"
 import { parsePrices } from "../domain/prices.js"
 import { parsePattern, parseTestResolve, type PresetTable } from "../domain/egress.js"
 
@@ -157,13 +158,11 @@ const postgresUrl = (name: string) =>
   )
 
 /** `host:port` (a port 1–65535; IPv6 hosts in brackets). */
-const hostPort = (name: string) =>
+/** HOST:PORT (domain/address.ts); `minPort` 0 lets the system pick a free port. */
+const hostPort = (minPort: 0 | 1) => (name: string) =>
   Config.string(name).pipe(Config.validate({
-    message: "Expected host:port (e.g. 10.0.0.5:7400 or [::1]:7400)",
-    validation: (s) => {
-      const m = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(s)
-      return m !== null && Number(m[2]) >= 1 && Number(m[2]) <= 65535
-    }
+    message: `Expected HOST:PORT (e.g. 127.0.0.1:${minPort === 0 ? "8080" : "7400"} or [::1]:${minPort === 0 ? "8080" : "7400"})`,
+    validation: (s) => (parseAddress(s)?.port ?? -1) >= minPort
   }))
 
 const capsPolicy = (name: string) =>
@@ -203,7 +202,7 @@ const settingsConfig = Config.all({
     flag: "--max-line-bytes"
   }),
   http: Config.map(
-    optional(["http"], text, {
+    optional(["http"], hostPort(0), {
       description: "Also serve the HTTP API and dashboard on this loopback HOST:PORT (token in $SUBSTRAT_HOME/http.token)",
       flag: "--http"
     }),
@@ -377,7 +376,7 @@ const settingsConfig = Config.all({
         "Cluster mode (docs/cluster.md): the Postgres URL of the cluster's shared storage; unset: a single daemon on its own disk",
       secret: true
     }),
-    listen: optional(["cluster", "listen"], hostPort, {
+    listen: optional(["cluster", "listen"], hostPort(1), {
       description: "Cluster mode: host:port this runner listens on for the other runners (an address they can reach)"
     }),
     workspaceRemote: optional(["cluster", "workspaceRemote"], text, {

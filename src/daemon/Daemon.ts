@@ -148,7 +148,10 @@ export const run = (settings: DaemonSettings, overrides: DaemonOverrides = {}): 
     )
     // http.sock (+ TCP): src/http/Server.ts, calling the same handlers in process.
     const admin = yield* inProcessClient.pipe(Effect.provide(handlers))
-    yield* Http.serve(paths, settings.http, admin).pipe(Effect.provide(runtime))
+    yield* Http.serve(paths, settings.http, admin).pipe(
+      Effect.provide(runtime),
+      Effect.catchTag("HttpStartError", (e) => new DaemonError({ reason: e.reason === "files" ? "home" : "socket", message: e.message }))
+    )
     yield* publishSocket(paths)
     yield* Effect.logInfo(`substrat daemon ${process.pid} listening on ${paths.socket}`)
     yield* Deferred.await(control.stop)

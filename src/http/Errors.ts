@@ -1,10 +1,16 @@
 // HTTP errors: the admin protocol's four wire errors (src/protocol/AdminRpcs.ts: same `_tag`, `code` and
 // words as the CLI shows, messages cut to a few hundred characters) plus Unauthorized, PayloadTooLarge (Body.ts), as JSON `{"error": {...}}` with a status per kind.
 import { HttpServerResponse } from "@effect/platform"
-import { ParseResult, Schema } from "effect"
+import { Data, ParseResult, Schema } from "effect"
 import { toRpcError } from "../protocol/WireErrors.js"
 import { InvalidInput, RpcError } from "../protocol/AdminRpcs.js"
 import { PayloadTooLarge, tooLarge } from "./Body.js"
+
+/** The HTTP server could not start: a bad address, a socket or file it cannot make, its files missing. */
+export class HttpStartError extends Data.TaggedError("HttpStartError")<{
+  readonly reason: "socket" | "files"
+  readonly message: string
+}> {}
 
 const status: Record<RpcError["_tag"], number> = {
   NotFound: 404,

@@ -19,14 +19,14 @@ import * as fs from "node:fs"
 import { createServer } from "node:http"
 import { join } from "node:path"
 import type { Paths } from "../config/Paths.js"
+import { parseAddress, type TcpAddress } from "../domain/address.js"
 import { DaemonConfig } from "../config/DaemonConfig.js"
 import type { AdminClient } from "../protocol/AdminRpcs.js"
-import { DaemonError } from "../daemon/Lifecycle.js"
 import { EventFeed } from "../feed/EventFeed.js"
 import { InvalidInput } from "../protocol/AdminRpcs.js"
 import * as Body from "./Body.js"
 import * as Connections from "./Connections.js"
-import { errorResponse, invalidInput, unauthorized } from "./Errors.js"
+import { errorResponse, HttpStartError, invalidInput, unauthorized } from "./Errors.js"
 import * as Login from "./Login.js"
 import * as PathRules from "./PathRules.js"
 import * as Routes from "./Routes.js"
@@ -37,23 +37,10 @@ export const tokenPath = (paths: Paths): string => join(paths.home, "http.token"
 /** Where the TCP listener is, for `substrat ui` (removed on shutdown). */
 export const urlPath = (paths: Paths): string => join(paths.home, "http.url")
 
-export interface TcpAddress {
-  readonly host: string
-  readonly port: number
-}
-
-/** `127.0.0.1:8080`, `[::1]:8080`, `localhost:0`; undefined when it is none of these. */
-export const parseAddress = (s: string): TcpAddress | undefined => {
-  const m = /^(?:\[([0-9a-fA-F:]+)\]|([A-Za-z0-9.-]+)):(\d{1,5})$/.exec(s.trim())
-  if (m === null) return undefined
-  const port = Number(m[3])
-  return port > 65535 ? undefined : { host: m[1] ?? m[2]!, port }
-}
-
-const fail = (message: string) => new DaemonError({ reason: "socket", message })
+const fail = (message: string) => new HttpStartError({ reason: "socket", message })
 
 /** The bearer token: kept in http.token (0600), made on first use. */
-export const ensureToken = (paths: Paths): Effect.Effect<string, DaemonError> =>
+export const ensureToken = (paths: Paths): Effect.Effect<string, HttpStartError> =>
   Effect.try({
     try: () => {
       const file = tokenPath(paths)

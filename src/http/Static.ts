@@ -7,7 +7,7 @@ import { Effect } from "effect"
 import * as fs from "node:fs"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { DaemonError } from "../daemon/Lifecycle.js"
+import { HttpStartError } from "./Errors.js"
 
 const js = "text/javascript; charset=utf-8"
 
@@ -41,12 +41,12 @@ const staticDir = (): string => {
   return candidates.find((d) => fs.existsSync(join(d, "index.html"))) ?? candidates[0]!
 }
 
-export const load: Effect.Effect<Files, DaemonError> = Effect.try({
+export const load: Effect.Effect<Files, HttpStartError> = Effect.try({
   try: () => {
     const dir = staticDir()
     return new Map(Object.entries(assets).map(([path, a]) => [path as AssetPath, fs.readFileSync(join(dir, a.file))]))
   },
-  catch: (e) => new DaemonError({ reason: "home", message: `dashboard files missing: ${String(e)}` })
+  catch: (e) => new HttpStartError({ reason: "files", message: `dashboard files missing: ${String(e)}` })
 })
 
 const headers = {

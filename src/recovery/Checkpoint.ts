@@ -20,13 +20,13 @@ import type { BigIntStats } from "node:fs"
 import { Budget } from "../domain/budget.js"
 import { TreeCaps } from "../domain/caps.js"
 import { AgentCreatedData, AgentQuarantinedData, JsonValue, SpawnQueuedData } from "../domain/events.js"
-import { MessageId, SessionId } from "../domain/ids.js"
+import { MessageId, SessionId, TurnId } from "../domain/ids.js"
 import { MessageEnvelopeFromLog, Sender } from "../domain/message.js"
 import { Session } from "../domain/session.js"
 import { UsageTotals } from "../domain/usage.js"
 
 /** Bump when the fold's state or any handler in Fold.ts changes meaning: older files are then ignored. */
-export const FOLD_VERSION = 5
+export const FOLD_VERSION = 6
 /** A session's log gets a (new) checkpoint once this many lines were folded past its last one. */
 export const CHECKPOINT_LINES = 1
 
@@ -38,6 +38,10 @@ export const Hold = Schema.Struct({
   cost_usd: Schema.Number
 })
 export type Hold = typeof Hold.Type
+
+/** A turn's progress line to USER that its log does not hold yet (Fold.ts `SessionLog.owedProgress`). */
+export const OwedProgress = Schema.Struct({ turn_id: TurnId, text: Schema.String, ts: Schema.String })
+export type OwedProgress = typeof OwedProgress.Type
 
 const Pending = Schema.Struct({ envelope: MessageEnvelopeFromLog, seq: Schema.Number })
 const pairs = <K extends Schema.Schema.AnyNoContext, V extends Schema.Schema.AnyNoContext>(k: K, v: V) =>
@@ -64,6 +68,8 @@ export const FoldState = Schema.Struct({
   unanswered: Schema.optional(Schema.Array(MessageId)),
   unreadReplies: Schema.optional(Schema.Number),
   carried: Schema.optional(Schema.Array(MessageId)),
+  /** The last turn's progress line to USER, not logged yet (SessionLog.owedProgress). */
+  owedProgress: Schema.optional(OwedProgress),
   invoked: Schema.optional(pairs(Schema.String, Schema.Struct({ tool: Schema.String, args: JsonValue }))),
   openTurn: Schema.optional(Schema.String),
   openTurnTs: Schema.optional(Schema.String),

@@ -29,7 +29,7 @@ import {
 } from "../agent/Activity.js"
 import { excerpt } from "../agent/Inspection.js"
 import { senderName } from "../agent/Prompt.js"
-import type { FoldState, Hold } from "./Checkpoint.js"
+import type { FoldState, Hold, OwedProgress } from "./Checkpoint.js"
 
 /** A message enqueued to this agent and not consumed by a completed turn. */
 export interface PendingMessage {
@@ -118,6 +118,12 @@ export interface SessionLog {
    * none (docs/messaging.md, "When a user's request is answered").
    */
   readonly carried: ReadonlyArray<MessageId>
+  /**
+   * The last turn ended with USER's requests carried and a text, and its progress line to USER
+   * (logged just after the turn's end) is not in the log: the daemon died in between. Recovery
+   * sends it (TurnRunner's `answerUser`).
+   */
+  readonly owedProgress: OwedProgress | null
   readonly turns: TurnPosition
   readonly usage: UsageTotals
   /** The budget in force (the last `budget.set`), or null. */
@@ -262,6 +268,8 @@ class Acc {
   unreadReplies = 0
   /** USER's requests read by a turn that ended with work outstanding, not answered since. */
   carried: Array<MessageId> | undefined
+  /** Set by a turn that carried USER's requests with a text; cleared by its progress line (SessionLog.owedProgress). */
+  owedProgress: OwedProgress | null = null
   /** `send_message` / `broadcast` calls waiting for their result: call id → tool and arguments. */
   invoked: Map<string, { readonly tool: string; readonly args: unknown }> | undefined
   openTurn: string | null = null
@@ -319,6 +327,7 @@ class Acc {
     put("unanswered", list(this.unanswered))
     if (this.unreadReplies !== 0) s.unreadReplies = this.unreadReplies
     put("carried", list(this.carried))
+    put("owedProgress", this.owedProgress)
     put("invoked", list(this.invoked))
     // (The turn's `ts` means something only while it is open.)
     if (this.openTurn !== null) {
@@ -380,6 +389,7 @@ class Acc {
     if (s.unanswered !== undefined) acc.unanswered = new Set(s.unanswered)
     acc.unreadReplies = s.unreadReplies ?? 0
     acc.carried = some(s.carried)
+    acc.owedProgress = s.owedProgress ?? null
     if (s.invoked !== undefined) acc.invoked = new Map(s.invoked)
     acc.openTurn = s.openTurn ?? null
     acc.openTurnTs = s.openTurnTs ?? ""
@@ -411,10 +421,7 @@ class Acc {
 
   /** A turn ended: its summary noted, the requests it consumed answered with `reply`. */
   endTurn(end: TurnEnd, ts: string): void {
-    this.unpack()
-    const ring = this.turns ??= []
-    ring.push({ _tag: "ended", end, prompt: this.openTurn ?? "" })
-    if (ring.length > RECENT_TURNS) ring.shift()
+    this.noteEnded(end)
     const text = end._tag === "complete"
       ? end.data.response
       : `[error] ${this.created?.name ?? "the agent"} failed to answer: ${end.data.message}`
@@ -426,16 +433,33 @@ class Acc {
       if (p.envelope.sender === "USER") users.push(id)
       else (this.answers ??= new Map()).set(id, { requester: p.envelope.sender, text, ts })
     }
-    if ((this.unanswered?.size ?? 0) > 0 || this.unreadReplies > 0 || (this.questions?.length ?? 0) > 0) this.carried = users
-    else {
-      for (const id of users) (this.answers ??= new Map()).set(id, { requester: "USER", text, ts })
+    const id = end._tag === "complete" ? end.data.turn_id : end.turn_id
+    if ((this.unanswered?.size ?? 0) > 0 || this.unreadReplies > 0 || (this.questions?.length ?? 0) > 0) {
+      this.carried = users
+      // Its text goes to USER as progress, logged right after this end.
+      this.owedProgress = users.length > 0 && text !== "" ? { turn_id: id, text, ts } : null
+    } else {
+      for (const u of users) (this.answers ??= new Map()).set(u, { requester: "USER", text, ts })
       this.carried = undefined
+      this.owedProgress = null
     }
+    this.closeTurn(id)
+  }
+
+  /** The ended turn onto the recent ring. */
+  private noteEnded(end: TurnEnd): void {
+    this.unpack()
+    const ring = this.turns ??= []
+    ring.push({ _tag: "ended", end, prompt: this.openTurn ?? "" })
+    if (ring.length > RECENT_TURNS) ring.shift()
+  }
+
+  /** No turn open any more: its read messages dealt with, the turn counters moved on. */
+  private closeTurn(id: TurnId): void {
     this.open.clear()
     this.openTurn = null
     // Its usage is settled (the turn-level `usage` comes before the end): like the live Activity,
     // forget that it was metered, so the set holds open turns only instead of growing with history.
-    const id = end._tag === "complete" ? end.data.turn_id : end.turn_id
     if (this.metered?.delete(id) === true && this.metered.size === 0) this.metered = undefined
     this.ended++
     this.inARow = 0
@@ -446,21 +470,15 @@ class Acc {
    * are pending again, ahead of the rest as they were, and wait for its re-run.
    */
   parkTurn(turnId: TurnId, data: EventData<"provider.error">, reason: string): void {
-    this.unpack()
-    const ring = this.turns ??= []
-    ring.push({ _tag: "ended", end: { _tag: "failed", turn_id: turnId, data }, prompt: this.openTurn ?? "" })
-    if (ring.length > RECENT_TURNS) ring.shift()
+    this.noteEnded({ _tag: "failed", turn_id: turnId, data })
     const read = [...this.open.values()]
     for (const p of read) if (p.envelope.kind === "response") this.unreadReplies++
     const all = [...read, ...this.pending.values()].sort((x, y) => x.seq - y.seq)
     this.pending.clear()
     for (const p of all) this.pending.set(p.envelope.id, p)
     this.paused = { messages: read.map((p) => p.envelope.id), reason }
-    this.open.clear()
-    this.openTurn = null
-    if (this.metered?.delete(turnId) === true && this.metered.size === 0) this.metered = undefined
-    this.ended++
-    this.inARow = 0
+    this.owedProgress = null
+    this.closeTurn(turnId)
   }
 
   /** A `send_message` / `broadcast` call's result (logged after its `tool_call.invoked`). */
@@ -570,6 +588,7 @@ const handlers: { readonly [E in LogEventName]: Handler<E> } = {
     // Messages to USER are logged (enqueued + delivered) in the sending root's own log.
     if (env.recipient === "USER") {
       ;(acc.toUser ??= []).push(env)
+      if (env.progress === true) acc.owedProgress = null
       return
     }
     acc.pending.set(env.id, { envelope: env, seq: acc.seq++ })
@@ -592,6 +611,7 @@ const handlers: { readonly [E in LogEventName]: Handler<E> } = {
   },
   "turn.start": (acc, data, ts) => {
     acc.paused = null
+    acc.owedProgress = null
     acc.openTurn = data.prompt
     acc.openTurnTs = ts
     acc.started++
@@ -712,6 +732,7 @@ export class SessionFold {
       sent: a.sent ?? none,
       toUser: a.toUser ?? none,
       carried: a.carried === undefined ? none : a.carried.filter((id) => !a.replies?.has(id)),
+      owedProgress: a.owedProgress,
       turns: {
         started: a.started,
         ended: a.ended,

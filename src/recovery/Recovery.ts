@@ -71,7 +71,10 @@ export interface RecoveryReport {
   readonly logLines: number
   /** Messages put back into inboxes (pending = enqueued − delivered by a completed turn). */
   readonly messagesReinjected: number
-  /** Replies found in the responder's log but never enqueued to the requester: enqueued now. */
+  /**
+   * Replies found in the responder's log but never enqueued to the requester, and a root's progress
+   * lines to USER its log lacks (the daemon died between the turn's end and the line): enqueued now.
+   */
   readonly repliesRedelivered: number
   /** Sync requests nobody will answer (recipient gone): answered with an error. */
   readonly requestsFailed: number
@@ -301,7 +304,7 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
         logsRepaired,
         logLines,
         messagesReinjected: p.reinjected,
-        repliesRedelivered: p.replies.filter((r) => r.kind === "lost-reply").length,
+        repliesRedelivered: p.replies.filter((r) => r.kind !== "failed-request").length,
         requestsFailed: p.replies.filter((r) => r.kind === "failed-request").length,
         interruptedTurns: p.interrupted,
         recoveryPrompts: p.prompts,

@@ -3,16 +3,18 @@
 //  - lost reply: the recipient consumed the request in a turn that ended, but no response is
 //    logged anywhere: the reply that turn produced is enqueued now;
 //  - failed request: no live agent holds or answered it (the recipient was terminated or
-//    dangling, or never born): the requester gets an error reply.
+//    dangling, or never born): the requester gets an error reply;
+//  - lost progress: a root's turn ended with USER's request carried (work outstanding) but its
+//    text never reached USER as progress: the progress line is enqueued now.
 import { createHash } from "node:crypto"
 import { type AgentId, MessageId, type SessionId } from "../domain/ids.js"
 import { MessageEnvelope } from "../domain/message.js"
 import { USER } from "../agent/AgentTree.js"
 import { type AgentEntry, type Entry, isAgent } from "./Entry.js"
 
-/** A reply recovery sends: a lost auto-reply re-delivered, or an error for a request nobody will answer. */
+/** A message recovery sends: a lost auto-reply or progress line re-delivered, or an error for a request nobody will answer. */
 export interface PlannedReply {
-  readonly kind: "lost-reply" | "failed-request"
+  readonly kind: "lost-reply" | "lost-progress" | "failed-request"
   /** Whose log gets `message.enqueued`: the requester's, or for USER the answering root's. */
   readonly logSession: SessionId
   readonly envelope: MessageEnvelope
@@ -87,6 +89,30 @@ export const replies = (input: {
       })
       answered.add(request)
     }
+  }
+
+  // Lost progress: a root's turn ended with USER's request still open (it asked a child or the
+  // human), and the daemon died before that turn's text reached USER as progress.
+  for (const e of input.live) {
+    const owed = e.log.owedProgress
+    if (owed === null) continue
+    const created = e.log.created
+    out.push({
+      kind: "lost-progress",
+      logSession: e.id,
+      envelope: new MessageEnvelope({
+        id: stableId("progress", e.id, owed.turn_id),
+        timestamp: owed.ts,
+        sender: created.agent_id,
+        recipient: USER,
+        reply_to: null,
+        kind: "notification",
+        payload: owed.text,
+        sender_name: created.name,
+        progress: true,
+        recovered: true
+      })
+    })
   }
 
   // Failed requests: a live requester waits on a request no live agent holds or answered.

@@ -39,6 +39,51 @@ const team: Scripts = {
 const toUserOf = (o: Orchestrator, agent: Parameters<Orchestrator["userMessages"]>[0]) =>
   Effect.map(o.userMessages(agent), (ms) => ms.map((m) => ({ text: m.payload, kind: m.kind, reply_to: m.reply_to, progress: m.progress ?? false })))
 
+type LogLine = { readonly event: string; readonly data: Record<string, unknown> }
+
+/**
+ * The team's first life on `home` (lead asked "build it", run until idle), then the crash: lead's
+ * log is cut from its first line matching `at` (logs are append-only: a crash = a lost suffix).
+ * Returns the registry and the ids, and the line before the cut.
+ */
+const crashedTeam = async (home: string, at: (e: LogLine) => boolean) => {
+  const registry = trackedScripted(team, { messages: [] }, () => true)
+  const rt = startLife(home, Durable.layer, registry)
+  let ids: { lead: string; request: string }
+  try {
+    ids = await rt.runPromise(Effect.flatMap(Orchestrator, (o) =>
+      Effect.gen(function*() {
+        const lead = yield* o.createRoot({ name: "lead", instructions: "lead", provider: "scripted" })
+        const { message_id } = yield* o.send({ agent: lead.id, text: "build it" })
+        yield* o.awaitIdle
+        return { lead: lead.session_id as string, request: message_id as string }
+      })))
+  } finally {
+    await rt.dispose()
+  }
+  const file = makePaths(home).eventsFile(ids.lead)
+  const lines = fs.readFileSync(file, "utf8").split("\n").filter((l) => l.length > 0)
+  const cut = lines.findIndex((l) => at(JSON.parse(l) as LogLine))
+  expect(cut).toBeGreaterThan(0)
+  fs.writeFileSync(file, lines.slice(0, cut).map((l) => l + "\n").join(""))
+  return { registry, ids, before: JSON.parse(lines[cut - 1]!) as LogLine }
+}
+
+/** A new life on `home`: recover, run until idle, and the answer to USER's `request` (its text). */
+const recovered = async (home: string, registry: ReturnType<typeof trackedScripted>, request: string) => {
+  const rt = startLife(home, Durable.layer, registry)
+  try {
+    return await rt.runPromise(Effect.gen(function*() {
+      yield* Effect.flatMap(Recovery, (r) => r.run())
+      const o = yield* Orchestrator
+      yield* o.awaitIdle
+      return Option.map(yield* o.awaitAnswer(request as never), (m) => m.payload)
+    }))
+  } finally {
+    await rt.dispose()
+  }
+}
+
 describe("the answer rule", () => {
   it.scoped("a root that asks two children answers after both replies; the texts before are progress", () =>
     Effect.gen(function*() {
@@ -141,49 +186,40 @@ describe("the answer rule", () => {
 
   it("after a crash between the replies, the request stays open: answered once, by the final turn", async () => {
     await withTmp(async (home) => {
-      const registry = trackedScripted(team, { messages: [] }, () => true)
-      const rt = startLife(home, Durable.layer, registry)
-      let ids: { lead: string; request: string }
-      try {
-        ids = await rt.runPromise(Effect.flatMap(Orchestrator, (o) =>
-          Effect.gen(function*() {
-            const lead = yield* o.createRoot({ name: "lead", instructions: "lead", provider: "scripted" })
-            const { message_id } = yield* o.send({ agent: lead.id, text: "build it" })
-            yield* o.awaitIdle
-            return { lead: lead.session_id as string, request: message_id as string }
-          })))
-      } finally {
-        await rt.dispose()
-      }
       // The crash: lead's log ends right after its first turn (its progress to USER included);
       // the children's replies (logged in lead's log) and everything after are lost.
-      const file = makePaths(home).eventsFile(ids.lead)
-      const lines = fs.readFileSync(file, "utf8").split("\n").filter((l) => l.length > 0)
-      const cut = lines.findIndex((l) => {
-        const e = JSON.parse(l) as { event: string; data: Record<string, unknown> }
-        return e.event === "message.enqueued" && e.data["kind"] === "response" && e.data["recipient"] !== "USER"
-      })
-      expect(cut).toBeGreaterThan(0)
-      fs.writeFileSync(file, lines.slice(0, cut).map((l) => l + "\n").join(""))
+      const { registry, ids } = await crashedTeam(home, (e) =>
+        e.event === "message.enqueued" && e.data["kind"] === "response" && e.data["recipient"] !== "USER"
+      )
 
-      const rt2 = startLife(home, Durable.layer, registry)
-      try {
-        const answer = await rt2.runPromise(Effect.gen(function*() {
-          yield* Effect.flatMap(Recovery, (r) => r.run())
-          const o = yield* Orchestrator
-          yield* o.awaitIdle
-          return yield* o.awaitAnswer(ids.request as never)
-        }))
-        expect(Option.map(answer, (m) => m.payload)).toEqual(Option.some("final: both answered"))
-      } finally {
-        await rt2.dispose()
-      }
+      expect(await recovered(home, registry, ids.request)).toEqual(Option.some("final: both answered"))
       const toUser = readLogEvents(home, ids.lead).filter((e) => e.event === "message.enqueued" && e.data["recipient"] === "USER")
       // One answer, never the progress text; the progress logged before the crash stays progress.
       expect(toUser.filter((e) => e.data["kind"] === "response").map((e) => [e.data["payload"], e.data["reply_to"]])).toEqual([
         ["final: both answered", ids.request]
       ])
       expect(toUser.filter((e) => e.data["progress"] === true).map((e) => e.data["payload"])[0]).toBe("asked a and b")
+    })
+  }, 60_000)
+
+  it("after a crash between a turn's end and its progress line, recovery sends the progress line once", async () => {
+    await withTmp(async (home) => {
+      // The crash: lead's log ends after its first turn's `turn.complete`, before that turn's
+      // progress line to USER ("asked a and b") was logged.
+      const { registry, ids, before } = await crashedTeam(home, (e) =>
+        e.event === "message.enqueued" && e.data["recipient"] === "USER" && e.data["progress"] === true
+      )
+      expect(before.event).toBe("turn.complete")
+
+      expect(await recovered(home, registry, ids.request)).toEqual(Option.some("final: both answered"))
+      // A second start finds the line logged: nothing sent again.
+      expect(await recovered(home, registry, ids.request)).toEqual(Option.some("final: both answered"))
+      const toUser = readLogEvents(home, ids.lead).filter((e) => e.event === "message.enqueued" && e.data["recipient"] === "USER")
+      expect(toUser.map((e) => [e.data["payload"], e.data["progress"] === true, e.data["recovered"] === true])).toEqual([
+        ["asked a and b", true, true],
+        ["one reply in", true, false],
+        ["final: both answered", false, false]
+      ])
     })
   }, 60_000)
 })

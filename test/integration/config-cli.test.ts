@@ -47,6 +47,16 @@ describe("configuration (real processes)", () => {
     expect(fg.stderr).toContain("SUBSTRAT_GRACE_MS")
   })
 
+  it("--http that is not HOST:PORT: daemon start fails with exit 2 before anything starts", async () => {
+    const h = home()
+    for (const bad of ["bogus", "127.0.0.1:99999", "127.0.0.1:", "http://127.0.0.1:8080"]) {
+      const r = await run(h, ["daemon", "start", "--http", bad])
+      expect(r.code, bad).toBe(2)
+      expect(r.stderr).toContain("invalid --http (command line): Expected HOST:PORT")
+      expect(fs.existsSync(join(h, "daemon.pid"))).toBe(false)
+    }
+  })
+
   it("config.toml: its value shows with source \"file\"; the env var overrides it; a bad file value names key and file", async () => {
     const h = home()
     fs.mkdirSync(h, { recursive: true, mode: 0o700 })

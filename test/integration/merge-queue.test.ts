@@ -25,20 +25,26 @@ let pid = 0
 
 const child = (name: string) => ({ tool: "spawn_agent", args: { name, instructions: name, workspace: "branch" } })
 const work = (name: string) => ({ tool: "send_message", args: { recipient: name, text: "work", sync: true } })
+// A child's turn ends when the test opens its gate (`wait_for`): after the test has written
+// the files that turn stands for.
+const gates = join(dir, "gates")
+const gate = (name: string) => join(gates, name)
+const open = (name: string) => fs.writeFileSync(gate(name), "")
 const book = {
   lead: { steps: [{ tools: [child("c1"), child("c2"), work("c1"), work("c2")], text: "working" }], after: "silent" },
-  c1: { steps: [{ delay_ms: 5000, text: "c1 done" }], after: "silent" },
-  c2: { steps: [{ delay_ms: 15000, text: "c2 done" }, { delay_ms: 15000, text: "c2 fixed" }], after: "silent" },
+  c1: { steps: [{ wait_for: gate("c1"), text: "c1 done" }], after: "silent" },
+  c2: { steps: [{ wait_for: gate("c2"), text: "c2 done" }, { wait_for: gate("c2-fixed"), text: "c2 fixed" }], after: "silent" },
   lead2: { steps: [{ tools: [child("c3"), work("c3")], text: "working" }], after: "silent" },
-  c3: { steps: [{ delay_ms: 4000, text: "c3 done" }, { delay_ms: 12000, text: "c3 fixed" }], after: "silent" },
+  c3: { steps: [{ wait_for: gate("c3"), text: "c3 done" }, { wait_for: gate("c3-fixed"), text: "c3 fixed" }], after: "silent" },
   lead3: { steps: [{ tools: [child("c4"), work("c4")], text: "working" }], after: "silent" },
-  c4: { steps: [{ delay_ms: 3000, text: "c4 done" }], after: "silent" }
+  c4: { steps: [{ wait_for: gate("c4"), text: "c4 done" }], after: "silent" }
 }
 
 const figures: Record<string, number> = {}
 
 beforeAll(async () => {
   fs.mkdirSync(join(home, "scripts"), { recursive: true })
+  fs.mkdirSync(gates)
   fs.writeFileSync(join(home, "scripts", "mq.json"), JSON.stringify(book))
   makeForeignRepo(repo)
   pid = await startDaemon(home)
@@ -99,10 +105,12 @@ describe("branch children and the merge queue", () => {
     expect(w1.repo?.branch).toBe("substrat/lead/c1")
     expect(w2.repo?.branch).toBe("substrat/lead/c2")
     expect(w1.root_path).not.toBe(leadWs.root_path)
-    // Written before or during each child's first turn: that turn's record takes it.
+    // Written before or during each child's first turn: that turn's record takes it. c1's turn
+    // ends first; c2's once c1 is merged, so c2's merge meets c1's change.
     edit(w1.root_path, "function fmtShort(ms) {", "function fmtShort(ms) { // c1")
     edit(w2.root_path, "function fmtShort(ms) {", "function fmtShort(ms) { // c2")
     fs.writeFileSync(join(w2.root_path, "c2.txt"), "from c2\n")
+    open("c1")
 
     const merged1 = await waitFor("c1 merged", () => events(lead, "merge.merged")[0], 60_000)
     expect(merged1["paths"]).toEqual(["index.js"])
@@ -112,6 +120,7 @@ describe("branch children and the merge queue", () => {
     // The lead's own clone has the merged file (not only its history).
     await waitFor("the lead's clone has c1's change", () => fs.readFileSync(join(leadWs.root_path, "index.js"), "utf8").includes("// c1") || undefined)
     expect(notesTo(lead).filter((n) => n.startsWith("Merged c1's branch"))).toHaveLength(1)
+    open("c2")
 
     const failed = await waitFor("c2's conflict", () => events(lead, "merge.failed")[0], 60_000)
     expect(failed).toMatchObject({ reason: "conflict", paths: ["index.js"] })
@@ -126,6 +135,7 @@ describe("branch children and the merge queue", () => {
     gitIn(w2.root_path, ["add", "-A"])
     gitIn(w2.root_path, ["commit", "-q", "--no-edit"])
     giveBack(w2.root_path)
+    open("c2-fixed")
 
     await waitFor("c2 merged", () => events(lead, "merge.merged")[1], 90_000)
     expect(showUser("substrat/lead", "index.js")).toContain("// c1 and c2")
@@ -149,10 +159,10 @@ describe("branch children and the merge queue", () => {
     const w3 = await wsOf(c3)
     fs.writeFileSync(join(w3.root_path, "broken.txt"), "x\n")
     fs.writeFileSync(join(w3.root_path, "c3.txt"), "from c3\n")
+    open("c3")
     const wsDir = join(home, "workspaces", leadWs.id)
     await waitFor("the check running", () => fs.readdirSync(wsDir).some((n) => n.startsWith("check-") && fs.existsSync(join(wsDir, n, ".check-ran"))) || undefined, 60_000)
     await kill9(pid)
-    fs.writeFileSync(join(home, "config.toml"), "[workspaces]\nmerge_move_delay_ms = 8000\n")
     pid = await startDaemon(home)
     owned.track(pid)
     const failed = await waitFor("the check failed", () => events(lead2, "merge.failed")[0], 90_000)
@@ -164,6 +174,7 @@ describe("branch children and the merge queue", () => {
     expect(() => gitIn(dir, ["--git-dir", leadGit, "show", "refs/heads/substrat/lead2:c3.txt"])).toThrow()
     await waitFor("c3's second turn", () => turnStarts(c3) > 1 || undefined)
     fs.rmSync(join(w3.root_path, "broken.txt"))
+    open("c3-fixed")
     const merged = await waitFor("c3 merged", () => events(lead2, "merge.merged")[0], 90_000)
     expect(merged["checked"]).toBe(true)
     expect(showUser("substrat/lead2", "c3.txt")).toBe("from c3\n")
@@ -176,6 +187,11 @@ describe("branch children and the merge queue", () => {
   }, 300_000)
 
   it("kill -9 after the branch moved, before the clone has the files: old or new head, never half; finished once after the restart", async () => {
+    // A pause between moving the branch and updating the clone, for the kill to land in.
+    fs.writeFileSync(join(home, "config.toml"), "[workspaces]\nmerge_move_delay_ms = 8000\n")
+    expect((await cli(home, ["daemon", "stop"])).code).toBe(0)
+    pid = await startDaemon(home)
+    owned.track(pid)
     const lead3 = await cliJson<AgentWs>(home, ["agent", "create", "--name", "lead3", "--provider", "scripted:mq", "--repo", repo])
     const leadWs = await wsOf(lead3)
     const gitDir = join(home, "workspaces", leadWs.id, "history.git")
@@ -184,6 +200,7 @@ describe("branch children and the merge queue", () => {
     const c4 = await agentNamed("c4")
     const w4 = await wsOf(c4)
     fs.writeFileSync(join(w4.root_path, "c4.txt"), "from c4\n")
+    open("c4")
     const pending = () => {
       try {
         return gitIn(dir, ["--git-dir", gitDir, "rev-parse", "--verify", "-q", "refs/substrat/merge-pending"]).trim()

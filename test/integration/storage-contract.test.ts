@@ -4,27 +4,20 @@
 // database per test on a server started by test/support/postgres.ts). A "restart" is a new
 // layer over the same home / database. The file layers' own format, torn-tail and lock tests stay
 // in eventlog.test.ts / sessionstore.test.ts; Postgres crashes are in storage-sql-crash.test.ts.
-import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { describe, expect, it } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Effect, Either, Exit, Fiber, Layer, Redacted, Stream } from "effect"
+import { Effect, Either, Exit, Fiber, Layer, Stream } from "effect"
 import { join } from "node:path"
 import { makeEvent } from "../../src/domain/events.js"
 import { EventLog } from "../../src/storage/EventLog.js"
-import * as Postgres from "../../src/storage/Postgres.js"
 import type { PostgresUnreachable } from "../../src/storage/Postgres.js"
 import type { EventLogError, SessionStoreError } from "../../src/domain/errors.js"
 import { SessionStore } from "../../src/storage/SessionStore.js"
 import { ev, fileLayers, promptOf, readAll, session, sid, storeLayer } from "../support/logs.js"
-import { freshDatabase, type PgServer, startPostgres } from "../support/postgres.js"
+import { postgresPerFile } from "../support/postgres.js"
 import { tmpDir } from "../support/tmp.js"
 
-let pg: PgServer | undefined
-beforeAll(async () => {
-  pg = await startPostgres()
-}, 120_000)
-afterAll(async () => {
-  await pg?.dispose()
-})
+const pg = postgresPerFile()
 
 interface Backend {
   readonly log: Layer.Layer<EventLog, EventLogError | PostgresUnreachable>
@@ -40,14 +33,7 @@ const backends: ReadonlyArray<readonly [string, Effect.Effect<Backend, never, im
   ],
   [
     "postgres",
-    Effect.map(Effect.promise(() => freshDatabase(pg!)), (url) => {
-      const client = Postgres.layer({ url: Redacted.make(url) })
-      return {
-        log: EventLog.layerSql.pipe(Layer.provide(client)),
-        store: SessionStore.layerSql.pipe(Layer.provide(client)),
-        sql: client
-      }
-    })
+    Effect.map(pg.sqlStorage(), (s) => ({ log: s.log, store: s.store, sql: s.client }))
   ]
 ]
 

@@ -4,23 +4,16 @@
 // storage error (reason "io"); after the server restarts, every acknowledged entry is in its log
 // exactly once and in order (only the one in-flight entry per session may also be there), every
 // acknowledged record is there, and the same layers — not restarted — take new writes again.
-import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Either, Layer, Redacted, Ref } from "effect"
+import { describe, expect, it } from "@effect/vitest"
+import { Deferred, Effect, Either, Ref } from "effect"
 import type { EventLogError, SessionStoreError } from "../../src/domain/errors.js"
 import type { Session } from "../../src/domain/session.js"
 import { EventLog } from "../../src/storage/EventLog.js"
-import * as Postgres from "../../src/storage/Postgres.js"
 import { SessionStore } from "../../src/storage/SessionStore.js"
 import { ev, promptOf, readAll, session, sid } from "../support/logs.js"
-import { freshDatabase, type PgServer, startPostgres } from "../support/postgres.js"
+import { postgresPerFile } from "../support/postgres.js"
 
-let pg: PgServer | undefined
-beforeAll(async () => {
-  pg = await startPostgres()
-}, 120_000)
-afterAll(async () => {
-  await pg?.dispose()
-})
+const pg = postgresPerFile()
 
 /** Retry `eff` (bounded, 200 × 50 ms) until it succeeds: the pool reconnects once the server is back. */
 const retrying = <A, E, R>(eff: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
@@ -32,8 +25,7 @@ const retrying = <A, E, R>(eff: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> 
 describe("Postgres storage layers: the server killed mid-load", () => {
   it.scoped("EventLog: 16 sessions appending; kill -9 of Postgres; nothing acknowledged lost, refused appends typed, the layer recovers", () =>
     Effect.gen(function*() {
-      const url = yield* Effect.promise(() => freshDatabase(pg!))
-      const layer = EventLog.layerSql.pipe(Layer.provide(Postgres.layer({ url: Redacted.make(url) })))
+      const layer = (yield* pg.sqlStorage()).log
       const sessions = Array.from({ length: 16 }, (_, i) => sid(200 + i))
       const acked = new Map(sessions.map((s) => [s, [] as Array<string>]))
       const inflight = new Map<string, string>()
@@ -60,11 +52,11 @@ describe("Postgres storage layers: the server killed mid-load", () => {
           })
         const load = yield* Effect.fork(Effect.forEach(sessions, writer, { concurrency: "unbounded", discard: true }))
         yield* Deferred.await(enough)
-        yield* Effect.promise(() => pg!.kill())
+        yield* Effect.promise(() => pg.server().kill())
         yield* load.await
         expect(failures.length).toBeGreaterThan(0)
         for (const f of failures) expect([f._tag, f.reason, f.fault]).toEqual(["EventLogError", "io", "io"])
-        yield* Effect.promise(() => pg!.start())
+        yield* Effect.promise(() => pg.server().start())
         // The same layer (a daemon that kept running) appends again once Postgres is back.
         yield* retrying(log.append(sessions[0]!, ev("after")))
       }).pipe(Effect.provide(layer))
@@ -87,18 +79,17 @@ describe("Postgres storage layers: the server killed mid-load", () => {
 
   it.scoped("EventLog: with Postgres down an append fails typed and nothing is written; it works again when Postgres is back", () =>
     Effect.gen(function*() {
-      const url = yield* Effect.promise(() => freshDatabase(pg!))
-      const layer = EventLog.layerSql.pipe(Layer.provide(Postgres.layer({ url: Redacted.make(url), connectTimeout: "2 seconds" })))
+      const layer = (yield* pg.sqlStorage({ connectTimeout: "2 seconds" })).log
       const S = sid(1)
       yield* Effect.gen(function*() {
         const log = yield* EventLog
         yield* log.append(S, ev("a"))
-        yield* Effect.promise(() => pg!.stop())
+        yield* Effect.promise(() => pg.server().stop())
         const r = yield* Effect.either(log.append(S, ev("refused")))
         expect(Either.isLeft(r) && [r.left.reason, r.left.fault]).toEqual(["io", "io"])
         const read = yield* Effect.either(readAll(S))
         expect(Either.isLeft(read)).toBe(true)
-        yield* Effect.promise(() => pg!.start())
+        yield* Effect.promise(() => pg.server().start())
         yield* retrying(log.append(S, ev("b")))
         expect((yield* readAll(S)).map(promptOf)).toEqual(["a", "b"])
       }).pipe(Effect.provide(layer))
@@ -106,8 +97,7 @@ describe("Postgres storage layers: the server killed mid-load", () => {
 
   it.scoped("SessionStore: saves under load, kill -9 of Postgres; every acknowledged record present (or the in-flight newer one)", () =>
     Effect.gen(function*() {
-      const url = yield* Effect.promise(() => freshDatabase(pg!))
-      const layer = SessionStore.layerSql.pipe(Layer.provide(Postgres.layer({ url: Redacted.make(url) })))
+      const layer = (yield* pg.sqlStorage()).store
       const ids = Array.from({ length: 8 }, (_, i) => 300 + i)
       // The last acknowledged and the in-flight version of each record (its provider_state byte).
       const ackedVersion = new Map<number, number>()
@@ -132,11 +122,11 @@ describe("Postgres storage layers: the server killed mid-load", () => {
           })
         const load = yield* Effect.fork(Effect.forEach(ids, writer, { concurrency: "unbounded", discard: true }))
         yield* Deferred.await(enough)
-        yield* Effect.promise(() => pg!.kill())
+        yield* Effect.promise(() => pg.server().kill())
         yield* load.await
         expect(failures.length).toBeGreaterThan(0)
         for (const f of failures) expect([f._tag, f.reason, f.fault]).toEqual(["SessionStoreError", "io", "io"])
-        yield* Effect.promise(() => pg!.start())
+        yield* Effect.promise(() => pg.server().start())
         yield* retrying(store.save(session(999)))
       }).pipe(Effect.provide(layer))
       const all: ReadonlyArray<Session> = yield* Effect.flatMap(SessionStore, (st) => st.scan).pipe(Effect.provide(layer))

@@ -8,14 +8,17 @@
 // Test files using it declare `// requires: postgres` (scripts/system-tools.ts finds the binaries on
 // PATH or in Debian's /usr/lib/postgresql/<major>/bin).
 import { SqlClient } from "@effect/sql"
-import { Effect, Redacted } from "effect"
+import { afterAll, beforeAll } from "@effect/vitest"
+import { Duration, Effect, Layer, Redacted } from "effect"
 import { type ChildProcess, spawn, spawnSync } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import { dirname, join } from "node:path"
 import { locate } from "../../scripts/system-tools.js"
+import { EventLog } from "../../src/storage/EventLog.js"
 import * as Postgres from "../../src/storage/Postgres.js"
+import { SessionStore } from "../../src/storage/SessionStore.js"
 import { makeTmpDir, removeDir } from "./tmp.js"
 
 export interface PgServer {
@@ -202,4 +205,46 @@ export const freshDatabase = async (server: PgServer): Promise<string> => {
   const u = new URL(server.url)
   u.pathname = `/${name}`
   return u.toString()
+}
+
+/** A fresh database with its client and the Postgres storage layers over that client. */
+export interface SqlStorage {
+  readonly url: string
+  readonly client: Layer.Layer<SqlClient.SqlClient, Postgres.PostgresUnreachable>
+  readonly log: Layer.Layer<EventLog, import("../../src/domain/errors.js").EventLogError | Postgres.PostgresUnreachable>
+  readonly store: Layer.Layer<SessionStore, import("../../src/domain/errors.js").SessionStoreError | Postgres.PostgresUnreachable>
+}
+
+/**
+ * One server for the whole test file: started before its first test, disposed after its last.
+ * `server()` is that server; `sqlStorage()` makes a fresh database on it and the storage layers.
+ */
+export const postgresPerFile = (): {
+  readonly server: () => PgServer
+  readonly sqlStorage: (options?: { readonly connectTimeout?: Duration.DurationInput }) => Effect.Effect<SqlStorage>
+} => {
+  let pg: PgServer | undefined
+  beforeAll(async () => {
+    pg = await startPostgres()
+  }, 120_000)
+  afterAll(async () => {
+    await pg?.dispose()
+  })
+  const server = (): PgServer => {
+    if (pg === undefined) throw new Error("the test file's Postgres server is not running")
+    return pg
+  }
+  return {
+    server,
+    sqlStorage: (options) =>
+      Effect.map(Effect.promise(() => freshDatabase(server())), (url) => {
+        const client = Postgres.layer({ url: Redacted.make(url), ...options })
+        return {
+          url,
+          client,
+          log: EventLog.layerSql.pipe(Layer.provide(client)),
+          store: SessionStore.layerSql.pipe(Layer.provide(client))
+        }
+      })
+  }
 }

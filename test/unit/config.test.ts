@@ -147,7 +147,7 @@ describe("configuration", () => {
           ? "npm.substrat-test=127.0.0.1"
           : k.key === "cluster.postgres"
           ? "postgres://u:p@db:5432/x"
-          : k.key === "cluster.listen"
+          : k.key === "cluster.listen" || k.key === "http"
           ? "10.0.0.5:7400"
           : k.key.endsWith("prices")
           ? `{"m":{"input":1,"output":2}}`

@@ -29,11 +29,7 @@ const ORDER = [
   "cli"
 ] as const
 
-const KNOWN: ReadonlyArray<string> = [
-  // The HTTP server's start-up failures are the daemon's DaemonError (daemon/Lifecycle.ts).
-  "src/http/Server.ts -> src/daemon/Lifecycle.ts",
-  "src/http/Static.ts -> src/daemon/Lifecycle.ts"
-]
+const KNOWN: ReadonlyArray<string> = []
 
 const src = join(__dirname, "../../src")
 const files = (dir: string): Array<string> =>

@@ -26,7 +26,11 @@ const homeFiles: Readonly<Record<string, Readonly<Record<string, string>>>> = {
       security: { auth: { selectedType: "openai" } },
       privacy: { usageStatisticsEnabled: false },
       telemetry: { enabled: false },
-      general: { disableAutoUpdate: true, disableUpdateNag: true }
+      general: { disableAutoUpdate: true, disableUpdateNag: true },
+      // Background model requests of their own after each turn (a memory-extraction subagent, a
+      // "what might the user type next" suggestion), each metered against the agent: off.
+      memory: { enableManagedAutoMemory: false },
+      ui: { enableFollowupSuggestions: false }
     }, null, 2)
   }
 }
@@ -101,7 +105,10 @@ export const mcpServersOf = (s: CliSettingsShape): Array<Acp.McpServer> => {
 export const launch = (input: LaunchInput) =>
   Effect.gen(function*() {
     for (const [rel, text] of Object.entries(homeFiles[input.presetName] ?? {})) {
-      const there = yield* NoFollow.entryType(input.agent.homeDir, rel).pipe(Effect.orElseSucceed(() => "other" as const))
+      // A missing parent directory (a new HOME) is nothing there: writeFile makes it.
+      const there = yield* NoFollow.entryType(input.agent.homeDir, rel).pipe(
+        Effect.catchAll((e) => Effect.succeed(e.reason === "missing" ? null : "other" as const))
+      )
       if (there === null) {
         yield* NoFollow.writeFile(input.agent.homeDir, rel, text, { mode: 0o644, owner: input.owner }).pipe(
           Effect.catchAll((e) => Effect.logWarning(`acp: cannot write ${rel} in the agent's home: ${e.message}`))

@@ -5,12 +5,16 @@
 //   ask     an inbox item the human answers (Asks.ts): allow → allow_once (else allow_always),
 //           allow-always → allow_always (else allow_once), reject → reject_once (else
 //           reject_always); no answer within `acp.ask_timeout_seconds` seconds (0: no limit) → reject
-// Each answer is shown in the turn's output as a ⚙ `permission` line (the tool's title and the
+// A request to run one of Substrat's own tools (the `substrat` MCP server: send_message,
+// spawn_agent, …) is allowed under every policy and not shown: the daemon already governs and logs
+// those calls. (Agents such as Qwen Code ask before every MCP call.)
+// Each other answer is shown in the turn's output as a ⚙ `permission` line (the tool's title and the
 // option chosen, and who chose it). A request the agent withdraws (its signal aborts) is answered
 // `cancelled`.
 import type * as Acp from "@agentclientprotocol/sdk"
 import type { ProviderOutput } from "../Provider.js"
 import type { Choice, PermissionQuestion } from "./Asks.js"
+import { isSubstratTool } from "./Updates.js"
 
 export type Approve = "auto" | "reject" | "ask"
 
@@ -54,11 +58,31 @@ const askHuman = (asker: Asker, text: string, signal: AbortSignal): Promise<Choi
   })
 }
 
+/** The tool's own name when the agent sends it (`_meta.toolName`, as Qwen Code does), else null. */
+const toolNameOf = (t: Acp.ToolCallUpdate): string | null => {
+  const m: unknown = t._meta
+  return typeof m === "object" && m !== null && "toolName" in m && typeof m.toolName === "string" ? m.toolName : null
+}
+
+/** What the question calls the tool: its title, with the tool's name when the title does not say it. */
+const describeTool = (t: Acp.ToolCallUpdate): string => {
+  const title = t.title ?? ""
+  const name = toolNameOf(t)
+  if (name === null) return title === "" ? t.toolCallId : title
+  return title === "" || title === "{}" ? name : title.includes(name) ? title : `${name}: ${title}`
+}
+
 export const make = (o: { readonly approve: Approve; readonly emit: (out: ProviderOutput) => void; readonly asker: Asker | null }) => {
   let n = 0
   const decide = async (r: Acp.RequestPermissionRequest, signal: AbortSignal): Promise<Acp.RequestPermissionResponse> => {
     if (signal.aborted) return { outcome: { outcome: "cancelled" } }
-    const title = r.toolCall.title ?? r.toolCall.toolCallId
+    // By the tool's name only: a title is free text (a shell command may mention substrat).
+    const name = toolNameOf(r.toolCall)
+    if (name !== null && isSubstratTool(name, "")) {
+      const own = pick(r.options, kindsOf.allow)
+      if (own !== undefined) return { outcome: { outcome: "selected", optionId: own.optionId } }
+    }
+    const title = describeTool(r.toolCall)
     let choice: Choice | "timeout" | null
     let by: string
     if (o.approve === "ask" && o.asker !== null) {

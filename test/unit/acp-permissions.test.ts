@@ -1,0 +1,52 @@
+// Permissions.ts: the acp.approve policy. A request for one of Substrat's own tools (named by the
+// agent's `_meta.toolName`, as Qwen Code sends it) is allowed under every policy without asking;
+// a title that merely mentions substrat is asked like any other.
+import type * as Acp from "@agentclientprotocol/sdk"
+import { describe, expect, it } from "vitest"
+import type { ProviderOutput } from "../../src/provider/Provider.js"
+import * as Permissions from "../../src/provider/acp/Permissions.js"
+
+const options: Array<Acp.PermissionOption> = [
+  { optionId: "always", name: "Always", kind: "allow_always" },
+  { optionId: "once", name: "Allow", kind: "allow_once" },
+  { optionId: "no", name: "Reject", kind: "reject_once" }
+]
+const request = (title: string, toolName?: string): Acp.RequestPermissionRequest => ({
+  sessionId: "s",
+  options,
+  toolCall: { toolCallId: "c1", title, ...(toolName === undefined ? {} : { _meta: { toolName } }) }
+})
+
+const policy = (approve: Permissions.Approve) => {
+  const asked: Array<string> = []
+  const out: Array<ProviderOutput> = []
+  const p = Permissions.make({
+    approve,
+    emit: (o) => out.push(o),
+    asker: { agent_id: "a", agent_name: "lead", timeoutSeconds: 0, ask: (q) => (asked.push(q.text), Promise.resolve("reject")) }
+  })
+  return { asked, out, decide: (r: Acp.RequestPermissionRequest) => p.decide(r, new AbortController().signal) }
+}
+
+describe("acp permissions", () => {
+  it("Substrat's own tools are allowed under ask and reject, unasked and unlogged", async () => {
+    for (const approve of ["ask", "reject", "auto"] as const) {
+      const p = policy(approve)
+      expect(await p.decide(request("{}", "mcp__substrat__send_message"))).toEqual({ outcome: { outcome: "selected", optionId: "once" } })
+      expect([p.asked, p.out]).toEqual([[], []])
+    }
+  })
+
+  it("another tool is asked, named by its tool name when the title says nothing; a title mentioning substrat is asked too", async () => {
+    const p = policy("ask")
+    expect(await p.decide(request("{}", "mcp__other__x"))).toEqual({ outcome: { outcome: "selected", optionId: "no" } })
+    expect(await p.decide(request("Writing to version.ts", "write_file"))).toEqual({ outcome: { outcome: "selected", optionId: "no" } })
+    expect(await p.decide(request("rm -rf /workspace/substrat"))).toEqual({ outcome: { outcome: "selected", optionId: "no" } })
+    expect(p.asked.map((t) => t.split(". Its options")[0])).toEqual([
+      "lead asks permission: mcp__other__x",
+      "lead asks permission: write_file: Writing to version.ts",
+      "lead asks permission: rm -rf /workspace/substrat"
+    ])
+    expect(p.out.map((o) => (o._tag === "ToolCall" ? o.result : null))).toEqual(["reject_once (the human)", "reject_once (the human)", "reject_once (the human)"])
+  })
+})
