@@ -10,7 +10,7 @@ import { claudeArgs, claudeEnv } from "../../src/provider/claude/Invocation.js"
 import * as StreamJson from "../../src/provider/claude/StreamJson.js"
 import * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
 import { Reply } from "../../src/testing/ScriptedLlm.js"
-import { tmpDir } from "../support/tmp.js"
+import { tmpDir } from "../support/tmpDir.js"
 import { bwrapArgs, claudeBin, echoMcp, readJsonLines, repoRoot, run } from "./support.js"
 
 const hostPath = `${Path.dirname(process.execPath)}:/usr/local/bin:/usr/bin:/bin`

@@ -11,7 +11,7 @@ import { codexArgs, codexEnv } from "../../src/provider/codex/Invocation.js"
 import * as ExecJson from "../../src/provider/codex/ExecJson.js"
 import * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
 import { Reply } from "../../src/testing/ScriptedLlm.js"
-import { tmpDir } from "../support/tmp.js"
+import { tmpDir } from "../support/tmpDir.js"
 import { bwrapArgs, codexVendorDir, echoMcp, forwarderScript, readJsonLines, repoRoot, run } from "./support.js"
 
 const hostPath = `${Path.dirname(process.execPath)}:/usr/local/bin:/usr/bin:/bin`

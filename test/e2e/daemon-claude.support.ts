@@ -1,7 +1,6 @@
 // Helpers for daemon tests with the real claude binary that need no test runner (the chaos
 // experiments import them too): the metered home, the scripted endpoint, reading agents' logs.
 import { Effect } from "effect"
-import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
 import { makeTmpDir } from "../support/tmp.js"
@@ -11,23 +10,7 @@ const repoRoot = Path.resolve(import.meta.dirname, "../..")
 /** The native Claude Code binary (the npm package's postinstall copies it to bin/claude.exe). */
 export const claudeBin = Path.join(repoRoot, "node_modules/@anthropic-ai/claude-code/bin/claude.exe")
 
-/** Decoded lines of a JSONL stdout, failing loudly on the first bad line. */
-export const jsonLines = (stdout: string): ReadonlyArray<Record<string, unknown>> =>
-  stdout.split("\n").filter((l) => l.trim() !== "").map((l) => JSON.parse(l) as Record<string, unknown>)
-
-export const readJsonLines = (file: string): ReadonlyArray<Record<string, unknown>> =>
-  Fs.existsSync(file) ? jsonLines(Fs.readFileSync(file, "utf8")) : []
-
-/** One line of an agent's events.jsonl, loosely typed for assertions. */
-export type LoggedEvent = { readonly event: string; readonly data: Record<string, unknown> }
-
-/** The events of agent session `sid` under `home`, from its events.jsonl. */
-export const agentEvents = (home: string, sid: string): ReadonlyArray<LoggedEvent> =>
-  readJsonLines(Path.join(home, "agents", sid, "events.jsonl")) as ReadonlyArray<LoggedEvent>
-
-/** The `data` of every event named `name`. */
-export const dataNamed = (es: ReadonlyArray<LoggedEvent>, name: string): Array<Record<string, unknown>> =>
-  es.filter((e) => e.event === name).map((e) => e.data)
+export { agentEvents, dataNamed, jsonLines, type LoggedEvent, readJsonLines } from "../support/agentLogs.js"
 
 /** A scripted endpoint on a loopback port for the duration of `f` (the daemon tests are promise-based). */
 export const withLlm = async <A>(

@@ -14,7 +14,7 @@ import type { ProviderFactory, ProviderOutput } from "../../src/provider/Provide
 import { EdgeLive } from "../../src/mcp/McpServer.js"
 import { callTool } from "../../src/mcp/AgentClient.js"
 import * as AgentSocket from "../../src/mcp/AgentSocket.js"
-import { tmpDir } from "../support/tmp.js"
+import { tmpDir } from "../support/tmpDir.js"
 import { makeGate, rawExchange, rpcLine, stackWith } from "./mcp.support.js"
 import { dataOf, eventsOf } from "./orchestration.support.js"
 

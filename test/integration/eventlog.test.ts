@@ -10,7 +10,7 @@ import { Durable } from "../../src/storage/Durable.js"
 import { makeDurable, nodePrimitives } from "../../src/storage/Durable.js"
 import { EventLog } from "../../src/storage/EventLog.js"
 import { ev, fileLayers, promptOf, readAll, sid } from "../support/logs.js"
-import { tmpDir } from "../support/tmp.js"
+import { tmpDir } from "../support/tmpDir.js"
 
 const S = sid(1)
 

@@ -13,7 +13,7 @@ import { parseArgs } from "../../src/mcp/Command.js"
 import { EdgeLive } from "../../src/mcp/McpServer.js"
 import { toolGuidance } from "../../src/domain/guidance.js"
 import { inputJsonSchema, toolDescriptions, toolNames } from "../../src/domain/tools.js"
-import { tmpDir } from "../support/tmp.js"
+import { tmpDir } from "../support/tmpDir.js"
 import { connectMcp, makeGate, stackWith } from "./mcp.support.js"
 import { dataOf, eventsOf } from "./orchestration.support.js"
 

@@ -12,7 +12,7 @@
 import * as fs from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { agentEvents, dataNamed } from "../e2e/support.js"
+import { agentEvents, dataNamed } from "../support/agentLogs.js"
 import { gitIn, makeForeignRepo } from "../support/foreignRepo.js"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
 import { type Agent, cli, cliJson, daemons, kill9, startDaemon, waitFor } from "./daemon.support.js"

@@ -4,7 +4,7 @@ import { Orchestrator } from "../../src/agent/Orchestrator.js"
 import { ToolHandler } from "../../src/agent/ToolHandler.js"
 import type { ScriptInput, Scripts } from "../../src/provider/scripted/Script.js"
 import { SessionStore } from "../../src/storage/SessionStore.js"
-import { tmpDir } from "../support/tmp.js"
+import { tmpDir } from "../support/tmpDir.js"
 import { dataOf, eventsOf, names, stack } from "./orchestration.support.js"
 
 describe("messaging scenarios (scripted provider, file EventLog)", () => {

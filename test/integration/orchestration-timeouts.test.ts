@@ -13,7 +13,7 @@ import { Durable } from "../../src/storage/Durable.js"
 import type { ScriptInput, Scripts } from "../../src/provider/scripted/Script.js"
 import * as ScriptedProvider from "../../src/provider/scripted/ScriptedProvider.js"
 import { MultiplexerConfig } from "../../src/session/Multiplexer.js"
-import { tmpDir } from "../support/tmp.js"
+import { tmpDir } from "../support/tmpDir.js"
 import { dataOf, eventsOf, stack } from "./orchestration.support.js"
 import { storageOver } from "./recovery.support.js"
 

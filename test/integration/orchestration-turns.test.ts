@@ -6,7 +6,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Fiber, Option } from "effect"
 import { Orchestrator } from "../../src/agent/Orchestrator.js"
 import type { Scripts } from "../../src/provider/scripted/Script.js"
-import { tmpDir } from "../support/tmp.js"
+import { tmpDir } from "../support/tmpDir.js"
 import { eventsOf, names, stack } from "./orchestration.support.js"
 
 describe("turn ordering (scripted provider, file EventLog)", () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { Orchestrator } from "../../src/agent/Orchestrator.js"
-import { tmpDir } from "../support/tmp.js"
+import { tmpDir } from "../support/tmpDir.js"
 import { dataOf, eventsOf, names, stack } from "./orchestration.support.js"
 
 describe("orchestration scenarios (scripted provider, file EventLog)", () => {

@@ -10,7 +10,7 @@ import * as ModelForwarder from "../../src/provider/cli/ModelForwarder.js"
 import * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
 import { Reply } from "../../src/testing/ScriptedLlm.js"
 import { dataOf, eventsOf, stackWith, testSettings } from "../e2e/providers.support.js"
-import { tmpDir } from "../support/tmp.js"
+import { tmpDir } from "../support/tmpDir.js"
 
 describe("acp:qwen (real Qwen Code, bwrap, network off, scripted endpoint)", () => {
   it.scoped("answers a turn, and calls a substrat tool through the MCP server of session/new", () =>

@@ -12,7 +12,7 @@ import type { AgentId, SessionId } from "../../src/domain/ids.js"
 import type { CliSettingsShape } from "../../src/provider/cli/CliSettings.js"
 import { dataOf, eventsOf, stackWith, testSettings } from "../e2e/providers.support.js"
 import { bundleAcpAgent } from "../support/acpAgent.js"
-import { tmpDir } from "../support/tmp.js"
+import { tmpDir } from "../support/tmpDir.js"
 
 const bundleAgent = bundleAcpAgent
 

@@ -11,7 +11,7 @@ import * as ModelForwarder from "../../src/provider/cli/ModelForwarder.js"
 import * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
 import { Reply } from "../../src/testing/ScriptedLlm.js"
 import { dataOf, eventsOf, stackWith, testSettings } from "../e2e/providers.support.js"
-import { tmpDir } from "../support/tmp.js"
+import { tmpDir } from "../support/tmpDir.js"
 
 /** Every scripted model request reports the same usage, so Claude prices each one the same. */
 const priced = (reply: ScriptedLlm.Reply): ScriptedLlm.Reply =>

@@ -20,7 +20,7 @@ import {
   testSettings,
   toolResultsOf
 } from "../e2e/providers.support.js"
-import { tmpDir } from "../support/tmp.js"
+import { tmpDir } from "../support/tmpDir.js"
 
 const uuidIn = (s: string) => /message ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})/.exec(s)?.[1] ?? "?"
 

@@ -12,7 +12,7 @@ import * as ModelForwarder from "../../src/provider/cli/ModelForwarder.js"
 import * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
 import { Reply } from "../../src/testing/ScriptedLlm.js"
 import { conversationText, dataOf, eventsOf, stackWith, testSettings, toolResultsOf } from "../e2e/providers.support.js"
-import { tmpDir } from "../support/tmp.js"
+import { tmpDir } from "../support/tmpDir.js"
 
 const forwarders = (home: string, llm: ScriptedLlm.ScriptedLlmServer) =>
   Effect.all({

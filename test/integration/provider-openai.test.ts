@@ -17,7 +17,7 @@ import { scriptedFactory } from "../../src/provider/scripted/ScriptedProvider.js
 import { MultiplexerConfig } from "../../src/session/Multiplexer.js"
 import * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
 import { Reply } from "../../src/testing/ScriptedLlm.js"
-import { tmpDir } from "../support/tmp.js"
+import { tmpDir } from "../support/tmpDir.js"
 import { dataOf, eventsOf } from "./orchestration.support.js"
 import { storageOver } from "./recovery.support.js"
 

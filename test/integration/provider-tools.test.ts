@@ -19,7 +19,7 @@ import * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
 import { Reply } from "../../src/testing/ScriptedLlm.js"
 import { dataOf, eventsOf, stackWith, testSettings } from "../e2e/providers.support.js"
 import { repoRoot } from "../e2e/support.js"
-import { tmpDir } from "../support/tmp.js"
+import { tmpDir } from "../support/tmpDir.js"
 
 const forwarders = (home: string, llm: ScriptedLlm.ScriptedLlmServer) =>
   Effect.all({

@@ -15,7 +15,7 @@ import type { AgentId } from "../../src/domain/ids.js"
 import type { QuotaLimits } from "../../src/domain/quota.js"
 import * as AgentSocket from "../../src/mcp/AgentSocket.js"
 import type { Scripts } from "../../src/provider/scripted/Script.js"
-import { tmpDir } from "../support/tmp.js"
+import { tmpDir } from "../support/tmpDir.js"
 import { connectMcp, makeGate, stackWith } from "./mcp.support.js"
 import { eventsOf, stack } from "./orchestration.support.js"
 

@@ -20,7 +20,7 @@ import { live as durableLive } from "../../src/storage/Durable.js"
 import { SessionStore } from "../../src/storage/SessionStore.js"
 import { parseRecord } from "../../src/storage/SessionStore.js"
 import { fileLayers, readAll, sid, storeLayer } from "../support/logs.js"
-import { tmpDir } from "../support/tmp.js"
+import { tmpDir } from "../support/tmpDir.js"
 
 const TS = "2026-01-01T00:00:00.000Z"
 const durable = durableLive

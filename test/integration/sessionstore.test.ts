@@ -7,7 +7,7 @@ import { join } from "node:path"
 import { makePaths } from "../../src/config/Paths.js"
 import { SessionStore } from "../../src/storage/SessionStore.js"
 import { session, sid, storeLayer } from "../support/logs.js"
-import { tmpDir } from "../support/tmp.js"
+import { tmpDir } from "../support/tmpDir.js"
 
 
 describe("SessionStore file layer", () => {

@@ -15,7 +15,7 @@ import type { EventLogError, SessionStoreError } from "../../src/domain/errors.j
 import { SessionStore } from "../../src/storage/SessionStore.js"
 import { ev, fileLayers, promptOf, readAll, session, sid, storeLayer } from "../support/logs.js"
 import { postgresPerFile } from "../support/postgres.js"
-import { tmpDir } from "../support/tmp.js"
+import { tmpDir } from "../support/tmpDir.js"
 
 const pg = postgresPerFile()
 

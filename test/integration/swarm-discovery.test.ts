@@ -11,7 +11,7 @@ import { dirname, join } from "node:path"
 import ts from "typescript"
 import { Discovery } from "../../src/swarm/Discovery.js"
 import type { SwarmNode } from "../../src/swarm/SwarmNode.js"
-import { tmpDir } from "../support/tmp.js"
+import { tmpDir } from "../support/tmpDir.js"
 
 const effectSrc = join(dirname(createRequire(import.meta.url).resolve("effect/package.json")), "src")
 

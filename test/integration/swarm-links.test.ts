@@ -9,7 +9,7 @@ import * as fs from "node:fs"
 import { join } from "node:path"
 import { Discovery } from "../../src/swarm/Discovery.js"
 import { layerParcelFileSystem, type SwarmChange, SwarmWatcher } from "../../src/swarm/Watcher.js"
-import { tmpDir } from "../support/tmp.js"
+import { tmpDir } from "../support/tmpDir.js"
 
 const TestLayer = SwarmWatcher.DefaultWithoutDependencies.pipe(
   Layer.provideMerge(Discovery.Default),

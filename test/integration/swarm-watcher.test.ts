@@ -7,7 +7,7 @@ import * as fs from "node:fs"
 import { dirname, join } from "node:path"
 import { Discovery } from "../../src/swarm/Discovery.js"
 import { layerParcelFileSystem, type SwarmChange, SwarmWatcher } from "../../src/swarm/Watcher.js"
-import { tmpDir } from "../support/tmp.js"
+import { tmpDir } from "../support/tmpDir.js"
 
 const write = (root: string, rel: string, text: string) => {
   fs.mkdirSync(dirname(join(root, rel)), { recursive: true })

@@ -18,7 +18,7 @@ import * as Tracing from "../../src/telemetry/Tracing.js"
 import * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
 import { Reply } from "../../src/testing/ScriptedLlm.js"
 import { stackWith, testSettings } from "../e2e/providers.support.js"
-import { tmpDir } from "../support/tmp.js"
+import { tmpDir } from "../support/tmpDir.js"
 
 const recording = (native: Tracer.Tracer, spans: Array<Tracer.Span>): Tracer.Tracer =>
   Tracer.make({

@@ -4,7 +4,7 @@ import * as fs from "node:fs"
 import { join } from "node:path"
 import { makeCrashing } from "../../src/storage/DurableCrash.js"
 import { live } from "../../src/storage/Durable.js"
-import { tmpDir } from "../support/tmp.js"
+import { tmpDir } from "../support/tmpDir.js"
 
 const bytes = (s: string) => new TextEncoder().encode(s)
 

@@ -9,7 +9,7 @@ import { makeEvent } from "../../src/domain/events.js"
 import { MessageId, SessionId } from "../../src/domain/ids.js"
 import { Durable } from "../../src/storage/Durable.js"
 import { EventLog } from "../../src/storage/EventLog.js"
-import { tmpDir } from "../support/tmp.js"
+import { tmpDir } from "../support/tmpDir.js"
 
 /** This process's open fds whose target lies under `dir`. */
 const fdsUnder = (dir: string): number => {

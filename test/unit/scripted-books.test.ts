@@ -11,7 +11,7 @@ import { makeRegistry } from "../../src/provider/ProviderRegistry.js"
 import { ScriptBookJson } from "../../src/provider/scripted/Script.js"
 import * as ScriptedProvider from "../../src/provider/scripted/ScriptedProvider.js"
 import { namedScripts } from "../../src/provider/scripted/scripts.js"
-import { tmpDir } from "../support/tmp.js"
+import { tmpDir } from "../support/tmpDir.js"
 
 const ctx = (variant: string | null, agent_name = "lead"): ProviderContext => ({
   session_id: SessionId.make("00000000-0000-4000-8000-000000000001"),

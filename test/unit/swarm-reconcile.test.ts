@@ -7,7 +7,7 @@ import { dirname, join } from "node:path"
 import { diffNodes } from "../../src/swarm/Diff.js"
 import { Discovery } from "../../src/swarm/Discovery.js"
 import { makeNodeId, sha256, type SwarmNode, SwarmSnapshotJson } from "../../src/swarm/SwarmNode.js"
-import { tmpDir } from "../support/tmp.js"
+import { tmpDir } from "../support/tmpDir.js"
 
 const write = (root: string, rel: string, text: string) => {
   fs.mkdirSync(dirname(join(root, rel)), { recursive: true })

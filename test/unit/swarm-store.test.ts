@@ -10,7 +10,7 @@ import { Discovery } from "../../src/swarm/Discovery.js"
 import { journalOf, SwarmStore } from "../../src/swarm/SwarmStore.js"
 import { Durable } from "../../src/storage/Durable.js"
 import { makeCrashing } from "../../src/storage/DurableCrash.js"
-import { tmpDir } from "../support/tmp.js"
+import { tmpDir } from "../support/tmpDir.js"
 
 const code = (body: string) => `class User:
     def greet(self):
