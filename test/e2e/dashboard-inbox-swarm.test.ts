@@ -15,7 +15,8 @@
 //     and then idle with its turn in the transcript, a node at work inside a collapsed branch is
 //     announced on that branch and in "Active now", a chat from the page gets the node's reply, and a
 //     function renamed on disk shows its old node's agent orphaned (its transcript kept) and the new one;
-//     undoing the rename shows the node's fresh agent and, beside it, its orphaned old one.
+//     undoing the rename shows the node's fresh agent and, beside it, its orphaned old one; a selected
+//     node shows its lines of the file, numbered, as text.
 // Screenshots go to the test's temporary directory (kept when SUBSTRAT_KEEP_SCREENSHOTS is set).
 import * as fs from "node:fs"
 import { join } from "node:path"
@@ -61,7 +62,7 @@ const writeCode = () => {
     "        return self.name",
     "",
     "def format_date(d):",
-    "    return d.isoformat()",
+    "    return d.isoformat()  # <b>not bold</b>",
     ""
   ].join("\n"))
   for (let p = 0; p < PKGS; p++) {
@@ -294,6 +295,12 @@ describe("dashboard: inbox, budgets and the swarm in headless chromium", () => {
     expect(await page.locator("#agent-state").textContent()).toBe("dormant")
     expect(await page.locator("#dormant-note").isVisible()).toBe(true)
     expect(await page.locator("#node-where").textContent()).toBe("function · app/main.py:5–6 · app/main.py#function:format_date")
+    // Its source: the node's lines of the file, numbered, as text (the markup in the comment is not markup).
+    const sourceLines = () => page.locator("#node-source .src-line").evaluateAll((ls) =>
+      ls.map((l) => [l.querySelector(".ln")?.textContent, l.querySelector(".src")?.textContent]))
+    await expect.poll(sourceLines, { timeout: 10_000 }).toEqual([["5", "def format_date(d):"], ["6", "    return d.isoformat()  # <b>not bold</b>"]])
+    expect(await page.locator("#node-source-where").textContent()).toBe("app/main.py:5–6")
+    expect(await page.locator("#node-source b").count()).toBe(0)
     await page.screenshot({ path: join(shots, "5-swarm-tree.png") })
 
     // Trigger it from the page: busy in the tree and the head, then idle; the turn in its transcript.
@@ -327,6 +334,7 @@ describe("dashboard: inbox, budgets and the swarm in headless chromium", () => {
     await row("app/main.py#class:User").locator(":scope > .row .node").click()
     await nodeButton("app/main.py#method:User.display").click()
     await expect.poll(() => page.locator("#agent-name").textContent()).toBe("method_user_display")
+    await expect.poll(sourceLines, { timeout: 10_000 }).toEqual([["2", "    def display(self):"], ["3", "        return self.name"]])
     await page.locator("#node-text").fill("what do you do?")
     await page.locator("#node-text").press("Enter")
     release("method_user_display")

@@ -4,7 +4,7 @@
 // tree is collapsed below the root and a branch's rows are made only when it is expanded. State
 // changes come from the daemon's event feed (turns of the node agents' sessions) and a refetch of
 // the non-dormant nodes; they touch only the rows that exist. Selecting a node selects its agent
-// (detail.js) and shows the node bar (chat, trigger).
+// (detail.js) and shows the node bar (chat, trigger) and the node's source lines.
 import { select, selected } from "/detail.js"
 import { $, api, el } from "/lib.js"
 import { renderTree } from "/tree.js"
@@ -153,8 +153,34 @@ export const showNodeBar = (node) => {
   $("node-chat").disabled = gone
   $("node-trigger").disabled = gone
   $("node-text").disabled = gone
-  if ($("node-bar").dataset.node !== node.key) $("node-reply").textContent = ""
+  if ($("node-bar").dataset.node !== node.key) {
+    $("node-reply").textContent = ""
+    showSource(node)
+  }
   $("node-bar").dataset.node = node.key
+}
+
+// The selected node's lines of its file (GET /swarm/agents/{id}/source), numbered, as text.
+let sourceFor = null
+const showSource = async (node) => {
+  sourceFor = node.key
+  $("node-source-box").hidden = node.kind === "dir"
+  $("node-source").replaceChildren()
+  $("node-source-where").textContent = ""
+  if (node.kind === "dir") return
+  if (node.status === "orphaned") { $("node-source-where").textContent = "(its node is gone from the code)"; return }
+  try {
+    const s = await api("GET", "/swarm/agents/" + encodeURIComponent(node.node_id) + "/source")
+    if (sourceFor !== node.key) return
+    const lines = s.text.split("\n")
+    $("node-source-where").textContent = s.path + ":" + s.first_line + "–" + (s.first_line + lines.length - 1)
+    $("node-source").replaceChildren(...lines.map((line, i) =>
+      el("div", { class: "src-line", "data-line": String(s.first_line + i) },
+        el("span", { class: "ln", text: String(s.first_line + i) }),
+        el("span", { class: "src", text: line }))))
+  } catch (e) {
+    if (sourceFor === node.key) $("node-source-where").textContent = "not shown: " + e.message
+  }
 }
 
 const renderActive = () => {
