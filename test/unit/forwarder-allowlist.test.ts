@@ -59,7 +59,7 @@ describe("the model forwarder's allowlist", () => {
   it("allows exactly the routes of each API, as sent", () => {
     for (const a of allowed) expect(routeOf(a.api, a.method, a.target)._tag).toBe("allow")
     // The other API's routes, other methods, and the side doors found in the attack pass.
-    const doors = ["/v1/messages/batches", "/v1/complete", "/v1/files", "/v1/models", "/v1/messages%2fbatches", "/V1/MESSAGES", "/v1/messages/", "/api/hello"]
+    const doors = ["/v1/messages/batches", "/v1/complete", "/v1/files", "/v1/models", "/v1/messages%2fbatches", "/V1/MESSAGES", "/v1/messages/", "/v1/messages?", "/api/hello"]
     for (const d of doors) {
       expect(routeOf("anthropic", "POST", d)._tag).toBe("refuse")
       expect(routeOf("anthropic", "GET", d)._tag).toBe("refuse")

@@ -47,6 +47,7 @@ export const ambiguity = (target: string): string | null => {
   if (target.includes(";")) return "';' is not accepted"
   if (target.includes("\\")) return "backslashes are not accepted"
   if (target.includes("#")) return "fragments are not accepted"
+  if (target.endsWith("?")) return "an empty query ('?' with nothing after it) is not accepted"
   const path = target.split("?", 1)[0]!
   const segments = path.split("/").slice(1)
   if (segments.some((s) => s === "" || s === "." || s === "..")) return "empty, '.' and '..' path segments are not accepted"
