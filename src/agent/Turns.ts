@@ -54,6 +54,8 @@ export class Turns extends Effect.Service<Turns>()("substrat/Turns", {
         running.delete(agent)
         return ctx?.deferredSpawns ?? []
       },
+      /** Why `agent`'s running turn runs (undefined: none running). */
+      triggerOf: (agent: AgentId): Trigger | undefined => running.get(agent)?.trigger,
       isBusy: (agent: AgentId): boolean => running.has(agent),
       /** The agents whose turn is running now. */
       runningAgents: (): ReadonlyArray<AgentId> => [...running.keys()],

@@ -1,7 +1,8 @@
 // The merge queue of repository workspaces (docs/sandbox.md, "Branch children and the merge
-// queue"). A branch child (`spawn_agent(workspace: "branch")`) works in its own clone; every turn
-// of it that records changes puts its branch in its parent workspace's queue (`merge.queued` in
-// the parent agent's log: the durable record). One item at a time, and only while no agent has a
+// queue"). A branch child (`spawn_agent(workspace: "branch")`) works in its own clone; its branch
+// enters its parent workspace's queue (`merge.queued` in the parent agent's log: the durable
+// record) when a turn of it answers its parent's request, or records changes with no request to
+// the child open. One item at a time, and only while no agent has a
 // turn running in the parent's workspace, the worker, holding the parent's history repository:
 //   1. fetches the child's branch from the child's history repository (the daemon's own);
 //   2. merges it onto the parent's branch with `git merge-tree` (objects only) — a conflict stops
@@ -23,6 +24,7 @@ import { Effect, Option, Queue, Stream } from "effect"
 import { randomUUID } from "node:crypto"
 import { dirname } from "node:path"
 import { Delivery } from "../agent/Delivery.js"
+import { Requests } from "../agent/Requests.js"
 import { Tree } from "../agent/Tree.js"
 import { Turns } from "../agent/Turns.js"
 import { makeEvent } from "../domain/events.js"
@@ -31,7 +33,7 @@ import { noLimits, ResourceLimits, type WorkspaceSpec } from "../domain/workspac
 import { fetchParentInto, syncCloneChecked } from "../sandbox/CloneSync.js"
 import { Sandbox } from "../sandbox/Sandbox.js"
 import { runCollect, spawnScoped } from "../sandbox/spawn.js"
-import { type HistoryGit, MERGE_PENDING, WorkspaceHistory } from "../sandbox/WorkspaceHistory.js"
+import { type HistoryGit, MERGE_PENDING, type Recorded, WorkspaceHistory } from "../sandbox/WorkspaceHistory.js"
 import { WorkspaceStore } from "../sandbox/WorkspaceStore.js"
 import { EventLog } from "../storage/EventLog.js"
 import { DaemonConfig } from "../config/DaemonConfig.js"
@@ -74,6 +76,7 @@ export class MergeQueue extends Effect.Service<MergeQueue>()("substrat/MergeQueu
     const store = yield* WorkspaceStore
     const tree = yield* Tree
     const turns = yield* Turns
+    const requests = yield* Requests
     const delivery = yield* Delivery
     const log = yield* EventLog
     const executor = yield* CommandExecutor.CommandExecutor
@@ -356,11 +359,39 @@ export class MergeQueue extends Effect.Service<MergeQueue>()("substrat/MergeQueu
       )
     )
 
+    /**
+     * Branch children whose recorded changes wait for the child to be done (a request was still
+     * open when they were recorded). In memory: after a restart such changes go with the child's
+     * next turn that records changes.
+     */
+    const held = new Set<WorkspaceId>()
+
+    /**
+     * A branch child's turn ended (called for every turn, while it still counts as running: its
+     * reply is not sent yet). Its branch enters the queue when the turn answers its parent's
+     * request, or when it recorded changes and no request to the child is open.
+     */
+    const turnEnded = (r: Recorded, childAgent: AgentId) =>
+      Effect.gen(function*() {
+        const child = tree.current().get(childAgent)
+        if (child === undefined || child.parent_id === null) return
+        const trigger = turns.triggerOf(childAgent)
+        const answering = trigger?._tag === "message" && requests.awaitsReply(trigger.id, childAgent) ? trigger.id : null
+        const answersParent = answering !== null && requests.find(answering)?.request.from === child.parent_id
+        const open = requests.addressedTo(childAgent).filter((q) => q.id !== answering)
+        const changed = r.commit !== null
+        if (!(answersParent ? changed || held.has(r.workspace) : changed && open.length === 0)) {
+          if (changed && (yield* history.locationOf(r.workspace)).fork_of !== null) held.add(r.workspace)
+          return
+        }
+        held.delete(r.workspace)
+        yield* enqueue(r.workspace, childAgent)
+      })
+
     yield* history.onRecorded((r) =>
       r.agentId === null
         ? Effect.void
-        : enqueue(r.workspace, r.agentId).pipe(Effect.catchAllCause((c) => Effect.logWarning(`merge queue: ${r.workspace} not queued`, c)))
-    )
+        : turnEnded(r, r.agentId).pipe(Effect.catchAllCause((c) => Effect.logWarning(`merge queue: ${r.workspace} not queued`, c))), { everyTurn: true })
 
     /** What waits in `ws`'s queue (the one merging first) and its recent outcomes (read back from the logs at start-up). */
     const view = (ws: WorkspaceId) => ({

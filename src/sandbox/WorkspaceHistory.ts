@@ -36,6 +36,8 @@ export interface Recorded {
   readonly agent: string
   readonly agentId: AgentId | null
   readonly turnId: TurnId
+  /** The turn's commit; null (only for `everyTurn` listeners): the turn changed nothing. */
+  readonly commit: string | null
   readonly paths: ReadonlyArray<ChangedPath>
 }
 
@@ -84,6 +86,7 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
     const executor = yield* CommandExecutor.CommandExecutor
     const fs = yield* FileSystem.FileSystem
     const listeners = new Set<(r: Recorded) => Effect.Effect<void>>()
+    const everyTurnListeners = new Set<(r: Recorded) => Effect.Effect<void>>()
     // Where each workspace's history is: fixed for a workspace's life (its root, its parent and
     // the top-level ancestor's git dir never change), so it is read once. A deleted workspace's
     // entry only makes its git commands fail (the caller reports it as before).
@@ -230,16 +233,21 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
           yield* publish(id, loc)
           return { commit: head, paths } satisfies TurnCommit
         }))
-      if (r.commit !== null) {
-        const recorded: Recorded = { workspace: id, agent: turn.agent, agentId: turn.agentId ?? null, turnId: turn.turnId, paths: r.paths }
-        for (const f of listeners) yield* f(recorded).pipe(Effect.catchAllCause((c) => Effect.logWarning("workspace history: a listener failed", c)))
+      const recorded: Recorded = { workspace: id, agent: turn.agent, agentId: turn.agentId ?? null, turnId: turn.turnId, commit: r.commit, paths: r.paths }
+      for (const f of r.commit !== null ? [...listeners, ...everyTurnListeners] : everyTurnListeners) {
+        yield* f(recorded).pipe(Effect.catchAllCause((c) => Effect.logWarning("workspace history: a listener failed", c)))
       }
       return r
     })
 
-    /** Call `f` after each recorded turn (in the recording fiber, before commitTurn returns) while the scope lasts. */
-    const onRecorded = (f: (r: Recorded) => Effect.Effect<void>) =>
-      Effect.acquireRelease(Effect.sync(() => listeners.add(f)), () => Effect.sync(() => listeners.delete(f))).pipe(Effect.asVoid)
+    /**
+     * Call `f` after each recorded turn (in the recording fiber, before commitTurn returns) while
+     * the scope lasts; `everyTurn`: also after a turn that changed nothing (`commit` null).
+     */
+    const onRecorded = (f: (r: Recorded) => Effect.Effect<void>, options?: { readonly everyTurn?: boolean }) => {
+      const set = options?.everyTurn === true ? everyTurnListeners : listeners
+      return Effect.acquireRelease(Effect.sync(() => set.add(f)), () => Effect.sync(() => set.delete(f))).pipe(Effect.asVoid)
+    }
 
     /** A turn's commit and where it started (its parent, or the commit before the agent's own commits). */
     const commitOf = (id: WorkspaceId, git: Git, turnId: string) =>

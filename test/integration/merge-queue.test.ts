@@ -8,7 +8,10 @@
 //   - a failing check blocks a merge and reaches the child with the output's tail; kill -9 during
 //     the check: after the restart the item is retried and reported once;
 //   - kill -9 after the branch moved but before the clone had the files: after the restart the
-//     branch is the merged head (never half), the clone gets the files, one merge.merged.
+//     branch is the merged head (never half), the clone gets the files, one merge.merged;
+//   - a child's turn that records changes while its parent's request is still open (woken by the
+//     human) does not queue its branch; the turn answering the request does (even with no
+//     changes of its own).
 import * as fs from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -37,7 +40,9 @@ const book = {
   lead2: { steps: [{ tools: [child("c3"), work("c3")], text: "working" }], after: "silent" },
   c3: { steps: [{ wait_for: gate("c3"), text: "c3 done" }, { wait_for: gate("c3-fixed"), text: "c3 fixed" }], after: "silent" },
   lead3: { steps: [{ tools: [child("c4"), work("c4")], text: "working" }], after: "silent" },
-  c4: { steps: [{ wait_for: gate("c4"), text: "c4 done" }], after: "silent" }
+  c4: { steps: [{ wait_for: gate("c4"), text: "c4 done" }], after: "silent" },
+  lead4: { steps: [{ tools: [child("c5")], text: "spawned" }, { tools: [work("c5")], text: "asked" }], after: "silent" },
+  c5: { steps: [{ wait_for: gate("c5"), text: "c5 started" }, { text: "c5 done" }], after: "silent" }
 }
 
 const figures: Record<string, number> = {}
@@ -119,6 +124,8 @@ describe("branch children and the merge queue", () => {
     figures["queued_to_merged_ms_no_check"] = Number(merged1["queued_ms"])
     // The lead's own clone has the merged file (not only its history).
     await waitFor("the lead's clone has c1's change", () => fs.readFileSync(join(leadWs.root_path, "index.js"), "utf8").includes("// c1") || undefined)
+    // The note follows the clone's update (the merge is reported once the clone has it).
+    await waitFor("the lead's note", () => notesTo(lead).some((n) => n.startsWith("Merged c1's branch")) || undefined)
     expect(notesTo(lead).filter((n) => n.startsWith("Merged c1's branch"))).toHaveLength(1)
     open("c2")
 
@@ -232,4 +239,26 @@ describe("branch children and the merge queue", () => {
     expect(q.recent.map((o) => [o.agent, o.outcome])).toEqual([["c3", "merged"], ["c3", "check"]])
     expect(q.recent[0]!.paths).toContain("c3.txt")
   }, 300_000)
+
+  it("a branch enters the queue when the child answers its parent's request, not while the request is open", async () => {
+    const lead4 = await cliJson<AgentWs>(home, ["agent", "create", "--name", "lead4", "--provider", "scripted:mq", "--repo", repo])
+    expect((await cli(home, ["agent", "send", "lead4", "go"])).code).toBe(0)
+    const c5 = await agentNamed("c5")
+    const w5 = await wsOf(c5)
+    // c5's first turn (the human's message) changes a file and ends only once the lead's request is open.
+    expect((await cli(home, ["agent", "send", "c5", "start"])).code).toBe(0)
+    await waitFor("c5's first turn", () => turnStarts(c5) > 0 || undefined, 60_000)
+    fs.writeFileSync(join(w5.root_path, "c5.txt"), "from c5\n")
+    expect((await cli(home, ["agent", "send", "lead4", "ask c5"])).code).toBe(0)
+    await waitFor("the lead's request to c5", () => events(c5, "message.enqueued").find((m) => m["payload"] === "work"), 60_000)
+    open("c5")
+    // The second turn answers the request (and changes nothing): the branch goes in then.
+    const merged = await waitFor("c5 merged", () => events(lead4, "merge.merged")[0], 60_000)
+    expect(merged["paths"]).toEqual(["c5.txt"])
+    expect(events(c5, "workspace.diff").map((d) => d["paths"])).toEqual([[{ path: "c5.txt", change: "added" }]])
+    expect(events(lead4, "merge.queued")).toHaveLength(1)
+    // Queued by the answering turn (its hook runs after its start), not by the first one.
+    expect(tsOf(lead4, "merge.queued")).toBeGreaterThanOrEqual(tsOf(c5, "turn.start", 1))
+    expect(showUser("substrat/lead4", "c5.txt")).toBe("from c5\n")
+  }, 120_000)
 })
