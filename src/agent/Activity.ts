@@ -14,7 +14,7 @@ import {
   zeroUsage,
   zeroWithTurns
 } from "../domain/usage.js"
-import type { TurnOutcome } from "../session/TurnScheduler.js"
+import type { TurnOutcome } from "./Turn.js"
 
 export const RECENT_TURNS = 3
 export const RECENT_MESSAGES = 5

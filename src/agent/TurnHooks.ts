@@ -2,7 +2,7 @@
 // diff). Default: no-op. A hook's failure is logged by the caller and never breaks the turn.
 import { Context, Effect, Layer } from "effect"
 import type { AgentNode } from "../domain/agent.js"
-import type { TurnOutcome } from "../session/TurnScheduler.js"
+import type { TurnOutcome } from "./Turn.js"
 
 export class TurnHooks extends Context.Tag("substrat/TurnHooks")<TurnHooks, {
   readonly afterTurn: (agent: AgentNode, outcome: TurnOutcome) => Effect.Effect<void, unknown>

@@ -1,15 +1,23 @@
-// TurnRunner: runs the agents' turns. A dispatcher fiber takes one wake at a time from the
-// Mailbox and runs at most one turn of that agent (its oldest trigger) through the TurnScheduler
-// (one turn at a time per agent) and the Multiplexer (bounded slots). It is the only place a
-// turn begins and ends (Turns): the turn's context is created when its prompt is taken and
-// deleted once the turn is recorded. At the end of a turn it births the children the turn
-// spawned, sends the auto-reply and notes the turn's usage and summary.
-import { Effect, Fiber, FiberSet, Option, Schema, type Tracer } from "effect"
+// TurnRunner: runs the agents' turns, and is the only place a turn begins and ends. A dispatcher
+// fiber takes one wake at a time from the Mailbox and runs at most one turn of that agent (its
+// oldest trigger). A turn reads top-down in `runWake`: after the agent's earlier turns
+// (TurnScheduler.serialize: one at a time per agent) the prompt is taken from its inbox (the
+// turn's context begins, Turns), the turn runs in a provider slot (Multiplexer) — `turn.start`,
+// the provider's output streamed live, `usage`, the births of the children it spawned,
+// `turn.complete`, or `provider.error` when anything failed — and can be stopped from outside
+// (TurnScheduler.stoppable); then `afterTurn` records it (hooks such as the workspace diff, usage
+// and summary), answers the request that woke it and USER's open requests (or sends USER
+// progress), and ends the turn's context, all before the agent's next turn starts.
+// Over 300 lines because the turn's whole story is kept in one file, in the order it happens.
+import { Effect, Fiber, FiberSet, Option, Schema, Stream, type Tracer } from "effect"
 import type { AgentNode } from "../domain/agent.js"
-import type { AgentId, MessageId } from "../domain/ids.js"
-import type { SessionBinding } from "../session/Multiplexer.js"
+import { makeEvent } from "../domain/events.js"
+import { type AgentId, type MessageId, newTurnId, type TurnId } from "../domain/ids.js"
 import type { MessageEnvelope } from "../domain/message.js"
-import { type TurnOutcome, TurnScheduler, type TurnSpan } from "../session/TurnScheduler.js"
+import type { ProviderOutput } from "../provider/Provider.js"
+import { Multiplexer, type SessionBinding } from "../session/Multiplexer.js"
+import { TurnScheduler, type TurnStopped } from "../session/TurnScheduler.js"
+import { EventLog } from "../storage/EventLog.js"
 import { Tracing } from "../telemetry/Tracing.js"
 import { Activity } from "./Activity.js"
 import { USER } from "./AgentTree.js"
@@ -17,13 +25,14 @@ import { pausedNote } from "./Prompt.js"
 import { Delivery } from "./Delivery.js"
 import { Lifecycle } from "./Lifecycle.js"
 import { Mailbox } from "./Mailbox.js"
-import { type AgentOutput, OutputBus } from "./OutputBus.js"
+import { OutputBus } from "./OutputBus.js"
 import { Requests } from "./Requests.js"
 import { SpawnQueue } from "./SpawnQueue.js"
 import { ToolHandler } from "./ToolHandler.js"
 import { Tree } from "./Tree.js"
 import { HumanDesk, TurnGate } from "./TurnGate.js"
 import { TurnHooks } from "./TurnHooks.js"
+import { describeFailure, loggable, Tally, type TurnOutcome, type TurnSpan } from "./Turn.js"
 import { settle, type Trigger, Turns } from "./Turns.js"
 
 /** A child spawned during a turn could not be born (its session or `agent.created` not durable). */
@@ -31,6 +40,11 @@ export class BirthError extends Schema.TaggedError<BirthError>()("BirthError", {
   child: Schema.String,
   message: Schema.String
 }) {}
+
+/** The births of the turn's children failed (the turn fails; they are not tried again). */
+class BirthsFailed {
+  constructor(readonly cause: BirthError) {}
+}
 
 export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunner", {
   scoped: Effect.gen(function*() {
@@ -44,6 +58,8 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
     const spawns = yield* SpawnQueue
     const tools = yield* ToolHandler
     const scheduler = yield* TurnScheduler
+    const mux = yield* Multiplexer
+    const log = yield* EventLog
     const bus = yield* OutputBus
     const hooks = Option.getOrElse(yield* Effect.serviceOption(TurnHooks), () => ({
       afterTurn: () => Effect.void
@@ -196,7 +212,121 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
       }
     }
 
-    /** One wake = at most one turn of `agent` (its oldest trigger). */
+    /**
+     * What the provider streams, as it streams: its text and tool calls to the live output, and
+     * its own tool calls (claude's Write/Bash, codex's exec_command — ours are logged by the
+     * ToolHandler) into the log as a `tool_call.invoked` + `tool_call.result` pair, best-effort.
+     */
+    const streamed = (node: AgentNode, turn_id: TurnId, out: ProviderOutput) =>
+      Effect.gen(function*() {
+        if (out._tag === "TextChunk") {
+          return yield* bus.publish({ _tag: "Text", agent_id: node.id, turn_id, text: out.text })
+        }
+        if (out._tag !== "ToolCall") return
+        const { call_id, tool } = out
+        if (out.source === "provider") {
+          // The provider ran it before telling us: a span of no length below the turn.
+          if (tracing.enabled) {
+            yield* Effect.withSpan(Effect.void, "tool_call", {
+              attributes: { "gen_ai.tool.name": tool, "gen_ai.tool.call.id": call_id, "substrat.tool.source": "provider", "error": out.is_error }
+            })
+          }
+          yield* log.append(node.session_id, makeEvent("tool_call.invoked", { call_id, tool, arguments: loggable(out.arguments), source: "provider" })).pipe(
+            Effect.zipRight(log.append(node.session_id, makeEvent("tool_call.result", { call_id, tool, result: loggable(out.result), is_error: out.is_error, source: "provider" }))),
+            Effect.catchAll((e) => Effect.logWarning(`provider tool call ${tool} of turn ${turn_id} not logged: ${e.message}`))
+          )
+        }
+        yield* bus.publish({ _tag: "ToolCalled", agent_id: node.id, turn_id, tool, arguments: out.arguments, result: out.result, is_error: out.is_error })
+      })
+
+    /**
+     * One turn, top-down, holding a provider slot: `turn.start` is logged, the provider runs
+     * with its output streamed (until `stopped`), its usage is logged, the children it spawned
+     * are born (seed 001: durable before the turn's end), and `turn.complete` is logged. A failed
+     * end-event append fails the turn: nothing is acknowledged that is not durable; `usage` is
+     * best-effort (a warning when lost).
+     */
+    const runTurn = (node: AgentNode, turn_id: TurnId, prompt: string, tally: Tally, stopped: Effect.Effect<never, TurnStopped>) =>
+      mux.use(bindingOf(node), (provider) =>
+        Effect.gen(function*() {
+          yield* log.append(node.session_id, makeEvent("turn.start", { turn_id, prompt }))
+          turns.started(node.id, turn_id)
+          yield* bus.publish({ _tag: "TurnStarted", agent_id: node.id, turn_id, prompt })
+          yield* provider.send(prompt).pipe(
+            Stream.interruptWhen(stopped),
+            Stream.runForEach((out) => Effect.zipRight(Effect.sync(() => tally.add(out)), streamed(node, turn_id, out)))
+          )
+          if (tally.sawUsage) {
+            yield* log.append(node.session_id, makeEvent("usage", { turn_id, ...tally.usage })).pipe(
+              Effect.catchAll((e) => Effect.logWarning(`usage of turn ${turn_id} not logged: ${e.message}`))
+            )
+          }
+          yield* Effect.mapError(birthChildren(node), (e) => new BirthsFailed(e))
+          yield* log.append(node.session_id, makeEvent("turn.complete", { turn_id, response: tally.response }))
+          return { turn_id, prompt, response: tally.response, usage: tally.usage, error: null } satisfies TurnOutcome
+        })
+      )
+
+    /**
+     * A turn that failed (its provider, a slot, a log append, or the births): the children it
+     * spawned are born anyway (also durable before its end; not again when their birth was what
+     * failed), a budget on its path that ran out parks it (the reason is logged with the error, so
+     * recovery after a crash keeps it parked too), and `provider.error` is logged, best-effort.
+     * The session stays usable: its provider stays live for the next turn.
+     */
+    const failTurn = (node: AgentNode, turn_id: TurnId, prompt: string, tally: Tally, e: unknown) =>
+      Effect.gen(function*() {
+        if (!(e instanceof BirthsFailed)) {
+          yield* birthChildren(node).pipe(Effect.catchAll((b) => Effect.logWarning(`turn ${turn_id}: ${b._tag}: ${b.message}`)))
+        }
+        const error = describeFailure(e instanceof BirthsFailed ? e.cause : e)
+        const parked = gate === null ? null : gate.spent(node)
+        yield* log.append(node.session_id, makeEvent("provider.error", { turn_id, ...error, ...(parked === null ? {} : { parked }) })).pipe(
+          Effect.catchAll((le) => Effect.logWarning(`provider.error of turn ${turn_id} not logged: ${le.message}`))
+        )
+        return { turn_id, prompt, response: "", usage: tally.usage, error, ...(parked === null ? {} : { parked }) } satisfies TurnOutcome
+      })
+
+    /** With tracing on, the turn (and what follows it) as a `turn` span, its outcome as attributes. */
+    const traced = <E, R>(node: AgentNode, span: TurnSpan, turn: Effect.Effect<TurnOutcome, E, R>) =>
+      turn.pipe(
+        Effect.tap((o) =>
+          Effect.annotateCurrentSpan({
+            "substrat.turn.id": o.turn_id,
+            "gen_ai.usage.input_tokens": o.usage.input_tokens,
+            "gen_ai.usage.output_tokens": o.usage.output_tokens,
+            "substrat.cost_usd": o.usage.cost_usd,
+            ...(o.error === null ? {} : { "error": true, "error.type": o.error.reason, "substrat.error.message": o.error.message })
+          })
+        ),
+        tracing.asTurnOf(node.session_id),
+        Effect.withSpan("turn", {
+          ...(span.parent === undefined ? { root: true } : { parent: span.parent }),
+          links: span.links,
+          attributes: { "substrat.session.id": node.session_id, ...span.attributes }
+        })
+      )
+
+    /**
+     * Take the agent's oldest trigger and the messages its turn reads (None: nothing queued, or
+     * nothing to say — then the trigger is settled here). The turn's context begins now.
+     */
+    const takePrompt = (agent: AgentId) =>
+      Effect.suspend(() => {
+        const t = delivery.takeForTurn(agent)
+        if (Option.isNone(t)) return Effect.succeedNone
+        const { consumed, prompt, trigger } = t.value
+        if (prompt === null) return settle(trigger, null).pipe(Effect.as(Option.none()))
+        turns.begin(agent, trigger)
+        return delivery.markDelivered(agent, consumed).pipe(Effect.as(Option.some({ prompt, trigger, took: consumed })))
+      })
+
+    /**
+     * One wake = at most one turn of `agent` (its oldest trigger), read top-down: after the
+     * agent's earlier turns (one at a time per agent), the prompt is taken from its inbox, the
+     * turn runs in a provider slot (runTurn; failTurn when it fails) and can be stopped from
+     * outside, then it is recorded and answered (afterTurn) before the agent's next turn starts.
+     */
     const runWake = (agent: AgentId) =>
       Effect.gen(function*() {
         const node = tree.get(agent)
@@ -216,43 +346,25 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
           reserved = false
           return gate.turnEnded(node)
         })
-        let taken: Trigger | null = null
-        let took: ReadonlyArray<MessageEnvelope> = []
-        const prompt = Effect.suspend(() => {
-          const t = delivery.takeForTurn(agent)
-          if (Option.isNone(t)) return Effect.succeedNone
-          const { consumed, prompt, trigger } = t.value
-          taken = trigger
-          took = consumed
-          if (prompt === null) return settle(trigger, null).pipe(Effect.as(Option.none<string>()))
-          turns.begin(agent, trigger)
-          return delivery.markDelivered(agent, consumed).pipe(Effect.as(Option.some(prompt)))
-        })
-        const publish = (o: AgentOutput) => bus.publish(o)
-        yield* scheduler.run(bindingOf(node), prompt, {
-          onStart: (turn_id, p) =>
-            Effect.sync(() => turns.started(agent, turn_id)).pipe(
-              Effect.zipRight(publish({ _tag: "TurnStarted", agent_id: agent, turn_id, prompt: p }))
-            ),
-          onOutput: (turn_id, out) =>
-            out._tag === "TextChunk"
-              ? publish({ _tag: "Text", agent_id: agent, turn_id, text: out.text })
-              : out._tag === "ToolCall"
-              ? publish({
-                _tag: "ToolCalled",
-                agent_id: agent,
-                turn_id,
-                tool: out.tool,
-                arguments: out.arguments,
-                result: out.result,
-                is_error: out.is_error
-              })
-              : Effect.void,
-          beforeEnd: () => birthChildren(node),
-          parkedBy: () => Effect.sync(() => (gate === null ? null : gate.spent(node))),
-          after: (o) => (taken ? afterTurn(node, taken, o, took) : Effect.void).pipe(Effect.ensuring(release)),
-          span: () => turnSpan(node, taken, took)
-        }).pipe(Effect.ensuring(release))
+        yield* scheduler.serialize(
+          node.session_id,
+          Effect.gen(function*() {
+            const taken = yield* takePrompt(agent)
+            if (Option.isNone(taken)) return
+            const { prompt, trigger, took } = taken.value
+            const turn = Effect.gen(function*() {
+              const turn_id = newTurnId()
+              const tally = new Tally()
+              const outcome = yield* scheduler.stoppable(node.session_id, (stopped) =>
+                runTurn(node, turn_id, prompt, tally, stopped).pipe(
+                  Effect.catchAll((e) => failTurn(node, turn_id, prompt, tally, e))
+                ))
+              yield* afterTurn(node, trigger, outcome, took).pipe(Effect.ensuring(release))
+              return outcome
+            })
+            yield* tracing.enabled ? traced(node, turnSpan(node, trigger, took), turn) : turn
+          })
+        ).pipe(Effect.ensuring(release))
       }).pipe(Effect.ensuring(turns.addWork(-1)))
 
     const wakeLoop = yield* mailbox.nextWake.pipe(

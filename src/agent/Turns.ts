@@ -4,7 +4,7 @@
 // ends a turn. Operations on the map are synchronous (atomic within an Effect.sync block).
 import { Deferred, Effect, Stream, SubscriptionRef } from "effect"
 import type { AgentId, MessageId, TurnId } from "../domain/ids.js"
-import type { TurnOutcome } from "../session/TurnScheduler.js"
+import type { TurnOutcome } from "./Turn.js"
 
 /**
  * Why a turn runs: a message that wakes the agent, or an explicit prompt. `note`: text put first
