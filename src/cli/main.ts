@@ -29,7 +29,8 @@ const commands = {
   config: () => import("./commands/config.js").then((m) => m.configCommand),
   budget: () => import("./commands/budget.js").then((m) => m.budgetCommand),
   caps: () => import("./commands/caps.js").then((m) => m.capsCommand),
-  inbox: () => import("./commands/budget.js").then((m) => m.inboxCommand)
+  inbox: () => import("./commands/budget.js").then((m) => m.inboxCommand),
+  cluster: () => import("./commands/cluster.js").then((m) => m.clusterCommand)
 }
 type Name = keyof typeof commands
 type TopCommand = Awaited<ReturnType<(typeof commands)[Name]>>

@@ -374,10 +374,16 @@ const settingsConfig = Config.all({
     postgres: optional(["cluster", "postgres"], postgresUrl, {
       description:
         "Cluster mode (docs/cluster.md): the Postgres URL of the cluster's shared storage; unset: a single daemon on its own disk",
-      secret: true
+      secret: true,
+      flag: "--cluster"
     }),
     listen: optional(["cluster", "listen"], hostPort(1), {
-      description: "Cluster mode: host:port this runner listens on for the other runners (an address they can reach)"
+      description: "Cluster mode: host:port this runner listens on for the other runners (an address they can reach)",
+      flag: "--listen"
+    }),
+    leaseMs: setting(["cluster", "leaseMs"], int(1000), 20_000, {
+      description:
+        "Cluster mode: a runner that stops heartbeating is dropped after this long (ms) and its shards go to the others; it heartbeats every quarter of it"
     }),
     workspaceRemote: optional(["cluster", "workspaceRemote"], text, {
       description: "Cluster mode: the shared git remote (a bare repository on shared storage, or a git URL) recorded turns are pushed to"
@@ -419,6 +425,8 @@ export interface Flags {
   readonly graceMs?: number | undefined
   readonly maxLineBytes?: number | undefined
   readonly http?: string | undefined
+  /** `--cluster` / `--listen` (keys `cluster.postgres`, `cluster.listen`). */
+  readonly cluster?: { readonly postgres?: string | undefined; readonly listen?: string | undefined } | undefined
 }
 
 /** A setting that does not parse, or a config.toml that cannot be used. */
@@ -445,8 +453,25 @@ const envProvider = (env: ProcessEnv): ConfigProvider.ConfigProvider => {
 
 const prefixed = (env: ConfigProvider.ConfigProvider) => env.pipe(ConfigProvider.constantCase, ConfigProvider.nested("SUBSTRAT"))
 
-const flagsProvider = (flags: Flags) =>
-  ConfigProvider.fromJson(Object.fromEntries(Object.entries(flags).filter(([, v]) => v !== undefined)))
+/** The flags given, as dotted keys (`cluster.postgres`) to their values. */
+const flagEntries = (flags: Flags): Array<readonly [string, unknown]> =>
+  Object.entries(flags).flatMap(([k, v]): Array<readonly [string, unknown]> =>
+    v === undefined
+      ? []
+      : typeof v === "object" && v !== null
+      ? Object.entries(v).flatMap(([k2, v2]) => (v2 === undefined ? [] : [[`${k}.${k2}`, v2] as const]))
+      : [[k, v] as const]
+  )
+
+const flagsProvider = (flags: Flags) => {
+  const doc: Record<string, unknown> = {}
+  for (const [key, value] of flagEntries(flags)) {
+    const [head, leaf] = key.split(".")
+    if (leaf === undefined) doc[head!] = value
+    else doc[head!] = { ...(doc[head!] as Record<string, unknown> | undefined), [leaf]: value }
+  }
+  return ConfigProvider.fromJson(doc)
+}
 
 /** `~/.substrat` spelled out. */
 export const defaultHomeDir = (): string => Path.join(homedir(), ".substrat")
@@ -585,7 +610,7 @@ export const load = (
       )) }
       : rest.otlp
 
-    const setFlags = new Set(Object.entries(flags).flatMap(([k, v]) => (v === undefined ? [] : [k])))
+    const setFlags = new Set(flagEntries(flags).map(([k]) => k))
     const fileSet = new Set(fileKeys)
     const sources: Record<string, Source> = {}
     for (const k of keys) {
@@ -699,7 +724,7 @@ export const defaults = (overrides: Partial<Settings> = {}): Settings => ({
     logBytesPerHour: 256 * 1024 * 1024,
     parkAfter: 20
   },
-  cluster: { postgres: Option.none(), listen: Option.none(), workspaceRemote: Option.none() },
+  cluster: { postgres: Option.none(), listen: Option.none(), leaseMs: 20_000, workspaceRemote: Option.none() },
   meter: { prices: Option.none() },
   credentials: {
     anthropicApiKey: Option.none(),

@@ -21,7 +21,10 @@ import * as FileLimit from "./FileLimit.js"
 import * as Http from "../http/Server.js"
 import { acquirePidFile, DaemonError, prepareHome, publishSocket, stagingSocket } from "./Lifecycle.js"
 import { AdminRpcs } from "../protocol/AdminRpcs.js"
-import { Drain, RuntimeLive } from "./Runtime.js"
+import { Drain, RuntimeLive, runtimeOn, StorageSql } from "./Runtime.js"
+import * as Cluster from "./Cluster.js"
+import * as Postgres from "../storage/Postgres.js"
+import { parseAddress } from "../domain/address.js"
 import * as SocketGuard from "../protocol/SocketGuard.js"
 import { monitor } from "./Storage.js"
 import { faultOf } from "../domain/errors.js"
@@ -44,6 +47,8 @@ export interface DaemonOverrides {
 export const run = (settings: DaemonSettings, overrides: DaemonOverrides = {}): Effect.Effect<void, DaemonError> =>
   Effect.scoped(Effect.gen(function*() {
     const paths = makePaths(settings.home)
+    // Cluster mode: Postgres must answer before anything starts (exit 2 with the URL and the cause).
+    const cluster = yield* clusterStart(settings)
     const control = yield* DaemonControl.make(settings, paths.socket)
     // stdout/stderr are daemon.log: a failed write (a full disk) must not end the process (an
     // 'error' nobody handles, or bin.ts's listener rethrowing it, is an uncaught exception that
@@ -72,7 +77,10 @@ export const run = (settings: DaemonSettings, overrides: DaemonOverrides = {}): 
       tracing
     )
     // Storage, transcript and orchestration (Runtime.ts decides which implementations).
-    const runtime = yield* Layer.build(RuntimeLive.pipe(Layer.provideMerge(base))).pipe(
+    const storageRuntime = cluster === undefined
+      ? RuntimeLive
+      : runtimeOn(StorageSql.pipe(Layer.provide(Layer.succeedContext(cluster.sql))))
+    const runtime = yield* Layer.build(storageRuntime.pipe(Layer.provideMerge(base))).pipe(
       Effect.mapError((e) => new DaemonError({ reason: "home", message: `start-up failed: ${String(e)}` }))
     )
 
@@ -135,7 +143,14 @@ export const run = (settings: DaemonSettings, overrides: DaemonOverrides = {}): 
     // merges into every request's runtime) holds the handlers and the protocol. It is built from
     // the Scope alone, so the CLI's services around `daemon run` (file system, path, terminal)
     // are not copied into every request's context either.
-    const handlers = yield* Layer.build(HandlersLive).pipe(Effect.provide(runtime))
+    // The cluster runner (Cluster.ts) starts once the local trees are recovered.
+    const runner = cluster === undefined ? Context.empty() : yield* Layer.build(Cluster.layer(cluster.runner).pipe(
+      Layer.provide(Layer.succeedContext(cluster.sql))
+    )).pipe(
+      Effect.mapError((e) => new DaemonError({ reason: "cluster", message: `cannot start the cluster runner on ${cluster.listen}: ${String(e)}` }))
+    )
+    if (cluster !== undefined) yield* Effect.logInfo(`cluster runner on ${cluster.listen}`)
+    const handlers = yield* Layer.build(HandlersLive).pipe(Effect.provide(Context.merge(runtime, runner)))
     const ServerLive = RpcServer.layer(AdminRpcs, { disableFatalDefects: true, concurrency: "unbounded", disableTracing: true }).pipe(
       Layer.provide(Layer.succeedContext(handlers)),
       Layer.provide(SocketGuard.layerProtocol(guard, control.connections)),
@@ -157,6 +172,24 @@ export const run = (settings: DaemonSettings, overrides: DaemonOverrides = {}): 
     yield* Deferred.await(control.stop)
     yield* Effect.logInfo("stopping")
   }))
+
+/** Cluster mode's Postgres client and runner settings, checked before anything starts; undefined for a single daemon. */
+const clusterStart = (settings: DaemonSettings) =>
+  Effect.gen(function*() {
+    const { postgres, listen, leaseMs } = settings.cluster
+    if (Option.isNone(postgres)) {
+      if (Option.isSome(listen)) return yield* new DaemonError({ reason: "cluster", message: "--listen (cluster.listen) needs --cluster <postgres url> (cluster.postgres)" })
+      return undefined
+    }
+    const address = Option.isSome(listen) ? parseAddress(listen.value) : undefined
+    if (address === undefined) {
+      return yield* new DaemonError({ reason: "cluster", message: "--cluster needs --listen <host:port> (cluster.listen): the address the other runners reach this one at" })
+    }
+    const sql = yield* Layer.build(Postgres.layer({ url: postgres.value })).pipe(
+      Effect.mapError((e) => new DaemonError({ reason: "cluster", message: e.message }))
+    )
+    return { sql, listen: `${address.host}:${address.port}`, runner: { host: address.host, port: address.port, leaseMs } }
+  })
 
 /** Shutdown drain: wait for running turns up to the grace period, then suspend live sessions. */
 const drain = Effect.gen(function*() {

@@ -9,6 +9,7 @@ import type * as Rpc from "@effect/rpc/Rpc"
 import { Effect, Layer, type Scope } from "effect"
 import { AgentHandlers } from "./handlers/Agents.js"
 import { BudgetHandlers } from "./handlers/Budgets.js"
+import { ClusterHandlers } from "./handlers/Cluster.js"
 import { DaemonHandlers } from "./handlers/Daemon.js"
 import { EventsHandlers } from "./handlers/Events.js"
 import { AdminMiddlewareLive } from "./handlers/Middleware.js"
@@ -26,6 +27,7 @@ export const HandlersLive = Layer.mergeAll(
   WorkspaceHandlers,
   SwarmHandlers,
   BudgetHandlers,
+  ClusterHandlers,
   AdminMiddlewareLive
 ).pipe(Layer.provide(ResolverService.layer))
 

@@ -10,7 +10,7 @@ import type { Paths } from "../config/Paths.js"
 import { storageFault } from "../domain/errors.js"
 
 export class DaemonError extends Data.TaggedError("DaemonError")<{
-  readonly reason: "already-running" | "home" | "pidfile" | "socket"
+  readonly reason: "already-running" | "home" | "pidfile" | "socket" | "cluster"
   readonly message: string
   readonly pid?: number
 }> {}

@@ -50,10 +50,17 @@ export class Drain extends Context.Tag("substrat/daemon/Drain")<Drain, {
   readonly suspendAll: Effect.Effect<number>
 }>() {}
 
-const StorageLive = Layer.mergeAll(
-  EventTap.layer.pipe(Layer.provide(Layer.mergeAll(EventLog.layerFile, EventIndex.layerFile.pipe(Layer.provide(NodeContext.layer))))),
-  SessionStore.layerFile
-).pipe(Layer.provideMerge(Durable.layer))
+/** The storage ports over the given event log and session store (the file layers, or Postgres in cluster mode). */
+const storageWith = <E1, E2, R1, R2>(log: Layer.Layer<EventLog, E1, R1>, store: Layer.Layer<SessionStore, E2, R2>) =>
+  Layer.mergeAll(
+    EventTap.layer.pipe(Layer.provide(Layer.mergeAll(log, EventIndex.layerFile.pipe(Layer.provide(NodeContext.layer))))),
+    store
+  ).pipe(Layer.provideMerge(Durable.layer))
+
+const StorageLive = storageWith(EventLog.layerFile, SessionStore.layerFile)
+
+/** Cluster mode: event logs and session records in Postgres (the SqlClient's), the rest on the home's disk. */
+export const StorageSql = storageWith(EventLog.layerSql, SessionStore.layerSql)
 
 const SlotsLive = Layer.unwrapEffect(Effect.map(DaemonConfig, (c) => MultiplexerConfig.layer(c.slots)))
 
@@ -168,7 +175,8 @@ const SwarmLive = SwarmSchedules.Default.pipe(
 
 // The event feed (src/feed/EventFeed.ts) is one for the daemon, shared by the admin socket's and
 // HTTP's handlers: its directory of session owners is filled by one read of every log.
-export const RuntimeLive = Layer.mergeAll(
+/** The runtime over the given storage (cluster mode: `StorageSql` with the Postgres client provided). */
+export const runtimeOn = <E, R>(storage: Layer.Layer<Layer.Layer.Success<typeof StorageLive>, E, R>) => Layer.mergeAll(
   DrainLive,
   layerStartupRecovery,
   SwarmLive,
@@ -184,8 +192,10 @@ export const RuntimeLive = Layer.mergeAll(
   Layer.provideMerge(Layer.mergeAll(WorkspacesLive, SandboxLive)),
   Layer.provideMerge(StateLive),
   Layer.provideMerge(Transcript.Default),
-  Layer.provideMerge(StorageLive)
+  Layer.provideMerge(storage)
 )
+
+export const RuntimeLive = runtimeOn(StorageLive)
 
 export type RuntimeServices = Layer.Layer.Success<typeof RuntimeLive>
 export type RuntimeRequirements = Layer.Layer.Context<typeof RuntimeLive> | SubstratPaths | EgressResolver

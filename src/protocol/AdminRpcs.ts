@@ -8,6 +8,7 @@ import type * as RpcClient from "@effect/rpc/RpcClient"
 import type * as RpcGroup from "@effect/rpc/RpcGroup"
 import { AgentGroup } from "./admin/agent.js"
 import { BudgetGroup } from "./admin/budget.js"
+import { ClusterGroup } from "./admin/cluster.js"
 import { DaemonGroup } from "./admin/daemon.js"
 import { EventsGroup } from "./admin/events.js"
 import { SessionGroup } from "./admin/session.js"
@@ -16,6 +17,7 @@ import { WorkspaceGroup } from "./admin/workspace.js"
 
 export * from "./admin/agent.js"
 export * from "./admin/budget.js"
+export * from "./admin/cluster.js"
 export * from "./admin/common.js"
 export * from "./admin/daemon.js"
 export * from "./admin/events.js"
@@ -23,7 +25,7 @@ export * from "./admin/session.js"
 export * from "./admin/swarm.js"
 export * from "./admin/workspace.js"
 
-export class AdminRpcs extends DaemonGroup.merge(AgentGroup, EventsGroup, SessionGroup, WorkspaceGroup, SwarmGroup, BudgetGroup) {}
+export class AdminRpcs extends DaemonGroup.merge(AgentGroup, EventsGroup, SessionGroup, WorkspaceGroup, SwarmGroup, BudgetGroup, ClusterGroup) {}
 
 /** Every method name, for the frame guard and the docs. */
 export const methodNames: ReadonlyArray<string> = Array.from(AdminRpcs.requests.keys())

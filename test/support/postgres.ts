@@ -40,7 +40,8 @@ export interface PgServer {
   readonly log: () => string
 }
 
-const freePort = (): Promise<number> =>
+/** A free TCP port on 127.0.0.1 (closed again; the caller binds it next). */
+export const freePort = (): Promise<number> =>
   new Promise((resolve, reject) => {
     const srv = net.createServer()
     srv.once("error", reject)

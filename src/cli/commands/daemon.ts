@@ -1,6 +1,6 @@
 // `substrat daemon start|stop|status|run`.
 import { Command, Options } from "@effect/cli"
-import { Console, Duration, Effect, Option } from "effect"
+import { Console, Duration, Effect, Option, Redacted } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import { resolveSettings } from "../../config/DaemonConfig.js"
@@ -29,7 +29,18 @@ const http = Options.text("http").pipe(
   Options.optional
 )
 
+const clusterUrl = Options.text("cluster").pipe(
+  Options.withDescription("Cluster mode (docs/cluster.md): run as a runner of the cluster whose shared storage is this Postgres URL (else $SUBSTRAT_CLUSTER_POSTGRES, cluster.postgres in config.toml); needs --listen"),
+  Options.optional
+)
+const listen = Options.text("listen").pipe(
+  Options.withDescription("Cluster mode: HOST:PORT this runner listens on for the other runners, an address they can reach (else $SUBSTRAT_CLUSTER_LISTEN, cluster.listen in config.toml)"),
+  Options.optional
+)
+
 const settingsOf = (o: {
+  readonly cluster?: Option.Option<string>
+  readonly listen?: Option.Option<string>
   readonly http?: Option.Option<string>
   readonly home: Option.Option<string>
   readonly slots: Option.Option<number>
@@ -41,24 +52,31 @@ const settingsOf = (o: {
     slots: Option.getOrUndefined(o.slots),
     graceMs: Option.getOrUndefined(o.grace),
     maxLineBytes: Option.getOrUndefined(o.maxLine),
-    http: Option.getOrUndefined(o.http ?? Option.none())
+    http: Option.getOrUndefined(o.http ?? Option.none()),
+    cluster: {
+      postgres: Option.getOrUndefined(o.cluster ?? Option.none()),
+      listen: Option.getOrUndefined(o.listen ?? Option.none())
+    }
   }).pipe(Effect.mapError((e) => new CliError({ kind: "invalid-input", message: e.message })))
 
-const runCommand = Command.make("run", { home, slots, grace, maxLine, http }, (o) =>
+const runCommand = Command.make("run", { home, slots, grace, maxLine, http, cluster: clusterUrl, listen }, (o) =>
   Effect.gen(function*() {
     const settings = yield* settingsOf(o)
     // Loaded only here: one-shot commands never pay for the daemon's modules.
     const Daemon = yield* Effect.promise(() => import("../../daemon/Daemon.js"))
     yield* Daemon.run(settings).pipe(
       Effect.mapError((e) =>
-        new CliError({ kind: e.reason === "already-running" ? "already-running" : "internal", message: e.message })
+        new CliError({
+          kind: e.reason === "already-running" ? "already-running" : e.reason === "cluster" ? "invalid-input" : "internal",
+          message: e.message
+        })
       )
     )
   })).pipe(Command.withDescription(describe("Run the daemon in the foreground (for supervisors and tests); stops on SIGTERM/SIGINT", {
     examples: ["substrat daemon run --home /srv/substrat"]
   })))
 
-const startCommand = Command.make("start", { home, slots, grace, maxLine, http, json }, (o) =>
+const startCommand = Command.make("start", { home, slots, grace, maxLine, http, cluster: clusterUrl, listen, json }, (o) =>
   Effect.gen(function*() {
     const settings = yield* settingsOf(o)
     const paths = pathsOf(Option.some(settings.home))
@@ -86,9 +104,15 @@ const startCommand = Command.make("start", { home, slots, grace, maxLine, http, 
           String(settings.graceMs),
           "--max-line-bytes",
           String(settings.maxLineBytes),
-          ...(settings.http === undefined ? [] : ["--http", settings.http])
+          ...(settings.http === undefined ? [] : ["--http", settings.http]),
+          ...Option.match(settings.cluster.listen, { onNone: () => [], onSome: (l) => ["--listen", l] })
         ]
-        const c = spawn(process.execPath, args, { detached: true, stdio: ["ignore", log, log] })
+        // The Postgres URL may carry a password: passed in the environment, not on the command line.
+        const env = Option.match(settings.cluster.postgres, {
+          onNone: () => process.env,
+          onSome: (url) => ({ ...process.env, SUBSTRAT_CLUSTER_POSTGRES: Redacted.value(url) })
+        })
+        const c = spawn(process.execPath, args, { detached: true, stdio: ["ignore", log, log], env })
         fs.closeSync(log)
         c.unref()
         return c
@@ -100,7 +124,7 @@ const startCommand = Command.make("start", { home, slots, grace, maxLine, http, 
         if (child.exitCode !== null || child.signalCode !== null) {
           const tail = fs.readFileSync(paths.daemonLog, "utf8").trim().split("\n").slice(-3).join(" | ")
           return yield* new CliError({
-            kind: child.exitCode === 6 ? "already-running" : "internal",
+            kind: child.exitCode === 6 ? "already-running" : child.exitCode === 2 ? "invalid-input" : "internal",
             message: `the daemon exited during start-up (code ${child.exitCode ?? child.signalCode}); ${paths.daemonLog}: ${tail}`
           })
         }
@@ -124,7 +148,11 @@ const startCommand = Command.make("start", { home, slots, grace, maxLine, http, 
     if (o.json) yield* printJson({ pid: started, socket: paths.socket, home: paths.home, log: paths.daemonLog })
     else yield* Console.log(`daemon started (pid ${started}, socket ${paths.socket})`)
   })).pipe(Command.withDescription(describe("Start the daemon in the background; waits until its socket answers", {
-    examples: ["substrat daemon start", "substrat daemon start --slots 8 --http 127.0.0.1:7777", "substrat daemon start --home /tmp/sub"]
+    examples: [
+      "substrat daemon start",
+      "substrat daemon start --slots 8 --http 127.0.0.1:7777",
+      "substrat daemon start --cluster postgres://substrat:secret@db:5432/substrat --listen 10.0.0.5:7400"
+    ]
   })))
 
 const stopCommand = Command.make("stop", { home, json }, (o) =>

@@ -1,0 +1,116 @@
+// Cluster mode (docs/cluster.md): the daemon is also an `@effect/cluster` runner. This module
+// composes the engine's pieces — `SocketRunner` (the runner server and its clients over TCP,
+// `NodeClusterSocket`), `RunnerHealth.layerPing`, `SqlMessageStorage` and `SqlRunnerStorage` on
+// the daemon's Postgres client — with a `ShardingConfig` built from Substrat's own settings
+// (`cluster.listen`, `cluster.lease_ms`), not from the engine's `layerFromEnv`, which would read
+// generic variables such as HOST and PORT. Placement, shard locks, heartbeats and failure
+// detection are the engine's; `ClusterRunner.status` only reads its runner table and computes the
+// same shard assignment the engine does (its hash ring over the healthy runners).
+import * as MessageStorage from "@effect/cluster/MessageStorage"
+import * as RunnerAddress from "@effect/cluster/RunnerAddress"
+import * as RunnerHealth from "@effect/cluster/RunnerHealth"
+import * as Runners from "@effect/cluster/Runners"
+import * as RunnerStorage from "@effect/cluster/RunnerStorage"
+import * as Sharding from "@effect/cluster/Sharding"
+import * as ShardingConfig from "@effect/cluster/ShardingConfig"
+import * as ShardId from "@effect/cluster/ShardId"
+import * as SocketRunner from "@effect/cluster/SocketRunner"
+import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
+import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
+import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
+import * as RpcSerialization from "@effect/rpc/RpcSerialization"
+import type { SqlClient } from "@effect/sql"
+import { Context, Duration, Effect, HashRing, Layer, Option } from "effect"
+import type { ClusterStatus } from "../protocol/admin/cluster.js"
+
+export interface RunnerSettings {
+  readonly host: string
+  readonly port: number
+  /** A runner that stopped heartbeating is dropped after this long; it heartbeats every quarter of it. */
+  readonly leaseMs: number
+}
+
+/** The engine's configuration for this runner. */
+export const shardingConfig = (s: RunnerSettings): ShardingConfig.ShardingConfig["Type"] => {
+  const address = RunnerAddress.make(s.host, s.port)
+  return {
+    ...ShardingConfig.defaults,
+    runnerAddress: Option.some(address),
+    runnerListenAddress: Option.some(address),
+    shardLockExpiration: Duration.millis(s.leaseMs),
+    shardLockRefreshInterval: Duration.millis(Math.max(250, Math.floor(s.leaseMs / 4))),
+    refreshAssignmentsInterval: Duration.millis(Math.max(250, Math.min(3000, Math.floor(s.leaseMs / 4)))),
+    runnerHealthCheckInterval: Duration.millis(Math.max(1000, Math.floor(s.leaseMs / 2)))
+  }
+}
+
+/** What `cluster status` shows, read by any runner. */
+export class ClusterRunner extends Context.Tag("substrat/daemon/ClusterRunner")<ClusterRunner, {
+  readonly status: Effect.Effect<ClusterStatus, string>
+}>() {}
+
+/** host:port (an IPv6 host in brackets), as `--listen` takes it. */
+const addressText = (a: RunnerAddress.RunnerAddress): string => (a.host.includes(":") ? `[${a.host}]:${a.port}` : `${a.host}:${a.port}`)
+
+const statusOf = Effect.gen(function*() {
+  const config = yield* ShardingConfig.ShardingConfig
+  const storage = yield* RunnerStorage.RunnerStorage
+  const sharding = yield* Sharding.Sharding
+  const self = Option.getOrUndefined(config.runnerAddress)
+  return Effect.gen(function*() {
+    const runners = yield* storage.getRunners.pipe(Effect.mapError((e) => `cannot read the runners from Postgres: ${String(e.cause ?? e)}`))
+    // The engine's assignment: one hash ring per shard group over the healthy runners.
+    const counts = new Map<string, number>()
+    for (const group of config.availableShardGroups) {
+      const ring = HashRing.make<RunnerAddress.RunnerAddress>()
+      for (const [runner, healthy] of runners) {
+        if (healthy && runner.groups.includes(group)) HashRing.add(ring, runner.address, { weight: runner.weight })
+      }
+      for (const address of HashRing.getShards(ring, config.shardsPerGroup) ?? []) {
+        counts.set(addressText(address), (counts.get(addressText(address)) ?? 0) + 1)
+      }
+    }
+    let held = 0
+    for (const group of config.availableShardGroups) {
+      for (let i = 1; i <= config.shardsPerGroup; i++) if (sharding.hasShardId(ShardId.make(group, i))) held++
+    }
+    return {
+      self: self === undefined ? null : addressText(self),
+      lease_ms: Duration.toMillis(config.shardLockExpiration),
+      shards: config.shardsPerGroup * config.availableShardGroups.length,
+      held,
+      runners: runners
+        .map(([runner, healthy]) => ({
+          address: addressText(runner.address),
+          healthy,
+          shards: counts.get(addressText(runner.address)) ?? 0,
+          self: self !== undefined && addressText(runner.address) === addressText(self)
+        }))
+        .sort((a, b) => a.address.localeCompare(b.address))
+    }
+  })
+})
+
+/**
+ * The runner: the engine's services (Sharding, Runners, MessageStorage, RunnerStorage) and
+ * ClusterRunner, on the given SqlClient. Listening fails with the engine's SocketServerError.
+ */
+export const layer = (s: RunnerSettings) => {
+  const config = ShardingConfig.layer(shardingConfig(s))
+  const health = RunnerHealth.layerPing.pipe(Layer.provide(Runners.layerRpc), Layer.provide(NodeClusterSocket.layerClientProtocol))
+  const engine = SocketRunner.layer.pipe(
+    Layer.provide([NodeClusterSocket.layerSocketServer, NodeClusterSocket.layerClientProtocol]),
+    Layer.provide(health),
+    Layer.provideMerge(Layer.orDie(SqlMessageStorage.layer)),
+    Layer.provideMerge(Layer.orDie(SqlRunnerStorage.layer))
+  )
+  return Layer.effect(ClusterRunner, Effect.map(statusOf, (status) => ClusterRunner.of({ status }))).pipe(
+    Layer.provideMerge(engine),
+    Layer.provideMerge(config),
+    Layer.provide(RpcSerialization.layerMsgPack)
+  ) satisfies Layer.Layer<
+    ClusterRunner | Sharding.Sharding | Runners.Runners | MessageStorage.MessageStorage | RunnerStorage.RunnerStorage | ShardingConfig.ShardingConfig,
+    unknown,
+    SqlClient.SqlClient
+  >
+}

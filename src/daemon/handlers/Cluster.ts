@@ -1,0 +1,18 @@
+// Handlers of the `cluster.*` methods (src/protocol/admin/cluster.ts). A daemon that is not a
+// cluster runner answers `cluster.status` with no runners and `self: null`.
+import { Effect, Option } from "effect"
+import { Internal } from "../../protocol/admin/common.js"
+import { ClusterGroup } from "../../protocol/AdminRpcs.js"
+import { ClusterRunner } from "../Cluster.js"
+import { handlersOf, served } from "./Middleware.js"
+
+export const ClusterHandlers = served(ClusterGroup, Effect.gen(function*() {
+  const runner = yield* Effect.serviceOption(ClusterRunner)
+  return handlersOf(ClusterGroup)({
+    "cluster.status": () =>
+      Option.match(runner, {
+        onNone: () => Effect.succeed({ self: null, lease_ms: 0, shards: 0, held: 0, runners: [] }),
+        onSome: (r) => Effect.mapError(r.status, (message) => new Internal({ message }))
+      })
+  })
+}))

@@ -1,0 +1,34 @@
+// Admin methods `cluster.*` (docs/protocol.md, docs/cluster.md).
+import * as Rpc from "@effect/rpc/Rpc"
+import * as RpcGroup from "@effect/rpc/RpcGroup"
+import { Schema } from "effect"
+import { AdminMiddleware, RpcError } from "./common.js"
+
+export const ClusterRunnerInfo = Schema.Struct({
+  /** host:port the runner listens on for the other runners. */
+  address: Schema.String,
+  /** The engine's health flag (a runner that stops answering pings is marked unhealthy). */
+  healthy: Schema.Boolean,
+  /** Shards the engine assigns to it (its hash ring over the healthy runners). */
+  shards: Schema.Number,
+  /** The runner answering this request. */
+  self: Schema.Boolean
+})
+
+export const ClusterStatus = Schema.Struct({
+  /** This runner's address (null: not a cluster runner). */
+  self: Schema.NullOr(Schema.String),
+  /** A runner that stops heartbeating is dropped after this many ms. */
+  lease_ms: Schema.Number,
+  /** Shards in the cluster. */
+  shards: Schema.Number,
+  /** Shards this runner holds the lock of now. */
+  held: Schema.Number,
+  /** Runners whose heartbeat is younger than the lease, by address. */
+  runners: Schema.Array(ClusterRunnerInfo)
+})
+export type ClusterStatus = typeof ClusterStatus.Type
+
+export class ClusterStatusRpc extends Rpc.make("cluster.status", { success: ClusterStatus, error: RpcError }) {}
+
+export const ClusterGroup = RpcGroup.make(ClusterStatusRpc).middleware(AdminMiddleware)
