@@ -102,6 +102,10 @@ export const feedLine = (entry: LogEntry, names: Names, memory?: FeedMemory): Fe
       return { agent: own, text: `? asks the human: ${clip(entry.data.question)} (inbox item ${entry.data.item_id})` }
     case "human.answered":
       return { agent: own, text: `← the human answers: ${clip(entry.data.answer)}` }
+    case "permission.asked":
+      return { agent: own, text: `? ${clip(entry.data.question)} (inbox item ${entry.data.item_id})` }
+    case "permission.answered":
+      return { agent: own, text: `← the human answers the permission request: ${entry.data.choice}` }
     case "caps.set": {
       const d = entry.data
       const parts = [d.max_depth === null ? null : `depth ${d.max_depth}`, d.max_children === null ? null : `${d.max_children} live children`, d.max_live === null ? null : `${d.max_live} live agents`]

@@ -156,6 +156,14 @@ export const BudgetBreachedData = Schema.Struct({ item_id: Schema.String, reason
 /** `ask_human`: the agent is parked until the human answers (`human.answered`, same item id). */
 export const HumanAskedData = Schema.Struct({ item_id: Schema.String, question: Schema.String })
 export const HumanAnsweredData = Schema.Struct({ item_id: Schema.String, answer: Schema.String })
+/**
+ * An ACP agent's permission request under `approve = ask` (src/provider/acp/Asks.ts): an inbox item
+ * until its `permission.answered`. `key` identifies the question (its text and the tool's input,
+ * hashed): a turn re-run after a restart that asks the same question gets the same item, or the
+ * answer already given.
+ */
+export const PermissionAskedData = Schema.Struct({ item_id: Schema.String, key: Schema.String, question: Schema.String })
+export const PermissionAnsweredData = Schema.Struct({ item_id: Schema.String, choice: Schema.Literal("allow", "allow-always", "reject") })
 /** A root's own tree caps (docs/budgets.md, "Caps"); null fields: the config's. The last one logged is in force. */
 export const CapsSetData = TreeCaps
 /**
@@ -286,6 +294,8 @@ export const LogEvent = Schema.Union(
   event("budget.breached", BudgetBreachedData),
   event("human.asked", HumanAskedData),
   event("human.answered", HumanAnsweredData),
+  event("permission.asked", PermissionAskedData),
+  event("permission.answered", PermissionAnsweredData),
   event("caps.set", CapsSetData),
   event("spawn.queued", SpawnQueuedData),
   event("spawn.started", SpawnStartedData),

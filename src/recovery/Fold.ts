@@ -526,6 +526,9 @@ const handlers: { readonly [E in LogEventName]: Handler<E> } = {
   "suspend.result": ignore,
   "workspace.diff": ignore,
   "egress.request": ignore,
+  // The acp provider reads a re-run turn's questions back (src/provider/acp/Asks.ts).
+  "permission.asked": ignore,
+  "permission.answered": ignore,
   "workspace.overlap": ignore,
   // The merge queue reads its own items back (src/daemon/MergeQueue.ts).
   "merge.queued": ignore,

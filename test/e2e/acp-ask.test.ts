@@ -2,10 +2,12 @@
 // `acp.approve = "ask"` through the real daemon and CLI with the in-repo ACP test agent
 // (test/fixtures/acp-agent.ts) in bwrap: the agent's `session/request_permission` becomes a
 // `permission` item in `substrat inbox` while the turn waits; `substrat inbox answer <id>
-// allow|allow-always|reject` answers it with the matching ACP option. kill -9 while the question
-// is open: after the restart the interrupted turn is re-run and the agent asks again (a new item;
-// the old one is gone), and the answer to that one finishes the turn once. `acp.ask_timeout_seconds`
-// rejects an unanswered request and says so.
+// allow|allow-always|reject` answers it with the matching ACP option. Questions and answers are
+// logged: kill -9 while the question is open — after the restart the interrupted turn is re-run,
+// the agent asks again and it is the same inbox item (same id), whose answer finishes the turn
+// once; kill -9 after the answer, before the turn ends — the re-run's same question is answered
+// with the logged choice, nobody is asked twice. `acp.ask_timeout_seconds` rejects an unanswered
+// request and says so.
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
@@ -14,7 +16,7 @@ import { bundleAcpAgent } from "../support/acpAgent.js"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
 import { agentEvents as events, dataNamed as of } from "./support.js"
 
-type Item = { readonly id: string; readonly kind: string; readonly agent_id: string; readonly agent_name: string; readonly text: string }
+type Item = { readonly id: string; readonly kind: string; readonly agent_id: string; readonly agent_name: string; readonly text: string; readonly ts: string }
 
 const owned = daemons()
 const dirs: Array<string> = []
@@ -41,7 +43,7 @@ const permissionLines = (h: string, sid: string) =>
   of(events(h, sid), "tool_call.result").filter((r) => r["tool"] === "permission").map((r) => [r["result"], r["is_error"]])
 
 describe("acp.approve = ask: permission requests in the human inbox (daemon + CLI)", () => {
-  it("the turn waits on the inbox item; allow-always / reject map to the ACP options; kill -9 re-runs the turn and asks again", async () => {
+  it("the turn waits on the inbox item; allow-always / reject map to the ACP options; kill -9 re-runs the turn: an open question is the same item, an answered one is answered from the log", async () => {
     const { h, provider } = setup("[acp]\napprove = \"ask\"\n")
     const pid = await startDaemon(h)
     owned.track(pid)
@@ -71,23 +73,41 @@ describe("acp.approve = ask: permission requests in the human inbox (daemon + CL
     await second.exit
     const pid2 = await startDaemon(h)
     owned.track(pid2)
-    // Recovery re-runs the interrupted turn: the agent asks again, under a new item.
-    const q3 = await asked(h, [q2.id])
-    expect((await permissions(h)).map((i) => i.id)).toEqual([q3.id])
-    expect(q3).toMatchObject({ agent_id: a.id, agent_name: "asker" })
-    expect((await cli(h, ["inbox", "answer", q2.id, "allow"])).code).not.toBe(0)
-    expect((await cliJson<{ kind: string }>(h, ["inbox", "answer", q3.id, "reject"])).kind).toBe("reject")
+    // Recovery re-runs the interrupted turn: the agent asks again — the same item, the same id.
+    const q3 = await asked(h)
+    expect(q3).toEqual({ ...q2, ts: q3.ts })
+    expect((await cliJson<{ kind: string }>(h, ["inbox", "answer", q2.id, "reject"])).kind).toBe("reject")
     const waited = await cli(h, ["agent", "wait", "asker"])
     expect(waited.stdout).toBe("permission: no\n")
+    expect(await permissions(h)).toEqual([])
+
+    // kill -9 after the answer, while the turn still runs (the agent stalls once after it).
+    const third = spawnCli(h, ["agent", "send", "--wait", "asker", "PERMIT STALL"])
+    const q4 = await asked(h)
+    expect((await cliJson<{ kind: string }>(h, ["inbox", "answer", q4.id, "allow"])).kind).toBe("allow")
+    const stalled = Path.join(h, "agents", a.session_id, "home", "stalled")
+    await waitFor("the agent got the answer", () => (Fs.existsSync(stalled) ? Fs.readFileSync(stalled, "utf8") : undefined), 60_000)
+    await kill9(pid2)
+    await third.exit
+    owned.track(await startDaemon(h))
+    // The re-run turn's same question is answered with the logged choice: no inbox item.
+    const rerun = await cli(h, ["agent", "wait", "asker"])
+    expect(rerun.stdout).toBe("permission: yes\n")
     expect(await permissions(h)).toEqual([])
 
     // One answer per request, in the agent's log: the re-run turn answered once.
     expect(permissionLines(h, a.session_id)).toEqual([
       ["allow_always (the human)", false],
-      ["reject_once (the human)", true]
+      ["reject_once (the human)", true],
+      ["allow_once (the human)", false],
+      ["allow_once (the human, answered before the restart)", false]
     ])
     const responses = of(events(h, a.session_id), "turn.complete").map((t) => t["response"])
-    expect(responses).toEqual(["permission: always", "permission: no"])
+    expect(responses).toEqual(["permission: always", "permission: no", "permission: yes"])
+    // Three questions asked, each logged once with its one answer.
+    const log = events(h, a.session_id)
+    expect(of(log, "permission.asked").map((q) => q["item_id"])).toEqual([q1.id, q2.id, q4.id])
+    expect(of(log, "permission.answered").map((x) => [x["item_id"], x["choice"]])).toEqual([[q1.id, "allow-always"], [q2.id, "reject"], [q4.id, "allow"]])
   }, 240_000)
 
   it("acp.ask_timeout_seconds: an unanswered request is rejected, and the turn says so", async () => {

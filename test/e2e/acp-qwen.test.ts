@@ -11,8 +11,9 @@ import { describe, expect, it } from "vitest"
 import type * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
 import { Reply } from "../../src/testing/ScriptedLlm.js"
 import { makeTmpDir } from "../support/tmp.js"
-import { type Agent, cli, cliJson, startDaemon } from "../integration/daemon.support.js"
+import { type Agent, cli, cliJson, spawnCli, startDaemon, waitFor } from "../integration/daemon.support.js"
 import { agentEvents as events, daemonTestScope, dataNamed as of, withLlm } from "./support.js"
+import { type AgentWs, checkTeamEndState, expectOrder, FILE_BYTES, FINAL, LEAD, LEAD_INSTRUCTIONS, TASK, teamScript } from "./team.support.js"
 
 const envKeys = ["SUBSTRAT_OPENAI_UPSTREAM", "OPENAI_API_KEY", "SUBSTRAT_METER_PRICES"]
 const { ds, homes } = daemonTestScope(envKeys)
@@ -31,7 +32,7 @@ const textOf = (c: unknown): string =>
  * The first prompt of the agent's session: the user message that carries Substrat's
  * instructions (qwen puts its own reminders before it). "" for a request without it.
  */
-export const firstPrompt = (r: ScriptedLlm.ScriptRequest): string => {
+export const firstPrompt = (r: { readonly body: unknown }): string => {
   const b = r.body
   const msgs = typeof b === "object" && b !== null && "messages" in b && Array.isArray(b.messages) ? (b.messages as ReadonlyArray<unknown>) : []
   for (const m of msgs) {
@@ -54,10 +55,40 @@ const qwenHome = (llm: ScriptedLlm.ScriptedLlmServer, toml = ""): string => {
   return home
 }
 
+/** The label of a request the endpoint holds until the daemon is dead. */
+const HELD = "held"
+
 const withUsage = (r: ScriptedLlm.Reply): ScriptedLlm.Reply => (r._tag === "Message" ? { ...r, usage } : r)
 
+/**
+ * The team's script for qwen agents: each rule keyed on an agent's system prompt is keyed on its
+ * first prompt instead. The coder writes with qwen's own write_file, the reviewer reads with its
+ * read_file.
+ */
+const qwenTeamScript = (): Array<ScriptedLlm.ScriptEntry> =>
+  teamScript({
+    usage,
+    write: Reply.toolCall("write_file", { file_path: "/workspace/version.ts", content: FILE_BYTES }),
+    read: Reply.toolCall("read_file", { file_path: "/workspace/version.ts" })
+  }).map((e) => {
+    const m = e.match
+    if (m?.system === undefined) return e
+    const { system, where, ...rest } = m
+    return { ...e, match: { ...rest, where: (r: ScriptedLlm.ScriptRequest) => firstPrompt(r).includes(system) && (where === undefined || where(r)) } }
+  })
+
+/** Whose request it was: the team member whose instructions open its first prompt. */
+const whose = (r: { readonly body: unknown }): string => {
+  const p = firstPrompt(r)
+  return p.includes(LEAD) ? "lead" : p.includes("AGENT=coder") ? "coder" : p.includes("AGENT=reviewer") ? "reviewer" : "?"
+}
+
+type Item = { readonly id: string; readonly kind: string; readonly agent_name: string; readonly text: string }
+const permissions = async (home: string) =>
+  (await cliJson<{ items: ReadonlyArray<Item> }>(home, ["inbox"])).items.filter((i) => i.kind === "permission")
+
 /** Agent `a`'s per-request usage events: one per answered request, each the scripted usage at the price. */
-const expectPerRequestUsage = (home: string, a: Agent, answered: number) => {
+const expectPerRequestUsage = (home: string, a: { readonly name: string; readonly session_id: string }, answered: number) => {
   const perRequest = of(events(home, a.session_id), "usage").filter((u) => u["source"] === "request")
   expect(perRequest.length, a.name).toBe(answered)
   for (const u of perRequest) {
@@ -102,4 +133,48 @@ describe("acp:qwen, the real Qwen Code (daemon + CLI, bwrap, network off, script
       })
       for (const f of files) expect(Fs.readFileSync(Path.join(agentHome, f), "utf8"), f).not.toContain("sk-test-daemon-only")
     }), 180_000)
+
+  it("the team: lead spawns coder and reviewer; coder's write_file is asked in the inbox and allowed; reviewer reads it; `send --wait` prints lead's answer; usage per request; one answer each", () =>
+    withLlm([], async (llm) => {
+      const home = qwenHome(llm, "approve = \"ask\"\n")
+      await Effect.runPromise(llm.replace(qwenTeamScript()))
+      ds.track(await startDaemon(home))
+      const created = await cliJson<AgentWs>(home, ["agent", "create", "--provider", "acp:qwen", "--name", "lead", "--instructions", LEAD_INSTRUCTIONS])
+      expect(created.workspace_id).not.toBeNull()
+      const sent = spawnCli(home, ["agent", "send", "--wait", "lead", TASK])
+      // The one question: coder's write (Substrat's own tools and qwen's reads are not asked).
+      const q = await waitFor("coder's permission request", async () => (await permissions(home))[0], 150_000)
+      expect(q).toMatchObject({ agent_name: "coder" })
+      expect(q.text).toContain("coder asks permission: write_file: ")
+      expect(q.text).toContain("version.ts")
+      const answered = await cli(home, ["inbox", "answer", q.id, "allow"])
+      expect(answered.code, answered.stderr).toBe(0)
+      expect(await sent.exit).toBe(0)
+      expect(sent.err()).toBe("")
+      expect(sent.out()).toBe(`${FINAL}\n`)
+      await checkQwenTeam(home, llm)
+    }), 300_000)
+
 })
+
+/** The end state of the qwen team: the team's, plus the permission line, qwen's own tools, and metering. */
+const checkQwenTeam = async (home: string, llm: ScriptedLlm.ScriptedLlmServer) => {
+  const { agents, by } = await checkTeamEndState(home)
+  expect(agents.map((a) => a.provider)).toEqual(["acp:qwen", "acp:qwen", "acp:qwen"])
+  expect(await permissions(home)).toEqual([])
+  // The coder's one permission answer, and its own write_file; the reviewer's read_file.
+  const coderLog = events(home, by["coder"]!.session_id)
+  expect(of(coderLog, "tool_call.result").filter((r) => r["tool"] === "permission").map((r) => [r["result"], r["is_error"]]))
+    .toEqual([["allow_once (the human)", false]])
+  for (const a of agents) {
+    if (a.name !== "coder") expect(of(events(home, a.session_id), "tool_call.result").filter((r) => r["tool"] === "permission"), a.name).toEqual([])
+  }
+  const reqs = await Effect.runPromise(llm.modelRequests)
+  expectOrder(reqs)
+  // Every request is one of the team's conversation (no background ones), and each agent's
+  // answered requests are metered one by one at the scripted usage.
+  expect(reqs.filter((r) => r.label === undefined).map((r) => `${whose(r)}: ${(r.lastUser ?? "").slice(0, 100)}`)).toEqual([])
+  for (const a of agents) expectPerRequestUsage(home, a, reqs.filter((r) => whose(r) === a.name && r.status === 200 && r.label !== HELD).length)
+  expect(reqs.every((r) => r.headers["authorization"] === "Bearer sk-test-daemon-only" && r.model === MODEL)).toBe(true)
+  return { reqs, by }
+}

@@ -3,6 +3,7 @@
 // a title that merely mentions substrat is asked like any other.
 import type * as Acp from "@agentclientprotocol/sdk"
 import { describe, expect, it } from "vitest"
+import { SessionId } from "../../src/domain/ids.js"
 import type { ProviderOutput } from "../../src/provider/Provider.js"
 import * as Permissions from "../../src/provider/acp/Permissions.js"
 
@@ -23,7 +24,7 @@ const policy = (approve: Permissions.Approve) => {
   const p = Permissions.make({
     approve,
     emit: (o) => out.push(o),
-    asker: { agent_id: "a", agent_name: "lead", timeoutSeconds: 0, ask: (q) => (asked.push(q.text), Promise.resolve("reject")) }
+    asker: { session_id: SessionId.make("00000000-0000-4000-8000-000000000000"), agent_id: "a", agent_name: "lead", timeoutSeconds: 0, ask: (q) => (asked.push(q.text), Promise.resolve({ choice: "reject", earlier: false })) }
   })
   return { asked, out, decide: (r: Acp.RequestPermissionRequest) => p.decide(r, new AbortController().signal) }
 }

@@ -83,10 +83,12 @@ export const factory = Effect.gen(function*() {
         emit: (o) => emitOut?.(o),
         asker: Option.match(asks, {
           onNone: () => null,
-          onSome: (a) => ({ ask: a.ask, agent_id: agent.agentId ?? ctx.session_id, agent_name: ctx.agent_name, timeoutSeconds: settings.acp?.askTimeoutSeconds ?? 0 })
+          onSome: (a) => ({ ask: a.ask, session_id: ctx.session_id, agent_id: agent.agentId ?? ctx.session_id, agent_name: ctx.agent_name, timeoutSeconds: settings.acp?.askTimeoutSeconds ?? 0 })
         })
       })
       let emitOut: ((o: ProviderOutput) => void) | null = null
+      /** The turn's prompt settled: questions logged before a restart answer nothing more (Asks.ts). */
+      const turnEnded = () => Option.map(asks, (a) => a.turnEnded(ctx.session_id))
 
       const handlers: AcpProcess.ClientHandlers = {
         update: (n) => sink?.(n.update),
@@ -161,12 +163,14 @@ export const factory = Effect.gen(function*() {
             p.then(
               (r) => {
                 done = true
+                turnEnded()
                 l.intro = null
                 if (r.stopReason === "end_turn") void emit.end()
                 else void emit.fail(fail("turn", `the ACP agent stopped the turn: ${r.stopReason}`))
               },
               (e) => {
                 done = true
+                turnEnded()
                 void run(AcpProcess.failure(l.proc, e)).then((m) => emit.fail(fail("turn", `ACP turn failed: ${m}`)))
               }
             )

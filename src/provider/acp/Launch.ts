@@ -20,7 +20,7 @@ import { type Preset, resolveCommand } from "./Presets.js"
 export const OPENAI_PORT = 8411
 
 /** Files a preset needs in its HOME before the first start (written once, never through a link). */
-const homeFiles: Readonly<Record<string, Readonly<Record<string, string>>>> = {
+export const homeFiles: Readonly<Record<string, Readonly<Record<string, string>>>> = {
   qwen: {
     ".qwen/settings.json": JSON.stringify({
       security: { auth: { selectedType: "openai" } },

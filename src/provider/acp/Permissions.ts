@@ -12,8 +12,10 @@
 // option chosen, and who chose it). A request the agent withdraws (its signal aborts) is answered
 // `cancelled`.
 import type * as Acp from "@agentclientprotocol/sdk"
+import { createHash } from "node:crypto"
+import type { SessionId } from "../../domain/ids.js"
 import type { ProviderOutput } from "../Provider.js"
-import type { Choice, PermissionQuestion } from "./Asks.js"
+import type { Answered, Choice, PermissionQuestion } from "./Asks.js"
 import { isSubstratTool } from "./Updates.js"
 
 export type Approve = "auto" | "reject" | "ask"
@@ -33,16 +35,22 @@ const kindsOf: Record<Choice, ReadonlyArray<Acp.PermissionOptionKind>> = {
 }
 
 export interface Asker {
-  readonly ask: (q: PermissionQuestion, signal: AbortSignal) => Promise<Choice | null>
+  readonly ask: (q: PermissionQuestion, signal: AbortSignal) => Promise<Answered | null>
+  readonly session_id: SessionId
   readonly agent_id: string
   readonly agent_name: string
   /** Seconds before an unanswered request is rejected (0: no limit). */
   readonly timeoutSeconds: number
 }
 
+/** The question's identity: what it asks (the text, the options) and the tool's input, not the call's id. */
+export const questionKey = (text: string, r: Acp.RequestPermissionRequest): string =>
+  createHash("sha256").update(JSON.stringify([text, r.toolCall.rawInput ?? null])).digest("hex")
+
 /** The human's choice, or `timeout` / null (withdrawn) — bounded by the timeout. */
-const askHuman = (asker: Asker, text: string, signal: AbortSignal): Promise<Choice | "timeout" | null> => {
-  if (asker.timeoutSeconds <= 0) return asker.ask({ agent_id: asker.agent_id, agent_name: asker.agent_name, text }, signal)
+const askHuman = (asker: Asker, text: string, key: string, signal: AbortSignal): Promise<Answered | "timeout" | null> => {
+  const q = { session_id: asker.session_id, agent_id: asker.agent_id, agent_name: asker.agent_name, text, key }
+  if (asker.timeoutSeconds <= 0) return asker.ask(q, signal)
   const ctl = new AbortController()
   const onAbort = () => ctl.abort()
   signal.addEventListener("abort", onAbort)
@@ -51,7 +59,7 @@ const askHuman = (asker: Asker, text: string, signal: AbortSignal): Promise<Choi
     timedOut = true
     ctl.abort()
   }, asker.timeoutSeconds * 1000)
-  return asker.ask({ agent_id: asker.agent_id, agent_name: asker.agent_name, text }, ctl.signal).then((c) => {
+  return asker.ask(q, ctl.signal).then((c) => {
     clearTimeout(timer)
     signal.removeEventListener("abort", onAbort)
     return c === null && timedOut ? "timeout" : c
@@ -87,8 +95,14 @@ export const make = (o: { readonly approve: Approve; readonly emit: (out: Provid
     let by: string
     if (o.approve === "ask" && o.asker !== null) {
       const opts = r.options.map((x) => `${x.kind} (${x.name})`).join(", ")
-      choice = await askHuman(o.asker, `${o.asker.agent_name} asks permission: ${title}. Its options: ${opts}. Answer allow, allow-always or reject.`, signal)
-      by = choice === "timeout" ? `no answer within ${o.asker.timeoutSeconds}s (acp.ask_timeout_seconds)` : "the human"
+      const text = `${o.asker.agent_name} asks permission: ${title}. Its options: ${opts}. Answer allow, allow-always or reject.`
+      const got = await askHuman(o.asker, text, questionKey(text, r), signal)
+      choice = got === null || got === "timeout" ? got : got.choice
+      by = got === "timeout"
+        ? `no answer within ${o.asker.timeoutSeconds}s (acp.ask_timeout_seconds)`
+        : got !== null && got.earlier
+        ? "the human, answered before the restart"
+        : "the human"
     } else {
       choice = o.approve === "auto" ? "allow" : "reject"
       by = o.approve === "ask" ? "policy ask without an inbox: reject" : `policy ${o.approve}`
