@@ -82,6 +82,8 @@ export const InboxItem = Schema.Struct({
   agent_id: Schema.String,
   agent_name: Schema.String,
   text: Schema.String,
-  ts: Schema.String
+  ts: Schema.String,
+  /** The answers the item takes, when it takes only fixed words (an egress request: approve/dismiss; a reached egress limit: dismiss). */
+  answers: Schema.optional(Schema.Array(Schema.String))
 })
 export type InboxItem = typeof InboxItem.Type

@@ -269,7 +269,8 @@ export const make = (settings: EgressSettings) =>
           text: a.kind === "limit"
             ? `${a.text}. Raise egress.bytesPerTurn / egress.bytesPerDay in config.toml; dismiss: substrat inbox answer ${a.item_id} dismiss`
             : `${a.text}. Allow it: substrat inbox answer ${a.item_id} approve; or dismiss`,
-          ts: a.ts
+          ts: a.ts,
+          answers: a.kind === "limit" ? ["dismiss"] : ["approve", "dismiss"]
         }))
       ))
 

@@ -21,6 +21,8 @@ const renderDiff = (text) =>
       text: line || " "
     })))
 
+const fmtBytes = (n) => n < 1024 ? n + " B" : n < 1024 * 1024 ? (n / 1024).toFixed(1) + " KiB" : (n / 1024 / 1024).toFixed(1) + " MiB"
+
 const entryFor = (e) => {
   const time = clock(e.ts)
   const item = (kind, meta, text, extra) =>
@@ -54,6 +56,15 @@ const entryFor = (e) => {
     case "budget.breached": return item("error", "budget spent: parked until the human raises it", d.reason)
     case "human.asked": return item("message", "asked the human", d.question)
     case "human.answered": return item("message", "the human answered", d.answer)
+    case "egress.request": {
+      const what = d.method + " " + d.host + ":" + d.port + (d.status === null || d.status === undefined ? "" : " " + d.status)
+      const li = d.allowed
+        ? item("egress", "egress · allowed" + (d.rule ? " (" + d.rule + ")" : ""), what + " · ↑" + fmtBytes(d.bytes_up) + " ↓" + fmtBytes(d.bytes_down) + " · " + d.duration_ms + " ms" + (d.reason ? " · ended: " + d.reason : ""))
+        : item("egress error", "egress · denied", what + " · " + (d.reason || "refused") + (d.item_id ? " · in the inbox" : ""))
+      li.dataset.host = d.host
+      li.dataset.allowed = String(d.allowed)
+      return li
+    }
     default: return null // session.created, message.delivered, suspend/restore: bookkeeping
   }
 }

@@ -1,5 +1,5 @@
 // The human inbox (right pane; GET /v1/inbox, oldest first): questions to answer, spent budgets
-// to raise or stop, queued spawns to cancel, answers to mark read. Each item's action posts to
+// to raise or stop, queued spawns to cancel, answers to mark read, network requests to approve or dismiss. Each item's action posts to
 // POST /v1/inbox/{id}/answer (or the budget route) and says what happened in its own output.
 // `refreshSide` refetches the inbox and the budgets shown (budgets.js) together.
 import { budgetForm, budgetTargets, budgetViews, renderBudgets, syncBudgetForms } from "/budgets.js"
@@ -11,7 +11,7 @@ import { renderTree } from "/tree.js"
 /** The items waiting for the human, oldest first. */
 export let inboxItems = []
 
-const kindLabel = { question: "question", budget: "budget spent", queued_spawn: "queued spawn", answer: "answer to you" }
+const kindLabel = { question: "question", budget: "budget spent", queued_spawn: "queued spawn", answer: "answer to you", egress: "network request" }
 
 /** Agents the inbox says are parked: the owner of a spent budget and its subtree, an agent waiting for an answer. */
 export const parkedFlags = (childrenOf) => {
@@ -76,6 +76,10 @@ const inboxEntry = (item) => {
       oneWordAnswer(item, "Stop subtree", "stop", "Stop " + item.agent_name + " and its subtree?"))
     : item.kind === "answer"
     ? el("div", { class: "budget-actions" }, oneWordAnswer(item, "Mark read", "read", null))
+    : item.kind === "egress"
+    // A refused host: Approve (joins the workspace's allowlist) or Dismiss; a reached byte limit: Dismiss only.
+    ? el("div", { class: "budget-actions" }, ...(item.answers || ["dismiss"]).filter((w) => w === "approve" || w === "dismiss").map((w) =>
+      w === "approve" ? oneWordAnswer(item, "Approve", "approve", null) : oneWordAnswer(item, "Dismiss", "dismiss", null)))
     : item.kind === "queued_spawn"
     ? el("div", { class: "budget-actions" }, oneWordAnswer(item, "Cancel spawn", "cancel", "Cancel this queued spawn?"))
     : answerForm(item, "Respond") // kinds this page does not know: shown by their text, answered through the same route

@@ -8,7 +8,7 @@ import { clock, forPeople } from "/timeline.js"
 
 const groupOf = (event) =>
   event === "message.enqueued" || event.startsWith("human.") || event === "message.timed_out" ? "messages"
-    : event.startsWith("tool_call.") ? "tools"
+    : event.startsWith("tool_call.") || event === "egress.request" ? "tools"
     : event === "usage" ? "usage"
     : event.startsWith("turn.") || event === "provider.error" ? "turns"
     : "other"
