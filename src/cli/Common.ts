@@ -31,6 +31,11 @@ export const refOption = Options.text("ref").pipe(
   Options.withDescription("With --repo: the branch or commit to start from (default: the repository's HEAD)"),
   Options.optional
 )
+export const bindIgnoredOption = Options.text("bind-ignored").pipe(
+  Options.withPseudoName("path"),
+  Options.withDescription("With --repo: bind one directory the repository ignores (e.g. node_modules), relative to its top level, read-only at the same place in the sandbox"),
+  Options.optional
+)
 export const checkOption = Options.text("check").pipe(
   Options.withDescription("With --repo: a command its merge queue runs (sh -c, sandboxed, with a timeout) on each merged tree of a branch child before the branch moves, e.g. \"npm test\""),
   Options.optional
@@ -39,15 +44,24 @@ export const checkPayload = (check: Option.Option<string>): { readonly check?: s
   Option.match(check, { onNone: () => ({}), onSome: (check) => ({ check }) })
 export const repoPayload = (
   repo: Option.Option<string>,
-  ref: Option.Option<string>
-): Effect.Effect<{ readonly repo?: string; readonly ref?: string }, CliError> =>
+  ref: Option.Option<string>,
+  bindIgnored: Option.Option<string> = Option.none()
+): Effect.Effect<{ readonly repo?: string; readonly ref?: string; readonly bind_ignored?: string }, CliError> =>
   Option.match(repo, {
     onNone: () =>
-      Option.isSome(ref) ? Effect.fail(new CliError({ kind: "invalid-input", message: "--ref goes with --repo" })) : Effect.succeed({}),
+      Option.isSome(ref)
+        ? Effect.fail(new CliError({ kind: "invalid-input", message: "--ref goes with --repo" }))
+        : Option.isSome(bindIgnored)
+        ? Effect.fail(new CliError({ kind: "invalid-input", message: "--bind-ignored goes with --repo" }))
+        : Effect.succeed({}),
     onSome: (r) =>
       r.trim() === ""
         ? Effect.fail(new CliError({ kind: "invalid-input", message: "--repo: empty path" }))
-        : Effect.succeed({ repo: resolve(r), ...Option.match(ref, { onNone: () => ({}), onSome: (ref) => ({ ref }) }) })
+        : Effect.succeed({
+          repo: resolve(r),
+          ...Option.match(ref, { onNone: () => ({}), onSome: (ref) => ({ ref }) }),
+          ...Option.match(bindIgnored, { onNone: () => ({}), onSome: (bind_ignored) => ({ bind_ignored }) })
+        })
   })
 /** `--allow-host` (repeatable): egress host patterns (docs/sandbox.md "Egress"). */
 export const allowHosts = Options.text("allow-host").pipe(

@@ -20,7 +20,7 @@ import { Duration, Effect, Either } from "effect"
 import { parentEnv } from "../config/Config.js"
 import { WorkspaceError, type WorkspaceHistoryError } from "./errors.js"
 import { type GitPlace, type GitResult, runGitAt, safeArgs } from "./git.js"
-import { absolutePath, isWithin } from "./PathPolicy.js"
+import { absolutePath, isWithin, linkRefusal, relativePath } from "./PathPolicy.js"
 
 const invalid = (id: string, message: string) => new WorkspaceError({ workspace_id: id, reason: "invalid", message })
 const conflict = (id: string, message: string) => new WorkspaceError({ workspace_id: id, reason: "conflict", message })
@@ -122,6 +122,43 @@ export const openRepo = (
     const head = yield* inTop(["symbolic-ref", "-q", "--short", "HEAD"], [0, 1])
     const target = head.code === 0 && head.stdout.trim() !== "" ? head.stdout.trim() : null
     return { top, commit, target, branch } satisfies OpenedRepo
+  })
+
+/**
+ * `--bind-ignored <path>`: one directory of the user's repository that git ignores (e.g.
+ * `node_modules`), bound read-only into the sandbox at the same place (docs/sandbox.md
+ * "Repository workspaces"). Refused: a path that is absolute or has `..`, one that resolves
+ * through a symbolic link (itself or a parent: the canonical path must be the spelled one), a
+ * missing one or not a directory, one git does not ignore, `.git`, and one that overlaps
+ * $SUBSTRAT_HOME. The bind is the canonical host path: every sandbox start checks it still is
+ * (SandboxBwrap.checkHostPaths), so a link swapped in later refuses the start, never widens it.
+ */
+export const ignoredBind = (
+  executor: CommandExecutor.CommandExecutor,
+  fs: FileSystem.FileSystem,
+  args: { readonly id: string; readonly top: string; readonly path: string; readonly home: string }
+) =>
+  Effect.gen(function*() {
+    const { id, top } = args
+    const what = `--bind-ignored ${JSON.stringify(args.path)}`
+    const rel = yield* Either.match(relativePath("bind_ignored", args.path), {
+      onLeft: (e) => Effect.fail(invalid(id, `${what}: ${e.message}; give a directory relative to the repository's top level`)),
+      onRight: Effect.succeed
+    })
+    if (rel.split("/")[0] === ".git") return yield* invalid(id, `${what}: the repository's .git cannot be bound`)
+    const spelled = `${top}/${rel}`
+    const real = yield* fs.realPath(spelled).pipe(Effect.mapError(() => invalid(id, `${what}: ${spelled} does not exist`)))
+    if (real !== spelled) return yield* invalid(id, `${what}: ${spelled} resolves through a symbolic link to ${real}; only a directory inside ${top} can be bound`)
+    const isDir = yield* fs.stat(real).pipe(Effect.map((i) => i.type === "Directory"), Effect.orElseSucceed(() => false))
+    if (!isDir) return yield* invalid(id, `${what}: ${spelled} is not a directory`)
+    if (isWithin(real, args.home) || isWithin(args.home, real)) return yield* invalid(id, `${what}: overlaps $SUBSTRAT_HOME (${args.home})`)
+    const ignored = yield* runGitAt(executor, userPlace(top), ["check-ignore", "-q", "--", rel], { okCodes: [0, 1, 128], workspaceId: id })
+    if (ignored.code !== 0) {
+      return yield* invalid(id, `${what}: not ignored by git in ${top}; only an ignored directory (e.g. node_modules) is bound — tracked files are in the clone already`)
+    }
+    const refusal = linkRefusal(real, rel, "ro")
+    if (refusal !== null) return yield* invalid(id, `${what}: ${refusal.message}`)
+    return { host_path: real, mount_path: rel }
   })
 
 /**

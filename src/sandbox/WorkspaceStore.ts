@@ -20,7 +20,7 @@ import { Durable } from "../storage/Durable.js"
 import { SandboxPathError, WorkspaceError } from "./errors.js"
 import { initHistory } from "./HistoryInit.js"
 import * as NoFollow from "./NoFollow.js"
-import { cloneRepo, openFork, openRepo } from "./RepoGit.js"
+import { cloneRepo, ignoredBind, openFork, openRepo } from "./RepoGit.js"
 import { Sandbox } from "./Sandbox.js"
 import { runCollect, spawnScoped } from "./spawn.js"
 import { absolutePath, isWithin, linkRefusal, relativePath, relativeTo } from "./PathPolicy.js"
@@ -48,7 +48,7 @@ export interface CreateWorkspace {
    * Top-level only: a repository workspace — the root is a clone of this git repository at `ref`
    * (default its HEAD commit) on branch `substrat/<name or id>` (src/sandbox/RepoGit.ts).
    */
-  readonly repo?: { readonly path: string; readonly ref?: string }
+  readonly repo?: { readonly path: string; readonly ref?: string; readonly bind_ignored?: string }
   /**
    * Top-level only: a branch child's workspace — a clone of `parent`'s branch (a top-level
    * repository workspace) at its last recorded commit, on `substrat/<parent name or id>/<child>`;
@@ -261,6 +261,9 @@ export class WorkspaceStore extends Effect.Service<WorkspaceStore>()("substrat/W
             Effect.catchTag("WorkspaceHistoryError", (e) => Effect.fail(wsError(id, "io", e.message)))
           )
           : null
+        const bound = opened !== null && input.repo?.bind_ignored !== undefined
+          ? yield* ignoredBind(executor, fs, { id, top: opened.top, path: input.repo.bind_ignored, home: substratHome })
+          : null
         const root = input.root === undefined ? `${dir}/root` : yield* existingRoot(input.root)
         yield* durable.mkdir(dir, 0o700).pipe(Effect.mapError(io(id)))
         if (input.root === undefined) {
@@ -288,6 +291,15 @@ export class WorkspaceStore extends Effect.Service<WorkspaceStore>()("substrat/W
             if (r.exit.code !== 0) return yield* wsError(id, "io", `chown ${root}: ${r.stderr.trim()}`)
           }
         }
+        // A bound ignored directory (a branch child keeps its parent's): its mount point in the
+        // clone, made never through a link the clone has there.
+        const binds = bound !== null ? [new SymlinkSpec({ ...bound, mode: "ro" })] : forkParent?.symlinks ?? []
+        for (const b of binds) {
+          yield* NoFollow.makeDirectory(root, b.mount_path, { mode: 0o755, owner }).pipe(
+            Effect.mapError((e) => wsError(id, "invalid", `--bind-ignored ${b.mount_path}: no directory can be made there in the clone (${e.message})`)),
+            Effect.tapError(() => durable.removeTree(dir).pipe(Effect.ignore))
+          )
+        }
         if (input.exclude !== undefined && input.exclude.length > 0) {
           yield* fs.makeDirectory(`${dir}/history.git/info`, { recursive: true }).pipe(
             Effect.zipRight(fs.writeFileString(`${dir}/history.git/info/exclude`, input.exclude.join("\n") + "\n")),
@@ -300,7 +312,7 @@ export class WorkspaceStore extends Effect.Service<WorkspaceStore>()("substrat/W
           parent_id: null,
           root_path: root,
           network_access: forkParent?.network_access ?? input.network_access ?? false,
-          symlinks: [],
+          symlinks: binds,
           limits: forkParent?.limits ?? wantLimits,
           default_for: input.default_for ?? null,
           repo: opened === null

@@ -11,7 +11,7 @@ import type { InboxItem } from "../../domain/budget.js"
 import type * as RpcClient from "@effect/rpc/RpcClient"
 import { wantsColor } from "../Help.js"
 import { call, CliError, following, fromRpcError, withClient } from "../Client.js"
-import { allowFields, allowHosts, allowPresets, home, json, pathsOf, quiet, raw, refOption, checkOption, checkPayload, repoOption, repoPayload } from "../Common.js"
+import { allowFields, allowHosts, allowPresets, home, json, pathsOf, quiet, raw, refOption, bindIgnoredOption, checkOption, checkPayload, repoOption, repoPayload } from "../Common.js"
 import { budgetOptions, budgetPatch } from "./budget.js"
 import { capsPatch, quotaOptions, quotaPatch } from "./caps.js"
 import { printJson, renderInspect, renderSent, renderTree } from "../Output.js"
@@ -53,6 +53,7 @@ const createCommand = Command.make("create", {
   ),
   repo: repoOption,
   ref: refOption,
+  bindIgnored: bindIgnoredOption,
   check: checkOption,
   allowHosts,
   allowPresets,
@@ -76,7 +77,7 @@ const createCommand = Command.make("create", {
     const budget = yield* budgetPatch(o)
     const quotas = yield* quotaPatch(o)
     const caps = { ...(yield* capsPatch(o)), ...(Object.keys(quotas).length > 0 ? { quotas } : {}) }
-    const repo = yield* repoPayload(o.repo, o.ref)
+    const repo = yield* repoPayload(o.repo, o.ref, o.bindIgnored)
     const agent = yield* withClient(AgentGroup, socket, (c) =>
       call(socket, c.agent.create({
         ...opt(o.provider, "provider"),

@@ -6,7 +6,7 @@ import { join, resolve } from "node:path"
 import { TurnRef, WorkspaceRef } from "../../protocol/admin/common.js"
 import { WorkspaceGroup } from "../../protocol/admin/workspace.js"
 import { call, CliError, withClient } from "../Client.js"
-import { allowFields, allowHosts, allowPresets, checkOption, checkPayload, home, json, pathsOf, quiet, refOption, repoOption, repoPayload } from "../Common.js"
+import { allowFields, allowHosts, allowPresets, checkOption, checkPayload, home, json, pathsOf, quiet, refOption, bindIgnoredOption, repoOption, repoPayload } from "../Common.js"
 import { suggest } from "../Exit.js"
 import { shellIn, workspaceById } from "../Shell.js"
 import { printJson, renderWorkspaces, table } from "../Output.js"
@@ -29,6 +29,7 @@ const createCommand = Command.make("create", {
   name: Options.text("name").pipe(Options.withDescription("A label"), Options.optional),
   repo: repoOption,
   ref: refOption,
+  bindIgnored: bindIgnoredOption,
   check: checkOption,
   network: Options.boolean("network").pipe(
     Options.withDescription("UNSAFE: the sandbox shares the host's network (any host, any port, the host's own services); prefer --allow / --allow-host")
@@ -38,7 +39,7 @@ const createCommand = Command.make("create", {
 }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const repo = yield* repoPayload(o.repo, o.ref)
+    const repo = yield* repoPayload(o.repo, o.ref, o.bindIgnored)
     if (Option.isSome(o.parent) && repo.repo !== undefined) {
       return yield* new CliError({ kind: "invalid-input", message: "--repo makes a top-level workspace: not with --parent" })
     }

@@ -44,6 +44,7 @@ export const AgentHandlers = served(AgentGroup, Effect.gen(function*() {
         return yield* new InvalidInput({ field: "repo", message: "give a workspace or a repository (--repo), not both" })
       }
       if (p.ref !== undefined && p.repo === undefined) return yield* new InvalidInput({ field: "ref", message: "--ref goes with --repo" })
+      if (p.bind_ignored !== undefined && p.repo === undefined) return yield* new InvalidInput({ field: "bind_ignored", message: "--bind-ignored goes with --repo" })
       if (p.check !== undefined) yield* checkWithRepo(p.check, p.repo)
       const name = p.name ?? `agent-${Math.random().toString(16).slice(2, 6)}`
       const allow = yield* egress.asked(p.allow_hosts, p.allow_presets)
@@ -56,7 +57,7 @@ export const AgentHandlers = served(AgentGroup, Effect.gen(function*() {
         return yield* workspaces.create({
           name: taken ? null : name,
           default_for: name,
-          repo: { path: repo, ...(p.ref === undefined ? {} : { ref: p.ref }) },
+          repo: { path: repo, ...(p.ref === undefined ? {} : { ref: p.ref }), ...(p.bind_ignored === undefined ? {} : { bind_ignored: p.bind_ignored }) },
           ...(p.check === undefined ? {} : { check: p.check })
         })
       })

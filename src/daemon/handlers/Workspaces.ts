@@ -51,13 +51,14 @@ export const WorkspaceHandlers = served(WorkspaceGroup, Effect.gen(function*() {
     "workspace.create": (p) =>
       Effect.gen(function*() {
         const parent = p.parent === undefined ? undefined : yield* resolver.workspaceId(p.parent)
+        if (p.bind_ignored !== undefined && p.repo === undefined) return yield* new InvalidInputError({ field: "bind_ignored", message: "--bind-ignored goes with --repo" })
         const given = p.allow_hosts !== undefined || p.allow_presets !== undefined
         const allow = yield* egress.asked(p.allow_hosts, p.allow_presets)
         return yield* workspaces.create({
           ...(p.name === undefined ? {} : { name: p.name }),
           ...(parent === undefined ? {} : { parent }),
           ...(p.network === undefined ? {} : { network_access: p.network }),
-          ...(p.repo === undefined ? {} : { repo: { path: p.repo, ...(p.ref === undefined ? {} : { ref: p.ref }) } }),
+          ...(p.repo === undefined ? {} : { repo: { path: p.repo, ...(p.ref === undefined ? {} : { ref: p.ref }), ...(p.bind_ignored === undefined ? {} : { bind_ignored: p.bind_ignored }) } }),
           ...(p.check === undefined ? {} : { check: yield* checkWithRepo(p.check, p.repo) }),
           ...(given ? { egress: { ...allow, table: egress.presets } } : {})
         })

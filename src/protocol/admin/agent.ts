@@ -101,6 +101,8 @@ export class AgentCreateRpc extends Rpc.make("agent.create", {
     repo: Schema.optional(Schema.String),
     /** With `repo`: the branch or commit to start from (default the repository's HEAD). */
     ref: Schema.optional(Schema.String),
+    /** With `repo`: one ignored directory of it bound read-only at the same place (`--bind-ignored`). */
+    bind_ignored: Schema.optional(Schema.String),
     /** With `repo`: the check its merge queue runs (`workspace create --check`). */
     check: Schema.optional(CheckCommand),
     /** The new root's subtree budget (docs/budgets.md). */

@@ -15,6 +15,8 @@ export class WorkspaceCreateRpc extends Rpc.make("workspace.create", {
     repo: Schema.optional(Schema.String),
     /** With `repo`: the branch or commit to start from (default the repository's HEAD). */
     ref: Schema.optional(Schema.String),
+    /** With `repo`: one ignored directory of it bound read-only at the same place (`--bind-ignored`). */
+    bind_ignored: Schema.optional(Schema.String),
     /** With `repo`: the check its merge queue runs on a merged tree before the branch moves (`sh -c`, sandboxed). */
     check: Schema.optional(CheckCommand),
     /** Egress host patterns (`host`, `*.domain`, optionally `:port`) and presets (docs/sandbox.md "Egress"). */
