@@ -1,5 +1,5 @@
 // Usage totals: tokens and cost, summed per model request, per turn, per agent and per subtree.
-// One definition for the Meter (per request, read at the model forwarder), the TurnScheduler (per
+// One definition for the Meter (per request, read at the model forwarder), the TurnRunner (per
 // turn, as the provider reports it), the agent state (per agent), recovery (from the `usage`
 // events) and the RPC/tool payloads (with a turn count). Cache tokens are kept apart from
 // `input_tokens` (which counts only uncached input) and count towards token budgets.

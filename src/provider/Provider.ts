@@ -17,7 +17,7 @@ export const ToolCall = Schema.TaggedStruct("ToolCall", {
   is_error: Schema.Boolean,
   /**
    * `provider`: the backend's own tool (claude's Write/Bash/…, codex's exec_command), which no
-   * ToolHandler saw — the TurnScheduler logs it. Absent: one of our tools, already logged.
+   * ToolHandler saw — the TurnRunner logs it. Absent: one of our tools, already logged.
    */
   source: Schema.optional(Schema.Literal("provider"))
 })
