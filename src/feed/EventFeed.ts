@@ -6,14 +6,19 @@
 // last item seen — also after a daemon restart, since positions are kept in `events.index`.
 // Used by the HTTP API's SSE (src/http).
 //
-// A stream subscribes to the tap, then takes the last position given out (`top`): entries up to
-// `top` are in the index and in the logs read after it; those after `top` arrive in the queue, in
-// position order (entries the index lacked, indexed while the logs are read, among them).
+// Live entries reach streams through the feed's own hub: one fiber takes every numbered entry from
+// the tap, records its owner (the directory below) and the position it reached (`known`), then
+// publishes it — the same object to every stream, so a frame encoded for one client is reused by
+// all (src/http/Sse.ts). A stream subscribes to the hub, then takes `known` as `top`: entries up
+// to `top` are in the index and in the logs read after it; those after `top` arrive in its queue,
+// in position order (entries the index lacked, indexed while the logs are read, among them).
+// Every 15 s the hub also carries a keep-alive tick, which streams opened with `keepAlive` pass on
+// (SSE's comment line), so no stream needs a timer of its own merged into it.
 // Opening costs what the stream sends: which sessions it follows comes from an in-memory
 // directory of owners, and only the logs of followed sessions with entries after the cursor are
 // read — none from the end. Every log is read once per process (`catchUp`: by `warm`, which the
 // HTTP server runs in the background at start-up, or else by the first stream).
-import { Chunk, Effect, Option, Stream, SubscriptionRef } from "effect"
+import { Chunk, Effect, Option, PubSub, Stream } from "effect"
 import type { LogEntry } from "../domain/events.js"
 import type { SessionId } from "../domain/ids.js"
 import { NotFoundError } from "../domain/errors.js"
@@ -46,13 +51,23 @@ export interface FeedLive {
   readonly cursor: Cursor.Cursor
 }
 
-export type FeedItem = FeedEvent | FeedLive
+/** Nothing happened for a while (every 15 s; only on streams opened with `keepAlive`). */
+export interface FeedKeepAlive {
+  readonly _tag: "KeepAlive"
+}
+
+export type FeedItem = FeedEvent | FeedLive | FeedKeepAlive
 
 export interface FeedOptions {
   readonly scope: FeedScope
   /** Deliver what comes after this position (0: everything); "end": only what happens from now. */
   readonly from: Cursor.Cursor | "end"
+  /** Also deliver a `KeepAlive` item every 15 s (what SSE needs to keep idle connections open). */
+  readonly keepAlive?: boolean
 }
+
+const tick = { _tag: "KeepAlive" } as const satisfies FeedKeepAlive
+type Live = Tapped | typeof tick
 
 interface Owner {
   readonly agent: string
@@ -88,20 +103,24 @@ export class EventFeed extends Effect.Service<EventFeed>()("substrat/EventFeed",
     }
     const directory = yield* tap.subscribeNumbered
     // Positions given out before this subscription were never published to it (catchUp reads them).
-    const known = yield* SubscriptionRef.make(yield* tap.position)
+    let known = yield* tap.position
+    const hub = yield* PubSub.unbounded<Live>()
+    // `known` and the owners move before the entries are published: a stream subscribing in
+    // between takes them as backlog and drops them from its queue (position ≤ its `top`).
     yield* Stream.fromQueue(directory).pipe(
-      Stream.runForEach((t) =>
+      Stream.runForEachChunk((chunk) =>
         Effect.suspend(() => {
-          const e = t.entry
-          if (e.event === "agent.created") owners.set(e.session_id, { agent: e.data.agent_id, parent: e.data.parent_session_id })
-          return SubscriptionRef.set(known, t.position)
+          for (const t of chunk) {
+            const e = t.entry
+            if (e.event === "agent.created") owners.set(e.session_id, { agent: e.data.agent_id, parent: e.data.parent_session_id })
+            known = t.position
+          }
+          return PubSub.publishAll(hub, chunk)
         })
       ),
       Effect.forkScoped
     )
-    /** Wait until the directory has taken every entry up to `top`. */
-    const knownUpTo = (top: number) =>
-      known.changes.pipe(Stream.takeUntil((p) => p >= top), Stream.runDrain)
+    yield* PubSub.publish(hub, tick).pipe(Effect.delay("15 seconds"), Effect.forever, Effect.forkScoped)
 
     // Once per process, the first stream reads every log: lines the index lacks (a home from
     // before the index, a tail a machine crash lost) get their positions, and the owners of
@@ -117,11 +136,10 @@ export class EventFeed extends Effect.Service<EventFeed>()("substrat/EventFeed",
 
     const stream = (options: FeedOptions): Stream.Stream<FeedItem, NotFoundError> =>
       Stream.unwrapScoped(Effect.gen(function*() {
-        // Subscribe first: whatever is indexed from here on is in the queue.
-        const queue = yield* tap.subscribeNumbered
+        // Subscribe first: whatever the directory takes from here on is in the queue.
+        const queue = yield* PubSub.subscribe(hub)
         yield* catchUp
-        const top = yield* tap.position
-        yield* knownUpTo(top)
+        const top = known
         const from = options.from === "end" ? top : Math.min(options.from, top)
         const records = yield* tap.records(from, top)
         const scope = options.scope
@@ -200,18 +218,40 @@ export class EventFeed extends Effect.Service<EventFeed>()("substrat/EventFeed",
           return false
         }
 
-        const onTapped = (t: Tapped): Effect.Effect<ReadonlyArray<FeedEvent>> => {
-          if (t.position <= top || !joins(t.entry)) return Effect.succeed([])
-          const session = t.entry.session_id
-          const event: FeedEvent = { _tag: "Event", session, line: t.line, position: t.position, entry: t.entry }
-          if (t.line === 1 || !bringsAlong(session, t.entry)) return Effect.succeed([event])
-          return Effect.map(snapshot(session), (snap) => {
-            const earlier = Option.getOrElse(snap, () => []).slice(0, t.line - 1)
-            return [...earlier.map((entry, l): FeedEvent => ({ _tag: "Event", session, line: l + 1, position: 0, entry })), event]
-          })
+        /**
+         * The items of a chunk from the hub, in order, appended to `out`. Synchronous unless a
+         * session joins the tree with earlier lines (its log is read): the rest of the chunk then
+         * follows that read.
+         */
+        const keepAlive = options.keepAlive === true
+        const onChunk = (chunk: ReadonlyArray<Live>, from: number, out: Array<FeedItem>): Effect.Effect<Array<FeedItem>> => {
+          for (let i = from; i < chunk.length; i++) {
+            const t = chunk[i]!
+            if ("_tag" in t) {
+              if (keepAlive) out.push(tick)
+              continue
+            }
+            if (t.position <= top || !joins(t.entry)) continue
+            const session = t.entry.session_id
+            const event: FeedEvent = { _tag: "Event", session, line: t.line, position: t.position, entry: t.entry }
+            if (t.line === 1 || !bringsAlong(session, t.entry)) {
+              out.push(event)
+              continue
+            }
+            return Effect.flatMap(snapshot(session), (snap) => {
+              Option.getOrElse(snap, () => []).slice(0, t.line - 1).forEach((entry, l) =>
+                out.push({ _tag: "Event", session, line: l + 1, position: 0, entry })
+              )
+              out.push(event)
+              return onChunk(chunk, i + 1, out)
+            })
+          }
+          return Effect.succeed(out)
         }
 
-        const liveItems = Stream.fromQueue(queue).pipe(Stream.mapEffect(onTapped), Stream.flattenIterables)
+        const liveItems = Stream.fromQueue(queue).pipe(
+          Stream.mapChunksEffect((chunk) => Effect.map(onChunk(Chunk.toReadonlyArray(chunk), 0, []), Chunk.unsafeFromArray))
+        )
         return Stream.fromIterable<FeedItem>(backlog).pipe(Stream.concat(Stream.make(live)), Stream.concat(liveItems))
       }))
 

@@ -112,7 +112,7 @@ export const make = (admin: AdminClient) => Effect.gen(function*() {
   /** The swarm's events: the feed of its root agent's tree (every node agent that has a session). */
   const swarmEvents = Effect.gen(function*() {
     const root = yield* swarmAgent({ node: ".#dir" })
-    return Sse.response(feed.stream({ scope: { _tag: "tree", agent: root.agent_id }, from: yield* fromCursor }))
+    return Sse.response(feed.stream({ scope: { _tag: "tree", agent: root.agent_id }, from: yield* fromCursor, keepAlive: true }))
   })
 
   /** `{id}` of /swarm/agents/{id}: an agent id, or a node id / agent name, URL-encoded. */
@@ -153,8 +153,7 @@ export const make = (admin: AdminClient) => Effect.gen(function*() {
       : tree !== null
       ? { _tag: "tree" as const, agent: target }
       : { _tag: "agent" as const, agent: target }
-    const items = feed.stream({ scope, from })
-    return Sse.response(items)
+    return Sse.response(feed.stream({ scope, from, keepAlive: true }))
   })
 
   // Swarm mode (docs/swarm.md, docs/http.md): the swarm.* admin handlers.

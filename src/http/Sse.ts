@@ -3,7 +3,8 @@
 // (src/feed/Cursor.ts), so a client reconnecting with `Last-Event-ID` — also to a restarted daemon —
 // gets exactly what it has not seen. `event: live` marks the end of the backlog (its id is the
 // position the stream stands at); `event: error` ends a stream that failed; a comment every 15 s
-// keeps idle connections open.
+// keeps idle connections open (the feed's keep-alive ticks, shared by every stream: a timer merged
+// into each stream would cost every client a fiber hand-off per chunk it sends).
 // An entry's frame is serialised and UTF-8 encoded once, for every client following it: the event
 // tap hands the same entry object to every stream, and its bytes are kept with it (a WeakMap, gone
 // with the entry). Each stream then only copies references, and writes what one chunk of the feed
@@ -57,7 +58,7 @@ const concat = (parts: ReadonlyArray<Uint8Array>): Uint8Array => {
   return out
 }
 
-const heartbeat = Stream.tick("15 seconds").pipe(Stream.drop(1), Stream.map(() => utf8.encode(": keep-alive\n\n")))
+const keepAlive = utf8.encode(": keep-alive\n\n")
 
 /** The SSE frames of a feed, as the bytes to write: one buffer per chunk of the feed. */
 export const frames = <E>(items: Stream.Stream<FeedItem, E>): Stream.Stream<Uint8Array> =>
@@ -75,7 +76,9 @@ export const frames = <E>(items: Stream.Stream<FeedItem, E>): Stream.Stream<Uint
         if (Chunk.isEmpty(chunk)) return Chunk.empty<Uint8Array>()
         const parts: Array<Uint8Array> = []
         for (const item of chunk) {
-          if (item._tag === "Live") {
+          if (item._tag === "KeepAlive") {
+            parts.push(keepAlive)
+          } else if (item._tag === "Live") {
             const id = advances(item.cursor) ? `id: ${Cursor.encode(item.cursor)}\n` : ""
             parts.push(utf8.encode(`${id}event: live\ndata: {}\n\n`))
           } else {
@@ -89,9 +92,10 @@ export const frames = <E>(items: Stream.Stream<FeedItem, E>): Stream.Stream<Uint
         return Stream.make(utf8.encode(`event: error\ndata: ${JSON.stringify({ _tag: err._tag, message: err.message })}\n\n`))
       })
     )
-    return Stream.concat(Stream.make(utf8.encode("retry: 1000\n\n")), Stream.merge(body, heartbeat, { haltStrategy: "left" }))
+    return Stream.concat(Stream.make(utf8.encode("retry: 1000\n\n")), body)
   })
 
+/** The SSE response of a feed stream (open it with `keepAlive: true`). */
 export const response = <E>(items: Stream.Stream<FeedItem, E>): HttpServerResponse.HttpServerResponse =>
   HttpServerResponse.stream(frames(items), {
     contentType: "text/event-stream",

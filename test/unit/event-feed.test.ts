@@ -4,7 +4,7 @@
 // layers, with 1200 sessions — a cursor of a few bytes that resumes across a restart.
 import { NodeContext } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Either, Fiber, Layer, Stream } from "effect"
+import { Chunk, Deferred, Effect, Either, Fiber, Layer, Stream, TestClock } from "effect"
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -134,6 +134,39 @@ describe("EventFeed", () => {
       yield* turn(grandchild.id, "g")
       const live = events(yield* Fiber.join(fiber))
       expect(live.map((e) => [e.session, e.line])).toEqual([[grandchild.id, 1], [grandchild.id, 2], [grandchild.id, 3]])
+    }).pipe(Effect.provide(TestLayer)))
+
+  it.scoped("keep-alive every 15 s only on streams that ask for it; every stream gets the same entry objects", () =>
+    Effect.gen(function*() {
+      const feed = yield* EventFeed
+      const a = yield* newSession(null)
+      const open = (keepAlive: boolean) =>
+        Effect.gen(function*() {
+          const live = yield* Deferred.make<void>()
+          const fiber = yield* feed.stream({ scope: { _tag: "all" }, from: "end", keepAlive }).pipe(
+            Stream.tap((i) => i._tag === "Live" ? Deferred.succeed(live, undefined) : Effect.void),
+            Stream.filter((i) => i._tag !== "Live"),
+            Stream.take(3),
+            Stream.runCollect,
+            Effect.fork
+          )
+          yield* Deferred.await(live)
+          return fiber
+        })
+      const ticking = yield* open(true)
+      const quiet = yield* open(false)
+      yield* turn(a.id, "x")
+      yield* TestClock.adjust("15 seconds")
+      yield* turn(a.id, "y")
+      yield* turn(a.id, "z")
+      const t = Chunk.toReadonlyArray(yield* Fiber.join(ticking))
+      const q = Chunk.toReadonlyArray(yield* Fiber.join(quiet))
+      expect(t.filter((i) => i._tag === "KeepAlive").length).toBe(1)
+      expect(events(Chunk.unsafeFromArray(t)).map((e) => e.line)).toEqual([3, 4])
+      expect(q.map((i) => i._tag)).toEqual(["Event", "Event", "Event"])
+      expect(events(Chunk.unsafeFromArray(q)).map((e) => e.line)).toEqual([3, 4, 5])
+      // One object per entry for all streams (SSE encodes each entry's frame once, src/http/Sse.ts).
+      expect(events(Chunk.unsafeFromArray(t))[0]!.entry).toBe(events(Chunk.unsafeFromArray(q))[0]!.entry)
     }).pipe(Effect.provide(TestLayer)))
 
   it.scoped("one agent, named by its agent id or by its session id: only its lines", () =>

@@ -53,6 +53,7 @@ export const EventsHandlers = served(EventsGroup, Effect.gen(function*() {
         const said: FeedMemory = new Map()
         const items = feed.stream({ scope, from }).pipe(
           Stream.filterMap((item): Option.Option<FeedItem> => {
+            if (item._tag === "KeepAlive") return Option.none()
             if (item._tag === "Live") {
               live = true
               return Option.some({ kind: "live", cursor: Cursor.encode(item.cursor) })
