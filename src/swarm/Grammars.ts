@@ -4,7 +4,7 @@
 import { Effect, Schema } from "effect"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
-import { Language, Parser, Query } from "web-tree-sitter"
+import type { Parser, Query } from "web-tree-sitter"
 import type { SwarmLanguage } from "./SwarmNode.js"
 
 /** Discovery could not load a grammar, read a file or walk a directory. */
@@ -92,11 +92,19 @@ export interface Grammar {
 
 export type Grammars = Readonly<Record<SwarmLanguage, Grammar>>
 
-/** Initialise web-tree-sitter and load every grammar; the parsers are deleted with the scope. */
+/**
+ * Initialise web-tree-sitter and load every grammar; the parsers are deleted with the scope.
+ * web-tree-sitter itself is loaded here, with the first discovery: a daemon with no swarm never loads it.
+ */
 export const loadGrammars = Effect.acquireRelease(
   Effect.gen(function*() {
-    yield* Effect.tryPromise({
-      try: () => Parser.init(),
+    const { Language, Parser, Query } = yield* Effect.tryPromise({
+      try: async () => {
+        // require, not import(): the bundle runs as a vm script, which has no dynamic import.
+        const treeSitter = require("web-tree-sitter") as typeof import("web-tree-sitter")
+        await treeSitter.Parser.init()
+        return treeSitter
+      },
       catch: (e) => new DiscoveryError({ reason: "grammar", path: "web-tree-sitter", message: String(e) })
     })
     const load = (lang: SwarmLanguage) =>

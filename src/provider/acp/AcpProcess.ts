@@ -8,7 +8,8 @@
 // line past MAX_MESSAGE_BYTES ends the connection (and the turn). When the process exits (crash,
 // kill) `died` is set with its exit status and the tail of its stderr, and the connection is closed:
 // requests in flight reject, and the provider reports the turn as failed with that reason.
-import * as Acp from "@agentclientprotocol/sdk"
+// The SDK (and zod under it) is loaded with the first ACP process: a daemon with no `acp:` agent never loads it.
+import type * as Acp from "@agentclientprotocol/sdk"
 import { Deferred, Effect, Fiber, Option, Queue, Runtime, type Scope, Stream } from "effect"
 import { ProviderError } from "../../domain/errors.js"
 import type { SandboxRequest, SandboxService } from "../../sandbox/Sandbox.js"
@@ -40,15 +41,17 @@ export interface AcpProcess {
 
 const tail = (s: string) => (s.length <= STDERR_KEEP ? s : `…${s.slice(s.length - STDERR_KEEP)}`)
 
-/** The client's reply to a thrown handler error: its message, as JSON-RPC's invalid-params. */
-export const asRequestError = (e: unknown): Error =>
-  e instanceof Acp.RequestError ? e : new Acp.RequestError(-32602, e instanceof Error ? e.message : String(e))
+type Sdk = typeof Acp
 
-const guard = <A, R>(f: (a: A) => Promise<R>) => async (c: { readonly params: A }): Promise<R> => {
+/** The client's reply to a thrown handler error: its message, as JSON-RPC's invalid-params. */
+const asRequestError = (sdk: Sdk, e: unknown): Error =>
+  e instanceof sdk.RequestError ? e : new sdk.RequestError(-32602, e instanceof Error ? e.message : String(e))
+
+const guard = (sdk: Sdk) => <A, R>(f: (a: A) => Promise<R>) => async (c: { readonly params: A }): Promise<R> => {
   try {
     return await f(c.params)
   } catch (e) {
-    throw asRequestError(e)
+    throw asRequestError(sdk, e)
   }
 }
 
@@ -61,6 +64,11 @@ export const start = (
 ): Effect.Effect<AcpProcess, ProviderError, Scope.Scope> =>
   Effect.gen(function*() {
     const fail = (message: string) => new ProviderError({ provider, reason: "start", message })
+    const sdk = yield* Effect.tryPromise({
+      try: () => import("@agentclientprotocol/sdk"),
+      catch: (e) => fail(`cannot load the ACP SDK: ${String(e)}`)
+    })
+    const guarded = guard(sdk)
     const stdin = yield* Queue.unbounded<Uint8Array>()
     yield* Effect.addFinalizer(() => Queue.shutdown(stdin))
     const proc = yield* sandbox.start({ ...request, stdin: Stream.fromQueue(stdin) }).pipe(
@@ -82,23 +90,23 @@ export const start = (
         Runtime.runSync(runtime)(Queue.offer(stdin, chunk))
       }
     })
-    const app = Acp.client({ name: "substrat" })
-      .onNotification(Acp.methods.client.session.update, (c) => handlers.update(c.params))
-      .onRequest(Acp.methods.client.session.requestPermission, async (c) => {
+    const app = sdk.client({ name: "substrat" })
+      .onNotification(sdk.methods.client.session.update, (c) => handlers.update(c.params))
+      .onRequest(sdk.methods.client.session.requestPermission, async (c) => {
         try {
           return await handlers.permission(c.params, c.signal)
         } catch (e) {
-          throw asRequestError(e)
+          throw asRequestError(sdk, e)
         }
       })
-      .onRequest(Acp.methods.client.fs.readTextFile, guard(handlers.readTextFile))
-      .onRequest(Acp.methods.client.fs.writeTextFile, guard(handlers.writeTextFile))
-      .onRequest(Acp.methods.client.terminal.create, guard(handlers.createTerminal))
-      .onRequest(Acp.methods.client.terminal.output, guard(handlers.terminalOutput))
-      .onRequest(Acp.methods.client.terminal.waitForExit, guard(handlers.waitForTerminalExit))
-      .onRequest(Acp.methods.client.terminal.kill, guard(handlers.killTerminal))
-      .onRequest(Acp.methods.client.terminal.release, guard(handlers.releaseTerminal))
-    const conn = app.connect(Acp.ndJsonStream(output, input, { maxMessageBytes: MAX_MESSAGE_BYTES }))
+      .onRequest(sdk.methods.client.fs.readTextFile, guarded(handlers.readTextFile))
+      .onRequest(sdk.methods.client.fs.writeTextFile, guarded(handlers.writeTextFile))
+      .onRequest(sdk.methods.client.terminal.create, guarded(handlers.createTerminal))
+      .onRequest(sdk.methods.client.terminal.output, guarded(handlers.terminalOutput))
+      .onRequest(sdk.methods.client.terminal.waitForExit, guarded(handlers.waitForTerminalExit))
+      .onRequest(sdk.methods.client.terminal.kill, guarded(handlers.killTerminal))
+      .onRequest(sdk.methods.client.terminal.release, guarded(handlers.releaseTerminal))
+    const conn = app.connect(sdk.ndJsonStream(output, input, { maxMessageBytes: MAX_MESSAGE_BYTES }))
     yield* Effect.addFinalizer(() => Effect.sync(() => conn.close()))
     // A connection the SDK closed (a line past the limit, a broken pipe) ends the process too:
     // the provider starts a new one at the next turn.
@@ -132,8 +140,8 @@ export const start = (
     )
     const initialized = yield* Effect.tryPromise({
       try: () =>
-        conn.agent.request(Acp.methods.agent.initialize, {
-          protocolVersion: Acp.PROTOCOL_VERSION,
+        conn.agent.request(sdk.methods.agent.initialize, {
+          protocolVersion: sdk.PROTOCOL_VERSION,
           clientCapabilities: { fs: { readTextFile: capabilities.fs, writeTextFile: capabilities.fs }, terminal: capabilities.terminal },
           clientInfo: { name: "substrat", version: "1" }
         }),
