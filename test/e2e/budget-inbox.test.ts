@@ -8,7 +8,7 @@
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import { type Agent, cli, cliJson, daemons, sleep, startDaemon, waitFor } from "../integration/daemon.support.js"
+import { type Agent, cli, cliJson, daemons, kill9, sleep, startDaemon, waitFor } from "../integration/daemon.support.js"
 import { request } from "../integration/http.support.js"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
 
@@ -72,8 +72,7 @@ describe("budgets and the human inbox (daemon + CLI)", () => {
 
     // kill -9 while parked; the restarted daemon keeps it parked with the same totals.
     const status = await cliJson<{ pid: number }>(h, ["daemon", "status"])
-    process.kill(status.pid, "SIGKILL")
-    await waitFor("daemon gone", async () => ((await cli(h, ["daemon", "status"])).code !== 0 ? true : undefined))
+    await kill9(status.pid)
     owned.track(await startDaemon(h))
     await sleep(1000)
     expect((await inbox(h)).map((i) => [i.kind, i.id])).toEqual([["budget", items[0]!.id]])

@@ -12,7 +12,7 @@
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import { type Agent, cli, cliJson, daemons, startDaemon, waitFor } from "../integration/daemon.support.js"
+import { type Agent, cli, cliJson, daemons, kill9, rpcClient, startDaemon, waitFor } from "../integration/daemon.support.js"
 import { request } from "../integration/http.support.js"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
 
@@ -50,6 +50,15 @@ const home = (book: unknown, toml?: string) => {
 }
 const inbox = async (h: string) => (await cliJson<{ items: ReadonlyArray<Item> }>(h, ["inbox"])).items
 const agents = async (h: string) => (await cliJson<{ agents: ReadonlyArray<Agent> }>(h, ["agent", "list"])).agents
+/** The live agents over the admin socket: polls do not start a CLI process each. */
+const liveAgents = async (h: string) => {
+  const c = await rpcClient(Path.join(h, "daemon.sock"))
+  try {
+    return (await c.call<{ agents: ReadonlyArray<Agent> }>("agent.list")).agents
+  } finally {
+    c.close()
+  }
+}
 const spawn = (name: string, extra: Record<string, unknown> = {}) => ({
   tool: "spawn_agent",
   args: { name, instructions: `You are ${name}.`, ...extra }
@@ -76,7 +85,7 @@ describe("tree caps and queued spawns (daemon + CLI)", () => {
       ["queued", "w4", 2]
     ])
     expect(String(results[2]!.result["reason"])).toContain("2 of at most 2 live children (max_children)")
-    await waitFor("w1 and w2 born", async () => ((await agents(h)).length === 3 ? true : undefined))
+    await waitFor("w1 and w2 born", async () => ((await liveAgents(h)).length === 3 ? true : undefined))
     expect((await agents(h)).map((a) => a.name).sort()).toEqual(["lead", "w1", "w2"])
     const queued = (await inbox(h)).filter((i) => i.kind === "queued_spawn")
     expect(queued.map((i) => [i.agent_name, i.text.slice(0, 40)])).toEqual([
@@ -106,8 +115,7 @@ describe("tree caps and queued spawns (daemon + CLI)", () => {
 
     // kill -9 while w4 is queued; after the restart it is still queued, nothing started twice.
     const status = await cliJson<{ pid: number }>(h, ["daemon", "status"])
-    process.kill(status.pid, "SIGKILL")
-    await waitFor("daemon gone", async () => ((await cli(h, ["daemon", "status"])).code !== 0 ? true : undefined))
+    await kill9(status.pid)
     owned.track(await startDaemon(h))
     const after = (await inbox(h)).filter((i) => i.kind === "queued_spawn")
     expect(after.map((i) => i.text.slice(0, 40))).toEqual(["lead's spawn of w4 waits (position 1 in "])
@@ -139,8 +147,7 @@ describe("tree caps and queued spawns (daemon + CLI)", () => {
     expect(of(events(h, solo.session_id), "user.read")).toEqual([{ message_ids: [item.id] }])
     // Still read after a restart.
     const status = await cliJson<{ pid: number }>(h, ["daemon", "status"])
-    process.kill(status.pid, "SIGKILL")
-    await waitFor("daemon gone", async () => ((await cli(h, ["daemon", "status"])).code !== 0 ? true : undefined))
+    await kill9(status.pid)
     owned.track(await startDaemon(h))
     expect(await inbox(h)).toEqual([])
   })
@@ -196,7 +203,7 @@ describe("tree caps and queued spawns (daemon + CLI)", () => {
       ["queued", "w2"],
       ["queued", "w3"]
     ])
-    await waitFor("w1 born", async () => ((await agents(h)).length === 2 ? true : undefined))
+    await waitFor("w1 born", async () => ((await liveAgents(h)).length === 2 ? true : undefined))
 
     // Refused, nothing changed: a negative value, no value, a child instead of its root.
     const negative = await cli(h, ["caps", "set", "lead", "--max-children", "-1"])
@@ -231,8 +238,7 @@ describe("tree caps and queued spawns (daemon + CLI)", () => {
 
     // kill -9: the raised caps are recovered, w3 still queued.
     const status = await cliJson<{ pid: number }>(h, ["daemon", "status"])
-    process.kill(status.pid, "SIGKILL")
-    await waitFor("daemon gone", async () => ((await cli(h, ["daemon", "status"])).code !== 0 ? true : undefined))
+    await kill9(status.pid)
     owned.track(await startDaemon(h))
     const back = await request(unix, "GET", "/v1/agents/lead/caps")
     expect(back.status).toBe(200)
@@ -263,7 +269,7 @@ describe("tree caps and queued spawns (daemon + CLI)", () => {
     expect(r[1]!.result.error).toMatchObject({ type: "invalid_arguments", field: "budget_usd" })
     expect(String(r[1]!.result.error!["message"])).toContain("other children's unused shares")
     expect(r[2]!.result).toMatchObject({ status: "created", name: "c" })
-    await waitFor("a and c born", async () => ((await agents(h)).length === 3 ? true : undefined))
+    await waitFor("a and c born", async () => ((await liveAgents(h)).length === 3 ? true : undefined))
     const by = new Map((await agents(h)).map((a) => [a.name, a] as const))
     expect(by.has("b")).toBe(false)
     expect(of(events(h, by.get("a")!.session_id), "budget.set")).toMatchObject([{ usd: 0.6 }])
