@@ -18,6 +18,11 @@ import { dataOf, eventsOf, stack } from "./orchestration.support.js"
 import { storageOver } from "./recovery.support.js"
 
 const HOUR = 3_600_000
+/**
+ * w's turn in the first test: well past the 10 s timeout, and short, because TestClock.adjust
+ * wakes every periodic timer of the daemon's services (log idle close, feed keep-alive) on the way.
+ */
+const MINUTE = 60_000
 
 /** boss spawns w on its first turn and otherwise says "ok"; w takes `wDelayMs` (TestClock) per turn. */
 const scriptsWith = (wDelayMs: number): Scripts => ({
@@ -81,8 +86,8 @@ describe("sync request timeouts (scripted provider, file EventLog, TestClock)", 
         const enq = dataOf(yield* eventsOf(w.session_id), "message.enqueued").find((m) => m.id === id)!
         expect(enq.timeout_s).toBe(10)
         expect((yield* o.inspect(boss.id)).waiting_for_replies).toBe(1)
-        // w's turn (an hour long) and the 10 s timer are both waiting on the clock.
-        yield* sleepsRegistered([t0 + 10_000, t0 + HOUR])
+        // w's turn (a minute long) and the 10 s timer are both waiting on the clock.
+        yield* sleepsRegistered([t0 + 10_000, t0 + MINUTE])
 
         const ended = dataOf(yield* eventsOf(boss.session_id), "turn.complete").length
         yield* TestClock.adjust("10 seconds")
@@ -108,7 +113,7 @@ describe("sync request timeouts (scripted provider, file EventLog, TestClock)", 
         expect(dataOf(yield* eventsOf(w.session_id), "turn.complete")).toHaveLength(0)
 
         // w's turn ends: its final text is the (late) reply, delivered as an ordinary message.
-        yield* TestClock.adjust("1 hour")
+        yield* TestClock.adjust("1 minute")
         yield* turnsEnded(boss.session_id, ended + 2)
         yield* o.awaitIdle
         const blog2 = yield* eventsOf(boss.session_id)
@@ -120,7 +125,7 @@ describe("sync request timeouts (scripted provider, file EventLog, TestClock)", 
           `Late reply from w (to message ${id}, after it timed out): slow answer`
         )
         expect(dataOf(blog2, "message.timed_out")).toHaveLength(1)
-      }).pipe(Effect.provide(stack({ home, scripts: scriptsWith(HOUR) })))
+      }).pipe(Effect.provide(stack({ home, scripts: scriptsWith(MINUTE) })))
     }))
 
   it.scoped("a reply before the deadline: no timeout, the timer is cancelled, nothing happens past the deadline", () =>
