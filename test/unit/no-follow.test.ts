@@ -16,7 +16,7 @@ const scratch = () => {
   Fs.mkdirSync(tree)
   Fs.mkdirSync(host)
   Fs.writeFileSync(Path.join(host, "secret.json"), "host bytes")
-  return { dir, tree, host, cleanup: () => Fs.rmSync(dir, { recursive: true, force: true }) }
+  return { dir, tree, host, cleanup: () => Fs.rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 }) }
 }
 
 const run = <A>(e: Effect.Effect<A, NoFollow.NoFollowError>) => Effect.runSync(Effect.either(e))
@@ -159,7 +159,8 @@ describe("NoFollow", () => {
       // attacker writing into the host directory, not the daemon), also when the daemon made d anew.
       const script = `cd ${JSON.stringify(s.tree)} || exit 1; i=0; while [ $i -lt 100000 ]; do ` +
         `mv -T d saved; ln -sn ${JSON.stringify(s.host)} d; rm -f d; mv -T saved d; i=$((i+1)); done`
-      const attacker = spawn("sh", ["-c", script], { stdio: "ignore" })
+      // Its own process group: the kill below ends the shell and the mv/ln/rm it is running at that moment.
+      const attacker = spawn("sh", ["-c", script], { stdio: "ignore", detached: true })
       try {
         for (let i = 0; i < 1500; i++) {
           run(NoFollow.writeFile(s.tree, "d/secret.json", `daemon ${i}`))
@@ -169,8 +170,15 @@ describe("NoFollow", () => {
         }
       } finally {
         // Wait for it to be gone: a dying attacker still renaming in the tree fails the cleanup's rmdir.
+        // The whole group: killing only the shell leaves its current mv running as an orphan.
         const gone = attacker.exitCode !== null || attacker.signalCode !== null ? Promise.resolve() : new Promise((r) => attacker.once("exit", r))
-        attacker.kill("SIGKILL")
+        if (attacker.pid !== undefined) {
+          try {
+            process.kill(-attacker.pid, "SIGKILL")
+          } catch {
+            // already gone
+          }
+        }
         await gone
       }
       expect(Fs.readdirSync(s.host).sort()).toEqual(["secret.json"])
