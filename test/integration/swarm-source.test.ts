@@ -5,7 +5,7 @@
 import * as fs from "node:fs"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
-import { startDaemon } from "./daemon.support.js"
+import { cli, startDaemon } from "./daemon.support.js"
 import { request, type Target } from "./http.support.js"
 import { rawHttp } from "./raw-http.support.js"
 import { swarmScope, write } from "./swarm.support.js"
@@ -39,6 +39,14 @@ describe("swarm node source over HTTP", () => {
     expect(tcp.status).toBe(200)
     expect(JSON.parse(tcp.body)).toMatchObject({ path: "y.py", first_line: 1, text: "def c():\n    return 3" })
 
+    // The CLI: numbered lines, by node id or by the symbol as find: routes it; --json is the RPC's answer.
+    const shown = await cli(home, ["swarm", "source", fnB])
+    expect(shown.code, shown.stderr).toBe(0)
+    expect(shown.stdout).toBe(`${fnB}  x.py:6-7\n6  def b():\n7      return 2\n`)
+    const bySymbol = await cli(home, ["swarm", "source", "--json", "x.py:b"])
+    expect(bySymbol.code, bySymbol.stderr).toBe(0)
+    expect(JSON.parse(bySymbol.stdout)).toEqual({ node_id: fnB, path: "x.py", first_line: 6, text: "def b():\n    return 2" })
+
     // No token on TCP: 401, nothing read.
     const anon = await rawHttp(port, "GET", src(fnB))
     expect(anon.status).toBe(401)
@@ -70,5 +78,10 @@ describe("swarm node source over HTTP", () => {
     const linked = await request(unix, "GET", src(idOf("y.py", "file")))
     expect(linked.status).toBeGreaterThanOrEqual(400)
     expect(linked.body).not.toContain(SECRET)
+    const linkedCli = await cli(home, ["swarm", "source", idOf("y.py", "file")])
+    expect(linkedCli.code).not.toBe(0)
+    expect(linkedCli.stdout + linkedCli.stderr).not.toContain(SECRET)
+    // Refused as a link, or (once the watcher has seen the file go) as an orphaned node.
+    expect(linkedCli.stderr).toMatch(/link|orphaned/)
   }, 120_000)
 })

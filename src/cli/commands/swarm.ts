@@ -1,4 +1,4 @@
-// `substrat swarm start|stop|status|agents|chat|trigger|schedule|unschedule|schedules|log`: swarm mode (docs/swarm.md).
+// `substrat swarm start|stop|status|agents|source|chat|trigger|schedule|unschedule|schedules|log`: swarm mode (docs/swarm.md).
 import { Args, Command, Options } from "@effect/cli"
 import { Console, Effect, Option } from "effect"
 import { resolve } from "node:path"
@@ -110,6 +110,25 @@ const agentsCommand = Command.make("agents", {
     yield* Console.log(table([["NODE", "AGENT", "STATUS", "LINES"], ...r.agents.map((a) => [a.node_id, a.name, a.status, lines(a)])]))
   })).pipe(Command.withDescription(describe("List the node agents (node id, agent name, status, lines)", {
     examples: ["substrat swarm agents --parent src/a.ts#file", "substrat swarm agents --status orphaned"]
+  })))
+
+/** A node's lines numbered as an editor shows them: the number right-aligned to the widest. */
+const numbered = (firstLine: number, text: string): string => {
+  const rows = text.split("\n")
+  const width = String(firstLine + rows.length - 1).length
+  return rows.map((row, i) => `${String(firstLine + i).padStart(width)}  ${row}`).join("\n")
+}
+
+const sourceCommand = Command.make("source", { home, json, node: nodeArg }, (o) =>
+  Effect.gen(function*() {
+    const socket = pathsOf(o.home).socket
+    const r = yield* withClient(SwarmGroup, socket, (c) => call(socket, c.swarm.source({ node: o.node })))
+    if (o.json) return yield* printJson(r)
+    const last = r.first_line + r.text.split("\n").length - 1
+    yield* Console.log(`${r.node_id}  ${r.path}:${r.first_line}-${last}\n${numbered(r.first_line, r.text)}`)
+  })).pipe(Command.withDescription(describe("Print a node's source: its lines of its file, numbered (a file node: the whole file)", {
+    details: ["Read from the swarm's code tree as it is now, never through a link, at most 1 MiB."],
+    examples: ["substrat swarm source 'src/a.ts#function:formatDate'", "substrat swarm source src/a.ts#file --json"]
   })))
 
 const chatCommand = Command.make("chat", {
@@ -226,6 +245,7 @@ export const swarmCommand = Command.make("swarm").pipe(
     stopCommand,
     statusCommand,
     agentsCommand,
+    sourceCommand,
     chatCommand,
     triggerCommand,
     scheduleCommand,
