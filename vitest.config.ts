@@ -5,20 +5,37 @@ import { missingTools, plan, testFiles } from "./scripts/system-tools.js"
 // with `// requires: …`) are left out with one line saying so — an error instead under
 // SUBSTRAT_REQUIRE_TOOLS=1 (.ci/run). scripts/system-tools.ts (pretest) installs them when it can.
 const skipped = plan(testFiles("test"), missingTools(), process.env.SUBSTRAT_REQUIRE_TOOLS === "1")
-if (skipped.line !== undefined) console.warn(skipped.line)
+// (This file is evaluated once per project too: say it once.)
+const said = globalThis as { substratSkipSaid?: boolean }
+if (skipped.line !== undefined && said.substratSkipSaid !== true) {
+  said.substratSkipSaid = true
+  console.warn(skipped.line)
+}
+
+// Two projects, run one after the other (sequence.groupOrder), never more than two workers:
+//   shared   — files that leave no global state behind (process.env, cwd, timers, listeners):
+//              worker threads that keep their loaded modules from file to file, so Effect and
+//              the sources are evaluated once per worker instead of once per file;
+//   isolated — everything else, each file in a fresh process (forks). Integration suites spawn
+//              real processes and sandboxes; two cores.
+const shared = ["test/unit/**/*.test.ts"]
 
 export default defineConfig({
   test: {
-    include: ["test/**/*.test.ts"],
     exclude: ["**/node_modules/**", ...skipped.skip],
     testTimeout: 60_000,
     hookTimeout: 60_000,
-    // Integration suites spawn real processes and sandboxes; two cores.
-    pool: "forks",
-    poolOptions: { forks: { maxForks: 2, minForks: 1 } },
+    poolOptions: {
+      threads: { maxThreads: 2, minThreads: 1, isolate: false },
+      forks: { maxForks: 2, minForks: 1 }
+    },
     reporters: ["default"],
     // Console output (in-process daemons' logs, tests' own notes) is kept per test and printed
     // only for a test that failed; child processes write to files in their homes.
-    silent: "passed-only"
+    silent: "passed-only",
+    projects: [
+      { extends: true, test: { name: "shared", include: shared, pool: "threads", sequence: { groupOrder: 0 } } },
+      { extends: true, test: { name: "isolated", include: ["test/**/*.test.ts"], exclude: shared, pool: "forks", sequence: { groupOrder: 1 } } }
+    ]
   }
 })
