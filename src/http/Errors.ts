@@ -3,7 +3,7 @@
 import { HttpServerResponse } from "@effect/platform"
 import { Data, ParseResult, Schema } from "effect"
 import { toRpcError } from "../protocol/WireErrors.js"
-import { InvalidInput, RpcError } from "../protocol/AdminRpcs.js"
+import { Internal, InvalidInput, NotFound, RpcError, Unavailable } from "../protocol/AdminRpcs.js"
 import { PayloadTooLarge, tooLarge } from "./Body.js"
 
 /** The HTTP server could not start: a bad address, a socket or file it cannot make, its files missing. */
@@ -34,14 +34,35 @@ export const maxMessageChars = 300
 
 const cut = (s: string): string => (s.length <= maxMessageChars ? s : `${s.slice(0, maxMessageChars)}… (cut)`)
 
-/** Any failure of a route → its JSON response (never a defect); never more than a few hundred bytes of message. */
-export const errorResponse = (e: unknown): HttpServerResponse.HttpServerResponse => {
-  if (e instanceof PayloadTooLarge) return tooLarge(e.limit)
+/** A failure as the wire error HTTP answers with: never more than a few hundred bytes of message. */
+export const wireError = (e: unknown): RpcError => {
   const err = toRpcError(e)
-  const encoded = encodeError(err)
-  return HttpServerResponse.unsafeJson({ error: { ...encoded, message: cut(encoded.message) } }, { status: status[err._tag] })
+  if (err.message.length <= maxMessageChars) return err
+  const message = cut(err.message)
+  switch (err._tag) {
+    case "NotFound":
+      return new NotFound({ code: err.code, kind: err.kind, id: err.id, message })
+    case "InvalidInput":
+      return new InvalidInput({ code: err.code, field: err.field, message })
+    case "Unavailable":
+      return new Unavailable({ code: err.code, message })
+    case "Internal":
+      return new Internal({ code: err.code, message })
+  }
 }
 
+/**
+ * A failure before routing (PathRules.ts) or outside the API (`POST /login`) → its JSON response,
+ * as the API's errors are (src/protocol/HttpApi.ts).
+ */
+export const errorResponse = (e: unknown): HttpServerResponse.HttpServerResponse => {
+  if (e instanceof PayloadTooLarge) return tooLarge(e.limit)
+  const err = wireError(e)
+  return HttpServerResponse.unsafeJson({ error: encodeError(err) }, { status: status[err._tag] })
+}
+
+
+/** `POST /login` with an unknown, used or expired code (the API's own refusals: Authorization.ts). */
 export const unauthorized: HttpServerResponse.HttpServerResponse = HttpServerResponse.unsafeJson(
   { error: { _tag: "Unauthorized", code: 401, message: "missing or wrong bearer token (see $SUBSTRAT_HOME/http.token)" } },
   { status: 401, headers: { "www-authenticate": "Bearer" } }

@@ -1,20 +1,19 @@
-// The daemon's HTTP surface (ARCHITECTURE §6, docs/http.md): the routes (Routes.ts), the SSE feed
-// and the dashboard (Static.ts), served
+// The daemon's HTTP surface (ARCHITECTURE §6, docs/http.md): the API (declared in
+// src/protocol/HttpApi.ts, built by Api.ts; SSE included) and beside it the dashboard's files
+// (Static.ts) and `POST /login`, served
 //   - always on `$SUBSTRAT_HOME/http.sock` (0600: listened at a staging path, chmod'ed, renamed —
 //     like daemon.sock), no token: the file mode is the access control;
-//   - with `--http HOST:PORT`, on TCP too, every /v1 request needing `Authorization: Bearer <token>`
+//   - with `--http HOST:PORT`, on TCP too, every API request needing `Authorization: Bearer <token>`
 //     (`$SUBSTRAT_HOME/http.token`, 0600, made once and kept) or the dashboard's session cookie
-//     (Login.ts: `substrat ui`'s one-time code traded at `POST /login`) — 401 otherwise. A
-//     cookie-authenticated POST/PUT/PATCH/DELETE whose Origin is not the daemon's own is 401 too
-//     (SameSite does not tell ports of 127.0.0.1 apart). No CORS headers, so browsers refuse
-//     cross-origin calls.
-// Routes call the admin methods through the daemon's in-process client (daemon/Handlers.ts): the
-// same middleware and handlers the admin socket serves.
+//     (Login.ts: `substrat ui`'s one-time code traded at `POST /login`) — 401 otherwise
+//     (Authorization.ts, the API's middleware). No CORS headers, so browsers refuse cross-origin calls.
+// Before routing, each listener's `admit` refuses ambiguous paths and declared oversize bodies and
+// gives the request its listener's credentials rules.
 import { HttpApp, HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { Config, Context, Effect, Layer, Option, Schema } from "effect"
-import { randomBytes, timingSafeEqual } from "node:crypto"
+import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import { createServer } from "node:http"
 import { join } from "node:path"
@@ -24,12 +23,13 @@ import { DaemonConfig } from "../config/DaemonConfig.js"
 import type { AdminClient } from "../protocol/AdminRpcs.js"
 import { EventFeed } from "../feed/EventFeed.js"
 import { InvalidInput } from "../protocol/AdminRpcs.js"
+import * as Api from "./Api.js"
+import * as Authorization from "./Authorization.js"
 import * as Body from "./Body.js"
 import * as Connections from "./Connections.js"
 import { errorResponse, HttpStartError, invalidInput, unauthorized } from "./Errors.js"
 import * as Login from "./Login.js"
 import * as PathRules from "./PathRules.js"
-import * as Routes from "./Routes.js"
 import * as Static from "./Static.js"
 
 export const socketPath = (paths: Paths): string => join(paths.home, "http.sock")
@@ -58,31 +58,6 @@ export const ensureToken = (paths: Paths): Effect.Effect<string, HttpStartError>
     catch: (e) => fail(`cannot write ${tokenPath(paths)}: ${String(e)}`)
   })
 
-const sameSecret = (a: string, b: string): boolean => {
-  const x = Buffer.from(a)
-  const y = Buffer.from(b)
-  return x.length === y.length && timingSafeEqual(x, y)
-}
-
-/** The bearer token of a TCP request, checked in constant time. */
-const hasToken = (req: HttpServerRequest.HttpServerRequest, token: string): boolean => {
-  const auth = req.headers["authorization"] ?? ""
-  return auth.startsWith("Bearer ") && sameSecret(auth.slice(7).trim(), token)
-}
-
-const unsafeMethods = new Set(["POST", "PUT", "PATCH", "DELETE"])
-
-/**
- * The dashboard's session cookie: valid, and for a method that changes something, no Origin or
- * the daemon's own (`origin.value`, set once the port is bound).
- */
-const hasSession = (req: HttpServerRequest.HttpServerRequest, login: Login.Store, origin: { value: string }): boolean => {
-  const session = Login.sessionOf(req.headers["cookie"])
-  if (session === undefined || !login.isSession(session)) return false
-  const from = req.headers["origin"]
-  return !unsafeMethods.has(req.method) || from === undefined || (origin.value !== "" && from === origin.value)
-}
-
 const CodeBody = Schema.Struct({ code: Schema.String.pipe(Schema.maxLength(200)) })
 
 /** `POST /login`: a code of `substrat ui` for the session cookie; 401 for an unknown, used or expired code. */
@@ -103,30 +78,10 @@ const exchangeRoute = (login: Login.Store): HttpRouter.HttpRouter =>
     )
   )
 
-/** `POST /v1/ui/code`: a one-time code for `substrat ui` (owner only: http.sock, or the token on TCP). */
-const codeRoute = (login: Login.Store): HttpRouter.HttpRouter =>
-  HttpRouter.post(HttpRouter.empty, "/v1/ui/code", Effect.sync(() => HttpServerResponse.unsafeJson({ code: login.mint() }, { status: 201 })))
-
-/** What a TCP request is checked against. */
-interface Credentials {
-  readonly ok: (req: HttpServerRequest.HttpServerRequest) => boolean
-}
-
-/**
- * TCP only: the check every API route's handler is wrapped in (`HttpRouter.use` on the whole API
- * router, in `appOf`): it runs after routing, on the very route the router picked, so no spelling
- * of a path can reach a handler without it.
- */
-const requireCredentials = (credentials: Credentials) => <E, R>(handler: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
-  Effect.flatMap(HttpServerRequest.HttpServerRequest, (req) => credentials.ok(req) ? handler : Effect.succeed(unauthorized))
-
-/** What a routed handler's context holds besides the request. */
-type RouteScope = HttpRouter.RouteContext | HttpServerRequest.ParsedSearchParams
-
 /** How one listener admits requests. */
 interface Admission {
-  /** TCP: the credentials every API route needs; absent on http.sock (its file mode is the access control). */
-  readonly credentials: Credentials | undefined
+  /** Who may call the API through it (Authorization.ts). */
+  readonly credentials: Authorization.Credentials
   readonly maxBodyBytes: number
 }
 
@@ -144,22 +99,12 @@ const admit = <E, R>(admission: Admission, gate: Connections.Gate, app: HttpApp.
       Body.linger(req)
       return Effect.succeed(Body.tooLarge(admission.maxBodyBytes))
     }
-    if (admission.credentials?.ok(req) === true) gate.authenticated(NodeHttpServerRequest.toIncomingMessage(req).socket)
-    return Effect.provideService(app, Body.BodyLimit, admission.maxBodyBytes)
+    if (Authorization.accepts(admission.credentials, req)) gate.authenticated(NodeHttpServerRequest.toIncomingMessage(req).socket)
+    return app.pipe(
+      Effect.provideService(Body.BodyLimit, admission.maxBodyBytes),
+      Effect.provideService(Authorization.ListenerCredentials, admission.credentials)
+    )
   })
-
-/**
- * The app of one listener: `admit`, then the router. Public: the dashboard's files only
- * (Static.ts, a fixed list). Every API route (Routes.ts) is behind the credentials check as one
- * router, so a route added there is behind it too.
- */
-const appOf = (files: Static.Files, api: HttpRouter.HttpRouter<never, never>, login: Login.Store, admission: Admission) => {
-  const c = admission.credentials
-  const all = HttpRouter.concat(api, codeRoute(login))
-  const guarded = c === undefined ? all : HttpRouter.use(all, (h): HttpApp.Default<never, RouteScope> => requireCredentials(c)(h))
-  const router = HttpRouter.concat(HttpRouter.concat(Static.routes(files), exchangeRoute(login)), guarded)
-  return (gate: Connections.Gate) => admit(admission, gate, router)
-}
 
 /**
  * Serve the app `make` builds for this listener's connection gate. On release, open connections
@@ -195,7 +140,6 @@ export const serve = (paths: Paths, tcp: string | undefined, admin: AdminClient)
     const limits = (yield* DaemonConfig).httpLimits
     const address = tcp === undefined ? undefined : parseAddress(tcp)
     if (tcp !== undefined && address === undefined) return yield* fail(`--http wants HOST:PORT (e.g. 127.0.0.1:8080), not ${tcp}`)
-    const routes = yield* Routes.make(admin)
     // The daemon's one feed reads every log once (positions the index lacks, owners): in the
     // background now, so no client's first stream (HTTP or admin socket) waits for it.
     yield* Effect.forkScoped(Effect.flatMap(EventFeed, (feed) => feed.warm))
@@ -205,7 +149,9 @@ export const serve = (paths: Paths, tcp: string | undefined, admin: AdminClient)
       Effect.mapError((e) => fail(`SUBSTRAT_UI_CODE_TTL_MS: ${String(e)}`))
     )
     const login = Login.make(ttl)
-    const app = appOf(files, routes, login, { credentials: undefined, maxBodyBytes: limits.maxBodyBytes })
+    // The API (Api.ts) with the public routes beside it: the dashboard's files and the code exchange.
+    const api = yield* Api.make(admin, login, HttpRouter.concat(Static.routes(files), exchangeRoute(login)))
+    const app = (gate: Connections.Gate) => admit({ credentials: Authorization.anyone, maxBodyBytes: limits.maxBodyBytes }, gate, api)
 
     const sock = socketPath(paths)
     const staging = `${sock}.${process.pid}.tmp`
@@ -228,8 +174,8 @@ export const serve = (paths: Paths, tcp: string | undefined, admin: AdminClient)
     }
     const token = yield* ensureToken(paths)
     const origin = { value: "" }
-    const credentials: Credentials = { ok: (req) => hasToken(req, token) || hasSession(req, login, origin) }
-    const tcpApp = appOf(files, routes, login, { credentials, maxBodyBytes: limits.maxBodyBytes })
+    const credentials = Authorization.tcp(token, login, origin)
+    const tcpApp = (gate: Connections.Gate) => admit({ credentials, maxBodyBytes: limits.maxBodyBytes }, gate, api)
     const ctx = yield* Layer.build(listen(tcpApp, address, limits)).pipe(Effect.mapError((e) => fail(`cannot listen on ${tcp}: ${String(e)}`)))
     const bound = Context.get(ctx, HttpServer.HttpServer).address
     const actual: TcpAddress = bound._tag === "TcpAddress" ? { host: address.host, port: bound.port } : address
