@@ -43,6 +43,18 @@ export const firstPrompt = (r: { readonly body: unknown }): string => {
   return ""
 }
 
+/**
+ * Substrat's tools as qwen names them. Qwen offers MCP tools as deferred ones (listed by name in
+ * its start-up reminder, reached through its tool_search/tool_call): a session's first request
+ * must already offer them, or the model's first call of one finds no such tool.
+ */
+const SUBSTRAT_TOOLS = ["mcp__substrat__send_message", "mcp__substrat__spawn_agent", "mcp__substrat__check_inbox"]
+/** Which of Substrat's tools the request names to the model (declared or listed). */
+const offered = (r: { readonly body: unknown }): ReadonlyArray<string> => {
+  const raw = JSON.stringify(r.body)
+  return SUBSTRAT_TOOLS.filter((t) => raw.includes(t))
+}
+
 /** A fresh home whose acp:qwen agents reach `llm` through the daemon's forwarder as MODEL, priced. */
 const qwenHome = (llm: ScriptedLlm.ScriptedLlmServer, toml = ""): string => {
   const home = makeTmpDir("saq-") // short: agent socket paths must fit in sun_path
@@ -117,6 +129,9 @@ describe("acp:qwen, the real Qwen Code (daemon + CLI, bwrap, network off, script
       expect(reqs[0]!.kind).toBe("openai-chat")
       expect(reqs[0]!.model).toBe(MODEL)
       expect(reqs[0]!.headers["authorization"]).toBe("Bearer sk-test-daemon-only")
+      // Substrat's MCP tools are registered before the first prompt runs (the preset makes qwen's
+      // MCP discovery blocking): offered to the model from its first request on.
+      expect(offered(reqs[0]!)).toEqual(SUBSTRAT_TOOLS)
       // The instructions and the message open the first prompt.
       expect(reqs[0]!.lastUser).toContain("AGENT=solo Be brief.")
       expect(reqs[0]!.lastUser).toContain("Say hello.")
@@ -134,10 +149,7 @@ describe("acp:qwen, the real Qwen Code (daemon + CLI, bwrap, network off, script
       for (const f of files) expect(Fs.readFileSync(Path.join(agentHome, f), "utf8"), f).not.toContain("sk-test-daemon-only")
     }), 180_000)
 
-  // Runs only with SUBSTRAT_ACP_QWEN_TEAM=1: in one of two fresh-clone CI runs the coder's
-  // permission request never came within 150 s (cause not found yet); the one-turn qwen test
-  // above and the in-repo ACP agent's tests stay in every run.
-  it.skipIf(process.env["SUBSTRAT_ACP_QWEN_TEAM"] !== "1")("the team: lead spawns coder and reviewer; coder's write_file is asked in the inbox and allowed; reviewer reads it; `send --wait` prints lead's answer; usage per request; one answer each", () =>
+  it("the team: lead spawns coder and reviewer; coder's write_file is asked in the inbox and allowed; reviewer reads it; `send --wait` prints lead's answer; usage per request; one answer each", () =>
     withLlm([], async (llm) => {
       const home = qwenHome(llm, "approve = \"ask\"\n")
       await Effect.runPromise(llm.replace(qwenTeamScript()))
@@ -174,6 +186,8 @@ const checkQwenTeam = async (home: string, llm: ScriptedLlm.ScriptedLlmServer) =
   }
   const reqs = await Effect.runPromise(llm.modelRequests)
   expectOrder(reqs)
+  // Each agent's first request already offered Substrat's tools (lead's first call is one).
+  for (const who of ["lead", "coder", "reviewer"]) expect(offered(reqs.find((r) => whose(r) === who)!), who).toEqual(SUBSTRAT_TOOLS)
   // Every request is one of the team's conversation (no background ones), and each agent's
   // answered requests are metered one by one at the scripted usage.
   expect(reqs.filter((r) => r.label === undefined).map((r) => `${whose(r)}: ${(r.lastUser ?? "").slice(0, 100)}`)).toEqual([])

@@ -42,7 +42,10 @@ export const builtinPresets: PresetTable = {
   qwen: {
     // `default`: qwen asks the client (acp.approve) instead of its own model-based classifier.
     command: ["qwen", "--acp", "--approval-mode", "default"],
-    env: { ...offline, QWEN_CODE_DISABLE_TELEMETRY: "1" },
+    // QWEN_CODE_LEGACY_MCP_BLOCKING: `session/new` answers once the MCP servers' tools are
+    // registered. Without it qwen discovers them in the background, and a first prompt that runs
+    // before Substrat's MCP server is up (a loaded machine) finds no `mcp__substrat__*` tool.
+    env: { ...offline, QWEN_CODE_DISABLE_TELEMETRY: "1", QWEN_CODE_LEGACY_MCP_BLOCKING: "1" },
     model: "openai",
     package: "@qwen-code/qwen-code"
   },
