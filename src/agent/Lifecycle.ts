@@ -37,6 +37,8 @@ export interface CreateRootArgs {
   readonly provider: string
   readonly role?: string | undefined
   readonly workspace_id?: WorkspaceId | null | undefined
+  /** The root's id, chosen by the caller (cluster mode: the tree's entity key); else a new one. */
+  readonly id?: AgentId | undefined
 }
 export interface SpawnArgs {
   readonly name: string
@@ -93,7 +95,7 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
         ? yield* childWorkspaces.value.forRoot(name)
         : null
       const node = new AgentNode({
-        id: newAgentId(),
+        id: args.id ?? newAgentId(),
         name,
         session_id: newSessionId(),
         parent_id: null,

@@ -23,6 +23,9 @@ import { acquirePidFile, DaemonError, prepareHome, publishSocket, stagingSocket 
 import { AdminRpcs } from "../protocol/AdminRpcs.js"
 import { Drain, RuntimeLive, runtimeOn, StorageSql } from "./Runtime.js"
 import * as Cluster from "./Cluster.js"
+import * as ClusterTrees from "./ClusterTrees.js"
+import { TreeEntityLive } from "./handlers/Agents.js"
+import { ResolverService } from "./Resolver.js"
 import * as Postgres from "../storage/Postgres.js"
 import { parseAddress } from "../domain/address.js"
 import * as SocketGuard from "../protocol/SocketGuard.js"
@@ -144,12 +147,19 @@ export const run = (settings: DaemonSettings, overrides: DaemonOverrides = {}): 
     // the Scope alone, so the CLI's services around `daemon run` (file system, path, terminal)
     // are not copied into every request's context either.
     // The cluster runner (Cluster.ts) starts once the local trees are recovered.
-    const runner = cluster === undefined ? Context.empty() : yield* Layer.build(Cluster.layer(cluster.runner).pipe(
-      Layer.provide(Layer.succeedContext(cluster.sql))
-    )).pipe(
-      Effect.mapError((e) => new DaemonError({ reason: "cluster", message: `cannot start the cluster runner on ${cluster.listen}: ${String(e)}` }))
+    // Cluster mode: the runner, the Tree entity (its handlers run this runner's trees) and the
+    // router the admin handlers reach other runners' trees with.
+    const runner = cluster === undefined ? Context.empty() : yield* Layer.build(
+      TreeEntityLive.pipe(
+        Layer.provide(ResolverService.layer),
+        Layer.provideMerge(ClusterTrees.layerRouter(cluster.listen)),
+        Layer.provideMerge(Cluster.layer(cluster.runner)),
+        Layer.provide(Layer.succeedContext(Context.merge(runtime, cluster.sql)))
+      )
+    ).pipe(
+      Effect.mapError((e) => new DaemonError({ reason: "cluster", message: `cannot start the cluster runner on ${cluster.listen}: ${String(e)}` })),
+      Effect.tap(() => Effect.logInfo(`cluster runner on ${cluster.listen}`))
     )
-    if (cluster !== undefined) yield* Effect.logInfo(`cluster runner on ${cluster.listen}`)
     const handlers = yield* Layer.build(HandlersLive).pipe(Effect.provide(Context.merge(runtime, runner)))
     const ServerLive = RpcServer.layer(AdminRpcs, { disableFatalDefects: true, concurrency: "unbounded", disableTracing: true }).pipe(
       Layer.provide(Layer.succeedContext(handlers)),

@@ -10,7 +10,7 @@ import * as fs from "node:fs"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import * as Postgres from "../../src/storage/Postgres.js"
-import { type Agent, cli, cliJson, daemons, kill9, startDaemon, waitFor } from "./daemon.support.js"
+import { type Agent, cli, cliJson, daemons, type Inspect, kill9, startDaemon, waitFor } from "./daemon.support.js"
 import { freePort, freshDatabase, postgresPerFile } from "../support/postgres.js"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
 
@@ -60,14 +60,19 @@ describe("cluster runner", () => {
     expect(fs.existsSync(join(home, "daemon.pid")) && fs.readFileSync(join(home, "daemon.pid"), "utf8").trim() !== "").toBe(false)
   }, 60_000)
 
-  it("two runners on one Postgres list each other; records and logs are in Postgres; kill -9 of one: the survivor takes every shard", async () => {
-    const url = await freshDatabase(pg.server())
-    const [pa, pb] = [await freePort(), await freePort()]
-    const [homeA, homeB] = [join(dir, "a"), join(dir, "b")]
-    const a = await startDaemon(homeA, ["--cluster", url, "--listen", `127.0.0.1:${pa}`])
+  // Two runners on one database, shared by the tests below (in order: the last kills A).
+  let url = ""
+  let pa = 0
+  let pb = 0
+  let a = 0
+  const [homeA, homeB] = [join(dir, "a"), join(dir, "b")]
+
+  it("two runners on one Postgres list each other; records and logs are in Postgres", async () => {
+    url = await freshDatabase(pg.server())
+    ;[pa, pb] = [await freePort(), await freePort()]
+    a = await startDaemon(homeA, ["--cluster", url, "--listen", `127.0.0.1:${pa}`])
     owned.track(a)
-    const b = await startDaemon(homeB, ["--cluster", url, "--listen", `127.0.0.1:${pb}`])
-    owned.track(b)
+    owned.track(await startDaemon(homeB, ["--cluster", url, "--listen", `127.0.0.1:${pb}`]))
     const both = [`127.0.0.1:${pa}`, `127.0.0.1:${pb}`].sort()
 
     for (const home of [homeA, homeB]) {
@@ -78,6 +83,13 @@ describe("cluster runner", () => {
       expect(s.runners.map((r) => r.address)).toEqual(both)
       expect(s.runners.reduce((n, r) => n + r.shards, 0)).toBe(s.shards)
       expect(s.runners.filter((r) => r.self).map((r) => r.address)).toEqual([s.self])
+    }
+    // Each runner holds its shards before trees are placed.
+    for (const home of [homeA, homeB]) {
+      await waitFor(`${home} holds its shards`, async () => {
+        const s = await cliJson<Status>(home, ["cluster", "status"])
+        return s.held > 0 && s.held === s.runners.find((r) => r.self)?.shards ? s : undefined
+      }, 60_000)
     }
     const human = await cli(homeB, ["cluster", "status"])
     expect(human.code).toBe(0)
@@ -90,7 +102,61 @@ describe("cluster runner", () => {
     const events = await query(url, `SELECT count(*)::int AS n FROM substrat_events WHERE session_id = '${agent.session_id}'`)
     expect(Number(events[0]?.["n"])).toBeGreaterThan(0)
     expect(fs.existsSync(join(homeA, "agents", agent.session_id, "events.jsonl"))).toBe(false)
+  }, 180_000)
 
+  it("a tree lives on the runner of its shard: created on A, placed on B; send, wait, inspect, list from A reach it", async () => {
+    // The engine places a root's id; A creates roots until one lands on B (each does with p = 1/2).
+    let far: Agent | undefined
+    for (let i = 0; i < 24 && far === undefined; i++) {
+      const created = await cliJson<Agent>(homeA, ["agent", "create", "--name", `t${i}`, "--provider", "scripted"])
+      const row = await query(url, `SELECT runner FROM substrat_trees WHERE root_id = '${created.id}'`)
+      if (row[0]?.["runner"] === `127.0.0.1:${pb}`) far = created
+      else expect(row[0]?.["runner"]).toBe(`127.0.0.1:${pa}`)
+    }
+    expect(far).toBeDefined()
+    const tree = far!
+    // It is B's: B's own list has it; its default workspace is under B's home, not A's.
+    const onB = await cliJson<{ agents: ReadonlyArray<Agent>; placement: ReadonlyArray<{ root_id: string; runner: string }> }>(
+      homeB, ["agent", "list"])
+    expect(onB.agents.map((x) => x.id)).toContain(tree.id)
+    const ws = (await cliJson<{ workspaces: ReadonlyArray<{ default_for: string | null; root_path: string }> }>(homeB, ["workspace", "list"]))
+      .workspaces.find((w) => w.default_for === tree.name)
+    expect(ws?.root_path.startsWith(homeB)).toBe(true)
+    const wsA = (await cliJson<{ workspaces: ReadonlyArray<{ default_for: string | null }> }>(homeA, ["workspace", "list"]))
+      .workspaces.find((w) => w.default_for === tree.name)
+    expect(wsA).toBeUndefined()
+
+    // From A: send --wait is answered by B's agent (the scripted provider echoes).
+    const sent = await cli(homeA, ["agent", "send", tree.name, "hello from A", "--wait"])
+    expect(sent.stderr).toBe("")
+    expect(sent.code).toBe(0)
+    expect(sent.stdout).toContain("hello from A")
+    const inspected = await cliJson<Inspect & { recent_turns: ReadonlyArray<{ prompt: string; response: string }> }>(homeA, ["agent", "inspect", tree.name])
+    expect(inspected.agent.id).toBe(tree.id)
+    expect(inspected.recent_turns.some((t) => t.response.includes("hello from A"))).toBe(true)
+    // The message is in B's tree's log once.
+    const logged = await query(url, `SELECT count(*)::int AS n FROM substrat_events WHERE session_id = '${tree.session_id}' AND line LIKE '%message.enqueued%' AND line LIKE '%"sender":"USER"%' AND line LIKE '%hello from A%'`)
+    expect(Number(logged[0]?.["n"])).toBe(1)
+
+    // Every tree from either runner, each with its runner; the same root name is refused cluster-wide.
+    for (const home of [homeA, homeB]) {
+      const l = await cliJson<{ agents: ReadonlyArray<Agent>; placement: ReadonlyArray<{ root_id: string; runner: string }> }>(home, ["agent", "list"])
+      expect(l.agents.map((x) => x.id)).toContain(tree.id)
+      expect(l.placement.find((p) => p.root_id === tree.id)?.runner).toBe(`127.0.0.1:${pb}`)
+      expect(l.agents.length).toBe(l.placement.length)
+    }
+    const again = await cli(homeB, ["agent", "create", "--name", tree.name, "--provider", "scripted"])
+    expect(again.code).toBe(2)
+    expect(again.stderr).toContain("exists")
+
+    // Terminated from A: gone from B and from the cluster's trees.
+    expect((await cli(homeA, ["agent", "terminate", tree.name])).code).toBe(0)
+    expect(await query(url, `SELECT root_id FROM substrat_trees WHERE root_id = '${tree.id}'`)).toEqual([])
+    const left = await cliJson<{ agents: ReadonlyArray<Agent> }>(homeB, ["agent", "list"])
+    expect(left.agents.map((x) => x.id)).not.toContain(tree.id)
+  }, 180_000)
+
+  it("kill -9 of one runner: the survivor takes every shard", async () => {
     await kill9(a)
     const after = await waitFor("runner A dropped and B holding every shard", async () => {
       const s = await cliJson<Status>(homeB, ["cluster", "status"])

@@ -93,6 +93,8 @@ export const isAlive = (pid: number): boolean => {
 
 /** SIGKILL a daemon we started and wait until it is gone. */
 export const kill9 = async (pid: number): Promise<void> => {
+  // 0 or a negative number would signal a whole process group (the test runner's own).
+  if (!(pid > 0)) throw new Error(`kill9: not a pid: ${pid}`)
   process.kill(pid, "SIGKILL")
   await waitFor(`daemon ${pid} gone`, () => (isAlive(pid) ? undefined : true), 10_000)
 }

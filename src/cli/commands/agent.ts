@@ -177,8 +177,15 @@ const listText = (
 ) =>
   Effect.map(
     Effect.all([call(socket, c.agent.list(params)), call(socket, c.inbox.list())]),
-    ([r, inbox]) => [renderTree(r.agents, treeView(r, inbox.items, swarm)), r.next] as const
+    ([r, inbox]) => [renderTree(r.agents, treeView(r, inbox.items, swarm)) + placementText(r), r.next] as const
   )
+
+/** Cluster mode: which runner each tree is on. */
+const placementText = (r: AgentListResult): string => {
+  if (r.placement === undefined || r.placement.length === 0) return ""
+  const names = new Map(r.agents.map((a) => [a.id as string, a.name]))
+  return `\n\nrunners:\n${r.placement.map((p) => `  ${names.get(p.root_id) ?? p.root_id.slice(0, 8)} on ${p.runner}`).join("\n")}`
+}
 
 /**
  * After a page with more to come: how to get the next one (stderr, so stdout stays the list;

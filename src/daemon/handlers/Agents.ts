@@ -1,6 +1,12 @@
 // Handlers of the `agent.*` methods (src/protocol/admin/agent.ts): create, list, terminate, resume
 // here; send/wait (Messages.ts), inspect (Inspect.ts), attach/logs (Output.ts).
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
+import { randomUUID } from "node:crypto"
+import { type RemoteFailure, remoteError, Tree, type TreeClient, TreeRouter } from "../ClusterTrees.js"
+import type { AgentNode } from "../../domain/agent.js"
+import { newAgentId } from "../../domain/ids.js"
+import { Internal, type RpcError } from "../../protocol/admin/common.js"
+import { classify, message, type ServiceError } from "../../protocol/WireErrors.js"
 import { Orchestrator } from "../../agent/Orchestrator.js"
 import { SpawnQueue } from "../../agent/SpawnQueue.js"
 import { InvalidInputError } from "../../domain/errors.js"
@@ -21,7 +27,9 @@ import { handlersOf, served } from "./Middleware.js"
 import { makeOutputHandlers } from "./Output.js"
 import { checkWithRepo, makeEgressRequests } from "./Shared.js"
 
-export const AgentHandlers = served(AgentGroup, Effect.gen(function*() {
+/** The agent methods as this daemon runs them on its own trees (no cluster routing). */
+const makeAgentOps = Effect.gen(function*() {
+  const cluster = Option.getOrUndefined(yield* Effect.serviceOption(TreeRouter))
   const orchestrator = yield* Orchestrator
   const workspaces = yield* WorkspaceStore
   const providers = yield* ProviderRegistry
@@ -32,7 +40,7 @@ export const AgentHandlers = served(AgentGroup, Effect.gen(function*() {
   const resolver = yield* makeResolver
   const egress = yield* makeEgressRequests
 
-  const create = (p: typeof AgentCreateRpc.payloadSchema.Type) =>
+  const create = (p: typeof AgentCreateRpc.payloadSchema.Type, id?: AgentId) =>
     Effect.gen(function*() {
       const provider = p.provider ?? defaultProvider
       yield* Effect.annotateCurrentSpan({ "gen_ai.provider.name": provider })
@@ -47,6 +55,10 @@ export const AgentHandlers = served(AgentGroup, Effect.gen(function*() {
       if (p.bind_ignored !== undefined && p.repo === undefined) return yield* new InvalidInput({ field: "bind_ignored", message: "--bind-ignored goes with --repo" })
       if (p.check !== undefined) yield* checkWithRepo(p.check, p.repo)
       const name = p.name ?? `agent-${Math.random().toString(16).slice(2, 6)}`
+      // Cluster mode: the tree is recorded (its name unique in the cluster) before it exists here.
+      const root = id ?? newAgentId()
+      if (cluster !== undefined) yield* cluster.claim(root, name)
+      const unclaim = cluster === undefined ? Effect.void : cluster.release(root).pipe(Effect.ignore)
       const allow = yield* egress.asked(p.allow_hosts, p.allow_presets)
       const allows = allow.hosts.length > 0 || allow.presets.length > 0
       // A repository workspace of its own (named after the agent when that name is free, so its
@@ -64,12 +76,13 @@ export const AgentHandlers = served(AgentGroup, Effect.gen(function*() {
       const workspace_id = repoWs !== undefined ? repoWs.id : p.workspace_id === undefined ? undefined : yield* resolver.workspaceId(p.workspace_id)
       if (workspace_id !== undefined && allows) yield* egress.withinParent(workspace_id, allow)
       const node = yield* orchestrator.createRoot({
+        id: root,
         name,
         instructions: p.instructions ?? "",
         provider,
         ...(p.role === undefined ? {} : { role: p.role }),
         ...(workspace_id === undefined ? {} : { workspace_id })
-      }).pipe(Effect.tapError(() => repoWs === undefined ? Effect.void : workspaces.delete(repoWs.id, { force: true }).pipe(Effect.ignore)))
+      }).pipe(Effect.tapError(() => Effect.zipRight(unclaim, repoWs === undefined ? Effect.void : workspaces.delete(repoWs.id, { force: true }).pipe(Effect.ignore))))
       if (p.budget !== undefined) yield* meter.setBudget(node.id, p.budget)
       if (allows) {
         if (node.workspace_id === null) return yield* new InvalidInputError({ field: "allow", message: "the agent has no workspace to allow egress in" })
@@ -86,9 +99,7 @@ export const AgentHandlers = served(AgentGroup, Effect.gen(function*() {
       return node
     })
 
-  return handlersOf(AgentGroup)({
-    "agent.create": create,
-    "agent.list": (p: AgentListParams | void) =>
+  const list = (p: AgentListParams | void) =>
       p?.limit === undefined && p?.after === undefined && p?.depth === undefined
         ? Effect.map(Effect.zip(resolver.agents(p?.all ?? false), orchestrator.briefs), ([agents, details]) => ({ agents, activity: progress.all(), details }))
         : Effect.map(
@@ -103,13 +114,40 @@ export const AgentHandlers = served(AgentGroup, Effect.gen(function*() {
               ...(page.more && last !== undefined ? { next: last.id } : {})
             }
           }
-        ),
-    "agent.terminate": (p: { readonly agent: string }) =>
-      Effect.gen(function*() {
-        const node = yield* resolver.liveAgent(p.agent)
-        const ids = yield* orchestrator.terminate(node.id)
-        return { agent_id: node.id, terminated: ids }
-      }),
+        )
+
+  /** The live agents of the tree whose root is `root` here (`all`: its terminated ones too). */
+  const listTree = (root: AgentId, all: boolean) =>
+    Effect.map(list(all ? { all } : undefined), (l) => {
+      const rootOf = (n: AgentNode | undefined): AgentId | undefined => {
+        for (let i = 0; n !== undefined && i < 10_000; i++) {
+          if (n.parent_id === null) return n.id
+          n = orchestrator.lookup.byId(n.parent_id) ?? l.agents.find((a) => a.id === n!.parent_id)
+        }
+        return undefined
+      }
+      const agents = l.agents.filter((a) => rootOf(a) === root)
+      const ids = new Set<string>(agents.map((a) => a.id))
+      return {
+        agents,
+        ...(l.activity === undefined ? {} : { activity: l.activity.filter((a) => ids.has(a.agent_id)) }),
+        ...(l.details === undefined ? {} : { details: l.details.filter((d) => ids.has(d.agent_id)) })
+      }
+    })
+
+  const terminate = (p: { readonly agent: string }) =>
+    Effect.gen(function*() {
+      const node = yield* resolver.liveAgent(p.agent)
+      const ids = yield* orchestrator.terminate(node.id)
+      if (cluster !== undefined && node.parent_id === null) yield* cluster.release(node.id)
+      return { agent_id: node.id, terminated: ids }
+    })
+
+  return {
+    "agent.create": create,
+    "agent.list": list,
+    listTree,
+    "agent.terminate": terminate,
     "agent.resume": (p: { readonly agent: string }) =>
       Effect.gen(function*() {
         const node = yield* resolver.liveAgent(p.agent)
@@ -119,5 +157,78 @@ export const AgentHandlers = served(AgentGroup, Effect.gen(function*() {
     ...(yield* makeMessageHandlers(resolver)),
     ...(yield* makeInspect(resolver)),
     ...(yield* makeOutputHandlers(resolver))
+  }
+})
+
+/** A live agent of this daemon's trees is `ref` (id, session id, name, id prefix). */
+const isLocal = (lookup: Orchestrator["lookup"], ref: string) =>
+  lookup.byId(ref) !== undefined || lookup.bySession(ref) !== undefined || lookup.named(ref).length > 0 ||
+  (ref.length >= 4 && lookup.prefixed(ref.toLowerCase()).length > 0)
+
+export const AgentHandlers = served(AgentGroup, Effect.gen(function*() {
+  const ops = yield* makeAgentOps
+  const cluster = Option.getOrUndefined(yield* Effect.serviceOption(TreeRouter))
+  // listTree is the entity's (below), not an admin method.
+  const { listTree: _, ...handlers } = ops
+  if (cluster === undefined) return handlersOf(AgentGroup)(handlers)
+  const { lookup } = yield* Orchestrator
+  const router = cluster
+  /** `local` when `ref` is one of this runner's agents, else the call to the tree's owner (`far`). */
+  const routed = <A>(ref: string, local: Effect.Effect<A, ServiceError>, far: (tree: TreeClient) => Effect.Effect<A, RemoteFailure>): Effect.Effect<A, ServiceError> =>
+    isLocal(lookup, ref) ? local : Effect.flatMap(router.find(ref), (tree): Effect.Effect<A, ServiceError> =>
+      Option.isNone(tree) || router.owns(tree.value.root_id)
+        ? local
+        : Effect.mapError(far(router.client(tree.value.root_id)), remoteError))
+
+  return handlersOf(AgentGroup)({
+    ...handlers,
+    // A new tree lives where the engine places its root's id.
+    "agent.create": (p) => {
+      const root = newAgentId()
+      return cluster.owns(root)
+        ? ops["agent.create"](p, root)
+        : Effect.mapError(cluster.client(root).create({ ...p, root_id: root }), remoteError)
+    },
+    "agent.send": (p) => routed(p.agent, ops["agent.send"](p), (t) => t.send({ ...p, request_id: randomUUID() })),
+    "agent.wait": (p) => routed(p.agent, ops["agent.wait"](p), (t) => t.wait(p)),
+    "agent.inspect": (p) => routed(p.agent, ops["agent.inspect"](p), (t) => t.inspect(p)),
+    "agent.terminate": (p) => routed(p.agent, ops["agent.terminate"](p), (t) => t.terminate(p)),
+    // Every tree of the cluster: this runner's, and each other tree from its owner.
+    "agent.list": (p) =>
+      p?.limit !== undefined || p?.after !== undefined || p?.depth !== undefined
+        ? ops["agent.list"](p)
+        : Effect.gen(function*() {
+          const mine = yield* ops["agent.list"](p)
+          const trees = yield* cluster.all
+          const far = yield* Effect.forEach(
+            trees.filter((t) => !cluster.owns(t.root_id)),
+            (t) => cluster.client(t.root_id).list({ root_id: t.root_id, all: p?.all ?? false }).pipe(Effect.timeout("10 seconds"), Effect.option),
+            { concurrency: 8 }
+          )
+          const parts = [mine, ...far.flatMap((o) => Option.isSome(o) ? [o.value] : [])]
+          return {
+            agents: parts.flatMap((x) => x.agents),
+            activity: parts.flatMap((x) => x.activity ?? []),
+            details: parts.flatMap((x) => x.details ?? []),
+            placement: trees.map((t) => ({ root_id: t.root_id, runner: t.runner }))
+          }
+        })
   })
 }))
+
+/** The `Tree` entity's handlers on the runner that owns the tree: the local operations. */
+export const TreeEntityLive = Tree.toLayer(Effect.map(makeAgentOps, (ops) => {
+  const wire = <A>(e: Effect.Effect<A, ServiceError>): Effect.Effect<A, RpcError> =>
+    e.pipe(
+      Effect.mapError((x) => classify(x).wire),
+      Effect.catchAllDefect((d) => Effect.fail(new Internal({ message: message(d) })))
+    )
+  return Tree.of({
+    create: ({ payload: { root_id, ...p } }) => wire(ops["agent.create"](p, root_id)),
+    send: ({ payload: { request_id: _, ...p } }) => wire(ops["agent.send"](p)),
+    wait: ({ payload }) => wire(ops["agent.wait"](payload)),
+    inspect: ({ payload }) => wire(ops["agent.inspect"](payload)),
+    terminate: ({ payload }) => wire(ops["agent.terminate"](payload)),
+    list: ({ payload }) => wire(ops.listTree(payload.root_id, payload.all))
+  })
+}), { concurrency: "unbounded" })

@@ -143,7 +143,9 @@ export class AgentListRpc extends Rpc.make("agent.list", {
     agents: Schema.Array(AgentNodeOnWire),
     activity: Schema.optional(Schema.Array(AgentActivity)),
     details: Schema.optional(Schema.Array(AgentBrief)),
-    next: Schema.optional(Schema.String)
+    next: Schema.optional(Schema.String),
+    /** Cluster mode (docs/cluster.md): every live tree's root and the runner (host:port) it is on. */
+    placement: Schema.optional(Schema.Array(Schema.Struct({ root_id: AgentId, runner: Schema.String })))
   }),
   error: RpcError
 }) {}

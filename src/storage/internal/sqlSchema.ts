@@ -4,6 +4,8 @@
 //   substrat_events(session_id, seq, line)  one row per log entry; `line` is exactly the JSON line
 //                                           the file layer writes (without its newline); seq 1, 2, …
 //   substrat_sessions(id, record)           one row per session record; `record` is session.json's text
+//   substrat_trees(root_id, name, runner)   cluster mode's trees (daemon/ClusterTrees.ts): one row per
+//                                           live root, its unique name and the runner it was last on
 import { SqlClient, type SqlError } from "@effect/sql"
 import { Effect } from "effect"
 
@@ -23,6 +25,11 @@ export const ensureSchema: Effect.Effect<void, SqlError.SqlError, SqlClient.SqlC
     yield* sql`CREATE TABLE IF NOT EXISTS substrat_sessions (
       id text PRIMARY KEY,
       record text NOT NULL
+    )`
+    yield* sql`CREATE TABLE IF NOT EXISTS substrat_trees (
+      root_id text PRIMARY KEY,
+      name text NOT NULL UNIQUE,
+      runner text NOT NULL
     )`
   }))
 })

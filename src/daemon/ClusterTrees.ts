@@ -1,0 +1,118 @@
+// Cluster mode's trees (docs/cluster.md): a root agent and its descendants are one `@effect/cluster`
+// entity, `Tree`, keyed by the root's id; the engine's shard of that key decides which runner
+// the tree lives on. What reaches a tree from outside — create, send, wait, inspect, terminate,
+// list — goes through the entity client when the tree is on another runner; on the owner the
+// entity's handlers run the same local operations the admin methods run (handlers/Agents.ts).
+// `send` is a persisted message of the engine (SqlMessageStorage), deduplicated by its request id.
+// The table `substrat_trees` (storage/internal/sqlSchema.ts) names every live tree: its root's id,
+// its name (unique in the cluster, as a root's name is in one daemon) and the runner it is on,
+// written by the owner; any runner finds a tree by its root's name or id there.
+import type { AlreadyProcessingMessage, MailboxFull, PersistenceError } from "@effect/cluster/ClusterError"
+import * as ClusterSchema from "@effect/cluster/ClusterSchema"
+import * as Entity from "@effect/cluster/Entity"
+import * as EntityId from "@effect/cluster/EntityId"
+import * as Sharding from "@effect/cluster/Sharding"
+import * as Rpc from "@effect/rpc/Rpc"
+import { SqlClient, type SqlError } from "@effect/sql"
+import { Context, Effect, Layer, Option, Schema } from "effect"
+import { AgentId } from "../domain/ids.js"
+import { InvalidInput, type RpcError, Unavailable } from "../protocol/AdminRpcs.js"
+import {
+  AgentCreateRpc,
+  AgentInspectRpc,
+  AgentListRpc,
+  AgentNodeOnWire,
+  AgentSendRpc,
+  AgentTerminateRpc,
+  AgentWaitRpc
+} from "../protocol/admin/agent.js"
+import { RpcError as RpcErrorSchema } from "../protocol/admin/common.js"
+import { sqlMessage } from "../storage/internal/sqlSchema.js"
+
+const ListResult = AgentListRpc.successSchema
+
+export const Tree = Entity.make("Tree", [
+  Rpc.make("create", { payload: { root_id: AgentId, ...AgentCreateRpc.payloadSchema.fields }, success: AgentNodeOnWire, error: RpcErrorSchema }),
+  Rpc.make("send", {
+    payload: { request_id: Schema.String, ...AgentSendRpc.payloadSchema.fields },
+    success: AgentSendRpc.successSchema,
+    error: RpcErrorSchema,
+    primaryKey: (p) => p.request_id
+  }).annotate(ClusterSchema.Persisted, true),
+  Rpc.make("wait", { payload: AgentWaitRpc.payloadSchema.fields, success: AgentWaitRpc.successSchema, error: RpcErrorSchema }),
+  Rpc.make("inspect", { payload: AgentInspectRpc.payloadSchema.fields, success: AgentInspectRpc.successSchema, error: RpcErrorSchema }),
+  Rpc.make("terminate", { payload: AgentTerminateRpc.payloadSchema.fields, success: AgentTerminateRpc.successSchema, error: RpcErrorSchema }),
+  Rpc.make("list", { payload: { root_id: AgentId, all: Schema.Boolean }, success: ListResult, error: RpcErrorSchema })
+])
+
+export type TreeClient = ReturnType<Effect.Effect.Success<typeof Tree.client>>
+
+/** A row of `substrat_trees`. */
+export interface TreeRow {
+  readonly root_id: AgentId
+  readonly name: string
+  readonly runner: string
+}
+
+/** What the admin handlers ask of the cluster (absent on a single daemon). */
+export class TreeRouter extends Context.Tag("substrat/daemon/TreeRouter")<TreeRouter, {
+  /** This runner's address (host:port). */
+  readonly self: string
+  /** This runner holds the shard of the tree whose root is `root`. */
+  readonly owns: (root: AgentId) => boolean
+  /** The entity client of the tree whose root is `root`; its failures are wire errors. */
+  readonly client: (root: AgentId) => TreeClient
+  /** The live tree whose root's id, unique id prefix (8+ characters) or name is `ref`. */
+  readonly find: (ref: string) => Effect.Effect<Option.Option<TreeRow>, RpcError>
+  readonly all: Effect.Effect<ReadonlyArray<TreeRow>, RpcError>
+  /** Record a new tree on this runner; refused when a live root has that name. */
+  readonly claim: (root: AgentId, name: string) => Effect.Effect<void, RpcError>
+  /** The tree is gone (its creation failed, or its root was terminated). */
+  readonly release: (root: AgentId) => Effect.Effect<void, RpcError>
+}>() {}
+
+/** What a call to another runner fails with: the owner's wire error, or the engine's. */
+export type RemoteFailure = RpcError | MailboxFull | AlreadyProcessingMessage | PersistenceError
+
+/** The engine's failures of a call to another runner, as the wire's Unavailable. */
+export const remoteError = (e: RemoteFailure): RpcError =>
+  e._tag === "NotFound" || e._tag === "InvalidInput" || e._tag === "Unavailable" || e._tag === "Internal"
+    ? e
+    : new Unavailable({ message: `the runner holding the tree did not answer (${e._tag}: ${e.message})` })
+
+const unavailable = (e: SqlError.SqlError) => new Unavailable({ message: `cluster storage (Postgres): ${sqlMessage(e)}` })
+
+/** TreeRouter on this runner's Sharding and Postgres client. */
+export const layerRouter = (self: string): Layer.Layer<TreeRouter, never, Sharding.Sharding | SqlClient.SqlClient> =>
+  Layer.effect(TreeRouter, Effect.gen(function*() {
+    const sharding = yield* Sharding.Sharding
+    const sql = yield* SqlClient.SqlClient
+    const makeClient = yield* Tree.client
+    const owns = (root: AgentId) => {
+      const id = EntityId.make(root)
+      return sharding.hasShardId(sharding.getShardId(id, Tree.getShardGroup(id)))
+    }
+    const client = (root: AgentId) => makeClient(root)
+    const rows = (q: Effect.Effect<ReadonlyArray<{ root_id: string; name: string; runner: string }>, SqlError.SqlError>) =>
+      Effect.mapError(Effect.map(q, (rs) => rs.map((r) => ({ root_id: AgentId.make(r.root_id), name: r.name, runner: r.runner }))), unavailable)
+    const find = (ref: string) =>
+      Effect.map(
+        rows(sql`SELECT root_id, name, runner FROM substrat_trees
+          WHERE name = ${ref} OR root_id = ${ref} OR (length(${ref}) >= 8 AND root_id LIKE ${`${ref.toLowerCase().replace(/[%_\\]/g, "")}%`})
+          ORDER BY root_id LIMIT 2`),
+        (found) => {
+          const exact = found.find((r) => r.name === ref || r.root_id === ref)
+          return exact !== undefined ? Option.some(exact) : found.length === 1 ? Option.some(found[0]!) : Option.none()
+        }
+      )
+    const all = rows(sql`SELECT root_id, name, runner FROM substrat_trees ORDER BY name COLLATE "C"`)
+    const claim = (root: AgentId, name: string) =>
+      sql`INSERT INTO substrat_trees (root_id, name, runner) VALUES (${root}, ${name}, ${self}) ON CONFLICT DO NOTHING RETURNING root_id`.pipe(
+        Effect.mapError(unavailable),
+        Effect.flatMap((r) =>
+          r.length > 0 ? Effect.void : Effect.fail(new InvalidInput({ field: "name", message: `a root agent named "${name}" exists in the cluster` }))
+        )
+      )
+    const release = (root: AgentId) => Effect.asVoid(Effect.mapError(sql`DELETE FROM substrat_trees WHERE root_id = ${root}`, unavailable))
+    return TreeRouter.of({ self, owns, client, find, all, claim, release })
+  }))
