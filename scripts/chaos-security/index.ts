@@ -5,9 +5,10 @@ import { attacks as egress } from "./egress.js"
 import { attacks as forwarder } from "./forwarder.js"
 import { attacks as http } from "./http.js"
 import { attacks as quota } from "./quota.js"
+import { attacks as repo } from "./repo.js"
 import { attacks as sandbox } from "./sandbox.js"
 
-export const allAttacks: ReadonlyArray<Attack> = [...http, ...sandbox, ...forwarder, ...quota, ...egress]
+export const allAttacks: ReadonlyArray<Attack> = [...http, ...sandbox, ...forwarder, ...quota, ...egress, ...repo]
 
 export interface SecurityRun {
   readonly results: ReadonlyArray<{ readonly name: string; readonly result: AttackResult | "skipped" | { readonly error: string } }>

@@ -134,7 +134,7 @@ const OrchestrationLive = Orchestration.layerWithTree(Layer.effect(Tree, Tree)).
 const WorkspaceStoreLive = WorkspaceStore.Default.pipe(Layer.provide(Layer.mergeAll(WorkspaceInUse.layer, NodeContext.layer, SandboxLive)))
 const ChildWorkspacesConfigured = Layer.unwrapEffect(Effect.map(DaemonConfig, (c) => ChildWorkspacesLive.layer({ spawnMode: c.workspaces.spawnMode })))
 const WorkspacesLive = Layer.mergeAll(WorkspaceTurnHook.layer.pipe(Layer.provide(SandboxLive)), ChildWorkspacesConfigured).pipe(
-  Layer.provideMerge(WorkspaceHistory.Default),
+  Layer.provideMerge(WorkspaceHistory.Default.pipe(Layer.provide(SandboxLive))),
   Layer.provideMerge(WorkspaceStoreLive),
   Layer.provide(NodeContext.layer)
 )

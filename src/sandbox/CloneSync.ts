@@ -5,7 +5,10 @@
 // (`git reset --keep`: refuses rather than overwrite a local change). The clone's config and
 // hooks are the agents', so this git runs inside the workspace's sandbox, never on the host: it
 // fetches from the daemon's history repository bound read-only for this one command.
-import { Effect } from "effect"
+// The other way, the agents' own commits are read from the clone inside the sandbox too
+// (`packAgentCommits`): a link anywhere in the clone's `.git` resolves there, where neither the
+// user's repository nor $SUBSTRAT_HOME is, and the daemon only indexes the pack (fsck'd).
+import { Effect, Stream } from "effect"
 import { ResourceLimits } from "../domain/workspace.js"
 import type { HistoryLocation } from "./WorkspaceStore.js"
 import { Sandbox } from "./Sandbox.js"
@@ -67,3 +70,55 @@ export const fetchParentInto = (root: string, from: { readonly gitDir: string; r
     `git fetch -q --no-tags --no-write-fetch-head --no-recurse-submodules ${HISTORY} "+refs/heads/$P:refs/remotes/parent/head"`,
     { P: from.branch }
   )
+
+/** Bytes of a clone's own commits the daemon reads at most per turn (a larger pack is not absorbed). */
+export const AGENT_PACK_MAX_BYTES = 512 * 1024 * 1024
+
+const HEAD_MARK = "substrat-head "
+
+// The clone's HEAD commit (on stderr, after the pack) and a thin pack of what it has beyond $BEFORE
+// (on stdout). Exit 3: no HEAD commit; 4: HEAD is $BEFORE (nothing of its own).
+const packScript = [
+  `h=$(git rev-parse --verify -q 'HEAD^{commit}') || exit 3`,
+  `[ "$h" != "$BEFORE" ] || exit 4`,
+  `if git cat-file -e "$BEFORE^{commit}" 2>/dev/null; then not="^$BEFORE"; else not=""; fi`,
+  `printf '%s\\n%s\\n' "$h" "$not" | git pack-objects --revs --stdout --thin -q || exit 5`,
+  `echo "${HEAD_MARK}$h" >&2`
+].join("\n")
+
+/**
+ * The commits the agents made in the clone at `root` since `before`: git reads them inside the
+ * workspace's sandbox and streams a thin pack to `consume` (true: the pack was taken in), at most
+ * AGENT_PACK_MAX_BYTES. Returns the clone's HEAD commit once its objects are in, else null (no
+ * commit of its own, a pack refused or too large, the sandbox failed).
+ */
+export const packAgentCommits = <E, R>(
+  root: string,
+  before: string,
+  consume: (pack: Stream.Stream<Uint8Array>) => Effect.Effect<boolean, E, R>
+) =>
+  Effect.scoped(Effect.gen(function*() {
+    const sandbox = yield* Sandbox
+    const p = yield* sandbox.start({
+      workspace: { root_path: root, network_access: false, symlinks: [], limits },
+      command: ["sh", "-c", packScript],
+      env: { BEFORE: before, ...gitEnv }
+    })
+    let bytes = 0
+    const pack = p.stdout.pipe(
+      Stream.catchAll(() => Stream.empty),
+      Stream.takeWhile((c) => (bytes += c.length) <= AGENT_PACK_MAX_BYTES),
+      // Too large: the rest is never read, so the writer is stopped (it would block, not exit).
+      Stream.ensuring(Effect.suspend(() => (bytes > AGENT_PACK_MAX_BYTES ? p.kill("SIGKILL") : Effect.void)))
+    )
+    const stderr = p.stderr.pipe(
+      Stream.catchAll(() => Stream.empty),
+      Stream.decodeText(),
+      Stream.runFold("", (acc, x) => (acc + x).slice(-4096))
+    )
+    const [taken, err] = yield* Effect.all([consume(pack), stderr], { concurrency: 2 })
+    const exit = yield* Effect.either(p.exit)
+    if (!taken || bytes > AGENT_PACK_MAX_BYTES || exit._tag === "Left" || exit.right.code !== 0) return null
+    const head = err.split("\n").find((l) => l.startsWith(HEAD_MARK))?.slice(HEAD_MARK.length).trim() ?? ""
+    return /^[0-9a-f]{40}([0-9a-f]{24})?$/.test(head) ? head : null
+  })).pipe(Effect.catchTag("SandboxPathError", "SandboxUnavailableError", "SandboxProcessError", () => Effect.succeed(null)))

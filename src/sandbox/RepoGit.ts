@@ -2,10 +2,10 @@
 // "Repository workspaces").
 //
 // Trust: the user's repository is the owner's (its config is trusted, its hooks are never run);
-// the clone inside a workspace is written by agents, so the daemon never runs git *in* it with its
-// config — it only fetches from it (git upload-pack is documented to avoid any configuration or
-// hook of the repository it serves), after refusing a `.git` that is a link, a gitfile, has a
-// `commondir` or object alternates (all of which point git at other host paths).
+// the clone inside a workspace is written by agents, so the daemon never runs git in it on the
+// host once agents have had it: git in the clone runs inside the workspace's sandbox
+// (src/sandbox/CloneSync.ts), where links in its `.git` cannot reach the user's repository or
+// $SUBSTRAT_HOME.
 //   - open:     validate path/ref (not a repository, unknown ref, inside $SUBSTRAT_HOME, submodules,
 //               LFS: refused, nothing created)
 //   - clone:    `git clone --no-local` (no hardlinks, no shared objects) into the new root, on
@@ -244,24 +244,6 @@ export const publishBranch = (
       }
       yield* Effect.sleep(Duration.millis(Math.min(1000, 50 * (attempt + 1))))
     }
-  })
-
-/**
- * Is the agent-written clone's `.git` safe to fetch from (a real directory of this clone, not
- * pointing git at another host path)? Checked with lstat, never following a link.
- */
-export const cloneFetchable = (fs: FileSystem.FileSystem, root: string) =>
-  Effect.gen(function*() {
-    const kind = (p: string) => fs.stat(p).pipe(Effect.map((i) => i.type), Effect.orElseSucceed(() => "missing" as const))
-    // FileSystem.stat follows links: compare with the canonical path to see a link anywhere.
-    const real = (p: string) => fs.realPath(p).pipe(Effect.orElseSucceed(() => ""))
-    for (const p of [`${root}/.git`, `${root}/.git/objects`, `${root}/.git/refs`]) {
-      if ((yield* kind(p)) !== "Directory" || (yield* real(p)) !== p) return false
-    }
-    for (const p of [`${root}/.git/commondir`, `${root}/.git/objects/info/alternates`, `${root}/.git/objects/info/http-alternates`]) {
-      if ((yield* kind(p)) !== "missing" || (yield* real(p)) !== "") return false
-    }
-    return true
   })
 
 export interface MergeResult {

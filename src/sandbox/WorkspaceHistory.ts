@@ -8,13 +8,16 @@
 // it — a parent's turn also records uncommitted changes in its children's subtrees.
 import * as CommandExecutor from "@effect/platform/CommandExecutor"
 import * as FileSystem from "@effect/platform/FileSystem"
-import { Deferred, Effect } from "effect"
+import { Deferred, Effect, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import { NotFoundError } from "../domain/errors.js"
 import type { AgentId, TurnId, WorkspaceId } from "../domain/ids.js"
 import { WorkspaceError, WorkspaceHistoryError } from "./errors.js"
-import { type GitRepo, runGit } from "./git.js"
-import { cloneFetchable, mergeBranch, publishBranch } from "./RepoGit.js"
+import { type GitOptions, type GitRepo, runGit } from "./git.js"
+import { packAgentCommits } from "./CloneSync.js"
+import * as NoFollow from "./NoFollow.js"
+import { mergeBranch, publishBranch } from "./RepoGit.js"
+import { Sandbox } from "./Sandbox.js"
 import { type HistoryLocation, WorkspaceStore } from "./WorkspaceStore.js"
 
 export type ChangeKind = "added" | "modified" | "deleted"
@@ -70,10 +73,23 @@ const agentHeadRef = "refs/substrat/agent-head"
 /** Set (to the merge commit) from just before a merge queue moves the branch until the clone has its files. */
 export const MERGE_PENDING = "refs/substrat/merge-pending"
 
+/** What a git call on the history takes besides its arguments. */
+export type HistoryGitOptions = Pick<GitOptions, "input" | "stdin" | "okCodes"> & { readonly env?: Record<string, string> }
+
 export type HistoryGit = (
   args: ReadonlyArray<string>,
-  opts?: { input?: string; env?: Record<string, string>; okCodes?: ReadonlyArray<number> }
+  opts?: HistoryGitOptions
 ) => Effect.Effect<{ code: number; stdout: string; stderr: string }, WorkspaceHistoryError>
+
+/** The commit a clone's HEAD names in its files (`.git/HEAD`, a loose ref), read without following a link; "" when unknown. */
+const cloneHeadHint = (root: string) =>
+  Effect.gen(function*() {
+    const text = (rel: string) => Effect.map(NoFollow.readFile(root, rel, 4096), (b) => new TextDecoder().decode(b).trim())
+    const head = yield* text(".git/HEAD")
+    if (/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(head)) return head
+    const ref = /^ref: (refs\/heads\/\S+)$/.exec(head)?.[1]
+    return ref === undefined ? "" : yield* text(`.git/${ref}`)
+  }).pipe(Effect.orElseSucceed(() => ""))
 
 export interface PatchFile {
   readonly name: string
@@ -85,6 +101,9 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
     const store = yield* WorkspaceStore
     const executor = yield* CommandExecutor.CommandExecutor
     const fs = yield* FileSystem.FileSystem
+    // Agents' own commits are read inside their sandbox; without one (a test of the history
+    // alone) they are not read, and the turn's files are recorded as one commit.
+    const sandbox = yield* Effect.serviceOption(Sandbox)
     const listeners = new Set<(r: Recorded) => Effect.Effect<void>>()
     const everyTurnListeners = new Set<(r: Recorded) => Effect.Effect<void>>()
     // Where each workspace's history is: fixed for a workspace's life (its root, its parent and
@@ -110,12 +129,12 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
 
     const withRepo = <A, E>(
       id: WorkspaceId,
-      f: (loc: HistoryLocation, git: (args: ReadonlyArray<string>, opts?: { input?: string; env?: Record<string, string>; okCodes?: ReadonlyArray<number> }) => Effect.Effect<{ code: number; stdout: string; stderr: string }, WorkspaceHistoryError>, scope: ReadonlyArray<string>) => Effect.Effect<A, E>
+      f: (loc: HistoryLocation, git: HistoryGit, scope: ReadonlyArray<string>) => Effect.Effect<A, E>
     ) =>
       Effect.gen(function*() {
         const loc = yield* locationOf(id)
         const repo: GitRepo = { gitDir: loc.gitDir, workTree: loc.topRoot }
-        const git = (args: ReadonlyArray<string>, opts: { input?: string; env?: Record<string, string>; okCodes?: ReadonlyArray<number> } = {}) =>
+        const git = (args: ReadonlyArray<string>, opts: HistoryGitOptions = {}) =>
           runGit(executor, repo, args, { ...opts, workspaceId: id })
         const scope = loc.prefix === "" ? [":/"] : [`:(top,literal)${loc.prefix}`]
         return yield* lockFor(loc.gitDir).withPermits(1)(f(loc, git, scope))
@@ -127,29 +146,30 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
     // or HEAD (a revert, a failed commitTurn) drops the entry; unknown after a restart.
     const indexMatchesHead = new Set<string>()
 
-    type Git = (args: ReadonlyArray<string>, opts?: { input?: string; env?: Record<string, string>; okCodes?: ReadonlyArray<number> }) => Effect.Effect<{ code: number; stdout: string; stderr: string }, WorkspaceHistoryError>
+    type Git = HistoryGit
 
     /**
-     * Fetch the clone's HEAD (agent-written: only through upload-pack, after the no-link checks of
-     * `cloneFetchable`); when it continues the history's branch, the branch moves to it. True when
-     * it moved. Anything odd (no HEAD, unrelated history, a refused .git) keeps the branch as is.
+     * The clone's HEAD, when the agents moved it: read inside the sandbox (CloneSync.packAgentCommits:
+     * whatever links or config they put in their `.git` resolve there, never on the host), its objects
+     * indexed here with every object checked (`index-pack --strict`); when it continues the
+     * history's branch, the branch moves to it. True when it moved. Anything odd (no HEAD, unrelated
+     * history, a refused pack, no sandbox) keeps the branch as is: the files are still recorded.
      */
     const absorbAgentCommits = (loc: HistoryLocation, git: Git, before: string) =>
       Effect.gen(function*() {
-        if (!(yield* cloneFetchable(fs, loc.topRoot))) {
-          yield* Effect.logWarning(`workspace ${loc.workspaceId}: the clone's .git is not a plain directory of its own; its commits are not read`)
-          return false
-        }
-        const f = yield* git([
-          "fetch", "-q", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules",
-          "--upload-pack=git -c safe.directory=* -c core.hooksPath=/dev/null upload-pack",
-          `file://${loc.topRoot}/.git`, `+HEAD:${agentHeadRef}`
-        ], { okCodes: [0, 1, 128] })
-        if (f.code !== 0) return false
-        const agentHead = (yield* git(["rev-parse", "--verify", "-q", `${agentHeadRef}^{commit}`], { okCodes: [0, 1] })).stdout.trim()
-        if (agentHead === "" || agentHead === before) return false
+        if (Option.isNone(sandbox)) return false
+        // The clone's HEAD as its files say (read without following a link): when it is still
+        // `before`, nothing to read (a wrong answer only costs the agents their own commits).
+        if ((yield* cloneHeadHint(loc.topRoot)) === before) return false
+        const agentHead = yield* packAgentCommits(loc.topRoot, before, (pack) =>
+          Effect.map(
+            git(["index-pack", "--stdin", "--fix-thin", "--strict"], { stdin: pack, okCodes: [0, 1, 128] }),
+            (r) => r.code === 0
+          )).pipe(Effect.provideService(Sandbox, sandbox.value))
+        if (agentHead === null || agentHead === before) return false
         const descends = yield* git(["merge-base", "--is-ancestor", before, agentHead], { okCodes: [0, 1, 128] })
         if (descends.code !== 0) return false
+        yield* git(["update-ref", "-m", "agent commits", agentHeadRef, agentHead])
         yield* git(["update-ref", "-m", "agent commits", "HEAD", agentHead, before])
         return true
       })

@@ -15,6 +15,8 @@ export interface GitRepo {
 
 export interface GitOptions {
   readonly input?: string
+  /** Bytes for stdin (when `input` is not given). */
+  readonly stdin?: Stream.Stream<Uint8Array>
   readonly env?: Readonly<Record<string, string>>
   /** Exit codes that are not errors (default [0]). */
   readonly okCodes?: ReadonlyArray<number>
@@ -83,7 +85,9 @@ export const runGitAt = (
     argv: ["git", ...place.pre, ...args],
     env: { ...place.env, ...options.env },
     cwd: place.cwd,
-    ...(options.input === undefined ? {} : { stdin: Stream.make(new TextEncoder().encode(options.input)) }),
+    ...(options.input !== undefined
+      ? { stdin: Stream.make(new TextEncoder().encode(options.input)) }
+      : options.stdin === undefined ? {} : { stdin: options.stdin }),
     limits: noLimits,
     graceMs: 2000
   })).pipe(

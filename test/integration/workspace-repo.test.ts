@@ -33,7 +33,7 @@ beforeAll(() => {
   // As in the daemon, the store sees the sandbox: a clone belongs to the uid sandboxes run as.
   const sandbox = layerBwrap().pipe(Layer.provide(NodeContext.layer))
   const store = WorkspaceStore.Default.pipe(Layer.provide(Layer.mergeAll(base, sandbox)))
-  const history = WorkspaceHistory.Default.pipe(Layer.provide(store), Layer.provide(base))
+  const history = WorkspaceHistory.Default.pipe(Layer.provide(store), Layer.provide(Layer.mergeAll(base, sandbox)))
   rt = ManagedRuntime.make(Layer.mergeAll(store, history, sandbox, base))
 })
 afterAll(async () => {
