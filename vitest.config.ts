@@ -18,7 +18,45 @@ if (skipped.line !== undefined && said.substratSkipSaid !== true) {
 //              the sources are evaluated once per worker instead of once per file;
 //   isolated — everything else, each file in a fresh process (forks). Integration suites spawn
 //              real processes and sandboxes; two cores.
-const shared = ["test/unit/**/*.test.ts"]
+const shared = [
+  "test/unit/**/*.test.ts",
+  // In-process integration files (services on real files, scripted providers, sandboxes): none
+  // sets process.env, changes the cwd, or reads the pids of other work in its process.
+  "test/integration/answer-rule.test.ts",
+  "test/integration/bind-ignored.test.ts",
+  "test/integration/durability-io-errors.test.ts",
+  "test/integration/egress.test.ts",
+  "test/integration/eventlog.test.ts",
+  "test/integration/eventlog-line.test.ts",
+  "test/integration/forwarder-keepalive.test.ts",
+  "test/integration/mcp-catalog.test.ts",
+  "test/integration/mcp-server.test.ts",
+  "test/integration/meter-forwarder.test.ts",
+  "test/integration/orchestration.test.ts",
+  "test/integration/orchestration-lifecycle.test.ts",
+  "test/integration/orchestration-messaging.test.ts",
+  "test/integration/orchestration-timeouts.test.ts",
+  "test/integration/orchestration-turns.test.ts",
+  "test/integration/provider-acp-qwen.test.ts",
+  "test/integration/provider-claude-cost.test.ts",
+  "test/integration/provider-decoders.test.ts",
+  "test/integration/provider-home-links.test.ts",
+  "test/integration/provider-openai.test.ts",
+  "test/integration/recovery.test.ts",
+  "test/integration/recovery-activity.test.ts",
+  "test/integration/recovery-checkpoint.test.ts",
+  "test/integration/recovery-read.test.ts",
+  "test/integration/sandbox-host-root.test.ts",
+  "test/integration/sandbox-layers.test.ts",
+  "test/integration/scripted-llm.test.ts",
+  "test/integration/sessionstore.test.ts",
+  "test/integration/spawn-queue.test.ts",
+  "test/integration/tracing-providers.test.ts",
+  "test/integration/transcript-names.test.ts",
+  "test/integration/workspace.test.ts",
+  "test/integration/workspace-repo.test.ts",
+  "test/integration/workspace-spawn.test.ts"
+]
 
 export default defineConfig({
   test: {
