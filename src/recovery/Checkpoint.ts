@@ -19,14 +19,14 @@ import { createHash } from "node:crypto"
 import type { BigIntStats } from "node:fs"
 import { Budget } from "../domain/budget.js"
 import { TreeCaps } from "../domain/caps.js"
-import { AgentCreatedData, AgentQuarantinedData, JsonValue, SpawnQueuedData } from "../domain/events.js"
+import { AgentCreatedData, AgentQuarantinedData, JsonValue, PermissionAnsweredData, SpawnQueuedData } from "../domain/events.js"
 import { MessageId, SessionId, TurnId } from "../domain/ids.js"
 import { MessageEnvelopeFromLog, Sender } from "../domain/message.js"
 import { Session } from "../domain/session.js"
 import { UsageTotals } from "../domain/usage.js"
 
 /** Bump when the fold's state or any handler in Fold.ts changes meaning: older files are then ignored. */
-export const FOLD_VERSION = 6
+export const FOLD_VERSION = 7
 /** A session's log gets a (new) checkpoint once this many lines were folded past its last one. */
 export const CHECKPOINT_LINES = 1
 
@@ -88,6 +88,11 @@ export const FoldState = Schema.Struct({
   budget: Schema.optional(Budget),
   breach: Schema.optional(Schema.Struct({ item_id: Schema.String, reason: Schema.String, ts: Schema.String })),
   questions: Schema.optional(Schema.Array(Schema.Struct({ item_id: Schema.String, question: Schema.String, ts: Schema.String }))),
+  permissions: Schema.optional(Schema.Array(Schema.Struct({
+    item_id: Schema.String,
+    key: Schema.String,
+    choice: Schema.NullOr(PermissionAnsweredData.fields.choice)
+  }))),
   metered: Schema.optional(Schema.Array(Schema.String)),
   holds: Schema.optional(pairs(Schema.String, Hold)),
   caps: Schema.optional(TreeCaps),

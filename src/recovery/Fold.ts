@@ -7,8 +7,9 @@
 //
 // What is kept: the `agent.created` record, whether the agent was terminated, the messages
 // still owed to it, the requests it answered, the sync requests it sent, the replies it got,
-// its interrupted turn, its turn counts and usage, and its recent activity for
-// `inspect_agent` (the last turns and messages, in small rings).
+// its interrupted turn, its turn counts and usage, an ACP agent's permission questions since its
+// last completed turn, and its recent activity for `inspect_agent` (the last turns and messages,
+// in small rings).
 // Over 300 lines because it holds one handler per event of the catalog, side by side, so a new
 // event's recovery is one entry here.
 import { Either, ParseResult, Schema } from "effect"
@@ -89,6 +90,16 @@ export interface TurnPosition {
   readonly paused: { readonly messages: ReadonlyArray<MessageId>; readonly reason: string } | null
 }
 
+/**
+ * A permission question of an ACP agent (`permission.asked`), with the human's logged choice
+ * (`permission.answered`) or null.
+ */
+export interface LoggedPermission {
+  readonly item_id: string
+  readonly key: string
+  readonly choice: EventData<"permission.answered">["choice"] | null
+}
+
 /** One session's log, folded. */
 export interface SessionLog {
   readonly session_id: SessionId
@@ -132,6 +143,11 @@ export interface SessionLog {
   readonly breach: OpenBreach | null
   /** `human.asked` without its `human.answered`, oldest first. */
   readonly questions: ReadonlyArray<OpenQuestion>
+  /**
+   * The permission questions asked since the last `turn.complete` (the unfinished turn's, which a
+   * re-run asks again: src/provider/acp/Asks.ts), with their answers, in order.
+   */
+  readonly permissions: ReadonlyArray<LoggedPermission>
   /** A root's own tree caps (the last `caps.set`), or null. */
   readonly caps: TreeCaps | null
   /** `spawn.queued` of this agent's without its `spawn.started` / `spawn.failed`, oldest first. */
@@ -294,6 +310,8 @@ class Acc {
   budget: Budget | null = null
   breach: OpenBreach | null = null
   questions: Array<OpenQuestion> | undefined
+  /** Permission questions since the last `turn.complete` (SessionLog.permissions). */
+  permissions: Array<LoggedPermission> | undefined
   caps: TreeCaps | null = null
   queuedSpawns: Map<string, QueuedSpawnEntry> | undefined
   userRead: Set<MessageId> | undefined
@@ -346,6 +364,7 @@ class Acc {
     put("budget", this.budget)
     put("breach", this.breach)
     put("questions", list(this.questions))
+    put("permissions", list(this.permissions))
     put("metered", list(this.metered))
     put("holds", list(this.holds))
     put("caps", this.caps)
@@ -404,6 +423,7 @@ class Acc {
     acc.budget = s.budget ?? null
     acc.breach = s.breach ?? null
     acc.questions = some(s.questions)
+    acc.permissions = s.permissions?.map((q) => ({ ...q }))
     if (s.metered !== undefined) acc.metered = new Set(s.metered)
     if (s.holds !== undefined) acc.holds = new Map(s.holds)
     acc.caps = s.caps ?? null
@@ -526,9 +546,14 @@ const handlers: { readonly [E in LogEventName]: Handler<E> } = {
   "suspend.result": ignore,
   "workspace.diff": ignore,
   "egress.request": ignore,
-  // The acp provider reads a re-run turn's questions back (src/provider/acp/Asks.ts).
-  "permission.asked": ignore,
-  "permission.answered": ignore,
+  // The unfinished turn's permission questions: its re-run asks them again (src/provider/acp/Asks.ts).
+  "permission.asked": (acc, data) => {
+    ;(acc.permissions ??= []).push({ item_id: data.item_id, key: data.key, choice: null })
+  },
+  "permission.answered": (acc, data) => {
+    const i = acc.permissions?.findIndex((q) => q.item_id === data.item_id) ?? -1
+    if (i >= 0) acc.permissions![i] = { ...acc.permissions![i]!, choice: data.choice }
+  },
   "workspace.overlap": ignore,
   // The merge queue reads its own items back (src/daemon/MergeQueue.ts).
   "merge.queued": ignore,
@@ -620,7 +645,10 @@ const handlers: { readonly [E in LogEventName]: Handler<E> } = {
     acc.started++
     acc.inARow++
   },
-  "turn.complete": (acc, data, ts) => acc.endTurn({ _tag: "complete", data }, ts),
+  "turn.complete": (acc, data, ts) => {
+    acc.permissions = undefined
+    acc.endTurn({ _tag: "complete", data }, ts)
+  },
   "provider.error": (acc, data, ts) => {
     if (data.turn_id === null) return
     if (data.parked !== undefined) acc.parkTurn(data.turn_id, data, data.parked)
@@ -750,6 +778,7 @@ export class SessionFold {
       budget: a.budget,
       breach: a.breach,
       questions: a.questions ?? none,
+      permissions: a.permissions ?? none,
       caps: a.caps,
       queuedSpawns: a.queuedSpawns === undefined ? none : [...a.queuedSpawns.values()],
       userRead: a.userRead ?? noRead,

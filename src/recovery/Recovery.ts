@@ -26,6 +26,7 @@ import type { TreeCaps } from "../domain/caps.js"
 import type { OpenBreach } from "./Fold.js"
 import { Session } from "../domain/session.js"
 import type { LogPosition } from "../provider/Provider.js"
+import { AcpAsks } from "../provider/acp/Asks.js"
 import { ProviderRegistry } from "../provider/ProviderRegistry.js"
 import { Durable } from "../storage/Durable.js"
 import { EventLog } from "../storage/EventLog.js"
@@ -112,6 +113,7 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
     const registry = yield* ProviderRegistry
     const meter = yield* Effect.serviceOption(Meter)
     const spawns = yield* Effect.serviceOption(SpawnQueue)
+    const asks = yield* Effect.serviceOption(AcpAsks)
 
     const saveState = (id: SessionId, f: (s: Session) => Session) =>
       Effect.flatMap(store.load(id), (rec) => store.save(f(rec)))
@@ -284,6 +286,8 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
       yield* seeding.park(p.parked)
       if (Option.isSome(meter)) meter.value.seed(meterSeed(p.seed.tree, sessions))
       if (Option.isSome(spawns)) spawns.value.seed(spawnSeed(p.seed.tree, sessions))
+      // ACP agents' interrupted turns' permission questions, asked again by their re-runs.
+      if (Option.isSome(asks)) yield* asks.value.seed(new Map(sessions.flatMap((x) => (x.log === null ? [] : [[x.id, x.log.permissions] as const]))))
       if (options.resume !== false) {
         yield* seeding.queueTurns(p.turns)
         // Pending sync requests with a reply timeout: re-armed with their remaining time.

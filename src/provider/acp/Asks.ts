@@ -4,18 +4,20 @@
 // answers it. The open items live in memory; each question and each answer is also logged in the
 // agent's own log (`permission.asked` with the question's `key`, `permission.answered`; the
 // answer is logged before the agent gets it), so a turn cut by a daemon kill -9 and re-run by
-// recovery finds its questions again: the first time the re-run asks a question with the same key
-// as one of the interrupted turn (the questions after the agent's last `turn.complete`), an
-// answered one is answered at once with the human's logged choice (nobody is asked twice), an
-// unanswered one comes back as the same inbox item (the same id). Each logged question serves
-// once, and only the first turn the agent runs after a (re)start: its records are dropped when
-// that turn ends. A request the agent withdraws (cancel, crash, eviction) leaves the inbox with it.
-import { Context, Effect, Layer, Runtime, Stream } from "effect"
+// recovery finds its questions again. Recovery's fold of each log (src/recovery/Fold.ts,
+// `SessionLog.permissions`: the questions after the agent's last `turn.complete`) seeds them here
+// at start-up; the ask path reads no log. The first time the re-run asks a question with the same
+// key as one of the interrupted turn, an answered one is answered at once with the human's
+// logged choice (nobody is asked twice), an unanswered one comes back as the same inbox item (the
+// same id). Each logged question serves once, and only the first turn the agent runs after a
+// (re)start: its records are dropped when that turn ends. A request the agent withdraws (cancel, crash, eviction) leaves the inbox with it.
+import { Context, Effect, Layer, Runtime } from "effect"
 import { randomUUID } from "node:crypto"
 import type { InboxItem } from "../../domain/budget.js"
 import { type EventLogError, InvalidInputError } from "../../domain/errors.js"
 import { makeEvent } from "../../domain/events.js"
 import type { SessionId } from "../../domain/ids.js"
+import type { LoggedPermission } from "../../recovery/Fold.js"
 import { EventLog } from "../../storage/EventLog.js"
 
 export type Choice = "allow" | "allow-always" | "reject"
@@ -43,52 +45,28 @@ export interface Answered {
   readonly earlier: boolean
 }
 
-interface Logged {
-  readonly item_id: string
-  readonly key: string
-  choice: Choice | null
-}
+/** A question of the interrupted turn, as recovery's fold found it in the log. */
+type Logged = LoggedPermission
 
 const choiceOf = (text: string): Choice | null => {
   const w = text.trim().toLowerCase()
   return w === "allow" || w === "allow-always" || w === "reject" ? w : null
 }
 
-/** The questions of the agent's unfinished turn: asked after its last `turn.complete`, with their answers. */
-const unfinished = (log: EventLog["Type"], session: SessionId): Effect.Effect<Array<Logged>> =>
-  log.read(session).pipe(
-    Stream.runFold([] as Array<Logged>, (acc, e) => {
-      if (e.event === "turn.complete") return []
-      if (e.event === "permission.asked") acc.push({ item_id: e.data.item_id, key: e.data.key, choice: null })
-      if (e.event === "permission.answered") {
-        const q = acc.find((x) => x.item_id === e.data.item_id)
-        if (q !== undefined) q.choice = e.data.choice
-      }
-      return acc
-    }),
-    Effect.orElseSucceed(() => [])
-  )
-
 export const make = Effect.gen(function*() {
   const log = yield* EventLog
   const runtime = yield* Effect.runtime<never>()
   const run = <A, E>(eff: Effect.Effect<A, E>): Promise<A> => Runtime.runPromise(runtime)(eff)
   const pending = new Map<string, { readonly item: InboxItem; readonly session: SessionId; readonly settle: (c: Choice | null) => void; answering: boolean }>()
-  /** Per agent session: the interrupted turn's logged questions not yet asked again (read at its first question). */
+  /** Per agent session: the interrupted turn's logged questions not yet asked again (seeded by recovery). */
   const earlier = new Map<SessionId, Array<Logged>>()
-
-  const earlierOf = (session: SessionId): Promise<Array<Logged>> => {
-    const known = earlier.get(session)
-    if (known !== undefined) return Promise.resolve(known)
-    return run(unfinished(log, session)).then((l) => earlier.get(session) ?? (earlier.set(session, l), l))
-  }
 
   /** The human's choice; null when the signal aborts first (the agent withdrew the request). */
   const ask = async (q: PermissionQuestion, signal: AbortSignal): Promise<Answered | null> => {
     if (signal.aborted) return null
-    const logged = await earlierOf(q.session_id)
-    const i = logged.findIndex((x) => x.key === q.key)
-    const again = i < 0 ? undefined : logged.splice(i, 1)[0]
+    const logged = earlier.get(q.session_id)
+    const i = logged === undefined ? -1 : logged.findIndex((x) => x.key === q.key)
+    const again = i < 0 ? undefined : logged!.splice(i, 1)[0]
     if (again !== undefined && again.choice !== null) return { choice: again.choice, earlier: true }
     const id = again?.item_id ?? randomUUID()
     if (again === undefined) {
@@ -114,9 +92,14 @@ export const make = Effect.gen(function*() {
 
   return {
     ask,
+    /** Recovery, at start-up: each agent's interrupted turn's logged questions (its log's fold). */
+    seed: (logged: ReadonlyMap<SessionId, ReadonlyArray<Logged>>): Effect.Effect<void> =>
+      Effect.sync(() => {
+        for (const [session, l] of logged) if (l.length > 0) earlier.set(session, [...l])
+      }),
     /** The agent's turn ended: its interrupted turn's questions no longer answer anything. */
     turnEnded: (session: SessionId): void => {
-      earlier.set(session, [])
+      earlier.delete(session)
     },
     inbox: Effect.sync(() => [...pending.values()].map((p) => p.item)),
     answer: (id: string, text: string): Effect.Effect<PermissionAnswer | null, InvalidInputError | EventLogError> =>
