@@ -61,6 +61,12 @@ describe("acp provider (test ACP agent, bwrap, network off)", () => {
           "exit 4: hi\nout.txt"
         ])
         expect(t.responses[7]).toMatch(/^prompts so far: 8; mcp: substrat: \S+node .* --socket \/run\/substrat\/agent\.sock$/)
+        // A call announced with an empty input whose input comes only in its permission request
+        // (as Qwen Code does): the ⚙ line has the input; the request's content is not its result.
+        yield* say(a.id, "ASKED")
+        expect((yield* turns(a.session_id)).responses.at(-1)).toBe("asked: yes")
+        const invoked = dataOf(yield* eventsOf(a.session_id), "tool_call.invoked").filter((c) => c.call_id === "q1")
+        expect(invoked.map((c) => [c.tool, c.arguments])).toEqual([["Write /workspace/q.txt", { file_path: "/workspace/q.txt", content: "hi" }]])
         expect(t.tools).toEqual([
           { tool: "Read notes.txt", result: { lines: 3 }, is_error: false, source: "provider" },
           { tool: "Run make", result: "make: no rule", is_error: true, source: "provider" },

@@ -73,6 +73,8 @@ export const factory = Effect.gen(function*() {
       yield* Effect.addFinalizer(() => terminals.releaseAll)
 
       let sink: ((u: Acp.SessionUpdate) => void) | null = null
+      /** The turn's decoder learns a permission request's tool call (its input: Updates.ts). */
+      let asked: ((t: Acp.ToolCallUpdate) => void) | null = null
       let live: { readonly proc: AcpProcess.AcpProcess; readonly sessionId: string; intro: string | null; readonly scope: Scope.CloseableScope } | null = null
       let instructions = withToolGuidance("")
       let stopped = false
@@ -92,7 +94,10 @@ export const factory = Effect.gen(function*() {
 
       const handlers: AcpProcess.ClientHandlers = {
         update: (n) => sink?.(n.update),
-        permission: (r, signal) => policy.decide(r, signal),
+        permission: (r, signal) => {
+          asked?.(r.toolCall)
+          return policy.decide(r, signal)
+        },
         readTextFile: (r) => run(WorkspaceFs.readText(agent.workspace.root_path, r.path, r.line, r.limit)).then((content) => ({ content })),
         writeTextFile: (r) => run(WorkspaceFs.writeText(agent.workspace.root_path, r.path, r.content, owner)).then(() => ({})),
         createTerminal: (r) => run(terminals.create(r)).then((terminalId) => ({ terminalId })),
@@ -157,6 +162,7 @@ export const factory = Effect.gen(function*() {
             sink = (u) => {
               for (const o of decoder.update(u)) void emit.single(o)
             }
+            asked = decoder.asked
             const text = l.intro === null ? message : `${l.intro}\n\n${message}`
             const p = l.proc.agent.request("session/prompt", { sessionId: l.sessionId, prompt: [{ type: "text", text }] })
             inFlight = p
@@ -177,6 +183,7 @@ export const factory = Effect.gen(function*() {
             yield* Effect.addFinalizer(() =>
               Effect.sync(() => {
                 sink = null
+                asked = null
                 emitOut = null
                 if (!done && l.proc.died() === null) void l.proc.agent.notify("session/cancel", { sessionId: l.sessionId }).catch(() => undefined)
               })

@@ -5,6 +5,9 @@
 //                                         of its content); Substrat's own tools (the `substrat` MCP
 //                                         server) are logged by the ToolHandler already, the
 //                                         agent's own are marked `source: "provider"`
+//   a permission request's tool call    → its fields (rawInput, title, …) onto the call, as an
+//                                         update without a status: Qwen Code announces a call with
+//                                         an empty rawInput and sends the input only there
 //   plan                                → a ToolCall `plan` (its entries, one line each)
 //   thoughts, modes, commands, usage_update (context size, not billed tokens) → nothing
 // Billed usage comes from the metering model forwarder (per request), not from ACP.
@@ -56,6 +59,8 @@ const planText = (entries: ReadonlyArray<Acp.PlanEntry>): string =>
 
 export interface UpdateDecoder {
   readonly update: (u: Acp.SessionUpdate) => ReadonlyArray<ProviderOutput>
+  /** The tool call of a `session/request_permission`: what it says of the call, nothing emitted. */
+  readonly asked: (t: Acp.ToolCallUpdate) => void
 }
 
 export const makeDecoder = (): UpdateDecoder => {
@@ -77,6 +82,22 @@ export const makeDecoder = (): UpdateDecoder => {
     }
   }
 
+  /** What an update says of a call, onto the call (created when unknown). */
+  const merge = (u: Acp.ToolCallUpdate): Pending => {
+    let p = calls.get(u.toolCallId)
+    if (p === undefined) {
+      p = { title: u.title ?? u.toolCallId, name: u.name ?? null, kind: u.kind ?? null, rawInput: undefined, rawOutput: undefined, content: [], done: false }
+      calls.set(u.toolCallId, p)
+    }
+    if (u.title !== undefined && u.title !== null) p.title = u.title
+    if (u.name !== undefined && u.name !== null) p.name = u.name
+    if (u.kind !== undefined && u.kind !== null) p.kind = u.kind
+    if (u.rawInput !== undefined) p.rawInput = u.rawInput
+    if (u.rawOutput !== undefined) p.rawOutput = u.rawOutput
+    if (u.content !== undefined && u.content !== null) p.content = u.content
+    return p
+  }
+
   const update = (u: Acp.SessionUpdate): ReadonlyArray<ProviderOutput> => {
     switch (u.sessionUpdate) {
       case "agent_message_chunk":
@@ -95,17 +116,7 @@ export const makeDecoder = (): UpdateDecoder => {
         return u.status === "completed" || u.status === "failed" ? [finish(u.toolCallId, p, u.status === "failed")] : []
       }
       case "tool_call_update": {
-        let p = calls.get(u.toolCallId)
-        if (p === undefined) {
-          p = { title: u.title ?? u.toolCallId, name: u.name ?? null, kind: u.kind ?? null, rawInput: undefined, rawOutput: undefined, content: [], done: false }
-          calls.set(u.toolCallId, p)
-        }
-        if (u.title !== undefined && u.title !== null) p.title = u.title
-        if (u.name !== undefined && u.name !== null) p.name = u.name
-        if (u.kind !== undefined && u.kind !== null) p.kind = u.kind
-        if (u.rawInput !== undefined) p.rawInput = u.rawInput
-        if (u.rawOutput !== undefined) p.rawOutput = u.rawOutput
-        if (u.content !== undefined && u.content !== null) p.content = u.content
+        const p = merge(u)
         if (p.done) return []
         return u.status === "completed" || u.status === "failed" ? [finish(u.toolCallId, p, u.status === "failed")] : []
       }
@@ -125,5 +136,12 @@ export const makeDecoder = (): UpdateDecoder => {
     }
   }
 
-  return { update }
+  return {
+    update,
+    asked: (t) => {
+      const p = merge(t)
+      // The request's content is the question (a diff, a command), not the call's result.
+      p.content = []
+    }
+  }
 }
