@@ -274,4 +274,47 @@ const malformedTree: Attack = {
     })
 }
 
-export const attacks: ReadonlyArray<Attack> = [plantedPrograms, linkedGitDir, linkedObjects, malformedTree]
+const nestedRepository: Attack = {
+  name: "24.5 a nested repository in the workspace (a gitfile or a .git link in a subdirectory, new or where a recorded gitlink is) pointing at the user's repository, another repository or $SUBSTRAT_HOME",
+  run: () =>
+    withRepoWorld(async (w) => {
+      const other = await w.workspace("other")
+      Fs.appendFileSync(Path.join(other.root_path, "readme.md"), "other's work\n")
+      await w.turn(other, "someone")
+      const otherGit = Path.join(w.home, "workspaces", other.id, "history.git")
+      const otherHead = gitIn(otherGit, ["rev-parse", "HEAD"]).trim()
+      const userHead = gitIn(w.repo, ["rev-parse", "HEAD"]).trim()
+      const ws = await w.workspace("nested")
+      // A gitlink the agent commits itself (any id it likes), recorded; its directory gets a gitfile below.
+      await w.agent(ws, `mkdir tracked && git update-index --add --cacheinfo 160000,${userHead},tracked && git commit -qm 'a gitlink'`)
+      await w.turn(ws)
+      const targets = { user: Path.join(w.repo, ".git"), secret: Path.join(w.secret, ".git"), home: otherGit }
+      const plant = (sub: string, target: string, link: boolean) => {
+        Fs.mkdirSync(Path.join(ws.root_path, sub), { recursive: true })
+        if (link) Fs.symlinkSync(target, Path.join(ws.root_path, sub, ".git"))
+        else Fs.writeFileSync(Path.join(ws.root_path, sub, ".git"), `gitdir: ${target}\n`)
+        Fs.writeFileSync(Path.join(ws.root_path, sub, "file.txt"), "inside\n")
+      }
+      plant("nested-user", targets.user, false)
+      plant("nested-secret", targets.secret, true)
+      plant("nested-home", targets.home, false)
+      Fs.writeFileSync(Path.join(ws.root_path, "tracked", ".git"), `gitdir: ${targets.secret}\n`)
+      Fs.appendFileSync(Path.join(ws.root_path, "readme.md"), "agent edit\n")
+      const pending = await w.run(Effect.flatMap(WorkspaceHistory, (h) => h.diff(ws.id)))
+      const outcomes = await everyOperation(w, ws)
+      const gitDir = Path.join(w.home, "workspaces", ws.id, "history.git")
+      const recorded = gitIn(gitDir, ["log", "-p", "--raw", "--format=%H", "--all"]) + gitIn(w.repo, ["log", "-p", "--raw", "--format=%H", "refs/heads/substrat/nested"]) + pending
+      const clone = gitIn(ws.root_path, ["ls-files", "-s"])
+      const leaked = [["the secret repository's HEAD", w.secretHead], ["another workspace's history HEAD", otherHead]]
+        .filter(([, sha]) => recorded.includes(sha!) || clone.includes(sha!)).map(([what]) => what!)
+      // The user's HEAD is the gitlink the agent committed itself: it must not appear anywhere else.
+      const userSeen = (gitIn(gitDir, ["ls-tree", "-r", "HEAD"]).match(new RegExp(userHead, "g")) ?? []).length
+      if (userSeen > 1 || gitIn(gitDir, ["ls-tree", "-r", "HEAD"]).includes("nested-user")) leaked.push("the user's repository's HEAD")
+      return {
+        breached: leaked.length > 0,
+        detail: `${leaked.length === 0 ? "no commit id from behind a nested .git recorded, published, shown in a diff or put in the clone" : `recorded from behind a nested .git: ${leaked.join(", ")}`}; ${outcomes}`
+      }
+    })
+}
+
+export const attacks: ReadonlyArray<Attack> = [plantedPrograms, linkedGitDir, linkedObjects, malformedTree, nestedRepository]

@@ -66,6 +66,28 @@ export const parseNameStatus = (out: string, prefix: string): Array<ChangedPath>
   return res.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
 }
 
+/** One staged entry of `git diff --cached --raw -z --no-renames --no-abbrev`. */
+interface RawEntry {
+  readonly path: string
+  readonly change: ChangeKind
+  readonly srcMode: string
+  readonly srcId: string
+  readonly dstMode: string
+}
+
+const parseRaw = (out: string): Array<RawEntry> => {
+  const parts = out.split("\0")
+  const res: Array<RawEntry> = []
+  for (let i = 0; i + 1 < parts.length; i += 2) {
+    const [srcMode = "", dstMode = "", srcId = "", , status = ""] = parts[i]!.replace(/^:/, "").split(" ")
+    const change: ChangeKind = status.startsWith("A") ? "added" : status.startsWith("D") ? "deleted" : "modified"
+    res.push({ path: parts[i + 1]!, change, srcMode, srcId, dstMode })
+  }
+  return res
+}
+
+const GITLINK = "160000"
+
 const turnRef = (turnId: string) => `refs/substrat/turns/${turnId}`
 /** A turn whose commits are more than one (the agent's own commits, then the daemon's): where it started. */
 const baseRef = (turnId: string) => `refs/substrat/bases/${turnId}`
@@ -174,6 +196,31 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
         return true
       })
 
+    /**
+     * What `git add` staged (against HEAD, in `scope`), as changed paths relative to the workspace.
+     * A directory with its own `.git` (a gitfile or a link naming any repository on the host) is a
+     * gitlink to git, whose commit id git reads from behind that `.git`: such entries are put back
+     * as HEAD has them (`update-index --index-info`, which reads nothing) and never recorded, so
+     * nothing from behind a nested `.git` reaches the history, a diff or the user's repository.
+     */
+    const stagedChanges = (git: Git, scope: ReadonlyArray<string>, prefix: string, env?: Record<string, string>) =>
+      Effect.gen(function*() {
+        const opts = env === undefined ? {} : { env }
+        const st = yield* git(["diff", "--cached", "--raw", "-z", "--no-renames", "--no-abbrev", "HEAD", "--", ...scope], opts)
+        const entries = parseRaw(st.stdout)
+        const links = entries.filter((e) => e.dstMode === GITLINK)
+        if (links.length > 0) {
+          const absent = /^0+$/
+          const input = links.map((e) => `${absent.test(e.srcId) ? `0 ${e.srcId}` : `${e.srcMode} ${e.srcId}`}\t${e.path}\0`).join("")
+          yield* git(["update-index", "-z", "--index-info"], { ...opts, input })
+        }
+        const rel = (p: string) => (prefix === "" ? p : p.startsWith(prefix + "/") ? p.slice(prefix.length + 1) : p)
+        return entries
+          .filter((e) => e.dstMode !== GITLINK)
+          .map((e): ChangedPath => ({ path: rel(e.path), change: e.change }))
+          .sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
+      })
+
     /** A repository workspace: its branch to the user's repository (a failure is logged; the next turn publishes it). */
     const publish = (id: WorkspaceId, loc: HistoryLocation) =>
       loc.repo === null || loc.fork_of !== null
@@ -230,8 +277,7 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
             indexMatchesHead.add(loc.gitDir)
             return { commit: null, paths: [] } satisfies TurnCommit
           }
-          const st = yield* git(["diff", "--cached", "--name-status", "-z", "--no-renames", "HEAD", "--", ...scope])
-          const staged = parseNameStatus(st.stdout, loc.prefix)
+          const staged = yield* stagedChanges(git, scope, loc.prefix)
           if (staged.length === 0 && !absorbed) {
             if (wasClean || wholeTree) indexMatchesHead.add(loc.gitDir)
             return { commit: null, paths: staged } satisfies TurnCommit
@@ -305,6 +351,7 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
           return yield* withTempIndex(loc, (env) =>
             Effect.gen(function*() {
               yield* git(["add", "-A", "--", ...scope], { env })
+              yield* stagedChanges(git, scope, loc.prefix, env)
               return (yield* git(["diff", "--cached", ...flags, "HEAD", "--", ...scope], { env })).stdout
             }))
         }))
@@ -316,8 +363,7 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
         withTempIndex(loc, (env) =>
           Effect.gen(function*() {
             yield* git(["add", "-A", "--", ...scope], { env })
-            const st = yield* git(["diff", "--cached", "--name-status", "-z", "--no-renames", "HEAD", "--", ...scope], { env })
-            return parseNameStatus(st.stdout, loc.prefix)
+            return yield* stagedChanges(git, scope, loc.prefix, env)
           })))
     })
 
