@@ -139,6 +139,10 @@ export class EventFeed extends Effect.Service<EventFeed>()("substrat/EventFeed",
         // Subscribe first: whatever the directory takes from here on is in the queue.
         const queue = yield* PubSub.subscribe(hub)
         yield* catchUp
+        // Every position given out so far reaches the directory: wait for it to have taken them
+        // (it is a fiber of its own, run when this one yields).
+        const given = yield* tap.position
+        while (known < given) yield* Effect.yieldNow()
         const top = known
         const from = options.from === "end" ? top : Math.min(options.from, top)
         const records = yield* tap.records(from, top)

@@ -69,4 +69,4 @@ export class Durable extends Context.Tag("substrat/Durable")<Durable, DurableSer
   static readonly layer: Layer.Layer<Durable> = Layer.succeed(Durable, live)
 }
 
-export { live, makeDurable, nodePrimitives, type OpenMode, type Primitives } from "./internal/durableNode.js"
+export { live, makeDurable, nodePrimitives, nodePrimitivesOrdered, type OpenMode, type Primitives } from "./internal/durableNode.js"

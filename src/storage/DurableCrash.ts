@@ -22,7 +22,7 @@ import * as fs from "node:fs"
 import { dirname, join } from "node:path"
 import { DurableError } from "../domain/errors.js"
 import { Durable, type DurableService } from "./Durable.js"
-import { makeDurable, nodePrimitives, type Primitives } from "./internal/durableNode.js"
+import { makeDurable, nodePrimitivesOrdered, type Primitives } from "./internal/durableNode.js"
 
 export type StepKind =
   | "open"
@@ -243,7 +243,7 @@ export const powerLossTracker = (): PowerLossTracker => {
 }
 
 /** A crash-injecting Durable over the real filesystem, with its control handle. */
-export const makeCrashing = (options: CrashOptions = {}, real: Primitives = nodePrimitives): Crashing => {
+export const makeCrashing = (options: CrashOptions = {}, real: Primitives = nodePrimitivesOrdered): Crashing => {
   let crashAt = options.crashAt
   const torn = options.tornFraction ?? 0.5
   const power = options.powerLoss === true ? powerLossTracker() : undefined

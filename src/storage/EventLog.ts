@@ -24,11 +24,25 @@ export interface EventLogService {
   /**
    * Append one event to the session's log, injecting `ts` and `session_id`. Succeeds only once
    * the entry is durable. Appends to one session are ordered; different sessions never wait on
-   * each other's fsync. Opens (and repairs) the log on first use.
+   * each other's fsync. Opens (and repairs) the log on first use. `after`, when given, runs once
+   * the entry is durable and before the next append to the session starts (uninterruptibly, under
+   * the session's lock): a decorator's per-append work is ordered without a lock of its own.
    */
-  readonly append: (session: SessionId, event: LogEvent) => Effect.Effect<LogEntry, EventLogError>
+  readonly append: (
+    session: SessionId,
+    event: LogEvent,
+    after?: (entry: LogEntry) => Effect.Effect<void>
+  ) => Effect.Effect<LogEntry, EventLogError>
   /** The whole log, decoded, in order. An undecodable line fails with file and line. */
   readonly read: (session: SessionId) => Stream.Stream<LogEntry, EventLogError>
+  /**
+   * The whole log, then `f` of it, while no append to the session runs (the session's one lock,
+   * the same that orders its appends and their `after`). For decorators that keep per-line state.
+   */
+  readonly readThen: <A>(
+    session: SessionId,
+    f: (entries: ReadonlyArray<LogEntry>) => Effect.Effect<A>
+  ) => Effect.Effect<A, EventLogError>
   /** Repair a log in place (torn tail, pending replay); idempotent. */
   readonly repair: (session: SessionId) => Effect.Effect<RepairReport, EventLogError>
   /** Release the session's open file handle (it reopens, and repairs, on the next append). */

@@ -2,15 +2,16 @@
 // subscribers (the transcript writer, `agent.attach`, the event feed). The orchestrator keeps
 // writing to the EventLog port and knows nothing of this; subscribers see an entry only once it
 // is durable.
-// Each session's appends go through the tap one at a time (its own permit, so different sessions
-// never wait on each other's fsync). After its append, an entry gets its line in events.jsonl and
+// Each session's appends go through the tap one at a time: the tap's work runs under the log's own
+// per-session lock (`append`'s `after`, `readThen`), so different sessions never wait on each
+// other's fsync and there is one lock per session. After its append, an entry gets its line in events.jsonl and
 // its global *position*: the next record of the EventIndex (src/storage/EventIndex.ts), written
 // before the entry is published, under one daemon-wide permit — so numbered subscribers receive
 // entries in position order, and a position names the same entry after a restart.
 // The index can lag the logs (a machine crash loses its unsynced tail, an old home has none): the
 // first append to a session in this process, and every `snapshot`, read the log and index (and
 // publish) the lines it lacks, so every line gets exactly one position.
-import { Chunk, Context, Effect, Layer, PubSub, type Queue, type Scope, Stream } from "effect"
+import { Chunk, Context, Effect, Layer, PubSub, type Queue, type Scope } from "effect"
 import type { EventLogError } from "../domain/errors.js"
 import type { LogEntry } from "../domain/events.js"
 import type { SessionId } from "../domain/ids.js"
@@ -40,8 +41,7 @@ export interface EventTapService {
 export class EventTap extends Context.Tag("substrat/EventTap")<EventTap, EventTapService>() {}
 
 interface Slot {
-  readonly permit: Effect.Semaphore
-  /** The log was read in this process, so `lines` below is its true length. */
+  /** The log was read in this process, so `lines` below is its true length. Changed only under the log's session lock. */
   verified: boolean
 }
 
@@ -69,7 +69,7 @@ export const layer: Layer.Layer<EventLog | EventTap, EventLogError, EventLog | E
     const slotOf = (session: SessionId): Slot => {
       let slot = slots.get(session)
       if (slot === undefined) {
-        slot = { permit: Effect.unsafeMakeSemaphore(1), verified: false }
+        slot = { verified: false }
         slots.set(session, slot)
       }
       return slot
@@ -99,35 +99,38 @@ export const layer: Layer.Layer<EventLog | EventTap, EventLogError, EventLog | E
         )
       }))
 
-    const readLog = (session: SessionId) => Effect.map(Stream.runCollect(inner.read(session)), Chunk.toReadonlyArray)
+    /** Under the session's lock: index (and publish) whatever of the whole log is not yet. */
+    const verify = (session: SessionId, slot: Slot) => (entries: ReadonlyArray<LogEntry>) => {
+      slot.verified = true
+      return indexUpTo(session, entries.length, (l) => entries[l - 1]!)
+    }
 
+    // Everything below runs under the log's own per-session lock (`append`'s `after`, `readThen`):
+    // a session's line numbers follow its appends without a second lock here.
     const log = EventLog.of({
       ...inner,
       append: (session, event) =>
         Effect.suspend(() => {
           const slot = slotOf(session)
-          return slot.permit.withPermits(1)(Effect.tap(inner.append(session, event), (entry) =>
+          const after = (entry: LogEntry) =>
             Effect.zipRight(
-              slot.verified
-                ? indexUpTo(session, (lines.get(session) ?? 0) + 1, () => entry)
-                : readLog(session).pipe(
-                  Effect.flatMap((entries) => {
-                    slot.verified = true
-                    return indexUpTo(session, entries.length, (l) => entries[l - 1]!)
-                  }),
-                  Effect.catchAll((e) => Effect.logWarning(`event index: cannot read ${session}: ${e.message}`))
-                ),
+              slot.verified ? indexUpTo(session, (lines.get(session) ?? 0) + 1, () => entry) : Effect.void,
               PubSub.publish(hub, entry)
-            )))
+            )
+          if (slot.verified) return inner.append(session, event, after)
+          // First append in this process: index the lines the log has and the index lacks first.
+          return Effect.zipRight(
+            inner.readThen(session, verify(session, slot)).pipe(
+              Effect.catchAll((e) => Effect.logWarning(`event index: cannot read ${session}: ${e.message}`))
+            ),
+            inner.append(session, event, after)
+          )
         })
     })
     const snapshot = (session: SessionId) =>
       Effect.suspend(() => {
         const slot = slotOf(session)
-        return slot.permit.withPermits(1)(Effect.tap(readLog(session), (entries) => {
-          slot.verified = true
-          return indexUpTo(session, entries.length, (l) => entries[l - 1]!)
-        })).pipe(Effect.map(Chunk.unsafeFromArray))
+        return inner.readThen(session, (entries) => Effect.as(verify(session, slot)(entries), Chunk.unsafeFromArray(entries)))
       })
     return Context.make(EventLog, log).pipe(Context.add(
       EventTap,

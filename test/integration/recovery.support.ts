@@ -15,7 +15,7 @@ import type { AgentId, SessionId } from "../../src/domain/ids.js"
 import { Session } from "../../src/domain/session.js"
 import { Durable } from "../../src/storage/Durable.js"
 import { makeCrashing } from "../../src/storage/DurableCrash.js"
-import { nodePrimitives, type Primitives } from "../../src/storage/Durable.js"
+import { nodePrimitivesOrdered, type Primitives } from "../../src/storage/Durable.js"
 import { DurableError } from "../../src/domain/errors.js"
 import type { ProviderFactory, ToolInvoker } from "../../src/provider/Provider.js"
 import { ProviderRegistry } from "../../src/provider/ProviderRegistry.js"
@@ -31,7 +31,7 @@ import { EventLog } from "../../src/storage/EventLog.js"
  * process crash (kill -9), not power loss: the page cache survives, so fsync is only a step.
  */
 export const syncPrimitives: Primitives = {
-  ...nodePrimitives,
+  ...nodePrimitivesOrdered,
   fsync: () => E.void,
   fsyncDir: () => E.void,
   read: (fd, path, position, length) =>

@@ -228,11 +228,15 @@ describe("EventFeed", () => {
 
   it.scoped("opening a stream reads only the logs it sends from: none from the end, the resumed sessions' on a resume", () =>
     Effect.gen(function*() {
-      // The memory log below the tap, counting every read of a log (a snapshot is one), and a
+      // The memory log below the tap, counting every read of a log (a snapshot is one: readThen), and a
       // session store counting its scans.
       const raw = yield* Effect.provide(EventLog, EventLog.layerMemory)
       const reads: Array<SessionId> = []
-      const counted = EventLog.of({ ...raw, read: (session) => Stream.suspend(() => (reads.push(session), raw.read(session))) })
+      const counted = EventLog.of({
+        ...raw,
+        read: (session) => Stream.suspend(() => (reads.push(session), raw.read(session))),
+        readThen: (session, f) => Effect.suspend(() => (reads.push(session), raw.readThen(session, f)))
+      })
       const store = yield* Effect.provide(SessionStore, SessionStore.layerMemory)
       let scans = 0
       const countedStore = SessionStore.of({ ...store, scan: Effect.suspend(() => (scans++, store.scan)) })

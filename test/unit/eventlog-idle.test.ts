@@ -22,6 +22,17 @@ const fdsUnder = (dir: string): number => {
   return n
 }
 
+/** `fdsUnder(dir)` once it equals `want` (closes run on the libuv pool: polled, bounded), else its last value. */
+const fdsSettled = (dir: string, want: number) =>
+  Effect.promise(async () => {
+    let n = fdsUnder(dir)
+    for (let i = 0; i < 500 && n !== want; i++) {
+      await new Promise((r) => setTimeout(r, 10))
+      n = fdsUnder(dir)
+    }
+    return n
+  })
+
 const session = (n: number) => SessionId.make(`00000000-0000-4000-8000-${String(n).padStart(12, "0")}`)
 const read = (n: number) => makeEvent("user.read", { message_ids: [MessageId.make(`20000000-0000-4000-8000-${String(n).padStart(12, "0")}`)] })
 
@@ -41,14 +52,14 @@ describe("EventLog idle close", () => {
       yield* TestClock.adjust("600 millis")
       expect(fdsUnder(home)).toBe(3)
       yield* TestClock.adjust("1500 millis")
-      expect(fdsUnder(home)).toBe(0)
+      expect(yield* fdsSettled(home, 0)).toBe(0)
 
       // One session is busy again: only it holds a fd, until it is idle too.
       yield* log.append(ids[0]!, read(2))
       yield* log.append(ids[0]!, read(3))
       expect(fdsUnder(home)).toBe(1)
       yield* TestClock.adjust("2 seconds")
-      expect(fdsUnder(home)).toBe(0)
+      expect(yield* fdsSettled(home, 0)).toBe(0)
       yield* log.append(ids[1]!, read(2))
 
       const lines = (id: SessionId) =>

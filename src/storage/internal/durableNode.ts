@@ -1,8 +1,9 @@
 // The real Durable implementation (node:fs), provided by `Durable.layer` (../Durable.ts). Composite
 // operations are written once, in `makeDurable`, over a small set of primitives (`Primitives`):
-// the real ones here, the crash-injecting ones in ../DurableCrash.ts. Cheap calls that only touch
-// the page cache (open, write, rename, unlink) are synchronous; fsync runs on the libuv pool so a slow flush never blocks the event loop
-// and different files' fsyncs overlap (the EventLog relies on that across sessions).
+// the real ones here, the crash-injecting ones in ../DurableCrash.ts. Every call that changes the
+// disk runs on the libuv pool (node:fs callbacks), so neither a slow flush nor a slow open or
+// unlink blocks the event loop, and different files' fsyncs overlap (the EventLog relies on that
+// across sessions). Only the recovery-time walks (readDir, rmTree, rmdir) are synchronous.
 import { Chunk, Effect, Option, type Scope, Stream } from "effect"
 import * as fs from "node:fs"
 import { dirname } from "node:path"
@@ -59,30 +60,107 @@ const attempt = <A>(op: Op, path: string, f: () => A): Effect.Effect<A, DurableE
     }
   })
 
+/** A node:fs callback call as an Effect: runs on the libuv pool, the event loop does not wait. */
+const call = <A>(op: Op, path: string, start: (done: (err: NodeJS.ErrnoException | null, a: A) => void) => void) =>
+  Effect.async<A, DurableError>((resume) => {
+    start((err, a) => resume(err ? Effect.fail(durableError(op, path, err)) : Effect.succeed(a)))
+  })
+
 const fsyncAsync = (fd: number, path: string, op: Op): Effect.Effect<void, DurableError> =>
   Effect.async<void, DurableError>((resume) => {
     fs.fsync(fd, (err) => resume(err ? Effect.fail(durableError(op, path, err)) : Effect.void))
   })
 
-const writeAll = (fd: number, bytes: Uint8Array): void => {
-  let off = 0
-  while (off < bytes.length) off += fs.writeSync(fd, bytes, off, bytes.length - off)
-}
+/** Write all of `bytes` at the fd's position: one pool trip unless the kernel takes part of it. */
+const writeAll = (fd: number, path: string, bytes: Uint8Array): Effect.Effect<void, DurableError> =>
+  Effect.async<void, DurableError>((resume) => {
+    const from = (off: number): void =>
+      fs.write(fd, bytes, off, bytes.length - off, null, (err, n) => {
+        if (err) resume(Effect.fail(durableError("write", path, err)))
+        else if (off + n < bytes.length) from(off + n)
+        else resume(Effect.void)
+      })
+    from(0)
+  })
+
+const absentAs = <A>(op: Op, path: string, absent: A, start: (done: (err: NodeJS.ErrnoException | null, a: A) => void) => void) =>
+  Effect.async<A, DurableError>((resume) => {
+    start((err, a) =>
+      resume(err ? (err.code === "ENOENT" ? Effect.succeed(absent) : Effect.fail(durableError(op, path, err))) : Effect.succeed(a)))
+  })
 
 const openFlags: Record<OpenMode, string> = { append: "a", truncate: "w", readwrite: "r+" }
 
-/** The real primitives. */
+/**
+ * The real primitives. Every call that changes the disk (and every read on the append path) is a
+ * node:fs callback call, run on the libuv pool: the event loop never waits on the file system.
+ * Only the recovery-time walks (readDir, rmTree, rmdir) stay synchronous.
+ */
 export const nodePrimitives: Primitives = {
-  open: (path, mode) => attempt("open", path, () => fs.openSync(path, openFlags[mode], 0o600)),
-  openRead: (path) =>
+  open: (path, mode) => call("open", path, (done) => fs.open(path, openFlags[mode], 0o600, done)),
+  openRead: (path) => absentAs("open", path, Option.none<number>(), (done) => fs.open(path, "r", (err, fd) => done(err, Option.some(fd)))),
+  write: (fd, path, bytes) => writeAll(fd, path, bytes),
+  fsync: (fd, path) => fsyncAsync(fd, path, "fsync"),
+  close: (fd, path) => call("close", path, (done) => fs.close(fd, (err) => done(err, undefined))),
+  ftruncate: (fd, path, size) => call("truncate", path, (done) => fs.ftruncate(fd, size, (err) => done(err, undefined))),
+  rename: (from, to) => call("rename", to, (done) => fs.rename(from, to, (err) => done(err, undefined))),
+  unlink: (path) => absentAs("unlink", path, false, (done) => fs.unlink(path, (err) => done(err, true))),
+  fsyncDir: (path) =>
+    Effect.acquireUseRelease(
+      call("dirsync", path, (done: (err: NodeJS.ErrnoException | null, fd: number) => void) => fs.open(path, "r", done)),
+      (fd) => fsyncAsync(fd, path, "dirsync"),
+      (fd) => Effect.ignore(call("close", path, (done) => fs.close(fd, (err) => done(err, undefined))))
+    ),
+  mkdir: (path, mode) =>
+    call("mkdir", path, (done: (err: NodeJS.ErrnoException | null, first: string | undefined) => void) =>
+      fs.mkdir(path, mode === undefined ? { recursive: true } : { recursive: true, mode }, done)),
+  rmTree: (path) => attempt("remove", path, () => fs.rmSync(path, { recursive: true, force: true })),
+  rmdir: (path) =>
+    Effect.try({ try: () => (fs.rmdirSync(path), true), catch: (e) => e }).pipe(
+      Effect.catchAll((e) => {
+        const code = errno(e)
+        return code === "ENOENT" || code === "ENOTEMPTY" || code === "EEXIST"
+          ? Effect.succeed(false)
+          : Effect.fail(durableError("remove", path, e))
+      })
+    ),
+  readFile: (path) =>
+    absentAs("read", path, Option.none<Uint8Array>(), (done) => fs.readFile(path, (err, b) => done(err, Option.some<Uint8Array>(b)))),
+  size: (path) => absentAs("read", path, Option.none<number>(), (done) => fs.stat(path, (err, st) => done(err, Option.some(st?.size ?? 0)))),
+  fsize: (fd, path) => call("read", path, (done: (err: NodeJS.ErrnoException | null, n: number) => void) =>
+    fs.fstat(fd, (err, st) => done(err, st?.size ?? 0))),
+  read: (fd, path, position, length) =>
+    Effect.async<Uint8Array, DurableError>((resume) => {
+      const buf = Buffer.allocUnsafe(length)
+      fs.read(fd, buf, 0, length, position, (err, n) =>
+        resume(err ? Effect.fail(durableError("read", path, err)) : Effect.succeed(buf.subarray(0, n))))
+    }),
+  readDir: (path) =>
     Effect.try({
-      try: () => Option.some(fs.openSync(path, "r")),
+      try: () => fs.readdirSync(path, { withFileTypes: true }).map((d) => ({ name: d.name, isDirectory: d.isDirectory() })),
       catch: (e) => e
     }).pipe(
-      Effect.catchAll((e) => errno(e) === "ENOENT" ? Effect.succeed(Option.none()) : Effect.fail(durableError("open", path, e)))
-    ),
-  write: (fd, path, bytes) => attempt("write", path, () => writeAll(fd, bytes)),
-  fsync: (fd, path) => fsyncAsync(fd, path, "fsync"),
+      Effect.catchAll((e) =>
+        errno(e) === "ENOENT" ? Effect.succeed<ReadonlyArray<DirEntry>>([]) : Effect.fail(durableError("read", path, e))
+      )
+    )
+}
+
+/**
+ * The same primitives with the page-cache calls synchronous (fsync still on the pool), as
+ * `nodePrimitives` were before they moved off the event loop: for the crash-injecting layer
+ * only (DurableCrash.makeCrashing), whose crash points are numbered by step and must come in the
+ * same order on every run of a concurrent scenario — with every call on the pool, sessions'
+ * steps interleave as the pool finishes them.
+ */
+export const nodePrimitivesOrdered: Primitives = {
+  ...nodePrimitives,
+  open: (path, mode) => attempt("open", path, () => fs.openSync(path, openFlags[mode], 0o600)),
+  write: (fd, path, bytes) =>
+    attempt("write", path, () => {
+      let off = 0
+      while (off < bytes.length) off += fs.writeSync(fd, bytes, off, bytes.length - off)
+    }),
   close: (fd, path) => attempt("close", path, () => fs.closeSync(fd)),
   ftruncate: (fd, path, size) => attempt("truncate", path, () => fs.ftruncateSync(fd, size)),
   rename: (from, to) => attempt("rename", to, () => fs.renameSync(from, to)),
@@ -103,39 +181,13 @@ export const nodePrimitives: Primitives = {
     ),
   mkdir: (path, mode) =>
     attempt("mkdir", path, () => fs.mkdirSync(path, mode === undefined ? { recursive: true } : { recursive: true, mode })),
-  rmTree: (path) => attempt("remove", path, () => fs.rmSync(path, { recursive: true, force: true })),
-  rmdir: (path) =>
-    Effect.try({ try: () => (fs.rmdirSync(path), true), catch: (e) => e }).pipe(
-      Effect.catchAll((e) => {
-        const code = errno(e)
-        return code === "ENOENT" || code === "ENOTEMPTY" || code === "EEXIST"
-          ? Effect.succeed(false)
-          : Effect.fail(durableError("remove", path, e))
-      })
-    ),
-  readFile: (path) =>
-    Effect.try({ try: () => Option.some<Uint8Array>(fs.readFileSync(path)), catch: (e) => e }).pipe(
-      Effect.catchAll((e) => errno(e) === "ENOENT" ? Effect.succeed(Option.none()) : Effect.fail(durableError("read", path, e)))
-    ),
   size: (path) =>
     Effect.try({ try: () => Option.some(fs.statSync(path).size), catch: (e) => e }).pipe(
       Effect.catchAll((e) => errno(e) === "ENOENT" ? Effect.succeed(Option.none()) : Effect.fail(durableError("read", path, e)))
     ),
-  fsize: (fd, path) => attempt("read", path, () => fs.fstatSync(fd).size),
-  read: (fd, path, position, length) =>
-    Effect.async<Uint8Array, DurableError>((resume) => {
-      const buf = Buffer.allocUnsafe(length)
-      fs.read(fd, buf, 0, length, position, (err, n) =>
-        resume(err ? Effect.fail(durableError("read", path, err)) : Effect.succeed(buf.subarray(0, n))))
-    }),
-  readDir: (path) =>
-    Effect.try({
-      try: () => fs.readdirSync(path, { withFileTypes: true }).map((d) => ({ name: d.name, isDirectory: d.isDirectory() })),
-      catch: (e) => e
-    }).pipe(
-      Effect.catchAll((e) =>
-        errno(e) === "ENOENT" ? Effect.succeed<ReadonlyArray<DirEntry>>([]) : Effect.fail(durableError("read", path, e))
-      )
+  readFile: (path) =>
+    Effect.try({ try: () => Option.some<Uint8Array>(fs.readFileSync(path)), catch: (e) => e }).pipe(
+      Effect.catchAll((e) => errno(e) === "ENOENT" ? Effect.succeed(Option.none()) : Effect.fail(durableError("read", path, e)))
     )
 }
 

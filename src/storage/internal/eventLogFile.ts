@@ -41,6 +41,8 @@ class Mutex {
   })
   /** Suspend until woken by a release (or passOn); the caller then retries `tryTake`. */
   readonly wait: Effect.Effect<void> = Effect.async<void>((resume) => {
+    // Freed since the caller's failed `tryTake` (its fiber may have yielded in between): retry now.
+    if (!this.held) return resume(Effect.void)
     const wake = () => resume(Effect.void)
     this.waiters.push(wake)
     return Effect.sync(() => {
@@ -280,7 +282,11 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
   // a flag, the WAL one uninterruptible Durable chain, no per-call named closures (see
   // durableNode's `attempt`). Everything here runs cache-cold after each fsync wait, so each
   // fiber step and each Schema layer shows.
-  const append = (session: SessionId, event: LogEvent): Effect.Effect<LogEntry, EventLogError> =>
+  const append = (
+    session: SessionId,
+    event: LogEvent,
+    after?: (entry: LogEntry) => Effect.Effect<void>
+  ): Effect.Effect<LogEntry, EventLogError> =>
     Effect.suspend(() => {
       const slot = slotOf(session)
       const tail = slot.lineTail
@@ -304,8 +310,12 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
               Effect.failCause(Cause.map(cause, ioError))
             )),
           () => {
-            slot.mutex.release()
-            return Effect.succeed({ ts, event: event.event, data: event.data, session_id: session } as LogEntry)
+            const entry = { ts, event: event.event, data: event.data, session_id: session } as LogEntry
+            if (after === undefined) {
+              slot.mutex.release()
+              return Effect.succeed(entry)
+            }
+            return Effect.as(Effect.ensuring(after(entry), slot.mutex.releaseEffect), entry)
           }
         )
       })
@@ -355,18 +365,32 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
       return Stream.concat(body, tail)
     })
 
+  /** The log's length, taken under the lock (repaired first): a read never sees a half-written line. */
+  const lengthLocked = (session: SessionId, slot: Slot): Effect.Effect<number, DurableError> =>
+    Effect.flatMap(slot.repaired ? Effect.void : repairLocked(session, slot), () =>
+      Effect.map(durable.size(slot.file), Option.getOrElse(() => 0)))
+
+  const streamTo = (slot: Slot, end: number): Stream.Stream<LogEntry, EventLogError> =>
+    decodeLines(slot.file, Stream.mapError(durable.stream(slot.file, { end }), ioError))
+
   const read = (session: SessionId): Stream.Stream<LogEntry, EventLogError> =>
-    Stream.unwrap(Effect.gen(function*() {
+    Stream.unwrap(Effect.suspend(() => {
       const slot = slotOf(session)
-      const file = paths.eventsFile(session)
-      // Snapshot the length under the lock: appends after this point are not part of this read,
-      // and we never see a half-written line.
-      const end = yield* withLock(slot, Effect.gen(function*() {
-        if (!slot.repaired) yield* repairLocked(session, slot)
-        return Option.getOrElse(yield* durable.size(file), () => 0)
-      })).pipe(Effect.mapError(ioError))
-      return decodeLines(file, Stream.mapError(durable.stream(file, { end }), ioError))
+      // Appends after this point are not part of this read.
+      return Effect.map(withLock(slot, Effect.mapError(lengthLocked(session, slot), ioError)), (end) => streamTo(slot, end))
     }))
+
+  const readThen = <A>(session: SessionId, f: (entries: ReadonlyArray<LogEntry>) => Effect.Effect<A>) =>
+    Effect.suspend(() => {
+      const slot = slotOf(session)
+      return withLock(
+        slot,
+        Effect.mapError(lengthLocked(session, slot), ioError).pipe(
+          Effect.flatMap((end) => Stream.runCollect(streamTo(slot, end))),
+          Effect.flatMap((entries) => Effect.uninterruptible(f(Chunk.toReadonlyArray(entries))))
+        )
+      )
+    })
 
   const close = Effect.fn("EventLog.close")(function*(session: SessionId) {
     const slot = slots.get(session)
@@ -408,7 +432,7 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
     )
   }
 
-  const service: EventLogService = { append, read, repair, close, remove }
+  const service: EventLogService = { append, read, readThen, repair, close, remove }
   return service
 })
 

@@ -40,22 +40,30 @@ export const makeSql = Effect.gen(function*() {
     return lock
   }
 
-  const append = Effect.fn("EventLog.append")(function*(session: SessionId, event: LogEvent) {
+  const append = Effect.fn("EventLog.append")(function*(
+    session: SessionId,
+    event: LogEvent,
+    after?: (entry: LogEntry) => Effect.Effect<void>
+  ) {
     const ts = new Date(yield* Clock.currentTimeMillis).toISOString()
     const line = encodeEntryLine(event, ts, session)
     if (Either.isLeft(line)) {
       return yield* new EventLogError({ reason: "encode", file: where(session), message: line.left })
     }
     const text = line.right.slice(0, -1)
-    // Once the INSERT is sent it runs to its answer: an interrupted caller does not leave the
-    // entry's fate unknown to the next append.
+    const entry = { ...event, ts, session_id: session } as LogEntry
+    // Once the INSERT is sent it runs to its answer (and `after` with it): an interrupted caller
+    // does not leave the entry's fate unknown to the next append.
     yield* lockOf(session).withPermits(1)(
       Effect.uninterruptible(
         sql`INSERT INTO substrat_events (session_id, seq, line)
-            SELECT ${session}, COALESCE(MAX(seq), 0) + 1, ${text} FROM substrat_events WHERE session_id = ${session}`
+            SELECT ${session}, COALESCE(MAX(seq), 0) + 1, ${text} FROM substrat_events WHERE session_id = ${session}`.pipe(
+          Effect.mapError(ioError(session)),
+          Effect.zipRight(after === undefined ? Effect.void : after(entry))
+        )
       )
-    ).pipe(Effect.mapError(ioError(session)))
-    return { ...event, ts, session_id: session } as LogEntry
+    )
+    return entry
   })
 
   const read = (session: SessionId): Stream.Stream<LogEntry, EventLogError> =>
@@ -82,9 +90,15 @@ export const makeSql = Effect.gen(function*() {
       )
     )
 
+  const readThen = <A>(session: SessionId, f: (entries: ReadonlyArray<LogEntry>) => Effect.Effect<A>) =>
+    lockOf(session).withPermits(1)(
+      Effect.flatMap(Stream.runCollect(read(session)), (entries) => Effect.uninterruptible(f(Chunk.toReadonlyArray(entries))))
+    )
+
   const service: EventLogService = {
     append,
     read,
+    readThen,
     repair: (session) =>
       Effect.succeed({ session_id: session, truncatedBytes: 0, pendingReplayed: false, pendingDiscarded: false }),
     close: () => Effect.void,
