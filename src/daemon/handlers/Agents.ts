@@ -170,7 +170,8 @@ export const AgentHandlers = served(AgentGroup, Effect.gen(function*() {
   const cluster = Option.getOrUndefined(yield* Effect.serviceOption(TreeRouter))
   // listTree is the entity's (below), not an admin method.
   const { listTree: _, ...handlers } = ops
-  if (cluster === undefined) return handlersOf(AgentGroup)(handlers)
+  // (An RPC handler's second argument is the call's options, not a root id: `create` gets none.)
+  if (cluster === undefined) return handlersOf(AgentGroup)({ ...handlers, "agent.create": (p) => ops["agent.create"](p) })
   const { lookup } = yield* Orchestrator
   const router = cluster
   /** `local` when `ref` is one of this runner's agents, else the call to the tree's owner (`far`). */
