@@ -133,11 +133,18 @@ export class Tree extends Effect.Service<Tree>()("substrat/Tree", {
       },
       /** Agents being terminated now (tests check that none is left over). */
       terminating: (): ReadonlySet<AgentId> => new Set(terminating),
-      /** Recovery: the rebuilt tree, on an empty one. */
+      /**
+       * Recovery: the rebuilt tree, on an empty one; or (cluster mode, a runner taking over
+       * trees) grafted next to the trees already here.
+       */
       seed: (t: AgentTree): void => {
-        tree = t
-        dormant.clear()
-        reindex(t)
+        if (tree.size === 0) {
+          tree = t
+          dormant.clear()
+        } else {
+          tree = AgentTree.fromValidNodes([...tree.nodes.values(), ...t.nodes.values()])
+        }
+        reindex(tree)
       }
     } as const
   }

@@ -50,7 +50,7 @@ export class ClusterRunner extends Context.Tag("substrat/daemon/ClusterRunner")<
 }>() {}
 
 /** host:port (an IPv6 host in brackets), as `--listen` takes it. */
-const addressText = (a: RunnerAddress.RunnerAddress): string => (a.host.includes(":") ? `[${a.host}]:${a.port}` : `${a.host}:${a.port}`)
+export const addressText = (a: RunnerAddress.RunnerAddress): string => (a.host.includes(":") ? `[${a.host}]:${a.port}` : `${a.host}:${a.port}`)
 
 const statusOf = Effect.gen(function*() {
   const config = yield* ShardingConfig.ShardingConfig

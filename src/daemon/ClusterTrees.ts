@@ -14,7 +14,11 @@ import * as EntityId from "@effect/cluster/EntityId"
 import * as Sharding from "@effect/cluster/Sharding"
 import * as Rpc from "@effect/rpc/Rpc"
 import { SqlClient, type SqlError } from "@effect/sql"
-import { Context, Effect, Layer, Option, Schema } from "effect"
+import * as RunnerStorage from "@effect/cluster/RunnerStorage"
+import { Context, Effect, Layer, Option, Schedule, Schema } from "effect"
+import { Orchestrator } from "../agent/Orchestrator.js"
+import { Recovery } from "../recovery/Recovery.js"
+import { addressText } from "./Cluster.js"
 import { AgentId } from "../domain/ids.js"
 import { InvalidInput, type RpcError, Unavailable } from "../protocol/AdminRpcs.js"
 import {
@@ -116,3 +120,48 @@ export const layerRouter = (self: string): Layer.Layer<TreeRouter, never, Shardi
     const release = (root: AgentId) => Effect.asVoid(Effect.mapError(sql`DELETE FROM substrat_trees WHERE root_id = ${root}`, unavailable))
     return TreeRouter.of({ self, owns, client, find, all, claim, release })
   }))
+
+/** Trees this runner takes over from a runner that is gone (their shard is this runner's now). */
+export class TreeTakeover extends Context.Tag("substrat/daemon/TreeTakeover")<TreeTakeover, {
+  /** The tree whose root is `root` is here once this returns, if this runner holds it and it lives. */
+  readonly ensure: (root: AgentId) => Effect.Effect<void>
+}>() {}
+
+/**
+ * Every second (and at once when a request needs it): the live trees of `substrat_trees` whose
+ * shard this runner holds, that are not here, and whose runner is not in the engine's list of
+ * live runners (it died: its lease ran out) — or, on the first pass, this runner's own before a
+ * restart — are recovered from Postgres (Recovery.recoverTrees) and recorded as this runner's.
+ */
+export const layerTakeover: Layer.Layer<
+  TreeTakeover,
+  never,
+  TreeRouter | Recovery | Orchestrator | RunnerStorage.RunnerStorage | SqlClient.SqlClient
+> = Layer.scoped(TreeTakeover, Effect.gen(function*() {
+  const router = yield* TreeRouter
+  const recovery = yield* Recovery
+  const { lookup } = yield* Orchestrator
+  const runners = yield* RunnerStorage.RunnerStorage
+  const sql = yield* SqlClient.SqlClient
+  const lock = yield* Effect.makeSemaphore(1)
+  let first = true
+  const pass = lock.withPermits(1)(Effect.gen(function*() {
+    const rows = yield* router.all
+    const alive = new Set((yield* runners.getRunners).map(([r]) => addressText(r.address)))
+    const mine = first
+    first = false
+    const take = rows.filter((t) =>
+      lookup.byId(t.root_id) === undefined && router.owns(t.root_id) &&
+      (mine && t.runner === router.self || !alive.has(t.runner))
+    )
+    if (take.length === 0) return
+    const ids = take.map((t) => t.root_id)
+    const agents = yield* recovery.recoverTrees(new Set(ids))
+    yield* sql`UPDATE substrat_trees SET runner = ${router.self} WHERE root_id IN ${sql.in(ids)}`
+    yield* Effect.logInfo(`took over ${take.length} tree(s), ${agents} agent(s), from ${[...new Set(take.map((t) => t.runner))].join(", ")}`)
+  })).pipe(Effect.catchAllCause((c) => Effect.logWarning("tree takeover failed (retried)", c)))
+  yield* Effect.forkScoped(Effect.repeat(pass, Schedule.spaced("1 second")))
+  return TreeTakeover.of({
+    ensure: (root) => lookup.byId(root) !== undefined || !router.owns(root) ? Effect.void : pass
+  })
+}))

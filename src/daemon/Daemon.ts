@@ -26,6 +26,7 @@ import * as Cluster from "./Cluster.js"
 import * as ClusterTrees from "./ClusterTrees.js"
 import { TreeEntityLive } from "./handlers/Agents.js"
 import { ResolverService } from "./Resolver.js"
+import { Recovery } from "../recovery/Recovery.js"
 import * as Postgres from "../storage/Postgres.js"
 import { parseAddress } from "../domain/address.js"
 import * as SocketGuard from "../protocol/SocketGuard.js"
@@ -152,6 +153,8 @@ export const run = (settings: DaemonSettings, overrides: DaemonOverrides = {}): 
     const runner = cluster === undefined ? Context.empty() : yield* Layer.build(
       TreeEntityLive.pipe(
         Layer.provide(ResolverService.layer),
+        Layer.provideMerge(ClusterTrees.layerTakeover),
+        Layer.provide(Recovery.Default),
         Layer.provideMerge(ClusterTrees.layerRouter(cluster.listen)),
         Layer.provideMerge(Cluster.layer(cluster.runner)),
         Layer.provide(Layer.succeedContext(Context.merge(runtime, cluster.sql)))

@@ -21,7 +21,9 @@ import { DurableError, SessionStoreError, storageFault, withFault } from "../dom
 import { SessionId } from "../domain/ids.js"
 import type { Session } from "../domain/session.js"
 import type { DurableService } from "../storage/Durable.js"
-import { ioError, parseRecord } from "../storage/SessionStore.js"
+import type { EventLogError } from "../domain/errors.js"
+import { encodeEntryLine, type EventLogService } from "../storage/EventLog.js"
+import { ioError, parseRecord, type SessionStoreService } from "../storage/SessionStore.js"
 import { type CheckpointEntry, CHECKPOINT_LINES, hashLine, identityOf, type RecordCopy, sameFile, textOf } from "./Checkpoint.js"
 import { SessionFold, type SessionLog } from "./Fold.js"
 
@@ -488,4 +490,48 @@ export const readSessions = (
           })))
     }, { discard: true })
     return Effect.forEach(batches, batch, { discard: true }).pipe(Effect.zipRight(streamed), Effect.as(out))
+  })
+
+/**
+ * Cluster mode: the sessions of the trees whose roots are `roots`, read through the ports
+ * (SessionStore, EventLog: Postgres) rather than from a home's files. Every record is scanned and
+ * every live-looking log folded (each entry re-encoded as its JSON line, so the fold is the
+ * one of the file read); a session belongs to a tree when its `agent.created` chain of parent
+ * sessions ends at the root. Sessions without a record or an `agent.created` are left out (they
+ * may be another runner's creation in flight), so recovery removes nothing of theirs.
+ */
+export const readStoreSessions = (
+  store: SessionStoreService,
+  log: EventLogService,
+  roots: ReadonlySet<string>
+): Effect.Effect<ReadonlyArray<SessionRead>, SessionStoreError | EventLogError> =>
+  Effect.gen(function*() {
+    const records = yield* store.scan
+    const reads = new Map<SessionId, SessionRead>()
+    for (const record of records) {
+      if (record.state === "terminated") continue
+      const fold = new SessionFold(record.id, `postgres:substrat_events/${record.id}`)
+      yield* log.read(record.id).pipe(Stream.runForEach((e) =>
+        Effect.sync(() => {
+          const line = encodeEntryLine(e, e.ts, e.session_id)
+          if (Either.isLeft(line)) fold.badLine(line.left)
+          else fold.entry(JSON.parse(line.right))
+        })
+      ))
+      reads.set(record.id, { id: record.id, record, log: fold.finish(), needsRepair: false, skipped: 0, checkpoint: null, unchanged: false })
+    }
+    const rootOf = (r: SessionRead): string | undefined => {
+      let at: SessionRead | undefined = r
+      for (let i = 0; at !== undefined && i < 10_000; i++) {
+        const created = at.log?.created
+        if (created == null) return undefined
+        if (created.parent_session_id === null) return created.agent_id
+        at = reads.get(created.parent_session_id)
+      }
+      return undefined
+    }
+    return [...reads.values()].filter((r) => {
+      const root = rootOf(r)
+      return root !== undefined && roots.has(root)
+    })
   })

@@ -33,7 +33,7 @@ import { EventLog } from "../storage/EventLog.js"
 import { SessionStore } from "../storage/SessionStore.js"
 import { StateSeeding } from "../agent/RecoveredState.js"
 import { plan, type PlanSession, type RecoveryPlan } from "./Plan.js"
-import { readLog, readSessions, refoldFrom, type SessionRead } from "./Read.js"
+import { readLog, readSessions, readStoreSessions, refoldFrom, type SessionRead } from "./Read.js"
 import { type CheckpointEntry, decodeCheckpoints, encodeCheckpoints } from "./Checkpoint.js"
 
 export interface RecoveryOptions {
@@ -156,6 +156,20 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
         }
       })
 
+    /** The plan of the sessions read (the configured crash-loop limit, the providers' hooks). */
+    const planOf = (sessions: ReadonlyArray<PlanSession>) =>
+      Effect.gen(function*() {
+        const crashLoopAttempts = Option.match(yield* Effect.serviceOption(SubstratConfig), {
+          onNone: () => undefined,
+          onSome: (c) => c.crashLoopAttempts
+        })
+        return plan({
+          sessions,
+          recoverState: yield* providerHooks(sessions),
+          ...(crashLoopAttempts === undefined ? {} : { crashLoopAttempts })
+        })
+      })
+
     /** Write what the plan changes on disk. Each step is idempotent. */
     const applyDisk = (p: RecoveryPlan) =>
       Effect.gen(function*() {
@@ -267,15 +281,7 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
         }
       }
 
-      const crashLoopAttempts = Option.match(yield* Effect.serviceOption(SubstratConfig), {
-        onNone: () => undefined,
-        onSome: (c) => c.crashLoopAttempts
-      })
-      const p = plan({
-        sessions,
-        recoverState: yield* providerHooks(sessions),
-        ...(crashLoopAttempts === undefined ? {} : { crashLoopAttempts })
-      })
+      const p = yield* planOf(sessions)
       if (!readOnly) {
         yield* applyDisk(p)
         yield* logReplies(p)
@@ -326,7 +332,32 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
       return report
     })
 
-    return { run } as const
+    /**
+     * Cluster mode: recover the trees whose roots are `roots` into this running daemon, from the
+     * ports (Postgres), not from the home's files: a runner that took over their shard. The same
+     * plan and apply as `run`, on those trees' sessions only, seeded next to the trees already
+     * here (the services' seeds add). Returns the agents recovered.
+     */
+    const recoverTrees = Effect.fn("Recovery.recoverTrees")(function*(roots: ReadonlySet<string>) {
+      const reads = yield* readStoreSessions(store, log, roots)
+      if (reads.length === 0) return 0
+      const sessions: Array<PlanSession> = reads.slice()
+      yield* suspendActive(sessions)
+      const p = yield* planOf(sessions)
+      yield* applyDisk({ ...p, orphans: [] })
+      yield* logReplies(p)
+      yield* logCrashLoops(p)
+      yield* seeding.seed(p.seed)
+      yield* seeding.park(p.parked)
+      if (Option.isSome(meter)) meter.value.seed(meterSeed(p.seed.tree, sessions))
+      if (Option.isSome(spawns)) spawns.value.seed(spawnSeed(p.seed.tree, sessions))
+      yield* seeding.queueTurns(p.turns)
+      yield* seeding.armTimeouts
+      if (Option.isSome(spawns)) yield* spawns.value.pump()
+      return p.seed.tree.size
+    })
+
+    return { run, recoverTrees } as const
   })
 }) {}
 

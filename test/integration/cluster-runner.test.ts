@@ -65,6 +65,7 @@ describe("cluster runner", () => {
   let pa = 0
   let pb = 0
   let a = 0
+  let b = 0
   const [homeA, homeB] = [join(dir, "a"), join(dir, "b")]
 
   it("two runners on one Postgres list each other; records and logs are in Postgres", async () => {
@@ -72,7 +73,8 @@ describe("cluster runner", () => {
     ;[pa, pb] = [await freePort(), await freePort()]
     a = await startDaemon(homeA, ["--cluster", url, "--listen", `127.0.0.1:${pa}`])
     owned.track(a)
-    owned.track(await startDaemon(homeB, ["--cluster", url, "--listen", `127.0.0.1:${pb}`]))
+    b = await startDaemon(homeB, ["--cluster", url, "--listen", `127.0.0.1:${pb}`])
+    owned.track(b)
     const both = [`127.0.0.1:${pa}`, `127.0.0.1:${pb}`].sort()
 
     for (const home of [homeA, homeB]) {
@@ -156,14 +158,60 @@ describe("cluster runner", () => {
     expect(left.agents.map((x) => x.id)).not.toContain(tree.id)
   }, 180_000)
 
-  it("kill -9 of one runner: the survivor takes every shard", async () => {
-    await kill9(a)
-    const after = await waitFor("runner A dropped and B holding every shard", async () => {
-      const s = await cliJson<Status>(homeB, ["cluster", "status"])
-      const gone = s.runners.every((r) => r.address !== `127.0.0.1:${pa}` || !r.healthy)
+  it("kill -9 of the runner holding a tree: the survivor takes every shard, recovers the tree from Postgres, and answers the message sent before the kill once", async () => {
+    // The agents' turns wait at a gate (a file) the test opens once the tree has moved.
+    const gate = join(dir, "gate")
+    for (const home of [homeA, homeB]) {
+      fs.mkdirSync(join(home, "scripts"), { recursive: true })
+      fs.writeFileSync(join(home, "scripts", "gated.json"), JSON.stringify({ "*": { steps: [{ text: "answered after the move", wait_for: gate }], after: "echo" } }))
+    }
+    let moving: Agent | undefined
+    for (let i = 0; i < 24 && moving === undefined; i++) {
+      const created = await cliJson<Agent>(homeA, ["agent", "create", "--name", `m${i}`, "--provider", "scripted:gated"])
+      const row = await query(url, `SELECT runner FROM substrat_trees WHERE root_id = '${created.id}'`)
+      if (row[0]?.["runner"] === `127.0.0.1:${pb}`) moving = created
+    }
+    expect(moving).toBeDefined()
+    const tree = moving!
+    // Acknowledged before the kill: B logged it and its turn started (held at the gate).
+    const sent = await cliJson<{ message_id: string; agent_id: string }>(homeA, ["agent", "send", tree.name, "question before the kill"])
+    expect(sent.agent_id).toBe(tree.id)
+    await waitFor("the turn started on B", async () => {
+      const r = await query(url, `SELECT count(*)::int AS n FROM substrat_events WHERE session_id = '${tree.session_id}' AND line LIKE '%"event":"turn.start"%'`)
+      return Number(r[0]?.["n"]) > 0 ? true : undefined
+    }, 60_000)
+
+    await kill9(b)
+    const after = await waitFor("runner B dropped and A holding every shard", async () => {
+      const s = await cliJson<Status>(homeA, ["cluster", "status"])
+      const gone = s.runners.every((r) => r.address !== `127.0.0.1:${pb}` || !r.healthy)
       return gone && s.held === s.shards ? s : undefined
     }, 90_000)
-    expect(after.runners.filter((r) => r.healthy).map((r) => r.address)).toEqual([`127.0.0.1:${pb}`])
+    expect(after.runners.filter((r) => r.healthy).map((r) => r.address)).toEqual([`127.0.0.1:${pa}`])
     expect(after.runners.find((r) => r.self)?.shards).toBe(after.shards)
+    // The tree is A's now, recovered from Postgres: A's home holds no log or record of it.
+    await waitFor("the tree recorded on A", async () => {
+      const row = await query(url, `SELECT runner FROM substrat_trees WHERE root_id = '${tree.id}'`)
+      return row[0]?.["runner"] === `127.0.0.1:${pa}` ? true : undefined
+    }, 60_000)
+    const listed = await cliJson<{ agents: ReadonlyArray<Agent>; placement: ReadonlyArray<{ root_id: string; runner: string }> }>(homeA, ["agent", "list"])
+    expect(listed.agents.map((x) => x.id)).toContain(tree.id)
+    expect(listed.placement.find((p) => p.root_id === tree.id)?.runner).toBe(`127.0.0.1:${pa}`)
+    expect(fs.existsSync(join(homeA, "agents", tree.session_id))).toBe(false)
+
+    fs.writeFileSync(gate, "")
+    const answered = await cliJson<{ message_id: string; answer: { message_id: string; text: string; error: boolean } }>(
+      homeA, ["agent", "wait", tree.name, sent.message_id])
+    expect(answered.message_id).toBe(sent.message_id)
+    expect(answered.answer.error).toBe(false)
+    // Exactly once: the question in the agent's log once, one answer to it.
+    const lines = (await query(url, `SELECT line FROM substrat_events WHERE session_id = '${tree.session_id}' ORDER BY seq`))
+      .map((r) => JSON.parse(String(r["line"])) as { event: string; data: { id?: string; sender?: string; recipient?: string; reply_to?: string | null } })
+    const enqueued = lines.filter((l) => l.event === "message.enqueued")
+    expect(enqueued.filter((l) => l.data.id === sent.message_id)).toHaveLength(1)
+    expect(enqueued.filter((l) => l.data.recipient === "USER" && l.data.reply_to === sent.message_id).map((l) => l.data.id)).toEqual([answered.answer.message_id])
+    // A new message is answered by A.
+    const next = await cli(homeA, ["agent", "send", tree.name, "after the move", "--wait"])
+    expect(next.code).toBe(0)
   }, 240_000)
 })

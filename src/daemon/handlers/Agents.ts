@@ -2,9 +2,9 @@
 // here; send/wait (Messages.ts), inspect (Inspect.ts), attach/logs (Output.ts).
 import { Effect, Option } from "effect"
 import { randomUUID } from "node:crypto"
-import { type RemoteFailure, remoteError, Tree, type TreeClient, TreeRouter } from "../ClusterTrees.js"
+import { type RemoteFailure, remoteError, Tree, type TreeClient, TreeRouter, TreeTakeover } from "../ClusterTrees.js"
 import type { AgentNode } from "../../domain/agent.js"
-import { newAgentId } from "../../domain/ids.js"
+import { AgentId, newAgentId } from "../../domain/ids.js"
 import { Internal, type RpcError } from "../../protocol/admin/common.js"
 import { classify, message, type ServiceError } from "../../protocol/WireErrors.js"
 import { Orchestrator } from "../../agent/Orchestrator.js"
@@ -18,7 +18,6 @@ import { Progress } from "../Progress.js"
 import { makeResolver } from "../Resolver.js"
 import { AgentGroup, type AgentCreateRpc, InvalidInput } from "../../protocol/AdminRpcs.js"
 import type { AgentListRpc } from "../../protocol/admin/agent.js"
-import type { AgentId } from "../../domain/ids.js"
 
 type AgentListParams = Exclude<typeof AgentListRpc.payloadSchema.Type, undefined>
 import { makeInspect } from "./Inspect.js"
@@ -174,11 +173,13 @@ export const AgentHandlers = served(AgentGroup, Effect.gen(function*() {
   if (cluster === undefined) return handlersOf(AgentGroup)({ ...handlers, "agent.create": (p) => ops["agent.create"](p) })
   const { lookup } = yield* Orchestrator
   const router = cluster
+  const takeover = Option.getOrUndefined(yield* Effect.serviceOption(TreeTakeover))
+  const ensure = (root: AgentId) => takeover === undefined ? Effect.void : takeover.ensure(root)
   /** `local` when `ref` is one of this runner's agents, else the call to the tree's owner (`far`). */
   const routed = <A>(ref: string, local: Effect.Effect<A, ServiceError>, far: (tree: TreeClient) => Effect.Effect<A, RemoteFailure>): Effect.Effect<A, ServiceError> =>
     isLocal(lookup, ref) ? local : Effect.flatMap(router.find(ref), (tree): Effect.Effect<A, ServiceError> =>
-      Option.isNone(tree) || router.owns(tree.value.root_id)
-        ? local
+      Option.isNone(tree) ? local : router.owns(tree.value.root_id)
+        ? Effect.zipRight(ensure(tree.value.root_id), local)
         : Effect.mapError(far(router.client(tree.value.root_id)), remoteError))
 
   return handlersOf(AgentGroup)({
@@ -218,18 +219,23 @@ export const AgentHandlers = served(AgentGroup, Effect.gen(function*() {
 }))
 
 /** The `Tree` entity's handlers on the runner that owns the tree: the local operations. */
-export const TreeEntityLive = Tree.toLayer(Effect.map(makeAgentOps, (ops) => {
+export const TreeEntityLive = Tree.toLayer(Effect.gen(function*() {
+  const ops = yield* makeAgentOps
+  const takeover = yield* TreeTakeover
   const wire = <A>(e: Effect.Effect<A, ServiceError>): Effect.Effect<A, RpcError> =>
     e.pipe(
       Effect.mapError((x) => classify(x).wire),
       Effect.catchAllDefect((d) => Effect.fail(new Internal({ message: message(d) })))
     )
+  // A tree this runner just took the shard of is recovered before its first request is served.
+  const here = <A>(address: { readonly entityId: string }, e: Effect.Effect<A, ServiceError>) =>
+    Effect.zipRight(takeover.ensure(AgentId.make(address.entityId)), wire(e))
   return Tree.of({
     create: ({ payload: { root_id, ...p } }) => wire(ops["agent.create"](p, root_id)),
-    send: ({ payload: { request_id: _, ...p } }) => wire(ops["agent.send"](p)),
-    wait: ({ payload }) => wire(ops["agent.wait"](payload)),
-    inspect: ({ payload }) => wire(ops["agent.inspect"](payload)),
-    terminate: ({ payload }) => wire(ops["agent.terminate"](payload)),
-    list: ({ payload }) => wire(ops.listTree(payload.root_id, payload.all))
+    send: ({ address, payload: { request_id: _, ...p } }) => here(address, ops["agent.send"](p)),
+    wait: ({ address, payload }) => here(address, ops["agent.wait"](payload)),
+    inspect: ({ address, payload }) => here(address, ops["agent.inspect"](payload)),
+    terminate: ({ address, payload }) => here(address, ops["agent.terminate"](payload)),
+    list: ({ address, payload }) => here(address, ops.listTree(payload.root_id, payload.all))
   })
 }), { concurrency: "unbounded" })
