@@ -12,6 +12,10 @@
 //   - Before a model request: refused once a budget on the path is spent (cache reads count).
 //   - A spent budget opens one inbox item (`budget.breached` in the owner's log); `setBudget`
 //     (a raise) closes it and unparks the subtree.
+//
+// Over 300 lines because it is the one owner of budgets, reservations, parked agents and the inbox:
+// the rules above act on that one state, so they stay one service (its ports are thin views at the
+// end).
 import { Context, Deferred, Effect, Exit, FiberId, Layer } from "effect"
 import { randomUUID } from "node:crypto"
 import type { AgentNode } from "../domain/agent.js"

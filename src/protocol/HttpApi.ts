@@ -10,6 +10,8 @@
 // mode is the access control). Path and query parameters are declared as strings: each handler
 // decodes them with its RPC's field Schema, as the admin socket does, so a bad value is the same
 // InvalidInput with the same words on both.
+//
+// Over 300 lines because it is the API's one declaration: every endpoint, group by group.
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { AgentNodeOnWire } from "./admin/agent.js"

@@ -12,6 +12,9 @@
 //      prompts and the turns the re-injected messages and replies wake.
 // Re-injecting pending messages logs nothing. Every decision is deterministic in the files on
 // disk, so recovering twice (or after a crash during recovery) gives the same state.
+//
+// Over 300 lines because it carries out the steps above in their order as one story; the pure
+// decisions are Plan.ts and Fold.ts.
 import { Clock, Effect, Either, Option, Schema } from "effect"
 import { SubstratConfig } from "../config/Config.js"
 import { SubstratPaths } from "../config/Paths.js"

@@ -4,7 +4,8 @@ import * as CommandExecutor from "@effect/platform/CommandExecutor"
 import * as FileSystem from "@effect/platform/FileSystem"
 import { Effect, Either, Schema } from "effect"
 import { detectCgroup } from "./Cgroup.js"
-import { type BwrapConfig, probeBwrap, probeIdentity, which } from "./SandboxBwrap.js"
+import { type BwrapConfig, probeBwrap, which } from "./BwrapProbe.js"
+import { probeIdentity } from "./SandboxBwrap.js"
 
 export const CheckStatus = Schema.Literal("ok", "warn", "fail")
 export class DoctorCheck extends Schema.Class<DoctorCheck>("DoctorCheck")({

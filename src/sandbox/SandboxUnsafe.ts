@@ -13,7 +13,7 @@ import { SandboxPathError, SandboxUnavailableError } from "./errors.js"
 import { hasRlimits, prlimitPrefix } from "./Limits.js"
 import { isWithin, relativeTo } from "./PathPolicy.js"
 import { Sandbox, type SandboxRequest, type SandboxService } from "./Sandbox.js"
-import { fixes, which } from "./SandboxBwrap.js"
+import { fixes, which } from "./BwrapProbe.js"
 import { runCollect, spawnScoped } from "./spawn.js"
 import { parentEnv } from "../config/Config.js"
 

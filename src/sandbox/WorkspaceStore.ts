@@ -8,6 +8,9 @@
 // A child workspace's root is a subdirectory of its parent's root; its spec lives in its own
 // workspaces/<child-id>/ dir and it shares the top-level ancestor's history (commits scoped to its
 // subtree). A child's permissions are never wider than its parent's.
+//
+// Over 300 lines because it is one service whose operations (create, nest, link, delete) check the
+// same rules against the same specs; the pure rules are the exported functions before it.
 import * as CommandExecutor from "@effect/platform/CommandExecutor"
 import * as FileSystem from "@effect/platform/FileSystem"
 import { Effect, Either, Option, Schema } from "effect"

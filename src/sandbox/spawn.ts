@@ -12,6 +12,9 @@
 // - stdout/stderr are `Stream`s over the pipes (pull-based, so a slow consumer back-pressures the
 //   child); the last 4 KiB of stderr feed limit attribution.
 // - `exit` resolves on the child's `exit` event; the wall-clock limit is a plain timer.
+//
+// Over 300 lines because a child's start, its pipes, their collection and its group kill are one
+// lifecycle around one Node child process.
 import * as NodeSink from "@effect/platform-node/NodeSink"
 import type * as CommandExecutor from "@effect/platform/CommandExecutor"
 import { Chunk, Deferred, Duration, Effect, Exit, Option, type Scope, Stream } from "effect"

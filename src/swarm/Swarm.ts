@@ -11,6 +11,9 @@
 //  - a save (watcher batch): the same with `request`s from SYSTEM, which wake exactly the agents
 //    of the nodes whose hash changed; turns run through the TurnRunner (slots bounded).
 //  - chat / trigger: a message from USER / SYSTEM to one node's agent.
+//
+// Over 300 lines because it is the one owner of the running swarm's state: the steps above share
+// it, so they stay one service, read in that order.
 import * as NodePath from "@effect/platform-node/NodePath"
 import { Context, Deferred, Duration, Effect, Either, Exit, Fiber, FiberHandle, Layer, Option, Schema, Scope, Stream } from "effect"
 import { basename } from "node:path"

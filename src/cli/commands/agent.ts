@@ -1,4 +1,7 @@
 // `substrat agent create|list|send|attach|inspect|terminate|logs`.
+//
+// Over 300 lines because it is the command table of one area: each subcommand's flags, help and
+// output side by side.
 import { Args, Command, Options } from "@effect/cli"
 import { Console, Effect, Option, Schema, Stream } from "effect"
 import { parentEnv } from "../../config/Config.js"

@@ -1,4 +1,7 @@
 // `substrat workspace create|list|link|delete|diff|revert|log`.
+//
+// Over 300 lines because it is the command table of one area: each subcommand's flags, help and
+// output side by side.
 import { Args, Command, Options } from "@effect/cli"
 import { Console, Effect, Option } from "effect"
 import { mkdirSync, readdirSync, writeFileSync } from "node:fs"

@@ -28,6 +28,9 @@
 //   OpenAI:    SUBSTRAT_OPENAI_UPSTREAM (default https://api.openai.com), key OPENAI_API_KEY as
 //              `Authorization: Bearer`
 // Without a key the client's own credential header passes through unchanged (scripted endpoints).
+//
+// Over 300 lines because `serve` is one request's path from the sandbox to the upstream and back
+// (checks, credentials, relay, usage, span), kept in the order it happens.
 import { Data, Effect, Exit, Fiber, Option, Redacted, Runtime, type Scope } from "effect"
 import * as Http from "node:http"
 import * as Https from "node:https"
