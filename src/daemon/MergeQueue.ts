@@ -18,6 +18,9 @@
 // a kill -9 at any step leaves the branch at the old or the new head; after a restart the open
 // items (queued, never merged or failed) are read back from the logs and retried: an item whose
 // branch is already in the parent's is finished (clone, publish, event) and reported once.
+//
+// Over 300 lines because the worker's steps above run in order on one item and share its state, so
+// they read top-down in one file.
 import * as CommandExecutor from "@effect/platform/CommandExecutor"
 import * as FileSystem from "@effect/platform/FileSystem"
 import { Effect, Option, Queue, Stream } from "effect"

@@ -12,6 +12,9 @@
 // event). Header size, idle time and the number of connections on the socket are bounded.
 // node:http rather than @effect/platform's HttpServer: CONNECT (an upgrade to a raw socket) has no
 // place in the platform's request/response model.
+//
+// Over 300 lines because one connection's path (parse, check, resolve, relay, count, record) is
+// kept in the order it happens.
 import { Effect, type Scope } from "effect"
 import * as Http from "node:http"
 import * as Net from "node:net"

@@ -14,6 +14,9 @@
 //               only `refs/heads/substrat/<name>`; a locked ref is retried
 //   - merge:    `git merge-tree --write-tree` (no index, no work tree), then the checked-out work
 //               tree (only when clean) and the branch move, compare-and-swap
+//
+// Over 300 lines because every git command the host runs on the user's repository or a new clone is
+// here, under the trust rules above, so they are checked in one place.
 import type * as CommandExecutor from "@effect/platform/CommandExecutor"
 import * as FileSystem from "@effect/platform/FileSystem"
 import { Duration, Effect, Either } from "effect"

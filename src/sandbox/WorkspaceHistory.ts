@@ -6,6 +6,9 @@
 //
 // Attribution: a change is recorded by the first commitTurn of a workspace whose subtree contains
 // it — a parent's turn also records uncommitted changes in its children's subtrees.
+//
+// Over 300 lines because commit, diff and revert share one history repository and the attribution
+// rule above.
 import * as CommandExecutor from "@effect/platform/CommandExecutor"
 import * as FileSystem from "@effect/platform/FileSystem"
 import { Deferred, Effect, Option } from "effect"

@@ -6,6 +6,9 @@
 // Open/repair: cut a torn trailing line, replay a valid pending entry unless the log already
 // ends with it, discard a torn pending file (it was never acknowledged). `*.tmp` is ignored.
 // Each session has its own lock (appends ordered) and its own fds (no cross-session waiting).
+//
+// Over 300 lines because the append path, its WAL and the open/repair of a log are one protocol on
+// the same files and locks, kept together so its crash points read in order.
 import { Cause, Chunk, Effect, Either, ExecutionStrategy, Exit, Option, Schema, Scope, Stream } from "effect"
 import { TextDecoder } from "node:util"
 import { SubstratPaths } from "../../config/Paths.js"
