@@ -23,6 +23,7 @@ import { acquirePidFile, DaemonError, prepareHome, publishSocket, stagingSocket 
 import { AdminRpcs } from "../protocol/AdminRpcs.js"
 import { Drain, RuntimeLive, runtimeOn, StorageSql } from "./Runtime.js"
 import * as Cluster from "./Cluster.js"
+import * as net from "node:net"
 import * as ClusterTrees from "./ClusterTrees.js"
 import { TreeEntityLive } from "./handlers/Agents.js"
 import { ResolverService } from "./Resolver.js"
@@ -198,10 +199,27 @@ const clusterStart = (settings: DaemonSettings) =>
     if (address === undefined) {
       return yield* new DaemonError({ reason: "cluster", message: "--cluster needs --listen <host:port> (cluster.listen): the address the other runners reach this one at" })
     }
+    // Refused before anything starts: the engine would fail to listen only once the daemon serves.
+    const busy = yield* listenRefusal(address.host, address.port)
+    if (busy !== undefined) {
+      return yield* new DaemonError({ reason: "cluster", message: `cannot listen on ${address.host}:${address.port} (--listen): ${busy}` })
+    }
     const sql = yield* Layer.build(Postgres.layer({ url: postgres.value })).pipe(
       Effect.mapError((e) => new DaemonError({ reason: "cluster", message: e.message }))
     )
     return { sql, listen: `${address.host}:${address.port}`, runner: { host: address.host, port: address.port, leaseMs } }
+  })
+
+/**
+ * Why `host:port` cannot be listened on (in use, not an address of this machine, not allowed),
+ * or undefined: a probe that binds it and closes it again at once.
+ */
+const listenRefusal = (host: string, port: number) =>
+  Effect.async<string | undefined>((resume) => {
+    const probe = net.createServer()
+    probe.once("error", (e: NodeJS.ErrnoException) =>
+      resume(Effect.succeed(e.code === "EADDRINUSE" ? "the address is in use (another runner or program listens there)" : e.message)))
+    probe.listen({ host, port, exclusive: true }, () => probe.close(() => resume(Effect.succeed(undefined))))
   })
 
 /** Shutdown drain: wait for running turns up to the grace period, then suspend live sessions. */

@@ -7,6 +7,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Redacted } from "effect"
 import * as fs from "node:fs"
+import * as net from "node:net"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import * as Postgres from "../../src/storage/Postgres.js"
@@ -53,6 +54,14 @@ describe("cluster runner", () => {
     expect(unreachable.code).toBe(2)
     expect(unreachable.stderr).toContain(`cannot connect to Postgres at postgres://u:***@127.0.0.1:${closed}/db`)
     expect(unreachable.stderr).not.toContain("hunter2")
+    // A --listen port in use: refused with exit 2 naming it, before anything starts.
+    const taken = net.createServer()
+    await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve))
+    const busyPort = (taken.address() as net.AddressInfo).port
+    const busy = await cli(home, ["daemon", "start", "--cluster", pg.server().url, "--listen", `127.0.0.1:${busyPort}`])
+    await new Promise<void>((resolve) => taken.close(() => resolve()))
+    expect(busy.code).toBe(2)
+    expect(busy.stderr).toContain(`cannot listen on 127.0.0.1:${busyPort} (--listen): the address is in use`)
     const noListen = await cli(home, ["daemon", "start", "--cluster", pg.server().url])
     expect(noListen.code).toBe(2)
     expect(noListen.stderr).toContain("--listen")
