@@ -55,7 +55,22 @@ const shared = [
   "test/integration/transcript-names.test.ts",
   "test/integration/workspace.test.ts",
   "test/integration/workspace-repo.test.ts",
-  "test/integration/workspace-spawn.test.ts"
+  "test/integration/workspace-spawn.test.ts",
+  // In-process suites with real provider binaries, crash loops and fuzzers.
+  "test/integration/agent-socket.test.ts",
+  "test/integration/eventlog-crash.test.ts",
+  "test/integration/provider-acp.test.ts",
+  "test/integration/provider-claude.test.ts",
+  "test/integration/provider-cli.test.ts",
+  "test/integration/provider-tools.test.ts",
+  "test/integration/quotas.test.ts",
+  "test/integration/sandbox-limits.test.ts",
+  "test/integration/sessionstore-crash.test.ts",
+  "test/integration/swarm-discovery.test.ts",
+  "test/stress/crash-fuzz.test.ts",
+  "test/stress/lifecycle.test.ts",
+  "test/e2e/claude-offline.test.ts",
+  "test/e2e/codex-offline.test.ts"
 ]
 
 export default defineConfig({
