@@ -1,6 +1,7 @@
 // A fake package registry on 127.0.0.1 for the egress tests (offline): an npm package (metadata
-// + tarball) and a PyPI simple index + wheel, plus /blob/<n> (n bytes) and a raw TCP listener
-// that holds connections open. It counts every request and the body bytes it sent.
+// + tarball) and a PyPI simple index + wheel, plus /blob/<n> (n bytes), /bigheader/<n> (a response
+// whose head carries an n-byte header) and a raw TCP listener that holds connections open. It
+// counts every request and the body bytes it sent.
 import { execFileSync } from "node:child_process"
 import { createHash } from "node:crypto"
 import * as Fs from "node:fs"
@@ -102,6 +103,11 @@ export const startFakeRegistry = async (dir: string, npmHost: string, pyHost: st
         res.end()
       }
       return pump()
+    }
+    const bigHeader = /^\/bigheader\/(\d+)$/.exec(url)
+    if (bigHeader !== null) {
+      res.writeHead(200, { "content-type": "text/plain", "x-big": "a".repeat(Number(bigHeader[1])), "content-length": 3 })
+      return res.end("ok\n")
     }
     send(404, "text/plain", "not found\n")
   })
