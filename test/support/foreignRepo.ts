@@ -10,6 +10,8 @@ const pkg = join(process.cwd(), "node_modules", "ms")
 export const gitIn = (dir: string, args: ReadonlyArray<string>, input?: string): string =>
   execFileSync("git", ["-C", dir, ...args], {
     encoding: "utf8",
+    // git's stderr goes into the error a failing call throws, not into the suite's output.
+    stdio: ["pipe", "pipe", "pipe"],
     ...(input === undefined ? {} : { input }),
     env: {
       PATH: process.env["PATH"] ?? "/usr/bin:/bin",
