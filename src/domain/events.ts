@@ -164,6 +164,15 @@ export const HumanAnsweredData = Schema.Struct({ item_id: Schema.String, answer:
  */
 export const PermissionAskedData = Schema.Struct({ item_id: Schema.String, key: Schema.String, question: Schema.String })
 export const PermissionAnsweredData = Schema.Struct({ item_id: Schema.String, choice: Schema.Literal("allow", "allow-always", "reject") })
+/**
+ * A permission question of an ACP agent (`permission.asked`), with the human's logged choice
+ * (`permission.answered`) or null: what recovery's fold keeps of an unfinished turn's questions.
+ */
+export interface LoggedPermission {
+  readonly item_id: string
+  readonly key: string
+  readonly choice: Schema.Schema.Type<typeof PermissionAnsweredData>["choice"] | null
+}
 /** A root's own tree caps (docs/budgets.md, "Caps"); null fields: the config's. The last one logged is in force. */
 export const CapsSetData = TreeCaps
 /**

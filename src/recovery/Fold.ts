@@ -13,7 +13,7 @@
 // Over 300 lines because it holds one handler per event of the catalog, side by side, so a new
 // event's recovery is one entry here.
 import { Either, ParseResult, Schema } from "effect"
-import { type EventData, LogEvent, type LogEventName } from "../domain/events.js"
+import { type EventData, LogEvent, type LogEventName, type LoggedPermission } from "../domain/events.js"
 import { MessageId, type SessionId, type TurnId } from "../domain/ids.js"
 import type { MessageEnvelope } from "../domain/message.js"
 import { BroadcastArgs, SendMessageArgs } from "../domain/tools.js"
@@ -90,15 +90,6 @@ export interface TurnPosition {
   readonly paused: { readonly messages: ReadonlyArray<MessageId>; readonly reason: string } | null
 }
 
-/**
- * A permission question of an ACP agent (`permission.asked`), with the human's logged choice
- * (`permission.answered`) or null.
- */
-export interface LoggedPermission {
-  readonly item_id: string
-  readonly key: string
-  readonly choice: EventData<"permission.answered">["choice"] | null
-}
 
 /** One session's log, folded. */
 export interface SessionLog {
