@@ -114,8 +114,25 @@ export const daemons = () => {
 
 /** `substrat daemon start --json` in `home`; returns the daemon's pid. */
 export const startDaemon = async (home: string, extra: ReadonlyArray<string> = []): Promise<number> => {
-  const r = await cliJson<{ pid: number }>(home, ["daemon", "start", ...extra])
-  return r.pid
+  const pidFile = join(home, "daemon.pid")
+  const pidIn = () => (fs.existsSync(pidFile) ? Number(fs.readFileSync(pidFile, "utf8").trim()) : NaN)
+  const before = pidIn() // a daemon already running here is never the one ended below
+  try {
+    const r = await cliJson<{ pid: number }>(home, ["daemon", "start", ...extra])
+    return r.pid
+  } catch (e) {
+    // `daemon start` gave up waiting (a loaded machine): the daemon it launched may still come up
+    // afterwards, untracked. Give it a few seconds to write its pid file and end it, then fail.
+    for (let i = 0; i < 50; i++) {
+      const pid = pidIn()
+      if (pid > 0 && pid !== before && isAlive(pid)) {
+        process.kill(pid, "SIGKILL")
+        break
+      }
+      await sleep(100)
+    }
+    throw e
+  }
 }
 
 export interface Agent {
