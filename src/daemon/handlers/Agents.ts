@@ -143,7 +143,10 @@ const makeAgentOps = Effect.gen(function*() {
     })
 
   return {
-    "agent.create": create,
+    // The admin method takes its payload only (an RPC handler's second argument is the call's
+    // options); a tree with a given root id (cluster placement) is `createTree`'s.
+    "agent.create": (p: typeof AgentCreateRpc.payloadSchema.Type) => create(p),
+    createTree: create,
     "agent.list": list,
     listTree,
     "agent.terminate": terminate,
@@ -167,10 +170,9 @@ const isLocal = (lookup: Orchestrator["lookup"], ref: string) =>
 export const AgentHandlers = served(AgentGroup, Effect.gen(function*() {
   const ops = yield* makeAgentOps
   const cluster = Option.getOrUndefined(yield* Effect.serviceOption(TreeRouter))
-  // listTree is the entity's (below), not an admin method.
-  const { listTree: _, ...handlers } = ops
-  // (An RPC handler's second argument is the call's options, not a root id: `create` gets none.)
-  if (cluster === undefined) return handlersOf(AgentGroup)({ ...handlers, "agent.create": (p) => ops["agent.create"](p) })
+  // listTree and createTree are the entity's (below), not admin methods.
+  const { listTree: _, createTree: __, ...handlers } = ops
+  if (cluster === undefined) return handlersOf(AgentGroup)(handlers)
   const { lookup } = yield* Orchestrator
   const router = cluster
   const takeover = Option.getOrUndefined(yield* Effect.serviceOption(TreeTakeover))
@@ -188,7 +190,7 @@ export const AgentHandlers = served(AgentGroup, Effect.gen(function*() {
     "agent.create": (p) => {
       const root = newAgentId()
       return cluster.owns(root)
-        ? ops["agent.create"](p, root)
+        ? ops.createTree(p, root)
         : Effect.mapError(cluster.client(root).create({ ...p, root_id: root }), remoteError)
     },
     "agent.send": (p) => routed(p.agent, ops["agent.send"](p), (t) => t.send({ ...p, request_id: randomUUID() })),
@@ -231,7 +233,7 @@ export const TreeEntityLive = Tree.toLayer(Effect.gen(function*() {
   const here = <A>(address: { readonly entityId: string }, e: Effect.Effect<A, ServiceError>) =>
     Effect.zipRight(takeover.ensure(AgentId.make(address.entityId)), wire(e))
   return Tree.of({
-    create: ({ payload: { root_id, ...p } }) => wire(ops["agent.create"](p, root_id)),
+    create: ({ payload: { root_id, ...p } }) => wire(ops.createTree(p, root_id)),
     send: ({ address, payload: { request_id: _, ...p } }) => here(address, ops["agent.send"](p)),
     wait: ({ address, payload }) => here(address, ops["agent.wait"](payload)),
     inspect: ({ address, payload }) => here(address, ops["agent.inspect"](payload)),
