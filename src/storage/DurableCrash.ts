@@ -17,6 +17,9 @@
 //   const probe = makeCrashing()                      // count only
 //   await run(scenario, probe.layer); const n = probe.control.stepCount()
 //   for (let k = 1; k <= n; k++) { const c = makeCrashing({ crashAt: k }); … }
+//
+// Over 300 lines because the step counter and the power-loss tracker share one view of what is
+// durable (every write, fsync and directory change feeds both), so they are kept in one file.
 import { Effect, Layer } from "effect"
 import * as fs from "node:fs"
 import { dirname, join } from "node:path"

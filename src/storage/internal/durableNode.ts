@@ -4,6 +4,9 @@
 // disk runs on the libuv pool (node:fs callbacks), so neither a slow flush nor a slow open or
 // unlink blocks the event loop, and different files' fsyncs overlap (the EventLog relies on that
 // across sessions). Only the recovery-time walks (readDir, rmTree, rmdir) are synchronous.
+// Over 300 lines because the primitives and the composite operations written over them are one
+// contract with DurableCrash.ts: each composite's order of sub-steps is what the crash tests
+// enumerate, so they are kept beside the primitives they call.
 import { Chunk, Effect, Option, type Scope, Stream } from "effect"
 import * as fs from "node:fs"
 import { dirname } from "node:path"
