@@ -8,6 +8,8 @@
 // parent's provider unless `provider` names another one, which must resolve in the
 // ProviderRegistry and pass its readiness check (CLI binary present) when spawn_agent is called.
 // Termination: children first; `agent.terminated` is logged before anything changes in memory.
+// Over 300 lines because create, spawn (with its deferred birth) and terminate write the same
+// tree, sessions and log in an order recovery depends on, so they are read side by side.
 import { Effect, Option, Schema } from "effect"
 import { AgentName, AgentNode } from "../domain/agent.js"
 import type { BudgetShare } from "../domain/caps.js"

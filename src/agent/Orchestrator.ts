@@ -2,6 +2,8 @@
 // terminate, inspect, usage, live output, session suspend/resume/delete, awaitIdle. It holds no
 // state: each part belongs to one service (Tree, Mailbox, Requests, Turns, Activity), and the
 // work is done by Lifecycle, Router and the TurnRunner.
+// Over 300 lines because it is the agent tree's whole public surface: one short delegating
+// operation per entry point, then the layer wiring the services it delegates to.
 import { Deferred, Effect, Either, Layer, Option, Stream } from "effect"
 import type { AgentNode } from "../domain/agent.js"
 import { AgentNode as AgentNodeClass } from "../domain/agent.js"

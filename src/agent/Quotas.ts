@@ -9,6 +9,8 @@
 // Windows are sliding, kept in at most 60 buckets each, so the state per agent is bounded. The
 // open questions are counted from the human inbox (durable: recovery rebuilds it); the rate
 // counters and a park start afresh with the daemon.
+// Over 300 lines because it is the one owner of the counters: the guard, the parking and its
+// answers read and change the same per-agent state.
 import { Context, Effect, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import type { InboxItem } from "../domain/budget.js"

@@ -2,6 +2,8 @@
 // turn (rules in Refs.ts): used by every admin RPC handler, hence by the CLI and the HTTP API.
 // Terminated agents (and agents of sessions not recovered) are found through their sessions'
 // event logs (`agent.created`), so `agent inspect`/`agent logs` reach them too.
+// Over 300 lines because the lookups by kind share one directory of agents known from their
+// logs (its maps are private to this service); each lookup is a short function over it.
 import { Context, Effect, Either, Layer, Option, Schema, Stream } from "effect"
 import { Orchestrator } from "../agent/Orchestrator.js"
 import { AgentNode } from "../domain/agent.js"

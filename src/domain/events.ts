@@ -1,6 +1,8 @@
 // The event catalog (ARCHITECTURE §5, docs/events.md). Every line of `events.jsonl` is
 // `{"ts", "event", "data", ...context}`; this file is the stability contract: old lines must
 // keep decoding. Add events and optional fields; never rename or retype an existing one.
+// Over 300 lines because it is the catalog: every event's data Schema and the union of them in one
+// place, so an event's wire shape is found (and kept stable) by reading one file.
 import { Schema } from "effect"
 import { AgentId, MessageId, SessionId, TurnId, WorkspaceId } from "./ids.js"
 import { Budget } from "./budget.js"

@@ -6,6 +6,8 @@
 // side: a refused host becomes one inbox item per host per workspace (kept in the workspace's
 // spec, so it survives a crash), which the human approves (the host joins the allowlist) or
 // dismisses. The model has no way to answer it: the inbox is the admin socket's.
+// Over 300 lines because it is the one owner of the egress counters and host inbox items: the
+// proxy's per-request checks and the human's answers change the same state.
 import { Context, Effect, Either, Layer, Runtime, type Scope } from "effect"
 import { randomUUID } from "node:crypto"
 import type { InboxItem } from "../domain/budget.js"

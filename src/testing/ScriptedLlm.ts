@@ -5,11 +5,14 @@
 //
 //   const llm = yield* ScriptedLlm.make({ script: [{ reply: Reply.text("hi") }], listen: { port: 0 } })
 //   // ANTHROPIC_BASE_URL=llm.baseUrl, or ANTHROPIC_UNIX_SOCKET=path + ANTHROPIC_BASE_URL=http://localhost
+// Over 300 lines because one request's path (classify, record, pick the script entry, reply or
+// stream with delays) is one mechanism over shared state; the per-API codecs are in scripted/.
 import { Data, Effect } from "effect"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as Anthropic from "./scripted/Anthropic.js"
 import * as OpenAi from "./scripted/OpenAi.js"
+import * as OpenAiChat from "./scripted/OpenAiChat.js"
 import type { Api, Reply, ScriptEntry, ScriptRequest } from "./scripted/Script.js"
 import { ScriptState } from "./scripted/Script.js"
 
@@ -151,7 +154,7 @@ class Core {
       ? Anthropic.readRequest(body, raw)
       : kind === "openai-responses"
       ? OpenAi.readResponsesRequest(body, raw)
-      : OpenAi.readChatRequest(body, raw)
+      : OpenAiChat.readChatRequest(body, raw)
     const picked = this.state.take(request)
     const seen = { model: request.model, system: request.system, lastUser: request.lastUser }
     if (picked === undefined) {
@@ -211,7 +214,7 @@ class Core {
           ? Anthropic.messageJson(reply, request)
           : kind === "openai-responses"
           ? OpenAi.responsesJson(reply, request)
-          : OpenAi.chatJson(reply, request)
+          : OpenAiChat.chatJson(reply, request)
       )
       return
     }
@@ -219,7 +222,7 @@ class Core {
       ? Anthropic.streamFrames(reply, request)
       : kind === "openai-responses"
       ? OpenAi.responsesFrames(reply, request)
-      : OpenAi.chatFrames(reply, request)
+      : OpenAiChat.chatFrames(reply, request)
     res.writeHead(200, sseHeaders(kind))
     if (frameDelayMs <= 0) {
       for (const f of frames) res.write(f)

@@ -5,6 +5,8 @@
 // changes come from the daemon's event feed (turns of the node agents' sessions) and a refetch of
 // the non-dormant nodes; they touch only the rows that exist. Selecting a node selects its agent
 // (detail.js) and shows the node bar (chat, trigger) and the node's source lines.
+// Over 300 lines because the tree, the node bar and the source pane share the selection and the
+// swarm's state kept here; each is a short group of functions below.
 import { select, selected } from "/detail.js"
 import { $, api, el } from "/lib.js"
 import { renderTree } from "/tree.js"

@@ -15,10 +15,8 @@ import { Effect, Option, Schema, Stream } from "effect"
 import { ProviderError } from "../../domain/errors.js"
 import type { SessionId } from "../../domain/ids.js"
 import { EventLog, type EventLogService } from "../../storage/EventLog.js"
-import { estimateOf } from "../../domain/estimate.js"
-import { type RequestUsage, UsageAccumulator } from "../../domain/requestUsage.js"
 import { type ModelRequestSpan, Tracing, type TracingService, usageAttributes } from "../../telemetry/Tracing.js"
-import { type Hold, ModelMeter, type ModelMeterShape } from "../ModelMeter.js"
+import { ModelMeter, type ModelMeterShape } from "../ModelMeter.js"
 import type { ProviderContext, ProviderFactory, ProviderOutput, ProviderService } from "../Provider.js"
 import { ChatAccumulator, type ChatError, streamCompletion } from "./ChatClient.js"
 import type { AssembledCall, ChatUsage } from "./ChatStream.js"
@@ -33,6 +31,7 @@ import {
   type ToolExchange,
   type TurnRecord
 } from "./Conversation.js"
+import { meterCall } from "./Metering.js"
 import { checkSettings, modelFor, OpenAiSettings, type OpenAiSettingsShape } from "./Settings.js"
 
 const NAME = "openai"
@@ -69,47 +68,6 @@ const readLog = (log: EventLogService, session: SessionId) =>
     }),
     Effect.mapError((e) => fail("resume", `openai: cannot replay the conversation from the event log: ${e.message}`))
   )
-
-/**
- * The meter's view of one chat call: its reservation before it (refused: the turn fails saying
- * why), settled once when the call is over — ended, failed or cut short — with the usage it
- * reported (its cost; null: none reported).
- */
-const meterCall = (meter: ModelMeterShape | null, ctx: ProviderContext, model: string) => {
-  let hold: Hold | null = null
-  let recorded: { readonly usage: RequestUsage; readonly cost_usd: number } | null = null
-  const usageOf = (acc: ChatAccumulator): RequestUsage | null => {
-    if (acc.rawUsage === null) return null
-    const u = new UsageAccumulator(model)
-    u.observe(acc.rawUsage)
-    return u.result()
-  }
-  return {
-    reserve: (request: unknown): Effect.Effect<void, ProviderError> =>
-      meter === null ? Effect.void : meter.reserve(ctx.session_id, estimateOf(Buffer.from(JSON.stringify(request)))).pipe(
-        Effect.map((h) => {
-          hold = h
-        }),
-        Effect.mapError((e) => fail("turn", `openai: substrat: ${e.message}`))
-      ),
-    // Suspended: `acc` is read when the call's stream is over, not when the step is built.
-    settle: (acc: ChatAccumulator): Effect.Effect<void> =>
-      Effect.suspend(() => {
-        const r = usageOf(acc)
-        if (meter === null) {
-          recorded = r === null ? null : { usage: r, cost_usd: acc.usage?.cost_usd ?? 0 }
-          return Effect.void
-        }
-        const h = hold
-        hold = null
-        if (h === null) return Effect.void
-        return Effect.map(meter.settle(h, r), (cost_usd) => {
-          recorded = r === null ? null : { usage: r, cost_usd }
-        })
-      }),
-    recorded: () => recorded
-  }
-}
 
 export const makeOpenAi = (
   ctx: ProviderContext,

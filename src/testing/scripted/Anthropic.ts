@@ -1,10 +1,7 @@
 // Anthropic Messages API codec for the scripted endpoint: read what a request says, write a
 // reply as the real API does (JSON, or SSE events in the real order).
 import type { Reply, ScriptRequest } from "./Script.js"
-import { contentText, freshId } from "./Script.js"
-
-type Json = Record<string, unknown>
-const isObj = (u: unknown): u is Json => u !== null && typeof u === "object" && !Array.isArray(u)
+import { contentText, freshId, isObj, type Json } from "./Script.js"
 
 /** `<system-reminder>` blocks Claude Code injects into user turns; not part of what was said. */
 export const stripReminders = (s: string): string =>

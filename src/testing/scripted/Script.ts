@@ -174,3 +174,9 @@ export const freshId = (prefix: string): string => {
   counter += 1
   return `${prefix}${Date.now().toString(36)}${counter.toString(36).padStart(6, "0")}`
 }
+
+/** A decoded JSON object, as the codecs read request bodies. */
+export type Json = Record<string, unknown>
+export const isObj = (u: unknown): u is Json => u !== null && typeof u === "object" && !Array.isArray(u)
+export const str = (u: unknown): string => (typeof u === "string" ? u : "")
+export type MessageReply = Extract<Reply, { _tag: "Message" }>
