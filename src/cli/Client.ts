@@ -17,16 +17,21 @@ import { type CliErrorKind, isNotRunningCode, lostConnectionMessage, notRunningM
 
 export { type CliErrorKind, exitCodeOf, ExitCode } from "./Exit.js"
 
-/** Everything a command can fail with: printed as `substrat: <message>`, exit code by kind. */
+/**
+ * Everything a command can fail with: printed as `substrat: <message>`, exit code by kind.
+ * `reason` is what a command decides on: the daemon's (its wire error's `reason`), or
+ * `lost-connection` when the daemon went away mid-call.
+ */
 export class CliError extends Data.TaggedError("CliError")<{
   readonly kind: CliErrorKind
   readonly message: string
+  readonly reason?: string
 }> {}
 
 const notRunning = (socket: string) => new CliError({ kind: "daemon-not-running", message: notRunningMessage(socket) })
 
 const lost = (socket: string, detail: string) =>
-  new CliError({ kind: "daemon-not-running", message: lostConnectionMessage(socket, detail) })
+  new CliError({ kind: "daemon-not-running", message: lostConnectionMessage(socket, detail), reason: "lost-connection" })
 
 const codeIn = (u: unknown, depth = 0): string | undefined => {
   if (depth > 6 || typeof u !== "object" || u === null) return undefined
@@ -50,7 +55,8 @@ export const fromRpcError = (e: RpcError): CliError =>
         Internal: (): CliErrorKind => "internal"
       })
     ),
-    message: e.message
+    message: e.message,
+    ...(e._tag === "InvalidInput" || e._tag === "Unavailable") && e.reason !== undefined ? { reason: e.reason } : {}
   })
 
 /**

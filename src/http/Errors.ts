@@ -34,6 +34,8 @@ export const maxMessageChars = 300
 
 const cut = (s: string): string => (s.length <= maxMessageChars ? s : `${s.slice(0, maxMessageChars)}… (cut)`)
 
+const reasonOf = (e: InvalidInput | Unavailable) => (e.reason === undefined ? {} : { reason: e.reason })
+
 /** A failure as the wire error HTTP answers with: never more than a few hundred bytes of message. */
 export const wireError = (e: unknown): RpcError => {
   const err = toRpcError(e)
@@ -43,9 +45,9 @@ export const wireError = (e: unknown): RpcError => {
     case "NotFound":
       return new NotFound({ code: err.code, kind: err.kind, id: err.id, message })
     case "InvalidInput":
-      return new InvalidInput({ code: err.code, field: err.field, message })
+      return new InvalidInput({ code: err.code, field: err.field, message, ...reasonOf(err) })
     case "Unavailable":
-      return new Unavailable({ code: err.code, message })
+      return new Unavailable({ code: err.code, message, ...reasonOf(err) })
     case "Internal":
       return new Internal({ code: err.code, message })
   }

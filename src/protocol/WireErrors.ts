@@ -60,7 +60,7 @@ export type ServiceError =
  */
 const internal = (e: { readonly message: string; readonly fault?: StorageFault | undefined }) =>
   e.fault !== undefined
-    ? new Unavailable({ message: `storage unavailable (disk full or failing), nothing was acknowledged: ${e.message}` })
+    ? new Unavailable({ message: `storage unavailable (disk full or failing), nothing was acknowledged: ${e.message}`, reason: e.fault })
     : new Internal({ message: e.message })
 
 /** The one mapping of service errors to the four wire errors (docs/protocol.md, "Errors"). */
@@ -77,26 +77,26 @@ export const fromServiceError: (e: ServiceError) => RpcError = Match.type<Servic
     SandboxPathError: (e) => new InvalidInput({ field: e.field, message: e.message }),
     SessionStoreError: (e) =>
       e.reason === "not-found" ? new NotFound({ kind: "session", id: e.session_id, message: e.message }) : internal(e),
-    SessionBusyError: (e) => new Unavailable({ message: e.message }),
+    SessionBusyError: (e) => new Unavailable({ message: e.message, reason: "busy" }),
     // An unknown provider or a missing CLI binary is the caller's to fix.
     ProviderError: (e) =>
       e.reason === "unknown-provider" || e.reason === "missing-binary"
-        ? new InvalidInput({ field: "provider", message: e.message })
+        ? new InvalidInput({ field: "provider", message: e.message, reason: e.reason })
         : internal(e),
     WorkspaceError: (e) =>
       e.reason === "io" || e.reason === "decode"
         ? internal(e)
         : e.reason === "in-use"
-        ? new Unavailable({ message: e.message })
-        : new InvalidInput({ field: "workspace", message: e.message }),
+        ? new Unavailable({ message: e.message, reason: e.reason })
+        : new InvalidInput({ field: "workspace", message: e.message, reason: e.reason }),
     // A revert whose turn overlaps later changes: nothing was changed.
-    WorkspaceHistoryError: (e) => e.reason === "conflict" ? new InvalidInput({ field: "turn", message: e.message }) : internal(e),
+    WorkspaceHistoryError: (e) => e.reason === "conflict" ? new InvalidInput({ field: "turn", message: e.message, reason: e.reason }) : internal(e),
     EventLogError: internal,
     DurableError: internal,
     BirthError: internal,
     SwarmError: (e) =>
-      e.reason === "running" || e.reason === "not-running" ? new Unavailable({ message: e.message }) : internal(e),
-    SwarmStoreError: (e) => e.reason === "other-root" ? new InvalidInput({ field: "path", message: e.message }) : internal(e),
+      e.reason === "running" || e.reason === "not-running" ? new Unavailable({ message: e.message, reason: e.reason }) : internal(e),
+    SwarmStoreError: (e) => e.reason === "other-root" ? new InvalidInput({ field: "path", message: e.message, reason: e.reason }) : internal(e),
     DiscoveryError: internal
   })
 )

@@ -137,6 +137,18 @@ describe("aliases, --quiet, hints", () => {
     expect(fs.existsSync(join(home, "workspaces", ws))).toBe(true)
   })
 
+  it("workspace delete of a workspace with children names the --force flag", async () => {
+    const top = (await cli(home, ["workspace", "create", "--name", "top", "-q"])).stdout.trim()
+    expect((await cli(home, ["workspace", "create", "--parent", top, "-q"])).code).toBe(0)
+    const r = await cli(home, ["workspace", "delete", top])
+    expect(r).toEqual({
+      code: 2,
+      stdout: "",
+      stderr: `substrat: workspace ${top} has 1 child workspace(s); delete them first, or all together with substrat workspace delete --force ${top}\n`
+    })
+    expect(fs.existsSync(join(home, "workspaces", top))).toBe(true)
+  })
+
   it("hints keep the user's --home", async () => {
     const r = await cli(home, ["agent", "list", "--home", elsewhere])
     expect(r).toEqual({

@@ -78,6 +78,8 @@ describe("substrat doctor", () => {
     expect(check(report, "provider:claude")).toMatchObject({ status: "ok", detail: `${fs.realpathSync(fake)} (from SUBSTRAT_CLAUDE_BIN)` })
     expect(check(report, "provider:codex").status).toBe("warn")
     expect(check(report, "provider:codex").detail).toContain(join(dir, "no-such-codex"))
+    expect(check(report, "provider:codex").detail).not.toContain("install it")
+    expect(check(report, "provider:codex").fix).toBe("npm install -g @openai/codex (or set SUBSTRAT_CODEX_BIN)")
     expect(check(report, "daemon")).toMatchObject({ status: "warn", fix: "substrat daemon start" })
     expect(check(report, "daemon").detail).toMatch(/not running/)
     expect(check(report, "config")).toMatchObject({ status: "ok", detail: `no ${join(home, "config.toml")} (environment and defaults)` })

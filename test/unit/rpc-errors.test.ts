@@ -2,8 +2,10 @@
 // each typed error lands on its wire error and code (docs/protocol.md, "Errors"); a value that only
 // looks like a service error, or any other failure, is Internal.
 import { describe, expect, it } from "vitest"
+import { Schema } from "effect"
+import { wireError } from "../../src/http/Errors.js"
 import { toRpcError } from "../../src/protocol/WireErrors.js"
-import { ErrorCode } from "../../src/protocol/AdminRpcs.js"
+import { ErrorCode, RpcError } from "../../src/protocol/AdminRpcs.js"
 import { DurableError, EventLogError, NotFoundError, ProviderError, SessionStoreError, storageFault } from "../../src/domain/errors.js"
 import { durableError } from "../../src/storage/internal/durableNode.js"
 import { WorkspaceError, WorkspaceHistoryError } from "../../src/sandbox/errors.js"
@@ -46,5 +48,20 @@ describe("service errors → wire errors", () => {
     expect(storageFault(new Error("ENOSPC in the words only"))).toBeUndefined()
     expect(durableError("write", "/x", err("ENOSPC"))).toMatchObject({ fault: "disk_full" })
     expect(durableError("write", "/x", err("EACCES")).fault).toBeUndefined()
+  })
+
+  it("a refusal carries the service's reason, on the socket's wire and over HTTP, so clients decide on it and not on words", () => {
+    const inUse = toRpcError(new WorkspaceError({ workspace_id: "w", reason: "in-use", message: "m" }))
+    expect(inUse).toMatchObject({ _tag: "Unavailable", reason: "in-use" })
+    expect(toRpcError(new WorkspaceError({ workspace_id: "w", reason: "has-children", message: "m" }))).toMatchObject({ _tag: "InvalidInput", reason: "has-children" })
+    expect(toRpcError(new ProviderError({ provider: "codex", reason: "missing-binary", message: "m" }))).toMatchObject({ reason: "missing-binary" })
+    expect(toRpcError(new EventLogError({ reason: "io", file: "f", fault: "disk_full", message: "m" }))).toMatchObject({ _tag: "Unavailable", reason: "disk_full" })
+    expect(Schema.encodeSync(RpcError)(inUse)).toMatchObject({ _tag: "Unavailable", reason: "in-use" })
+    // HTTP cuts a long message and keeps the reason.
+    const long = wireError(new WorkspaceError({ workspace_id: "w", reason: "in-use", message: "x".repeat(1000) }))
+    expect(long).toMatchObject({ _tag: "Unavailable", reason: "in-use" })
+    expect(long.message.length).toBeLessThan(400)
+    // Errors without one say nothing.
+    expect(toRpcError(new NotFoundError({ kind: "turn", id: "t", message: "m" }))).not.toHaveProperty("reason")
   })
 })

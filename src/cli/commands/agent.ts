@@ -301,7 +301,7 @@ const failedAnswer = (agent: string, request: string, answer: { readonly error: 
  * have been sent): the wait for the agent's latest open request.
  */
 const rewaitHint = (socket: string, agent: string, request?: string) => (e: CliError): CliError => {
-  if (e.kind !== "daemon-not-running" || !e.message.startsWith("lost the connection")) return e
+  if (e.reason !== "lost-connection") return e
   const start = suggest(dirname(socket), "daemon start")
   return new CliError({
     kind: e.kind,

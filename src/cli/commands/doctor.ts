@@ -118,14 +118,9 @@ export const doctorCommand = Command.make("doctor", { home, json }, (o) =>
     const configured = loaded._tag === "Right" ? Binary.configuredBinaries(loaded.right) : {}
     const installDir = loaded._tag === "Right" ? Option.getOrUndefined(loaded.right.settings.installDir) : undefined
     const providers = yield* Effect.forEach(providerClis, (name) =>
-      Binary.resolveBinary(name, configured[name], parentEnv(), installDir).pipe(
+      Binary.findBinary(name, configured[name], parentEnv(), installDir).pipe(
         Effect.match({
-          onFailure: (e): Check => ({
-            name: `provider:${name}`,
-            status: "warn",
-            detail: e.message.split("; install it: ")[0] ?? e.message,
-            fix: e.message.includes("; install it: ") ? e.message.split("; install it: ")[1] ?? null : null
-          }),
+          onFailure: (e): Check => ({ name: `provider:${name}`, status: "warn", detail: e.problem, fix: e.install }),
           onSuccess: (b): Check => ({ name: `provider:${name}`, status: "ok", detail: `${b.hostPath} (from ${b.from})`, fix: null })
         })
       ))

@@ -172,10 +172,10 @@ const deleteCommand = Command.make("delete", {
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
     const r = yield* withClient(WorkspaceGroup, socket, (c) => call(socket, c.workspace.delete({ workspace: o.workspace, force: o.force }))).pipe(
-      // The daemon says "with force"; here that is a flag.
+      // Refusals that force overrides: the daemon's words end "with force"; here that is a flag.
       Effect.mapError((e) =>
-        e.message.endsWith("with force")
-          ? new CliError({ kind: e.kind, message: `${e.message.slice(0, -"force".length)}${suggest(pathsOf(o.home).home, `workspace delete --force ${o.workspace}`)}` })
+        e.reason === "in-use" || e.reason === "has-children"
+          ? new CliError({ kind: e.kind, message: `${e.message.replace(/ with force$/, "")} with ${suggest(pathsOf(o.home).home, `workspace delete --force ${o.workspace}`)}` })
           : e
       )
     )

@@ -24,16 +24,25 @@ export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", {
   message: Schema.String
 }) {}
 
+/**
+ * Why the service refused, when it says (its error's `reason` or storage fault: `in-use`,
+ * `has-children`, `disk_full`, …; docs/protocol.md "Errors"): what a client decides on, never
+ * the message's words.
+ */
+const reason = Schema.optional(Schema.String)
+
 export class InvalidInput extends Schema.TaggedError<InvalidInput>()("InvalidInput", {
   code: Schema.optionalWith(Schema.Number, { default: () => ErrorCode.invalidInput }),
   field: Schema.String,
-  message: Schema.String
+  message: Schema.String,
+  reason
 }) {}
 
 /** The daemon cannot do this now (feature not available yet, shutting down, …). */
 export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable", {
   code: Schema.optionalWith(Schema.Number, { default: () => ErrorCode.unavailable }),
-  message: Schema.String
+  message: Schema.String,
+  reason
 }) {}
 
 /** Anything else that went wrong inside the daemon; the daemon keeps running. */

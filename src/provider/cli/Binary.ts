@@ -184,8 +184,13 @@ export const bundled = (name: CliName, installDir: string): string | null => {
   return null
 }
 
-const missing = (name: CliName, message: string) =>
-  new ProviderError({ provider: name, reason: "missing-binary", message: `${message}; install it: ${installHint[name]}` })
+/** Why a binary cannot be used, and how to install it (what `doctor` shows as its fix). */
+export interface MissingBinary {
+  readonly problem: string
+  readonly install: string
+}
+
+const missing = (name: CliName, problem: string): MissingBinary => ({ problem, install: installHint[name] })
 
 const asConfigured = (configured: string | Configured | undefined): Configured | undefined =>
   configured === undefined || configured === "" ? undefined : typeof configured === "string" ? { path: configured, from: "configuration" } : configured
@@ -214,13 +219,13 @@ export const locate = (
   return null
 }
 
-/** Resolve the binary for `name` and how it is bound into the sandbox; `missing-binary` if absent. */
-export const resolveBinary = (
+/** Find the binary for `name` and how it is bound into the sandbox, or why it cannot be used. */
+export const findBinary = (
   name: CliName,
   configured?: string | Configured,
   env: ProcessEnv = parentEnv(),
   installDir?: string
-): Effect.Effect<ResolvedBinary, ProviderError> =>
+): Effect.Effect<ResolvedBinary, MissingBinary> =>
   Effect.suspend(() => {
     const hit = locate(name, configured, env, installDir ?? defaultInstallDir())
     if (hit === null) {
@@ -254,6 +259,18 @@ export const resolveBinary = (
       sandboxPath: `${sandboxDir}/${Path.relative(bindDir, real)}`
     })
   })
+
+/** Resolve the binary for `name` and how it is bound into the sandbox; `missing-binary` if absent. */
+export const resolveBinary = (
+  name: CliName,
+  configured?: string | Configured,
+  env: ProcessEnv = parentEnv(),
+  installDir?: string
+): Effect.Effect<ResolvedBinary, ProviderError> =>
+  Effect.mapError(
+    findBinary(name, configured, env, installDir),
+    (m) => new ProviderError({ provider: name, reason: "missing-binary", message: `${m.problem}; install it: ${m.install}` })
+  )
 
 /** `check` for a provider factory: the binary is there (used by `agent create` and `doctor`). */
 export const checkBinary = (name: CliName, configured?: string | Configured, env: ProcessEnv = parentEnv(), installDir?: string) =>
