@@ -49,9 +49,11 @@ export class Delivery extends Effect.Service<Delivery>()("substrat/Delivery", {
       readonly text: string
       readonly reply_to?: MessageId | null
       readonly extra?: Pick<MessageEnvelope, "timeout_s" | "timed_out" | "late" | "multicast_id" | "progress" | "queued">
+      /** Default a new id. */
+      readonly id?: MessageId | undefined
     }) =>
       new MessageEnvelope({
-        id: newMessageId(),
+        id: args.id ?? newMessageId(),
         timestamp: new Date().toISOString(),
         sender: args.sender,
         sender_name: args.sender === USER || args.sender === "SYSTEM" ? args.sender : tree.get(args.sender)?.name ?? args.sender,

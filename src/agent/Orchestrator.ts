@@ -41,6 +41,8 @@ export interface SendToAgent {
   readonly text: string
   /** Default true: the agent's reply (its turn's final text) goes to USER. */
   readonly sync?: boolean | undefined
+  /** The message's id (default a new one): cluster mode derives it from the engine's request. */
+  readonly id?: MessageId | undefined
 }
 
 export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orchestrator", {
@@ -92,7 +94,7 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
 
     /** A message from USER; wakes the agent. */
     const send = Effect.fn("Orchestrator.send")(function*(args: SendToAgent) {
-      return yield* router.fromUser(args.agent, args.text, args.sync ?? true)
+      return yield* router.fromUser(args.agent, args.text, args.sync ?? true, args.id)
     })
 
     /** Queue a turn with an explicit prompt and wait for it. None: the agent went away first. */

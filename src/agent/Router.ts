@@ -185,9 +185,9 @@ export class Router extends Effect.Service<Router>()("substrat/Router", {
     })
 
     /** A message from the human. Always wakes the agent; sync=true makes it a request. */
-    const fromUser = Effect.fn("Router.fromUser")(function*(agent: AgentId, text: string, sync: boolean) {
+    const fromUser = Effect.fn("Router.fromUser")(function*(agent: AgentId, text: string, sync: boolean, id?: MessageId) {
       if (!tree.isLive(agent)) return yield* new NotFoundError({ kind: "agent", id: agent, message: `no live agent ${agent}` })
-      const env = delivery.envelope({ sender: USER, recipient: agent, kind: sync ? "request" : "notification", text })
+      const env = delivery.envelope({ sender: USER, recipient: agent, kind: sync ? "request" : "notification", text, id })
       if (sync) requests.register({ id: env.id, from: USER, to: agent })
       yield* deliver(env).pipe(Effect.tapError(() => Effect.sync(() => requests.unregister(env.id))))
       return { message_id: env.id }

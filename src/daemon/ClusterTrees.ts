@@ -3,7 +3,8 @@
 // the tree lives on. What reaches a tree from outside — create, send, wait, inspect, terminate,
 // list — goes through the entity client when the tree is on another runner; on the owner the
 // entity's handlers run the same local operations the admin methods run (handlers/Agents.ts).
-// `send` is a persisted message of the engine (SqlMessageStorage), deduplicated by its request id.
+// `send` is a persisted message of the engine (SqlMessageStorage); its message id is made from the
+// request id, so a `send` the engine delivers again after the owner logged it is not logged twice.
 // The table `substrat_trees` (storage/internal/sqlSchema.ts) names every live tree: its root's id,
 // its name (unique in the cluster, as a root's name is in one daemon) and the runner it is on,
 // written by the owner; any runner finds a tree by its root's name or id there.
@@ -19,7 +20,8 @@ import { Context, Effect, Layer, Option, Schedule, Schema } from "effect"
 import { Orchestrator } from "../agent/Orchestrator.js"
 import { Recovery } from "../recovery/Recovery.js"
 import { addressText } from "./Cluster.js"
-import { AgentId } from "../domain/ids.js"
+import { AgentId, MessageId } from "../domain/ids.js"
+import { createHash } from "node:crypto"
 import { InvalidInput, type RpcError, Unavailable } from "../protocol/AdminRpcs.js"
 import {
   AgentCreateRpc,
@@ -73,7 +75,19 @@ export class TreeRouter extends Context.Tag("substrat/daemon/TreeRouter")<TreeRo
   readonly claim: (root: AgentId, name: string) => Effect.Effect<void, RpcError>
   /** The tree is gone (its creation failed, or its root was terminated). */
   readonly release: (root: AgentId) => Effect.Effect<void, RpcError>
+  /** Note that a `send` with this message id reached its owner: false when it had before. */
+  readonly claimSend: (id: MessageId) => Effect.Effect<boolean, RpcError>
 }>() {}
+
+/**
+ * The message id of the entity's `send` whose request is `request_id`: a name-based UUID (its
+ * SHA-256, version 5 layout), the same each time the engine delivers that request.
+ */
+export const messageIdOf = (request_id: string): MessageId => {
+  const h = createHash("sha256").update(`substrat-send:${request_id}`).digest("hex")
+  const variant = ((parseInt(h[16]!, 16) & 0x3) | 0x8).toString(16)
+  return MessageId.make(`${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-${variant}${h.slice(17, 20)}-${h.slice(20, 32)}`)
+}
 
 /** What a call to another runner fails with: the owner's wire error, or the engine's. */
 export type RemoteFailure = RpcError | MailboxFull | AlreadyProcessingMessage | PersistenceError
@@ -118,7 +132,12 @@ export const layerRouter = (self: string): Layer.Layer<TreeRouter, never, Shardi
         )
       )
     const release = (root: AgentId) => Effect.asVoid(Effect.mapError(sql`DELETE FROM substrat_trees WHERE root_id = ${root}`, unavailable))
-    return TreeRouter.of({ self, owns, client, find, all, claim, release })
+    const claimSend = (id: MessageId) =>
+      Effect.map(
+        Effect.mapError(sql`INSERT INTO substrat_sends (message_id) VALUES (${id}) ON CONFLICT DO NOTHING RETURNING message_id`, unavailable),
+        (r) => r.length > 0
+      )
+    return TreeRouter.of({ self, owns, client, find, all, claim, release, claimSend })
   }))
 
 /** Trees this runner takes over from a runner that is gone (their shard is this runner's now). */

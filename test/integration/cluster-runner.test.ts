@@ -12,6 +12,7 @@ import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import * as Postgres from "../../src/storage/Postgres.js"
 import { type Agent, cli, cliJson, daemons, type Inspect, kill9, startDaemon, waitFor } from "./daemon.support.js"
+import { request } from "./http.support.js"
 import { freePort, freshDatabase, postgresPerFile } from "../support/postgres.js"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
 
@@ -190,6 +191,18 @@ describe("cluster runner", () => {
       return Number(r[0]?.["n"]) > 0 ? true : undefined
     }, 60_000)
 
+    // A second question sent with wait through A's HTTP API (one `send` that returns the answer):
+    // the engine's request is open on B (its reply waits for the answer) when B dies, so the
+    // engine delivers it again to the tree's new owner.
+    const waiting = request({ socketPath: join(homeA, "http.sock") }, "POST", `/v1/agents/${tree.name}/messages`, {
+      text: "second question, waited for",
+      wait: true
+    })
+    await waitFor("the second question logged on B", async () => {
+      const r = await query(url, `SELECT count(*)::int AS n FROM substrat_events WHERE session_id = '${tree.session_id}' AND line LIKE '%second question, waited for%'`)
+      return Number(r[0]?.["n"]) > 0 ? true : undefined
+    }, 60_000)
+
     await kill9(b)
     const after = await waitFor("runner B dropped and A holding every shard", async () => {
       const s = await cliJson<Status>(homeA, ["cluster", "status"])
@@ -219,6 +232,18 @@ describe("cluster runner", () => {
     const enqueued = lines.filter((l) => l.event === "message.enqueued")
     expect(enqueued.filter((l) => l.data.id === sent.message_id)).toHaveLength(1)
     expect(enqueued.filter((l) => l.data.recipient === "USER" && l.data.reply_to === sent.message_id).map((l) => l.data.id)).toEqual([answered.answer.message_id])
+    // The re-delivered request is logged once (its id is the engine request's), answered once,
+    // and the client that sent it before the kill gets that answer.
+    const second = await waiting
+    expect(second.status, second.body).toBe(200)
+    const secondResult = second.json<{ message_id: string; answer: { message_id: string; error: boolean } }>()
+    const all = (await query(url, `SELECT line FROM substrat_events WHERE session_id = '${tree.session_id}' ORDER BY seq`))
+      .map((r) => JSON.parse(String(r["line"])) as { event: string; data: { id?: string; sender?: string; recipient?: string; reply_to?: string | null; payload?: string } })
+      .filter((l) => l.event === "message.enqueued")
+    const asked = all.filter((l) => l.data.sender === "USER" && l.data.payload === "second question, waited for")
+    expect(asked.map((l) => l.data.id)).toEqual([secondResult.message_id])
+    expect(all.filter((l) => l.data.recipient === "USER" && l.data.reply_to === secondResult.message_id).map((l) => l.data.id))
+      .toEqual([secondResult.answer.message_id])
     // A new message is answered by A.
     const next = await cli(homeA, ["agent", "send", tree.name, "after the move", "--wait"])
     expect(next.code).toBe(0)

@@ -2,7 +2,7 @@
 // here; send/wait (Messages.ts), inspect (Inspect.ts), attach/logs (Output.ts).
 import { Effect, Option } from "effect"
 import { randomUUID } from "node:crypto"
-import { type RemoteFailure, remoteError, Tree, type TreeClient, TreeRouter, TreeTakeover } from "../ClusterTrees.js"
+import { messageIdOf, type RemoteFailure, remoteError, Tree, type TreeClient, TreeRouter, TreeTakeover } from "../ClusterTrees.js"
 import type { AgentNode } from "../../domain/agent.js"
 import { AgentId, newAgentId } from "../../domain/ids.js"
 import { Internal, type RpcError } from "../../protocol/admin/common.js"
@@ -170,8 +170,8 @@ const isLocal = (lookup: Orchestrator["lookup"], ref: string) =>
 export const AgentHandlers = served(AgentGroup, Effect.gen(function*() {
   const ops = yield* makeAgentOps
   const cluster = Option.getOrUndefined(yield* Effect.serviceOption(TreeRouter))
-  // listTree and createTree are the entity's (below), not admin methods.
-  const { listTree: _, createTree: __, ...handlers } = ops
+  // listTree, createTree and sendOnce are the entity's (below), not admin methods.
+  const { listTree: _, createTree: __, sendOnce: ___, ...handlers } = ops
   if (cluster === undefined) return handlersOf(AgentGroup)(handlers)
   const { lookup } = yield* Orchestrator
   const router = cluster
@@ -224,6 +224,7 @@ export const AgentHandlers = served(AgentGroup, Effect.gen(function*() {
 export const TreeEntityLive = Tree.toLayer(Effect.gen(function*() {
   const ops = yield* makeAgentOps
   const takeover = yield* TreeTakeover
+  const router = yield* TreeRouter
   const wire = <A>(e: Effect.Effect<A, ServiceError>): Effect.Effect<A, RpcError> =>
     e.pipe(
       Effect.mapError((x) => classify(x).wire),
@@ -234,7 +235,12 @@ export const TreeEntityLive = Tree.toLayer(Effect.gen(function*() {
     Effect.zipRight(takeover.ensure(AgentId.make(address.entityId)), wire(e))
   return Tree.of({
     create: ({ payload: { root_id, ...p } }) => wire(ops.createTree(p, root_id)),
-    send: ({ address, payload: { request_id: _, ...p } }) => here(address, ops["agent.send"](p)),
+    // The message's id is the request's (the same on every delivery of it): a request the engine
+    // delivers again after the owner logged it is not logged twice.
+    send: ({ address, payload: { request_id, ...p } }) => {
+      const id = messageIdOf(request_id)
+      return here(address, Effect.flatMap(router.claimSend(id), (fresh) => ops.sendOnce(p, { id, fresh })))
+    },
     wait: ({ address, payload }) => here(address, ops["agent.wait"](payload)),
     inspect: ({ address, payload }) => here(address, ops["agent.inspect"](payload)),
     terminate: ({ address, payload }) => here(address, ops["agent.terminate"](payload)),

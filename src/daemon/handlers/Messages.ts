@@ -2,9 +2,10 @@
 // when it was given, else when it comes, within `timeout_s` (none: no limit). Waiting is
 // interruptible: a client that goes away stops waiting; the request stays open (`agent wait`
 // waits again).
-import { Duration, Effect, Either, Option } from "effect"
+import { Duration, Effect, Either, Option, Stream } from "effect"
 import { Orchestrator } from "../../agent/Orchestrator.js"
-import type { MessageId } from "../../domain/ids.js"
+import type { MessageId, SessionId } from "../../domain/ids.js"
+import { EventLog } from "../../storage/EventLog.js"
 import { isErrorReply } from "../../domain/message.js"
 import { Meter } from "../../meter/Meter.js"
 import { FIND_PREFIX } from "../../agent/FindRoute.js"
@@ -12,6 +13,14 @@ import { Swarm } from "../../swarm/Swarm.js"
 import { pick } from "../Refs.js"
 import { InvalidInput, NotFound, type RpcError, Unavailable } from "../../protocol/AdminRpcs.js"
 import type { Resolver } from "../Resolver.js"
+
+interface SendParams {
+  readonly agent: string
+  readonly text: string
+  readonly sync?: boolean | undefined
+  readonly wait?: boolean | undefined
+  readonly timeout_s?: number | undefined
+}
 
 /** USER's request `ref` to agent `name` (a full id or unique prefix) among `ids`. */
 const pickRequest = (name: string, ref: string, ids: ReadonlyArray<MessageId>): Effect.Effect<MessageId, RpcError> => {
@@ -26,6 +35,7 @@ export const makeMessageHandlers = (resolver: Resolver) => Effect.gen(function*(
   const orchestrator = yield* Orchestrator
   const meter = yield* Meter
   const swarm = yield* Swarm
+  const log = yield* EventLog
 
   const answerOf = (name: string, message_id: MessageId, timeout: number | null) =>
     Effect.gen(function*() {
@@ -48,22 +58,41 @@ export const makeMessageHandlers = (resolver: Resolver) => Effect.gen(function*(
       return { message_id: a.id, text: a.payload, timestamp: a.timestamp, error: isErrorReply(a) }
     }).pipe(Effect.interruptible)
 
+  /** The message `id` is in the session's log (a `message.enqueued` of it). */
+  const inLog = (session: SessionId, id: MessageId) =>
+    log.read(session).pipe(
+      Stream.filter((e) => e.event === "message.enqueued" && e.data.id === id),
+      Stream.runHead,
+      Effect.map(Option.isSome),
+      Effect.mapError((e) => new Unavailable({ message: `cannot read the agent's log: ${e.message}` }))
+    )
+
+  const send = (p: SendParams, once?: { readonly id: MessageId; readonly fresh: boolean }) =>
+    Effect.gen(function*() {
+      const sync = p.sync ?? true
+      if (p.wait === true && !sync) {
+        return yield* new InvalidInput({ field: "wait", message: "a notification (sync=false) gets no answer to wait for" })
+      }
+      // `find:<symbol>` / `find:<path>:<symbol>`: the swarm node agent so named (Swarm.find).
+      const ref = p.agent.startsWith(FIND_PREFIX) ? (yield* swarm.find(p.agent.slice(FIND_PREFIX.length))).agent : p.agent
+      const node = yield* resolver.liveAgent(ref)
+      yield* Effect.annotateCurrentSpan({ "substrat.agent.ref": p.agent, "gen_ai.agent.id": node.id, "gen_ai.agent.name": node.name })
+      const logged = once !== undefined && !once.fresh && (yield* inLog(node.session_id, once.id))
+      const message_id = logged ? once.id : (yield* orchestrator.send({ agent: node.id, text: p.text, sync, id: once?.id })).message_id
+      const result = { message_id, agent_id: node.id }
+      if (p.wait !== true) return result
+      return { ...result, answer: yield* answerOf(node.name, message_id, p.timeout_s ?? null) }
+    })
+
   return {
-    "agent.send": (p: { readonly agent: string; readonly text: string; readonly sync?: boolean | undefined; readonly wait?: boolean | undefined; readonly timeout_s?: number | undefined }) =>
-      Effect.gen(function*() {
-        const sync = p.sync ?? true
-        if (p.wait === true && !sync) {
-          return yield* new InvalidInput({ field: "wait", message: "a notification (sync=false) gets no answer to wait for" })
-        }
-        // `find:<symbol>` / `find:<path>:<symbol>`: the swarm node agent so named (Swarm.find).
-        const ref = p.agent.startsWith(FIND_PREFIX) ? (yield* swarm.find(p.agent.slice(FIND_PREFIX.length))).agent : p.agent
-        const node = yield* resolver.liveAgent(ref)
-        yield* Effect.annotateCurrentSpan({ "substrat.agent.ref": p.agent, "gen_ai.agent.id": node.id, "gen_ai.agent.name": node.name })
-        const r = yield* orchestrator.send({ agent: node.id, text: p.text, sync })
-        const result = { message_id: r.message_id, agent_id: node.id }
-        if (p.wait !== true) return result
-        return { ...result, answer: yield* answerOf(node.name, r.message_id, p.timeout_s ?? null) }
-      }),
+    "agent.send": (p: SendParams) => send(p),
+    /**
+     * Cluster mode's `send` on the tree's owner, with the id derived from the engine's request.
+     * `fresh` false: the engine may have run this request before (the owner died before its reply
+     * was stored): when the agent's log has the message already, it is not logged again — the
+     * result (and with `wait` the answer) is that message's.
+     */
+    sendOnce: (p: SendParams, once: { readonly id: MessageId; readonly fresh: boolean }) => send(p, once),
 
     "agent.wait": (p: { readonly agent: string; readonly message_id?: string | undefined; readonly timeout_s?: number | undefined }) =>
       Effect.gen(function*() {

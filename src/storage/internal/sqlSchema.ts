@@ -6,6 +6,8 @@
 //   substrat_sessions(id, record)           one row per session record; `record` is session.json's text
 //   substrat_trees(root_id, name, runner)   cluster mode's trees (daemon/ClusterTrees.ts): one row per
 //                                           live root, its unique name and the runner it was last on
+//   substrat_sends(message_id)              cluster mode: the ids of the `send`s that reached a tree's
+//                                           owner through the engine (each is logged once)
 import { SqlClient, type SqlError } from "@effect/sql"
 import { Effect } from "effect"
 
@@ -30,6 +32,9 @@ export const ensureSchema: Effect.Effect<void, SqlError.SqlError, SqlClient.SqlC
       root_id text PRIMARY KEY,
       name text NOT NULL UNIQUE,
       runner text NOT NULL
+    )`
+    yield* sql`CREATE TABLE IF NOT EXISTS substrat_sends (
+      message_id text PRIMARY KEY
     )`
   }))
 })
