@@ -266,4 +266,14 @@ describe("substrat CLI ↔ daemon (real processes, --json)", () => {
     }
     expect((await cli(home, ["--version"])).stdout).toMatch(/^substrat \d+\.\d+\.\d+\n$/)
   })
+
+  it("agent attach ends when its agent is terminated: the last line says so, exit 0", async () => {
+    await cliJson(home, ["agent", "create", "--name", "doomed", "--provider", "scripted:echo"])
+    const a = spawnCli(home, ["agent", "attach", "doomed", "--read-only"])
+    a.child.stdin!.end()
+    await waitFor("watching", () => (a.err().includes("watching doomed") ? true : undefined))
+    expect((await cli(home, ["agent", "terminate", "doomed"])).code).toBe(0)
+    expect(await a.exit).toBe(0)
+    expect(a.out()).toMatch(/\* doomed terminated\n$/)
+  })
 })

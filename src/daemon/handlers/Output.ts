@@ -48,26 +48,27 @@ export const makeOutputHandlers = (resolver: Resolver) => Effect.gen(function*()
       }
     })
 
-  /** What the agent hears (messages from other agents) and its end, from the event tap. */
-  const heard = (node: AgentNode): Stream.Stream<OutputEvent> =>
+  /** What the agent hears (messages from other agents) and its end (`end`: its termination), from the event tap. */
+  const heard = (node: AgentNode): Stream.Stream<{ readonly event: OutputEvent; readonly end: boolean }> =>
     Stream.unwrapScoped(Effect.map(tap.subscribe, (q) =>
       Stream.fromQueue(q).pipe(
         Stream.filter((e) => e.session_id === node.session_id),
-        Stream.mapEffect((e): Effect.Effect<Option.Option<OutputEvent>> =>
+        Stream.mapEffect((e): Effect.Effect<Option.Option<{ readonly event: OutputEvent; readonly end: boolean }>> =>
           Effect.gen(function*() {
             if (e.event === "agent.terminated" && e.data.agent_id === node.id) {
-              return Option.some({ ts: e.ts, agent_id: node.id, kind: "state" as const, text: `${node.name} terminated` })
+              return Option.some({ event: { ts: e.ts, agent_id: node.id, kind: "state" as const, text: `${node.name} terminated` }, end: true })
             }
             if (e.event === "message.enqueued" && e.data.recipient === node.id && e.data.sender !== "USER") {
               const tree = yield* orchestrator.list
-              return Option.some({
+              const event: OutputEvent = {
                 ts: e.ts,
                 agent_id: node.id,
-                kind: "message" as const,
+                kind: "message",
                 from: e.data.sender === "SYSTEM" ? "SYSTEM" : nameOf(e.data.sender, tree),
                 to: node.name,
                 text: e.data.payload
-              })
+              }
+              return Option.some({ event, end: false })
             }
             return Option.none()
           })),
@@ -78,9 +79,12 @@ export const makeOutputHandlers = (resolver: Resolver) => Effect.gen(function*()
     "agent.attach": (p: { readonly agent: string }) =>
       Stream.unwrap(Effect.map(resolver.liveAgent(p.agent), (node) =>
         Stream.merge(
-          orchestrator.output(node.id).pipe(Stream.mapEffect(outputEvent(node)), Stream.filterMap((x) => x)),
+          orchestrator.output(node.id).pipe(
+            Stream.mapEffect(outputEvent(node)),
+            Stream.filterMap((x) => Option.map(x, (event) => ({ event, end: false })))
+          ),
           heard(node)
-        ).pipe(Stream.takeUntil((e) => e.kind === "state" && e.text.endsWith("terminated"))))),
+        ).pipe(Stream.takeUntil((x) => x.end), Stream.map((x) => x.event)))),
 
     "agent.logs": (p: { readonly agent: string; readonly follow?: boolean | undefined }) =>
       Stream.unwrap(Effect.map(

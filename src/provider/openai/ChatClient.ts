@@ -41,9 +41,18 @@ const causeText = (e: unknown): string => {
   return parts.join(": ")
 }
 
+/** Whether the failure's cause chain holds an errno `code`. */
+const hasCode = (e: unknown, code: string): boolean => {
+  let cur: unknown = e
+  for (let i = 0; i < 4 && cur instanceof Error; i++, cur = cur.cause) {
+    if ((cur as NodeJS.ErrnoException).code === code) return true
+  }
+  return false
+}
+
 const connectError = (url: string, e: unknown) => {
   const text = causeText(e)
-  const refused = text.includes("ECONNREFUSED")
+  const refused = hasCode(e, "ECONNREFUSED")
   return new ChatError({
     kind: "connect",
     status: null,
