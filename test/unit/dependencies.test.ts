@@ -66,3 +66,26 @@ describe("dependencies point down", () => {
     expect(upward()).toEqual([...KNOWN].sort())
   })
 })
+
+// docs/architecture.md, "`node:fs` or platform `FileSystem`", names every file under src/ that
+// imports node:fs (its path from src/, a file name after a named path of the same folder, or a
+// folder as `dir/` or `dir/*`), and every path it names still imports it.
+describe("node:fs is used where docs/architecture.md says", () => {
+  const doc = readFileSync(join(__dirname, "../../docs/architecture.md"), "utf8")
+  const section = doc.slice(doc.indexOf("## `node:fs` or platform `FileSystem`"), doc.indexOf("\n## ", doc.indexOf("## `node:fs`") + 1))
+  const named = [...section.matchAll(/`([A-Za-z0-9_./*-]+)`/g)].map((m) => m[1]!)
+  const usesFs = files(src).filter((f) => /from "node:fs(\/promises)?"/.test(readFileSync(f, "utf8"))).map((f) => relative(src, f))
+  const covered = (rel: string) =>
+    named.some((n) => n === rel || (n.endsWith("/") || n.endsWith("/*") ? rel.startsWith(n.replace(/\*$/, "")) : false)) ||
+    // a bare file name, listed after a path of its folder (`cli/commands/daemon.ts`, `doctor.ts`)
+    named.includes(rel.split("/").pop()!) && named.some((n) => n.includes("/") && n.startsWith(dirname(rel) + "/"))
+
+  it("every file that imports node:fs is named there", () => {
+    expect(usesFs.filter((f) => !covered(f))).toEqual([])
+  })
+
+  it("every .ts path named there still imports node:fs", () => {
+    const paths = named.filter((n) => n.includes("/") && n.endsWith(".ts") && !n.startsWith("test/"))
+    expect(paths.filter((p) => !usesFs.includes(p))).toEqual([])
+  })
+})
