@@ -19,7 +19,8 @@ import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
 import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
-import type { SqlClient } from "@effect/sql"
+import { SqlClient } from "@effect/sql"
+import { sqlMessage } from "../storage/internal/sqlSchema.js"
 import { Context, Duration, Effect, HashRing, Layer, Option } from "effect"
 import type { ClusterStatus } from "../protocol/admin/cluster.js"
 
@@ -53,12 +54,21 @@ export class ClusterRunner extends Context.Tag("substrat/daemon/ClusterRunner")<
 export const addressText = (a: RunnerAddress.RunnerAddress): string => (a.host.includes(":") ? `[${a.host}]:${a.port}` : `${a.host}:${a.port}`)
 
 const statusOf = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
   const config = yield* ShardingConfig.ShardingConfig
   const storage = yield* RunnerStorage.RunnerStorage
   const sharding = yield* Sharding.Sharding
   const self = Option.getOrUndefined(config.runnerAddress)
   return Effect.gen(function*() {
     const runners = yield* storage.getRunners.pipe(Effect.mapError((e) => `cannot read the runners from Postgres: ${String(e.cause ?? e)}`))
+    // Trees and versions are keyed by the address as the engine writes it (host:port).
+    const [trees, versions] = yield* Effect.all([
+      sql<{ runner: string; n: number }>`SELECT runner, count(*)::int AS n FROM substrat_trees GROUP BY runner`,
+      sql<{ address: string; version: string }>`SELECT address, version FROM substrat_runners`
+    ]).pipe(Effect.mapError((e) => `cannot read the trees from Postgres: ${sqlMessage(e)}`))
+    const treesOn = new Map(trees.map((t) => [t.runner, t.n]))
+    const versionOf = new Map(versions.map((v) => [v.address, v.version]))
+    const key = (a: RunnerAddress.RunnerAddress) => `${a.host}:${a.port}`
     // The engine's assignment: one hash ring per shard group over the healthy runners.
     const counts = new Map<string, number>()
     for (const group of config.availableShardGroups) {
@@ -84,9 +94,12 @@ const statusOf = Effect.gen(function*() {
           address: addressText(runner.address),
           healthy,
           shards: counts.get(addressText(runner.address)) ?? 0,
-          self: self !== undefined && addressText(runner.address) === addressText(self)
+          self: self !== undefined && addressText(runner.address) === addressText(self),
+          trees: treesOn.get(key(runner.address)) ?? 0,
+          version: versionOf.get(key(runner.address)) ?? null
         }))
-        .sort((a, b) => a.address.localeCompare(b.address))
+        .sort((a, b) => a.address.localeCompare(b.address)),
+      trees: trees.reduce((n, t) => n + t.n, 0)
     }
   })
 })

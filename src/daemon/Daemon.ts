@@ -25,6 +25,8 @@ import { Drain, RuntimeLive, runtimeOn, StorageSql } from "./Runtime.js"
 import * as Cluster from "./Cluster.js"
 import * as net from "node:net"
 import * as ClusterTrees from "./ClusterTrees.js"
+import { admit } from "./ClusterJoin.js"
+import { version } from "../version.js"
 import { TreeEntityLive } from "./handlers/Agents.js"
 import { ResolverService } from "./Resolver.js"
 import { Recovery } from "../recovery/Recovery.js"
@@ -206,6 +208,12 @@ const clusterStart = (settings: DaemonSettings) =>
     }
     const sql = yield* Layer.build(Postgres.layer({ url: postgres.value })).pipe(
       Effect.mapError((e) => new DaemonError({ reason: "cluster", message: e.message }))
+    )
+    // Another live runner at this address, or live runners of another version: refused (ClusterJoin.ts).
+    const listenText = `${address.host}:${address.port}`
+    yield* admit({ address: listenText, leaseMs, home: settings.home, version }).pipe(
+      Effect.provide(sql),
+      Effect.mapError((message) => new DaemonError({ reason: "cluster", message }))
     )
     return { sql, listen: `${address.host}:${address.port}`, runner: { host: address.host, port: address.port, leaseMs } }
   })

@@ -20,8 +20,18 @@ interface Status {
   readonly self: string | null
   readonly shards: number
   readonly held: number
-  readonly runners: ReadonlyArray<{ readonly address: string; readonly healthy: boolean; readonly shards: number; readonly self: boolean }>
+  readonly trees: number
+  readonly runners: ReadonlyArray<{
+    readonly address: string
+    readonly healthy: boolean
+    readonly shards: number
+    readonly self: boolean
+    readonly trees: number
+    readonly version: string | null
+  }>
 }
+
+const ourVersion = (JSON.parse(fs.readFileSync(join(import.meta.dirname, "..", "..", "package.json"), "utf8")) as { version: string }).version
 
 const pg = postgresPerFile()
 const owned = daemons()
@@ -42,6 +52,22 @@ const query = (url: string, text: string) =>
       Effect.provide(Postgres.layer({ url: Redacted.make(url), maxConnections: 1 }))
     )
   )
+
+/** The CLI with another cluster lease in its environment (the daemon it starts inherits it). */
+const cliWithLease = (home: string, leaseMs: string, args: ReadonlyArray<string>) => {
+  process.env["SUBSTRAT_CLUSTER_LEASE_MS"] = leaseMs
+  try {
+    return cli(home, args)
+  } finally {
+    process.env["SUBSTRAT_CLUSTER_LEASE_MS"] = "3000"
+  }
+}
+
+/** A daemon that started where it should have been refused is still ended with the file. */
+const trackStarted = (home: string) => {
+  const pid = fs.existsSync(join(home, "daemon.pid")) ? Number(fs.readFileSync(join(home, "daemon.pid"), "utf8").trim()) : 0
+  if (pid > 0) owned.track(pid)
+}
 
 describe("cluster runner", () => {
   it("a bad or unreachable Postgres: exit 2 naming the URL (password hidden) and the cause; nothing started", async () => {
@@ -114,6 +140,13 @@ describe("cluster runner", () => {
     const events = await query(url, `SELECT count(*)::int AS n FROM substrat_events WHERE session_id = '${agent.session_id}'`)
     expect(Number(events[0]?.["n"])).toBeGreaterThan(0)
     expect(fs.existsSync(join(homeA, "agents", agent.session_id, "events.jsonl"))).toBe(false)
+    // cluster status: the tree on the runner it was placed on; each runner's version.
+    const placedOn = String((await query(url, `SELECT runner FROM substrat_trees WHERE root_id = '${agent.id}'`))[0]?.["runner"])
+    const withTree = await cliJson<Status>(homeB, ["cluster", "status"])
+    expect(withTree.trees).toBe(1)
+    expect(withTree.runners.map((r) => [r.address, r.trees, r.version])).toEqual(
+      both.map((addr) => [addr, addr === placedOn ? 1 : 0, ourVersion]))
+    expect((await cli(homeA, ["cluster", "status"])).stdout).toMatch(new RegExp(`${placedOn}[^\\t]*\\tyes\\t\\d+\\t1\\t${ourVersion.replaceAll(".", "\\.")}`))
   }, 180_000)
 
   it("a tree lives on the runner of its shard: created on A, placed on B; send, wait, inspect, list from A reach it", async () => {
@@ -204,6 +237,24 @@ describe("cluster runner", () => {
     }, 60_000)
 
     await kill9(b)
+    // A runner of another home taking B's address while B's heartbeat is within the lease (this
+    // one's lease is long, so B counts as live whatever the timing): refused, nothing started.
+    const homeC = join(dir, "c")
+    const sameAddress = await cliWithLease(homeC, "600000", ["daemon", "start", "--cluster", url, "--listen", `127.0.0.1:${pb}`])
+    trackStarted(homeC)
+    expect(sameAddress.code).toBe(2)
+    expect(sameAddress.stderr).toContain(`is registered at 127.0.0.1:${pb} and was alive`)
+    expect(sameAddress.stderr).toContain("two runners cannot share an address")
+    // A runner of another version is refused, both versions named.
+    await query(url, `UPDATE substrat_runners SET version = '0.0.1-other' WHERE address = '127.0.0.1:${pa}'`)
+    const otherVersion = await cli(homeC, ["daemon", "start", "--cluster", url, "--listen", `127.0.0.1:${await freePort()}`])
+    await query(url, `UPDATE substrat_runners SET version = '${ourVersion}' WHERE address = '127.0.0.1:${pa}'`)
+    trackStarted(homeC)
+    expect(otherVersion.code).toBe(2)
+    expect(otherVersion.stderr).toContain(`runner 127.0.0.1:${pa} runs Substrat 0.0.1-other, this one is ${ourVersion}`)
+    expect(fs.existsSync(join(homeC, "daemon.sock"))).toBe(false)
+    expect(fs.existsSync(join(homeC, "daemon.pid")) && fs.readFileSync(join(homeC, "daemon.pid"), "utf8").trim() !== "").toBe(false)
+
     const after = await waitFor("runner B dropped and A holding every shard", async () => {
       const s = await cliJson<Status>(homeA, ["cluster", "status"])
       const gone = s.runners.every((r) => r.address !== `127.0.0.1:${pb}` || !r.healthy)

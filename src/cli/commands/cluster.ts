@@ -9,8 +9,15 @@ import { printJson } from "../Output.js"
 
 const render = (s: ClusterStatus): string => {
   if (s.self === null) return "this daemon is not a cluster runner (start it with: substrat daemon start --cluster <postgres url> --listen <host:port>)"
-  const lines = [`runner ${s.self}: ${s.held} of ${s.shards} shard(s) held; lease ${s.lease_ms} ms`, "ADDRESS\tHEALTHY\tSHARDS"]
-  for (const r of s.runners) lines.push(`${r.address}${r.self ? " (this)" : ""}\t${r.healthy ? "yes" : "no"}\t${r.shards}`)
+  const lines = [
+    `runner ${s.self}: ${s.held} of ${s.shards} shard(s) held; lease ${s.lease_ms} ms; ${s.trees} tree(s) in the cluster`,
+    "ADDRESS\tHEALTHY\tSHARDS\tTREES\tVERSION"
+  ]
+  for (const r of s.runners) {
+    lines.push(`${r.address}${r.self ? " (this)" : ""}\t${r.healthy ? "yes" : "no"}\t${r.shards}\t${r.trees}\t${r.version ?? "?"}`)
+  }
+  const placed = s.runners.reduce((n, r) => n + r.trees, 0)
+  if (placed < s.trees) lines.push(`${s.trees - placed} tree(s) on runners that are gone (taken over once their lease ran out)`)
   return lines.join("\n")
 }
 
@@ -21,7 +28,7 @@ const statusCommand = Command.make("status", { home, json }, (o) =>
     if (o.json) return yield* printJson(s)
     yield* Console.log(render(s))
   })).pipe(Command.withDescription(describe(
-    "List the cluster's runners: address, health, shards the engine assigns each (a runner that stopped heartbeating drops out after the lease)",
+    "List the cluster's runners: address, health, shards the engine assigns each, live trees on each and its Substrat version (a runner that stopped heartbeating drops out after the lease)",
     { examples: ["substrat cluster status", "substrat cluster status --json", "substrat cluster status --home /srv/runner-b"] }
   )))
 

@@ -11,7 +11,7 @@ export const ClusterHandlers = served(ClusterGroup, Effect.gen(function*() {
   return handlersOf(ClusterGroup)({
     "cluster.status": () =>
       Option.match(runner, {
-        onNone: () => Effect.succeed({ self: null, lease_ms: 0, shards: 0, held: 0, runners: [] }),
+        onNone: () => Effect.succeed({ self: null, lease_ms: 0, shards: 0, held: 0, runners: [], trees: 0 }),
         onSome: (r) => Effect.mapError(r.status, (message) => new Internal({ message }))
       })
   })

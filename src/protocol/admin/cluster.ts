@@ -12,7 +12,11 @@ export const ClusterRunnerInfo = Schema.Struct({
   /** Shards the engine assigns to it (its hash ring over the healthy runners). */
   shards: Schema.Number,
   /** The runner answering this request. */
-  self: Schema.Boolean
+  self: Schema.Boolean,
+  /** Live trees recorded on it (`substrat_trees`). */
+  trees: Schema.Number,
+  /** The Substrat version it runs (null: it recorded none). */
+  version: Schema.NullOr(Schema.String)
 })
 
 export const ClusterStatus = Schema.Struct({
@@ -25,7 +29,9 @@ export const ClusterStatus = Schema.Struct({
   /** Shards this runner holds the lock of now. */
   held: Schema.Number,
   /** Runners whose heartbeat is younger than the lease, by address. */
-  runners: Schema.Array(ClusterRunnerInfo)
+  runners: Schema.Array(ClusterRunnerInfo),
+  /** Live trees in the cluster (on a runner of the list, or on one that is gone and not yet taken over). */
+  trees: Schema.Number
 })
 export type ClusterStatus = typeof ClusterStatus.Type
 

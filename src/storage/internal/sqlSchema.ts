@@ -8,6 +8,8 @@
 //                                           live root, its unique name and the runner it was last on
 //   substrat_sends(message_id)              cluster mode: the ids of the `send`s that reached a tree's
 //                                           owner through the engine (each is logged once)
+//   substrat_runners(address, runner_id,     cluster mode: each runner's id (its home's runner.id),
+//     version, host, home)                  Substrat version, machine and home (daemon/ClusterJoin.ts)
 import { SqlClient, type SqlError } from "@effect/sql"
 import { Effect } from "effect"
 
@@ -32,6 +34,13 @@ export const ensureSchema: Effect.Effect<void, SqlError.SqlError, SqlClient.SqlC
       root_id text PRIMARY KEY,
       name text NOT NULL UNIQUE,
       runner text NOT NULL
+    )`
+    yield* sql`CREATE TABLE IF NOT EXISTS substrat_runners (
+      address text PRIMARY KEY,
+      runner_id text NOT NULL,
+      version text NOT NULL,
+      host text NOT NULL,
+      home text NOT NULL
     )`
     yield* sql`CREATE TABLE IF NOT EXISTS substrat_sends (
       message_id text PRIMARY KEY
