@@ -176,6 +176,8 @@ export class Activity extends Effect.Service<Activity>()("substrat/Activity", {
         if (u && parent !== null) usage.set(parent, retireInto(usage.get(parent), u))
       },
       recentOf,
+      /** An agent's own totals without copying them (undefined: nothing used yet). */
+      ownUsage: (agent: AgentId): UsageTotals | undefined => usage.get(agent)?.own,
       /** Own totals, and subtree totals (own + live descendants + terminated descendants). */
       usageOf: (agent: AgentId, subtree: ReadonlyArray<AgentId>): UsageReport => ({
         agent_id: agent,

@@ -71,23 +71,27 @@ export class Inspection extends Effect.Service<Inspection>()("substrat/Inspectio
     /**
      * What `agent list` adds to each live agent's row, only where there is something to say: a
      * dormant swarm node agent (no session yet), a turn waiting to start, what it used itself.
+     * `ids`: only those agents (a page of the list: costs the page, not the tree); else every live agent.
      */
-    const briefs = (): ReadonlyArray<AgentBrief> => {
+    const briefs = (ids?: Iterable<AgentId>): ReadonlyArray<AgentBrief> => {
       const out: Array<AgentBrief> = []
-      for (const n of tree.current().nodes.values()) {
-        if (tree.isDormant(n.id)) {
-          out.push({ agent_id: n.id, dormant: true })
+      const t = tree.current()
+      for (const id of ids ?? t.nodes.keys()) {
+        if (!t.has(id)) continue
+        if (tree.isDormant(id)) {
+          out.push({ agent_id: id, dormant: true })
           continue
         }
         // A turn waits to start: queued, or taken but not started (waiting for a provider slot).
-        const queued = turns.isBusy(n.id) ? turns.turnIdOf(n.id) === null : mailbox.queuedTurns(n.id) > 0
-        const own = activity.usageOf(n.id, []).own
-        const tokens = totalTokens(own)
-        if (!queued && tokens === 0 && own.cost_usd === 0) continue
+        const queued = turns.isBusy(id) ? turns.turnIdOf(id) === null : mailbox.queuedTurns(id) > 0
+        const own = activity.ownUsage(id)
+        const tokens = own === undefined ? 0 : totalTokens(own)
+        const cost = own?.cost_usd ?? 0
+        if (!queued && tokens === 0 && cost === 0) continue
         out.push({
-          agent_id: n.id,
+          agent_id: id,
           ...(queued ? { queued: true } : {}),
-          ...(tokens === 0 && own.cost_usd === 0 ? {} : { tokens, cost_usd: own.cost_usd })
+          ...(tokens === 0 && cost === 0 ? {} : { tokens, cost_usd: cost })
         })
       }
       return out

@@ -146,8 +146,8 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
     const inspect = Effect.fn("Orchestrator.inspect")(function*(agent: AgentId) {
       return inspection.inspect(agent) ?? (yield* notFound(agent))
     })
-    /** `agent list`'s extras per live agent (Inspection.briefs). */
-    const briefs = Effect.sync(() => inspection.briefs())
+    /** `agent list`'s extras per live agent, or only those of `ids` (Inspection.briefs). */
+    const briefs = (ids?: Iterable<AgentId>) => Effect.sync(() => inspection.briefs(ids))
     const usage = Effect.fn("Orchestrator.usage")(function*(agent: AgentId) {
       yield* nodeOf(agent)
       return inspection.usageOf(agent)

@@ -9,10 +9,10 @@ import type * as Rpc from "@effect/rpc/Rpc"
 import * as RpcClient from "@effect/rpc/RpcClient"
 import type { RpcClientError } from "@effect/rpc/RpcClientError"
 import type * as RpcGroup from "@effect/rpc/RpcGroup"
-import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import { Cause, Data, Effect, Layer, Match, Option, type Scope } from "effect"
 import * as fs from "node:fs"
 import type { RpcError } from "../protocol/admin/common.js"
+import * as WholeLines from "../protocol/WholeLines.js"
 import { type CliErrorKind, isNotRunningCode, lostConnectionMessage, notRunningMessage } from "./Exit.js"
 
 export { type CliErrorKind, exitCodeOf, ExitCode } from "./Exit.js"
@@ -86,7 +86,7 @@ export const connect = <Rs extends Rpc.Any>(
     const protocol = yield* Layer.build(
       RpcClient.layerProtocolSocket().pipe(
         Layer.provide(NodeSocket.layerNet({ path: socket })),
-        Layer.provide(RpcSerialization.layerNdJsonRpc())
+        Layer.provide(WholeLines.layerNdJsonRpc)
       )
     ).pipe(Effect.mapError(() => notRunning(socket)))
     // Admin methods have no client middleware, so the group's middleware requirement is empty.

@@ -89,7 +89,12 @@ export interface TreeView {
 export const shownStates = (agents: ReadonlyArray<AgentNode>, view: TreeView): ReadonlyMap<string, string> => {
   const details = view.details ?? new Map<string, AgentBrief>()
   const children = new Map<string, Array<string>>()
-  for (const a of agents) if (a.parent_id !== null) children.set(a.parent_id, [...(children.get(a.parent_id) ?? []), a.id])
+  for (const a of agents) {
+    if (a.parent_id === null) continue
+    const kids = children.get(a.parent_id)
+    if (kids === undefined) children.set(a.parent_id, [a.id])
+    else kids.push(a.id)
+  }
   const flags = new Map<string, string>()
   const mark = (id: string) => {
     flags.set(id, "parked (budget)")
@@ -130,7 +135,11 @@ export const renderTree = (all: ReadonlyArray<AgentNode>, view: TreeView = {}): 
   const roots: Array<AgentNode> = []
   for (const a of agents) {
     if (a.parent_id === null || !ids.has(a.parent_id)) roots.push(a)
-    else children.set(a.parent_id, [...(children.get(a.parent_id) ?? []), a])
+    else {
+      const kids = children.get(a.parent_id)
+      if (kids === undefined) children.set(a.parent_id, [a])
+      else kids.push(a)
+    }
   }
   const withDoing = agents.some((a) => doing.has(a.id))
   const withUsed = agents.some((a) => usedText(details.get(a.id)) !== "")

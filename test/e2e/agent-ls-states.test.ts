@@ -83,6 +83,15 @@ describe("agent ls: states, usage and colour", () => {
     expect(row(piped, "asker")?.[4]).toBe("120 tok · $0.0120")
     expect(row(piped, "spender")?.[4]).toBe("120 tok · $0.0120")
     expect(piped).not.toContain(ESC)
+    // A page of the list carries the extras of its own agents only.
+    type Listed = { agents: ReadonlyArray<Agent>; details: ReadonlyArray<{ agent_id: string; tokens?: number; cost_usd?: number; queued?: boolean }> }
+    const listed = await cliJson<Listed>(h, ["agent", "ls"])
+    const idOf = (name: string) => listed.agents.find((a) => a.name === name)!.id
+    expect(listed.details.map((d) => d.agent_id).sort()).toEqual([idOf("asker"), idOf("spender"), idOf("waiter")].sort())
+    const page = await cliJson<Listed>(h, ["agent", "ls", "--after", idOf("asker"), "--limit", "1"])
+    expect(page.agents.map((a) => a.name)).toEqual(["spender"])
+    expect(page.details.map((d) => d.agent_id)).toEqual([idOf("spender")])
+    expect(page.details[0]).toMatchObject({ tokens: 120, cost_usd: 0.012 })
 
     // A terminal: the states coloured; NO_COLOR (or a pipe, above): none.
     const tty = await onTerminal(h, ["agent", "ls"])

@@ -32,6 +32,14 @@ describe("AgentNodeOnWire", () => {
     }), { numRuns: 200 })
   })
 
+  it("decoding drops fields AgentNode does not have, as AgentNode does", () => {
+    const json = { ...JSON.parse(JSON.stringify(Schema.encodeSync(AgentNode)(node))) as Record<string, unknown>, extra: 1 }
+    const back = Schema.decodeUnknownSync(AgentNodeOnWire)(json)
+    expect(back).toBeInstanceOf(AgentNode)
+    expect(back).toEqual(Schema.decodeUnknownSync(AgentNode)(json))
+    expect(Object.keys(back)).not.toContain("extra")
+  })
+
   it("decoding refuses what AgentNode refuses, with AgentNode's message", () => {
     const json = JSON.parse(JSON.stringify(Schema.encodeSync(AgentNode)(node))) as Record<string, unknown>
     for (const bad of [{ ...json, id: "not-a-uuid" }, { ...json, name: "" }, { ...json, state: "asleep" }, { ...json, role: undefined }, null, [], "x"]) {

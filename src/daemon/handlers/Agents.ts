@@ -100,18 +100,18 @@ const makeAgentOps = Effect.gen(function*() {
 
   const list = (p: AgentListParams | void) =>
       p?.limit === undefined && p?.after === undefined && p?.depth === undefined
-        ? Effect.map(Effect.zip(resolver.agents(p?.all ?? false), orchestrator.briefs), ([agents, details]) => ({ agents, activity: progress.all(), details }))
-        : Effect.map(
-          Effect.zip(resolver.agentsPage(p.all ?? false, p.after as AgentId | undefined, p.limit ?? 100_000, p.depth), orchestrator.briefs),
-          ([page, briefs]) => {
+        ? Effect.map(Effect.zip(resolver.agents(p?.all ?? false), orchestrator.briefs()), ([agents, details]) => ({ agents, activity: progress.all(), details }))
+        : Effect.flatMap(
+          resolver.agentsPage(p.all ?? false, p.after as AgentId | undefined, p.limit ?? 100_000, p.depth),
+          (page) => {
             const ids = new Set<string>(page.nodes.map((n) => n.id))
             const last = page.nodes[page.nodes.length - 1]
-            return {
+            return Effect.map(orchestrator.briefs(page.nodes.map((n) => n.id)), (details) => ({
               agents: page.nodes,
               activity: progress.all().filter((a) => ids.has(a.agent_id)),
-              details: briefs.filter((b) => ids.has(b.agent_id)),
+              details,
               ...(page.more && last !== undefined ? { next: last.id } : {})
-            }
+            }))
           }
         )
 
