@@ -6,7 +6,7 @@ import * as net from "node:net"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
-import { type Agent, cli, cliJson, daemons, isAlive, launcher, modeOf, spawnCli, startDaemon, waitFor, waitQuiet } from "./daemon.support.js"
+import { type Agent, cli, cliJson, daemons, isAlive, launcher, modeOf, spawnCli, startDaemon, startDaemonCli, waitFor, waitQuiet } from "./daemon.support.js"
 
 const owned = daemons()
 const homes: Array<string> = []
@@ -24,7 +24,7 @@ afterAll(async () => {
 describe("daemon lifecycle (real processes)", () => {
   it("start → socket 0600, pid file, home 0700 → second start refused → stop → both gone", async () => {
     const h = home()
-    const pid = await startDaemon(h)
+    const pid = await startDaemonCli(h)
     owned.track(pid)
     expect(isAlive(pid)).toBe(true)
     expect(modeOf(h)).toBe(0o700)

@@ -112,8 +112,59 @@ export const daemons = () => {
   }
 }
 
-/** `substrat daemon start --json` in `home`; returns the daemon's pid. */
+/**
+ * A daemon for `home` (extra: `daemon start`'s options, e.g. `--http 127.0.0.1:0`); returns its
+ * pid. Started as `daemon start` starts it — `substrat daemon run` detached, output appended to
+ * `daemon.log` — and awaited here (its pid file names it and its socket answers), without a CLI
+ * process polling in between: a suite starts hundreds. `startDaemonCli` goes through the CLI
+ * (the files that test `daemon start` itself).
+ */
 export const startDaemon = async (home: string, extra: ReadonlyArray<string> = []): Promise<number> => {
+  fs.mkdirSync(home, { recursive: true, mode: 0o700 })
+  const socket = join(home, "daemon.sock")
+  const log = fs.openSync(join(home, "daemon.log"), "a", 0o600)
+  const child = spawn(process.execPath, [launcher, "daemon", "run", "--home", home, ...extra], {
+    detached: true,
+    stdio: ["ignore", log, log],
+    env: { ...process.env, SUBSTRAT_HOME: home }
+  })
+  fs.closeSync(log)
+  child.unref()
+  const pid = child.pid
+  if (pid === undefined) throw new Error(`cannot start the daemon in ${home}`)
+  const pidFile = join(home, "daemon.pid")
+  const tail = () => fs.readFileSync(join(home, "daemon.log"), "utf8").trim().split("\n").slice(-3).join(" | ")
+  const deadline = Date.now() + 45_000
+  for (;;) {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      throw new Error(`the daemon exited during start-up (code ${child.exitCode ?? child.signalCode}); daemon.log: ${tail()}`)
+    }
+    // An empty pid file: a disk too full to take it (the daemon starts read-only). It was emptied
+    // under the daemon's lock, which a previous daemon of this home released only when gone
+    // (its listening socket with it): the socket answering is our child's.
+    const written = fs.existsSync(pidFile) ? fs.readFileSync(pidFile, "utf8").trim() : undefined
+    if ((written === String(pid) || written === "") && (await connects(socket))) return pid
+    if (Date.now() > deadline) {
+      process.kill(pid, "SIGKILL")
+      throw new Error(`the daemon did not answer within 45 s; daemon.log: ${tail()}`)
+    }
+    await sleep(25)
+  }
+}
+
+/** Does a Unix socket accept a connection? */
+const connects = (path: string): Promise<boolean> =>
+  new Promise((resolve) => {
+    const conn = net.createConnection({ path })
+    conn.once("connect", () => {
+      conn.destroy()
+      resolve(true)
+    })
+    conn.once("error", () => resolve(false))
+  })
+
+/** `substrat daemon start --json` in `home`; returns the daemon's pid. */
+export const startDaemonCli = async (home: string, extra: ReadonlyArray<string> = []): Promise<number> => {
   const pidFile = join(home, "daemon.pid")
   const pidIn = () => (fs.existsSync(pidFile) ? Number(fs.readFileSync(pidFile, "utf8").trim()) : NaN)
   const before = pidIn() // a daemon already running here is never the one ended below
