@@ -5,10 +5,11 @@
 // version, host, home)` — its id is kept in `$SUBSTRAT_HOME/runner.id`, so a restarted runner is
 // the same runner — and a runner is refused when a live runner (the engine's heartbeat younger
 // than the lease) has its address but another id, or runs another Substrat version.
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { SqlClient, type SqlError } from "@effect/sql"
 import { Effect } from "effect"
 import { randomUUID } from "node:crypto"
-import * as fs from "node:fs"
 import { hostname } from "node:os"
 import { join } from "node:path"
 import { ensureSchema, sqlMessage } from "../storage/internal/sqlSchema.js"
@@ -23,17 +24,18 @@ export interface Joining {
 
 /** This home's runner id (made on first use). */
 const runnerId = (home: string): Effect.Effect<string, string> =>
-  Effect.try({
-    try: () => {
-      const file = join(home, "runner.id")
-      if (fs.existsSync(file)) return fs.readFileSync(file, "utf8").trim()
-      fs.mkdirSync(home, { recursive: true, mode: 0o700 })
-      const id = randomUUID()
-      fs.writeFileSync(file, `${id}\n`, { mode: 0o600 })
-      return id
-    },
-    catch: (e) => `cannot keep the runner id in ${home}: ${e instanceof Error ? e.message : String(e)}`
-  })
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const file = join(home, "runner.id")
+    if (yield* fs.exists(file)) return (yield* fs.readFileString(file)).trim()
+    yield* fs.makeDirectory(home, { recursive: true, mode: 0o700 })
+    const id = randomUUID()
+    yield* fs.writeFileString(file, `${id}\n`, { mode: 0o600 })
+    return id
+  }).pipe(
+    Effect.provide(NodeFileSystem.layer),
+    Effect.mapError((e) => `cannot keep the runner id in ${home}: ${e.message}`)
+  )
 
 interface LiveRunner {
   readonly address: string
