@@ -1,0 +1,100 @@
+// Cluster mode's side of the agent methods (docs/cluster.md): the admin methods routed to the
+// runner that owns an agent's tree, and the `Tree` entity's handlers on that runner — the same
+// local operations the admin methods run (Agents.ts, `makeAgentOps`).
+import { Effect, Option } from "effect"
+import { randomUUID } from "node:crypto"
+import { Orchestrator } from "../../agent/Orchestrator.js"
+import { AgentId, newAgentId } from "../../domain/ids.js"
+import { Internal, type RpcError } from "../../protocol/admin/common.js"
+import { AgentGroup } from "../../protocol/AdminRpcs.js"
+import { classify, message, type ServiceError } from "../../protocol/WireErrors.js"
+import { messageIdOf, type RemoteFailure, remoteError, Tree, type TreeClient, TreeRouter, TreeTakeover } from "../ClusterTrees.js"
+import type { AgentOps } from "./Agents.js"
+import { handlersOf } from "./Middleware.js"
+
+/** A live agent of this daemon's trees is `ref` (id, session id, name, id prefix). */
+const isLocal = (lookup: Orchestrator["lookup"], ref: string) =>
+  lookup.byId(ref) !== undefined || lookup.bySession(ref) !== undefined || lookup.named(ref).length > 0 ||
+  (ref.length >= 4 && lookup.prefixed(ref.toLowerCase()).length > 0)
+
+/**
+ * The agent methods in cluster mode: a method naming an agent runs here when its tree is this
+ * runner's, else on the tree's owner; `agent.create` places the new tree by its root's id;
+ * `agent.list` gathers every tree.
+ */
+export const routedAgentHandlers = (ops: AgentOps, cluster: TreeRouter["Type"]) => Effect.gen(function*() {
+  const { listTree: _, createTree: __, sendOnce: ___, ...handlers } = ops
+  const { lookup } = yield* Orchestrator
+  const router = cluster
+  const takeover = Option.getOrUndefined(yield* Effect.serviceOption(TreeTakeover))
+  const ensure = (root: AgentId) => takeover === undefined ? Effect.void : takeover.ensure(root)
+  /** `local` when `ref` is one of this runner's agents, else the call to the tree's owner (`far`). */
+  const routed = <A>(ref: string, local: Effect.Effect<A, ServiceError>, far: (tree: TreeClient) => Effect.Effect<A, RemoteFailure>): Effect.Effect<A, ServiceError> =>
+    isLocal(lookup, ref) ? local : Effect.flatMap(router.find(ref), (tree): Effect.Effect<A, ServiceError> =>
+      Option.isNone(tree) ? local : router.owns(tree.value.root_id)
+        ? Effect.zipRight(ensure(tree.value.root_id), local)
+        : Effect.mapError(far(router.client(tree.value.root_id)), remoteError))
+
+  return handlersOf(AgentGroup)({
+    ...handlers,
+    // A new tree lives where the engine places its root's id.
+    "agent.create": (p) => {
+      const root = newAgentId()
+      return cluster.owns(root)
+        ? ops.createTree(p, root)
+        : Effect.mapError(cluster.client(root).create({ ...p, root_id: root }), remoteError)
+    },
+    "agent.send": (p) => routed(p.agent, ops["agent.send"](p), (t) => t.send({ ...p, request_id: randomUUID() })),
+    "agent.wait": (p) => routed(p.agent, ops["agent.wait"](p), (t) => t.wait(p)),
+    "agent.inspect": (p) => routed(p.agent, ops["agent.inspect"](p), (t) => t.inspect(p)),
+    "agent.terminate": (p) => routed(p.agent, ops["agent.terminate"](p), (t) => t.terminate(p)),
+    // Every tree of the cluster: this runner's, and each other tree from its owner.
+    "agent.list": (p) =>
+      p?.limit !== undefined || p?.after !== undefined || p?.depth !== undefined
+        ? ops["agent.list"](p)
+        : Effect.gen(function*() {
+          const mine = yield* ops["agent.list"](p)
+          const trees = yield* cluster.all
+          const far = yield* Effect.forEach(
+            trees.filter((t) => !cluster.owns(t.root_id)),
+            (t) => cluster.client(t.root_id).list({ root_id: t.root_id, all: p?.all ?? false }).pipe(Effect.timeout("10 seconds"), Effect.option),
+            { concurrency: 8 }
+          )
+          const parts = [mine, ...far.flatMap((o) => Option.isSome(o) ? [o.value] : [])]
+          return {
+            agents: parts.flatMap((x) => x.agents),
+            activity: parts.flatMap((x) => x.activity ?? []),
+            details: parts.flatMap((x) => x.details ?? []),
+            placement: trees.map((t) => ({ root_id: t.root_id, runner: t.runner }))
+          }
+        })
+  })
+})
+
+/** The `Tree` entity's handlers on the runner that owns the tree: the local operations (`makeOps`). */
+export const treeEntityLayer = <R>(makeOps: Effect.Effect<AgentOps, never, R>) => Tree.toLayer(Effect.gen(function*() {
+  const ops = yield* makeOps
+  const takeover = yield* TreeTakeover
+  const router = yield* TreeRouter
+  const wire = <A>(e: Effect.Effect<A, ServiceError>): Effect.Effect<A, RpcError> =>
+    e.pipe(
+      Effect.mapError((x) => classify(x).wire),
+      Effect.catchAllDefect((d) => Effect.fail(new Internal({ message: message(d) })))
+    )
+  // A tree this runner just took the shard of is recovered before its first request is served.
+  const here = <A>(address: { readonly entityId: string }, e: Effect.Effect<A, ServiceError>) =>
+    Effect.zipRight(takeover.ensure(AgentId.make(address.entityId)), wire(e))
+  return Tree.of({
+    create: ({ payload: { root_id, ...p } }) => wire(ops.createTree(p, root_id)),
+    // The message's id is the request's (the same on every delivery of it): a request the engine
+    // delivers again after the owner logged it is not logged twice.
+    send: ({ address, payload: { request_id, ...p } }) => {
+      const id = messageIdOf(request_id)
+      return here(address, Effect.flatMap(router.claimSend(id), (fresh) => ops.sendOnce(p, { id, fresh })))
+    },
+    wait: ({ address, payload }) => here(address, ops["agent.wait"](payload)),
+    inspect: ({ address, payload }) => here(address, ops["agent.inspect"](payload)),
+    terminate: ({ address, payload }) => here(address, ops["agent.terminate"](payload)),
+    list: ({ address, payload }) => here(address, ops.listTree(payload.root_id, payload.all))
+  })
+}), { concurrency: "unbounded" })
