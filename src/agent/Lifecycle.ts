@@ -11,7 +11,7 @@
 // Over 300 lines because create, spawn (with its deferred birth) and terminate write the same
 // tree, sessions and log in an order recovery depends on, so they are read side by side.
 import { Effect, Option, Schema } from "effect"
-import { AgentName, AgentNode } from "../domain/agent.js"
+import { AgentName, AgentNode, type ApprovePolicy } from "../domain/agent.js"
 import type { BudgetShare } from "../domain/caps.js"
 import { InvalidInputError, NotFoundError } from "../domain/errors.js"
 import { makeEvent } from "../domain/events.js"
@@ -41,6 +41,8 @@ export interface CreateRootArgs {
   readonly workspace_id?: WorkspaceId | null | undefined
   /** The root's id, chosen by the caller (cluster mode: the tree's entity key); else a new one. */
   readonly id?: AgentId | undefined
+  /** Its ACP permission policy (its children inherit it); absent: the config's. */
+  readonly approve?: ApprovePolicy | undefined
 }
 export interface SpawnArgs {
   readonly name: string
@@ -105,7 +107,8 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
         role: args.role ?? "manager",
         provider: args.provider,
         workspace_id: workspace,
-        state: "idle"
+        state: "idle",
+        ...(args.approve === undefined ? {} : { approve: args.approve })
       })
       yield* createSession(node)
       yield* tree.add(node)
@@ -239,7 +242,9 @@ export class Lifecycle extends Effect.Service<Lifecycle>()("substrat/Lifecycle",
         role: args.role ?? "worker",
         provider,
         workspace_id: workspace,
-        state: "idle"
+        state: "idle",
+        // A child asks as its parent does: spawning cannot loosen the human's policy.
+        ...(p.approve === undefined ? {} : { approve: p.approve })
       })
       yield* tree.add(node)
       mailbox.open(node.id, { unborn: true })

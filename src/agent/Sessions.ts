@@ -48,7 +48,8 @@ export class Sessions extends Effect.Service<Sessions>()("substrat/Sessions", {
           instructions: node.instructions,
           role: node.role,
           provider: node.provider,
-          workspace: node.workspace_id
+          workspace: node.workspace_id,
+          ...(node.approve === undefined ? {} : { approve: node.approve })
         })
       ))
 

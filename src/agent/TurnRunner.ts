@@ -73,7 +73,7 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
       session_id: n.session_id,
       provider: n.provider,
       instructions: n.instructions,
-      context: { agent_name: n.name, role: n.role, tools: tools.forAgent(n.id) }
+      context: { agent_name: n.name, role: n.role, tools: tools.forAgent(n.id), ...(n.approve === undefined ? {} : { approve: n.approve }) }
     })
 
     /**

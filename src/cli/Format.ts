@@ -217,6 +217,8 @@ export const renderInspect = (r: InspectResult, raw = false): string => {
     ["id", a.id],
     ["state", r.activity ? `${a.state} (${activityText(r.activity, Date.now())})` : a.state],
     ["provider", a.provider],
+    // ACP permission policy: the agent's own, else the config's.
+    ...(a.approve !== undefined ? [["approve", a.approve]] : a.provider.startsWith("acp") ? [["approve", "- (config acp.approve)"]] : []),
     ["role", a.role],
     ["session", r.session ? `${r.session.id} (${r.session.state})` : "-"],
     ["parent", r.parent ?? "-"],

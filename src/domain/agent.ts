@@ -20,6 +20,14 @@ export const AgentName = Schema.String.pipe(
 )
 export type AgentName = typeof AgentName.Type
 
+/**
+ * How an ACP agent's permission requests are answered (docs/providers.md "ACP agents"):
+ * `auto` allows, `ask` asks the human in the inbox, `reject` refuses. On an agent: its own
+ * policy (`agent create --approve`, inherited by its children); absent: the config's `acp.approve`.
+ */
+export const ApprovePolicy = Schema.Literal("auto", "ask", "reject")
+export type ApprovePolicy = typeof ApprovePolicy.Type
+
 export class AgentNode extends Schema.Class<AgentNode>("AgentNode")({
   id: AgentId,
   name: AgentName,
@@ -29,5 +37,7 @@ export class AgentNode extends Schema.Class<AgentNode>("AgentNode")({
   role: AgentRole,
   provider: Schema.String,
   workspace_id: Schema.NullOr(WorkspaceId),
-  state: AgentState
+  state: AgentState,
+  /** Its ACP permission policy; absent: the config's `acp.approve`. */
+  approve: Schema.optional(ApprovePolicy)
 }) {}

@@ -5,6 +5,7 @@
 // place, so an event's wire shape is found (and kept stable) by reading one file.
 import { Schema } from "effect"
 import { AgentId, MessageId, SessionId, TurnId, WorkspaceId } from "./ids.js"
+import { ApprovePolicy } from "./agent.js"
 import { Budget } from "./budget.js"
 import { BudgetShare, TreeCaps } from "./caps.js"
 import { MessageEnvelopeFromLog } from "./message.js"
@@ -51,7 +52,9 @@ export const AgentCreatedData = Schema.Struct({
   instructions: Schema.String,
   role: Schema.String,
   provider: Schema.String,
-  workspace: Schema.NullOr(WorkspaceId)
+  workspace: Schema.NullOr(WorkspaceId),
+  /** Its ACP permission policy (`agent create --approve`, or its parent's); absent: the config's. */
+  approve: Schema.optional(ApprovePolicy)
 })
 export const AgentTerminatedData = Schema.Struct({ agent_id: AgentId })
 /**

@@ -6,6 +6,7 @@
 import { Context, type Effect, type Option, Schema, type Scope, type Stream } from "effect"
 import type { ProviderError } from "../domain/errors.js"
 import type { AgentId, SessionId, WorkspaceId } from "../domain/ids.js"
+import type { ApprovePolicy } from "../domain/agent.js"
 
 /** What one turn streams back. */
 export const TextChunk = Schema.TaggedStruct("TextChunk", { text: Schema.String })
@@ -57,6 +58,8 @@ export interface ProviderContext {
    * it; when absent they read it from the session's `agent.created` event.
    */
   readonly workspace_id?: WorkspaceId | null | undefined
+  /** The agent's own ACP permission policy (its record's `approve`); absent: the config's. */
+  readonly approve?: ApprovePolicy | undefined
 }
 
 export interface ProviderService {

@@ -196,7 +196,8 @@ const buildTree = (topLevel: ReadonlyArray<Entry>, quarantined: Quarantine) => {
         role: c.role,
         provider: c.provider,
         workspace_id: c.workspace,
-        state: "idle"
+        state: "idle",
+        ...(c.approve === undefined ? {} : { approve: c.approve })
       }, true)
     )
     live.push(e)

@@ -25,12 +25,17 @@ afterAll(async () => {
   for (const d of dirs) removeDir(d)
 })
 
-const setup = (toml: string) => {
+const setup = (toml: string, book?: (provider: string) => unknown) => {
   const h = makeTmpDir("sacpask-")
   dirs.push(h)
   Fs.chmodSync(h, 0o755)
   Fs.writeFileSync(Path.join(h, "config.toml"), toml)
-  return { h, provider: `acp:/usr/bin/node ${bundleAcpAgent(h)}` }
+  const provider = `acp:/usr/bin/node ${bundleAcpAgent(h)}`
+  if (book !== undefined) {
+    Fs.mkdirSync(Path.join(h, "scripts"))
+    Fs.writeFileSync(Path.join(h, "scripts", "b.json"), JSON.stringify(book(provider)))
+  }
+  return { h, provider }
 }
 
 const permissions = async (h: string) =>
@@ -119,4 +124,50 @@ describe("acp.approve = ask: permission requests in the human inbox (daemon + CL
     expect(permissionLines(h, a.session_id)).toEqual([["reject_once (no answer within 1s (acp.ask_timeout_seconds))", true]])
     expect(await permissions(h)).toEqual([])
   }, 120_000)
+
+  it("agent create --approve: ask and auto over the config's reject; a spawned child inherits it; kept across a restart and shown by agent inspect", async () => {
+    const { h, provider } = setup("[acp]\napprove = \"reject\"\n", (kidProvider) => ({
+      // The scripted lead spawns an ACP child (its provider given in the call).
+      lead: { steps: [{ tools: [{ tool: "spawn_agent", args: { name: "kid", instructions: "You are kid.", provider: kidProvider } }], text: "spawned" }], after: "echo" }
+    }))
+    const pid = await startDaemon(h)
+    owned.track(pid)
+    const plain = await cliJson<Agent & { approve?: string }>(h, ["agent", "create", "--provider", provider, "--name", "plain"])
+    const auto = await cliJson<Agent & { approve?: string }>(h, ["agent", "create", "--provider", provider, "--name", "auto", "--approve", "auto"])
+    const lead = await cliJson<Agent & { approve?: string }>(h, ["agent", "create", "--provider", "scripted:b", "--name", "lead", "--approve", "ask"])
+    expect([plain.approve, auto.approve, lead.approve]).toEqual([undefined, "auto", "ask"])
+    const bad = await cli(h, ["agent", "create", "--provider", provider, "--name", "x", "--approve", "maybe"])
+    expect(bad.code).not.toBe(0)
+
+    // No policy of its own: the config's reject. auto: allowed, nobody asked.
+    expect((await cli(h, ["agent", "send", "--wait", "plain", "PERMIT"])).stdout).toBe("permission: no\n")
+    expect((await cli(h, ["agent", "send", "--wait", "auto", "PERMIT"])).stdout).toBe("permission: yes\n")
+    expect(await permissions(h)).toEqual([])
+    expect(permissionLines(h, auto.session_id)).toEqual([["allow_once (policy auto)", false]])
+
+    // The lead's child asks as the lead does: the question is in the inbox.
+    expect((await cli(h, ["agent", "send", "--wait", "lead", "go"])).stdout).toBe("spawned\n")
+    const kid = (await cliJson<{ agent: Agent & { approve?: string; provider: string } }>(h, ["agent", "inspect", "kid"])).agent
+    expect([kid.provider, kid.approve]).toEqual([provider, "ask"])
+    const ask = async (answer: string) => {
+      const turn = spawnCli(h, ["agent", "send", "--wait", "kid", "PERMIT"])
+      const q = await asked(h)
+      expect(q).toMatchObject({ agent_id: kid.id, agent_name: "kid" })
+      expect((await cliJson<{ kind: string }>(h, ["inbox", "answer", q.id, answer])).kind).toBe(answer)
+      expect(await turn.exit).toBe(0)
+      return turn.out()
+    }
+    expect(await ask("allow")).toBe("permission: yes\n")
+
+    // Durable: after a restart (recovery rebuilds the tree from the logs) the policies hold.
+    await kill9(pid)
+    owned.track(await startDaemon(h))
+    const shown = await cli(h, ["agent", "inspect", "kid"])
+    expect(shown.stdout).toMatch(/approve\s+ask/)
+    expect((await cli(h, ["agent", "inspect", "plain"])).stdout).toMatch(/approve\s+- \(config acp.approve\)/)
+    expect(await ask("reject")).toBe("permission: no\n")
+    expect((await cli(h, ["agent", "send", "--wait", "auto", "PERMIT"])).stdout).toBe("permission: yes\n")
+    expect(of(events(h, kid.session_id), "agent.created").map((c) => c["approve"])).toEqual(["ask"])
+    expect(of(events(h, plain.session_id), "agent.created").map((c) => c["approve"])).toEqual([undefined])
+  }, 240_000)
 })

@@ -54,6 +54,12 @@ const createCommand = Command.make("create", {
     Options.withDescription("Workspace to run in: name, id or unique id prefix"),
     Options.optional
   ),
+  approve: Options.choice("approve", ["auto", "ask", "reject"]).pipe(
+    Options.withDescription(
+      "ACP agents (acp:*): a permission request is allowed (auto), asked of you in `substrat inbox` (ask) or refused (reject); its children do the same (default: config acp.approve)"
+    ),
+    Options.optional
+  ),
   repo: repoOption,
   ref: refOption,
   bindIgnored: bindIgnoredOption,
@@ -88,6 +94,7 @@ const createCommand = Command.make("create", {
         ...opt(o.instructions, "instructions"),
         ...opt(o.role, "role"),
         ...opt(o.workspace, "workspace_id"),
+        ...opt(o.approve, "approve"),
         ...repo,
         ...checkPayload(o.check),
         ...allowFields(o.allowHosts, o.allowPresets),

@@ -79,7 +79,8 @@ export const makeAgentOps = Effect.gen(function*() {
         instructions: p.instructions ?? "",
         provider,
         ...(p.role === undefined ? {} : { role: p.role }),
-        ...(workspace_id === undefined ? {} : { workspace_id })
+        ...(workspace_id === undefined ? {} : { workspace_id }),
+        ...(p.approve === undefined ? {} : { approve: p.approve })
       }).pipe(Effect.tapError(() => Effect.zipRight(unclaim, repoWs === undefined ? Effect.void : workspaces.delete(repoWs.id, { force: true }).pipe(Effect.ignore))))
       if (p.budget !== undefined) yield* meter.setBudget(node.id, p.budget)
       if (allows) {

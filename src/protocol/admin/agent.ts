@@ -2,7 +2,7 @@
 import * as Rpc from "@effect/rpc/Rpc"
 import * as RpcGroup from "@effect/rpc/RpcGroup"
 import { ParseResult, Schema, SchemaAST, Struct } from "effect"
-import { AgentNode } from "../../domain/agent.js"
+import { AgentNode, ApprovePolicy } from "../../domain/agent.js"
 import { TreeCaps } from "../../domain/caps.js"
 import { AgentId, MessageId } from "../../domain/ids.js"
 import { AgentBrief, AgentInspection } from "../../domain/inspection.js"
@@ -127,7 +127,9 @@ export class AgentCreateRpc extends Rpc.make("agent.create", {
     caps: Schema.optional(Schema.partial(TreeCaps)),
     /** Added to its workspace's egress policy (docs/sandbox.md "Egress"). */
     allow_hosts: Schema.optional(EgressHosts),
-    allow_presets: Schema.optional(EgressPresets)
+    allow_presets: Schema.optional(EgressPresets),
+    /** Its ACP agents' permission policy (docs/providers.md "ACP agents"); its children inherit it; absent: the config's. */
+    approve: Schema.optional(ApprovePolicy)
   },
   success: AgentNodeOnWire,
   error: RpcError

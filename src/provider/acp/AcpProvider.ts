@@ -12,7 +12,7 @@
 //     system prompt)
 //   - tools: Substrat's MCP server (the bundle, over stdio) passed in `session/new`
 //   - model: Presets.ts `model`; through the agent's metering forwarder like claude and codex
-//   - client side: updates → Updates.ts; permissions → the `acp.approve` policy (Permissions.ts;
+//   - client side: updates → Updates.ts; permissions → the agent's `approve`, else `acp.approve` (Permissions.ts;
 //     `ask`: the human inbox, Asks.ts);
 //     fs → WorkspaceFs.ts (workspace only); terminals → Terminals.ts (sandboxed)
 import type * as Acp from "@agentclientprotocol/sdk"
@@ -81,7 +81,7 @@ export const factory = Effect.gen(function*() {
       /** The previous turn's prompt, still settling after a cancel. */
       let inFlight: Promise<unknown> | null = null
       const policy = Permissions.make({
-        approve: settings.acp?.approve ?? "auto",
+        approve: ctx.approve ?? settings.acp?.approve ?? "auto",
         emit: (o) => emitOut?.(o),
         asker: Option.match(asks, {
           onNone: () => null,
