@@ -14,7 +14,7 @@ import { pick } from "../Refs.js"
 import { InvalidInput, NotFound, type RpcError, Unavailable } from "../../protocol/AdminRpcs.js"
 import type { Resolver } from "../Resolver.js"
 
-interface SendParams {
+export interface SendParams {
   readonly agent: string
   readonly text: string
   readonly sync?: boolean | undefined
