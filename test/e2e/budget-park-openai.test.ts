@@ -10,7 +10,7 @@
 import { describe, expect, it } from "vitest"
 import type { ScriptEntry } from "../../src/testing/ScriptedLlm.js"
 import { makeTmpDir } from "../support/tmp.js"
-import { type Agent, cli, cliJson, isAlive, spawnCli, startDaemon, waitFor } from "../integration/daemon.support.js"
+import { type Agent, cli, cliJson, isAlive, rpcOnce, spawnCli, startDaemon, waitFor } from "../integration/daemon.support.js"
 import { agentEvents, dataNamed, daemonTestScope, withLlm } from "./support.js"
 
 type Item = { readonly id: string; readonly kind: string; readonly agent_name: string; readonly text: string }
@@ -40,7 +40,7 @@ const setUp = async (baseUrl: string) => {
 }
 
 const breach = (home: string) =>
-  waitFor("the budget item", async () => (await cliJson<{ items: ReadonlyArray<Item> }>(home, ["inbox"])).items.find((i) => i.kind === "budget"))
+  waitFor("the budget item", async () => (await rpcOnce<{ items: ReadonlyArray<Item> }>(home, "inbox.list")).items.find((i) => i.kind === "budget"))
 
 /** What lead sent USER: [kind, text]. */
 const toUser = (home: string, sid: string) =>

@@ -12,7 +12,7 @@
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import { type Agent, cli, cliJson, daemons, kill9, rpcClient, startDaemon, waitFor } from "../integration/daemon.support.js"
+import { type Agent, cli, cliJson, daemons, kill9, rpcOnce, startDaemon, waitFor } from "../integration/daemon.support.js"
 import { request } from "../integration/http.support.js"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
 
@@ -51,14 +51,7 @@ const home = (book: unknown, toml?: string) => {
 const inbox = async (h: string) => (await cliJson<{ items: ReadonlyArray<Item> }>(h, ["inbox"])).items
 const agents = async (h: string) => (await cliJson<{ agents: ReadonlyArray<Agent> }>(h, ["agent", "list"])).agents
 /** The live agents over the admin socket: polls do not start a CLI process each. */
-const liveAgents = async (h: string) => {
-  const c = await rpcClient(Path.join(h, "daemon.sock"))
-  try {
-    return (await c.call<{ agents: ReadonlyArray<Agent> }>("agent.list")).agents
-  } finally {
-    c.close()
-  }
-}
+const liveAgents = async (h: string) => (await rpcOnce<{ agents: ReadonlyArray<Agent> }>(h, "agent.list")).agents
 const spawn = (name: string, extra: Record<string, unknown> = {}) => ({
   tool: "spawn_agent",
   args: { name, instructions: `You are ${name}.`, ...extra }

@@ -8,7 +8,7 @@
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
-import { type Agent, cli, cliJson, startDaemon, waitFor, waitQuiet } from "../integration/daemon.support.js"
+import { type Agent, cli, cliJson, rpcOnce, startDaemon, waitFor, waitQuiet } from "../integration/daemon.support.js"
 import { agentEvents, claudeMeteredHome, claudeMeterEnvKeys, daemonTestScope, dataNamed, withLlm } from "./support.js"
 
 const requestUsage = (home: string, sid: string) =>
@@ -86,7 +86,7 @@ describe("metering and budgets with the real claude binary", () => {
       ])
       expect((await cli(home, ["agent", "send", "solo", "Go.", "--notify"])).code).toBe(0)
       const item = await waitFor("the breach", async () =>
-        (await cliJson<{ items: ReadonlyArray<{ id: string; kind: string; text: string }> }>(home, ["inbox"])).items.find((x) => x.kind === "budget"), 120_000)
+        (await rpcOnce<{ items: ReadonlyArray<{ id: string; kind: string; text: string }> }>(home, "inbox.list")).items.find((x) => x.kind === "budget"), 120_000)
       expect(item.text).toContain("USD budget spent")
       await waitQuiet(home, ["solo"])
       const reqs = await Effect.runPromise(llm.modelRequests)

@@ -6,7 +6,7 @@
 import * as Child from "node:child_process"
 import * as fs from "node:fs"
 import { join } from "node:path"
-import { type Agent, cli, cliJson, isAlive, kill9, rawConnection, sleep, startDaemon, waitFor } from "../integration/daemon.support.js"
+import { type Agent, answers, cli, cliJson, isAlive, kill9, rawConnection, sleep, startDaemon, waitFor } from "../integration/daemon.support.js"
 
 export interface OutrunStatus {
   readonly pid: number
@@ -98,7 +98,7 @@ export const lostAfterRestart = async (mnt: string, run: Outrun, track: (pid: nu
   if (!growTmpfs(mnt, "64m")) throw new Error(`cannot grow the tmpfs at ${mnt}`)
   const pid = await startDaemon(run.home)
   track(pid)
-  await waitFor("daemon answers", async () => ((await cli(run.home, ["daemon", "status"])).code === 0 ? true : undefined))
+  await waitFor("daemon answers", () => answers(run.home))
   const logged = loggedMessageIds(run.home, run.session)
   await cli(run.home, ["daemon", "stop"])
   await waitFor("daemon stopped", () => (isAlive(pid) ? undefined : true))

@@ -6,7 +6,7 @@ import * as net from "node:net"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
-import { type Agent, cli, cliJson, daemons, isAlive, launcher, modeOf, spawnCli, startDaemon, startDaemonCli, waitFor, waitQuiet } from "./daemon.support.js"
+import { type Agent, answers, cli, cliJson, daemons, isAlive, launcher, modeOf, spawnCli, startDaemon, startDaemonCli, waitFor, waitQuiet } from "./daemon.support.js"
 
 const owned = daemons()
 const homes: Array<string> = []
@@ -96,7 +96,7 @@ describe("daemon lifecycle (real processes)", () => {
     })
     owned.track(parent.pid!)
     const first = Number(await new Promise<string>((r) => parent.stdout!.once("data", (d: Buffer) => r(d.toString("utf8").trim()))))
-    await waitFor("the first daemon answers", async () => ((await cli(h, ["daemon", "status"])).code === 0 ? true : undefined))
+    await waitFor("the first daemon answers", () => answers(h))
     expect(fs.readFileSync(join(h, "daemon.pid"), "utf8").trim()).toBe(String(first))
 
     process.kill(first, "SIGKILL")
@@ -126,7 +126,7 @@ describe("daemon lifecycle (real processes)", () => {
       const fg = spawnCli(h, ["daemon", "run", "--grace-ms", "5000"])
       owned.track(fg.child.pid!)
       await waitFor("socket", () => (fs.existsSync(join(h, "daemon.sock")) && fs.existsSync(join(h, "daemon.pid")) ? true : undefined))
-      await waitFor("answer", async () => ((await cli(h, ["daemon", "status"])).code === 0 ? true : undefined))
+      await waitFor("answer", () => answers(h))
       const lead = await cliJson<Agent>(h, ["agent", "create", "--name", "lead", "--provider", "scripted"])
       await cliJson(h, ["agent", "send", "lead", "hello"])
       await waitQuiet(h)

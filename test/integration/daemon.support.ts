@@ -259,6 +259,23 @@ export const rpcClient = async (socket: string) => {
   }
 }
 
+/**
+ * One admin RPC over a fresh raw connection, answered as the daemon encodes it (what the CLI's
+ * `--json` prints): for polls and lookups, which need no CLI process of their own.
+ */
+export const rpcOnce = async <A>(home: string, method: string, params?: unknown): Promise<A> => {
+  const c = await rpcClient(join(home, "daemon.sock"))
+  try {
+    return await c.call<A>(method, params)
+  } finally {
+    c.close()
+  }
+}
+
+/** Does the daemon of `home` answer `daemon.status`? (true, or undefined for `waitFor`) */
+export const answers = (home: string): Promise<true | undefined> =>
+  rpcOnce(home, "daemon.status").then(() => true as const, () => undefined)
+
 export const modeOf = (path: string): number => fs.statSync(path).mode & 0o777
 
 /** A raw NDJSON connection to the admin socket: write lines, read reply lines one by one. */

@@ -18,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { agentEvents, dataNamed } from "../support/agentLogs.js"
 import { gitIn, makeForeignRepo } from "../support/foreignRepo.js"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
-import { type Agent, cli, cliJson, daemons, kill9, startDaemon, waitFor } from "./daemon.support.js"
+import { type Agent, cli, cliJson, daemons, kill9, rpcOnce, startDaemon, waitFor } from "./daemon.support.js"
 
 const owned = daemons()
 const dir = makeTmpDir("substrat-mq-")
@@ -71,9 +71,10 @@ interface Ws {
   readonly repo: { readonly branch: string } | null
 }
 
+// Lookups and polls over the admin socket (agent.list, workspace.list: what `--json` prints).
 const agentNamed = (name: string) =>
-  waitFor(`${name} exists`, async () => (await cliJson<{ agents: ReadonlyArray<AgentWs> }>(home, ["agent", "list"])).agents.find((a) => a.name === name))
-const wsOf = async (a: AgentWs) => (await cliJson<{ workspaces: ReadonlyArray<Ws> }>(home, ["workspace", "list"])).workspaces.find((w) => w.id === a.workspace_id)!
+  waitFor(`${name} exists`, async () => (await rpcOnce<{ agents: ReadonlyArray<AgentWs> }>(home, "agent.list", { all: false })).agents.find((a) => a.name === name))
+const wsOf = async (a: AgentWs) => (await rpcOnce<{ workspaces: ReadonlyArray<Ws> }>(home, "workspace.list")).workspaces.find((w) => w.id === a.workspace_id)!
 const turnStarts = (a: AgentWs) => dataNamed(agentEvents(home, a.session_id), "turn.start").length
 const events = (a: AgentWs, name: string) => dataNamed(agentEvents(home, a.session_id), name)
 const notesTo = (a: AgentWs) =>
