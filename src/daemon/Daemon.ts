@@ -136,7 +136,9 @@ export const run = (settings: DaemonSettings, overrides: DaemonOverrides = {}): 
     yield* Effect.flatMap(MergeQueue, (q) => q.resume).pipe(Effect.provide(runtime))
 
     // Runs after the socket is closed (finalizers run in reverse): let turns finish, suspend.
-    yield* Effect.addFinalizer(() => Effect.provide(drain, runtime))
+    // Once: in cluster mode it runs earlier, before the runner leaves the cluster (below).
+    const drainOnce = yield* Effect.once(Effect.provide(drain, runtime))
+    yield* Effect.addFinalizer(() => drainOnce)
 
     const guard = SocketGuard.optionsFromGroup(AdminRpcs, {
       maxLineBytes: settings.maxLineBytes,
@@ -166,6 +168,11 @@ export const run = (settings: DaemonSettings, overrides: DaemonOverrides = {}): 
       Effect.mapError((e) => new DaemonError({ reason: "cluster", message: `cannot start the cluster runner on ${cluster.listen}: ${String(e)}` })),
       Effect.tap(() => Effect.logInfo(`cluster runner on ${cluster.listen}`))
     )
+    // A runner that stops hands its trees over: its turns finish (up to the grace period) and its
+    // sessions are suspended before the engine releases its shards and unregisters it; only then
+    // do the runners that get its shards recover those trees (ClusterTrees.layerTakeover), so no
+    // tree runs on two runners at once.
+    if (cluster !== undefined) yield* Effect.addFinalizer(() => drainOnce)
     const handlers = yield* Layer.build(HandlersLive).pipe(Effect.provide(Context.merge(runtime, runner)))
     const ServerLive = RpcServer.layer(AdminRpcs, { disableFatalDefects: true, concurrency: "unbounded", disableTracing: true }).pipe(
       Layer.provide(Layer.succeedContext(handlers)),

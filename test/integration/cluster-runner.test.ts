@@ -299,4 +299,52 @@ describe("cluster runner", () => {
     const next = await cli(homeA, ["agent", "send", tree.name, "after the move", "--wait"])
     expect(next.code).toBe(0)
   }, 240_000)
+
+  it("daemon stop of a runner hands its trees over: its turn finishes or is suspended before another runner takes the tree, so the question is answered once", async () => {
+    // B again, on its home and address (the same runner: its runner.id), with a short grace.
+    b = await startDaemon(homeB, ["--cluster", url, "--listen", `127.0.0.1:${pb}`, "--grace-ms", "4000"])
+    owned.track(b)
+    await waitFor("B healthy and holding its shards", async () => {
+      const s = await cliJson<Status>(homeB, ["cluster", "status"])
+      return s.runners.filter((r) => r.healthy).length === 2 && s.held > 0 && s.held === s.runners.find((r) => r.self)?.shards ? s : undefined
+    }, 60_000)
+    const gate = join(dir, "gate-stop")
+    for (const home of [homeA, homeB]) {
+      fs.writeFileSync(join(home, "scripts", "gated2.json"), JSON.stringify({ "*": { steps: [{ text: "answered once", wait_for: gate }], after: "echo" } }))
+    }
+    let onB: Agent | undefined
+    for (let i = 0; i < 24 && onB === undefined; i++) {
+      const created = await cliJson<Agent>(homeA, ["agent", "create", "--name", `s${i}`, "--provider", "scripted:gated2"])
+      const row = await query(url, `SELECT runner FROM substrat_trees WHERE root_id = '${created.id}'`)
+      if (row[0]?.["runner"] === `127.0.0.1:${pb}`) onB = created
+    }
+    expect(onB).toBeDefined()
+    const tree = onB!
+    const sent = await cliJson<{ message_id: string }>(homeA, ["agent", "send", tree.name, "question before the stop"])
+    await waitFor("the turn started on B", async () => {
+      const r = await query(url, `SELECT count(*)::int AS n FROM substrat_events WHERE session_id = '${tree.session_id}' AND line LIKE '%"event":"turn.start"%'`)
+      return Number(r[0]?.["n"]) > 0 ? true : undefined
+    }, 60_000)
+
+    // Stop B while its turn is held. The gate opens only once A has the tree: had A taken it while
+    // B still ran the turn, both turns would now finish and the question be answered twice.
+    const stopping = cli(homeB, ["daemon", "stop"])
+    await waitFor("the tree recorded on A", async () => {
+      const row = await query(url, `SELECT runner FROM substrat_trees WHERE root_id = '${tree.id}'`)
+      return row[0]?.["runner"] === `127.0.0.1:${pa}` ? true : undefined
+    }, 60_000)
+    fs.writeFileSync(gate, "")
+    expect((await stopping).code).toBe(0)
+    const answered = await cliJson<{ answer: { message_id: string; error: boolean } }>(homeA, ["agent", "wait", tree.name, sent.message_id])
+    expect(answered.answer.error).toBe(false)
+    const lines = (await query(url, `SELECT line FROM substrat_events WHERE session_id = '${tree.session_id}' ORDER BY seq`))
+      .map((r) => JSON.parse(String(r["line"])) as { event: string; data: { id?: string; recipient?: string; reply_to?: string | null } })
+    const enqueued = lines.filter((l) => l.event === "message.enqueued")
+    expect(enqueued.filter((l) => l.data.id === sent.message_id)).toHaveLength(1)
+    expect(enqueued.filter((l) => l.data.recipient === "USER" && l.data.reply_to === sent.message_id).map((l) => l.data.id))
+      .toEqual([answered.answer.message_id])
+    const s = await cliJson<Status>(homeA, ["cluster", "status"])
+    expect(s.runners.map((r) => r.address)).toEqual([`127.0.0.1:${pa}`])
+    expect(s.held).toBe(s.shards)
+  }, 240_000)
 })
