@@ -41,5 +41,10 @@ export * as ScriptedLlm from "./testing/ScriptedLlm.js"
 // The daemon, and a client of a running one.
 export * as Daemon from "./daemon/Daemon.js"
 export * as AdminRpcs from "./protocol/AdminRpcs.js"
+// The other wire contracts: the HTTP API's declaration (a typed client: @effect/platform's
+// HttpApiClient.make(HttpApi.SubstratApi)), the agent socket's tool methods, the swarm's shapes.
+export * as HttpApi from "./protocol/HttpApi.js"
+export * as AgentRpcs from "./protocol/AgentRpcs.js"
+export * as SwarmRpcs from "./protocol/SwarmRpcs.js"
 export * as AdminClient from "./cli/AdminClient.js"
 export { version } from "./version.js"

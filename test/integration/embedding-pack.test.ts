@@ -72,7 +72,8 @@ describe("the packed package, installed in a plain Node project", () => {
     const probe = [
       "const m = await import('substrat')",
       "const want = ['Orchestration', 'Orchestrator', 'ScriptedProvider', 'Providers', 'ClaudeProvider', 'CodexProvider',",
-      "  'OpenAiProvider', 'SandboxBwrap', 'SandboxUnsafe', 'WorkspaceStore', 'ScriptedLlm', 'EventLog', 'SessionStore', 'Daemon', 'AdminClient']",
+      "  'OpenAiProvider', 'SandboxBwrap', 'SandboxUnsafe', 'WorkspaceStore', 'ScriptedLlm', 'EventLog', 'SessionStore', 'Daemon', 'AdminClient',",
+      "  'AdminRpcs', 'HttpApi', 'AgentRpcs', 'SwarmRpcs']",
       "console.log(want.filter((k) => m[k] === undefined).join(',') || 'all there')"
     ].join("\n")
     const r = await run(process.execPath, ["--input-type=module", "-e", probe], project)
