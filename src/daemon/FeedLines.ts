@@ -79,6 +79,8 @@ export const feedLine = (entry: LogEntry, names: Names, memory?: FeedMemory): Fe
       return { agent: own, text: `! overlap: ${entry.data.turns.map((t) => t.agent).join(" and ")} both changed ${clip(entry.data.paths.join(", "))}` }
     case "merge.queued":
       return { agent: own, text: `⇢ ${entry.data.agent}'s branch queued for merging (${entry.data.branch} at ${entry.data.head.slice(0, 12)})` }
+    case "merge.held":
+      return { agent: own, text: `⇢ ${entry.data.agent}'s changes wait for its answer before they are queued` }
     case "merge.merged": {
       const d = entry.data
       return { agent: own, text: `⇉ merged (commit ${d.commit.slice(0, 12)}${d.checked ? ", check passed" : ""}): ${clip(d.paths.join(", ")) || "no paths"}` }

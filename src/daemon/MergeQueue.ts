@@ -17,7 +17,8 @@
 // While the marker is set no turn is recorded in that workspace (WorkspaceHistory.commitTurn), so
 // a kill -9 at any step leaves the branch at the old or the new head; after a restart the open
 // items (queued, never merged or failed) are read back from the logs and retried: an item whose
-// branch is already in the parent's is finished (clone, publish, event) and reported once.
+// branch is already in the parent's is finished (clone, publish, event) and reported once; so are
+// the children whose changes wait for their answer (`merge.held`).
 //
 // Over 300 lines because the worker's steps above run in order on one item and share its state, so
 // they read top-down in one file.
@@ -90,6 +91,12 @@ export class MergeQueue extends Effect.Service<MergeQueue>()("substrat/MergeQueu
     const moveDelay = Option.match(config, { onNone: () => 0, onSome: (c) => c.workspaces.mergeMoveDelayMs })
 
     const items: Array<QueueItem> = []
+    /**
+     * Branch children whose recorded changes wait for the child to be done (a request was still
+     * open when they were recorded). Durable: `merge.held` in the parent's log, until that child's
+     * next `merge.queued` (read back by `recover`).
+     */
+    const held = new Set<WorkspaceId>()
     const recent = new Map<WorkspaceId, Array<QueueOutcome>>()
     const wake = yield* Queue.sliding<null>(1)
 
@@ -316,11 +323,15 @@ export class MergeQueue extends Effect.Service<MergeQueue>()("substrat/MergeQueu
         if (n.workspace_id === null || !parents.has(n.workspace_id)) continue
         const open = new Map<string, QueueItem>()
         const ended: Array<QueueOutcome & { readonly workspace_id: WorkspaceId }> = []
+        const waiting = new Set<WorkspaceId>()
         yield* log.read(n.session_id).pipe(
           Stream.runForEach((e) =>
             Effect.sync(() => {
-              if (e.event === "merge.queued") {
+              if (e.event === "merge.held") {
+                waiting.add(e.data.from_workspace)
+              } else if (e.event === "merge.queued") {
                 const d = e.data
+                waiting.delete(d.from_workspace)
                 open.set(d.item_id, { ...d, parent_session: n.session_id, parent_agent: n.id, queued_at: e.ts, state: "queued" })
               } else if (e.event === "merge.merged" || e.event === "merge.failed") {
                 const q = open.get(e.data.item_id)
@@ -341,6 +352,7 @@ export class MergeQueue extends Effect.Service<MergeQueue>()("substrat/MergeQueu
           )
         )
         for (const it of open.values()) items.push(it)
+        for (const w of waiting) held.add(w)
         for (const { workspace_id, ...o } of ended) {
           const list = recent.get(workspace_id) ?? []
           if (!list.some((x) => x.item_id === o.item_id)) list.push(o)
@@ -362,12 +374,6 @@ export class MergeQueue extends Effect.Service<MergeQueue>()("substrat/MergeQueu
       )
     )
 
-    /**
-     * Branch children whose recorded changes wait for the child to be done (a request was still
-     * open when they were recorded). In memory: after a restart such changes go with the child's
-     * next turn that records changes.
-     */
-    const held = new Set<WorkspaceId>()
 
     /**
      * A branch child's turn ended (called for every turn, while it still counts as running: its
@@ -384,7 +390,18 @@ export class MergeQueue extends Effect.Service<MergeQueue>()("substrat/MergeQueu
         const open = requests.addressedTo(childAgent).filter((q) => q.id !== answering)
         const changed = r.commit !== null
         if (!(answersParent ? changed || held.has(r.workspace) : changed && open.length === 0)) {
-          if (changed && (yield* history.locationOf(r.workspace)).fork_of !== null) held.add(r.workspace)
+          if (!changed || held.has(r.workspace)) return
+          const loc = yield* history.locationOf(r.workspace)
+          const parent = tree.current().get(child.parent_id)
+          if (loc.fork_of === null || parent === undefined) return
+          // Logged before the turn's reply goes out: a kill -9 after it keeps the changes waiting.
+          yield* log.append(parent.session_id, makeEvent("merge.held", {
+            workspace_id: loc.fork_of,
+            from_workspace: r.workspace,
+            agent_id: child.id,
+            agent: child.name
+          }))
+          held.add(r.workspace)
           return
         }
         held.delete(r.workspace)

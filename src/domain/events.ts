@@ -256,6 +256,18 @@ export const MergeQueuedData = Schema.Struct({
   /** The child's branch head when queued (the merge takes its head at merge time). */
   head: Schema.String
 })
+/**
+ * A branch child's turn recorded changes while a request to it was still open: they wait for the
+ * turn that answers (logged in the PARENT agent's log, once until that child's next
+ * `merge.queued`; read back after a restart).
+ */
+export const MergeHeldData = Schema.Struct({
+  /** The workspace it will merge into (the parent's). */
+  workspace_id: WorkspaceId,
+  from_workspace: WorkspaceId,
+  agent_id: AgentId,
+  agent: Schema.String
+})
 /** A queue item merged: the parent's branch moved from `previous` to `commit`. */
 export const MergeMergedData = Schema.Struct({
   item_id: Schema.String,
@@ -302,6 +314,7 @@ export const LogEvent = Schema.Union(
   event("workspace.diff", WorkspaceDiffData),
   event("workspace.overlap", WorkspaceOverlapData),
   event("merge.queued", MergeQueuedData),
+  event("merge.held", MergeHeldData),
   event("merge.merged", MergeMergedData),
   event("merge.failed", MergeFailedData),
   event("budget.set", BudgetSetData),

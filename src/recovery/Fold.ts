@@ -548,6 +548,7 @@ const handlers: { readonly [E in LogEventName]: Handler<E> } = {
   "workspace.overlap": ignore,
   // The merge queue reads its own items back (src/daemon/MergeQueue.ts).
   "merge.queued": ignore,
+  "merge.held": ignore,
   "merge.merged": ignore,
   "merge.failed": ignore,
   "budget.set": (acc, data) => {

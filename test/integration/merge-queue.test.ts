@@ -12,6 +12,8 @@
 //   - a child's turn that records changes while its parent's request is still open (woken by the
 //     human) does not queue its branch; the turn answering the request does (even with no
 //     changes of its own).
+//   - those waiting changes survive kill -9 (`merge.held`): killed while the answering turn runs,
+//     the restarted daemon queues them when that turn answers, and merges them once.
 import * as fs from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -42,7 +44,9 @@ const book = {
   lead3: { steps: [{ tools: [child("c4"), work("c4")], text: "working" }], after: "silent" },
   c4: { steps: [{ wait_for: gate("c4"), text: "c4 done" }], after: "silent" },
   lead4: { steps: [{ tools: [child("c5")], text: "spawned" }, { tools: [work("c5")], text: "asked" }], after: "silent" },
-  c5: { steps: [{ wait_for: gate("c5"), text: "c5 started" }, { text: "c5 done" }], after: "silent" }
+  c5: { steps: [{ wait_for: gate("c5"), text: "c5 started" }, { text: "c5 done" }], after: "silent" },
+  lead5: { steps: [{ tools: [child("c6")], text: "spawned" }, { tools: [work("c6")], text: "asked" }], after: "silent" },
+  c6: { steps: [{ wait_for: gate("c6"), text: "c6 started" }, { wait_for: gate("c6-answer"), text: "c6 done" }], after: "silent" }
 }
 
 const figures: Record<string, number> = {}
@@ -262,4 +266,33 @@ describe("branch children and the merge queue", () => {
     expect(tsOf(lead4, "merge.queued")).toBeGreaterThanOrEqual(tsOf(c5, "turn.start", 1))
     expect(showUser("substrat/lead4", "c5.txt")).toBe("from c5\n")
   }, 120_000)
+
+  it("changes waiting for the child's answer survive kill -9: the answering turn after the restart merges them once", async () => {
+    const lead5 = await cliJson<AgentWs>(home, ["agent", "create", "--name", "lead5", "--provider", "scripted:mq", "--repo", repo])
+    expect((await cli(home, ["agent", "send", "lead5", "go"])).code).toBe(0)
+    const c6 = await agentNamed("c6")
+    const w6 = await wsOf(c6)
+    expect((await cli(home, ["agent", "send", "c6", "start"])).code).toBe(0)
+    await waitFor("c6's first turn", () => turnStarts(c6) > 0 || undefined, 60_000)
+    fs.writeFileSync(join(w6.root_path, "c6.txt"), "from c6\n")
+    expect((await cli(home, ["agent", "send", "lead5", "ask c6"])).code).toBe(0)
+    await waitFor("the lead's request to c6", () => events(c6, "message.enqueued").find((m) => m["payload"] === "work"), 60_000)
+    open("c6")
+    // The answering turn is running (held at its gate) when the daemon dies.
+    await waitFor("c6's answering turn", () => turnStarts(c6) > 1 || undefined, 60_000)
+    expect(events(lead5, "merge.queued")).toHaveLength(0)
+    await kill9(pid)
+    pid = await startDaemon(home)
+    owned.track(pid)
+    open("c6-answer")
+    const merged = await waitFor("c6 merged", () => events(lead5, "merge.merged")[0], 90_000)
+    expect(merged["paths"]).toEqual(["c6.txt"])
+    expect(showUser("substrat/lead5", "c6.txt")).toBe("from c6\n")
+    // Once: one item, one merge, the waiting changes recorded once.
+    await waitFor("c6's answer delivered", () => turnStarts(lead5) > 2 || undefined, 60_000)
+    expect(events(lead5, "merge.held")).toHaveLength(1)
+    expect(events(lead5, "merge.queued")).toHaveLength(1)
+    expect(events(lead5, "merge.merged")).toHaveLength(1)
+    expect(events(lead5, "merge.failed")).toHaveLength(0)
+  }, 180_000)
 })
