@@ -8,8 +8,9 @@
 //   session list     `session.list`
 //   agent list       `agent.list` (the whole list: O(answer))
 //   agent list page  `agent.list` with `limit: 100` (one page: O(page))
-// The figure per request is its p50 at N over its p50 at 100 (target ≤ 2). Also the wall time of
-// a one-shot `substrat agent list` at N (target < 0.5 s), and, after the agents have been idle for
+// The figure per request is its p50 at N over its p50 at 100 (target ≤ 2). Also a one-shot
+// `substrat agent list` at 100 and at N (target < 0.5 s at N): wall time and the CLI process's CPU
+// (user+sys), beside `substrat --version` (the CLI's start-up alone) as the floor; and, after the agents have been idle for
 // 3 s, the daemon's open fds and RSS growth per agent between the two sizes. With
 // SUBSTRAT_BENCH_BEFORE=<another checkout, built> that checkout's daemon is measured in the same
 // run, the two interleaved request by request (paired ratios).
@@ -94,6 +95,28 @@ const statusKb = (pid: number, field: string): number => {
   return m ? Number(m[1]) : Number.NaN
 }
 
+/** CPU (user+sys, ms) of this process's waited-for children so far (/proc/self/stat cutime+cstime). */
+const childCpuMs = (): number => {
+  const f = readFileSync("/proc/self/stat", "utf8")
+  const x = f.slice(f.lastIndexOf(")") + 2).split(" ")
+  return (Number(x[13]) + Number(x[14])) * 10
+}
+
+/** p50 wall and CPU (ms) of a one-shot CLI command, `n` runs. */
+const oneShot = (s: Subject, args: ReadonlyArray<string>, n: number) => {
+  const wall: Array<number> = []
+  const cpu: Array<number> = []
+  for (let i = 0; i < n; i++) {
+    const c = childCpuMs()
+    const t = process.hrtime.bigint()
+    const r = spawnSync(process.execPath, [s.launcher, ...args], { env: s.env, stdio: "ignore" })
+    if (r.status !== 0) throw new Error(`substrat ${args.join(" ")} exited ${r.status}`)
+    wall.push(Number(process.hrtime.bigint() - t) / 1e6)
+    cpu.push(childCpuMs() - c)
+  }
+  return { wall: Math.round(quantile(wall, 0.5)), cpu: Math.round(quantile(cpu, 0.5)) }
+}
+
 const requests: ReadonlyArray<readonly [string, string, (s: Subject) => unknown]> = [
   ["inspect known", "agent.inspect", (s) => ({ agent: `a${Math.floor(s.agents / 2)}` })],
   ["inspect unknown", "agent.inspect", () => ({ agent: "no-such-agent" })],
@@ -132,6 +155,8 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
     for (const s of subjects) await grow(s, 100)
     await sleep(3000)
     const small = await measure(subjects, reps)
+    const shots = opts.quick ? 3 : 7
+    const listSmall = new Map(subjects.map((s) => [s.label, oneShot(s, ["agent", "list"], shots)]))
     const rssSmall = new Map(subjects.map((s) => [s.label, statusKb(s.pid, "VmRSS")]))
     load.push(loadavg()[0]!.toFixed(2))
     const t0 = Date.now()
@@ -153,27 +178,26 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
       }
     }
     for (const s of subjects) {
-      const shots: Array<number> = []
-      for (let i = 0; i < (opts.quick ? 3 : 7); i++) {
-        const t = process.hrtime.bigint()
-        const r = spawnSync(process.execPath, [s.launcher, "agent", "list"], { env: s.env, stdio: "ignore" })
-        if (r.status !== 0) throw new Error(`agent list exited ${r.status}`)
-        shots.push(Number(process.hrtime.bigint() - t) / 1e6)
-      }
+      const list = oneShot(s, ["agent", "list"], shots)
+      const at100 = listSmall.get(s.label)!
+      const floor = oneShot(s, ["--version"], shots)
       const fds = readdirSync(`/proc/${s.pid}/fd`).length
       const perAgent = ((statusKb(s.pid, "VmRSS") - rssSmall.get(s.label)!) * 1024) / (big - 100)
-      rows.push({ request: `substrat agent list (one shot, ms), ${s.label}`, [`p50 µs at ${big}`]: Math.round(quantile(shots, 0.5) * 1000) })
-      summary[`cli_agent_list_ms_${s.label}`] = Math.round(quantile(shots, 0.5))
+      rows.push({
+        request: `substrat agent list (one shot, ms wall / cpu), ${s.label}`,
+        "p50 µs at 100": `${at100.wall} / ${at100.cpu}`,
+        [`p50 µs at ${big}`]: `${list.wall} / ${list.cpu}`,
+        ratio: Number((list.cpu / Math.max(1, at100.cpu)).toFixed(2))
+      })
+      rows.push({ request: `substrat --version (floor, ms wall / cpu), ${s.label}`, [`p50 µs at ${big}`]: `${floor.wall} / ${floor.cpu}` })
+      summary[`cli_agent_list_ms_${s.label}`] = list.wall
+      summary[`cli_agent_list_cpu_ms_${s.label}`] = list.cpu
+      summary[`cli_agent_list_cpu_ms_at_100_${s.label}`] = at100.cpu
+      summary[`cli_version_cpu_ms_${s.label}`] = floor.cpu
       if (s.label === "after") {
-        const pages: Array<number> = []
-        for (let i = 0; i < (opts.quick ? 3 : 7); i++) {
-          const t = process.hrtime.bigint()
-          const r = spawnSync(process.execPath, [s.launcher, "agent", "list", "--limit", "500"], { env: s.env, stdio: "ignore" })
-          if (r.status !== 0) throw new Error(`agent list --limit exited ${r.status}`)
-          pages.push(Number(process.hrtime.bigint() - t) / 1e6)
-        }
-        rows.push({ request: `substrat agent list --limit 500 (one shot, ms), ${s.label}`, [`p50 µs at ${big}`]: Math.round(quantile(pages, 0.5) * 1000) })
-        summary[`cli_agent_list_page_ms_${s.label}`] = Math.round(quantile(pages, 0.5))
+        const page = oneShot(s, ["agent", "list", "--limit", "500"], shots)
+        rows.push({ request: `substrat agent list --limit 500 (one shot, ms wall / cpu), ${s.label}`, [`p50 µs at ${big}`]: `${page.wall} / ${page.cpu}` })
+        summary[`cli_agent_list_page_ms_${s.label}`] = page.wall
       }
       summary[`idle_fds_${s.label}`] = fds
       summary[`rss_bytes_per_idle_agent_${s.label}`] = Math.round(perAgent)
