@@ -342,6 +342,12 @@ describe("dashboard: inbox, budgets and the swarm in headless chromium", () => {
     await expect.poll(() => transcriptTexts("message.enqueued"), { timeout: 20_000 }).toContain("what do you do?")
     await page.screenshot({ path: join(shots, "8-swarm-chat.png") })
 
+    // Its file is saved with a new body while the node stays selected: the source pane follows.
+    const mainPy = join(code, "app", "main.py")
+    fs.writeFileSync(mainPy, fs.readFileSync(mainPy, "utf8").replace("        return self.name", "        return self.full_name"))
+    await expect.poll(sourceLines, { timeout: 30_000 }).toEqual([["2", "    def display(self):"], ["3", "        return self.full_name"]])
+    expect(await page.locator("#agent-name").textContent()).toBe("method_user_display")
+
     // Find a node by name: Enter reveals the first match (its ancestors expanded) and selects it.
     await page.locator("#swarm-find").fill("class_thing19")
     await expect.poll(() => page.locator("#swarm-found li").count(), { timeout: 10_000 }).toBe(PKGS)
