@@ -24,6 +24,7 @@ const assets = {
   "/inbox.js": { file: "inbox.js", type: js },
   "/budgets.js": { file: "budgets.js", type: js },
   "/swarm.js": { file: "swarm.js", type: js },
+  "/swarmSource.js": { file: "swarmSource.js", type: js },
   "/feed.js": { file: "feed.js", type: js },
   "/style.css": { file: "style.css", type: "text/css; charset=utf-8" },
   "/login": { file: "login.html", type: "text/html; charset=utf-8" },

@@ -5,10 +5,11 @@
 // changes come from the daemon's event feed (turns of the node agents' sessions) and a refetch of
 // the non-dormant nodes; they touch only the rows that exist. Selecting a node selects its agent
 // (detail.js) and shows the node bar (chat, trigger) and the node's source lines.
-// Over 300 lines because the tree, the node bar and the source pane share the selection and the
-// swarm's state kept here; each is a short group of functions below.
+// Over 300 lines because the tree, the find box and the node bar share the selection and the
+// swarm's state kept here; each is a short group of functions below (the source pane: swarmSource.js).
 import { select, selected } from "/detail.js"
 import { $, api, el } from "/lib.js"
+import { refreshSource, showSource } from "/swarmSource.js"
 import { renderTree } from "/tree.js"
 
 let swarm = null // GET /swarm's status, or null
@@ -162,44 +163,6 @@ export const showNodeBar = (node) => {
   $("node-bar").dataset.node = node.key
 }
 
-// The selected node's lines of its file (GET /swarm/agents/{id}/source), numbered, as text. Fetched
-// again at every refresh of the swarm while the node stays selected (a save of its file wakes its
-// agent, whose events refresh the swarm): redrawn only when what it shows changed.
-let sourceFor = null
-let sourceShown = null // "path:first_line\ntext" of what the pane shows
-const showSource = async (node, again = false) => {
-  if (!again) {
-    sourceFor = node.key
-    sourceShown = null
-    $("node-source-box").hidden = node.kind === "dir"
-    $("node-source").replaceChildren()
-    $("node-source-where").textContent = ""
-  }
-  if (node.kind === "dir") return
-  if (node.status === "orphaned") { $("node-source-where").textContent = "(its node is gone from the code)"; return }
-  try {
-    const s = await api("GET", "/swarm/agents/" + encodeURIComponent(node.node_id) + "/source")
-    if (sourceFor !== node.key) return
-    const seen = s.path + ":" + s.first_line + "\n" + s.text
-    if (seen === sourceShown) return
-    sourceShown = seen
-    const lines = s.text.split("\n")
-    $("node-source-where").textContent = s.path + ":" + s.first_line + "–" + (s.first_line + lines.length - 1)
-    $("node-source").replaceChildren(...lines.map((line, i) =>
-      el("div", { class: "src-line", "data-line": String(s.first_line + i) },
-        el("span", { class: "ln", text: String(s.first_line + i) }),
-        el("span", { class: "src", text: line }))))
-  } catch (e) {
-    if (sourceFor === node.key && !again) $("node-source-where").textContent = "not shown: " + e.message
-  }
-}
-
-/** The selected node's source again, when the bar still shows that node. */
-const refreshSource = () => {
-  const node = swarmByAgent.get(selected)
-  if (node && $("node-bar").dataset.node === node.key && sourceFor === node.key) void showSource(node, true)
-}
-
 const renderActive = () => {
   const active = [...activeNodes].map((id) => swarmNodes.get(id))
   $("swarm-active-box").hidden = active.length === 0
@@ -256,7 +219,7 @@ export const refreshSwarm = (full = false) => {
         const awake = (await api("GET", "/swarm/agents?status=idle,busy,waiting,quarantined")).agents
         for (const a of awake) { const n = swarmNodes.get(a.node_id); if (n) setNodeStatus(n, a.status) }
       }
-      refreshSource()
+      refreshSource(swarmByAgent.get(selected))
     } catch (e) {
       $("swarm-summary").textContent = "swarm: " + e.message
     }
