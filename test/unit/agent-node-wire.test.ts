@@ -38,6 +38,11 @@ describe("AgentNodeOnWire", () => {
     expect(back).toBeInstanceOf(AgentNode)
     expect(back).toEqual(Schema.decodeUnknownSync(AgentNode)(json))
     expect(Object.keys(back)).not.toContain("extra")
+    // An optional field, present and absent.
+    for (const approve of ["ask", undefined]) {
+      const withOptional = Schema.decodeUnknownSync(AgentNodeOnWire)(approve === undefined ? json : { ...json, approve })
+      expect(withOptional).toEqual(Schema.decodeUnknownSync(AgentNode)(approve === undefined ? json : { ...json, approve }))
+    }
   })
 
   it("decoding refuses what AgentNode refuses, with AgentNode's message", () => {

@@ -20,12 +20,7 @@ const isObject = (u: unknown): u is object => typeof u === "object" && u !== nul
  * Schemas. Its fields decode to themselves (no field transforms), so such an object needs no
  * decoding: only a check and a copy of its fields.
  */
-const agentNodeChecks = agentNodeKeys.map((k) => [k, Schema.is(AgentNode.fields[k] as Schema.Schema<unknown>)] as const)
-const hasAgentNodeFields = (u: object): u is Schema.Struct.Type<typeof AgentNode.fields> => {
-  const o = u as Record<string, unknown>
-  for (const [k, is] of agentNodeChecks) if (!is(o[k])) return false
-  return true
-}
+const hasAgentNodeFields = Schema.is(Schema.Struct(AgentNode.fields))
 
 /**
  * `AgentNode` as the admin methods send it: the same JSON and, decoded, the same checked
