@@ -43,8 +43,10 @@ const stack = (home: string, slots: number) =>
     ))
   )
 
-const rawAppends = (home: string, n: number) =>
-  ManagedRuntime.make(storage(home)).runPromise(Effect.gen(function*() {
+const rawAppends = (home: string, n: number) => {
+  // Disposed at the end: the file log's idle-close fiber would keep the process alive.
+  const rt = ManagedRuntime.make(storage(home))
+  return rt.runPromise(Effect.gen(function*() {
     const log = yield* EventLog
     const sessions = Array.from({ length: AGENTS }, () => newSessionId())
     const per = Math.ceil(n / AGENTS)
@@ -56,7 +58,8 @@ const rawAppends = (home: string, n: number) =>
         { discard: true }
       ), { concurrency: "unbounded", discard: true })
     return (per * AGENTS) / ((performance.now() - t0) / 1000)
-  }))
+  })).finally(() => rt.dispose())
+}
 
 const orchestration = (home: string, slots: number, rounds: number) => {
   const rt = ManagedRuntime.make(stack(home, slots))
