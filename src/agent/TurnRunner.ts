@@ -4,9 +4,9 @@
 // (TurnScheduler.serialize: one at a time per agent) the prompt is taken from its inbox (the
 // turn's context begins, Turns), the turn runs in a provider slot (Multiplexer) — `turn.start`,
 // the provider's output streamed live, `usage`, the births of the children it spawned,
-// `turn.complete`, or `provider.error` when anything failed — and can be stopped from outside
-// (TurnScheduler.stoppable); then `afterTurn` records it (hooks such as the workspace diff, usage
-// and summary), answers the request that woke it and USER's open requests (or sends USER
+// `turn.complete`, or `provider.error` when anything failed — then the hooks record it (the
+// workspace diff); both can be stopped from outside (TurnScheduler.stoppable), which returns once
+// the hooks are done; then `afterTurn` records the usage and summary, answers the request that woke it and USER's open requests (or sends USER
 // progress), and ends the turn's context, all before the agent's next turn starts.
 // Over 300 lines because the turn's whole story is kept in one file, in the order it happens.
 import { Effect, Fiber, FiberSet, Option, Schema, Stream, type Tracer } from "effect"
@@ -140,10 +140,9 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
 
     const afterTurn = (node: AgentNode, trigger: Trigger, o: TurnOutcome, took: ReadonlyArray<MessageEnvelope>) =>
       Effect.gen(function*() {
-        // Hooks first (e.g. recording the turn's workspace diff): the agent still counts as busy,
-        // and nothing the turn triggers (its reply waking the parent, its children's first
-        // turns) runs before the turn is fully recorded.
-        yield* hooks.afterTurn(node, o).pipe(Effect.catchAllCause(() => Effect.void))
+        // The hooks (e.g. recording the turn's workspace diff) ran already, inside the stoppable
+        // turn: the agent still counted as busy, and nothing the turn triggers (its reply waking
+        // the parent, its children's first turns) runs before the turn is fully recorded.
         const spawned = turns.end(node.id)
         activity.noteTurn(node.id, o)
         for (const child of spawned) {
@@ -324,8 +323,8 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
     /**
      * One wake = at most one turn of `agent` (its oldest trigger), read top-down: after the
      * agent's earlier turns (one at a time per agent), the prompt is taken from its inbox, the
-     * turn runs in a provider slot (runTurn; failTurn when it fails) and can be stopped from
-     * outside, then it is recorded and answered (afterTurn) before the agent's next turn starts.
+     * turn runs in a provider slot (runTurn; failTurn when it fails) and the hooks record it, the
+     * two stoppable from outside; then it is answered (afterTurn) before the agent's next turn starts.
      */
     const runWake = (agent: AgentId) =>
       Effect.gen(function*() {
@@ -357,7 +356,10 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
               const tally = new Tally()
               const outcome = yield* scheduler.stoppable(node.session_id, (stopped) =>
                 runTurn(node, turn_id, prompt, tally, stopped).pipe(
-                  Effect.catchAll((e) => failTurn(node, turn_id, prompt, tally, e))
+                  Effect.catchAll((e) => failTurn(node, turn_id, prompt, tally, e)),
+                  // Inside the stoppable part: a `stopTurn` returns only once the hooks' work (git
+                  // in the agent's workspace) is done, so a workspace delete never races it.
+                  Effect.tap((o) => hooks.afterTurn(node, o).pipe(Effect.catchAllCause(() => Effect.void)))
                 ))
               yield* afterTurn(node, trigger, outcome, took).pipe(Effect.ensuring(release))
               return outcome

@@ -56,7 +56,8 @@ export class TurnScheduler extends Effect.Service<TurnScheduler>()("substrat/Tur
     /**
      * Stop the session's running turn, if any: its provider stream ends with TurnStopped (the
      * provider's process is interrupted), the turn ends as failed (`provider.error`, reason
-     * `TurnStopped`) like any failed turn. Returns once it has ended; false: no turn was running.
+     * `TurnStopped`) like any failed turn. Returns once it has ended and its hooks have recorded
+     * it (the workspace diff: no git left running in its workspace); false: no turn was running.
      */
     const stopTurn = (session: SessionId, message: string): Effect.Effect<boolean> =>
       Effect.suspend(() => {

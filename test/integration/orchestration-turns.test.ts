@@ -1,10 +1,13 @@
 // Turn-ordering guarantees, checked in the event logs: a session mid-turn is never evicted by the
 // Multiplexer (its turn ends before its suspension), and two turns of one agent never overlap.
 // Each test fails when the guarantee is removed (the `!busy` check in Multiplexer.decide, the
-// per-session serialisation in TurnScheduler).
+// per-session serialisation in TurnScheduler, the hooks inside TurnScheduler.stoppable). And a
+// `stopTurn` returns only once the stopped turn's hooks (the workspace diff's git) are done:
+// `workspace delete --force` removes the directory right after.
 import { describe, expect, it } from "@effect/vitest"
-import { Duration, Effect, Fiber, Option } from "effect"
+import { Duration, Effect, Fiber, Layer, Option, Ref } from "effect"
 import { Orchestrator } from "../../src/agent/Orchestrator.js"
+import { TurnHooks } from "../../src/agent/TurnHooks.js"
 import type { Scripts } from "../../src/provider/scripted/Script.js"
 import { tmpDir } from "../support/tmpDir.js"
 import { eventsOf, names, stack } from "./orchestration.support.js"
@@ -75,5 +78,26 @@ describe("turn ordering (scripted provider, file EventLog)", () => {
         expect(open).toBeNull()
         expect([Option.getOrThrow(t1).error, Option.getOrThrow(t2).error]).toEqual([null, null])
       }).pipe(Effect.provide(stack({ home, scripts })))
+    }))
+  it.scopedLive("stopTurn returns once the stopped turn's hooks are done (a workspace delete follows it at once)", () =>
+    Effect.gen(function*() {
+      const home = yield* tmpDir()
+      const scripts: Scripts = { w: { steps: [{ text: "never", delay_ms: 600_000 }] } }
+      const recorded = yield* Ref.make<ReadonlyArray<string>>([])
+      // A slow hook, like the workspace diff's git add/commit on a big tree.
+      const hooks = Layer.succeed(TurnHooks, {
+        afterTurn: (_agent, o) => Effect.sleep(Duration.millis(400)).pipe(Effect.zipRight(Ref.update(recorded, (r) => [...r, o.error?.message ?? "ok"])))
+      })
+      yield* Effect.gen(function*() {
+        const o = yield* Orchestrator
+        const w = yield* o.createRoot({ name: "w", instructions: "W", provider: "scripted" })
+        yield* o.send({ agent: w.id, text: "hang", sync: false })
+        yield* Effect.gen(function*() {
+          while (!names(yield* eventsOf(w.session_id)).includes("turn.start")) yield* Effect.sleep(Duration.millis(10))
+        })
+        yield* o.stopTurn(w.id, "its workspace is being deleted")
+        expect(yield* Ref.get(recorded)).toEqual(["its workspace is being deleted"])
+        expect(names(yield* eventsOf(w.session_id))).toContain("provider.error")
+      }).pipe(Effect.provide(stack({ home, scripts }).pipe(Layer.provide(hooks))))
     }))
 })
