@@ -11,16 +11,11 @@ import { Meter } from "../../meter/Meter.js"
 import { FIND_PREFIX } from "../../agent/FindRoute.js"
 import { Swarm } from "../../swarm/Swarm.js"
 import { pick } from "../Refs.js"
-import { InvalidInput, NotFound, type RpcError, Unavailable } from "../../protocol/AdminRpcs.js"
+import { type AgentSendRpc, InvalidInput, NotFound, type RpcError, Unavailable } from "../../protocol/AdminRpcs.js"
 import type { Resolver } from "../Resolver.js"
 
-export interface SendParams {
-  readonly agent: string
-  readonly text: string
-  readonly sync?: boolean | undefined
-  readonly wait?: boolean | undefined
-  readonly timeout_s?: number | undefined
-}
+/** `agent.send`'s payload (also the cluster Tree entity's `send`, less its request id). */
+export type SendParams = typeof AgentSendRpc.payloadSchema.Type
 
 /** USER's request `ref` to agent `name` (a full id or unique prefix) among `ids`. */
 const pickRequest = (name: string, ref: string, ids: ReadonlyArray<MessageId>): Effect.Effect<MessageId, RpcError> => {
