@@ -207,6 +207,9 @@ const settingsConfig = Config.all({
     mergeCheckTimeoutSeconds: setting(["workspaces", "mergeCheckTimeoutSeconds"], int(1), 600, {
       description: "Longest a merge queue's check command (workspace create --check) may run before it counts as failed, in seconds"
     }),
+    mergeMode: setting(["workspaces", "mergeMode"], (name: string) => Config.literal("merge", "rebase")(name), "merge" as const, {
+      description: "How the merge queue puts a branch child's work onto its parent's branch when both moved: merge (a merge commit) or rebase (the child's commits replayed one by one on top, a straight history; merge commits of the child's are left out)"
+    }),
     mergeMoveDelayMs: setting(["workspaces", "mergeMoveDelayMs"], int(0), 0, {
       description: "Pause after a merge queue moved a branch, before the workspace's clone gets the files, in ms (0: none); to stop the daemon mid-merge in a test"
     })
@@ -591,7 +594,7 @@ export const defaults = (overrides: Partial<Settings> = {}): Settings => ({
     testResolve: Option.none()
   },
   swarm: { findHopDelayMs: 0 },
-  workspaces: { spawnMode: "shared", mergeCheckTimeoutSeconds: 600, mergeMoveDelayMs: 0 },
+  workspaces: { spawnMode: "shared", mergeCheckTimeoutSeconds: 600, mergeMode: "merge", mergeMoveDelayMs: 0 },
   caps: { maxDepth: 0, maxChildren: 0, maxLive: 0, policy: "queue" },
   quotas: {
     messagesPerMinute: 120,

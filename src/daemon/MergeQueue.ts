@@ -5,8 +5,9 @@
 // the child open. One item at a time, and only while no agent has a
 // turn running in the parent's workspace, the worker, holding the parent's history repository:
 //   1. fetches the child's branch from the child's history repository (the daemon's own);
-//   2. merges it onto the parent's branch with `git merge-tree` (objects only) — a conflict stops
-//      here, its paths go to the child with the parent's branch put in its clone as `parent/head`;
+//   2. merges it onto the parent's branch with `git merge-tree` (objects only), or replays the
+//      child's commits onto it (`workspaces.mergeMode = "rebase"`) — a conflict stops here, its
+//      paths go to the child with the parent's branch put in its clone as `parent/head`;
 //   3. runs the workspace's check (`--check`) on the merged tree, checked out into a scratch
 //      directory, in a sandbox with the workspace's limits and network (timeout
 //      `workspaces.mergeCheckTimeoutSeconds`) — a failure sends the output's tail to the child;
@@ -70,6 +71,44 @@ type Result =
   | { readonly _tag: "merged"; readonly commit: string; readonly previous: string; readonly ff: boolean; readonly paths: ReadonlyArray<string>; readonly checked: boolean; readonly parentBranch: string }
   | { readonly _tag: "failed"; readonly reason: "conflict" | "check" | "error"; readonly paths: ReadonlyArray<string>; readonly output: string; readonly parentBranch: string; readonly gitDir: string }
 
+/** The paths of `git merge-tree --write-tree --name-only` output after its first line (the tree). */
+const conflictPaths = (lines: ReadonlyArray<string>) => [...new Set(lines.slice(1).map((l) => l.trim()).filter((l) => l.length > 0))]
+
+/**
+ * Rebase mode: replay the child's own commits (`old`'s merge base with `theirs` up to `theirs`,
+ * oldest first, merge commits left out) onto `old`, objects only, each commit keeping its author,
+ * date and message (trailers included); a commit that becomes empty is dropped. Each step is a
+ * three-way merge of that commit with its parent as the base: `git merge-tree` (2.38+) takes no
+ * base, so the current head's tree is put on a scratch commit whose parent is the replayed
+ * commit's parent — their merge base. A conflict stops at once; only unreferenced objects remain.
+ */
+const replay = (git: HistoryGit, old: string, theirs: string) =>
+  Effect.gen(function*() {
+    const base = (yield* git(["merge-base", old, theirs])).stdout.trim()
+    const list = (yield* git(["rev-list", "--reverse", "--topo-order", "--no-merges", `${base}..${theirs}`])).stdout.split("\n").filter((l) => l.length > 0)
+    let head = old
+    for (const c of list) {
+      const meta = (yield* git(["show", "-s", "--format=%P%x00%T%x00%an%x00%ae%x00%ad", "--date=raw", c])).stdout.split("\0")
+      const parent = meta[0]?.trim() ?? ""
+      const headTree = (yield* git(["rev-parse", `${head}^{tree}`])).stdout.trim()
+      let tree = meta[1] ?? ""
+      if (parent !== "") {
+        const ours = (yield* git(["commit-tree", headTree, "-p", parent, "-m", "replay base"])).stdout.trim()
+        const mt = yield* git(["merge-tree", "--write-tree", "--name-only", "--no-messages", ours, c], { okCodes: [0, 1] })
+        const lines = mt.stdout.split("\n")
+        if (mt.code === 1) return { _tag: "conflict", commit: c, paths: conflictPaths(lines) } as const
+        tree = lines[0]!.trim()
+      }
+      if (tree === headTree) continue
+      const message = (yield* git(["cat-file", "commit", c])).stdout.replace(/^[\s\S]*?\n\n/, "")
+      head = (yield* git(["commit-tree", tree, "-p", head, "-F", "-"], {
+        input: message,
+        env: { GIT_AUTHOR_NAME: meta[2] ?? "", GIT_AUTHOR_EMAIL: meta[3] ?? "", GIT_AUTHOR_DATE: (meta[4] ?? "").trim() }
+      })).stdout.trim()
+    }
+    return { _tag: "replayed", head } as const
+  })
+
 const TAIL = 2000
 const tail = (s: string) => (s.length > TAIL ? `…${s.slice(-TAIL)}` : s)
 const queueRef = (item: string) => `refs/substrat/queue/${item}`
@@ -89,6 +128,7 @@ export class MergeQueue extends Effect.Service<MergeQueue>()("substrat/MergeQueu
     const config = yield* Effect.serviceOption(DaemonConfig)
     const checkTimeout = Option.match(config, { onNone: () => 600, onSome: (c) => c.workspaces.mergeCheckTimeoutSeconds })
     const moveDelay = Option.match(config, { onNone: () => 0, onSome: (c) => c.workspaces.mergeMoveDelayMs })
+    const mode = Option.match(config, { onNone: () => "merge" as const, onSome: (c) => c.workspaces.mergeMode })
 
     const items: Array<QueueItem> = []
     /**
@@ -224,10 +264,14 @@ export class MergeQueue extends Effect.Service<MergeQueue>()("substrat/MergeQueu
             if (yield* isAncestor(theirs, old)) return yield* done({ _tag: "merged", commit: old, previous: old, ff: true, paths: [], checked: false, parentBranch })
             const ff = yield* isAncestor(old, theirs)
             let next = theirs
-            if (!ff) {
+            if (!ff && mode === "rebase") {
+              const r = yield* replay(git, old, theirs)
+              if (r._tag === "conflict") return yield* done(fail("conflict", r.paths, `replaying ${r.commit.slice(0, 12)} onto ${parentBranch}`))
+              next = r.head
+            } else if (!ff) {
               const mt = yield* git(["merge-tree", "--write-tree", "--name-only", "--no-messages", old, theirs], { okCodes: [0, 1] })
               const lines = mt.stdout.split("\n")
-              if (mt.code === 1) return yield* done(fail("conflict", [...new Set(lines.slice(1).map((l) => l.trim()).filter((l) => l.length > 0))], ""))
+              if (mt.code === 1) return yield* done(fail("conflict", conflictPaths(lines), ""))
               const message = `Merge ${item.branch} (${item.agent}) into ${parentBranch}\n\nSubstrat-Workspace: ${item.workspace_id}\nSubstrat-Agent: ${item.agent}\nSubstrat-Merge: ${item.item_id}\n`
               next = (yield* git(["commit-tree", lines[0]!.trim(), "-p", old, "-p", theirs, "-F", "-"], { input: message })).stdout.trim()
             }

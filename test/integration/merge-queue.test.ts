@@ -13,7 +13,11 @@
 //     human) does not queue its branch; the turn answering the request does (even with no
 //     changes of its own).
 //   - those waiting changes survive kill -9 (`merge.held`): killed while the answering turn runs,
-//     the restarted daemon queues them when that turn answers, and merges them once.
+//     the restarted daemon queues them when that turn answers, and merges them once;
+//   - rebase mode (`workspaces.merge_mode = "rebase"`): two children's parallel changes to
+//     different files land as a straight history, each child's commits in order with their
+//     authors and trailers; a third whose second commit overlaps is refused as a conflict with
+//     none of its commits on the branch.
 import * as fs from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -46,6 +50,10 @@ const book = {
   lead4: { steps: [{ tools: [child("c5")], text: "spawned" }, { tools: [work("c5")], text: "asked" }], after: "silent" },
   c5: { steps: [{ wait_for: gate("c5"), text: "c5 started" }, { text: "c5 done" }], after: "silent" },
   lead5: { steps: [{ tools: [child("c6")], text: "spawned" }, { tools: [work("c6")], text: "asked" }], after: "silent" },
+  lead6: { steps: [{ tools: [child("c7"), child("c8"), child("c9"), work("c7"), work("c8"), work("c9")], text: "working" }], after: "silent" },
+  c7: { steps: [{ wait_for: gate("c7"), text: "c7 done" }], after: "silent" },
+  c8: { steps: [{ wait_for: gate("c8"), text: "c8 done" }], after: "silent" },
+  c9: { steps: [{ wait_for: gate("c9"), text: "c9 done" }], after: "silent" },
   c6: { steps: [{ wait_for: gate("c6"), text: "c6 started" }, { wait_for: gate("c6-answer"), text: "c6 done" }], after: "silent" }
 }
 
@@ -100,6 +108,22 @@ const giveBack = (root: string) => {
     if (fs.lstatSync(p).isDirectory()) for (const n of fs.readdirSync(p)) walk(join(p, n))
   }
   walk(root)
+}
+
+/** The daemon restarted with `config` as its config.toml. */
+const restartWith = async (config: string) => {
+  fs.writeFileSync(join(home, "config.toml"), config)
+  expect((await cli(home, ["daemon", "stop"])).code).toBe(0)
+  pid = await startDaemon(home)
+  owned.track(pid)
+}
+/** A lead on the user's repository: its workspace, history repository and branch head. */
+const leadOnRepo = async (name: string) => {
+  const lead = await cliJson<AgentWs>(home, ["agent", "create", "--name", name, "--provider", "scripted:mq", "--repo", repo])
+  const leadWs = await wsOf(lead)
+  const gitDir = join(home, "workspaces", leadWs.id, "history.git")
+  const before = gitIn(dir, ["--git-dir", gitDir, "rev-parse", `refs/heads/substrat/${name}`]).trim()
+  return { lead, leadWs, gitDir, before }
 }
 
 describe("branch children and the merge queue", () => {
@@ -200,14 +224,8 @@ describe("branch children and the merge queue", () => {
 
   it("kill -9 after the branch moved, before the clone has the files: old or new head, never half; finished once after the restart", async () => {
     // A pause between moving the branch and updating the clone, for the kill to land in.
-    fs.writeFileSync(join(home, "config.toml"), "[workspaces]\nmerge_move_delay_ms = 8000\n")
-    expect((await cli(home, ["daemon", "stop"])).code).toBe(0)
-    pid = await startDaemon(home)
-    owned.track(pid)
-    const lead3 = await cliJson<AgentWs>(home, ["agent", "create", "--name", "lead3", "--provider", "scripted:mq", "--repo", repo])
-    const leadWs = await wsOf(lead3)
-    const gitDir = join(home, "workspaces", leadWs.id, "history.git")
-    const before = gitIn(dir, ["--git-dir", gitDir, "rev-parse", "refs/heads/substrat/lead3"]).trim()
+    await restartWith("[workspaces]\nmerge_move_delay_ms = 8000\n")
+    const { lead: lead3, leadWs, gitDir, before } = await leadOnRepo("lead3")
     expect((await cli(home, ["agent", "send", "lead3", "go"])).code).toBe(0)
     const c4 = await agentNamed("c4")
     const w4 = await wsOf(c4)
@@ -294,5 +312,56 @@ describe("branch children and the merge queue", () => {
     expect(events(lead5, "merge.queued")).toHaveLength(1)
     expect(events(lead5, "merge.merged")).toHaveLength(1)
     expect(events(lead5, "merge.failed")).toHaveLength(0)
+  }, 180_000)
+
+  it("rebase mode: parallel non-overlapping branches are replayed in order; an overlapping one is refused, nothing half-applied", async () => {
+    await restartWith("[workspaces]\nmerge_mode = \"rebase\"\n")
+    const { lead: lead6, leadWs, gitDir, before } = await leadOnRepo("lead6")
+    expect((await cli(home, ["agent", "send", "lead6", "go"])).code).toBe(0)
+    const [c7, c8, c9] = [await agentNamed("c7"), await agentNamed("c8"), await agentNamed("c9")]
+    const [w7, w8, w9] = [await wsOf(c7), await wsOf(c8), await wsOf(c9)]
+    const commitIn = (root: string, file: string, message: string) => {
+      fs.writeFileSync(join(root, file), `${file}\n`)
+      gitIn(root, ["add", file])
+      gitIn(root, ["commit", "-q", "-m", message])
+      giveBack(root)
+    }
+    edit(w7.root_path, "function fmtShort(ms) {", "function fmtShort(ms) { // c7")
+    // c8: a commit of its own inside the turn, then the turn's changes.
+    commitIn(w8.root_path, "r8a.txt", "c8: first")
+    fs.writeFileSync(join(w8.root_path, "r8b.txt"), "r8b.txt\n")
+    // c9: a commit that applies, then an edit of c7's line.
+    commitIn(w9.root_path, "r9.txt", "c9: first")
+    edit(w9.root_path, "function fmtShort(ms) {", "function fmtShort(ms) { // c9")
+    open("c7")
+    await waitFor("c7 merged", () => events(lead6, "merge.merged")[0], 60_000)
+    const afterC7 = gitIn(repo, ["rev-parse", "substrat/lead6"]).trim()
+    open("c8")
+    const m8 = await waitFor("c8 rebased", () => events(lead6, "merge.merged")[1], 60_000)
+    expect(m8["fast_forward"]).toBe(false)
+    expect([...(m8["paths"] as ReadonlyArray<string>)].sort()).toEqual(["r8a.txt", "r8b.txt"])
+    const afterC8 = gitIn(repo, ["rev-parse", "substrat/lead6"]).trim()
+    expect(String(m8["commit"])).toBe(afterC8)
+    // A straight line: c7's turn, c8's own commit, c8's turn — authors and trailers kept.
+    expect(gitIn(repo, ["rev-list", "--merges", `${before}..substrat/lead6`]).trim()).toBe("")
+    const line = gitIn(repo, ["log", "--reverse", "--format=%an|%s|%(trailers:key=Substrat-Agent,valueonly,separator=)", `${before}..substrat/lead6`])
+      .split("\n").filter((l) => l !== "")
+    expect(line).toHaveLength(3)
+    expect(line[0]).toMatch(/\|c7$/)
+    expect(line[1]).toBe("Maintainer|c8: first|")
+    expect(line[2]).toMatch(/\|c8$/)
+    expect(gitIn(repo, ["rev-parse", "substrat/lead6~2"]).trim()).toBe(afterC7)
+    await waitFor("the lead's clone has c8's files", () => fs.existsSync(join(leadWs.root_path, "r8b.txt")) || undefined)
+    expect(showUser("substrat/lead6", "index.js")).toContain("// c7")
+    open("c9")
+    const failed = await waitFor("c9 refused", () => events(lead6, "merge.failed")[0], 60_000)
+    expect(failed).toMatchObject({ reason: "conflict", paths: ["index.js"] })
+    await waitFor("c9 told", () => notesTo(c9).find((n) => n.includes("conflicts")))
+    // Nothing of c9's is on the branch, in the user's repository or in the lead's clone.
+    expect(gitIn(dir, ["--git-dir", gitDir, "rev-parse", "refs/heads/substrat/lead6"]).trim()).toBe(afterC8)
+    expect(gitIn(repo, ["rev-parse", "substrat/lead6"]).trim()).toBe(afterC8)
+    expect(fs.existsSync(join(leadWs.root_path, "r9.txt"))).toBe(false)
+    expect(fs.readFileSync(join(leadWs.root_path, "index.js"), "utf8")).not.toContain("// c9")
+    expect(events(lead6, "merge.merged")).toHaveLength(2)
   }, 180_000)
 })

@@ -143,6 +143,8 @@ describe("configuration", () => {
           ? "http://x"
           : k.key === "workspaces.spawnMode"
           ? "branch"
+          : k.key === "workspaces.mergeMode"
+          ? "rebase"
           : k.key === "egress.testResolve"
           ? "npm.substrat-test=127.0.0.1"
           : k.key === "cluster.postgres"
