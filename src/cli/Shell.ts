@@ -3,13 +3,18 @@
 // layer builds for the workspace (its binds, limits, network setting; SandboxBwrap with the
 // daemon's default configuration), minus `--new-session` so the shell keeps the controlling
 // terminal: it gets the real PTY, its window size, Ctrl-C and Ctrl-Z (the CLI ignores those while
-// the shell runs). When the shell exits, the daemon records what changed in the workspace as one
+// the shell runs). A workspace with an egress policy (and no network access) gets its proxy as an
+// agent's sandbox does: the daemon serves it on a socket of its own while the CLI keeps the
+// `workspace.shell_egress` stream open, bound read-only at /run/substrat/egress.sock with the relay
+// and the proxy settings (HTTPS_PROXY, npm_config_https_proxy, PIP_PROXY, …) around the shell.
+// When the shell exits, the daemon records what changed in the workspace as one
 // turn of "human" (workspace.record), so `workspace log/diff/revert` see it like an agent's turn.
 import { CommandExecutor, FileSystem } from "@effect/platform"
-import { Effect, Either } from "effect"
+import { Deferred, Effect, Either, Stream } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import { parentEnv } from "../config/Config.js"
+import { isEmptyPolicy } from "../domain/egress.js"
 import type { WorkspaceSpec } from "../domain/workspace.js"
 import type * as RpcClient from "@effect/rpc/RpcClient"
 import type * as RpcGroup from "@effect/rpc/RpcGroup"
@@ -23,20 +28,23 @@ const shellProgram = (): string => {
 }
 
 /** The host command line of an interactive shell in `spec`'s sandbox. */
-const commandLine = (spec: WorkspaceSpec, label: string): Effect.Effect<ReadonlyArray<string>, CliError> =>
+const commandLine = (spec: WorkspaceSpec, label: string, egressSocket: string | null): Effect.Effect<ReadonlyArray<string>, CliError> =>
   Effect.gen(function*() {
     const Bwrap = yield* Effect.promise(() => import("../sandbox/SandboxBwrap.js"))
     const Limits = yield* Effect.promise(() => import("../sandbox/Limits.js"))
+    const Settings = yield* Effect.promise(() => import("../provider/cli/CliSettings.js"))
     // The Node platform layer (workers, sockets, …) only for a shell, not for every agent command.
     const { layer: nodeContext } = yield* Effect.promise(() => import("@effect/platform-node/NodeContext"))
-    return yield* commandLineWith(Bwrap, Limits, spec, label).pipe(Effect.provide(nodeContext))
+    return yield* commandLineWith(Bwrap, Limits, Settings, spec, label, egressSocket).pipe(Effect.provide(nodeContext))
   })
 
 const commandLineWith = (
   Bwrap: typeof import("../sandbox/SandboxBwrap.js"),
   Limits: typeof import("../sandbox/Limits.js"),
+  Settings: typeof import("../provider/cli/CliSettings.js"),
   spec: WorkspaceSpec,
-  label: string
+  label: string,
+  egressSocket: string | null
 ) =>
   Effect.gen(function*() {
     const files = yield* FileSystem.FileSystem
@@ -44,14 +52,16 @@ const commandLineWith = (
     const probe = yield* Bwrap.probeBwrap(files, executor).pipe(
       Effect.mapError((e) => new CliError({ kind: "unavailable", message: `no sandbox: ${e.message}; ${e.fix}` }))
     )
-    const request = {
-      workspace: spec,
+    const shell = {
       command: [shellProgram(), "-i"],
       cwd: "/workspace",
       interactive: true,
       env: { TERM: parentEnv()["TERM"] ?? "xterm", PS1: `[substrat ${label}] $ ` }
     }
-    yield* Bwrap.checkHostPaths(request).pipe(Effect.mapError((e) => new CliError({ kind: "invalid-input", message: e.message })))
+    // The relay runs on the node running this CLI, from the install the daemon's sandboxes use.
+    const install = { nodePath: process.execPath, installDir: Settings.defaultInstallDir(parentEnv()["SUBSTRAT_INSTALL_DIR"]) }
+    const request = { workspace: spec, ...(egressSocket === null ? shell : Settings.withEgress(shell, install, egressSocket)) }
+    yield* Bwrap.prepareHostPaths(request).pipe(Effect.mapError((e) => new CliError({ kind: "invalid-input", message: e.message })))
     const argv = Bwrap.sandboxCommandLine(probe, request, Limits.withDefaults(spec.limits))
     if (Either.isLeft(argv)) return yield* new CliError({ kind: "invalid-input", message: argv.left.message })
     return argv.right
@@ -82,12 +92,31 @@ const runOnTerminal = (argv: ReadonlyArray<string>): Effect.Effect<number, CliEr
 /** A client of the `workspace.*` methods (or of a group that has them). */
 export type WorkspaceClient = RpcClient.RpcClient<RpcGroup.Rpcs<typeof WorkspaceGroup>>
 
+/**
+ * The workspace's egress proxy for as long as the scope lives: the host socket the daemon serves
+ * it on (null: network access or no egress policy, nothing served).
+ */
+const egressFor = (socket: string, client: WorkspaceClient, spec: WorkspaceSpec) =>
+  Effect.gen(function*() {
+    if (spec.network_access || isEmptyPolicy(spec.egress)) return null
+    const first = yield* Deferred.make<string | null, CliError>()
+    yield* call(socket, Stream.runForEach(client.workspace.shell_egress({ workspace: spec.id }), (x) => Deferred.succeed(first, x.socket))).pipe(
+      Effect.catchAll((e) => Deferred.fail(first, e)),
+      Effect.forkScoped
+    )
+    return yield* Deferred.await(first)
+  })
+
 export const shellIn = (socket: string, client: WorkspaceClient, spec: WorkspaceSpec, label: string): Effect.Effect<void, CliError> =>
   Effect.gen(function*() {
-    const argv = yield* commandLine(spec, label)
-    const where = spec.network_access ? "network allowed" : "no network"
-    yield* Effect.sync(() => process.stderr.write(`shell in workspace ${spec.id} (/workspace, ${where}); exit to return\n`))
-    yield* runOnTerminal(argv)
+    yield* Effect.scoped(Effect.gen(function*() {
+      const egress = yield* egressFor(socket, client, spec)
+      const argv = yield* commandLine(spec, label, egress)
+      const allowed = [...spec.egress.presets.map((p) => `preset ${p}`), ...spec.egress.hosts].join(", ")
+      const where = spec.network_access ? "network allowed" : egress !== null ? `egress through the proxy to ${allowed}` : "no network"
+      yield* Effect.sync(() => process.stderr.write(`shell in workspace ${spec.id} (/workspace, ${where}); exit to return\n`))
+      yield* runOnTerminal(argv)
+    }))
     const r = yield* call(socket, client.workspace.record({ workspace: spec.id, author: "human", summary: `human: shell in ${label}` }))
     const line = r.commit === null
       ? "no changes to record"

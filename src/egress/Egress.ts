@@ -36,7 +36,8 @@ export interface EgressSettings extends EgressLimits {
 }
 
 export interface TurnEgress {
-  readonly session_id: SessionId
+  /** The agent's session (its log gets each `egress.request`); null: a human's shell, logged in the daemon's log. */
+  readonly session_id: SessionId | null
   readonly agent_id: string
   readonly agent_name: string
   readonly workspace_id: WorkspaceId | null
@@ -222,11 +223,11 @@ export const make = (settings: EgressSettings) =>
         const ended = r.allowed && r.reason !== null && limitAsk !== null ? limitAsk : Promise.resolve(null)
         void ended.then((limit) => {
           const item = r.allowed ? limit ?? undefined : pending.get(`${r.host}:${r.port}`) ?? undefined
-          return run(log.append(t.session_id, makeEvent("egress.request", {
-            workspace_id: wsId,
-            ...r,
-            ...(item === undefined ? {} : { item_id: item })
-          })).pipe(Effect.catchAll((e) => Effect.logWarning(`egress.request not logged: ${e.message}`))))
+          const event = makeEvent("egress.request", { workspace_id: wsId, ...r, ...(item === undefined ? {} : { item_id: item }) })
+          const session = t.session_id
+          return run(session === null
+            ? Effect.logInfo(`egress (${t.agent_name} in workspace ${describe(self)}): ${JSON.stringify(event.data)}`)
+            : log.append(session, event).pipe(Effect.catchAll((e) => Effect.logWarning(`egress.request not logged: ${e.message}`))))
         })
       }
       const resolve = (host: string) =>
@@ -234,8 +235,9 @@ export const make = (settings: EgressSettings) =>
           Either.isRight(e) ? { ok: true as const, to: e.right } : { ok: false as const, reason: e.left }
         )
       /** Each request a span below the agent's running turn; refused or ended early: an error status. */
+      const session = t.session_id
       const begin = (host: string, port: number, method: string) => {
-        const span = run(tracing.egressRequest(t.session_id, {
+        const span = run(tracing.egressRequest(session ?? "", {
           "server.address": host,
           "server.port": port,
           "http.request.method": method,
@@ -256,7 +258,7 @@ export const make = (settings: EgressSettings) =>
       }
       yield* Proxy.serve({
         socketPath: t.socketPath,
-        hooks: { check, resolve, acquire, release, count, record, ...(tracing.enabled ? { begin } : {}) }
+        hooks: { check, resolve, acquire, release, count, record, ...(tracing.enabled && session !== null ? { begin } : {}) }
       })
       return true
     })

@@ -101,6 +101,17 @@ const handOver = (request: SandboxRequest, owner: NoFollow.Owner): Effect.Effect
   })
 
 /**
+ * What `start` does to a request's host paths before bwrap runs, for a sandbox started elsewhere
+ * (the CLI's `workspace shell`): checked, and handed to the sandbox uid where the identity has one.
+ */
+export const prepareHostPaths = (request: SandboxRequest, config: BwrapConfig = {}): Effect.Effect<void, SandboxPathError> =>
+  Effect.gen(function*() {
+    yield* checkHostPaths(request)
+    const identity = resolveIdentity(config)
+    if (identity.mode !== "as-is") yield* handOver(request, { uid: identity.uid, gid: identity.gid })
+  })
+
+/**
  * The full host command line for a request: [setpriv …] bwrap <args> -- [setpriv …] [prlimit …] command.
  * Pure (no I/O): host paths are checked separately (`checkHostPaths`); a cgroup `prefix`, when one is
  * used, goes in front. Exported so the benchmark runs bare bwrap with exactly the layer's argv.

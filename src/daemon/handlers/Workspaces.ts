@@ -1,6 +1,10 @@
 // Handlers of the `workspace.*` methods (src/protocol/admin/workspace.ts): thin adapters to the
 // WorkspaceStore and WorkspaceHistory; egress allow/deny through the workspace's policy.
-import { Effect, Either, Option } from "effect"
+import { Effect, Either, Option, Stream } from "effect"
+import { randomBytes } from "node:crypto"
+import * as Path from "node:path"
+import { SubstratPaths } from "../../config/Paths.js"
+import { Egress } from "../../egress/Egress.js"
 import { Orchestrator } from "../../agent/Orchestrator.js"
 import { EgressPolicy } from "../../domain/egress.js"
 import { InvalidInputError } from "../../domain/errors.js"
@@ -11,7 +15,7 @@ import { makeResolver } from "../Resolver.js"
 import { MergeQueue } from "../MergeQueue.js"
 import { syncClone } from "../../sandbox/CloneSync.js"
 import { Sandbox } from "../../sandbox/Sandbox.js"
-import { WorkspaceGroup } from "../../protocol/AdminRpcs.js"
+import { Unavailable, WorkspaceGroup } from "../../protocol/AdminRpcs.js"
 import { handlersOf, served } from "./Middleware.js"
 import { checkWithRepo, makeEgressRequests } from "./Shared.js"
 
@@ -39,6 +43,8 @@ export const WorkspaceHandlers = served(WorkspaceGroup, Effect.gen(function*() {
 
   const queue = yield* MergeQueue
   const sandbox = yield* Effect.serviceOption(Sandbox)
+  const proxy = yield* Egress
+  const paths = yield* SubstratPaths
 
   return handlersOf(WorkspaceGroup)({
     "workspace.queue": (p) =>
@@ -109,6 +115,18 @@ export const WorkspaceHandlers = served(WorkspaceGroup, Effect.gen(function*() {
           }))
         }).pipe(Effect.mapError((e) => e._tag === "WorkspaceError" && e.reason === "wider-than-parent" ? new InvalidInputError({ field: "deny", message: e.message }) : e))
       }),
+
+    // A human's shell: the workspace's egress proxy on a socket of its own (in the workspace's
+    // daemon-owned directory, not in its agent-writable root) while the caller keeps the stream open.
+    "workspace.shell_egress": (p) =>
+      Stream.unwrapScoped(Effect.gen(function*() {
+        const spec = yield* workspaces.get(p.workspace)
+        const socketPath = Path.join(paths.workspaceDir(spec.id), `shell-egress-${randomBytes(4).toString("hex")}.sock`)
+        const served = yield* proxy.serveTurn({ session_id: null, agent_id: "human", agent_name: "human shell", workspace_id: spec.id, socketPath }).pipe(
+          Effect.mapError((e) => new Unavailable({ message: `egress proxy for workspace ${spec.id}: ${e.message}` }))
+        )
+        return Stream.concat(Stream.make({ socket: served ? socketPath : null }), Stream.never)
+      })),
 
     "workspace.list": () => Effect.map(workspaces.list(), (ws) => ({ workspaces: ws })),
 

@@ -114,6 +114,19 @@ export class WorkspaceRecordRpc extends Rpc.make("workspace.record", {
   error: RpcError
 }) {}
 
+/**
+ * The egress proxy of a human's shell in a workspace (`substrat workspace shell`), served while
+ * the stream is open: one item, the host socket to bind at /run/substrat/egress.sock (null: the
+ * workspace has network access or no egress policy — nothing is served). The caller keeps the
+ * stream open while the shell runs; closing it stops the proxy and removes the socket.
+ */
+export class WorkspaceShellEgressRpc extends Rpc.make("workspace.shell_egress", {
+  payload: { workspace: WorkspaceId },
+  success: Schema.Struct({ socket: Schema.NullOr(Schema.String) }),
+  error: RpcError,
+  stream: true
+}) {}
+
 /** Recorded turns touching a workspace, newest first. */
 export class WorkspaceLogRpc extends Rpc.make("workspace.log", {
   payload: { workspace: WorkspaceRef, limit: Schema.optional(Schema.Number) },
@@ -201,6 +214,7 @@ export const WorkspaceGroup = RpcGroup.make(
   WorkspaceRevertRpc.annotate(Mutation, true),
   WorkspaceLogRpc,
   WorkspaceRecordRpc.annotate(Mutation, true),
+  WorkspaceShellEgressRpc,
   WorkspaceMergeRpc.annotate(Mutation, true),
   WorkspaceExportRpc,
   WorkspaceAllowRpc.annotate(Mutation, true),

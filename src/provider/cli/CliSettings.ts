@@ -218,7 +218,7 @@ export const egressEnv = (port = EGRESS_PORT): Record<string, string> => {
  * 127.0.0.1:EGRESS_PORT inside the sandbox, relaying to the proxy's socket bound read-only), with
  * the proxy settings in its environment and the system's certificates bound.
  */
-export const withEgress = <R extends Omit<SandboxRequest, "workspace">>(request: R, s: CliSettingsShape, socket: string): R => {
+export const withEgress = <R extends Omit<SandboxRequest, "workspace">>(request: R, s: Pick<CliSettingsShape, "nodePath" | "installDir">, socket: string): R => {
   const node = sandboxNode(s.nodePath)
   const binds: Array<ExtraBind> = [...(request.extraBinds ?? [])]
   const add = (b: ExtraBind) => {
