@@ -11,7 +11,7 @@ import { describe, expect, it } from "vitest"
 import type * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
 import { Reply } from "../../src/testing/ScriptedLlm.js"
 import { makeTmpDir } from "../support/tmp.js"
-import { type Agent, cli, cliJson, spawnCli, startDaemon, waitFor } from "../integration/daemon.support.js"
+import { type Agent, cli, cliJson, kill9, spawnCli, startDaemon, waitFor } from "../integration/daemon.support.js"
 import { agentEvents as events, daemonTestScope, dataNamed as of, withLlm } from "./support.js"
 import { type AgentWs, checkTeamEndState, expectOrder, FILE_BYTES, FINAL, LEAD, LEAD_INSTRUCTIONS, TASK, teamScript } from "./team.support.js"
 
@@ -77,10 +77,17 @@ const withUsage = (r: ScriptedLlm.Reply): ScriptedLlm.Reply => (r._tag === "Mess
  * first prompt instead. The coder writes with qwen's own write_file, the reviewer reads with its
  * read_file.
  */
-const qwenTeamScript = (): Array<ScriptedLlm.ScriptEntry> =>
-  teamScript({
+const qwenWrite = Reply.toolCall("write_file", { file_path: "/workspace/version.ts", content: FILE_BYTES })
+const qwenTeamScript = (): Array<ScriptedLlm.ScriptEntry> => [
+  // A coder's turn re-run after a kill -9 (its prompt is the recovery note) writes again.
+  {
+    match: { where: (r: ScriptedLlm.ScriptRequest) => firstPrompt(r).includes("AGENT=coder") && r.lastUser.includes("stopped unexpectedly") },
+    reply: qwenWrite._tag === "Message" ? { ...qwenWrite, usage } : qwenWrite,
+    label: "coder-write"
+  },
+  ...teamScript({
     usage,
-    write: Reply.toolCall("write_file", { file_path: "/workspace/version.ts", content: FILE_BYTES }),
+    write: qwenWrite,
     read: Reply.toolCall("read_file", { file_path: "/workspace/version.ts" })
   }).map((e) => {
     const m = e.match
@@ -88,6 +95,7 @@ const qwenTeamScript = (): Array<ScriptedLlm.ScriptEntry> =>
     const { system, where, ...rest } = m
     return { ...e, match: { ...rest, where: (r: ScriptedLlm.ScriptRequest) => firstPrompt(r).includes(system) && (where === undefined || where(r)) } }
   })
+]
 
 /** Whose request it was: the team member whose instructions open its first prompt. */
 const whose = (r: { readonly body: unknown }): string => {
@@ -149,11 +157,12 @@ describe("acp:qwen, the real Qwen Code (daemon + CLI, bwrap, network off, script
       for (const f of files) expect(Fs.readFileSync(Path.join(agentHome, f), "utf8"), f).not.toContain("sk-test-daemon-only")
     }), 180_000)
 
-  it("the team: lead spawns coder and reviewer; coder's write_file is asked in the inbox and allowed; reviewer reads it; `send --wait` prints lead's answer; usage per request; one answer each", () =>
+  it("the team, killed -9 mid-turn: coder's write_file is asked in the inbox; the daemon dies while the question is open; after the restart the re-run turn asks the same item, its answer lets coder write once; reviewer reads it; `agent wait` prints lead's answer once; usage per request", () =>
     withLlm([], async (llm) => {
       const home = qwenHome(llm, "approve = \"ask\"\n")
       await Effect.runPromise(llm.replace(qwenTeamScript()))
-      ds.track(await startDaemon(home))
+      const pid = await startDaemon(home)
+      ds.track(pid)
       const created = await cliJson<AgentWs>(home, ["agent", "create", "--provider", "acp:qwen", "--name", "lead", "--instructions", LEAD_INSTRUCTIONS])
       expect(created.workspace_id).not.toBeNull()
       const sent = spawnCli(home, ["agent", "send", "--wait", "lead", TASK])
@@ -162,18 +171,37 @@ describe("acp:qwen, the real Qwen Code (daemon + CLI, bwrap, network off, script
       expect(q).toMatchObject({ agent_name: "coder" })
       expect(q.text).toContain("coder asks permission: write_file: ")
       expect(q.text).toContain("version.ts")
+
+      // kill -9 while the question is open (coder's turn waits on it; lead waits on coder).
+      await kill9(pid)
+      // The waiting CLI lost its daemon: exit 3, no answer; it names the command that waits again.
+      expect(await sent.exit).toBe(3)
+      expect(sent.out()).toBe("")
+      const again = /wait again with: substrat agent wait lead ([0-9a-f-]{36})\n/.exec(sent.err())
+      expect(again, sent.err()).not.toBeNull()
+      ds.track(await startDaemon(home))
+      // Recovery re-runs coder's turn in a new qwen (its session loaded): it asks again, the same item.
+      const q2 = await waitFor("the re-run's permission request", async () => (await permissions(home))[0], 150_000)
+      expect({ ...q2, ts: "" }).toEqual({ ...q, ts: "" })
       const answered = await cli(home, ["inbox", "answer", q.id, "allow"])
       expect(answered.code, answered.stderr).toBe(0)
-      expect(await sent.exit).toBe(0)
-      expect(sent.err()).toBe("")
-      expect(sent.out()).toBe(`${FINAL}\n`)
-      await checkQwenTeam(home, llm)
-    }), 300_000)
+      const waited = await cli(home, ["agent", "wait", "lead", again![1]!])
+      expect(waited.stderr).toBe("")
+      expect(waited.code).toBe(0)
+      expect(waited.stdout).toBe(`${FINAL}\n`)
+      const { reqs, by } = await checkQwenTeam(home, llm, 2)
+      // The coder's model request before the kill was answered (and metered); the re-run's repeats it.
+      expect(reqs.filter((r) => r.label === "coder-write").length).toBe(2)
+      // The question was logged once and answered once, across the restart.
+      const coderLog = events(home, by["coder"]!.session_id)
+      expect(of(coderLog, "permission.asked").map((x) => x["item_id"])).toEqual([q.id])
+      expect(of(coderLog, "permission.answered").map((x) => [x["item_id"], x["choice"]])).toEqual([[q.id, "allow"]])
+    }), 420_000)
 
 })
 
 /** The end state of the qwen team: the team's, plus the permission line, qwen's own tools, and metering. */
-const checkQwenTeam = async (home: string, llm: ScriptedLlm.ScriptedLlmServer) => {
+const checkQwenTeam = async (home: string, llm: ScriptedLlm.ScriptedLlmServer, coderWrites = 1) => {
   const { agents, by } = await checkTeamEndState(home)
   expect(agents.map((a) => a.provider)).toEqual(["acp:qwen", "acp:qwen", "acp:qwen"])
   expect(await permissions(home)).toEqual([])
@@ -185,7 +213,9 @@ const checkQwenTeam = async (home: string, llm: ScriptedLlm.ScriptedLlmServer) =
     if (a.name !== "coder") expect(of(events(home, a.session_id), "tool_call.result").filter((r) => r["tool"] === "permission"), a.name).toEqual([])
   }
   const reqs = await Effect.runPromise(llm.modelRequests)
-  expectOrder(reqs)
+  // The order per agent; a turn re-run after a kill -9 repeats coder's write request.
+  expectOrder(reqs.filter((r, i) => r.label !== "coder-write" || reqs.findIndex((x) => x.label === "coder-write") === i))
+  expect(reqs.filter((r) => r.label === "coder-write").length).toBe(coderWrites)
   // Each agent's first request already offered Substrat's tools (lead's first call is one).
   for (const who of ["lead", "coder", "reviewer"]) expect(offered(reqs.find((r) => whose(r) === who)!), who).toEqual(SUBSTRAT_TOOLS)
   // Every request is one of the team's conversation (no background ones), and each agent's
