@@ -152,15 +152,18 @@ export const startDaemon = async (home: string, extra: ReadonlyArray<string> = [
   }
 }
 
-/** Does a Unix socket accept a connection? */
+/** Does a Unix socket accept a connection within a second? */
 const connects = (path: string): Promise<boolean> =>
   new Promise((resolve) => {
     const conn = net.createConnection({ path })
-    conn.once("connect", () => {
+    const done = (ok: boolean) => {
+      clearTimeout(timer)
       conn.destroy()
-      resolve(true)
-    })
-    conn.once("error", () => resolve(false))
+      resolve(ok)
+    }
+    const timer = setTimeout(() => done(false), 1_000)
+    conn.once("connect", () => done(true))
+    conn.once("error", () => done(false))
   })
 
 /** `substrat daemon start --json` in `home`; returns the daemon's pid. */
