@@ -11,7 +11,7 @@ import * as net from "node:net"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import * as Postgres from "../../src/storage/Postgres.js"
-import { type Agent, cli, cliJson, daemons, type Inspect, kill9, startDaemon, waitFor } from "./daemon.support.js"
+import { type Agent, cli, cliJson, daemons, type Inspect, isAlive, kill9, startDaemon, waitFor } from "./daemon.support.js"
 import { request } from "./http.support.js"
 import { freePort, freshDatabase, postgresPerFile } from "../support/postgres.js"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
@@ -347,4 +347,82 @@ describe("cluster runner", () => {
     expect(s.runners.map((r) => r.address)).toEqual([`127.0.0.1:${pa}`])
     expect(s.held).toBe(s.shards)
   }, 240_000)
+
+  /** USER's messages with this text in the session's log, and the answers to each. */
+  const userMessages = async (session: string, text: string) => {
+    const lines = (await query(url, `SELECT line FROM substrat_events WHERE session_id = '${session}' ORDER BY seq`))
+      .map((r) => JSON.parse(String(r["line"])) as { event: string; data: { id?: string; sender?: string; recipient?: string; reply_to?: string | null; payload?: string } })
+      .filter((l) => l.event === "message.enqueued")
+    return lines.filter((l) => l.data.sender === "USER" && l.data.payload === text)
+      .map((l) => ({ id: l.data.id, answers: lines.filter((r) => r.data.recipient === "USER" && r.data.reply_to === l.data.id).length }))
+  }
+
+  it("Postgres restarts under a runner: requests meanwhile fail with exit 5, the runner serves again without a restart, nothing acknowledged is lost", async () => {
+    const created = await cliJson<Agent>(homeA, ["agent", "create", "--name", "pgr", "--provider", "scripted"])
+    const before = await cli(homeA, ["agent", "send", "pgr", "before the restart", "--wait"])
+    expect(before.code).toBe(0)
+    await pg.server().stop()
+    const during = await cli(homeA, ["agent", "send", "pgr", "while Postgres is down"])
+    expect(during.code, during.stderr).toBe(5)
+    await pg.server().start()
+    // Bounded: the runner reconnects on its own; the same process serves again.
+    const after = await waitFor("a send answered after the restart", async () => {
+      const r = await cli(homeA, ["agent", "send", "pgr", "after the restart", "--wait"])
+      return r.code === 0 ? r : undefined
+    }, 90_000)
+    expect(after.stdout).toContain("after the restart")
+    expect(isAlive(a)).toBe(true)
+    expect(await userMessages(created.session_id, "before the restart")).toEqual([{ id: expect.any(String), answers: 1 }])
+    expect(await userMessages(created.session_id, "while Postgres is down")).toEqual([])
+    expect((await userMessages(created.session_id, "after the restart")).map((m) => m.answers)).toEqual([1])
+    await waitFor("A holding every shard again", async () => {
+      const st = await cliJson<Status>(homeA, ["cluster", "status"])
+      return st.held === st.shards ? st : undefined
+    }, 60_000)
+  }, 240_000)
+
+  it("kill -9 of every runner, then both started again: every acknowledged message is answered once", async () => {
+    b = await startDaemon(homeB, ["--cluster", url, "--listen", `127.0.0.1:${pb}`])
+    owned.track(b)
+    await waitFor("B holding its shards", async () => {
+      const st = await cliJson<Status>(homeB, ["cluster", "status"])
+      return st.runners.filter((r) => r.healthy).length === 2 && st.held > 0 && st.held === st.runners.find((r) => r.self)?.shards ? st : undefined
+    }, 60_000)
+    const gate = join(dir, "gate-all")
+    for (const home of [homeA, homeB]) {
+      fs.writeFileSync(join(home, "scripts", "gated3.json"), JSON.stringify({ "*": { steps: [{ text: "answered after the restart", wait_for: gate }], after: "echo" } }))
+    }
+    // A tree on each runner, each with a question acknowledged and its turn held.
+    const trees = new Map<string, Agent>()
+    for (let i = 0; i < 24 && trees.size < 2; i++) {
+      const created = await cliJson<Agent>(homeA, ["agent", "create", "--name", `w${i}`, "--provider", "scripted:gated3"])
+      const runner = String((await query(url, `SELECT runner FROM substrat_trees WHERE root_id = '${created.id}'`))[0]?.["runner"])
+      if (!trees.has(runner)) trees.set(runner, created)
+      else expect((await cli(homeA, ["agent", "terminate", created.name])).code).toBe(0)
+    }
+    expect([...trees.keys()].sort()).toEqual([`127.0.0.1:${pa}`, `127.0.0.1:${pb}`].sort())
+    const sent = new Map<string, string>()
+    for (const t of trees.values()) {
+      sent.set(t.id, (await cliJson<{ message_id: string }>(homeB, ["agent", "send", t.name, `held question to ${t.name}`])).message_id)
+      await waitFor(`the turn of ${t.name} started`, async () => {
+        const r = await query(url, `SELECT count(*)::int AS n FROM substrat_events WHERE session_id = '${t.session_id}' AND line LIKE '%"event":"turn.start"%'`)
+        return Number(r[0]?.["n"]) > 0 ? true : undefined
+      }, 60_000)
+    }
+    await kill9(a)
+    await kill9(b)
+    fs.writeFileSync(gate, "")
+    a = await startDaemon(homeA, ["--cluster", url, "--listen", `127.0.0.1:${pa}`])
+    owned.track(a)
+    b = await startDaemon(homeB, ["--cluster", url, "--listen", `127.0.0.1:${pb}`])
+    owned.track(b)
+    for (const t of trees.values()) {
+      const answered = await waitFor(`${t.name} answered`, async () => {
+        const r = await cli(homeA, ["agent", "wait", t.name, sent.get(t.id)!, "--json"])
+        return r.code === 0 ? JSON.parse(r.stdout) as { answer: { error: boolean } } : undefined
+      }, 120_000)
+      expect(answered.answer.error).toBe(false)
+      expect(await userMessages(t.session_id, `held question to ${t.name}`)).toEqual([{ id: sent.get(t.id), answers: 1 }])
+    }
+  }, 300_000)
 })
