@@ -6,7 +6,7 @@ import { execFile } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import { type Agent, cli, cliJson, daemons, launcher, startDaemon, waitFor } from "../integration/daemon.support.js"
+import { type Agent, cli, cliJson, daemons, launcher, rpcOnce, startDaemon, waitFor } from "../integration/daemon.support.js"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
 
 const owned = daemons()
@@ -70,11 +70,16 @@ describe("agent ls: states, usage and colour", () => {
     await cliJson<Agent>(h, ["agent", "create", "--provider", "scripted:b", "--name", "waiter"])
     expect((await cli(h, ["agent", "send", "waiter", "wait for a slot"])).code).toBe(0)
 
-    let last = ""
-    const piped = await waitFor("waiter queued", async () => {
-      last = (await cli(h, ["agent", "ls"])).stdout
-      return row(last, "waiter")?.[1] === "queued" ? last : undefined
-    }).catch((e: Error) => Promise.reject(new Error(`${e.message}; agent ls:\n${last}`)))
+    // Polled over the socket (a CLI process per poll costs more than the poll); then `agent ls`.
+    type Listed = { agents: ReadonlyArray<Agent>; details: ReadonlyArray<{ agent_id: string; tokens?: number; cost_usd?: number; queued?: boolean }> }
+    const listedNow = () => rpcOnce<Listed>(h, "agent.list", { all: false })
+    await waitFor("waiter queued", async () => {
+      const l = await listedNow()
+      const waiter = l.agents.find((a) => a.name === "waiter")
+      return waiter !== undefined && l.details.some((d) => d.agent_id === waiter.id && d.queued === true) ? true : undefined
+    })
+    const piped = (await cli(h, ["agent", "ls"])).stdout
+    expect(row(piped, "waiter")?.slice(0, 2), piped).toEqual(["waiter", "queued"])
     expect(piped.split("\n")[0]!.split(/ {2,}/)).toEqual(["NAME", "STATE", "PROVIDER", "ROLE", "USED", "ID", "DOING"])
     expect(row(piped, "asker")?.slice(0, 2)).toEqual(["asker", "asks you"])
     expect(row(piped, "spender")?.slice(0, 2)).toEqual(["spender", "parked (budget)"])
@@ -84,7 +89,6 @@ describe("agent ls: states, usage and colour", () => {
     expect(row(piped, "spender")?.[4]).toBe("120 tok · $0.0120")
     expect(piped).not.toContain(ESC)
     // A page of the list carries the extras of its own agents only.
-    type Listed = { agents: ReadonlyArray<Agent>; details: ReadonlyArray<{ agent_id: string; tokens?: number; cost_usd?: number; queued?: boolean }> }
     const listed = await cliJson<Listed>(h, ["agent", "ls"])
     const idOf = (name: string) => listed.agents.find((a) => a.name === name)!.id
     expect(listed.details.map((d) => d.agent_id).sort()).toEqual([idOf("asker"), idOf("spender"), idOf("waiter")].sort())
@@ -101,7 +105,12 @@ describe("agent ls: states, usage and colour", () => {
     expect(await onTerminal(h, ["agent", "ls"], { NO_COLOR: "1" })).not.toContain(ESC)
 
     Fs.writeFileSync(release, "")
-    await waitFor("waiter answered", async () => (row((await cli(h, ["agent", "ls"])).stdout, "waiter")?.[1] === "idle" ? true : undefined))
+    await waitFor("waiter answered", async () => {
+      const l = await listedNow()
+      const waiter = l.agents.find((a) => a.name === "waiter")
+      return waiter?.state === "idle" && !l.details.some((d) => d.agent_id === waiter.id && d.queued === true) ? true : undefined
+    })
+    expect(row((await cli(h, ["agent", "ls"])).stdout, "waiter")?.[1]).toBe("idle")
   })
 
   it("workspace diff is coloured on a terminal only", async () => {
