@@ -11,7 +11,7 @@ import * as net from "node:net"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import * as Postgres from "../../src/storage/Postgres.js"
-import { type Agent, cli, cliJson, daemons, type Inspect, isAlive, kill9, startDaemon, waitFor } from "./daemon.support.js"
+import { type Agent, cli, cliJson, daemons, type Inspect, isAlive, kill9, rpcOnce, startDaemon, waitFor } from "./daemon.support.js"
 import { request } from "./http.support.js"
 import { freePort, freshDatabase, postgresPerFile } from "../support/postgres.js"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
@@ -425,4 +425,28 @@ describe("cluster runner", () => {
       expect(await userMessages(t.session_id, `held question to ${t.name}`)).toEqual([{ id: sent.get(t.id), answers: 1 }])
     }
   }, 300_000)
+  it("a runner that joins after the trees were made: a tree still on the other runner, with its shard now this one's, is refused with exit 5 naming where it is (not called terminated); its own runner serves it", async () => {
+    // B hands its trees to A; A alone makes new trees; then B joins again and gets half the shards.
+    expect((await cli(homeB, ["daemon", "stop"])).code).toBe(0)
+    const made: Array<Agent> = []
+    // Over the admin socket (no CLI process each): what is tested here is B's answer below.
+    for (let i = 0; i < 12; i++) made.push(await rpcOnce<Agent>(homeA, "agent.create", { name: `late${i}`, provider: "scripted" }))
+    b = await startDaemon(homeB, ["--cluster", url, "--listen", `127.0.0.1:${pb}`])
+    owned.track(b)
+    await waitFor("B holding its shards", async () => {
+      const st = await cliJson<Status>(homeB, ["cluster", "status"])
+      return st.runners.filter((r) => r.healthy).length === 2 && st.held > 0 && st.held === st.runners.find((r) => r.self)?.shards ? st : undefined
+    }, 60_000)
+    const fromB = await Promise.all(made.map((t) => cli(homeB, ["agent", "inspect", t.name])))
+    // Each tree is either reached through its shard's runner (A) or refused, never "terminated".
+    for (const r of fromB) expect([0, 5]).toContain(r.code)
+    const refused = fromB.filter((r) => r.code === 5)
+    expect(refused.length).toBeGreaterThan(0)
+    for (const r of refused) {
+      expect(r.stderr).toContain(`is on runner 127.0.0.1:${pa} while its shard is now 127.0.0.1:${pb}'s`)
+      expect(r.stderr).not.toContain("terminated")
+    }
+    // From its own runner each tree answers.
+    for (const t of made) expect((await rpcOnce<{ agent: { id: string } }>(homeA, "agent.inspect", { agent: t.name })).agent.id).toBe(t.id)
+  }, 240_000)
 })

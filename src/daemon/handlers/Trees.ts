@@ -5,7 +5,7 @@ import { Effect, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import { Orchestrator } from "../../agent/Orchestrator.js"
 import { AgentId, newAgentId } from "../../domain/ids.js"
-import { Internal, type RpcError } from "../../protocol/admin/common.js"
+import { Internal, type RpcError, Unavailable } from "../../protocol/admin/common.js"
 import { AgentGroup } from "../../protocol/AdminRpcs.js"
 import { classify, message, type ServiceError } from "../../protocol/WireErrors.js"
 import { messageIdOf, type RemoteFailure, remoteError, Tree, type TreeClient, TreeRouter, TreeTakeover } from "../ClusterTrees.js"
@@ -16,6 +16,20 @@ import { handlersOf } from "./Middleware.js"
 const isLocal = (lookup: Orchestrator["lookup"], ref: string) =>
   lookup.byId(ref) !== undefined || lookup.bySession(ref) !== undefined || lookup.named(ref).length > 0 ||
   (ref.length >= 4 && lookup.prefixed(ref.toLowerCase()).length > 0)
+
+/**
+ * A tree whose shard this runner (`self`) holds but which is still on another runner: that runner
+ * died (its shard locks went with its connection) and its lease has not run out, so the tree is
+ * not taken over yet — or that runner is alive and this one joined after the tree was made (a
+ * live runner does not hand a tree over yet: the tree is reached from its own runner).
+ */
+const notHereYet = (t: { readonly name: string; readonly runner: string }, self: string) =>
+  new Unavailable({
+    reason: "tree-elsewhere",
+    message: `the tree of ${t.name} is on runner ${t.runner} while its shard is now ${self}'s: ` +
+      `if ${t.runner} died, ${self} takes the tree over once its lease runs out (cluster.lease_ms); ` +
+      `if it is alive, reach the tree from it (its --home). Nothing was sent`
+  })
 
 /**
  * The agent methods in cluster mode: a method naming an agent runs here when its tree is this
@@ -32,7 +46,7 @@ export const routedAgentHandlers = (ops: AgentOps, cluster: TreeRouter["Type"]) 
   const routed = <A>(ref: string, local: Effect.Effect<A, ServiceError>, far: (tree: TreeClient) => Effect.Effect<A, RemoteFailure>): Effect.Effect<A, ServiceError> =>
     isLocal(lookup, ref) ? local : Effect.flatMap(router.find(ref), (tree): Effect.Effect<A, ServiceError> =>
       Option.isNone(tree) ? local : router.owns(tree.value.root_id)
-        ? Effect.zipRight(ensure(tree.value.root_id), local)
+        ? Effect.zipRight(ensure(tree.value.root_id), Effect.suspend(() => lookup.byId(tree.value.root_id) === undefined ? Effect.fail(notHereYet(tree.value, router.self)) : local))
         : Effect.mapError(far(router.client(tree.value.root_id)), remoteError))
 
   return handlersOf(AgentGroup)({
@@ -76,14 +90,24 @@ export const treeEntityLayer = <R>(makeOps: Effect.Effect<AgentOps, never, R>) =
   const ops = yield* makeOps
   const takeover = yield* TreeTakeover
   const router = yield* TreeRouter
+  const { lookup } = yield* Orchestrator
   const wire = <A>(e: Effect.Effect<A, ServiceError>): Effect.Effect<A, RpcError> =>
     e.pipe(
       Effect.mapError((x) => classify(x).wire),
       Effect.catchAllDefect((d) => Effect.fail(new Internal({ message: message(d) })))
     )
-  // A tree this runner just took the shard of is recovered before its first request is served.
-  const here = <A>(address: { readonly entityId: string }, e: Effect.Effect<A, ServiceError>) =>
-    Effect.zipRight(takeover.ensure(AgentId.make(address.entityId)), wire(e))
+  // A tree this runner just took the shard of is recovered before its first request is served;
+  // one still on another runner (not taken over yet) is refused, nothing done.
+  const here = <A>(address: { readonly entityId: string }, e: Effect.Effect<A, ServiceError>) => {
+    const root = AgentId.make(address.entityId)
+    return Effect.zipRight(
+      takeover.ensure(root),
+      Effect.suspend(() =>
+        lookup.byId(root) !== undefined ? wire(e) : Effect.flatMap(router.find(root), (row) =>
+          Option.isSome(row) && row.value.runner !== router.self ? Effect.fail(notHereYet(row.value, router.self)) : wire(e))
+      )
+    )
+  }
   return Tree.of({
     create: ({ payload: { root_id, ...p } }) => wire(ops.createTree(p, root_id)),
     // The message's id is the request's (the same on every delivery of it): a request the engine
