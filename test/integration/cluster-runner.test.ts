@@ -104,6 +104,16 @@ describe("cluster runner", () => {
   let b = 0
   const [homeA, homeB] = [join(dir, "a"), join(dir, "b")]
 
+  /** Runner B started again on its home and address; resolves once both runners are healthy and B holds its shards. */
+  const startB = async (extra: ReadonlyArray<string> = []) => {
+    b = await startDaemon(homeB, ["--cluster", url, "--listen", `127.0.0.1:${pb}`, ...extra])
+    owned.track(b)
+    await waitFor("B healthy and holding its shards", async () => {
+      const st = await cliJson<Status>(homeB, ["cluster", "status"])
+      return st.runners.filter((r) => r.healthy).length === 2 && st.held > 0 && st.held === st.runners.find((r) => r.self)?.shards ? st : undefined
+    }, 60_000)
+  }
+
   it("two runners on one Postgres list each other; records and logs are in Postgres", async () => {
     url = await freshDatabase(pg.server())
     ;[pa, pb] = [await freePort(), await freePort()]
@@ -302,12 +312,7 @@ describe("cluster runner", () => {
 
   it("daemon stop of a runner hands its trees over: its turn finishes or is suspended before another runner takes the tree, so the question is answered once", async () => {
     // B again, on its home and address (the same runner: its runner.id), with a short grace.
-    b = await startDaemon(homeB, ["--cluster", url, "--listen", `127.0.0.1:${pb}`, "--grace-ms", "4000"])
-    owned.track(b)
-    await waitFor("B healthy and holding its shards", async () => {
-      const s = await cliJson<Status>(homeB, ["cluster", "status"])
-      return s.runners.filter((r) => r.healthy).length === 2 && s.held > 0 && s.held === s.runners.find((r) => r.self)?.shards ? s : undefined
-    }, 60_000)
+    await startB(["--grace-ms", "4000"])
     const gate = join(dir, "gate-stop")
     for (const home of [homeA, homeB]) {
       fs.writeFileSync(join(home, "scripts", "gated2.json"), JSON.stringify({ "*": { steps: [{ text: "answered once", wait_for: gate }], after: "echo" } }))
@@ -382,12 +387,7 @@ describe("cluster runner", () => {
   }, 240_000)
 
   it("kill -9 of every runner, then both started again: every acknowledged message is answered once", async () => {
-    b = await startDaemon(homeB, ["--cluster", url, "--listen", `127.0.0.1:${pb}`])
-    owned.track(b)
-    await waitFor("B holding its shards", async () => {
-      const st = await cliJson<Status>(homeB, ["cluster", "status"])
-      return st.runners.filter((r) => r.healthy).length === 2 && st.held > 0 && st.held === st.runners.find((r) => r.self)?.shards ? st : undefined
-    }, 60_000)
+    await startB()
     const gate = join(dir, "gate-all")
     for (const home of [homeA, homeB]) {
       fs.writeFileSync(join(home, "scripts", "gated3.json"), JSON.stringify({ "*": { steps: [{ text: "answered after the restart", wait_for: gate }], after: "echo" } }))
@@ -431,12 +431,7 @@ describe("cluster runner", () => {
     const made: Array<Agent> = []
     // Over the admin socket (no CLI process each): what is tested here is B's answer below.
     for (let i = 0; i < 12; i++) made.push(await rpcOnce<Agent>(homeA, "agent.create", { name: `late${i}`, provider: "scripted" }))
-    b = await startDaemon(homeB, ["--cluster", url, "--listen", `127.0.0.1:${pb}`])
-    owned.track(b)
-    await waitFor("B holding its shards", async () => {
-      const st = await cliJson<Status>(homeB, ["cluster", "status"])
-      return st.runners.filter((r) => r.healthy).length === 2 && st.held > 0 && st.held === st.runners.find((r) => r.self)?.shards ? st : undefined
-    }, 60_000)
+    await startB()
     const fromB = await Promise.all(made.map((t) => cli(homeB, ["agent", "inspect", t.name])))
     // Each tree is either reached through its shard's runner (A) or refused, never "terminated".
     for (const r of fromB) expect([0, 5]).toContain(r.code)
