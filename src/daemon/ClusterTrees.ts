@@ -149,8 +149,8 @@ export class TreeTakeover extends Context.Tag("substrat/daemon/TreeTakeover")<Tr
 /**
  * Every second (and at once when a request needs it): the live trees of `substrat_trees` whose
  * shard this runner holds, that are not here, and whose runner is not in the engine's list of
- * live runners (it died: its lease ran out) — or, on the first pass, this runner's own before a
- * restart — are recovered from Postgres (Recovery.recoverTrees) and recorded as this runner's.
+ * live runners (it died: its lease ran out) — or this runner's own from before a restart (read
+ * on the first pass; taken when this runner holds their shard) — are recovered from Postgres (Recovery.recoverTrees) and recorded as this runner's.
  */
 export const layerTakeover: Layer.Layer<
   TreeTakeover,
@@ -163,19 +163,24 @@ export const layerTakeover: Layer.Layer<
   const runners = yield* RunnerStorage.RunnerStorage
   const sql = yield* SqlClient.SqlClient
   const lock = yield* Effect.makeSemaphore(1)
-  let first = true
+  // This runner's own trees from before its restart (read on the first pass): recovered here once
+  // this runner holds their shard — which may be some passes later, when the engine has assigned
+  // and acquired this runner's shards. Until then no other runner takes them (this one is alive).
+  let restarted: Set<AgentId> | undefined
   const pass = lock.withPermits(1)(Effect.gen(function*() {
     const rows = yield* router.all
     const alive = new Set((yield* runners.getRunners).map(([r]) => addressText(r.address)))
-    const mine = first
-    first = false
+    const own = restarted ??= new Set(rows.filter((t) => t.runner === router.self && lookup.byId(t.root_id) === undefined).map((t) => t.root_id))
+    const recorded = new Map(rows.map((t) => [t.root_id, t.runner]))
+    for (const id of own) if (recorded.get(id) !== router.self || lookup.byId(id) !== undefined) own.delete(id)
     const take = rows.filter((t) =>
       lookup.byId(t.root_id) === undefined && router.owns(t.root_id) &&
-      (mine && t.runner === router.self || !alive.has(t.runner))
+      (own.has(t.root_id) && t.runner === router.self || !alive.has(t.runner))
     )
     if (take.length === 0) return
     const ids = take.map((t) => t.root_id)
     const agents = yield* recovery.recoverTrees(new Set(ids))
+    for (const id of ids) own.delete(id)
     yield* sql`UPDATE substrat_trees SET runner = ${router.self} WHERE root_id IN ${sql.in(ids)}`
     yield* Effect.logInfo(`took over ${take.length} tree(s), ${agents} agent(s), from ${[...new Set(take.map((t) => t.runner))].join(", ")}`)
   })).pipe(Effect.catchAllCause((c) => Effect.logWarning("tree takeover failed (retried)", c)))
