@@ -9,7 +9,7 @@
 //     and the item leaves the list; Dismiss from the page drops the limit's item.
 import { describe, expect, it } from "vitest"
 import { Reply } from "../../src/testing/ScriptedLlm.js"
-import { type Agent, cli, cliJson, startDaemon, waitQuiet } from "../integration/daemon.support.js"
+import { type Agent, cli, cliJson, startDaemon, waitFor, waitQuiet } from "../integration/daemon.support.js"
 import { startFakeRegistry } from "../support/fakeRegistry.js"
 import { makeTmpDir } from "../support/tmp.js"
 import { launchBrowser } from "./browser.support.js"
@@ -50,6 +50,12 @@ describe("dashboard: egress in headless chromium", () => {
         await page.locator('#tree li[data-name="coder"] > button.agent').click()
 
         await cli(home, ["agent", "send", "coder", "Try."])
+        // The daemon logged both requests (so a missing line below is the page's, not the log's);
+        // a sandboxed claude's turn on a loaded machine can take longer than one quiet spell.
+        await waitFor("both egress requests in coder's log", async () => {
+          const logs = (await cli(home, ["agent", "logs", "coder"])).stdout
+          return logs.includes(`GET ${FILES}:${reg.port}`) && logs.includes(`GET ${MIRROR}:${reg.port}`) ? true : undefined
+        }, 120_000)
         await waitQuiet(home)
 
         // The transcript: one line per request.
