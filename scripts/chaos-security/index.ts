@@ -1,6 +1,7 @@
 // The `security` chaos experiment: every attack of every surface, one after another, each in its
 // own temporary home, bounded in count and time, 127.0.0.1 and Unix sockets only.
 import type { Attack, AttackResult } from "./attack.js"
+import { attacks as cluster } from "./cluster.js"
 import { attacks as egress } from "./egress.js"
 import { attacks as forwarder } from "./forwarder.js"
 import { attacks as http } from "./http.js"
@@ -8,7 +9,7 @@ import { attacks as quota } from "./quota.js"
 import { attacks as repo } from "./repo.js"
 import { attacks as sandbox } from "./sandbox.js"
 
-export const allAttacks: ReadonlyArray<Attack> = [...http, ...sandbox, ...forwarder, ...quota, ...egress, ...repo]
+export const allAttacks: ReadonlyArray<Attack> = [...http, ...sandbox, ...forwarder, ...quota, ...egress, ...repo, ...cluster]
 
 export interface SecurityRun {
   readonly results: ReadonlyArray<{ readonly name: string; readonly result: AttackResult | "skipped" | { readonly error: string } }>

@@ -19,6 +19,7 @@ import * as RunnerStorage from "@effect/cluster/RunnerStorage"
 import { Context, Effect, Layer, Option, Schedule, Schema } from "effect"
 import { Orchestrator } from "../agent/Orchestrator.js"
 import { Recovery } from "../recovery/Recovery.js"
+import * as Carry from "./ClusterCarry.js"
 import { addressText } from "./Cluster.js"
 import { AgentId, MessageId } from "../domain/ids.js"
 import { createHash } from "node:crypto"
@@ -155,13 +156,14 @@ export class TreeTakeover extends Context.Tag("substrat/daemon/TreeTakeover")<Tr
 export const layerTakeover: Layer.Layer<
   TreeTakeover,
   never,
-  TreeRouter | Recovery | Orchestrator | RunnerStorage.RunnerStorage | SqlClient.SqlClient
+  TreeRouter | Recovery | Orchestrator | RunnerStorage.RunnerStorage | SqlClient.SqlClient | Carry.RestoreNeeds
 > = Layer.scoped(TreeTakeover, Effect.gen(function*() {
   const router = yield* TreeRouter
   const recovery = yield* Recovery
   const { lookup } = yield* Orchestrator
   const runners = yield* RunnerStorage.RunnerStorage
   const sql = yield* SqlClient.SqlClient
+  const restore = yield* Carry.restorer
   const lock = yield* Effect.makeSemaphore(1)
   // This runner's own trees from before its restart (read on the first pass): recovered here once
   // this runner holds their shard — which may be some passes later, when the engine has assigned
@@ -179,6 +181,8 @@ export const layerTakeover: Layer.Layer<
     )
     if (take.length === 0) return
     const ids = take.map((t) => t.root_id)
+    // Their workspaces and provider state first (ClusterCarry.ts): recovery re-runs turns.
+    yield* restore(ids)
     const agents = yield* recovery.recoverTrees(new Set(ids))
     for (const id of ids) own.delete(id)
     yield* sql`UPDATE substrat_trees SET runner = ${router.self} WHERE root_id IN ${sql.in(ids)}`

@@ -25,6 +25,7 @@ import { Drain, RuntimeLive, runtimeOn, StorageSql } from "./Runtime.js"
 import * as Cluster from "./Cluster.js"
 import * as net from "node:net"
 import * as ClusterTrees from "./ClusterTrees.js"
+import * as ClusterCarry from "./ClusterCarry.js"
 import { admit } from "./ClusterJoin.js"
 import { version } from "../version.js"
 import { TreeEntityLive } from "./handlers/Agents.js"
@@ -86,7 +87,10 @@ export const run = (settings: DaemonSettings, overrides: DaemonOverrides = {}): 
     // Storage, transcript and orchestration (Runtime.ts decides which implementations).
     const storageRuntime = cluster === undefined
       ? RuntimeLive
-      : runtimeOn(StorageSql.pipe(Layer.provide(Layer.succeedContext(cluster.sql))))
+      : runtimeOn(StorageSql.pipe(Layer.provide(Layer.succeedContext(cluster.sql)))).pipe(
+        // Workspaces and provider state carried to the runner a tree moves to (ClusterCarry.ts).
+        Layer.provideMerge(ClusterCarry.layer.pipe(Layer.provide(Layer.succeedContext(cluster.sql))))
+      )
     const runtime = yield* Layer.build(storageRuntime.pipe(Layer.provideMerge(base))).pipe(
       Effect.mapError((e) => new DaemonError({ reason: "home", message: `start-up failed: ${String(e)}` }))
     )

@@ -496,6 +496,28 @@ export class WorkspaceStore extends Effect.Service<WorkspaceStore>()("substrat/W
       return out as ReadonlyArray<WorkspaceSpec>
     })
 
-    return { create, get, find, list, children, link, delete: remove, historyLocation, updateEgress, chain, egressUsage, writeEgressUsage } as const
+    /**
+     * Record a workspace made on another runner whose files were just checked out here (cluster
+     * mode's moved tree, daemon/ClusterCarry.ts): a top-level one's root becomes this home's
+     * `workspaces/<id>/root`; a child's must be inside its (recorded) parent's root.
+     */
+    const adopt = Effect.fn("WorkspaceStore.adopt")(function*(spec: WorkspaceSpec) {
+      yield* durable.mkdir(paths.workspacesDir, 0o700).pipe(Effect.mapError(io(spec.id)))
+      const home = yield* fs.realPath(paths.workspacesDir).pipe(Effect.mapError(io(spec.id)))
+      let root = `${home}/${spec.id}/root`
+      if (spec.parent_id !== null) {
+        const parent = yield* get(spec.parent_id)
+        if (!isWithin(parent.root_path, spec.root_path) || spec.root_path === parent.root_path) {
+          return yield* wsError(spec.id, "invalid", `${spec.root_path} is not inside its parent's root ${parent.root_path}`)
+        }
+        root = spec.root_path
+      }
+      yield* durable.mkdir(dirOf(spec.id), 0o700).pipe(Effect.mapError(io(spec.id)))
+      const adopted = new WorkspaceSpec({ ...spec, root_path: root })
+      yield* write(adopted)
+      return adopted
+    })
+
+    return { create, get, find, list, children, link, delete: remove, historyLocation, updateEgress, chain, egressUsage, writeEgressUsage, adopt } as const
   })
 }) {}

@@ -10,6 +10,11 @@
 //                                           owner through the engine (each is logged once)
 //   substrat_runners(address, runner_id,     cluster mode: each runner's id (its home's runner.id),
 //     version, host, home)                  Substrat version, machine and home (daemon/ClusterJoin.ts)
+//   substrat_workspaces(id, top_id,         cluster mode: each carried workspace's spec and the commit of
+//     tree_root, spec, commit)              its family's last turn pushed to cluster.workspace_remote
+//   substrat_provider_state(session_id,     cluster mode: each agent's packed provider state (its
+//     tree_root, turn_id, state)            cli-resume.json and sandbox home) after its last turn
+//                                           (both: daemon/ClusterCarry.ts)
 import { SqlClient, type SqlError } from "@effect/sql"
 import { Effect } from "effect"
 
@@ -44,6 +49,19 @@ export const ensureSchema: Effect.Effect<void, SqlError.SqlError, SqlClient.SqlC
     )`
     yield* sql`CREATE TABLE IF NOT EXISTS substrat_sends (
       message_id text PRIMARY KEY
+    )`
+    yield* sql`CREATE TABLE IF NOT EXISTS substrat_workspaces (
+      id text PRIMARY KEY,
+      top_id text NOT NULL,
+      tree_root text NOT NULL,
+      spec text NOT NULL,
+      commit text NOT NULL
+    )`
+    yield* sql`CREATE TABLE IF NOT EXISTS substrat_provider_state (
+      session_id text PRIMARY KEY,
+      tree_root text NOT NULL,
+      turn_id text NOT NULL,
+      state text NOT NULL
     )`
   }))
 })
