@@ -7,9 +7,10 @@ import { attacks as forwarder } from "./forwarder.js"
 import { attacks as http } from "./http.js"
 import { attacks as quota } from "./quota.js"
 import { attacks as repo } from "./repo.js"
+import { attacks as repoQueue } from "./repo-queue.js"
 import { attacks as sandbox } from "./sandbox.js"
 
-export const allAttacks: ReadonlyArray<Attack> = [...http, ...sandbox, ...forwarder, ...quota, ...egress, ...repo, ...cluster]
+export const allAttacks: ReadonlyArray<Attack> = [...http, ...sandbox, ...forwarder, ...quota, ...egress, ...repo, ...repoQueue, ...cluster]
 
 export interface SecurityRun {
   readonly results: ReadonlyArray<{ readonly name: string; readonly result: AttackResult | "skipped" | { readonly error: string } }>

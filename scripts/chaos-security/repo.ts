@@ -7,6 +7,8 @@
 // outside the workspace, or move a ref of the user's repository outside `refs/heads/substrat/`.
 // Each attack runs the daemon's own code paths (WorkspaceStore, WorkspaceHistory, CloneSync) in a
 // temporary home with bwrap, against a repository nobody here wrote (test/support/foreignRepo.ts).
+import type * as CommandExecutor from "@effect/platform/CommandExecutor"
+import type * as FileSystem from "@effect/platform/FileSystem"
 import { NodeContext } from "@effect/platform-node"
 import { Effect, Layer, Logger, ManagedRuntime } from "effect"
 import { execFileSync } from "node:child_process"
@@ -26,7 +28,7 @@ import { gitIn, makeForeignRepo, userState } from "../../test/support/foreignRep
 import { makeTmpDir, removeDir } from "../../test/support/tmp.js"
 import type { Attack, AttackResult } from "./attack.js"
 
-type Services = WorkspaceStore | WorkspaceHistory | Sandbox | WorkspaceUsage
+type Services = WorkspaceStore | WorkspaceHistory | Sandbox | WorkspaceUsage | CommandExecutor.CommandExecutor | FileSystem.FileSystem
 
 /** One attack's world: a home, the daemon's services over it, the user's repository and a secret one outside every workspace. */
 export interface RepoWorld {

@@ -8,7 +8,7 @@
 //   2. merges it onto the parent's branch with `git merge-tree` (objects only), or replays the
 //      child's commits onto it (`workspaces.mergeMode = "rebase"`) — a conflict stops here, its
 //      paths go to the child with the parent's branch put in its clone as `parent/head`;
-//   3. runs the workspace's check (`--check`) on the merged tree, checked out into a scratch
+//   3. runs the workspace's check (`--check`) on the merged tree (src/sandbox/MergeCheck.ts), checked out into a scratch
 //      directory, in a sandbox with the workspace's limits and network (timeout
 //      `workspaces.mergeCheckTimeoutSeconds`) — a failure sends the output's tail to the child;
 //   4. sets `refs/substrat/merge-pending`, moves the branch (compare-and-swap: the commit point),
@@ -27,18 +27,17 @@ import * as CommandExecutor from "@effect/platform/CommandExecutor"
 import * as FileSystem from "@effect/platform/FileSystem"
 import { Effect, Option, Queue, Stream } from "effect"
 import { randomUUID } from "node:crypto"
-import { dirname } from "node:path"
 import { Delivery } from "../agent/Delivery.js"
 import { Requests } from "../agent/Requests.js"
 import { Tree } from "../agent/Tree.js"
 import { Turns } from "../agent/Turns.js"
 import { makeEvent } from "../domain/events.js"
 import type { AgentId, SessionId, WorkspaceId } from "../domain/ids.js"
-import { noLimits, ResourceLimits, type WorkspaceSpec } from "../domain/workspace.js"
+import type { WorkspaceSpec } from "../domain/workspace.js"
 import { fetchParentInto, syncCloneChecked } from "../sandbox/CloneSync.js"
 import { Sandbox } from "../sandbox/Sandbox.js"
-import { runCollect, spawnScoped } from "../sandbox/spawn.js"
-import { type HistoryGit, MERGE_PENDING, type Recorded, WorkspaceHistory } from "../sandbox/WorkspaceHistory.js"
+import { runMergeCheck } from "../sandbox/MergeCheck.js"
+import { type HistoryGit, MERGE_PENDING, type Recorded, threeWay, WorkspaceHistory } from "../sandbox/WorkspaceHistory.js"
 import { WorkspaceStore } from "../sandbox/WorkspaceStore.js"
 import { EventLog } from "../storage/EventLog.js"
 import { DaemonConfig } from "../config/DaemonConfig.js"
@@ -78,9 +77,8 @@ const conflictPaths = (lines: ReadonlyArray<string>) => [...new Set(lines.slice(
  * Rebase mode: replay the child's own commits (`old`'s merge base with `theirs` up to `theirs`,
  * oldest first, merge commits left out) onto `old`, objects only, each commit keeping its author,
  * date and message (trailers included); a commit that becomes empty is dropped. Each step is a
- * three-way merge of that commit with its parent as the base: `git merge-tree` (2.38+) takes no
- * base, so the current head's tree is put on a scratch commit whose parent is the replayed
- * commit's parent — their merge base. A conflict stops at once; only unreferenced objects remain.
+ * three-way merge of that commit's tree with the current head's, its parent as the base
+ * (WorkspaceHistory.threeWay). A conflict stops at once; only unreferenced objects remain.
  */
 const replay = (git: HistoryGit, old: string, theirs: string) =>
   Effect.gen(function*() {
@@ -93,11 +91,9 @@ const replay = (git: HistoryGit, old: string, theirs: string) =>
       const headTree = (yield* git(["rev-parse", `${head}^{tree}`])).stdout.trim()
       let tree = meta[1] ?? ""
       if (parent !== "") {
-        const ours = (yield* git(["commit-tree", headTree, "-p", parent, "-m", "replay base"])).stdout.trim()
-        const mt = yield* git(["merge-tree", "--write-tree", "--name-only", "--no-messages", ours, c], { okCodes: [0, 1] })
-        const lines = mt.stdout.split("\n")
-        if (mt.code === 1) return { _tag: "conflict", commit: c, paths: conflictPaths(lines) } as const
-        tree = lines[0]!.trim()
+        const mt = yield* threeWay(git, parent, headTree, tree)
+        if (mt._tag === "conflict") return { _tag: "conflict", commit: c, paths: mt.paths } as const
+        tree = mt.tree
       }
       if (tree === headTree) continue
       const message = (yield* git(["cat-file", "commit", c])).stdout.replace(/^[\s\S]*?\n\n/, "")
@@ -109,8 +105,6 @@ const replay = (git: HistoryGit, old: string, theirs: string) =>
     return { _tag: "replayed", head } as const
   })
 
-const TAIL = 2000
-const tail = (s: string) => (s.length > TAIL ? `…${s.slice(-TAIL)}` : s)
 const queueRef = (item: string) => `refs/substrat/queue/${item}`
 
 export class MergeQueue extends Effect.Service<MergeQueue>()("substrat/MergeQueue", {
@@ -188,43 +182,17 @@ export class MergeQueue extends Effect.Service<MergeQueue>()("substrat/MergeQueu
     /** Does an agent have a turn running in `ws`? */
     const busy = (ws: WorkspaceId) => turns.runningAgents().some((a) => tree.current().get(a)?.workspace_id === ws)
 
-    /** Check out `commit` into a scratch directory and run the check there, sandboxed. Null: passed; else the output's tail. */
+    /** The workspace's check on `commit` (src/sandbox/MergeCheck.ts). Null: passed; else the output's tail. */
     const runCheck = (spec: WorkspaceSpec, git: HistoryGit, gitDir: string, commit: string, item: string) =>
-      Effect.gen(function*() {
-        const check = spec.check
-        if (check === null) return null
-        if (Option.isNone(sandbox)) return "no sandbox to run the check in"
-        const dir = `${dirname(gitDir)}/check-${item}`
-        const index = `${gitDir}/index.check-${item}`
-        return yield* Effect.gen(function*() {
-          yield* fs.remove(dir, { recursive: true }).pipe(Effect.ignore)
-          yield* fs.makeDirectory(dir, { mode: 0o755 })
-          yield* git(["read-tree", commit], { env: { GIT_INDEX_FILE: index } })
-          yield* git(["checkout-index", "-a", "-f", `--prefix=${dir}/`], { env: { GIT_INDEX_FILE: index } })
-          const owner = sandbox.value.owner
-          if (owner !== undefined && owner !== null) {
-            yield* runCollect(spawnScoped(executor, {
-              argv: ["chown", "-R", "-h", `${owner.uid}:${owner.gid}`, "--", dir],
-              env: { PATH: "/usr/bin:/bin" },
-              limits: noLimits,
-              graceMs: 1000
-            }))
-          }
-          const wall = Math.min(spec.limits.wall_clock_seconds ?? checkTimeout, checkTimeout)
-          const r = yield* sandbox.value.run({
-            workspace: { root_path: dir, network_access: spec.network_access, symlinks: spec.symlinks, limits: spec.limits },
-            limits: new ResourceLimits({ ...spec.limits, wall_clock_seconds: wall }),
-            command: ["sh", "-c", check]
-          }).pipe(
-            Effect.map((r) => (r.exit.code === 0 ? null : tail(`${r.stdout}${r.stderr}`.trimEnd() + `\n(exit ${r.exit.code ?? r.exit.signal})`))),
-            Effect.catchTag("LimitExceededError", (e) => Effect.succeed(`the check was stopped: ${e.message}`))
-          )
-          return r
-        }).pipe(
-          Effect.catchAll((e) => Effect.succeed(`the check could not run: ${"message" in e ? e.message : String(e)}`)),
-          Effect.ensuring(Effect.all([fs.remove(dir, { recursive: true }), fs.remove(index)], { mode: "either" }).pipe(Effect.ignore))
+      spec.check === null
+        ? Effect.succeed(null)
+        : Option.isNone(sandbox)
+        ? Effect.succeed("no sandbox to run the check in")
+        : runMergeCheck({ spec, git, gitDir, commit, item, timeoutSeconds: checkTimeout }).pipe(
+          Effect.provideService(Sandbox, sandbox.value),
+          Effect.provideService(CommandExecutor.CommandExecutor, executor),
+          Effect.provideService(FileSystem.FileSystem, fs)
         )
-      })
 
     /** Bring the parent's clone to its branch and clear the marker (after a branch move). */
     const finishMove = (git: HistoryGit, loc: Parameters<typeof syncCloneChecked>[0], publish: Effect.Effect<void>) =>

@@ -71,6 +71,34 @@ export const fetchParentInto = (root: string, from: { readonly gitDir: string; r
     { P: from.branch }
   )
 
+// A revert's files: the history's index copied into the sandbox's /tmp and refreshed there (size
+// and whole-second mtime: the uids seen inside differ), then a two-tree `read-tree -m -u`, which
+// writes only the paths that differ between $FROM and $TO and refuses, writing nothing, when one
+// of them has a local change or an untracked file in the way (a warning, e.g. a file it could
+// not remove, is reported as a failure: the revert is then not recorded).
+const treeScript = [
+  "set -e",
+  `export GIT_DIR="$H" GIT_WORK_TREE="$(pwd -P)" GIT_INDEX_FILE=/tmp/substrat-index`,
+  `if [ -f "$H/index" ]; then cp "$H/index" "$GIT_INDEX_FILE"; else git read-tree "$FROM"; fi`,
+  "git -c core.checkStat=minimal update-index -q --refresh >/dev/null 2>&1 || true",
+  // A file git could not remove or write (one the sandbox uid may not change) is only a warning to git.
+  `out=$(git -c core.checkStat=minimal read-tree -m -u "$FROM" "$TO" 2>&1) || { printf '%s\n' "$out" >&2; exit 1; }`,
+  `if [ -n "$out" ]; then printf '%s\n' "$out" >&2; exit 1; fi`
+].join("\n")
+
+/**
+ * Bring the work tree at `root` from tree `from` to tree `to` of the history repository `gitDir`
+ * (a revert's files) inside the workspace's sandbox, so a link the agents swap in anywhere in the
+ * tree, even while git writes, resolves where neither the host's other files nor $SUBSTRAT_HOME
+ * are. "" when written, else why nothing was (a local change in the way, the sandbox failed).
+ */
+export const writeTreeChange = (root: string, gitDir: string, from: string, to: string) =>
+  Effect.gen(function*() {
+    const sandbox = yield* Sandbox
+    // The unsafe sandbox binds nothing: its git reads the history where it is.
+    return yield* inClone(root, gitDir, treeScript, { H: sandbox.kind === "unsafe" ? gitDir : HISTORY, FROM: from, TO: to })
+  })
+
 /** Bytes of a clone's own commits the daemon reads at most per turn (a larger pack is not absorbed). */
 export const AGENT_PACK_MAX_BYTES = 512 * 1024 * 1024
 

@@ -17,7 +17,7 @@ import { NotFoundError } from "../domain/errors.js"
 import type { AgentId, TurnId, WorkspaceId } from "../domain/ids.js"
 import { WorkspaceError, WorkspaceHistoryError } from "./errors.js"
 import { type GitOptions, type GitRepo, runGit } from "./git.js"
-import { packAgentCommits } from "./CloneSync.js"
+import { packAgentCommits, writeTreeChange } from "./CloneSync.js"
 import * as NoFollow from "./NoFollow.js"
 import { mergeBranch, publishBranch } from "./RepoGit.js"
 import { Sandbox } from "./Sandbox.js"
@@ -120,6 +120,20 @@ export interface PatchFile {
   readonly name: string
   readonly text: string
 }
+
+/**
+ * A three-way merge of two trees on the commit `base`, objects only: `git merge-tree` (2.38+)
+ * takes no base, so each tree is put on a scratch commit whose parent is `base` — their merge
+ * base. Only unreferenced objects remain. Conflict: the conflicting paths.
+ */
+export const threeWay = (git: HistoryGit, base: string, ours: string, theirs: string) =>
+  Effect.gen(function*() {
+    const scratch = (tree: string) => Effect.map(git(["commit-tree", tree, "-p", base, "-m", "merge base"]), (r) => r.stdout.trim())
+    const mt = yield* git(["merge-tree", "--write-tree", "--name-only", "--no-messages", yield* scratch(ours), yield* scratch(theirs)], { okCodes: [0, 1] })
+    const lines = mt.stdout.split("\n")
+    if (mt.code === 1) return { _tag: "conflict", paths: [...new Set(lines.slice(1).map((l) => l.trim()).filter((l) => l.length > 0))] } as const
+    return { _tag: "merged", tree: lines[0]!.trim() } as const
+  })
 
 export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substrat/WorkspaceHistory", {
   effect: Effect.gen(function*() {
@@ -380,7 +394,12 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
         }))
     })
 
-    /** Undo one turn with a new commit. Fails with reason `conflict` when later changes overlap it (nothing is changed then). */
+    /**
+     * Undo one turn with a new commit. Fails with reason `conflict` when later changes overlap it,
+     * or a local change is in the way of its files (nothing is changed then). The undone tree is
+     * made from objects only; its files are written inside the workspace's sandbox
+     * (CloneSync.writeTreeChange), never by git on the host through the agents' tree.
+     */
     const revert = Effect.fn("WorkspaceHistory.revert")(function*(
       id: WorkspaceId,
       turnId: TurnId,
@@ -389,30 +408,47 @@ export class WorkspaceHistory extends Effect.Service<WorkspaceHistory>()("substr
       return yield* withRepo(id, (loc, git, scope) =>
         Effect.gen(function*() {
           indexMatchesHead.delete(loc.gitDir)
-          const { base, c, several } = yield* commitOf(id, git, turnId)
-          const r = yield* git(["revert", "--no-commit", "--no-edit", several ? `${base}..${c}` : c], { okCodes: [0, 1, 128] })
-          if (r.code !== 0) {
-            yield* git(["revert", "--abort"], { okCodes: [0, 1, 128] })
-            yield* git(["reset", "-q", "--merge"], { okCodes: [0, 1, 128] })
-            return yield* new WorkspaceHistoryError({
-              workspace_id: id,
-              reason: "conflict",
-              message: `cannot revert turn ${turnId}: ${(r.stderr + r.stdout).trim()}`
-            })
-          }
-          const st = yield* git(["diff", "--cached", "--name-status", "-z", "--no-renames", "HEAD", "--", ...scope])
+          const refuse = (why: string) =>
+            new WorkspaceHistoryError({ workspace_id: id, reason: "conflict", message: `cannot revert turn ${turnId}: ${why}` })
+          const { base, c } = yield* commitOf(id, git, turnId)
+          const old = (yield* git(["rev-parse", "--verify", "HEAD^{commit}"])).stdout.trim()
+          const oldTree = (yield* git(["rev-parse", `${old}^{tree}`])).stdout.trim()
+          const baseTree = (yield* git(["rev-parse", `${base}^{tree}`])).stdout.trim()
+          // The turn's changes taken back out of the current tree: a three-way merge whose base is the turn's commit.
+          const undone = yield* threeWay(git, c, oldTree, baseTree)
+          if (undone._tag === "conflict") return yield* refuse(`later changes overlap it in ${undone.paths.join(", ")}`)
+          const st = yield* git(["diff", "--name-status", "-z", "--no-renames", oldTree, undone.tree, "--", ...scope])
           const paths = parseNameStatus(st.stdout, loc.prefix)
           if (paths.length === 0) return { commit: null, paths } satisfies TurnCommit
+          const written = Option.isNone(sandbox)
+            ? yield* hostTreeChange(loc, git, oldTree, undone.tree)
+            : yield* writeTreeChange(loc.topRoot, loc.gitDir, oldTree, undone.tree).pipe(Effect.provideService(Sandbox, sandbox.value))
+          if (written !== "") return yield* refuse(written)
           const agent = by.agent ?? "substrat"
-          yield* git(["commit", "-q", "--no-verify", "-F", "-"], {
+          const head = (yield* git(["commit-tree", undone.tree, "-p", old, "-F", "-"], {
             input: `revert turn ${turnId}\n\nSubstrat-Workspace: ${id}\nSubstrat-Agent: ${agent}\nSubstrat-Revert-Of: ${turnId}\n`,
             env: { GIT_AUTHOR_NAME: agent }
-          })
-          const head = (yield* git(["rev-parse", "HEAD"])).stdout.trim()
+          })).stdout.trim()
+          yield* git(["update-ref", "-m", `revert turn ${turnId}`, "HEAD", head, old])
+          // The index follows without git looking at the work tree (-i).
+          const idx = yield* git(["read-tree", "-m", "-i", oldTree, undone.tree], { okCodes: [0, 1, 128] })
+          if (idx.code !== 0) yield* git(["read-tree", "HEAD"])
           yield* publish(id, loc)
           return { commit: head, paths } satisfies TurnCommit
         }))
     })
+
+    /** Without a sandbox (the history alone): the same two-tree update, git on the host with a copy of the index. */
+    const hostTreeChange = (loc: HistoryLocation, git: Git, from: string, to: string) =>
+      Effect.gen(function*() {
+        const index = `${loc.gitDir}/index.revert-${randomUUID()}`
+        yield* fs.copyFile(`${loc.gitDir}/index`, index).pipe(Effect.ignore)
+        const env = { GIT_INDEX_FILE: index }
+        yield* git(["update-index", "-q", "--refresh"], { env, okCodes: [0, 1] })
+        const r = yield* git(["read-tree", "-m", "-u", from, to], { env, okCodes: [0, 1, 128] })
+        yield* fs.remove(index).pipe(Effect.ignore)
+        return r.code === 0 ? "" : r.stderr.trim()
+      })
 
     /** Recorded turns touching this workspace, newest first. */
     const log = Effect.fn("WorkspaceHistory.log")(function*(id: WorkspaceId, options: { readonly limit?: number } = {}) {

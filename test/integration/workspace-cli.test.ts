@@ -73,6 +73,9 @@ describe("per-turn workspace history through the CLI", () => {
     fs.rmSync(file("b.txt"))
     fs.mkdirSync(file("c"))
     fs.writeFileSync(file("c/d.txt"), "dee\n")
+    // The directory is the workspace's owner's (the sandbox uid of a root daemon), as an agent's would be.
+    const { uid, gid } = fs.statSync(root)
+    fs.chownSync(file("c"), uid, gid)
     await turn(agent, "turn 2")
     diffs = diffEvents(agent)
     expect(diffs).toHaveLength(2)
