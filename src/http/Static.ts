@@ -26,6 +26,7 @@ const assets = {
   "/swarm.js": { file: "swarm.js", type: js },
   "/swarmSource.js": { file: "swarmSource.js", type: js },
   "/feed.js": { file: "feed.js", type: js },
+  "/merges.js": { file: "merges.js", type: js },
   "/style.css": { file: "style.css", type: "text/css; charset=utf-8" },
   "/login": { file: "login.html", type: "text/html; charset=utf-8" },
   "/login.js": { file: "login.js", type: js }

@@ -1,10 +1,11 @@
 // The whole daemon's feed (GET /v1/events): the Messages list (every message between agents and
 // to/from USER, newest first) and what each event changes elsewhere — busy times and current
-// steps, usage, the agent list, the side panel, the swarm's node states.
+// steps, usage, the agent list, the side panel, the swarm's node states, the merge queues.
 import { budgetSessions } from "/budgets.js"
 import { select } from "/detail.js"
 import { refreshSide } from "/inbox.js"
 import { $, el } from "/lib.js"
+import { onMergeEvent } from "/merges.js"
 import { addUsage, busySince, nameOf, names, shownSessions, startedLive, steps } from "/state.js"
 import { onSwarmEvent, refreshSwarm } from "/swarm.js"
 import { clock } from "/timeline.js"
@@ -52,6 +53,7 @@ export const onTreeEvent = (name, e) => {
     e.event.startsWith("spawn.") || e.event.startsWith("user.") ||
     e.event === "agent.created" || e.event === "agent.terminated" || e.event === "message.enqueued") refreshSide()
   onSwarmEvent(e)
+  onMergeEvent(e)
   switch (e.event) {
     case "turn.start":
       busySince.set(s, Date.parse(e.ts)); steps.set(s, "thinking")
