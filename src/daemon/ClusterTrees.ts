@@ -132,7 +132,15 @@ export const layerRouter = (self: string): Layer.Layer<TreeRouter, never, Shardi
           r.length > 0 ? Effect.void : Effect.fail(new InvalidInput({ field: "name", message: `a root agent named "${name}" exists in the cluster` }))
         )
       )
-    const release = (root: AgentId) => Effect.asVoid(Effect.mapError(sql`DELETE FROM substrat_trees WHERE root_id = ${root}`, unavailable))
+    // The tree's saved provider states go with it (ClusterCarry.ts); its workspaces' rows stay (a workspace may outlive its tree).
+    const release = (root: AgentId) =>
+      Effect.asVoid(Effect.mapError(
+        sql.withTransaction(Effect.zipRight(
+          sql`DELETE FROM substrat_provider_state WHERE tree_root = ${root}`,
+          sql`DELETE FROM substrat_trees WHERE root_id = ${root}`
+        )),
+        unavailable
+      ))
     const claimSend = (id: MessageId) =>
       Effect.map(
         Effect.mapError(sql`INSERT INTO substrat_sends (message_id) VALUES (${id}) ON CONFLICT DO NOTHING RETURNING message_id`, unavailable),

@@ -1,6 +1,7 @@
 // requires: postgres
 // Cluster mode with `cluster.workspace_remote` (docs/cluster.md "What moves with a tree"): two
 // runners with their own homes, one Postgres and one shared bare repository. A tree on B records
+// a turn while the remote is missing (the push fails, the turn completes, the log says so), then
 // a turn (its workspace's file pushed to the remote, its agent's provider state saved in Postgres),
 // starts a second turn that writes a file and is held; B is killed -9; A takes the tree over and
 // its workspace holds the last recorded turn (not the interrupted turn's file), the provider state
@@ -56,7 +57,6 @@ const git = (args: ReadonlyArray<string>) => execFileSync("git", ["--git-dir", r
 
 describe("cluster workspaces and provider state", () => {
   it("kill -9 of the runner holding a tree: the survivor checks out its last recorded turn and gets its provider state back", async () => {
-    execFileSync("git", ["init", "--quiet", "--bare", remote])
     const url = await freshDatabase(pg.server())
     const [pa, pb] = [await freePort(), await freePort()]
     const [homeA, homeB] = [join(dir, "a"), join(dir, "b")]
@@ -65,7 +65,7 @@ describe("cluster workspaces and provider state", () => {
       fs.mkdirSync(join(home, "scripts"), { recursive: true })
       fs.writeFileSync(
         join(home, "scripts", "gated.json"),
-        JSON.stringify({ "*": { steps: [{ text: "first" }, { text: "second, after the move", wait_for: gate }], after: "echo" } })
+        JSON.stringify({ "*": { steps: [{ text: "zeroth" }, { text: "first" }, { text: "second, after the move", wait_for: gate }], after: "echo" } })
       )
     }
     const a = await startDaemon(homeA, ["--cluster", url, "--listen", `127.0.0.1:${pa}`])
@@ -90,6 +90,15 @@ describe("cluster workspaces and provider state", () => {
     expect(wsB?.root_path.startsWith(homeB)).toBe(true)
     const ws = wsB!
 
+    // Turn 0 on B, the remote not made yet: the push fails, the turn completes, B's log says so.
+    fs.writeFileSync(join(ws.root_path, "zero.txt"), "written in turn 0 on B\n")
+    const zeroth = await cli(homeA, ["agent", "send", tree.name, "turn zero", "--wait"])
+    expect(zeroth.code, zeroth.stderr).toBe(0)
+    expect(zeroth.stdout).toContain("zeroth")
+    expect(fs.readFileSync(join(homeB, "daemon.log"), "utf8")).toContain(`workspace ${ws.id}: turn `)
+    expect(fs.readFileSync(join(homeB, "daemon.log"), "utf8")).toContain(`not pushed to ${remote} (pushed again after the next turn)`)
+    execFileSync("git", ["init", "--quiet", "--bare", remote])
+
     // Turn 1 on B writes one.txt (written here, as the agent's sandbox would); the agent's CLI
     // keeps a session file and its resume id; it also planted a link to a file outside its home and a FIFO.
     fs.writeFileSync(join(ws.root_path, "one.txt"), "written in turn 1 on B\n")
@@ -106,6 +115,8 @@ describe("cluster workspaces and provider state", () => {
     expect(first.stdout).toContain("first")
     // Recorded: the remote's ref names the workspace and holds the file; the state is in Postgres.
     expect(git(["show", `refs/substrat/ws/${ws.id}:one.txt`])).toBe("written in turn 1 on B")
+    // The missed push is carried by this one: turn 0's commit is there too.
+    expect(git(["show", `refs/substrat/ws/${ws.id}:zero.txt`])).toBe("written in turn 0 on B")
     const state = await query(url, `SELECT state FROM substrat_provider_state WHERE session_id = '${tree.session_id}'`)
     expect(state).toHaveLength(1)
     expect(String(state[0]?.["state"])).not.toContain("leak")
@@ -128,6 +139,7 @@ describe("cluster workspaces and provider state", () => {
     const wsA = (await cliJson<{ workspaces: ReadonlyArray<Ws> }>(homeA, ["workspace", "list"])).workspaces.find((w) => w.id === ws.id)
     expect(wsA?.root_path.startsWith(homeA)).toBe(true)
     expect(fs.readFileSync(join(wsA!.root_path, "one.txt"), "utf8")).toBe("written in turn 1 on B\n")
+    expect(fs.readFileSync(join(wsA!.root_path, "zero.txt"), "utf8")).toBe("written in turn 0 on B\n")
     expect(fs.existsSync(join(wsA!.root_path, "two.txt"))).toBe(false)
     // The provider state is back in the agent's directory on A; the link and the FIFO are not.
     const agentA = join(homeA, "agents", tree.session_id)
@@ -147,6 +159,9 @@ describe("cluster workspaces and provider state", () => {
     const fromA = git(["rev-parse", `refs/substrat/ws/${ws.id}`])
     expect(fromA).not.toBe(fromB)
     execFileSync("git", ["--git-dir", remote, "merge-base", "--is-ancestor", fromB, fromA])
-    expect(git(["ls-tree", "--name-only", fromA]).split("\n").sort()).toEqual(["one.txt", "three.txt"])
+    expect(git(["ls-tree", "--name-only", fromA]).split("\n").sort()).toEqual(["one.txt", "three.txt", "zero.txt"])
+    // A terminated tree's saved provider states go with it.
+    expect((await cli(homeA, ["agent", "terminate", tree.name])).code).toBe(0)
+    expect(await query(url, `SELECT session_id FROM substrat_provider_state WHERE tree_root = '${tree.id}'`)).toEqual([])
   }, 240_000)
 })
