@@ -127,7 +127,7 @@ describe("cluster workspaces and provider state", () => {
     const sent = await cliJson<{ message_id: string }>(homeA, ["agent", "send", tree.name, "turn two"])
     await waitFor("turn 2 started on B", async () => {
       const r = await query(url, `SELECT count(*)::int AS n FROM substrat_events WHERE session_id = '${tree.session_id}' AND line LIKE '%"event":"turn.start"%'`)
-      return Number(r[0]?.["n"]) >= 2 ? true : undefined
+      return Number(r[0]?.["n"]) >= 3 ? true : undefined
     }, 60_000)
     await kill9(b)
 
