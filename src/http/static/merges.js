@@ -114,5 +114,10 @@ const render = () => {
       el("strong", { text: it.agent }), what,
       it.outcome === "check" ? el("pre", { class: "small", text: short(it.output || "") }) : null)
   }))
+  // A part with nothing in it is hidden with its heading.
+  for (const [id, n] of [["merge-waiting", waiting.length], ["overlaps", overlaps.length], ["merge-outcomes", done.length]]) {
+    $(id).hidden = n === 0
+    $(id).previousElementSibling.hidden = n === 0
+  }
   $("merges-empty").hidden = waiting.length + overlaps.length + done.length > 0
 }
