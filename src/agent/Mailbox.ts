@@ -60,6 +60,27 @@ export class Mailbox extends Effect.Service<Mailbox>()("substrat/Mailbox", {
         parkedWakes.delete(agent)
         return queued
       },
+      /**
+       * Cluster mode: the agents' tree moved to another runner. Like `close` for each, and their
+       * messages to USER leave the outbox too (the runner the tree goes to recovers them).
+       */
+      unload: (agents: ReadonlySet<AgentId>): ReadonlyArray<Trigger> => {
+        const queued: Array<Trigger> = []
+        for (const a of agents) {
+          queued.push(...(triggers.get(a) ?? []))
+          inboxes.delete(a)
+          unborn.delete(a)
+          triggers.delete(a)
+          parked.delete(a)
+          parkedWakes.delete(a)
+          heldWakes.delete(a)
+        }
+        const gone: ReadonlySet<string> = agents
+        const kept = userOutbox.filter((m) => !gone.has(m.sender))
+        userOutbox.length = 0
+        userOutbox.push(...kept)
+        return queued
+      },
       /** Put a delivered message into the agent's inbox; false when it has none (gone). */
       put: (agent: AgentId, env: MessageEnvelope): boolean => {
         const inbox = inboxes.get(agent)

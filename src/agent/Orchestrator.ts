@@ -32,7 +32,7 @@ import { Quotas } from "./Quotas.js"
 import { ToolHandler } from "./ToolHandler.js"
 import { Tree } from "./Tree.js"
 import { TurnRunner } from "./TurnRunner.js"
-import { Turns } from "./Turns.js"
+import { settle, Turns } from "./Turns.js"
 
 export { BirthError } from "./TurnRunner.js"
 
@@ -262,7 +262,46 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
       yield* mux.suspendAll()
     })
 
+    /**
+     * Cluster mode: let go of the tree rooted at `root` — its shard is another runner's now, which
+     * recovers it from the ports once this returns. Its agents start no new turn (parked) and
+     * their running turns finish; then, in one step, the tree, its inboxes, queued turns and
+     * pending requests leave this daemon's state with nothing logged (the log keeps every message:
+     * the recovery where the tree goes re-injects what was not answered), and its sessions are
+     * suspended (a live one's blob saved, as at shutdown). False: the tree is not here.
+     */
+    const unloadTree = Effect.fn("Orchestrator.unloadTree")(function*(root: AgentId) {
+      const agents = () => (tree.has(root) ? tree.current().subtree(root) : [])
+      if (!tree.has(root)) return false
+      // A wake taken before its agent was parked may still start a turn: wait until none runs.
+      for (;;) {
+        const nodes = agents()
+        for (const n of nodes) mailbox.park(n.id)
+        const busy = nodes.filter((n) => turns.isBusy(n.id))
+        if (busy.length === 0) break
+        // The session's queue: returns after its running turn (and the turns queued before this).
+        yield* Effect.forEach(busy, (n) => scheduler.serialize(n.session_id, Effect.void), { concurrency: "unbounded", discard: true })
+      }
+      const { nodes, queued } = yield* Effect.sync(() => {
+        const nodes = agents()
+        const queued = mailbox.unload(new Set(nodes.map((n) => n.id)))
+        for (const n of [...nodes].reverse()) tree.remove(n.id)
+        return { nodes, queued }
+      })
+      // A `runTurn` waiting on a queued prompt: the agent went away (None).
+      yield* Effect.forEach(queued, (t) => settle(t, null), { discard: true })
+      yield* requests.forget(new Set(nodes.map((n) => n.id)))
+      for (const n of nodes) {
+        yield* mux.suspend(n.session_id).pipe(
+          Effect.catchAllCause((c) => Effect.zipRight(Effect.logWarning(`could not suspend ${n.session_id}; dropped`, c), mux.drop(n.session_id)))
+        )
+        yield* log.close(n.session_id)
+      }
+      return true
+    })
+
     return {
+      unloadTree,
       createRoot,
       spawn,
       send,

@@ -207,6 +207,26 @@ export class Requests extends Effect.Service<Requests>()("substrat/Requests", {
         pending.delete(id)
       },
       isPending: (id: MessageId): boolean => pending.has(id),
+      /**
+       * Cluster mode: the agents' tree moved to another runner. Their requests (to or from them)
+       * are no longer tracked here and their timers are cancelled; nothing is logged (the runner
+       * the tree goes to recovers them from the log).
+       */
+      forget: (agents: ReadonlySet<AgentId>): Effect.Effect<void> =>
+        Effect.suspend(() => {
+          const ids: Array<MessageId> = []
+          const mine = (r: PendingRequest) => agents.has(r.to) || (r.from !== USER && agents.has(r.from))
+          for (const m of [pending, late, answeringNow]) {
+            for (const [id, r] of m) {
+              if (mine(r)) {
+                m.delete(id)
+                sentAt.delete(id)
+                ids.push(id)
+              }
+            }
+          }
+          return Effect.forEach(ids, cancelTimer, { discard: true })
+        }),
       /** USER's request `id` was read by a turn that left work outstanding: keep it open (see PendingRequest.carried). */
       carry: (id: MessageId): void => {
         const p = pending.get(id)

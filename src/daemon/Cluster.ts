@@ -7,6 +7,7 @@
 // detection are the engine's; `ClusterRunner.status` only reads its runner table and computes the
 // same shard assignment the engine does (its hash ring over the healthy runners).
 import * as MessageStorage from "@effect/cluster/MessageStorage"
+import type * as Runner from "@effect/cluster/Runner"
 import * as RunnerAddress from "@effect/cluster/RunnerAddress"
 import * as RunnerHealth from "@effect/cluster/RunnerHealth"
 import * as Runners from "@effect/cluster/Runners"
@@ -53,6 +54,26 @@ export class ClusterRunner extends Context.Tag("substrat/daemon/ClusterRunner")<
 /** host:port (an IPv6 host in brackets), as `--listen` takes it. */
 export const addressText = (a: RunnerAddress.RunnerAddress): string => (a.host.includes(":") ? `[${a.host}]:${a.port}` : `${a.host}:${a.port}`)
 
+/**
+ * The engine's shard assignment (Sharding.ts): one hash ring per shard group over the healthy
+ * runners. Shard (ShardId.toString) → the address (addressText) of the runner it is assigned to.
+ */
+export const shardOwners = (
+  config: ShardingConfig.ShardingConfig["Type"],
+  runners: ReadonlyArray<readonly [Runner.Runner, boolean]>
+): ReadonlyMap<string, string> => {
+  const owners = new Map<string, string>()
+  for (const group of config.availableShardGroups) {
+    const ring = HashRing.make<RunnerAddress.RunnerAddress>()
+    for (const [runner, healthy] of runners) {
+      if (healthy && runner.groups.includes(group)) HashRing.add(ring, runner.address, { weight: runner.weight })
+    }
+    const assigned = HashRing.getShards(ring, config.shardsPerGroup) ?? []
+    assigned.forEach((address, i) => owners.set(ShardId.make(group, i + 1).toString(), addressText(address)))
+  }
+  return owners
+}
+
 const statusOf = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const config = yield* ShardingConfig.ShardingConfig
@@ -69,17 +90,8 @@ const statusOf = Effect.gen(function*() {
     const treesOn = new Map(trees.map((t) => [t.runner, t.n]))
     const versionOf = new Map(versions.map((v) => [v.address, v.version]))
     const key = (a: RunnerAddress.RunnerAddress) => `${a.host}:${a.port}`
-    // The engine's assignment: one hash ring per shard group over the healthy runners.
     const counts = new Map<string, number>()
-    for (const group of config.availableShardGroups) {
-      const ring = HashRing.make<RunnerAddress.RunnerAddress>()
-      for (const [runner, healthy] of runners) {
-        if (healthy && runner.groups.includes(group)) HashRing.add(ring, runner.address, { weight: runner.weight })
-      }
-      for (const address of HashRing.getShards(ring, config.shardsPerGroup) ?? []) {
-        counts.set(addressText(address), (counts.get(addressText(address)) ?? 0) + 1)
-      }
-    }
+    for (const address of shardOwners(config, runners).values()) counts.set(address, (counts.get(address) ?? 0) + 1)
     let held = 0
     for (const group of config.availableShardGroups) {
       for (let i = 1; i <= config.shardsPerGroup; i++) if (sharding.hasShardId(ShardId.make(group, i))) held++

@@ -13,6 +13,7 @@ import * as ClusterSchema from "@effect/cluster/ClusterSchema"
 import * as Entity from "@effect/cluster/Entity"
 import * as EntityId from "@effect/cluster/EntityId"
 import * as Sharding from "@effect/cluster/Sharding"
+import * as ShardingConfig from "@effect/cluster/ShardingConfig"
 import * as Rpc from "@effect/rpc/Rpc"
 import { SqlClient, type SqlError } from "@effect/sql"
 import * as RunnerStorage from "@effect/cluster/RunnerStorage"
@@ -20,7 +21,7 @@ import { Context, Effect, Layer, Option, Schedule, Schema } from "effect"
 import { Orchestrator } from "../agent/Orchestrator.js"
 import { Recovery } from "../recovery/Recovery.js"
 import * as Carry from "./ClusterCarry.js"
-import { addressText } from "./Cluster.js"
+import { addressText, shardOwners } from "./Cluster.js"
 import { AgentId, MessageId } from "../domain/ids.js"
 import { createHash } from "node:crypto"
 import { InvalidInput, type RpcError, Unavailable } from "../protocol/AdminRpcs.js"
@@ -164,7 +165,7 @@ export class TreeTakeover extends Context.Tag("substrat/daemon/TreeTakeover")<Tr
 export const layerTakeover: Layer.Layer<
   TreeTakeover,
   never,
-  TreeRouter | Recovery | Orchestrator | RunnerStorage.RunnerStorage | SqlClient.SqlClient | Carry.RestoreNeeds
+  TreeRouter | Recovery | Orchestrator | RunnerStorage.RunnerStorage | SqlClient.SqlClient | Carry.RestoreNeeds | Sharding.Sharding | ShardingConfig.ShardingConfig
 > = Layer.scoped(TreeTakeover, Effect.gen(function*() {
   const router = yield* TreeRouter
   const recovery = yield* Recovery
@@ -172,7 +173,13 @@ export const layerTakeover: Layer.Layer<
   const runners = yield* RunnerStorage.RunnerStorage
   const sql = yield* SqlClient.SqlClient
   const restore = yield* Carry.restorer
+  const orchestrator = yield* Orchestrator
+  const sharding = yield* Sharding.Sharding
+  const config = yield* ShardingConfig.ShardingConfig
   const lock = yield* Effect.makeSemaphore(1)
+  // Trees this runner let go of (handover, below) whose row does not say so yet (Postgres failed):
+  // marked on the next pass, or taken back here if their shard is this runner's again.
+  const released = new Set<AgentId>()
   // This runner's own trees from before its restart (read on the first pass): recovered here once
   // this runner holds their shard — which may be some passes later, when the engine has assigned
   // and acquired this runner's shards. Until then no other runner takes them (this one is alive).
@@ -183,9 +190,10 @@ export const layerTakeover: Layer.Layer<
     const own = restarted ??= new Set(rows.filter((t) => t.runner === router.self && lookup.byId(t.root_id) === undefined).map((t) => t.root_id))
     const recorded = new Map(rows.map((t) => [t.root_id, t.runner]))
     for (const id of own) if (recorded.get(id) !== router.self || lookup.byId(id) !== undefined) own.delete(id)
+    for (const id of released) if (recorded.get(id) !== router.self || lookup.byId(id) !== undefined) released.delete(id)
     const take = rows.filter((t) =>
       lookup.byId(t.root_id) === undefined && router.owns(t.root_id) &&
-      (own.has(t.root_id) && t.runner === router.self || !alive.has(t.runner))
+      ((own.has(t.root_id) || released.has(t.root_id)) && t.runner === router.self || !alive.has(t.runner))
     )
     if (take.length === 0) return
     const ids = take.map((t) => t.root_id)
@@ -196,7 +204,33 @@ export const layerTakeover: Layer.Layer<
     yield* sql`UPDATE substrat_trees SET runner = ${router.self} WHERE root_id IN ${sql.in(ids)}`
     yield* Effect.logInfo(`took over ${take.length} tree(s), ${agents} agent(s), from ${[...new Set(take.map((t) => t.runner))].join(", ")}`)
   })).pipe(Effect.catchAllCause((c) => Effect.logWarning("tree takeover failed (retried)", c)))
+  // Handover: a tree loaded here whose shard the engine now assigns to another healthy runner
+  // (one joined, or this one is draining) is let go of — its turns finish, it leaves this daemon
+  // (Orchestrator.unloadTree) — and its row is marked as on no runner (''), so that runner's pass
+  // above takes it over from Postgres. Until then a request for it there is refused (`tree-elsewhere`).
+  // Nothing is let go of while the runners cannot be read (Postgres down): the assignment is unknown.
+  const handover = Effect.gen(function*() {
+    const rows = yield* router.all
+    const owners = shardOwners(config, yield* runners.getRunners)
+    const elsewhere = (root: AgentId) => {
+      const id = EntityId.make(root)
+      const shard = sharding.getShardId(id, Tree.getShardGroup(id))
+      const owner = owners.get(shard.toString())
+      return !sharding.hasShardId(shard) && owner !== undefined && owner !== router.self
+    }
+    const leaving = rows.filter((t) => t.runner === router.self && lookup.byId(t.root_id) !== undefined && elsewhere(t.root_id))
+    yield* Effect.forEach(leaving, (t) =>
+      orchestrator.unloadTree(t.root_id).pipe(
+        Effect.tap((unloaded) => unloaded ? Effect.sync(() => released.add(t.root_id)) : Effect.void)
+      ), { concurrency: "unbounded", discard: true })
+    const mark = [...released].filter(elsewhere)
+    if (mark.length === 0) return
+    yield* sql`UPDATE substrat_trees SET runner = '' WHERE runner = ${router.self} AND root_id IN ${sql.in(mark)}`
+    for (const id of mark) released.delete(id)
+    yield* Effect.logInfo(`handed over ${mark.length} tree(s): their shards are other runners' now`)
+  }).pipe(Effect.catchAllCause((c) => Effect.logWarning("tree handover failed (retried)", c)))
   yield* Effect.forkScoped(Effect.repeat(pass, Schedule.spaced("1 second")))
+  yield* Effect.forkScoped(Effect.repeat(handover, Schedule.spaced("1 second")))
   return TreeTakeover.of({
     ensure: (root) => lookup.byId(root) !== undefined || !router.owns(root) ? Effect.void : pass
   })

@@ -20,15 +20,15 @@ const isLocal = (lookup: Orchestrator["lookup"], ref: string) =>
 /**
  * A tree whose shard this runner (`self`) holds but which is still on another runner: that runner
  * died (its shard locks went with its connection) and its lease has not run out, so the tree is
- * not taken over yet — or that runner is alive and this one joined after the tree was made (a
- * live runner does not hand a tree over yet: the tree is reached from its own runner).
+ * not taken over yet — or that runner is alive and is handing the tree over (its running turns
+ * finish first; ClusterTrees.layerTakeover). Either way a retry soon reaches it here.
  */
 const notHereYet = (t: { readonly name: string; readonly runner: string }, self: string) =>
   new Unavailable({
     reason: "tree-elsewhere",
     message: `the tree of ${t.name} is on runner ${t.runner} while its shard is now ${self}'s: ` +
-      `if ${t.runner} died, ${self} takes the tree over once its lease runs out (cluster.lease_ms); ` +
-      `if it is alive, reach the tree from it (its --home). Nothing was sent`
+      `if ${t.runner} is alive it hands the tree over once its running turns end; ` +
+      `if it died, ${self} takes the tree over once its lease runs out (cluster.lease_ms). Nothing was sent; retry`
   })
 
 /**
