@@ -5,6 +5,8 @@
 // branches wait in its workspace's merge queue and the page shows them waiting and the overlap of
 // their pending changes (index.js); once lead's turn ends, c1 merges (the page names its merged
 // commit, the one published to the user's repository) and c2 is refused for a conflict in index.js.
+// Then two agents in one shared workspace change shared.txt in overlapping turns: the page shows the
+// `workspace.overlap`.
 import * as fs from "node:fs"
 import { join } from "node:path"
 import type { Page } from "playwright-core"
@@ -25,7 +27,22 @@ const work = (name: string) => ({ tool: "send_message", args: { recipient: name,
 const book = {
   lead: { steps: [{ tools: [child("c1"), child("c2"), work("c1"), work("c2")], text: "working" }, { wait_for: gate("hold"), text: "held" }], after: "silent" },
   c1: { steps: [{ wait_for: gate("c1"), text: "c1 done" }], after: "silent" },
-  c2: { steps: [{ wait_for: gate("c2"), text: "c2 done" }], after: "silent" }
+  c2: { steps: [{ wait_for: gate("c2"), text: "c2 done" }], after: "silent" },
+  // A shared workspace: sa's and sb's turns run at once and both change shared.txt.
+  shlead: {
+    steps: [{
+      tools: [
+        { tool: "spawn_agent", args: { name: "sa", instructions: "sa" } },
+        { tool: "spawn_agent", args: { name: "sb", instructions: "sb" } },
+        { tool: "send_message", args: { recipient: "sa", text: "work", sync: true } },
+        { tool: "send_message", args: { recipient: "sb", text: "work", sync: true } }
+      ],
+      text: "both working"
+    }, { wait_for: gate("shlead"), text: "" }],
+    after: "silent"
+  },
+  sa: { steps: [{ wait_for: gate("sa"), text: "sa done" }], after: "silent" },
+  sb: { steps: [{ wait_for: gate("sb"), text: "sb done" }], after: "silent" }
 }
 // Before the suite's daemon starts (the scripted provider reads its book from the home).
 fs.mkdirSync(join(home, "scripts"), { recursive: true })
@@ -112,5 +129,30 @@ describe("dashboard: merge queue, outcomes and overlaps", () => {
     // A fresh page reads the same from the feed's backlog.
     await page.reload()
     await expect.poll(() => page.locator("#merge-outcomes li").evaluateAll((ns) => ns.map((n) => n.getAttribute("data-outcome"))), { timeout: 20_000 }).toEqual(["conflict", "merged"])
+  }, 240_000)
+
+  it("shows two agents' overlapping turns in one shared workspace", async () => {
+    const shlead = await cliJson<AgentWs>(home, ["agent", "create", "--name", "shlead", "--provider", "scripted:dash"])
+    const ws = await wsOf(shlead)
+    expect((await cli(home, ["agent", "send", "shlead", "go"])).code).toBe(0)
+    const sa = await agentNamed("sa")
+    const sb = await agentNamed("sb")
+    await waitFor("sa's turn runs", () => events(sa, "turn.start")[0])
+    await waitFor("sb's turn runs", () => events(sb, "turn.start")[0])
+    // Changed during sa's turn (sa's record takes it), then again during sb's (sb's record).
+    fs.writeFileSync(join(ws.root_path, "shared.txt"), "from sa\n")
+    open("sa")
+    await waitFor("sa's record", () => events(sa, "workspace.diff")[0], 60_000)
+    fs.writeFileSync(join(ws.root_path, "shared.txt"), "from sb\n")
+    open("sb")
+    await waitFor("sb's record", () => events(sb, "workspace.diff")[0], 60_000)
+    open("shlead")
+    const row = page.locator('#overlaps li[data-kind="turns"]')
+    await expect.poll(() => row.count(), { timeout: 20_000 }).toBe(1)
+    expect(await row.getAttribute("data-agents")).toBe("sa,sb")
+    expect(await row.getAttribute("data-paths")).toBe("shared.txt")
+    expect(await row.textContent()).toMatch(/^\d\d:\d\d:\d\d sa and sb changed shared\.txt in overlapping turns \(one workspace\)$/)
+    // Shared-workspace turns are not branch merges: the queue's parts are as the first test left them.
+    expect(await page.locator("#merge-outcomes li").count()).toBe(2)
   }, 240_000)
 })
