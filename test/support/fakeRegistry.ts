@@ -51,7 +51,9 @@ export const startFakeRegistry = async (dir: string, npmHost: string, pyHost: st
   const whl = wheelOf(dir)
   const log: Array<{ method: string; url: string; host: string; bytes: number }> = []
   let port = 0
-  const server = Http.createServer((req, res) => {
+  // Heads up to 1 MiB are taken (more than Node's default 16 KiB), so an oversized request head
+  // the egress proxy let through shows up here as a request, not as the registry's own 431.
+  const server = Http.createServer({ maxHeaderSize: 1024 * 1024 }, (req, res) => {
     const url = req.url ?? "/"
     const entry = { method: req.method ?? "GET", url, host: String(req.headers.host ?? ""), bytes: 0 }
     log.push(entry)
