@@ -412,10 +412,10 @@ describe("cluster runner", () => {
     await kill9(a)
     await kill9(b)
     fs.writeFileSync(gate, "")
-    a = await startDaemon(homeA, ["--cluster", url, "--listen", `127.0.0.1:${pa}`])
-    owned.track(a)
-    b = await startDaemon(homeB, ["--cluster", url, "--listen", `127.0.0.1:${pb}`])
-    owned.track(b)
+    // Both started again at once, as a cluster is restarted.
+    const restart = (home: string, port: number) =>
+      startDaemon(home, ["--cluster", url, "--listen", `127.0.0.1:${port}`]).then((pid) => { owned.track(pid); return pid })
+    ;[a, b] = await Promise.all([restart(homeA, pa), restart(homeB, pb)])
     for (const t of trees.values()) {
       const answered = await waitFor(`${t.name} answered`, async () => {
         const r = await cli(homeA, ["agent", "wait", t.name, sent.get(t.id)!, "--json"])
