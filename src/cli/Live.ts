@@ -1,6 +1,6 @@
 // Renderings of the live view (`substrat logs`, `agent list -w`): effect-free strings, colours
 // only when asked for (a terminal, no NO_COLOR, TERM not dumb).
-import { SAME_AS_TURN } from "../daemon/FeedLines.js"
+import { SAME_AS_TURN } from "../protocol/FeedMarks.js"
 import type { AgentActivity, FeedItem } from "../protocol/AdminRpcs.js"
 
 export { wantsColor } from "./Help.js"

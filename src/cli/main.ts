@@ -37,7 +37,7 @@ type TopCommand = Awaited<ReturnType<(typeof commands)[Name]>>
 const names = Object.keys(commands) as Array<Name>
 const isName = (word: string): word is Name => Object.prototype.hasOwnProperty.call(commands, word)
 
-const rootOf = (subcommands: readonly [TopCommand, ...Array<TopCommand>]) =>
+const bare = () =>
   Command.make("substrat").pipe(
     Command.withDescription(describe("durable, sandboxed trees of LLM coding agents: a daemon and its CLI", {
       examples: [
@@ -45,13 +45,14 @@ const rootOf = (subcommands: readonly [TopCommand, ...Array<TopCommand>]) =>
         "substrat agent create --name alpha --provider scripted:demo",
         "substrat agent send alpha \"Summarise README.md\""
       ]
-    })),
-    Command.withSubcommands(subcommands)
+    }))
   )
+const rootOf = (subcommands: readonly [TopCommand, ...Array<TopCommand>]) => bare().pipe(Command.withSubcommands(subcommands))
 type Root = ReturnType<typeof rootOf>
 
 interface Loaded {
-  readonly root: Root
+  /** Undefined for the root without commands (`substrat --version`: the front door answers it). */
+  readonly root: Root | undefined
   readonly tree: CommandNode
   /** Every command is in it. */
   readonly whole: boolean
@@ -59,7 +60,8 @@ interface Loaded {
 
 const load = async (only: ReadonlyArray<Name>): Promise<Loaded> => {
   const [first, ...rest] = await Promise.all(only.map((n) => commands[n]()))
-  const root = rootOf([first!, ...rest])
+  if (first === undefined) return { root: undefined, tree: commandTree(bare()), whole: false }
+  const root = rootOf([first, ...rest])
   return { root, tree: commandTree(root), whole: only.length === names.length }
 }
 
@@ -85,10 +87,21 @@ export const commandNamed = (args: ReadonlyArray<string>): Name | undefined => {
   return undefined
 }
 
-/** The tree for `args`: only the command they name, else all of them. */
+/**
+ * The front door answers `--version` from the root's name alone, before anything else but
+ * `__complete` and `--completions` (front door: Front.ts): with no command named, no command is loaded.
+ */
+const versionOnly = (args: ReadonlyArray<string>): boolean => {
+  const end = args.indexOf("--")
+  const flags = end < 0 ? args : args.slice(0, end)
+  return args[0] !== "__complete" && flags.includes("--version") &&
+    !flags.some((a) => a === "--completions" || a.startsWith("--completions="))
+}
+
+/** The tree for `args`: only the command they name, else all of them (none for the version alone). */
 const loadFor = (args: ReadonlyArray<string>): Promise<Loaded> => {
   const name = commandNamed(args)
-  return name === undefined ? loadAll() : load([name])
+  return name !== undefined ? load([name]) : versionOnly(args) ? load([]) : loadAll()
 }
 
 /** The command tree `main` answers `args` (argv without node and the script) with. */
@@ -112,7 +125,12 @@ export const oneLine = (doc: string): string => {
 export const main = (argv: ReadonlyArray<string>): Effect.Effect<number> =>
   Effect.flatMap(Effect.promise(() => loadFor(argv.slice(2))), ({ root, tree, whole }) => {
     const door = frontDoor(tree, argv.slice(2), version, terminalStyle())
-    if (door._tag === "parse") return parse(root, [...argv.slice(0, 2), ...door.args], door.path, whole)
+    if (door._tag === "parse") {
+      const args = [...argv.slice(0, 2), ...door.args]
+      return root !== undefined
+        ? parse(root, args, door.path, whole)
+        : Effect.flatMap(Effect.promise(loadAll), (l) => parse(l.root!, args, door.path, true))
+    }
     return door.effect.pipe(
       Effect.catchAllCause((cause) => {
         const failure = Cause.failureOption(cause)
@@ -152,7 +170,7 @@ const parse = (root: Root, argv: ReadonlyArray<string>, path: string, whole: boo
         const e = failure.value
         if (e instanceof CliError) return Effect.as(Console.error(errorLine(e.message)), exitCodeOf(e.kind))
         if (ValidationError.isValidationError(e)) {
-          if (!whole) return Effect.flatMap(Effect.promise(loadAll), (l) => parse(l.root, argv, path, true))
+          if (!whole) return Effect.flatMap(Effect.promise(loadAll), (l) => parse(l.root!, argv, path, true))
           const text = captured.length > 0 ? oneLine(captured.join("\n")) : "invalid command line"
           return Effect.as(Console.error(errorLine(`${text} (see ${path} --help)`)), ExitCode.invalidInput)
         }

@@ -4,6 +4,7 @@
 import { forPeople } from "../agent/Prompt.js"
 import type { LogEntry } from "../domain/events.js"
 import { egressLine, type Names } from "./TranscriptLines.js"
+import { SAME_AS_TURN } from "../protocol/FeedMarks.js"
 
 export interface FeedLine {
   /** Who speaks: a message's sender, else the agent whose log it is. */
@@ -29,9 +30,6 @@ const json = (u: unknown): string => (typeof u === "string" ? u : JSON.stringify
  * repeating it — each thing said is shown once.
  */
 export type FeedMemory = Map<string, string>
-
-/** What a message line says instead of repeating the turn text just shown. */
-export const SAME_AS_TURN = "↑ (the turn's text above)"
 
 export const feedLine = (entry: LogEntry, names: Names, memory?: FeedMemory): FeedLine => {
   const own = names.bySession.get(entry.session_id)?.name ?? entry.session_id.slice(0, 8)
