@@ -4,6 +4,9 @@
 // both alike. Postgres is a throwaway server (test/support/postgres.ts: initdb in a temp dir,
 // fsync=on, synchronous_commit on — an append is acknowledged once its commit is on disk). The
 // entry encodes to the same ~200-byte line on both. Needs initdb/postgres (Debian: postgresql).
+// Beside them, SQLite in WAL mode with synchronous=FULL (eventlog.ts's row, through the sqlite3
+// tool; left out when it is not installed): one-row transactions of a 200-byte line in sequence.
+// SQLite has one writer, so 64 sessions would queue on the same commits; only the sequence is run.
 import { Effect, Layer, ManagedRuntime, Redacted } from "effect"
 import * as fs from "node:fs"
 import { loadavg, tmpdir } from "node:os"
@@ -14,7 +17,8 @@ import { newSessionId, newTurnId, type SessionId } from "../../src/domain/ids.js
 import { Durable } from "../../src/storage/Durable.js"
 import { EventLog } from "../../src/storage/EventLog.js"
 import * as Postgres from "../../src/storage/Postgres.js"
-import { freshDatabase, startPostgres } from "../../test/support/postgres.js"
+import { freshDatabase, startPostgres } from "../../test/support/pg-server.js"
+import { sqliteFull } from "./eventlog.js"
 import type { BenchOptions, BenchResult } from "./types.js"
 
 export const name = "eventlog-sql"
@@ -64,6 +68,7 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
     }
     await file.dispose()
     await sql.dispose()
+    const sqliteMs = sqliteFull(dir, rounds * seqN)
     const rate = (n: number, t: number) => Math.round((n * 1000) / t)
     const oneN = rounds * seqN
     const manyN = rounds * sessions * perSession
@@ -74,6 +79,10 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
       sql_64_sessions_appends_per_s: rate(manyN, ms.sql.many),
       sql_over_file_1: Number((ms.file.one / ms.sql.one).toFixed(2)),
       sql_over_file_64: Number((ms.file.many / ms.sql.many).toFixed(2)),
+      ...(sqliteMs === undefined ? {} : {
+        sqlite_wal_full_1_session_appends_per_s: rate(rounds * seqN, sqliteMs),
+        sql_over_sqlite_full_1: Number((sqliteMs / ms.sql.one).toFixed(2))
+      }),
       load_1min_before: load1,
       load_1min_after: loadavg()[0]!
     }
@@ -81,6 +90,7 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
       rows: [
         { layer: "file", sessions: 1, appends: oneN, appends_per_s: summary.file_1_session_appends_per_s },
         { layer: "sql", sessions: 1, appends: oneN, appends_per_s: summary.sql_1_session_appends_per_s },
+        ...(sqliteMs === undefined ? [] : [{ layer: "sqlite WAL synchronous=FULL", sessions: 1, appends: oneN, appends_per_s: rate(oneN, sqliteMs) }]),
         { layer: "file", sessions: 64, appends: manyN, appends_per_s: summary.file_64_sessions_appends_per_s },
         { layer: "sql", sessions: 64, appends: manyN, appends_per_s: summary.sql_64_sessions_appends_per_s }
       ],

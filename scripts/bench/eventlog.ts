@@ -75,7 +75,7 @@ const tappedLog = (M: Modules, home: string) => {
 }
 
 /** SQLite WAL + synchronous=FULL, `n` one-row transactions of a LINE-byte line; ms, or undefined without sqlite3. */
-const sqliteFull = (dir: string, n: number): number | undefined => {
+export const sqliteFull = (dir: string, n: number): number | undefined => {
   const db = join(dir, "bench.sqlite")
   const line = "a".repeat(LINE)
   const setup = "PRAGMA journal_mode=WAL;\nPRAGMA synchronous=FULL;\nCREATE TABLE IF NOT EXISTS e(id INTEGER PRIMARY KEY, s TEXT, line TEXT);\n"
