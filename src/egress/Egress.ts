@@ -43,6 +43,11 @@ export interface TurnEgress {
   readonly workspace_id: WorkspaceId | null
   /** Where to serve the proxy (the agent's own socket). */
   readonly socketPath: string
+  /**
+   * The number of the agent's turn now running, when the proxy is served across turns (a live
+   * ACP agent's process): the per-turn byte count starts again when it changes. Absent: one turn.
+   */
+  readonly turn?: () => number
 }
 
 export interface EgressAnswer {
@@ -200,7 +205,15 @@ export const make = (settings: EgressSettings) =>
         turnBreached = true
         limitAsk = run(ask(wsId, { host: "", kind: "limit", agent_id: t.agent_id, agent_name: t.agent_name, text }))
       }
+      let turnNow = t.turn?.() ?? 0
       const count = (n: number): string | null => {
+        const turn = t.turn?.() ?? 0
+        if (turn !== turnNow) {
+          turnNow = turn
+          turnBytes = 0
+          turnBreached = false
+          limitAsk = null
+        }
         turnBytes += n
         const u = usageOf(wsId)
         u.bytes += n

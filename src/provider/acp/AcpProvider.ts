@@ -22,7 +22,7 @@ import { ProviderError } from "../../domain/errors.js"
 import { withToolGuidance } from "../../domain/guidance.js"
 import { Sandbox } from "../../sandbox/Sandbox.js"
 import { AgentSandboxes } from "../cli/AgentSandbox.js"
-import { CliSettings } from "../cli/CliSettings.js"
+import { CliSettings, withEgress } from "../cli/CliSettings.js"
 import type { ProviderContext, ProviderFactory, ProviderOutput, ProviderService } from "../Provider.js"
 import * as AcpProcess from "./AcpProcess.js"
 import { AcpAsks } from "./Asks.js"
@@ -69,7 +69,12 @@ export const factory = Effect.gen(function*() {
       // runtime must not inherit that (a terminal's scope interrupts its fibers when released).
       const runtime = yield* Effect.interruptible(Effect.runtime<never>())
       const run = <A, E>(eff: Effect.Effect<A, E>): Promise<A> => Runtime.runPromise(runtime)(eff)
-      const terminals = Terminals.make(sandbox, agent.workspace, { env: { HOME: "/home/agent" } })
+      /** The live process's egress socket (served while it lives; null: no egress policy). */
+      let egressNow: string | null = null
+      /** Turns sent so far: the egress proxy's per-turn byte count starts again with each. */
+      let turns = 0
+      const terminals = Terminals.make(sandbox, agent.workspace, { env: { HOME: "/home/agent" } }, (r) =>
+        egressNow === null ? r : withEgress(r, settings, egressNow))
       yield* Effect.addFinalizer(() => terminals.releaseAll)
 
       let sink: ((u: Acp.SessionUpdate) => void) | null = null
@@ -113,7 +118,14 @@ export const factory = Effect.gen(function*() {
         if (live !== null) yield* Scope.close(live.scope, Exit.void)
         live = null
         const scope = yield* Scope.fork(instanceScope, ExecutionStrategy.sequential)
-        const launched = yield* launch({ ctx, preset, presetName, agent, settings, modelSocket, owner, sandbox, handlers, env: parentEnv() }).pipe(
+        // The process lives across turns: its egress proxy (if its workspace has a policy) is
+        // served as long as it does; a policy given to a workspace that had none applies from the
+        // agent's next process.
+        const launched = yield* Effect.gen(function*() {
+          const egressSocket = yield* sandboxes.egressSocket(ctx, NAME, () => turns)
+          egressNow = egressSocket
+          return yield* launch({ ctx, preset, presetName, agent, settings, modelSocket, egressSocket, owner, sandbox, handlers, env: parentEnv() })
+        }).pipe(
           Scope.extend(scope),
           Effect.tapError(() => Scope.close(scope, Exit.void))
         )
@@ -155,6 +167,7 @@ export const factory = Effect.gen(function*() {
               const prev = inFlight
               yield* Effect.promise(() => prev.then(() => undefined, () => undefined)).pipe(Effect.timeoutOption("10 seconds"))
             }
+            turns++
             const l = yield* ensureLive.pipe(Effect.mapError((e) => (e.reason === "turn" ? e : fail("turn", e.message))))
             const decoder = makeDecoder()
             let done = false

@@ -11,7 +11,7 @@ import type { ExtraBind, SandboxService } from "../../sandbox/Sandbox.js"
 import * as NoFollow from "../../sandbox/NoFollow.js"
 import { noLimits } from "../../domain/workspace.js"
 import { type AgentSandbox, SANDBOX_AGENT_SOCKET, SANDBOX_HOME, SANDBOX_LLM_SOCKET } from "../cli/AgentSandbox.js"
-import { basePath, type CliSettingsShape, llmForwardScript, mcpBinds, SANDBOX_LLM_FORWARD, sandboxNode, substratMcp } from "../cli/CliSettings.js"
+import { basePath, type CliSettingsShape, llmForwardScript, mcpBinds, SANDBOX_LLM_FORWARD, sandboxNode, substratMcp, withEgress } from "../cli/CliSettings.js"
 import type { ProviderContext } from "../Provider.js"
 import * as AcpProcess from "./AcpProcess.js"
 import { type Preset, resolveCommand } from "./Presets.js"
@@ -42,6 +42,8 @@ export interface LaunchInput {
   readonly agent: AgentSandbox
   readonly settings: CliSettingsShape
   readonly modelSocket: string | null
+  /** The agent's egress proxy socket, served while the process lives (null: no egress). */
+  readonly egressSocket: string | null
   readonly owner: NoFollow.Owner | undefined
   readonly sandbox: SandboxService
   readonly handlers: AcpProcess.ClientHandlers
@@ -116,7 +118,8 @@ export const launch = (input: LaunchInput) =>
       }
     }
     const req = yield* processRequest(input)
-    const { hostPath: _h, from: _f, ...request } = req
+    const { hostPath: _h, from: _f, ...bare } = req
+    const request = input.egressSocket === null ? bare : withEgress(bare, input.settings, input.egressSocket)
     const proc = yield* AcpProcess.start(`acp:${input.presetName}`, input.sandbox, { workspace: input.agent.workspace, ...request }, input.handlers, { fs: true, terminal: true })
     return { proc, mcpServers: mcpServersOf(input.settings) }
   })

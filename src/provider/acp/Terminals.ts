@@ -28,7 +28,13 @@ export interface CreateTerminal {
 
 export class TerminalError extends Error {}
 
-export const make = (sandbox: SandboxService, workspace: SandboxRequest["workspace"], base: Pick<SandboxRequest, "env" | "extraBinds">) => {
+export const make = (
+  sandbox: SandboxService,
+  workspace: SandboxRequest["workspace"],
+  base: Pick<SandboxRequest, "env" | "extraBinds">,
+  /** Applied to each terminal's request before it starts (the agent's egress proxy, when served). */
+  wrap: (r: Omit<SandboxRequest, "workspace">) => Omit<SandboxRequest, "workspace"> = (r) => r
+) => {
   const terms = new Map<string, Term>()
   let next = 0
 
@@ -63,10 +69,12 @@ export const make = (sandbox: SandboxService, workspace: SandboxRequest["workspa
       for (const v of req.env ?? []) env[v.name] = v.value
       const proc = yield* sandbox.start({
         workspace,
-        command: [req.command, ...(req.args ?? [])],
-        cwd,
-        env,
-        ...(base.extraBinds === undefined ? {} : { extraBinds: base.extraBinds })
+        ...wrap({
+          command: [req.command, ...(req.args ?? [])],
+          cwd,
+          env,
+          ...(base.extraBinds === undefined ? {} : { extraBinds: base.extraBinds })
+        })
       }).pipe(
         Scope.extend(scope),
         Effect.tapError(() => Scope.close(scope, Exit.void)),

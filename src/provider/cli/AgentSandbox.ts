@@ -66,7 +66,7 @@ export class AgentSandboxes extends Context.Tag("substrat/provider/AgentSandboxe
    * served while the scope lives (src/egress/Egress.ts), or null — no egress service, or the
    * workspace has no egress policy (or has network access).
    */
-  readonly egressSocket: (ctx: ProviderContext, provider: string) => Effect.Effect<string | null, ProviderError, Scope.Scope>
+  readonly egressSocket: (ctx: ProviderContext, provider: string, turn?: () => number) => Effect.Effect<string | null, ProviderError, Scope.Scope>
 }>() {}
 
 /** In-sandbox locations shared by every CLI provider. */
@@ -104,7 +104,7 @@ export const make = (options: AgentSandboxOptions = {}) =>
     const tracing = yield* Tracing
     const egress = yield* Effect.serviceOption(Egress)
 
-    const egressSocket = Effect.fn("AgentSandboxes.egressSocket")(function*(ctx: ProviderContext, provider: string) {
+    const egressSocket = Effect.fn("AgentSandboxes.egressSocket")(function*(ctx: ProviderContext, provider: string, turn?: () => number) {
       if (Option.isNone(egress)) return null
       const logged = ctx.agent_id === undefined || ctx.workspace_id === undefined ? yield* fromLog(log, ctx) : null
       const agentId = ctx.agent_id ?? logged?.agent_id
@@ -116,7 +116,8 @@ export const make = (options: AgentSandboxOptions = {}) =>
         agent_id: agentId,
         agent_name: ctx.agent_name,
         workspace_id: workspaceId,
-        socketPath
+        socketPath,
+        ...(turn === undefined ? {} : { turn })
       }).pipe(Effect.mapError((e) => err(provider, `egress socket: ${e.message}`)))
       return served ? socketPath : null
     })
