@@ -8,17 +8,19 @@
 //
 // Live entries reach streams through the feed's own hub: one fiber takes every numbered entry from
 // the tap, records its owner (the directory below) and the position it reached (`known`), then
-// publishes it — the same object to every stream, so a frame encoded for one client is reused by
-// all (src/http/Sse.ts). A stream subscribes to the hub, then takes `known` as `top`: entries up
-// to `top` are in the index and in the logs read after it; those after `top` arrive in its queue,
-// in position order (entries the index lacked, indexed while the logs are read, among them).
+// hands it to a publisher that publishes what came within 10 ms as one chunk (so each stream
+// wakes and writes once per batch, not once per entry) — the same object to every stream, so a
+// frame encoded for one client is reused by all (src/http/Sse.ts). A stream subscribes to the
+// hub, then takes `known` as `top`: entries up to `top` are in the index and in the logs read
+// after it; those after `top` arrive in its queue, in position order (entries the index lacked,
+// indexed while the logs are read, among them).
 // Every 15 s the hub also carries a keep-alive tick, which streams opened with `keepAlive` pass on
 // (SSE's comment line), so no stream needs a timer of its own merged into it.
 // Opening costs what the stream sends: which sessions it follows comes from an in-memory
 // directory of owners, and only the logs of followed sessions with entries after the cursor are
 // read — none from the end. Every log is read once per process (`catchUp`: by `warm`, which the
 // HTTP server runs in the background at start-up, or else by the first stream).
-import { Chunk, Effect, Option, PubSub, Stream } from "effect"
+import { Chunk, Clock, Effect, Option, PubSub, Queue, Stream } from "effect"
 import type { LogEntry } from "../domain/events.js"
 import type { SessionId } from "../domain/ids.js"
 import { NotFoundError } from "../domain/errors.js"
@@ -67,6 +69,9 @@ export interface FeedOptions {
 }
 
 const tick = { _tag: "KeepAlive" } as const satisfies FeedKeepAlive
+/** How long live entries gather before the hub publishes them to every stream as one chunk. */
+const batchWindow = "10 millis"
+const liveClock = Clock.make()
 type Live = Tapped | typeof tick
 
 interface Owner {
@@ -105,6 +110,7 @@ export class EventFeed extends Effect.Service<EventFeed>()("substrat/EventFeed",
     // Positions given out before this subscription were never published to it (catchUp reads them).
     let known = yield* tap.position
     const hub = yield* PubSub.unbounded<Live>()
+    const pending = yield* Queue.unbounded<Tapped>()
     // `known` and the owners move before the entries are published: a stream subscribing in
     // between takes them as backlog and drops them from its queue (position ≤ its `top`).
     yield* Stream.fromQueue(directory).pipe(
@@ -115,9 +121,19 @@ export class EventFeed extends Effect.Service<EventFeed>()("substrat/EventFeed",
             if (e.event === "agent.created") owners.set(e.session_id, { agent: e.data.agent_id, parent: e.data.parent_session_id })
             known = t.position
           }
-          return PubSub.publishAll(hub, chunk)
+          return Queue.offerAll(pending, chunk)
         })
       ),
+      Effect.forkScoped
+    )
+    // What the directory took reaches the hub in batches, one every `batchWindow` at most while
+    // entries come: every stream then wakes, filters and writes once per batch rather than once
+    // per entry. The window is wall-clock time (the live clock even under a test clock).
+    yield* Queue.takeBetween(pending, 1, Number.MAX_SAFE_INTEGER).pipe(
+      Effect.zipLeft(Effect.sleep(batchWindow).pipe(Effect.withClock(liveClock))),
+      Effect.flatMap((first) => Effect.map(Queue.takeAll(pending), (rest) => Chunk.appendAll(first, rest))),
+      Effect.flatMap((batch) => PubSub.publishAll(hub, batch)),
+      Effect.forever,
       Effect.forkScoped
     )
     yield* PubSub.publish(hub, tick).pipe(Effect.delay("15 seconds"), Effect.forever, Effect.forkScoped)
