@@ -24,7 +24,6 @@ import { describe } from "../Help.js"
 import { shellWord, suggest } from "../Exit.js"
 import { dirname } from "node:path"
 import { shellIn, workspaceById } from "../Shell.js"
-import { watchPauses } from "../Pauses.js"
 
 const agentArg = Args.text({ name: "agent" }).pipe(
   Args.withSchema(AgentRef),
@@ -280,7 +279,9 @@ const sendCommand = Command.make("send", {
         )
         if (!o.wait) return sent
         // Questions to the human and spent budgets on the way: on stderr, with their inbox ids.
-        yield* Effect.forkScoped(watchPauses(socket, sent.agent_id, since))
+        // The pause notes follow events (events.follow's Schemas: every log entry): loaded only for a wait.
+        const pauses = Effect.flatMap(Effect.promise(() => import("../Pauses.js")), (m) => m.watchPauses(socket, sent.agent_id, since))
+        yield* Effect.forkScoped(pauses)
         const waited = yield* call(socket, c.agent.wait({ agent: sent.agent_id, message_id: sent.message_id, ...opt(o.timeout, "timeout_s") })).pipe(
           Effect.mapError(rewaitHint(socket, o.agent, sent.message_id))
         )
