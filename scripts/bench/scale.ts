@@ -32,7 +32,7 @@ const quantile = (xs: ReadonlyArray<number>, q: number): number => {
 }
 
 /** One connection to a daemon's admin socket; `call` sends one request and waits for its reply line. */
-const connect = async (socket: string) => {
+export const connect = async (socket: string) => {
   const conn = net.createConnection({ path: socket })
   await new Promise<void>((r, j) => conn.once("connect", () => r()).once("error", j))
   const chunks: Array<string> = []
