@@ -38,6 +38,21 @@ const decodeTable = Schema.decodeUnknownEither(Schema.parseJson(PresetTable))
 /** Model-provider variables the agent would otherwise try to reach the internet with. */
 const offline = { NO_BROWSER: "1", DO_NOT_TRACK: "1" }
 
+const opencodeConfig = JSON.stringify({
+  autoupdate: false,
+  share: "disabled",
+  model: "substrat/{env:OPENAI_MODEL}",
+  small_model: "substrat/{env:OPENAI_MODEL}",
+  provider: {
+    substrat: {
+      npm: "@ai-sdk/openai-compatible",
+      name: "substrat",
+      options: { baseURL: "{env:OPENAI_BASE_URL}", apiKey: "{env:OPENAI_API_KEY}" },
+      models: { "{env:OPENAI_MODEL}": { name: "{env:OPENAI_MODEL}" } }
+    }
+  }
+})
+
 export const builtinPresets: PresetTable = {
   qwen: {
     // `default`: qwen asks the client (acp.approve) instead of its own model-based classifier.
@@ -49,8 +64,16 @@ export const builtinPresets: PresetTable = {
     model: "openai",
     package: "@qwen-code/qwen-code"
   },
-  gemini: { command: ["gemini", "--experimental-acp"], env: offline, model: "none", package: "@google/gemini-cli" },
-  opencode: { command: ["opencode", "acp"], env: offline, model: "none", package: "opencode-ai" },
+  gemini: { command: ["gemini", "--acp"], env: offline, model: "none", package: "@google/gemini-cli" },
+  opencode: {
+    command: ["opencode", "acp"],
+    // opencode's configuration inline: one OpenAI-compatible provider at the forwarded base URL
+    // ({env:…} is opencode's own substitution), no auto-update, no sharing; its title requests
+    // (small_model) go to the same model.
+    env: { ...offline, OPENCODE_CONFIG_CONTENT: opencodeConfig, OPENCODE_DISABLE_AUTOUPDATE: "1" },
+    model: "openai",
+    package: "opencode-ai"
+  },
   claude: { command: ["claude-agent-acp"], env: { ...offline, IS_SANDBOX: "1" }, model: "anthropic", package: "@agentclientprotocol/claude-agent-acp" },
   codex: { command: ["codex-acp"], env: offline, model: "openai", package: "@agentclientprotocol/codex-acp" }
 }
