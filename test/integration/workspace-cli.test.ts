@@ -148,7 +148,7 @@ describe("per-turn workspace history through the CLI", () => {
     expect(noTurn.code).toBe(4)
     expect(noTurn.stderr).toBe("substrat: no turn \"not-a-uuid\"\n")
     expect((await cli(home, ["workspace", "diff", "00000000-0000-4000-8000-000000000000"])).code).toBe(4)
-  })
+  }, 120_000)
 
   it("an agent without a workspace records nothing", async () => {
     const plain = await cliJson<Agent>(home, ["agent", "create", "--name", "plain", "--provider", "scripted"])
