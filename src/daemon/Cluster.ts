@@ -23,7 +23,8 @@ import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import { SqlClient } from "@effect/sql"
 import { sqlMessage } from "../storage/internal/sqlSchema.js"
 import { Context, Duration, Effect, HashRing, Layer, Option } from "effect"
-import type { ClusterStatus } from "../protocol/admin/cluster.js"
+import type { ClusterDrainResult, ClusterStatus } from "../protocol/admin/cluster.js"
+import { Internal, InvalidInput } from "../protocol/admin/common.js"
 
 export interface RunnerSettings {
   readonly host: string
@@ -46,9 +47,12 @@ export const shardingConfig = (s: RunnerSettings): ShardingConfig.ShardingConfig
   }
 }
 
-/** What `cluster status` shows, read by any runner. */
+/** What `cluster status` shows, read by any runner; `cluster drain` / `undrain` of this runner. */
 export class ClusterRunner extends Context.Tag("substrat/daemon/ClusterRunner")<ClusterRunner, {
   readonly status: Effect.Effect<ClusterStatus, string>
+  /** Refused (InvalidInput) when no other runner is healthy: its shards would have nowhere to go. */
+  readonly drain: Effect.Effect<ClusterDrainResult, InvalidInput | Internal>
+  readonly undrain: Effect.Effect<ClusterDrainResult, Internal>
 }>() {}
 
 /** host:port (an IPv6 host in brackets), as `--listen` takes it. */
@@ -85,10 +89,11 @@ const statusOf = Effect.gen(function*() {
     // Trees and versions are keyed by the address as the engine writes it (host:port).
     const [trees, versions] = yield* Effect.all([
       sql<{ runner: string; n: number }>`SELECT runner, count(*)::int AS n FROM substrat_trees GROUP BY runner`,
-      sql<{ address: string; version: string }>`SELECT address, version FROM substrat_runners`
+      sql<{ address: string; version: string; draining: boolean }>`SELECT address, version, draining FROM substrat_runners`
     ]).pipe(Effect.mapError((e) => `cannot read the trees from Postgres: ${sqlMessage(e)}`))
     const treesOn = new Map(trees.map((t) => [t.runner, t.n]))
     const versionOf = new Map(versions.map((v) => [v.address, v.version]))
+    const drainingNow = new Set(versions.filter((v) => v.draining).map((v) => v.address))
     const key = (a: RunnerAddress.RunnerAddress) => `${a.host}:${a.port}`
     const counts = new Map<string, number>()
     for (const address of shardOwners(config, runners).values()) counts.set(address, (counts.get(address) ?? 0) + 1)
@@ -108,7 +113,8 @@ const statusOf = Effect.gen(function*() {
           shards: counts.get(addressText(runner.address)) ?? 0,
           self: self !== undefined && addressText(runner.address) === addressText(self),
           trees: treesOn.get(key(runner.address)) ?? 0,
-          version: versionOf.get(key(runner.address)) ?? null
+          version: versionOf.get(key(runner.address)) ?? null,
+          draining: drainingNow.has(key(runner.address))
         }))
         .sort((a, b) => a.address.localeCompare(b.address)),
       trees: trees.reduce((n, t) => n + t.n, 0)
@@ -117,19 +123,74 @@ const statusOf = Effect.gen(function*() {
 })
 
 /**
+ * `cluster drain` / `undrain` of this runner. Draining is recorded in `substrat_runners` and read
+ * by the health check (`healthWithDrain`): the engine marks the runner unhealthy, its hash ring
+ * leaves it out, its shards go to the others, and its trees follow them (ClusterTrees' handover).
+ * The engine never marks its last healthy runner unhealthy, so a drain needs another healthy runner.
+ */
+const drainOf = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const config = yield* ShardingConfig.ShardingConfig
+  const storage = yield* RunnerStorage.RunnerStorage
+  const self = Option.getOrThrow(config.runnerAddress)
+  const key = `${self.host}:${self.port}`
+  const internal = (what: string) => (e: unknown) => new Internal({ message: `cannot ${what}: ${e instanceof Error ? e.message : String(e)}` })
+  const result = (draining: boolean) =>
+    Effect.map(
+      sql<{ n: number }>`SELECT count(*)::int AS n FROM substrat_trees WHERE runner = ${key}`,
+      (r) => ({ self: addressText(self), draining, trees: r[0]?.n ?? 0 })
+    ).pipe(Effect.mapError(internal("read the trees from Postgres")))
+  const mark = (draining: boolean) =>
+    sql`UPDATE substrat_runners SET draining = ${draining} WHERE address = ${key}`.pipe(
+      Effect.zipRight(storage.setRunnerHealth(self, !draining)),
+      Effect.mapError(internal("record the drain in Postgres"))
+    )
+  const drain = Effect.gen(function*() {
+    const runners = yield* Effect.mapError(storage.getRunners, internal("read the runners from Postgres"))
+    const others = runners.filter(([r, healthy]) => healthy && addressText(r.address) !== addressText(self))
+    if (others.length === 0) {
+      return yield* new InvalidInput({
+        field: "runner",
+        message: `no other healthy runner: the shards of ${addressText(self)} would have nowhere to go (start another runner first)`
+      })
+    }
+    yield* mark(true)
+    return yield* result(true)
+  })
+  return { drain, undrain: Effect.zipRight(mark(false), result(false)) }
+})
+
+/**
+ * The engine's health check (a ping) that also answers "not alive" for a draining runner, so the
+ * engine's own health loop keeps it out of the hash ring (and does not mark it healthy again).
+ */
+const healthWithDrain = Layer.scoped(RunnerHealth.RunnerHealth, Effect.gen(function*() {
+  const ping = yield* RunnerHealth.makePing
+  const sql = yield* SqlClient.SqlClient
+  const draining = (a: RunnerAddress.RunnerAddress) =>
+    sql<{ draining: boolean }>`SELECT draining FROM substrat_runners WHERE address = ${`${a.host}:${a.port}`}`.pipe(
+      Effect.map((r) => r[0]?.draining === true),
+      Effect.orElseSucceed(() => false)
+    )
+  return RunnerHealth.RunnerHealth.of({
+    isAlive: (address) => Effect.flatMap(draining(address), (d) => (d ? Effect.succeed(false) : ping.isAlive(address)))
+  })
+}))
+
+/**
  * The runner: the engine's services (Sharding, Runners, MessageStorage, RunnerStorage) and
  * ClusterRunner, on the given SqlClient. Listening fails with the engine's SocketServerError.
  */
 export const layer = (s: RunnerSettings) => {
   const config = ShardingConfig.layer(shardingConfig(s))
-  const health = RunnerHealth.layerPing.pipe(Layer.provide(Runners.layerRpc), Layer.provide(NodeClusterSocket.layerClientProtocol))
+  const health = healthWithDrain.pipe(Layer.provide(Runners.layerRpc), Layer.provide(NodeClusterSocket.layerClientProtocol))
   const engine = SocketRunner.layer.pipe(
     Layer.provide([NodeClusterSocket.layerSocketServer, NodeClusterSocket.layerClientProtocol]),
     Layer.provide(health),
     Layer.provideMerge(Layer.orDie(SqlMessageStorage.layer)),
     Layer.provideMerge(Layer.orDie(SqlRunnerStorage.layer))
   )
-  return Layer.effect(ClusterRunner, Effect.map(statusOf, (status) => ClusterRunner.of({ status }))).pipe(
+  return Layer.effect(ClusterRunner, Effect.zipWith(statusOf, drainOf, (status, d) => ClusterRunner.of({ status, ...d }))).pipe(
     Layer.provideMerge(engine),
     Layer.provideMerge(config),
     Layer.provide(RpcSerialization.layerMsgPack)

@@ -4,7 +4,8 @@
 // Substrat's versions. So each runner records itself in `substrat_runners(address, runner_id,
 // version, host, home)` — its id is kept in `$SUBSTRAT_HOME/runner.id`, so a restarted runner is
 // the same runner — and a runner is refused when a live runner (the engine's heartbeat younger
-// than the lease) has its address but another id, or runs another Substrat version.
+// than the lease) has its address but another id, or runs another Substrat version. A runner that
+// starts is not draining (`cluster drain` lasts until `cluster undrain` or a restart).
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { SqlClient, type SqlError } from "@effect/sql"
@@ -82,7 +83,7 @@ export const admit = (j: Joining): Effect.Effect<void, string, SqlClient.SqlClie
       sql`INSERT INTO substrat_runners (address, runner_id, version, host, home)
           VALUES (${j.address}, ${id}, ${j.version}, ${hostname()}, ${j.home})
           ON CONFLICT (address) DO UPDATE SET runner_id = EXCLUDED.runner_id, version = EXCLUDED.version,
-            host = EXCLUDED.host, home = EXCLUDED.home`,
+            host = EXCLUDED.host, home = EXCLUDED.home, draining = false`,
       fail
     )
   })

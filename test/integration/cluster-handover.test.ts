@@ -25,6 +25,7 @@ interface Status {
     readonly shards: number
     readonly self: boolean
     readonly trees: number
+    readonly draining: boolean
   }>
 }
 
@@ -153,5 +154,45 @@ describe("cluster handover", () => {
     }
     const st = await cliJson<Status>(homeB, ["cluster", "status"])
     expect(Object.fromEntries(st.runners.map((r) => [r.address, r.trees]))).toEqual({ [addrA()]: 2, [addrB()]: 2 })
+  }, 300_000)
+
+  it("cluster drain of A with turns held and messages queued: B serves every tree, each message answered once; cluster status shows the drain; daemon stop after it", async () => {
+    const gate = join(dir, "gate-drain")
+    gated("held2", gate, "answered after the drain")
+    const onA = (await treesOnBoth("d", "held2", 2)).get(addrA())!
+    const sent: Array<{ tree: Agent; text: string; id: string }> = []
+    for (const t of onA) {
+      for (const text of [`first to ${t.name}`, `queued to ${t.name}`]) {
+        sent.push({ tree: t, text, id: (await cliJson<{ message_id: string }>(homeA, ["agent", "send", t.name, text])).message_id })
+        if (text.startsWith("first")) await turnStarted(t)
+      }
+    }
+    const aTrees = (await query(url, `SELECT root_id FROM substrat_trees WHERE runner = '${addrA()}'`)).map((r) => String(r["root_id"]))
+    expect(aTrees.length).toBeGreaterThanOrEqual(onA.length)
+
+    const drained = await cliJson<{ self: string; draining: boolean; trees: number }>(homeA, ["cluster", "drain"])
+    expect(drained).toEqual({ self: addrA(), draining: true, trees: aTrees.length })
+    // Its shards go to B; the trees with a held turn stay on A until the turn ends.
+    const draining = await waitFor("A draining with no shard", async () => {
+      const st = await cliJson<Status>(homeB, ["cluster", "status"])
+      const a = st.runners.find((r) => r.address === addrA())
+      return a?.draining === true && a.shards === 0 && st.runners.find((r) => r.self)?.shards === st.shards ? a : undefined
+    }, 60_000)
+    expect(draining.trees).toBeGreaterThanOrEqual(onA.length)
+    expect((await cli(homeA, ["cluster", "status"])).stdout).toMatch(new RegExp(`${addrA()} \\(this\\)\\tdraining, \\d+ tree\\(s\\) left`))
+    fs.writeFileSync(gate, "")
+    await waitFor("every tree of A on B", async () => {
+      const rows = await query(url, `SELECT runner FROM substrat_trees WHERE root_id IN (${aTrees.map((id) => `'${id}'`).join(",")})`)
+      return rows.length === aTrees.length && rows.every((r) => r["runner"] === addrB()) ? true : undefined
+    }, 60_000)
+    expect((await cli(homeA, ["cluster", "status"])).stdout).toContain(`${addrA()} (this)\tdrained\t0\t0`)
+    for (const m of sent) {
+      const answered = await cliJson<{ message_id: string; answer: { error: boolean } }>(homeB, ["agent", "wait", m.tree.name, m.id])
+      expect(answered.answer.error).toBe(false)
+      expect(await userMessages(m.tree.session_id, m.text)).toEqual([{ id: m.id, answers: 1 }])
+    }
+    // Nothing is left on A: it stops, and B answers each tree.
+    expect((await cli(homeA, ["daemon", "stop"])).code).toBe(0)
+    for (const t of onA) expect((await cli(homeB, ["agent", "send", t.name, `after the stop to ${t.name}`, "--wait"])).code).toBe(0)
   }, 300_000)
 })

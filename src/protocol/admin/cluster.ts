@@ -16,7 +16,9 @@ export const ClusterRunnerInfo = Schema.Struct({
   /** Live trees recorded on it (`substrat_trees`). */
   trees: Schema.Number,
   /** The Substrat version it runs (null: it recorded none). */
-  version: Schema.NullOr(Schema.String)
+  version: Schema.NullOr(Schema.String),
+  /** `cluster drain`ed: the engine assigns it no shard; its trees are handed over (`trees`: how many are left). */
+  draining: Schema.Boolean
 })
 
 export const ClusterStatus = Schema.Struct({
@@ -37,4 +39,18 @@ export type ClusterStatus = typeof ClusterStatus.Type
 
 export class ClusterStatusRpc extends Rpc.make("cluster.status", { success: ClusterStatus, error: RpcError }) {}
 
-export const ClusterGroup = RpcGroup.make(ClusterStatusRpc).middleware(AdminMiddleware)
+/** What `cluster.drain` and `cluster.undrain` answer: this runner now. */
+export const ClusterDrainResult = Schema.Struct({
+  self: Schema.String,
+  draining: Schema.Boolean,
+  /** Live trees still recorded on this runner (a draining runner hands them over as their turns end). */
+  trees: Schema.Number
+})
+export type ClusterDrainResult = typeof ClusterDrainResult.Type
+
+/** Mark this runner draining: the engine assigns its shards to the other runners, its trees follow. */
+export class ClusterDrainRpc extends Rpc.make("cluster.drain", { success: ClusterDrainResult, error: RpcError }) {}
+/** This runner takes shards again. */
+export class ClusterUndrainRpc extends Rpc.make("cluster.undrain", { success: ClusterDrainResult, error: RpcError }) {}
+
+export const ClusterGroup = RpcGroup.make(ClusterStatusRpc, ClusterDrainRpc, ClusterUndrainRpc).middleware(AdminMiddleware)

@@ -9,7 +9,8 @@
 //   substrat_sends(message_id)              cluster mode: the ids of the `send`s that reached a tree's
 //                                           owner through the engine (each is logged once)
 //   substrat_runners(address, runner_id,     cluster mode: each runner's id (its home's runner.id),
-//     version, host, home)                  Substrat version, machine and home (daemon/ClusterJoin.ts)
+//     version, host, home, draining)        Substrat version, machine and home (daemon/ClusterJoin.ts),
+//                                           and whether it is draining (`cluster drain`, daemon/Cluster.ts)
 //   substrat_workspaces(id, top_id,         cluster mode: each carried workspace's spec and the commit of
 //     tree_root, spec, commit)              its family's last turn pushed to cluster.workspace_remote
 //   substrat_provider_state(session_id,     cluster mode: each agent's packed provider state (its
@@ -47,6 +48,7 @@ export const ensureSchema: Effect.Effect<void, SqlError.SqlError, SqlClient.SqlC
       host text NOT NULL,
       home text NOT NULL
     )`
+    yield* sql`ALTER TABLE substrat_runners ADD COLUMN IF NOT EXISTS draining boolean NOT NULL DEFAULT false`
     yield* sql`CREATE TABLE IF NOT EXISTS substrat_sends (
       message_id text PRIMARY KEY
     )`
