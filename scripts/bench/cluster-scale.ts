@@ -12,7 +12,8 @@
 //   re-homing   `kill -9` of runner C; until no substrat_trees row names C, and until every tree
 //               that was C's has answered a message (`agent.send --wait` through A) from a survivor
 // The lease (SUBSTRAT_CLUSTER_LEASE_MS, default here 5000; the daemon's own default is 20 s) bounds
-// how soon the survivors notice; it is in the summary.
+// how soon the survivors notice; it is in the summary. The runners' spawn quota is off (a root
+// spawns all its children in one turn).
 import { SqlClient } from "@effect/sql"
 import { Effect, ManagedRuntime, Redacted } from "effect"
 import { execFileSync } from "node:child_process"
@@ -77,7 +78,8 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
       fs.mkdirSync(join(home, "scripts"), { recursive: true, mode: 0o700 })
       fs.writeFileSync(join(home, "scripts", "fan.json"), book(agents))
       const address = `127.0.0.1:${await freePort()}`
-      const env = { ...process.env, SUBSTRAT_HOME: home, SUBSTRAT_CLUSTER_LEASE_MS: lease }
+      // A root spawns A-1 children in one turn: past the default spawn quota (30 a minute, then parked).
+      const env = { ...process.env, SUBSTRAT_HOME: home, SUBSTRAT_CLUSTER_LEASE_MS: lease, SUBSTRAT_QUOTAS_SPAWNS_PER_MINUTE: "0" }
       execFileSync("nice", ["-n", "10", process.execPath, launcher, "daemon", "start", "--cluster", url, "--listen", address], { env, encoding: "utf8" })
       runners.push({ home, address, env, pid: Number(fs.readFileSync(join(home, "daemon.pid"), "utf8").trim()) })
       conns.push(await connect(join(home, "daemon.sock")))
