@@ -16,6 +16,8 @@
 // out, NoFollow.ts); unpacking accepts only `cli-resume.json` and plain relative paths under `home/`
 // (no `..`, no absolute path), writes them without following a link the target has, and refuses
 // more than the size and file-count limits.
+// Over 300 lines because the two carries are one step of a takeover: they share the remote, the
+// no-follow packing rules and the limits, and are read together when a moved tree looks wrong.
 import * as CommandExecutor from "@effect/platform/CommandExecutor"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as NodeContext from "@effect/platform-node/NodeContext"
