@@ -9,8 +9,9 @@ import { attacks as quota } from "./quota.js"
 import { attacks as repo } from "./repo.js"
 import { attacks as repoQueue } from "./repo-queue.js"
 import { attacks as sandbox } from "./sandbox.js"
+import { attacks as spawner } from "./spawner.js"
 
-export const allAttacks: ReadonlyArray<Attack> = [...http, ...sandbox, ...forwarder, ...quota, ...egress, ...repo, ...repoQueue, ...cluster]
+export const allAttacks: ReadonlyArray<Attack> = [...http, ...sandbox, ...forwarder, ...quota, ...egress, ...repo, ...repoQueue, ...cluster, ...spawner]
 
 export interface SecurityRun {
   readonly results: ReadonlyArray<{ readonly name: string; readonly result: AttackResult | "skipped" | { readonly error: string } }>

@@ -18,6 +18,7 @@ import { DaemonConfig } from "../config/DaemonConfig.js"
 import { DaemonControl } from "./DaemonControl.js"
 import { HandlersLive, inProcessClient } from "./Handlers.js"
 import * as FileLimit from "./FileLimit.js"
+import * as Spawner from "../sandbox/Spawner.js"
 import * as Http from "../http/Server.js"
 import { acquirePidFile, DaemonError, prepareHome, publishSocket, stagingSocket } from "./Lifecycle.js"
 import { AdminRpcs } from "../protocol/AdminRpcs.js"
@@ -68,6 +69,8 @@ export const run = (settings: DaemonSettings, overrides: DaemonOverrides = {}): 
     const files = yield* FileLimit.raise
     if (files !== undefined && files.soft < files.hard) yield* Effect.logWarning(`open-file limit ${files.soft} is below its hard limit ${files.hard} (prlimit failed)`)
     const pidFile = yield* acquirePidFile(paths)
+    // Children are forked by the spawner process (sandbox/Spawner.ts): start it while the heap is small.
+    yield* Effect.sync(Spawner.warm)
     // Tracing (src/telemetry/Tracing.ts): installed before any service starts, flushed last.
     const tracing = Option.isSome(settings.otlp.endpoint)
       ? Layer.succeed(Tracing, yield* installOtlp({ endpoint: settings.otlp.endpoint.value }))

@@ -12,19 +12,22 @@
 // - stdout/stderr are `Stream`s over the pipes (pull-based, so a slow consumer back-pressures the
 //   child); the last 4 KiB of stderr feed limit attribution.
 // - `exit` resolves on the child's `exit` event; the wall-clock limit is a plain timer.
+// - The fork itself happens in the spawner process (Spawner.ts), not in the daemon.
 //
 // Over 300 lines because a child's start, its pipes, their collection and its group kill are one
-// lifecycle around one Node child process.
+// lifecycle around one child process.
 import * as NodeSink from "@effect/platform-node/NodeSink"
 import type * as CommandExecutor from "@effect/platform/CommandExecutor"
 import { Chunk, Deferred, Duration, Effect, Exit, Option, type Scope, Stream } from "effect"
-import { type ChildProcess, spawn } from "node:child_process"
 import type { Readable } from "node:stream"
 import type { ResourceLimits } from "../domain/workspace.js"
 import { LimitExceededError, SandboxProcessError } from "./errors.js"
 import { attributeExit, type CgroupEvents, type ExitStatus, normaliseExit } from "./Limits.js"
 import { type GrowthBudget, treeBytes, watchGrowth } from "./WorkspaceGrowth.js"
 import type { SandboxProcess, SandboxResult } from "./Sandbox.js"
+import { type Child, killGroup, killPgrp, launch } from "./Spawner.js"
+
+export { killGroup } from "./Spawner.js"
 
 export interface SpawnOptions {
   readonly argv: ReadonlyArray<string>
@@ -66,61 +69,28 @@ class Tail {
   }
 }
 
-/** Signal a process group; false when there is no such group (any more). */
-const killPgrp = (pid: number, signal: NodeJS.Signals): boolean => {
-  try {
-    process.kill(-pid, signal)
-    return true
-  } catch {
-    return false
-  }
-}
-
-/** Signal the group led by `pid`, or `pid` alone when it has no group of its own. */
-export const killGroup = (pid: number, signal: NodeJS.Signals): void => {
-  if (killPgrp(pid, signal)) return
-  try {
-    process.kill(pid, signal)
-  } catch {
-    // already gone
-  }
-}
-
 const spawnError = (message: string) => new SandboxProcessError({ reason: "spawn", message })
 
-/** Spawn and wait for the `spawn` (or `error`) event; interruption kills the half-started child. */
+/** Start through the spawner (Spawner.ts); interruption kills the half-started child. */
 const startChild = (
   program: string,
   args: ReadonlyArray<string>,
   opts: SpawnOptions,
-  status: Deferred.Deferred<ExitStatus>
+  exited: (s: ExitStatus) => void
 ) =>
-  Effect.async<ChildProcess, SandboxProcessError>((resume) => {
-    let child: ChildProcess
-    try {
-      child = spawn(program, args, {
-        stdio: [opts.stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"],
-        env: opts.env,
-        ...(opts.cwd === undefined ? {} : { cwd: opts.cwd }),
-        detached: true
-      })
-    } catch (e) {
-      resume(Effect.fail(spawnError(`${program}: ${e instanceof Error ? e.message : String(e)}`)))
-      return
-    }
-    let started = false
-    child.on("error", (e) => {
-      // Before `spawn`: the exec failed (ENOENT, EACCES, bad cwd). After: a failed kill(); ignored.
-      if (!started) resume(Effect.fail(spawnError(`${program}: ${e.message}`)))
+  Effect.async<Child, SandboxProcessError>((resume) => {
+    const cancel = launch({
+      program,
+      args,
+      env: opts.env,
+      ...(opts.cwd === undefined ? {} : { cwd: opts.cwd }),
+      stdin: opts.stdin !== undefined,
+      onExit: exited
+    }, (r) => {
+      if (r._tag === "failed") resume(Effect.fail(spawnError(`${program}: ${r.message}`)))
+      else resume(Effect.succeed(r.child))
     })
-    child.once("exit", (code, signal) => Deferred.unsafeDone(status, Exit.succeed({ code, signal })))
-    child.once("spawn", () => {
-      started = true
-      resume(Effect.succeed(child))
-    })
-    return Effect.sync(() => {
-      if (child.pid !== undefined) killGroup(child.pid, "SIGKILL")
-    })
+    return Effect.sync(cancel)
   })
 
 /**
@@ -233,11 +203,14 @@ export const spawnScoped = (
       : yield* opts.growth.baselines.acquire(opts.growth.root)
 
     const child = yield* Effect.acquireRelease(
-      startChild(program, args, opts, status),
+      startChild(program, args, opts, (s) => {
+        if (timer !== undefined) clearTimeout(timer)
+        Deferred.unsafeDone(status, Exit.succeed(s))
+      }),
       (c) =>
         Effect.gen(function*() {
           if (timer !== undefined) clearTimeout(timer)
-          const pid = c.pid!
+          const pid = c.pid
           if (yield* Deferred.isDone(status)) {
             killPgrp(pid, "SIGKILL") // stragglers left in the group (unsandboxed mode)
           } else {
@@ -254,26 +227,25 @@ export const spawnScoped = (
             }
           }
           // Unread pipes would otherwise stay open (and keep their fds) until garbage-collected.
-          c.stdout?.destroy()
-          c.stderr?.destroy()
+          c.stdout.destroy()
+          c.stderr.destroy()
           c.stdin?.destroy()
         })
     )
-    const pid = child.pid!
+    const pid = child.pid
 
     const wall = opts.limits.wall_clock_seconds
     if (wall !== null) {
       timer = setTimeout(() => {
-        if (child.exitCode === null && child.signalCode === null) {
+        if (child.status() === undefined) {
           timedOut = true
           killGroup(pid, "SIGKILL")
         }
       }, Math.max(1, wall * 1000))
-      child.once("exit", () => clearTimeout(timer))
     }
 
     if (opts.growth !== undefined) {
-      const running = () => child.exitCode === null && child.signalCode === null
+      const running = () => child.status() === undefined
       yield* Effect.forkScoped(watchGrowth(opts.growth, lease?.bytes ?? 0, running, (n) => {
         grownBy = n
         lease?.overBudget()
@@ -291,8 +263,8 @@ export const spawnScoped = (
     }
 
     const tail = new Tail()
-    const out = new Pipe(child.stdout!, "stdout")
-    const err = new Pipe(child.stderr!, "stderr", (chunk) => tail.push(chunk))
+    const out = new Pipe(child.stdout, "stdout")
+    const err = new Pipe(child.stderr, "stderr", (chunk) => tail.push(chunk))
     const stdout = out.stream
     const stderr = err.stream
 
