@@ -8,6 +8,7 @@
 //   session list     `session.list`
 //   agent list       `agent.list` (the whole list: O(answer))
 //   agent list page  `agent.list` with `limit: 100` (one page: O(page))
+//   session list page  `session.list` with `limit: 100` (one page, oldest first: O(page))
 // The figure per request is its p50 at N over its p50 at 100 (target ≤ 2). Also a one-shot
 // `substrat agent list` at 100 and at N (target < 0.5 s at N): wall time and the CLI process's CPU
 // (user+sys), beside `substrat --version` (the CLI's start-up alone) as the floor; and, after the agents have been idle for
@@ -123,7 +124,8 @@ const requests: ReadonlyArray<readonly [string, string, (s: Subject) => unknown]
   ["daemon status", "daemon.status", () => undefined],
   ["session list", "session.list", () => undefined],
   ["agent list", "agent.list", () => undefined],
-  ["agent list page", "agent.list", () => ({ limit: 100 })]
+  ["agent list page", "agent.list", () => ({ limit: 100 })],
+  ["session list page", "session.list", () => ({ limit: 100 })]
 ]
 
 /** p50 µs of each request (label → µs), subjects interleaved request by request. */

@@ -41,7 +41,7 @@ const dynamicValues = (kind: Dynamic, home: string | undefined): Effect.Effect<R
             )))
       case "session":
         return Effect.flatMap(Effect.promise(() => import("../protocol/admin/session.js")), ({ SessionGroup }) =>
-          withClient(SessionGroup, socket, (c) => call(socket, c.session.list()).pipe(Effect.map((r) => r.sessions.map((s) => s.id)))))
+          withClient(SessionGroup, socket, (c) => call(socket, c.session.list(undefined)).pipe(Effect.map((r) => r.sessions.map((s) => s.id)))))
     }
   })
   return values.pipe(

@@ -145,7 +145,7 @@ const groups = (admin: AdminClient, login: Login.Store) => {
 
   const sessions = HttpApiBuilder.group(SubstratApi, "sessions", (h) =>
     h
-      .handle("list", () => wire(admin.session.list()))
+      .handle("list", () => wire(admin.session.list(undefined)))
       .handle("suspend", ({ path }) => wire(Effect.flatMap(sessionRef(path.session), (session) => admin.session.suspend({ session }))))
       .handle("resume", ({ path }) => wire(Effect.flatMap(sessionRef(path.session), (session) => admin.session.resume({ session }))))
       .handle("delete", ({ path }) => wire(Effect.flatMap(sessionRef(path.session), (session) => admin.session.delete({ session })))))
@@ -192,7 +192,7 @@ const groups = (admin: AdminClient, login: Login.Store) => {
               Effect.map((i) => (urlParams.tree === undefined ? i.agent.session_id : i.agent.id) as string),
               Effect.catchTag("NotFound", (nf) =>
                 // Not live: an agent id or session id of a session on disk, or 404 now (not in the stream).
-                Effect.flatMap(admin.session.list(), (l) =>
+                Effect.flatMap(admin.session.list(undefined), (l) =>
                   l.sessions.some((s) => s.id === ref || s.agent_id === ref) ? Effect.succeed(ref) : Effect.fail(nf)))
             )
           const from = yield* fromCursor(request, urlParams)

@@ -82,4 +82,45 @@ describe("reference resolution from the indexes", () => {
     expect((await cliJson<{ sessions: ReadonlyArray<SessionRow> }>(home, ["session", "list"])).sessions.map((s) => s.id).sort())
       .toEqual([a.session_id, b2.session_id].sort())
   }, 240_000)
+
+  it("session list pages: oldest first, pages join to the whole list, a new session lands on the last page", async () => {
+    for (const n of ["p1", "p2", "p3", "p4", "p5"]) await cliJson<Agent>(home, ["agent", "create", "--name", n, "--provider", "scripted"])
+    type Page = { readonly sessions: ReadonlyArray<SessionRow & { readonly created_at: string }>; readonly next?: string }
+    const whole = (await cliJson<Page>(home, ["session", "list"])).sessions
+    expect(whole.length).toBeGreaterThanOrEqual(5)
+    const keys = whole.map((s) => `${s.created_at} ${s.id}`)
+    expect(keys).toEqual([...keys].sort())
+    expect(whole.slice(-5).map((s) => s.agent_name)).toEqual(["p1", "p2", "p3", "p4", "p5"])
+
+    // Pages of 2 through the whole list: the same ids in the same order, `next` absent at the end.
+    const seen: Array<string> = []
+    let after: string | undefined
+    for (let i = 0; i < 20; i++) {
+      const page = await cliJson<Page>(home, ["session", "list", "--limit", "2", ...(after === undefined ? [] : ["--after", after])])
+      expect(page.sessions.length).toBeLessThanOrEqual(2)
+      seen.push(...page.sessions.map((s) => s.id))
+      after = page.next
+      if (after === undefined) break
+      expect(after).toBe(page.sessions[page.sessions.length - 1]!.id)
+    }
+    expect(after).toBeUndefined()
+    expect(seen).toEqual(whole.map((s) => s.id))
+
+    // Text output: the page on stdout, where the next one starts on stderr.
+    const text = await cli(home, ["session", "ls", "--limit", "1", "-q"])
+    expect(text.code).toBe(0)
+    expect(text.stdout.trim()).toBe(whole[0]!.id)
+    expect(text.stderr).toContain(`more: --after ${whole[0]!.id}`)
+
+    // A session created after the list was read: on the last page, after the previous last.
+    const late = await cliJson<Agent>(home, ["agent", "create", "--name", "p6", "--provider", "scripted"])
+    const tail = await cliJson<Page>(home, ["session", "list", "--after", whole[whole.length - 1]!.id])
+    expect(tail.sessions.map((s) => s.id)).toEqual([late.session_id])
+    expect(tail.next).toBeUndefined()
+
+    // An `after` no session has: refused, naming the field.
+    const bad = await cli(home, ["session", "list", "--limit", "2", "--after", "00000000-0000-4000-8000-000000000000"])
+    expect(bad.code).not.toBe(0)
+    expect(bad.stderr).toContain("no session 00000000-0000-4000-8000-000000000000 to continue after")
+  }, 240_000)
 })

@@ -1,6 +1,7 @@
 // `substrat session list|suspend|resume|delete`: low-level control of agents' sessions.
-import { Args, Command } from "@effect/cli"
-import { Console, Effect } from "effect"
+import { Args, Command, Options } from "@effect/cli"
+import { Console, Effect, Option } from "effect"
+import { SessionId } from "../../domain/ids.js"
 import { SessionRef } from "../../protocol/admin/common.js"
 import { SessionGroup } from "../../protocol/admin/session.js"
 import { call, withClient } from "../Client.js"
@@ -10,14 +11,32 @@ import { describe } from "../Help.js"
 
 const sessionArg = Args.text({ name: "session" }).pipe(Args.withSchema(SessionRef), Args.withDescription("Session id or unique id prefix, or its agent's name"))
 
-const listCommand = Command.make("list", { home, json, quiet }, (o) =>
+const limit = Options.integer("limit").pipe(
+  Options.withDescription("Show one page of at most this many sessions (oldest first); the next page's --after is printed to stderr"),
+  Options.optional
+)
+const after = Options.text("after").pipe(
+  Options.withPseudoName("session-id"),
+  Options.withDescription("Start after this session id (the previous page's last)"),
+  Options.optional
+)
+
+const listCommand = Command.make("list", { home, json, quiet, limit, after }, (o) =>
   Effect.gen(function*() {
     const socket = pathsOf(o.home).socket
-    const r = yield* withClient(SessionGroup, socket, (c) => call(socket, c.session.list()))
+    const page = {
+      ...Option.match(o.limit, { onNone: () => ({}), onSome: (limit) => ({ limit }) }),
+      ...Option.match(o.after, { onNone: () => ({}), onSome: (a) => ({ after: SessionId.make(a) }) })
+    }
+    const r = yield* withClient(SessionGroup, socket, (c) => call(socket, c.session.list(Object.keys(page).length === 0 ? undefined : page)))
     if (o.json) return yield* printJson(r)
-    if (o.quiet) return yield* Console.log(r.sessions.map((s) => s.id).join("\n"))
-    yield* Console.log(renderSessions(r.sessions))
-  })).pipe(Command.withDescription(describe("List all sessions", { examples: ["substrat session list", "substrat session ls --json"] })))
+    yield* Console.log(o.quiet ? r.sessions.map((s) => s.id).join("\n") : renderSessions(r.sessions))
+    // The next page's start on stderr, so stdout stays the list.
+    if (r.next !== undefined) yield* Effect.sync(() => process.stderr.write(`more: --after ${r.next}\n`))
+  })).pipe(Command.withDescription(describe("List the sessions, oldest first", {
+    details: ["--limit pages the list; when more follow, the next page's --after is printed on stderr. --quiet prints ids only."],
+    examples: ["substrat session list", "substrat session ls --json", "substrat session ls --limit 100   # the first 100"]
+  })))
 
 const suspendCommand = Command.make("suspend", { home, json, session: sessionArg }, (o) =>
   Effect.gen(function*() {

@@ -14,8 +14,20 @@ export const SessionInfo = Schema.Struct({
 })
 export type SessionInfo = typeof SessionInfo.Type
 
+const SessionListParams = Schema.Struct({
+  /** Page size: at most this many sessions, oldest first. */
+  limit: Schema.optional(Schema.Int.pipe(Schema.between(1, 100_000))),
+  /** Continue after this session id (the previous page's `next`). */
+  after: Schema.optional(SessionId)
+})
+
 export class SessionListRpc extends Rpc.make("session.list", {
-  success: Schema.Struct({ sessions: Schema.Array(SessionInfo) }),
+  /**
+   * No params: every session, oldest first. With `limit` and/or `after`: one page of that order;
+   * `next` (when more follow) is the `after` of the next page. An `after` no session has: InvalidInput.
+   */
+  payload: Schema.UndefinedOr(SessionListParams),
+  success: Schema.Struct({ sessions: Schema.Array(SessionInfo), next: Schema.optional(SessionId) }),
   error: RpcError
 }) {}
 export class SessionSuspendRpc extends Rpc.make("session.suspend", {
