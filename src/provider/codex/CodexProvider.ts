@@ -8,9 +8,10 @@
 //   - instructions: `developer_instructions` on the first turn (the thread keeps them)
 //   - conversation: CODEX_HOME=/home/agent/.codex in the private HOME; blob = the thread id
 import { Effect, Either } from "effect"
-import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as NoFollow from "../../sandbox/NoFollow.js"
+import { runCollect, spawnScoped } from "../../sandbox/spawn.js"
+import { noLimits } from "../../domain/workspace.js"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { ProviderError } from "../../domain/errors.js"
@@ -159,27 +160,23 @@ const CATALOG_FILE = "substrat-model-catalog.json"
  * bundled catalog stays in force).
  */
 const catalogs = new Map<string, string | null>()
-const catalogOf = (hostPath: string): string | null => {
-  if (catalogs.has(hostPath)) return catalogs.get(hostPath) ?? null
-  let out: string | null = null
-  const tmp = Fs.mkdtempSync(Path.join(Os.tmpdir(), "substrat-codex-catalog-"))
-  try {
-    const text = ChildProcess.execFileSync(hostPath, ["debug", "models", "--bundled"], {
-      env: { CODEX_HOME: tmp, HOME: tmp, PATH: basePath },
-      stdio: ["ignore", "pipe", "ignore"],
-      timeout: 15_000,
-      maxBuffer: 64 * 1024 * 1024,
-      encoding: "utf8"
-    })
-    out = catalogWithoutToolSearch(text)
-  } catch {
-    out = null
-  } finally {
-    Fs.rmSync(tmp, { recursive: true, force: true })
-  }
-  catalogs.set(hostPath, out)
-  return out
-}
+const catalogOf = (hostPath: string): Effect.Effect<string | null> =>
+  catalogs.has(hostPath)
+    ? Effect.succeed(catalogs.get(hostPath) ?? null)
+    : Effect.acquireUseRelease(
+      Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "substrat-codex-catalog-"))),
+      (tmp) =>
+        runCollect(spawnScoped(undefined, {
+          argv: [hostPath, "debug", "models", "--bundled"],
+          env: { CODEX_HOME: tmp, HOME: tmp, PATH: basePath },
+          limits: { ...noLimits, wall_clock_seconds: 15 },
+          graceMs: 1000
+        })).pipe(
+          Effect.map((r) => (r.exit.code === 0 ? catalogWithoutToolSearch(r.stdout) : null)),
+          Effect.orElseSucceed(() => null)
+        ),
+      (tmp) => Effect.sync(() => Fs.rmSync(tmp, { recursive: true, force: true }))
+    ).pipe(Effect.tap((out) => Effect.sync(() => catalogs.set(hostPath, out))))
 
 export const codexDriver: CliDriver = {
   name: "codex",
@@ -197,7 +194,7 @@ export const codexDriver: CliDriver = {
       yield* NoFollow.makeDirectory(agent.homeDir, ".codex", { mode: 0o700, owner: input.owner }).pipe(
         Effect.mapError((e) => new ProviderError({ provider: "codex", reason: "turn", message: `CODEX_HOME: ${e.message}` }))
       )
-      const catalog = catalogOf(bin.hostPath)
+      const catalog = yield* catalogOf(bin.hostPath)
       if (catalog !== null) {
         yield* NoFollow.writeFile(agent.homeDir, `.codex/${CATALOG_FILE}`, catalog, { mode: 0o600, owner: input.owner }).pipe(
           Effect.mapError((e) => new ProviderError({ provider: "codex", reason: "turn", message: `model catalog: ${e.message}` }))
