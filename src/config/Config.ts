@@ -112,7 +112,7 @@ const settingsConfig = Config.all({
   cursor: cli("cursor", "cursor-agent", "`cursor-agent` or `agent` on PATH"),
   acp: Config.all({
     presets: optional(["acp", "presets"], text, {
-      description: "ACP agent presets added to / overriding the built-in ones (qwen, gemini, opencode, claude, codex), JSON: {\"name\": {\"command\": [\"bin\", \"--acp\"], \"env\": {}, \"model\": \"openai|anthropic|none\", \"package\": \"npm-package\"}} (docs/providers.md)"
+      description: "ACP agent presets added to / overriding the built-in ones (qwen, gemini, opencode, claude, codex), JSON: {\"name\": {\"command\": [\"bin\", \"--acp\"], \"env\": {}, \"model\": \"openai|anthropic|gemini|none\", \"package\": \"npm-package\"}} (docs/providers.md)"
     }),
     approve: setting(["acp", "approve"], approvePolicy, "auto" as const, {
       description: "How an ACP agent's permission requests are answered: auto (allow; the sandbox is the boundary), reject, or ask (an item in the human inbox the turn waits on: substrat inbox answer <id> allow|allow-always|reject)"
@@ -120,11 +120,16 @@ const settingsConfig = Config.all({
     askTimeoutSeconds: setting(["acp", "askTimeoutSeconds"], int(0), 0, {
       description: "approve = ask: seconds before an unanswered permission request is rejected (0: wait for the human)"
     }),
-    model: optional(["acp", "model"], text, { description: "Model name handed to ACP agents (OPENAI_MODEL / ANTHROPIC_MODEL); default: the agent's own" })
+    model: optional(["acp", "model"], text, { description: "Model name handed to ACP agents (OPENAI_MODEL / ANTHROPIC_MODEL / GEMINI_MODEL); default: the agent's own" })
   }),
   anthropic: Config.all({
     upstream: setting(["anthropic", "upstream"], url, "https://api.anthropic.com", {
       description: "Where the daemon's Anthropic forwarder sends Claude Code's model requests"
+    })
+  }),
+  gemini: Config.all({
+    upstream: setting(["gemini", "upstream"], url, "https://generativelanguage.googleapis.com", {
+      description: "Where the daemon's Gemini forwarder sends Gemini CLI's model requests (acp:gemini)"
     })
   }),
   openai: Config.all({
@@ -287,6 +292,7 @@ const credentialsConfig = Config.all({
   anthropicApiKey: credential("anthropicApiKey", "ANTHROPIC_API_KEY", "Anthropic key the daemon's forwarder adds to Claude Code's requests"),
   anthropicAuthToken: credential("anthropicAuthToken", "ANTHROPIC_AUTH_TOKEN", "Anthropic bearer token (when there is no ANTHROPIC_API_KEY)"),
   openaiApiKey: credential("openaiApiKey", "OPENAI_API_KEY", "OpenAI key: the forwarder for Codex, and the openai provider"),
+  geminiApiKey: credential("geminiApiKey", "GEMINI_API_KEY", "Gemini API key the daemon's forwarder adds to Gemini CLI's requests (x-goog-api-key)"),
   openrouterApiKey: credential("openrouterApiKey", "OPENROUTER_API_KEY", "OpenRouter key of the openai provider"),
   cursorApiKey: credential("cursorApiKey", "CURSOR_API_KEY", "Passed to cursor-agent inside its sandbox")
 })
@@ -570,6 +576,7 @@ export const defaults = (overrides: Partial<Settings> = {}): Settings => ({
   cursor: { bin: Option.none(), model: Option.none() },
   acp: { presets: Option.none(), approve: "auto", askTimeoutSeconds: 0, model: Option.none() },
   anthropic: { upstream: "https://api.anthropic.com" },
+  gemini: { upstream: "https://generativelanguage.googleapis.com" },
   openai: {
     upstream: "https://api.openai.com",
     baseUrl: Option.none(),
@@ -611,6 +618,7 @@ export const defaults = (overrides: Partial<Settings> = {}): Settings => ({
     anthropicApiKey: Option.none(),
     anthropicAuthToken: Option.none(),
     openaiApiKey: Option.none(),
+    geminiApiKey: Option.none(),
     openrouterApiKey: Option.none(),
     cursorApiKey: Option.none()
   },

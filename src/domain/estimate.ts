@@ -2,7 +2,8 @@
 // "Reservations"). Pure. Input: one token per byte of the body (a byte-level tokenizer never
 // makes more tokens than bytes of text; images and framing make fewer), at most a context window
 // of INPUT_CEILING. Output: the request's own cap — Anthropic `max_tokens`, Chat Completions
-// `max_completion_tokens` / `max_tokens` (times `n` choices), Responses `max_output_tokens` —
+// `max_completion_tokens` / `max_tokens` (times `n` choices), Responses `max_output_tokens`,
+// Gemini `generationConfig.maxOutputTokens` (times `candidateCount`; its model is in the path) —
 // never above the model's output cap (the upstream refuses more), which is also used when the
 // request gives none.
 import type { RequestUsage } from "./requestUsage.js"
@@ -40,8 +41,8 @@ export const outputCapOf = (model: string | null): number => {
 
 const count = (u: unknown): number | undefined => (typeof u === "number" && Number.isFinite(u) && u > 0 ? Math.ceil(u) : undefined)
 
-/** The estimate of one request body (JSON; a body that is not JSON gets the defaults). */
-export const estimateOf = (body: Uint8Array): RequestEstimate => {
+/** The estimate of one request body (JSON; a body that is not JSON gets the defaults); `pathModel`: the model named by the path (Gemini). */
+export const estimateOf = (body: Uint8Array, pathModel?: string): RequestEstimate => {
   let j: Record<string, unknown> = {}
   try {
     const parsed: unknown = JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString("utf8"))
@@ -49,18 +50,20 @@ export const estimateOf = (body: Uint8Array): RequestEstimate => {
   } catch {
     // not JSON: the upstream will refuse it; the defaults hold it meanwhile
   }
-  const model = typeof j["model"] === "string" ? j["model"] : null
+  const model = pathModel ?? (typeof j["model"] === "string" ? j["model"] : null)
   const cap = outputCapOf(model)
-  const asked = [j["max_tokens"], j["max_completion_tokens"], j["max_output_tokens"]].map(count).filter((n) => n !== undefined)
+  const g: Record<string, unknown> = typeof j["generationConfig"] === "object" && j["generationConfig"] !== null ? j["generationConfig"] as Record<string, unknown> : {}
+  const asked = [j["max_tokens"], j["max_completion_tokens"], j["max_output_tokens"], g["maxOutputTokens"]].map(count).filter((n) => n !== undefined)
   const each = Math.min(cap, asked.length === 0 ? cap : Math.max(...asked))
-  const choices = Math.min(128, count(j["n"]) ?? 1)
+  const choices = Math.min(128, Math.max(count(j["n"]) ?? 1, count(g["candidateCount"]) ?? 1))
   return { model, input_tokens: Math.min(INPUT_CEILING, body.byteLength), output_tokens: each * choices }
 }
 
 /**
  * Output tokens at least as many as a stream carried, for a response that ended before its final
  * usage: one token per byte of generated text seen (`text`, `partial_json`, `thinking`, string
- * `delta`, `content`, `arguments`, `refusal`, reasoning) — a token is never shorter than a byte.
+ * `delta`, `content`, `arguments`, `refusal`, reasoning; Gemini's function-call `args` as JSON)
+ * — a token is never shorter than a byte.
  */
 export class StreamedOutput {
   private bytes = 0
@@ -73,6 +76,8 @@ export class StreamedOutput {
     for (const [k, v] of Object.entries(o)) {
       if (typeof v === "string") {
         if (generated.has(k)) this.bytes += Buffer.byteLength(v, "utf8")
+      } else if (k === "args" && typeof v === "object" && v !== null) {
+        this.bytes += Buffer.byteLength(JSON.stringify(v), "utf8")
       } else this.note(v)
     }
   }

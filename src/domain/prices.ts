@@ -35,7 +35,11 @@ export const defaultPrices: PriceTable = {
   "gpt-4o-mini": { input: 0.15, output: 0.6, cache_read: 0.075 },
   "gpt-4o": { input: 2.5, output: 10, cache_read: 1.25 },
   "o4-mini": { input: 1.1, output: 4.4, cache_read: 0.275 },
-  "o3": { input: 2, output: 8, cache_read: 0.5 }
+  "o3": { input: 2, output: 8, cache_read: 0.5 },
+  // Gemini: the price of prompts up to 200k tokens (longer ones cost more: set `meter.prices`).
+  "gemini-2.5-pro": { input: 1.25, output: 10, cache_read: 0.125 },
+  "gemini-2.5-flash-lite": { input: 0.1, output: 0.4, cache_read: 0.01 },
+  "gemini-2.5-flash": { input: 0.3, output: 2.5, cache_read: 0.03 }
 }
 
 const decodeTable = Schema.decodeUnknownEither(Schema.parseJson(PriceTable))

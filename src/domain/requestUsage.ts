@@ -1,5 +1,5 @@
 // What one model request used, read from the response as it streams past the model forwarder
-// (or the openai provider's own calls). Pure: no Effect, no I/O. Three wire formats:
+// (or the openai provider's own calls). Pure: no Effect, no I/O. Four wire formats:
 //   Anthropic Messages   /v1/messages: `usage` in the JSON body, or `message_start.message.usage`
 //                        + `message_delta.usage` (cumulative) in the event stream; input_tokens
 //                        excludes cache reads/writes (cache_read_input_tokens, cache_creation_input_tokens)
@@ -7,11 +7,15 @@
 //                        prompt_tokens_details.cached_tokens), `completion_tokens`, OpenRouter's `cost`
 //   OpenAI Responses     /v1/responses: `usage` of the body or of `response.completed`;
 //                        input_tokens includes input_tokens_details.cached_tokens
+//   Gemini               /v1beta/models/<model>:generateContent / :streamGenerateContent: `usageMetadata`
+//                        of the body or of each chunk (the last, with a `finishReason`, is final);
+//                        promptTokenCount includes cachedContentTokenCount, toolUsePromptTokenCount
+//                        is input too, thoughtsTokenCount is output; the model is `modelVersion`
 // Normalised: `input_tokens` is uncached input only; cache reads and writes are apart.
 import { StringDecoder } from "node:string_decoder"
 import { StreamedOutput, withFloor } from "./estimate.js"
 
-export type ModelApi = "anthropic" | "openai"
+export type ModelApi = "anthropic" | "openai" | "gemini"
 
 export interface RequestUsage {
   readonly model: string | null
@@ -61,6 +65,18 @@ export class UsageAccumulator {
     this.cost = cost ?? this.cost
   }
 
+  /** Gemini's `usageMetadata`: cumulative, each chunk's replaces the last. */
+  private gemini(u: Json): void {
+    this.seen = true
+    const cached = num(u["cachedContentTokenCount"]) ?? 0
+    const prompt = num(u["promptTokenCount"])
+    if (prompt !== undefined) this.input = Math.max(0, prompt + (num(u["toolUsePromptTokenCount"]) ?? 0) - cached)
+    this.cacheRead = cached
+    const out = num(u["candidatesTokenCount"])
+    const thoughts = num(u["thoughtsTokenCount"])
+    if (out !== undefined || thoughts !== undefined) this.output = (out ?? 0) + (thoughts ?? 0)
+  }
+
   private usage(u: Json): void {
     if ("prompt_tokens" in u || "completion_tokens" in u) {
       const details = isObj(u["prompt_tokens_details"]) ? u["prompt_tokens_details"] : {}
@@ -79,6 +95,13 @@ export class UsageAccumulator {
   /** One object of the response (a JSON body, or one event of a stream). */
   observe(o: unknown): void {
     if (!isObj(o)) return
+    if (isObj(o["usageMetadata"])) {
+      this.noteModel(o["modelVersion"])
+      this.gemini(o["usageMetadata"])
+      const candidates = Array.isArray(o["candidates"]) ? o["candidates"] : []
+      if (candidates.some((c) => isObj(c) && typeof c["finishReason"] === "string")) this.complete = true
+      return
+    }
     const type = o["type"]
     if (type === "message_stop" || (type === "message_delta" && isObj(o["usage"]))) this.complete = true
     if (type === "message_start" && isObj(o["message"])) {

@@ -3,7 +3,7 @@
 //
 //   layer(settings)   the registry over given CLI settings (tests: model sockets = a scripted endpoint)
 //   layerDaemon(config)  the same, plus the daemon-owned model forwarders on
-//                     $SUBSTRAT_HOME/llm/anthropic.sock and openai.sock (upstreams and API keys
+//                     $SUBSTRAT_HOME/llm/anthropic.sock, openai.sock and gemini.sock (upstreams and API keys
 //                     from the configuration, src/config/Config.ts; see ModelForwarder.ts)
 //
 // Both need: Sandbox (SandboxBwrap.layerBwrap), SubstratPaths, EventLog, WorkspaceStore, and the
@@ -71,7 +71,8 @@ export const scriptsDir = (home: string) => Path.join(home, "scripts")
 /** Where the daemon's forwarder sockets live. */
 export const forwarderSockets = (home: string) => ({
   anthropic: Path.join(home, "llm", "anthropic.sock"),
-  openai: Path.join(home, "llm", "openai.sock")
+  openai: Path.join(home, "llm", "openai.sock"),
+  gemini: Path.join(home, "llm", "gemini.sock")
 })
 
 /**
@@ -89,6 +90,7 @@ export const layerDaemon = (
     const up = ModelForwarder.upstreamsOf(config)
     yield* ModelForwarder.serve({ socketPath: sockets.anthropic, api: "anthropic", ...up.anthropic })
     yield* ModelForwarder.serve({ socketPath: sockets.openai, api: "openai", ...up.openai })
+    yield* ModelForwarder.serve({ socketPath: sockets.gemini, api: "gemini", ...up.gemini })
     return layer(settingsOf(config, sockets, options.settings ?? {}), {
       ...options,
       openai: options.openai ?? OpenAiSettings.fromConfig(config)

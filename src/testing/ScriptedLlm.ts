@@ -1,7 +1,8 @@
 // A scripted stand-in for real LLM endpoints: one local HTTP server (TCP loopback or a Unix
-// socket) speaking the Anthropic Messages API, the OpenAI Responses API and OpenAI Chat
-// Completions, answering from a script and recording every request. Used by our tests with the
-// real `claude` / `codex` binaries, and by embedders who want the same offline.
+// socket) speaking the Anthropic Messages API, the OpenAI Responses API, OpenAI Chat
+// Completions and the Gemini API (generateContent / streamGenerateContent), answering from a
+// script and recording every request. Used by our tests with the real `claude` / `codex` /
+// `qwen` / `opencode` / `gemini` binaries, and by embedders who want the same offline.
 //
 //   const llm = yield* ScriptedLlm.make({ script: [{ reply: Reply.text("hi") }], listen: { port: 0 } })
 //   // ANTHROPIC_BASE_URL=llm.baseUrl, or ANTHROPIC_UNIX_SOCKET=path + ANTHROPIC_BASE_URL=http://localhost
@@ -11,6 +12,7 @@ import { Data, Effect } from "effect"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as Anthropic from "./scripted/Anthropic.js"
+import * as Gemini from "./scripted/Gemini.js"
 import * as OpenAi from "./scripted/OpenAi.js"
 import * as OpenAiChat from "./scripted/OpenAiChat.js"
 import type { Api, Reply, ScriptEntry, ScriptRequest } from "./scripted/Script.js"
@@ -69,7 +71,7 @@ export interface ScriptedLlmServer {
   readonly baseUrl: string
   /** Every request so far, in arrival order. */
   readonly requests: Effect.Effect<ReadonlyArray<RecordedRequest>>
-  /** Only model requests (Messages, Responses, Chat Completions). */
+  /** Only model requests (Messages, Responses, Chat Completions, Gemini generateContent). */
   readonly modelRequests: Effect.Effect<ReadonlyArray<RecordedRequest>>
   /** Wait until at least `n` recorded requests satisfy `predicate` (default: model requests). */
   readonly awaitRequests: (
@@ -82,12 +84,16 @@ export interface ScriptedLlmServer {
   readonly remaining: Effect.Effect<ReadonlyArray<ScriptEntry>>
 }
 
-const isModelKind = (k: RequestKind): boolean => k === "anthropic" || k === "openai-responses" || k === "openai-chat"
+const isModelKind = (k: RequestKind): boolean => k === "anthropic" || k === "openai-responses" || k === "openai-chat" || k === "gemini"
 
 const classify = (method: string, path: string): RequestKind => {
   const p = path.split("?")[0]!.replace(/\/+$/, "")
   if (method === "HEAD" || (method === "GET" && (p === "" || p === "/v1"))) return "probe"
   if (method !== "POST") return "unknown"
+  const g = Gemini.geminiTarget(p)
+  if (g !== null) {
+    return g.action === "countTokens" ? "count_tokens" : g.action === "generateContent" || g.action === "streamGenerateContent" ? "gemini" : "unknown"
+  }
   if (p.endsWith("/messages/count_tokens")) return "count_tokens"
   if (p.endsWith("/messages")) return "anthropic"
   if (p.endsWith("/responses")) return "openai-responses"
@@ -131,7 +137,10 @@ class Core {
     const body = parseBody(raw)
     const kind = classify(method, path)
     const base = { seq: this.recorded.length, method, path, headers: { ...req.headers }, body, kind }
-    const stream = typeof body === "object" && body !== null && (body as { stream?: unknown }).stream === true
+    const gemini = Gemini.geminiTarget(path)
+    const stream = gemini !== null
+      ? gemini.action === "streamGenerateContent"
+      : typeof body === "object" && body !== null && (body as { stream?: unknown }).stream === true
 
     if (kind === "probe") {
       this.record({ ...base, stream: false, status: 200 })
@@ -141,7 +150,7 @@ class Core {
     }
     if (kind === "count_tokens") {
       this.record({ ...base, stream: false, status: 200 })
-      json(res, 200, Anthropic.countTokens(raw))
+      json(res, 200, gemini !== null ? Gemini.countTokens(raw) : Anthropic.countTokens(raw))
       return
     }
     if (kind === "unknown") {
@@ -154,6 +163,8 @@ class Core {
       ? Anthropic.readRequest(body, raw)
       : kind === "openai-responses"
       ? OpenAi.readResponsesRequest(body, raw)
+      : kind === "gemini"
+      ? Gemini.readRequest(body, raw, gemini?.model ?? "")
       : OpenAiChat.readChatRequest(body, raw)
     const picked = this.state.take(request)
     const seen = { model: request.model, system: request.system, lastUser: request.lastUser }
@@ -192,7 +203,7 @@ class Core {
   private reply(res: Http.ServerResponse, kind: Api, reply: Reply, request: ScriptRequest, stream: boolean, frameDelayMs = 0): void {
     if (res.destroyed) return
     if (reply._tag === "Error") {
-      json(res, reply.status, kind === "anthropic" ? Anthropic.errorBody(reply) : OpenAi.openAiErrorBody(reply))
+      json(res, reply.status, kind === "anthropic" ? Anthropic.errorBody(reply) : kind === "gemini" ? Gemini.errorBody(reply) : OpenAi.openAiErrorBody(reply))
       return
     }
     if (reply._tag === "Raw") {
@@ -202,7 +213,13 @@ class Core {
     }
     if (reply._tag === "Disconnect") {
       res.writeHead(200, sseHeaders(kind))
-      res.write(kind === "anthropic" ? "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{" : "data: {\"type\":\"response.cr")
+      res.write(
+        kind === "anthropic"
+          ? "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{"
+          : kind === "gemini"
+          ? Gemini.partialFrame
+          : "data: {\"type\":\"response.cr"
+      )
       res.destroy()
       return
     }
@@ -214,6 +231,8 @@ class Core {
           ? Anthropic.messageJson(reply, request)
           : kind === "openai-responses"
           ? OpenAi.responsesJson(reply, request)
+          : kind === "gemini"
+          ? Gemini.responseJson(reply, request)
           : OpenAiChat.chatJson(reply, request)
       )
       return
@@ -222,6 +241,8 @@ class Core {
       ? Anthropic.streamFrames(reply, request)
       : kind === "openai-responses"
       ? OpenAi.responsesFrames(reply, request)
+      : kind === "gemini"
+      ? Gemini.streamFrames(reply, request)
       : OpenAiChat.chatFrames(reply, request)
     res.writeHead(200, sseHeaders(kind))
     if (frameDelayMs <= 0) {

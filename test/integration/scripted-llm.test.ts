@@ -365,6 +365,75 @@ describe("ScriptedLlm — OpenAI", () => {
     }))
 })
 
+describe("ScriptedLlm — Gemini API", () => {
+  const geminiBody = (contents: ReadonlyArray<unknown>) => ({
+    systemInstruction: { parts: [{ text: "You are agent gem." }] },
+    contents,
+    tools: [{ functionDeclarations: [{ name: "mcp_substrat_check_inbox", parameters: { type: "object" } }] }]
+  })
+  type Chunk = {
+    candidates: Array<{ content: { role: string; parts: Array<Record<string, unknown>> }; finishReason?: string }>
+    usageMetadata: Record<string, number>
+    modelVersion: string
+  }
+
+  it.scoped("streamGenerateContent?alt=sse: text pieces, the call whole, finishReason and usage in the last chunk", () =>
+    Effect.gen(function*() {
+      const reply: ScriptedLlm.Reply = {
+        _tag: "Message",
+        content: [{ type: "text", text: "checking" }, { type: "tool_use", name: "mcp_substrat_check_inbox", input: { all: true } }],
+        usage: { input_tokens: 40, output_tokens: 9, cache_read_tokens: 60 }
+      }
+      const llm = yield* ScriptedLlm.make({ ...tcp, script: [{ match: { api: "gemini", hasTool: "mcp_substrat_check_inbox", system: "agent gem" }, reply }] })
+      const res = yield* request(llm, "POST", "/v1beta/models/gemini-x:streamGenerateContent?alt=sse", geminiBody([{ role: "user", parts: [{ text: "go" }] }]))
+      expect([res.status, res.headers["content-type"]]).toEqual([200, "text/event-stream; charset=utf-8"])
+      // Google's framing: each chunk one `data:` line ended by a blank line, CRLF.
+      const frames = res.text.split("\r\n\r\n")
+      expect(frames.pop()).toBe("")
+      const chunks = frames.map((f) => {
+        expect(f.startsWith("data: ")).toBe(true)
+        return JSON.parse(f.slice(6)) as Chunk
+      })
+      const parts = chunks.flatMap((c) => c.candidates[0]!.content.parts)
+      expect(parts.filter((p) => typeof p["text"] === "string").map((p) => p["text"]).join("")).toBe("checking")
+      expect(parts.filter((p) => "functionCall" in p)).toEqual([{ functionCall: { name: "mcp_substrat_check_inbox", args: { all: true } } }])
+      expect(chunks.map((c) => c.candidates[0]!.finishReason ?? null).filter((f) => f !== null)).toEqual(["STOP"])
+      expect(chunks[chunks.length - 1]!.usageMetadata).toEqual({ promptTokenCount: 100, candidatesTokenCount: 9, totalTokenCount: 109, cachedContentTokenCount: 60 })
+      expect(chunks.every((c) => c.modelVersion === "gemini-x")).toBe(true)
+      const [seen] = yield* llm.modelRequests
+      expect([seen!.kind, seen!.model, seen!.stream, seen!.system, seen!.lastUser]).toEqual(["gemini", "gemini-x", true, "You are agent gem.", "go"])
+    }))
+
+  it.scoped("generateContent: one JSON response; a function response is the latest user side; errors, countTokens, disconnect", () =>
+    Effect.gen(function*() {
+      const llm = yield* ScriptedLlm.make({
+        ...tcp,
+        script: [
+          { match: { lastUser: "\"messages\": []" }, reply: Reply.text("inbox empty") },
+          { match: { lastUser: "fail" }, reply: Reply.error(429, "slow down") },
+          { match: { lastUser: "cut" }, reply: Reply.disconnect() }
+        ]
+      })
+      const res = yield* request(llm, "POST", "/v1beta/models/gemini-x:generateContent", geminiBody([
+        { role: "user", parts: [{ text: "check" }] },
+        { role: "model", parts: [{ functionCall: { name: "mcp_substrat_check_inbox", args: {} } }] },
+        { role: "user", parts: [{ functionResponse: { name: "mcp_substrat_check_inbox", response: { output: "{\"messages\": []}" } } }] }
+      ]))
+      const body = JSON.parse(res.text) as Chunk
+      expect([res.status, body.candidates[0]!.content, body.candidates[0]!.finishReason]).toEqual([200, { role: "model", parts: [{ text: "inbox empty" }] }, "STOP"])
+      expect(body.usageMetadata["promptTokenCount"]).toBeGreaterThan(0)
+      const err = yield* request(llm, "POST", "/v1beta/models/gemini-x:generateContent", geminiBody([{ role: "user", parts: [{ text: "fail" }] }]))
+      expect([err.status, JSON.parse(err.text)]).toEqual([429, { error: { code: 429, message: "slow down", status: "RESOURCE_EXHAUSTED" } }])
+      const count = yield* request(llm, "POST", "/v1beta/models/gemini-x:countTokens", geminiBody([{ role: "user", parts: [{ text: "n" }] }]))
+      expect(JSON.parse(count.text)).toEqual({ totalTokens: expect.any(Number) })
+      const cut = yield* Effect.either(request(llm, "POST", "/v1beta/models/gemini-x:streamGenerateContent?alt=sse", geminiBody([{ role: "user", parts: [{ text: "cut" }] }])))
+      expect(cut._tag).toBe("Left")
+      const other = yield* request(llm, "POST", "/v1beta/models/gemini-x:embedContent", {})
+      expect(other.status).toBe(404)
+      expect((yield* llm.requests).map((r) => r.kind)).toEqual(["gemini", "gemini", "count_tokens", "gemini", "unknown"])
+    }))
+})
+
 describe("ScriptedLlm — Unix socket", () => {
   it.effect("serves over a Unix socket and removes it when the scope closes", () =>
     Effect.gen(function*() {

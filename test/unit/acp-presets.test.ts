@@ -1,5 +1,5 @@
 // The command line, environment and model route each built-in ACP preset builds (the presets
-// without an offline end-to-end run here — gemini, claude, codex — are held to this).
+// without an offline end-to-end run here — claude, codex — are held to this).
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
 import * as Fs from "node:fs"
@@ -15,7 +15,7 @@ describe("acp presets", () => {
     const table = Object.fromEntries(Object.keys(builtinPresets).map((n) => [n, { command: preset(n).command, model: preset(n).model, package: preset(n).package }]))
     expect(table).toEqual({
       qwen: { command: ["qwen", "--acp", "--approval-mode", "default"], model: "openai", package: "@qwen-code/qwen-code" },
-      gemini: { command: ["gemini", "--acp"], model: "none", package: "@google/gemini-cli" },
+      gemini: { command: ["gemini", "--acp"], model: "gemini", package: "@google/gemini-cli" },
       opencode: { command: ["opencode", "acp"], model: "openai", package: "opencode-ai" },
       claude: { command: ["claude-agent-acp"], model: "anthropic", package: "@agentclientprotocol/claude-agent-acp" },
       codex: { command: ["codex-acp"], model: "openai", package: "@agentclientprotocol/codex-acp" }
@@ -30,9 +30,18 @@ describe("acp presets", () => {
       ANTHROPIC_API_KEY: "substrat-forwarded",
       ANTHROPIC_MODEL: "m2"
     })
-    expect(modelEnv(preset("gemini"), "m3")).toEqual({})
+    expect(modelEnv(preset("gemini"), "m3")).toEqual({
+      GOOGLE_GEMINI_BASE_URL: "http://127.0.0.1:8411",
+      GEMINI_API_KEY: "substrat-forwarded",
+      GEMINI_MODEL: "m3"
+    })
     expect(preset("claude").env).toEqual({ NO_BROWSER: "1", DO_NOT_TRACK: "1", IS_SANDBOX: "1" })
-    expect(preset("gemini").env).toEqual({ NO_BROWSER: "1", DO_NOT_TRACK: "1" })
+    expect(preset("gemini").env).toEqual({
+      NO_BROWSER: "1",
+      DO_NOT_TRACK: "1",
+      GEMINI_CLI_TRUST_WORKSPACE: "true",
+      NODE_OPTIONS: "--disable-wasm-trap-handler"
+    })
     expect(preset("codex").env).toEqual({ NO_BROWSER: "1", DO_NOT_TRACK: "1" })
   })
 

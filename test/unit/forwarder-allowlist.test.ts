@@ -2,7 +2,8 @@
 // estimate (src/domain/estimate.ts). A request target is allowed only when it is exactly one of
 // the API's routes as sent; every other spelling — case, percent-escapes (`%2f`, `%2e`), dot
 // segments, doubled or trailing slashes, `;`, backslashes, absolute form, other queries — is
-// refused, whatever it might normalise to upstream.
+// refused, whatever it might normalise to upstream. The Gemini API's routes name the model in the
+// path: any plain model name is allowed there, and nothing that could reach another upstream path.
 import { describe, expect, it } from "@effect/vitest"
 import fc from "fast-check"
 import { estimateOf, outputCapOf, StreamedOutput } from "../../src/domain/estimate.js"
@@ -10,13 +11,24 @@ import type { ModelApi } from "../../src/domain/requestUsage.js"
 import { ResponseTap } from "../../src/domain/requestUsage.js"
 import { routeOf, routes } from "../../src/provider/cli/ForwarderRoutes.js"
 
-const apis: ReadonlyArray<ModelApi> = ["anthropic", "openai"]
-/** Every allowed (api, method, target) as sent. */
+const apis: ReadonlyArray<ModelApi> = ["anthropic", "openai", "gemini"]
+const sampleModels = ["gemini-2.5-flash", "gemini-scripted", "m.1_x-Y"]
+/** Every allowed (api, method, target) as sent (Gemini's with a few model names). */
 const allowed = apis.flatMap((api) =>
-  routes[api].flatMap((r) => r.queries.map((q) => ({ api, method: r.method, target: q === "" ? r.path : `${r.path}?${q}` })))
+  routes[api].flatMap((r) =>
+    r.queries.flatMap((q) =>
+      (r.path.includes("{model}") ? sampleModels.map((m) => r.path.replace("{model}", m)) : [r.path])
+        .map((path) => ({ api, method: r.method, target: q === "" ? path : `${path}?${q}` }))
+    )
+  )
 )
+/** The Gemini API's allowlist, restated: POST, v1beta, one plain model name, one of three actions, its exact query. */
+const geminiAllowed = (method: string, target: string): boolean => {
+  const m = /^\/v1beta\/models\/([A-Za-z0-9][A-Za-z0-9._-]*):(streamGenerateContent\?alt=sse|generateContent|countTokens)$/.exec(target)
+  return method === "POST" && m !== null && m[1]!.length <= 128
+}
 const isAllowed = (api: ModelApi, method: string, target: string) =>
-  allowed.some((a) => a.api === api && a.method === method && a.target === target)
+  api === "gemini" ? geminiAllowed(method, target) : allowed.some((a) => a.api === api && a.method === method && a.target === target)
 
 /** Ways to spell an allowed target that some server might read as the same (or a sibling) endpoint. */
 const respell = (target: string): fc.Arbitrary<string> => {
@@ -70,6 +82,39 @@ describe("the model forwarder's allowlist", () => {
     expect(routeOf("openai", "GET", "/v1/models")._tag).toBe("refuse")
     expect(routeOf("openai", "POST", "/v1/responses?beta=true")._tag).toBe("refuse")
     expect(routeOf("anthropic", undefined, undefined)._tag).toBe("refuse")
+    expect(routeOf("openai", "POST", "/v1beta/models/gemini-2.5-flash:generateContent")._tag).toBe("refuse")
+    expect(routeOf("gemini", "POST", "/v1/chat/completions")._tag).toBe("refuse")
+  })
+
+  it("Gemini: the model named by the path is one plain name; other paths, actions, queries and spellings are refused", () => {
+    expect(routeOf("gemini", "POST", "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse")).toEqual({
+      _tag: "allow",
+      kind: "model",
+      path: "/v1beta/models/gemini-2.5-flash:streamGenerateContent",
+      model: "gemini-2.5-flash"
+    })
+    expect(routeOf("gemini", "POST", "/v1beta/models/gemini-2.5-pro:countTokens")).toMatchObject({ _tag: "allow", kind: "count", model: "gemini-2.5-pro" })
+    const doors = [
+      // Other endpoints and versions of the API.
+      "/v1beta/models/gemini-2.5-flash:embedContent", "/v1beta/models/gemini-2.5-flash:batchEmbedContents", "/v1beta/models/gemini-2.5-flash:predict",
+      "/v1beta/models", "/v1beta/models/gemini-2.5-flash", "/v1beta/files", "/upload/v1beta/files", "/v1beta/cachedContents", "/v1beta/tunedModels/t:generateContent",
+      "/v1/models/gemini-2.5-flash:generateContent", "/v1alpha/models/gemini-2.5-flash:generateContent",
+      // Queries: the stream without alt=sse, a key in the query, anything extra.
+      "/v1beta/models/gemini-2.5-flash:streamGenerateContent", "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse&key=AIza",
+      "/v1beta/models/gemini-2.5-flash:generateContent?key=AIza", "/v1beta/models/gemini-2.5-flash:generateContent?alt=sse",
+      // A model name that tries to leave its segment or name another action.
+      "/v1beta/models/../files:generateContent", "/v1beta/models/x/../../files:generateContent", "/v1beta/models/..:generateContent",
+      "/v1beta/models/.:generateContent", "/v1beta/models/.hidden:generateContent", "/v1beta/models/:generateContent",
+      "/v1beta/models/a/b:generateContent", "/v1beta/models/a:embedContent:generateContent", "/v1beta/models/a:generateContent/x",
+      "/v1beta/models/%2e%2e%2ffiles:generateContent", "/v1beta/models/gemini%2F..%2Fcached:generateContent", "/v1beta/models/a%3AembedContent:generateContent",
+      "/v1beta/models/a\\..\\files:generateContent", "/v1beta/models/a;b:generateContent", "/v1beta/models/a b:generateContent", "/v1beta/models/a\u0000:generateContent",
+      `/v1beta/models/${"m".repeat(129)}:generateContent`, "/v1beta//models/a:generateContent", "/v1beta/models/a:generateContent#x",
+      "//v1beta/models/a:generateContent", "http://evil/v1beta/models/a:generateContent"
+    ]
+    for (const d of doors) expect([d, routeOf("gemini", "POST", d)._tag]).toEqual([d, "refuse"])
+    for (const m of ["GET", "PUT", "HEAD", "post"]) {
+      expect(routeOf("gemini", m, "/v1beta/models/gemini-2.5-flash:generateContent")._tag).toBe("refuse")
+    }
   })
 
   it("refuses every other spelling of an allowed target (fast-check)", () => {
@@ -86,6 +131,7 @@ describe("the model forwarder's allowlist", () => {
     const target = fc.oneof(
       fc.string({ maxLength: 40 }),
       fc.stringMatching(/^\/[a-zA-Z0-9%./;?=&_\\-]{0,40}$/),
+      fc.stringMatching(/^[a-zA-Z0-9%./;:?=&_\\-]{0,24}$/).map((m) => `/v1beta/models/${m}`),
       fc.constantFrom(...allowed.map((a) => a.target)).chain((t) => fc.string({ maxLength: 6 }).map((s) => t + s))
     )
     fc.assert(
@@ -109,6 +155,37 @@ describe("a request's reservation estimate", () => {
     expect(estimateOf(body({ model: "gpt-4o", max_completion_tokens: 100, n: 3 })).output_tokens).toBe(300)
     expect(estimateOf(body({ model: "gpt-5", max_output_tokens: 500 })).output_tokens).toBe(500)
     expect(estimateOf(Buffer.from("not json")).output_tokens).toBe(outputCapOf(null))
+    // Gemini: the model from the path; generationConfig's cap, times its candidates.
+    const g = body({ contents: [{ role: "user", parts: [{ text: "hi" }] }], generationConfig: { maxOutputTokens: 2000, candidateCount: 2 } })
+    expect(estimateOf(g, "gemini-2.5-flash")).toEqual({ model: "gemini-2.5-flash", input_tokens: g.length, output_tokens: 4000 })
+    expect(estimateOf(body({ contents: [] }), "gemini-2.5-pro").output_tokens).toBe(outputCapOf("gemini-2.5-pro"))
+  })
+
+  it("Gemini usageMetadata: cached input apart, tool-use prompt as input, thoughts as output; the final chunk's figures", () => {
+    const chunk = (o: unknown) => `data: ${JSON.stringify(o)}\r\n\r\n`
+    const parts = (text: string) => [{ content: { role: "model", parts: [{ text }] }, index: 0 }]
+    const stream = new ResponseTap("text/event-stream", "gemini-2.5-flash")
+    stream.write(Buffer.from(chunk({ candidates: parts("Hel"), usageMetadata: { promptTokenCount: 5000 }, modelVersion: "gemini-2.5-flash-001" })))
+    stream.write(Buffer.from(chunk({
+      candidates: [{ ...parts("lo")[0], finishReason: "STOP" }],
+      usageMetadata: { promptTokenCount: 5000, cachedContentTokenCount: 4000, toolUsePromptTokenCount: 30, candidatesTokenCount: 70, thoughtsTokenCount: 25 },
+      modelVersion: "gemini-2.5-flash-001"
+    })))
+    expect(stream.charge(999)).toEqual({
+      model: "gemini-2.5-flash-001",
+      input_tokens: 1030,
+      output_tokens: 95,
+      cache_read_tokens: 4000,
+      cache_write_tokens: 0,
+      reported_cost_usd: null
+    })
+    // A stream cut before its finish: at least what it generated (a call's args count as JSON).
+    const cut = new ResponseTap("text/event-stream", "gemini-2.5-flash")
+    cut.write(Buffer.from(chunk({ candidates: [{ content: { parts: [{ functionCall: { name: "f", args: { k: "x".repeat(500) } } }] } }], usageMetadata: { promptTokenCount: 10 } })))
+    expect(cut.charge(999)).toMatchObject({ model: "gemini-2.5-flash", input_tokens: 10, output_tokens: 508 })
+    const json = new ResponseTap("application/json", "gemini-2.5-pro")
+    json.write(Buffer.from(JSON.stringify({ candidates: parts("hi"), usageMetadata: { promptTokenCount: 12, candidatesTokenCount: 3 } })))
+    expect(json.charge(999)).toMatchObject({ model: "gemini-2.5-pro", input_tokens: 12, output_tokens: 3, cache_read_tokens: 0 })
   })
 
   it("a stream cut before its last usage is charged at least the bytes it generated", () => {

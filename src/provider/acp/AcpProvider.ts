@@ -62,7 +62,12 @@ export const factory = Effect.gen(function*() {
       const api = preset.model === "none" ? null : preset.model
       const modelSocket = api === null
         ? null
-        : yield* sandboxes.modelSocket(ctx, NAME, api, api === "openai" ? settings.openaiSocket : settings.anthropicSocket)
+        : yield* sandboxes.modelSocket(
+          ctx,
+          NAME,
+          api,
+          api === "openai" ? settings.openaiSocket : api === "gemini" ? settings.geminiSocket ?? null : settings.anthropicSocket
+        )
       const owner = sandbox.owner ?? undefined
       const instanceScope = yield* Effect.scope
       // Interruptible: `make` runs as an acquire (uninterruptible), and effects run through this

@@ -16,7 +16,7 @@ import type { ProviderContext } from "../Provider.js"
 import * as AcpProcess from "./AcpProcess.js"
 import { type Preset, resolveCommand } from "./Presets.js"
 
-/** The port llm-forward.mjs listens on inside the sandbox (its own loopback) for `openai` presets. */
+/** The port llm-forward.mjs listens on inside the sandbox (its own loopback) for `openai` and `gemini` presets. */
 export const OPENAI_PORT = 8411
 
 /** Files a preset needs in its HOME before the first start (written once, never through a link). */
@@ -31,6 +31,15 @@ export const homeFiles: Readonly<Record<string, Readonly<Record<string, string>>
       // "what might the user type next" suggestion), each metered against the agent: off.
       memory: { enableManagedAutoMemory: false },
       ui: { enableFollowupSuggestions: false }
+    }, null, 2)
+  },
+  gemini: {
+    ".gemini/settings.json": JSON.stringify({
+      // The Gemini API with a key (GEMINI_API_KEY is a placeholder: the forwarder puts the real one in).
+      security: { auth: { selectedType: "gemini-api-key" } },
+      privacy: { usageStatisticsEnabled: false },
+      telemetry: { enabled: false },
+      general: { disableAutoUpdate: true, disableUpdateNag: true }
     }, null, 2)
   }
 }
@@ -59,6 +68,12 @@ export const modelEnv = (preset: Preset, model: string | undefined): Record<stri
       OPENAI_API_KEY: "substrat-forwarded",
       ...(model === undefined ? {} : { OPENAI_MODEL: model })
     }
+    : preset.model === "gemini"
+    ? {
+      GOOGLE_GEMINI_BASE_URL: `http://127.0.0.1:${OPENAI_PORT}`,
+      GEMINI_API_KEY: "substrat-forwarded",
+      ...(model === undefined ? {} : { GEMINI_MODEL: model })
+    }
     : preset.model === "anthropic"
     ? {
       ANTHROPIC_UNIX_SOCKET: SANDBOX_LLM_SOCKET,
@@ -68,7 +83,7 @@ export const modelEnv = (preset: Preset, model: string | undefined): Record<stri
     }
     : {}
 
-/** The sandbox request of the agent's process (argv wrapped in llm-forward for `openai`). */
+/** The sandbox request of the agent's process (argv wrapped in llm-forward for `openai` and `gemini`). */
 export const processRequest = (input: Omit<LaunchInput, "handlers" | "sandbox" | "owner" | "ctx">) =>
   Effect.gen(function*() {
     const { settings: s, preset, agent } = input
@@ -83,7 +98,7 @@ export const processRequest = (input: Omit<LaunchInput, "handlers" | "sandbox" |
     if (node.bind !== null) binds.push(node.bind)
     if (input.modelSocket !== null) binds.push({ host_path: input.modelSocket, sandbox_path: SANDBOX_LLM_SOCKET, mode: "ro" })
     let argv = cmd.argv
-    if (preset.model === "openai" && input.modelSocket !== null) {
+    if ((preset.model === "openai" || preset.model === "gemini") && input.modelSocket !== null) {
       binds.push({ host_path: llmForwardScript(s.installDir), sandbox_path: SANDBOX_LLM_FORWARD, mode: "ro" })
       argv = [node.path, SANDBOX_LLM_FORWARD, "--socket", SANDBOX_LLM_SOCKET, "--port", String(OPENAI_PORT), "--keep-args", "--", ...argv]
     }

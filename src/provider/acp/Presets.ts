@@ -9,7 +9,8 @@
 // How the agent reaches its model (`model`): `openai` — an OpenAI-compatible base URL on the
 // sandbox's loopback (llm-forward.mjs relays it to the model socket, the daemon's metering
 // forwarder); `anthropic` — the Anthropic API over the model socket (ANTHROPIC_UNIX_SOCKET, as for
-// claude); `none` — nothing is provided (the network is off: such an agent needs a local model).
+// claude); `gemini` — the Gemini API at a base URL on the sandbox's loopback (relayed as for
+// `openai`); `none` — nothing is provided (the network is off: such an agent needs a local model).
 import { Effect, Either, Schema } from "effect"
 import * as Fs from "node:fs"
 import { createRequire } from "node:module"
@@ -17,7 +18,7 @@ import * as Path from "node:path"
 import { ProviderError } from "../../domain/errors.js"
 import type { ExtraBind } from "../../sandbox/Sandbox.js"
 
-export const ModelRoute = Schema.Literal("openai", "anthropic", "none")
+export const ModelRoute = Schema.Literal("openai", "anthropic", "gemini", "none")
 export type ModelRoute = typeof ModelRoute.Type
 
 export const Preset = Schema.Struct({
@@ -64,7 +65,15 @@ export const builtinPresets: PresetTable = {
     model: "openai",
     package: "@qwen-code/qwen-code"
   },
-  gemini: { command: ["gemini", "--acp"], env: offline, model: "none", package: "@google/gemini-cli" },
+  gemini: {
+    command: ["gemini", "--acp"],
+    // The workspace is trusted (else Gemini CLI refuses to run in it); its settings file (Launch.ts)
+    // does the rest. WebAssembly bound checks inline: with V8's trap handler each of its WebAssembly
+    // instances reserves ~10 GiB of address space, and a few exhaust the sandbox's RLIMIT_AS.
+    env: { ...offline, GEMINI_CLI_TRUST_WORKSPACE: "true", NODE_OPTIONS: "--disable-wasm-trap-handler" },
+    model: "gemini",
+    package: "@google/gemini-cli"
+  },
   opencode: {
     command: ["opencode", "acp"],
     // opencode's configuration inline: one OpenAI-compatible provider at the forwarded base URL

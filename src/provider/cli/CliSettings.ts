@@ -38,6 +38,8 @@ export interface CliSettingsShape {
   readonly anthropicSocket: string | null
   /** Host socket speaking the OpenAI Responses API. */
   readonly openaiSocket: string | null
+  /** Host socket speaking the Gemini API (acp:gemini); absent: none. */
+  readonly geminiSocket?: string | null | undefined
   /** Extra environment per CLI inside the sandbox (e.g. CURSOR_API_KEY: cursor has no forwarder). */
   readonly env: Partial<Record<CliName, Readonly<Record<string, string>>>>
   /** Per-turn limits overriding the workspace's (e.g. a wall clock); default: the workspace's. */
@@ -53,7 +55,7 @@ export interface AcpSettings {
   readonly approve: "auto" | "reject" | "ask"
   /** `ask`: seconds before an unanswered request is rejected (0 or absent: no limit). */
   readonly askTimeoutSeconds?: number | undefined
-  /** The model name handed to the agent (OPENAI_MODEL / ANTHROPIC_MODEL). */
+  /** The model name handed to the agent (OPENAI_MODEL / ANTHROPIC_MODEL / GEMINI_MODEL). */
   readonly model?: string | undefined
 }
 
@@ -126,7 +128,7 @@ export const sandboxNode = (nodePath: string): { readonly path: string; readonly
 /** The CLI providers' settings from the configuration (src/config/Config.ts). */
 export const settingsOf = (
   config: Settings,
-  sockets: { readonly anthropic: string | null; readonly openai: string | null },
+  sockets: { readonly anthropic: string | null; readonly openai: string | null; readonly gemini?: string | null },
   overrides: Partial<CliSettingsShape> = {}
 ): CliSettingsShape => {
   const installDir = overrides.installDir ?? defaultInstallDir(Option.getOrUndefined(config.installDir))
@@ -147,6 +149,7 @@ export const settingsOf = (
     models: pick([["claude", config.claude.model], ["codex", config.codex.model], ["cursor-agent", config.cursor.model]]),
     anthropicSocket: sockets.anthropic,
     openaiSocket: sockets.openai,
+    geminiSocket: sockets.gemini ?? null,
     env: { "cursor-agent": cursorEnv },
     acp: {
       presets: Option.getOrUndefined(config.acp.presets),

@@ -27,6 +27,8 @@
 //              as `x-api-key` (or ANTHROPIC_AUTH_TOKEN as `Authorization: Bearer`)
 //   OpenAI:    SUBSTRAT_OPENAI_UPSTREAM (default https://api.openai.com), key OPENAI_API_KEY as
 //              `Authorization: Bearer`
+//   Gemini:    SUBSTRAT_GEMINI_UPSTREAM (default https://generativelanguage.googleapis.com), key
+//              GEMINI_API_KEY as `x-goog-api-key`; the model is in the path (ForwarderRoutes.ts)
 // Without a key the client's own credential header passes through unchanged (scripted endpoints).
 //
 // Over 300 lines because `serve` is one request's path from the sandbox to the upstream and back
@@ -50,7 +52,7 @@ export class ForwarderError extends Data.TaggedError("ForwarderError")<{
 }> {}
 
 export interface Credential {
-  /** Lower-case header name: `x-api-key` or `authorization`. */
+  /** Lower-case header name: `x-api-key`, `authorization` or `x-goog-api-key`. */
   readonly header: string
   readonly value: string
 }
@@ -115,13 +117,27 @@ interface Metered {
 }
 
 const hopByHop = new Set(["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te", "trailer", "host"])
-const credentialHeaders = ["x-api-key", "authorization"]
+const credentialHeaders = ["x-api-key", "authorization", "x-goog-api-key"]
 
-const errorBody = (type: string, message: string) =>
-  JSON.stringify({ type: "error", error: { type, message: `substrat model forwarder: ${message}` } })
-/** A refused request: Anthropic's error shape, which OpenAI clients read too (`error.message`). */
-const refusalBody = (message: string) =>
-  JSON.stringify({ type: "error", error: { type: "invalid_request_error", code: "substrat_budget", message: `substrat: ${message}` } })
+const googleStatus: Readonly<Record<number, string>> = {
+  400: "INVALID_ARGUMENT",
+  403: "PERMISSION_DENIED",
+  413: "INVALID_ARGUMENT",
+  415: "INVALID_ARGUMENT",
+  502: "UNAVAILABLE",
+  503: "UNAVAILABLE"
+}
+
+/**
+ * The forwarder's own error bodies: Anthropic's shape, which OpenAI clients read too
+ * (`error.message`); Google's (`error.code`, `message`, `status`) for the Gemini API.
+ */
+const errorJson = (api: ModelApi, status: number, type: string, message: string, code?: string) =>
+  JSON.stringify(
+    api === "gemini"
+      ? { error: { code: status, message, status: googleStatus[status] ?? "INTERNAL" } }
+      : { type: "error", error: { type, ...(code === undefined ? {} : { code }), message } }
+  )
 
 const answer = (res: Http.ServerResponse, status: number, body: string) => {
   if (res.headersSent) return void res.destroy()
@@ -165,6 +181,9 @@ export const serve = (o: ForwarderOptions): Effect.Effect<Forwarder, ForwarderEr
     const fork = Runtime.runFork(runtime)
     const maxBody = o.maxBodyBytes ?? MAX_BODY_BYTES
     const idleMs = o.idleMs ?? IDLE_MS
+    const errorBody = (status: number, type: string, message: string) => errorJson(o.api, status, type, `substrat model forwarder: ${message}`)
+    /** A request refused by its budget. */
+    const refusalBody = (message: string) => errorJson(o.api, 400, "invalid_request_error", `substrat: ${message}`, "substrat_budget")
     let count = 0
     /** Metered upstream requests still open: given up (and settled) when the forwarder closes. */
     const open = new Set<Http.ClientRequest>()
@@ -172,7 +191,7 @@ export const serve = (o: ForwarderOptions): Effect.Effect<Forwarder, ForwarderEr
     /** Tap a model response: usage from a (decompressed) copy of its bytes, settled when it is over (then its span ends). */
     const tap = (upRes: Http.IncomingMessage, metered: Metered, over: () => void) => {
       const status = upRes.statusCode ?? 502
-      const t = new ResponseTap(upRes.headers["content-type"], null)
+      const t = new ResponseTap(upRes.headers["content-type"], metered.estimate.model)
       const inflate = decoded(upRes.headers["content-encoding"] as string | undefined)
       const source: NodeJS.ReadableStream = inflate === null ? upRes : upRes.pipe(inflate)
       let done = false
@@ -267,7 +286,7 @@ export const serve = (o: ForwarderOptions): Effect.Effect<Forwarder, ForwarderEr
             res.destroy()
             return
           }
-          answer(res, 502, errorBody("api_error", `upstream ${upstream.origin} unreachable: ${e.message}`))
+          answer(res, 502, errorBody(502, "api_error", `upstream ${upstream.origin} unreachable: ${e.message}`))
         })
         up.end(body)
         return up
@@ -288,25 +307,14 @@ export const serve = (o: ForwarderOptions): Effect.Effect<Forwarder, ForwarderEr
     /** Refuse a request at the door: a 403 saying why, never relayed; logged through the meter. */
     const refuse = (req: Http.IncomingMessage, res: Http.ServerResponse, reason: string) => {
       req.resume()
-      answer(
-        res,
-        403,
-        JSON.stringify({
-          type: "error",
-          error: {
-            type: "permission_error",
-            code: "substrat_forwarder",
-            message: `substrat model forwarder: ${reason}. Only these are relayed: ${allowedText(o.api)}.`
-          }
-        })
-      )
+      answer(res, 403, errorJson(o.api, 403, "permission_error", `substrat model forwarder: ${reason}. Only these are relayed: ${allowedText(o.api)}.`, "substrat_forwarder"))
       const m = o.meter?.refused
       if (m !== undefined) void run(m({ method: req.method ?? "", path: req.url ?? "", reason })).catch(() => undefined)
     }
 
     /** Reserve, then relay; refused with the budget's words; a client that leaves while it waits takes nothing. */
-    const admitted = (req: Http.IncomingMessage, res: Http.ServerResponse, body: Buffer, meter: ForwarderMeter, model: boolean) => {
-      const estimate: RequestEstimate = model ? estimateOf(body) : { model: null, input_tokens: 0, output_tokens: 0 }
+    const admitted = (req: Http.IncomingMessage, res: Http.ServerResponse, body: Buffer, meter: ForwarderMeter, model: boolean, pathModel: string | undefined) => {
+      const estimate: RequestEstimate = model ? estimateOf(body, pathModel) : { model: null, input_tokens: 0, output_tokens: 0 }
       const begin = !model ? Effect.succeed(null) : meter.span === undefined ? Effect.succeed(untraced) : meter.span
       const fiber = fork(Effect.flatMap(begin, (span) => {
         span?.annotate({ "http.request.method": req.method ?? "POST", "url.path": (req.url ?? "/").split("?")[0]! })
@@ -333,7 +341,7 @@ export const serve = (o: ForwarderOptions): Effect.Effect<Forwarder, ForwarderEr
           if (span !== null) void run(span.end({ type: "substrat_budget", message: e.message }))
           return
         }
-        answer(res, 503, errorBody("api_error", `the request could not be reserved durably: ${e.message}`))
+        answer(res, 503, errorBody(503, "api_error", `the request could not be reserved durably: ${e.message}`))
         if (span !== null) void run(span.end({ type: "substrat_meter", message: e.message }))
       })
     }
@@ -350,15 +358,15 @@ export const serve = (o: ForwarderOptions): Effect.Effect<Forwarder, ForwarderEr
       const encoding = String(req.headers["content-encoding"] ?? "identity").trim().toLowerCase()
       if (encoding !== "identity" && encoding !== "") {
         req.resume()
-        return answer(res, 415, errorBody("invalid_request_error", "compressed request bodies are not accepted"))
+        return answer(res, 415, errorBody(415, "invalid_request_error", "compressed request bodies are not accepted"))
       }
       void readBody(req, maxBody).then((body) => {
         if (body === null) {
-          answer(res, 413, errorBody("request_too_large", `request bodies over ${maxBody} bytes are not relayed`))
+          answer(res, 413, errorBody(413, "request_too_large", `request bodies over ${maxBody} bytes are not relayed`))
           return req.destroy()
         }
         if (o.meter === undefined) return relay(req, res, body, null)
-        admitted(req, res, body, o.meter, verdict.kind === "model")
+        admitted(req, res, body, o.meter, verdict.kind === "model", verdict.model)
       })
     })
 
@@ -373,11 +381,12 @@ export const serve = (o: ForwarderOptions): Effect.Effect<Forwarder, ForwarderEr
 export interface UpstreamConfig {
   readonly anthropic: { readonly upstream: string; readonly credential: Credential | null }
   readonly openai: { readonly upstream: string; readonly credential: Credential | null }
+  readonly gemini: { readonly upstream: string; readonly credential: Credential | null }
 }
 
 /** Upstreams and keys from the configuration (src/config/Config.ts). */
 export const upstreamsOf = (config: Settings): UpstreamConfig => {
-  const { anthropicApiKey, anthropicAuthToken, openaiApiKey } = config.credentials
+  const { anthropicApiKey, anthropicAuthToken, geminiApiKey, openaiApiKey } = config.credentials
   return {
     anthropic: {
       upstream: config.anthropic.upstream,
@@ -390,6 +399,10 @@ export const upstreamsOf = (config: Settings): UpstreamConfig => {
     openai: {
       upstream: config.openai.upstream,
       credential: Option.isSome(openaiApiKey) ? { header: "authorization", value: `Bearer ${Redacted.value(openaiApiKey.value)}` } : null
+    },
+    gemini: {
+      upstream: config.gemini.upstream,
+      credential: Option.isSome(geminiApiKey) ? { header: "x-goog-api-key", value: Redacted.value(geminiApiKey.value) } : null
     }
   }
 }

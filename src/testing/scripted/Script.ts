@@ -69,7 +69,7 @@ export const Reply = {
   raw: (body: string, contentType = "text/event-stream; charset=utf-8"): Reply => ({ _tag: "Raw", body, contentType })
 } as const
 
-export type Api = "anthropic" | "openai-responses" | "openai-chat"
+export type Api = "anthropic" | "openai-responses" | "openai-chat" | "gemini"
 
 /** What a request is matched on; every given condition must hold (substring, case-sensitive). */
 export interface Match {
