@@ -120,7 +120,12 @@ export const scanLeftovers = (input: ScanInput) =>
         }
       }
     }
-    // Sandboxes of this $SUBSTRAT_HOME whose parent is not the live daemon.
+    const parentOf = (p: number) =>
+      fs.readFileString(`/proc/${p}/stat`).pipe(
+        Effect.map((st) => Number(st.slice(st.lastIndexOf(")") + 2).split(" ")[1] ?? NaN)),
+        Effect.orElseSucceed(() => NaN)
+      )
+    // Sandboxes of this $SUBSTRAT_HOME whose parent is neither the live daemon nor its spawner.
     for (const e of yield* ls("/proc")) {
       if (!/^\d+$/.test(e)) continue
       const pid = Number(e)
@@ -135,6 +140,8 @@ export const scanLeftovers = (input: ScanInput) =>
       if (fields[0] === "Z" || fields[0] === "X") continue
       const ppid = Number(fields[1] ?? NaN)
       if (input.daemonPid !== null && ppid === input.daemonPid) continue
+      // The live daemon's own sandboxes are forked by its spawner process (Spawner.ts), its child.
+      if (input.daemonPid !== null && (yield* parentOf(ppid)) === input.daemonPid) continue
       // bwrap's own monitor child (same argv, parent = another bwrap of ours) is not separate.
       const parentCmd = yield* fs.readFileString(`/proc/${ppid}/cmdline`).pipe(Effect.orElseSucceed(() => ""))
       if (parentCmd === raw) continue

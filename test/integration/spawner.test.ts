@@ -4,6 +4,7 @@
 // stdin, start failures, group kills, the wall-clock limit. The spawner dies with its parent
 // (kill -9 included) and takes every bwrap with it; a spawner that dies reports its children as
 // killed and the next spawn starts a new one. Its channel cannot be reached by a command.
+import { NodeContext } from "@effect/platform-node"
 import { Effect, Either, Exit, Scope, Stream } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -11,7 +12,9 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { attacks } from "../../scripts/chaos-security/spawner.js"
+import { makePaths } from "../../src/config/Paths.js"
 import { noLimits } from "../../src/domain/workspace.js"
+import { scanLeftovers } from "../../src/sandbox/Cleanup.js"
 import { runCollect, spawnScoped, type SpawnOptions } from "../../src/sandbox/spawn.js"
 import { spawnerPid } from "../../src/sandbox/Spawner.js"
 import { alive, waitFor } from "./sandbox.support.js"
@@ -115,6 +118,31 @@ describe("spawner", () => {
       host.kill("SIGKILL")
     }
   }, 90_000)
+
+  it("cleanup counts a live daemon's sandboxes, forked by its spawner, as its own (not orphans)", async () => {
+    const home = join(T, "home")
+    const root = join(home, "workspaces", "w1")
+    fs.mkdirSync(root, { recursive: true })
+    const marker = `3000.${process.pid}`
+    const scope = await Effect.runPromise(Scope.make())
+    try {
+      const p = await Effect.runPromise(Scope.extend(spawnScoped(undefined, opts([
+        "bwrap", "--die-with-parent", "--unshare-all", "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+        "--symlink", "usr/lib64", "/lib64", "--bind", root, "/workspace", "--", "sleep", marker
+      ])), scope))
+      expect(await waitFor(() => alive(p.pid, marker), 20_000)).toBe(true)
+      const scan = (daemonPid: number | null) =>
+        Effect.runPromise(scanLeftovers({ paths: makePaths(home), daemonPid }).pipe(Effect.provide(NodeContext.layer)))
+          .then((r) => r.items.filter((i) => i.kind === "orphan-sandbox-process").map((i) => i.pid))
+      // This process stands for the live daemon: its spawner's bwrap is not an orphan.
+      expect(await scan(process.pid)).toEqual([])
+      // Control: for another (live) daemon, or none, the same bwrap is one.
+      expect(await scan(ppidOf(process.pid))).toEqual([p.pid])
+      expect(await scan(null)).toEqual([p.pid])
+    } finally {
+      await Effect.runPromise(Scope.close(scope, Exit.void))
+    }
+  }, 60_000)
 
   for (const a of attacks) {
     it(a.name, async () => {
