@@ -4,50 +4,14 @@
 // the runner lets the tree go once its turns end and the shard's runner recovers it from
 // Postgres. Requests meanwhile are refused for a short while (`tree-elsewhere`), never for good.
 // One Postgres server for the file; daemon output goes to each home's daemon.log.
-import { SqlClient } from "@effect/sql"
-import { Effect, Redacted } from "effect"
 import * as fs from "node:fs"
 import { join } from "node:path"
-import { afterAll, describe, expect, it } from "vitest"
-import * as Postgres from "../../src/storage/Postgres.js"
-import { type Agent, cli, cliJson, daemons, kill9, startDaemon, waitFor } from "./daemon.support.js"
-import { freePort, freshDatabase, postgresPerFile } from "../support/postgres.js"
-import { makeTmpDir, removeDir } from "../support/tmp.js"
+import { describe, expect, it } from "vitest"
+import { type Agent, cli, cliJson, kill9, waitFor } from "./daemon.support.js"
+import { type ClusterStatus as Status, clusterFile, query, runnerOf, startRunner, userMessages, waitTurnStarted } from "../support/cluster.js"
+import { freePort, freshDatabase } from "../support/postgres.js"
 
-interface Status {
-  readonly self: string | null
-  readonly shards: number
-  readonly held: number
-  readonly trees: number
-  readonly runners: ReadonlyArray<{
-    readonly address: string
-    readonly healthy: boolean
-    readonly shards: number
-    readonly self: boolean
-    readonly trees: number
-    readonly draining: boolean
-  }>
-}
-
-const pg = postgresPerFile()
-const owned = daemons()
-const dir = makeTmpDir("substrat-handover-")
-const savedLease = process.env["SUBSTRAT_CLUSTER_LEASE_MS"]
-// A short lease keeps the kill -9 detection quick (the default is 20 s).
-process.env["SUBSTRAT_CLUSTER_LEASE_MS"] = "3000"
-afterAll(async () => {
-  await owned.killAll()
-  if (savedLease === undefined) delete process.env["SUBSTRAT_CLUSTER_LEASE_MS"]
-  else process.env["SUBSTRAT_CLUSTER_LEASE_MS"] = savedLease
-  removeDir(dir)
-})
-
-const query = (url: string, text: string) =>
-  Effect.runPromise(
-    Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe<Record<string, unknown>>(text)).pipe(
-      Effect.provide(Postgres.layer({ url: Redacted.make(url), maxConnections: 1 }))
-    )
-  )
+const { pg, owned, dir } = clusterFile("substrat-handover-")
 
 describe("cluster handover", () => {
   let url = ""
@@ -57,36 +21,14 @@ describe("cluster handover", () => {
   const addrA = () => `127.0.0.1:${pa}`
   const addrB = () => `127.0.0.1:${pb}`
 
-  /** A runner started on its home and address; resolves once `healthy` runners are and it holds its shards. */
-  const start = async (home: string, port: number, healthy: number) => {
-    const pid = await startDaemon(home, ["--cluster", url, "--listen", `127.0.0.1:${port}`])
-    owned.track(pid)
-    await waitFor(`${home} healthy and holding its shards`, async () => {
-      const st = await cliJson<Status>(home, ["cluster", "status"])
-      return st.runners.filter((r) => r.healthy).length === healthy && st.held > 0 && st.held === st.runners.find((r) => r.self)?.shards
-        ? st
-        : undefined
-    }, 60_000)
-    return pid
-  }
-
-  const runnerOf = async (root: string) => String((await query(url, `SELECT runner FROM substrat_trees WHERE root_id = '${root}'`))[0]?.["runner"])
-
-  /** USER's messages with this text in the session's log, and how many answers each has. */
-  const userMessages = async (session: string, text: string) => {
-    const lines = (await query(url, `SELECT line FROM substrat_events WHERE session_id = '${session}' ORDER BY seq`))
-      .map((r) => JSON.parse(String(r["line"])) as { event: string; data: { id?: string; sender?: string; recipient?: string; reply_to?: string | null; payload?: string } })
-      .filter((l) => l.event === "message.enqueued")
-    return lines.filter((l) => l.data.sender === "USER" && l.data.payload === text)
-      .map((l) => ({ id: l.data.id, answers: lines.filter((r) => r.data.recipient === "USER" && r.data.reply_to === l.data.id).length }))
-  }
+  const start = (home: string, port: number, healthy: number) => startRunner(owned, home, url, port, healthy)
 
   /** Trees made from A until each runner has `each` of them (their turns wait at `script`'s gate). */
   const treesOnBoth = async (prefix: string, script: string, each: number) => {
     const trees = new Map<string, Array<Agent>>([[addrA(), []], [addrB(), []]])
     for (let i = 0; i < 40 && [...trees.values()].some((t) => t.length < each); i++) {
       const created = await cliJson<Agent>(homeA, ["agent", "create", "--name", `${prefix}${i}`, "--provider", `scripted:${script}`])
-      const list = trees.get(await runnerOf(created.id))!
+      const list = trees.get(await runnerOf(url, created.id))!
       if (list.length < each) list.push(created)
       else expect((await cli(homeA, ["agent", "terminate", created.name])).code).toBe(0)
     }
@@ -101,11 +43,7 @@ describe("cluster handover", () => {
     }
   }
 
-  const turnStarted = (t: Agent) =>
-    waitFor(`the turn of ${t.name} started`, async () => {
-      const r = await query(url, `SELECT count(*)::int AS n FROM substrat_events WHERE session_id = '${t.session_id}' AND line LIKE '%"event":"turn.start"%'`)
-      return Number(r[0]?.["n"]) > 0 ? true : undefined
-    }, 60_000)
+  const turnStarted = (t: Agent) => waitTurnStarted(url, t.session_id, 1, `the turn of ${t.name} started`)
 
   it("kill -9 of both runners, A restarted and holding every tree, then B: B's trees come back to it, every acknowledged message answered once", async () => {
     url = await freshDatabase(pg.server())
@@ -128,7 +66,7 @@ describe("cluster handover", () => {
     a = await start(homeA, pa, 1)
     const all = [...trees.values()].flat()
     await waitFor("every tree on A", async () => {
-      for (const t of all) if (await runnerOf(t.id) !== addrA()) return undefined
+      for (const t of all) if (await runnerOf(url, t.id) !== addrA()) return undefined
       return true
     }, 90_000)
     // B again: its shards are those of its trees (the same two runners, the same ring).
@@ -145,11 +83,11 @@ describe("cluster handover", () => {
     // B's trees are B's again, A's stay A's; a new question is answered once, from either runner.
     for (const [runner, list] of trees) {
       for (const t of list) {
-        await waitFor(`${t.name} on ${runner}`, async () => (await runnerOf(t.id)) === runner ? true : undefined, 60_000)
+        await waitFor(`${t.name} on ${runner}`, async () => (await runnerOf(url, t.id)) === runner ? true : undefined, 60_000)
         const next = await cli(runner === addrA() ? homeB : homeA, ["agent", "send", t.name, `after the handover to ${t.name}`, "--wait"])
         expect(next.code, next.stderr).toBe(0)
-        expect(await userMessages(t.session_id, `held question to ${t.name}`)).toEqual([{ id: sent.get(t.id), answers: 1 }])
-        expect((await userMessages(t.session_id, `after the handover to ${t.name}`)).map((m) => m.answers)).toEqual([1])
+        expect(await userMessages(url, t.session_id, `held question to ${t.name}`)).toEqual([{ id: sent.get(t.id), answers: 1 }])
+        expect((await userMessages(url, t.session_id, `after the handover to ${t.name}`)).map((m) => m.answers)).toEqual([1])
       }
     }
     const st = await cliJson<Status>(homeB, ["cluster", "status"])
@@ -189,7 +127,7 @@ describe("cluster handover", () => {
     for (const m of sent) {
       const answered = await cliJson<{ message_id: string; answer: { error: boolean } }>(homeB, ["agent", "wait", m.tree.name, m.id])
       expect(answered.answer.error).toBe(false)
-      expect(await userMessages(m.tree.session_id, m.text)).toEqual([{ id: m.id, answers: 1 }])
+      expect(await userMessages(url, m.tree.session_id, m.text)).toEqual([{ id: m.id, answers: 1 }])
     }
     // Nothing is left on A: it stops, and B answers each tree.
     expect((await cli(homeA, ["daemon", "stop"])).code).toBe(0)

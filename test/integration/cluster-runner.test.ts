@@ -4,54 +4,18 @@
 // Postgres both list each other in `cluster status`, keep their session records and event logs
 // in Postgres, and after a `kill -9` of one the engine drops it and the survivor is assigned and
 // takes every shard. One Postgres server for the file; daemon output goes to each home's daemon.log.
-import { SqlClient } from "@effect/sql"
-import { Effect, Redacted } from "effect"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import { join } from "node:path"
-import { afterAll, describe, expect, it } from "vitest"
-import * as Postgres from "../../src/storage/Postgres.js"
-import { type Agent, cli, cliJson, daemons, type Inspect, isAlive, kill9, rpcOnce, startDaemon, waitFor } from "./daemon.support.js"
+import { describe, expect, it } from "vitest"
+import { type Agent, cli, cliJson, type Inspect, isAlive, kill9, rpcOnce, startDaemon, waitFor } from "./daemon.support.js"
 import { request } from "./http.support.js"
-import { freePort, freshDatabase, postgresPerFile } from "../support/postgres.js"
-import { makeTmpDir, removeDir } from "../support/tmp.js"
-
-interface Status {
-  readonly self: string | null
-  readonly shards: number
-  readonly held: number
-  readonly trees: number
-  readonly runners: ReadonlyArray<{
-    readonly address: string
-    readonly healthy: boolean
-    readonly shards: number
-    readonly self: boolean
-    readonly trees: number
-    readonly version: string | null
-  }>
-}
+import { type ClusterStatus as Status, clusterFile, createOn, enqueued, LEASE_MS, query, runnerOf, startRunner, userMessages, waitRunnerReady, waitTurnStarted } from "../support/cluster.js"
+import { freePort, freshDatabase } from "../support/postgres.js"
 
 const ourVersion = (JSON.parse(fs.readFileSync(join(import.meta.dirname, "..", "..", "package.json"), "utf8")) as { version: string }).version
 
-const pg = postgresPerFile()
-const owned = daemons()
-const dir = makeTmpDir("substrat-cluster-")
-const savedLease = process.env["SUBSTRAT_CLUSTER_LEASE_MS"]
-// A short lease keeps the kill -9 detection quick (the default is 20 s).
-process.env["SUBSTRAT_CLUSTER_LEASE_MS"] = "3000"
-afterAll(async () => {
-  await owned.killAll()
-  if (savedLease === undefined) delete process.env["SUBSTRAT_CLUSTER_LEASE_MS"]
-  else process.env["SUBSTRAT_CLUSTER_LEASE_MS"] = savedLease
-  removeDir(dir)
-})
-
-const query = (url: string, text: string) =>
-  Effect.runPromise(
-    Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe<Record<string, unknown>>(text)).pipe(
-      Effect.provide(Postgres.layer({ url: Redacted.make(url), maxConnections: 1 }))
-    )
-  )
+const { pg, owned, dir } = clusterFile("substrat-cluster-")
 
 /** The CLI with another cluster lease in its environment (the daemon it starts inherits it). */
 const cliWithLease = (home: string, leaseMs: string, args: ReadonlyArray<string>) => {
@@ -59,7 +23,7 @@ const cliWithLease = (home: string, leaseMs: string, args: ReadonlyArray<string>
   try {
     return cli(home, args)
   } finally {
-    process.env["SUBSTRAT_CLUSTER_LEASE_MS"] = "3000"
+    process.env["SUBSTRAT_CLUSTER_LEASE_MS"] = LEASE_MS
   }
 }
 
@@ -106,12 +70,7 @@ describe("cluster runner", () => {
 
   /** Runner B started again on its home and address; resolves once both runners are healthy and B holds its shards. */
   const startB = async (extra: ReadonlyArray<string> = []) => {
-    b = await startDaemon(homeB, ["--cluster", url, "--listen", `127.0.0.1:${pb}`, ...extra])
-    owned.track(b)
-    await waitFor("B healthy and holding its shards", async () => {
-      const st = await cliJson<Status>(homeB, ["cluster", "status"])
-      return st.runners.filter((r) => r.healthy).length === 2 && st.held > 0 && st.held === st.runners.find((r) => r.self)?.shards ? st : undefined
-    }, 60_000)
+    b = await startRunner(owned, homeB, url, pb, 2, extra)
   }
 
   it("two runners on one Postgres list each other; records and logs are in Postgres", async () => {
@@ -133,12 +92,7 @@ describe("cluster runner", () => {
       expect(s.runners.filter((r) => r.self).map((r) => r.address)).toEqual([s.self])
     }
     // Each runner holds its shards before trees are placed.
-    for (const home of [homeA, homeB]) {
-      await waitFor(`${home} holds its shards`, async () => {
-        const s = await cliJson<Status>(home, ["cluster", "status"])
-        return s.held > 0 && s.held === s.runners.find((r) => r.self)?.shards ? s : undefined
-      }, 60_000)
-    }
+    for (const home of [homeA, homeB]) await waitRunnerReady(home, 2)
     const human = await cli(homeB, ["cluster", "status"])
     expect(human.code).toBe(0)
     expect(human.stdout).toContain(`127.0.0.1:${pb} (this)`)
@@ -164,9 +118,9 @@ describe("cluster runner", () => {
     let far: Agent | undefined
     for (let i = 0; i < 24 && far === undefined; i++) {
       const created = await cliJson<Agent>(homeA, ["agent", "create", "--name", `t${i}`, "--provider", "scripted"])
-      const row = await query(url, `SELECT runner FROM substrat_trees WHERE root_id = '${created.id}'`)
-      if (row[0]?.["runner"] === `127.0.0.1:${pb}`) far = created
-      else expect(row[0]?.["runner"]).toBe(`127.0.0.1:${pa}`)
+      const runner = await runnerOf(url, created.id)
+      if (runner === `127.0.0.1:${pb}`) far = created
+      else expect(runner).toBe(`127.0.0.1:${pa}`)
     }
     expect(far).toBeDefined()
     const tree = far!
@@ -218,21 +172,11 @@ describe("cluster runner", () => {
       fs.mkdirSync(join(home, "scripts"), { recursive: true })
       fs.writeFileSync(join(home, "scripts", "gated.json"), JSON.stringify({ "*": { steps: [{ text: "answered after the move", wait_for: gate }], after: "echo" } }))
     }
-    let moving: Agent | undefined
-    for (let i = 0; i < 24 && moving === undefined; i++) {
-      const created = await cliJson<Agent>(homeA, ["agent", "create", "--name", `m${i}`, "--provider", "scripted:gated"])
-      const row = await query(url, `SELECT runner FROM substrat_trees WHERE root_id = '${created.id}'`)
-      if (row[0]?.["runner"] === `127.0.0.1:${pb}`) moving = created
-    }
-    expect(moving).toBeDefined()
-    const tree = moving!
+    const tree = await createOn(url, homeA, `127.0.0.1:${pb}`, "m", ["--provider", "scripted:gated"])
     // Acknowledged before the kill: B logged it and its turn started (held at the gate).
     const sent = await cliJson<{ message_id: string; agent_id: string }>(homeA, ["agent", "send", tree.name, "question before the kill"])
     expect(sent.agent_id).toBe(tree.id)
-    await waitFor("the turn started on B", async () => {
-      const r = await query(url, `SELECT count(*)::int AS n FROM substrat_events WHERE session_id = '${tree.session_id}' AND line LIKE '%"event":"turn.start"%'`)
-      return Number(r[0]?.["n"]) > 0 ? true : undefined
-    }, 60_000)
+    await waitTurnStarted(url, tree.session_id, 1, "the turn started on B")
 
     // A second question sent with wait through A's HTTP API (one `send` that returns the answer):
     // the engine's request is open on B (its reply waits for the answer) when B dies, so the
@@ -273,10 +217,7 @@ describe("cluster runner", () => {
     expect(after.runners.filter((r) => r.healthy).map((r) => r.address)).toEqual([`127.0.0.1:${pa}`])
     expect(after.runners.find((r) => r.self)?.shards).toBe(after.shards)
     // The tree is A's now, recovered from Postgres: A's home holds no log or record of it.
-    await waitFor("the tree recorded on A", async () => {
-      const row = await query(url, `SELECT runner FROM substrat_trees WHERE root_id = '${tree.id}'`)
-      return row[0]?.["runner"] === `127.0.0.1:${pa}` ? true : undefined
-    }, 60_000)
+    await waitFor("the tree recorded on A", async () => (await runnerOf(url, tree.id)) === `127.0.0.1:${pa}` ? true : undefined, 60_000)
     const listed = await cliJson<{ agents: ReadonlyArray<Agent>; placement: ReadonlyArray<{ root_id: string; runner: string }> }>(homeA, ["agent", "list"])
     expect(listed.agents.map((x) => x.id)).toContain(tree.id)
     expect(listed.placement.find((p) => p.root_id === tree.id)?.runner).toBe(`127.0.0.1:${pa}`)
@@ -288,22 +229,18 @@ describe("cluster runner", () => {
     expect(answered.message_id).toBe(sent.message_id)
     expect(answered.answer.error).toBe(false)
     // Exactly once: the question in the agent's log once, one answer to it.
-    const lines = (await query(url, `SELECT line FROM substrat_events WHERE session_id = '${tree.session_id}' ORDER BY seq`))
-      .map((r) => JSON.parse(String(r["line"])) as { event: string; data: { id?: string; sender?: string; recipient?: string; reply_to?: string | null } })
-    const enqueued = lines.filter((l) => l.event === "message.enqueued")
-    expect(enqueued.filter((l) => l.data.id === sent.message_id)).toHaveLength(1)
-    expect(enqueued.filter((l) => l.data.recipient === "USER" && l.data.reply_to === sent.message_id).map((l) => l.data.id)).toEqual([answered.answer.message_id])
+    const lines = await enqueued(url, tree.session_id)
+    expect(lines.filter((l) => l.id === sent.message_id)).toHaveLength(1)
+    expect(lines.filter((l) => l.recipient === "USER" && l.reply_to === sent.message_id).map((l) => l.id)).toEqual([answered.answer.message_id])
     // The re-delivered request is logged once (its id is the engine request's), answered once,
     // and the client that sent it before the kill gets that answer.
     const second = await waiting
     expect(second.status, second.body).toBe(200)
     const secondResult = second.json<{ message_id: string; answer: { message_id: string; error: boolean } }>()
-    const all = (await query(url, `SELECT line FROM substrat_events WHERE session_id = '${tree.session_id}' ORDER BY seq`))
-      .map((r) => JSON.parse(String(r["line"])) as { event: string; data: { id?: string; sender?: string; recipient?: string; reply_to?: string | null; payload?: string } })
-      .filter((l) => l.event === "message.enqueued")
-    const asked = all.filter((l) => l.data.sender === "USER" && l.data.payload === "second question, waited for")
-    expect(asked.map((l) => l.data.id)).toEqual([secondResult.message_id])
-    expect(all.filter((l) => l.data.recipient === "USER" && l.data.reply_to === secondResult.message_id).map((l) => l.data.id))
+    const all = await enqueued(url, tree.session_id)
+    const asked = all.filter((l) => l.sender === "USER" && l.payload === "second question, waited for")
+    expect(asked.map((l) => l.id)).toEqual([secondResult.message_id])
+    expect(all.filter((l) => l.recipient === "USER" && l.reply_to === secondResult.message_id).map((l) => l.id))
       .toEqual([secondResult.answer.message_id])
     // A new message is answered by A.
     const next = await cli(homeA, ["agent", "send", tree.name, "after the move", "--wait"])
@@ -317,50 +254,26 @@ describe("cluster runner", () => {
     for (const home of [homeA, homeB]) {
       fs.writeFileSync(join(home, "scripts", "gated2.json"), JSON.stringify({ "*": { steps: [{ text: "answered once", wait_for: gate }], after: "echo" } }))
     }
-    let onB: Agent | undefined
-    for (let i = 0; i < 24 && onB === undefined; i++) {
-      const created = await cliJson<Agent>(homeA, ["agent", "create", "--name", `s${i}`, "--provider", "scripted:gated2"])
-      const row = await query(url, `SELECT runner FROM substrat_trees WHERE root_id = '${created.id}'`)
-      if (row[0]?.["runner"] === `127.0.0.1:${pb}`) onB = created
-    }
-    expect(onB).toBeDefined()
-    const tree = onB!
+    const tree = await createOn(url, homeA, `127.0.0.1:${pb}`, "s", ["--provider", "scripted:gated2"])
     const sent = await cliJson<{ message_id: string }>(homeA, ["agent", "send", tree.name, "question before the stop"])
-    await waitFor("the turn started on B", async () => {
-      const r = await query(url, `SELECT count(*)::int AS n FROM substrat_events WHERE session_id = '${tree.session_id}' AND line LIKE '%"event":"turn.start"%'`)
-      return Number(r[0]?.["n"]) > 0 ? true : undefined
-    }, 60_000)
+    await waitTurnStarted(url, tree.session_id, 1, "the turn started on B")
 
     // Stop B while its turn is held. The gate opens only once A has the tree: had A taken it while
     // B still ran the turn, both turns would now finish and the question be answered twice.
     const stopping = cli(homeB, ["daemon", "stop"])
-    await waitFor("the tree recorded on A", async () => {
-      const row = await query(url, `SELECT runner FROM substrat_trees WHERE root_id = '${tree.id}'`)
-      return row[0]?.["runner"] === `127.0.0.1:${pa}` ? true : undefined
-    }, 60_000)
+    await waitFor("the tree recorded on A", async () => (await runnerOf(url, tree.id)) === `127.0.0.1:${pa}` ? true : undefined, 60_000)
     fs.writeFileSync(gate, "")
     expect((await stopping).code).toBe(0)
     const answered = await cliJson<{ answer: { message_id: string; error: boolean } }>(homeA, ["agent", "wait", tree.name, sent.message_id])
     expect(answered.answer.error).toBe(false)
-    const lines = (await query(url, `SELECT line FROM substrat_events WHERE session_id = '${tree.session_id}' ORDER BY seq`))
-      .map((r) => JSON.parse(String(r["line"])) as { event: string; data: { id?: string; recipient?: string; reply_to?: string | null } })
-    const enqueued = lines.filter((l) => l.event === "message.enqueued")
-    expect(enqueued.filter((l) => l.data.id === sent.message_id)).toHaveLength(1)
-    expect(enqueued.filter((l) => l.data.recipient === "USER" && l.data.reply_to === sent.message_id).map((l) => l.data.id))
+    const lines = await enqueued(url, tree.session_id)
+    expect(lines.filter((l) => l.id === sent.message_id)).toHaveLength(1)
+    expect(lines.filter((l) => l.recipient === "USER" && l.reply_to === sent.message_id).map((l) => l.id))
       .toEqual([answered.answer.message_id])
     const s = await cliJson<Status>(homeA, ["cluster", "status"])
     expect(s.runners.map((r) => r.address)).toEqual([`127.0.0.1:${pa}`])
     expect(s.held).toBe(s.shards)
   }, 240_000)
-
-  /** USER's messages with this text in the session's log, and the answers to each. */
-  const userMessages = async (session: string, text: string) => {
-    const lines = (await query(url, `SELECT line FROM substrat_events WHERE session_id = '${session}' ORDER BY seq`))
-      .map((r) => JSON.parse(String(r["line"])) as { event: string; data: { id?: string; sender?: string; recipient?: string; reply_to?: string | null; payload?: string } })
-      .filter((l) => l.event === "message.enqueued")
-    return lines.filter((l) => l.data.sender === "USER" && l.data.payload === text)
-      .map((l) => ({ id: l.data.id, answers: lines.filter((r) => r.data.recipient === "USER" && r.data.reply_to === l.data.id).length }))
-  }
 
   it("Postgres restarts under a runner: requests meanwhile fail with exit 5, the runner serves again without a restart, nothing acknowledged is lost", async () => {
     const created = await cliJson<Agent>(homeA, ["agent", "create", "--name", "pgr", "--provider", "scripted"])
@@ -377,9 +290,9 @@ describe("cluster runner", () => {
     }, 90_000)
     expect(after.stdout).toContain("after the restart")
     expect(isAlive(a)).toBe(true)
-    expect(await userMessages(created.session_id, "before the restart")).toEqual([{ id: expect.any(String), answers: 1 }])
-    expect(await userMessages(created.session_id, "while Postgres is down")).toEqual([])
-    expect((await userMessages(created.session_id, "after the restart")).map((m) => m.answers)).toEqual([1])
+    expect(await userMessages(url, created.session_id, "before the restart")).toEqual([{ id: expect.any(String), answers: 1 }])
+    expect(await userMessages(url, created.session_id, "while Postgres is down")).toEqual([])
+    expect((await userMessages(url, created.session_id, "after the restart")).map((m) => m.answers)).toEqual([1])
     await waitFor("A holding every shard again", async () => {
       const st = await cliJson<Status>(homeA, ["cluster", "status"])
       return st.held === st.shards ? st : undefined
@@ -396,7 +309,7 @@ describe("cluster runner", () => {
     const trees = new Map<string, Agent>()
     for (let i = 0; i < 24 && trees.size < 2; i++) {
       const created = await cliJson<Agent>(homeA, ["agent", "create", "--name", `w${i}`, "--provider", "scripted:gated3"])
-      const runner = String((await query(url, `SELECT runner FROM substrat_trees WHERE root_id = '${created.id}'`))[0]?.["runner"])
+      const runner = await runnerOf(url, created.id)
       if (!trees.has(runner)) trees.set(runner, created)
       else expect((await cli(homeA, ["agent", "terminate", created.name])).code).toBe(0)
     }
@@ -404,10 +317,7 @@ describe("cluster runner", () => {
     const sent = new Map<string, string>()
     for (const t of trees.values()) {
       sent.set(t.id, (await cliJson<{ message_id: string }>(homeB, ["agent", "send", t.name, `held question to ${t.name}`])).message_id)
-      await waitFor(`the turn of ${t.name} started`, async () => {
-        const r = await query(url, `SELECT count(*)::int AS n FROM substrat_events WHERE session_id = '${t.session_id}' AND line LIKE '%"event":"turn.start"%'`)
-        return Number(r[0]?.["n"]) > 0 ? true : undefined
-      }, 60_000)
+      await waitTurnStarted(url, t.session_id, 1, `the turn of ${t.name} started`)
     }
     await kill9(a)
     await kill9(b)
@@ -422,7 +332,7 @@ describe("cluster runner", () => {
         return r.code === 0 ? JSON.parse(r.stdout) as { answer: { error: boolean } } : undefined
       }, 120_000)
       expect(answered.answer.error).toBe(false)
-      expect(await userMessages(t.session_id, `held question to ${t.name}`)).toEqual([{ id: sent.get(t.id), answers: 1 }])
+      expect(await userMessages(url, t.session_id, `held question to ${t.name}`)).toEqual([{ id: sent.get(t.id), answers: 1 }])
     }
   }, 300_000)
   it("a runner that joins after the trees were made: the trees of its shards are handed over to it (meanwhile refused with exit 5 naming where they are, never called terminated); every tree answers from both runners", async () => {

@@ -7,51 +7,22 @@
 // its workspace holds the last recorded turn (not the interrupted turn's file), the provider state
 // is back in the agent's home on A (links and FIFOs the agent planted were never packed), the
 // held turn re-runs on A, and A's next recorded turn continues B's history on the remote.
-import { SqlClient } from "@effect/sql"
-import { Effect, Redacted } from "effect"
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import { join } from "node:path"
-import { afterAll, describe, expect, it } from "vitest"
-import * as Postgres from "../../src/storage/Postgres.js"
-import { type Agent, cli, cliJson, daemons, kill9, startDaemon, waitFor } from "./daemon.support.js"
-import { freePort, freshDatabase, postgresPerFile } from "../support/postgres.js"
-import { makeTmpDir, removeDir } from "../support/tmp.js"
+import { describe, expect, it } from "vitest"
+import { cli, cliJson, kill9, waitFor } from "./daemon.support.js"
+import { clusterFile, createOn, query, runnerOf, startRunner, waitRunnerReady, waitTurnStarted } from "../support/cluster.js"
+import { freePort, freshDatabase } from "../support/postgres.js"
 
-interface Status {
-  readonly shards: number
-  readonly held: number
-  readonly runners: ReadonlyArray<{ readonly address: string; readonly healthy: boolean; readonly shards: number; readonly self: boolean }>
-}
 interface Ws {
   readonly id: string
   readonly default_for: string | null
   readonly root_path: string
 }
 
-const pg = postgresPerFile()
-const owned = daemons()
-const dir = makeTmpDir("substrat-cluster-ws-")
-const saved = { lease: process.env["SUBSTRAT_CLUSTER_LEASE_MS"], remote: process.env["SUBSTRAT_CLUSTER_WORKSPACE_REMOTE"] }
+const { pg, owned, dir } = clusterFile("substrat-cluster-ws-", (dir) => ({ SUBSTRAT_CLUSTER_WORKSPACE_REMOTE: join(dir, "remote.git") }))
 const remote = join(dir, "remote.git")
-// A short lease keeps the kill -9 detection quick (the default is 20 s).
-process.env["SUBSTRAT_CLUSTER_LEASE_MS"] = "3000"
-process.env["SUBSTRAT_CLUSTER_WORKSPACE_REMOTE"] = remote
-afterAll(async () => {
-  await owned.killAll()
-  for (const [k, v] of [["SUBSTRAT_CLUSTER_LEASE_MS", saved.lease], ["SUBSTRAT_CLUSTER_WORKSPACE_REMOTE", saved.remote]] as const) {
-    if (v === undefined) delete process.env[k]
-    else process.env[k] = v
-  }
-  removeDir(dir)
-})
-
-const query = (url: string, text: string) =>
-  Effect.runPromise(
-    Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe<Record<string, unknown>>(text)).pipe(
-      Effect.provide(Postgres.layer({ url: Redacted.make(url), maxConnections: 1 }))
-    )
-  )
 
 const git = (args: ReadonlyArray<string>) => execFileSync("git", ["--git-dir", remote, ...args], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] }).trim()
 
@@ -68,24 +39,10 @@ describe("cluster workspaces and provider state", () => {
         JSON.stringify({ "*": { steps: [{ text: "zeroth" }, { text: "first" }, { text: "second, after the move", wait_for: gate }], after: "echo" } })
       )
     }
-    const a = await startDaemon(homeA, ["--cluster", url, "--listen", `127.0.0.1:${pa}`])
-    owned.track(a)
-    const b = await startDaemon(homeB, ["--cluster", url, "--listen", `127.0.0.1:${pb}`])
-    owned.track(b)
-    for (const home of [homeA, homeB]) {
-      await waitFor(`${home}: both runners healthy, its shards held`, async () => {
-        const s = await cliJson<Status>(home, ["cluster", "status"])
-        return s.runners.filter((r) => r.healthy).length === 2 && s.held > 0 && s.held === s.runners.find((r) => r.self)?.shards ? s : undefined
-      }, 60_000)
-    }
-    let moving: Agent | undefined
-    for (let i = 0; i < 24 && moving === undefined; i++) {
-      const created = await cliJson<Agent>(homeA, ["agent", "create", "--name", `w${i}`, "--provider", "scripted:gated"])
-      const row = await query(url, `SELECT runner FROM substrat_trees WHERE root_id = '${created.id}'`)
-      if (row[0]?.["runner"] === `127.0.0.1:${pb}`) moving = created
-    }
-    expect(moving).toBeDefined()
-    const tree = moving!
+    await startRunner(owned, homeA, url, pa, 1)
+    const b = await startRunner(owned, homeB, url, pb, 2)
+    await waitRunnerReady(homeA, 2)
+    const tree = await createOn(url, homeA, `127.0.0.1:${pb}`, "w", ["--provider", "scripted:gated"])
     const wsB = (await cliJson<{ workspaces: ReadonlyArray<Ws> }>(homeB, ["workspace", "list"])).workspaces.find((w) => w.default_for === tree.name)
     expect(wsB?.root_path.startsWith(homeB)).toBe(true)
     const ws = wsB!
@@ -125,16 +82,10 @@ describe("cluster workspaces and provider state", () => {
     // Turn 2 writes two.txt and is held at the gate when B dies: never recorded.
     fs.writeFileSync(join(ws.root_path, "two.txt"), "written by the interrupted turn\n")
     const sent = await cliJson<{ message_id: string }>(homeA, ["agent", "send", tree.name, "turn two"])
-    await waitFor("turn 2 started on B", async () => {
-      const r = await query(url, `SELECT count(*)::int AS n FROM substrat_events WHERE session_id = '${tree.session_id}' AND line LIKE '%"event":"turn.start"%'`)
-      return Number(r[0]?.["n"]) >= 3 ? true : undefined
-    }, 60_000)
+    await waitTurnStarted(url, tree.session_id, 3, "turn 2 started on B")
     await kill9(b)
 
-    await waitFor("the tree recorded on A", async () => {
-      const row = await query(url, `SELECT runner FROM substrat_trees WHERE root_id = '${tree.id}'`)
-      return row[0]?.["runner"] === `127.0.0.1:${pa}` ? true : undefined
-    }, 90_000)
+    await waitFor("the tree recorded on A", async () => (await runnerOf(url, tree.id)) === `127.0.0.1:${pa}` ? true : undefined, 90_000)
     // A's workspace is the last recorded turn: one.txt, not the interrupted turn's two.txt.
     const wsA = (await cliJson<{ workspaces: ReadonlyArray<Ws> }>(homeA, ["workspace", "list"])).workspaces.find((w) => w.id === ws.id)
     expect(wsA?.root_path.startsWith(homeA)).toBe(true)
