@@ -1,5 +1,7 @@
 // Attacks on the forwarder surface, replayed by `npm run chaos -- --only security`: a sandboxed
-// claude agent (real binary) curls its own model forwarder socket (test/e2e/forwarder-attacks.support.ts).
+// claude agent (real binary) curls its own model forwarder socket (test/e2e/forwarder-attacks.support.ts);
+// a sandboxed Gemini CLI (acp:gemini) does the same to its Gemini API forwarder (test/e2e/acp-gemini.support.ts).
+import { geminiDoors, geminiSideDoors } from "../../test/e2e/acp-gemini.support.js"
 import { daemons } from "../../test/integration/daemon.support.js"
 import { doors, killMidRequest, parallelAgainstBudget, sideDoorsAndEarlyClose } from "../../test/e2e/forwarder-attacks.support.js"
 import { removeDir } from "../../test/support/tmp.js"
@@ -53,4 +55,17 @@ const killNine: Attack = {
   })
 }
 
-export const attacks: ReadonlyArray<Attack> = [sideDoors, parallel, killNine]
+const geminiDoorsAttack: Attack = {
+  name: "22.6 Gemini forwarder side doors, escaping model names, oversized bodies",
+  run: scenario(async (homes, track) => {
+    const r = await geminiSideDoors(homes, track)
+    const expected = [...geminiDoors.map(() => "403"), "413", "413"]
+    const others = r.reachedUpstream.filter((x) => !x.endsWith(" shell") && !x.endsWith(" done"))
+    return {
+      breached: others.length > 0 || r.keySeen || r.reserved !== 2 || r.codes.join(" ") !== expected.join(" "),
+      detail: `${r.codes.filter((c) => c === "403").length} of ${geminiDoors.length} doors refused, oversized bodies ${r.codes.slice(-2).join(" ")} (codes ${r.codes.join(" ")}), ${others.length} other requests reached the upstream, ${r.refused.length} logged, ${r.reserved} reserved`
+    }
+  })
+}
+
+export const attacks: ReadonlyArray<Attack> = [sideDoors, parallel, killNine, geminiDoorsAttack]

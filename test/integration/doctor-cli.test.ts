@@ -70,8 +70,12 @@ describe("substrat doctor", () => {
       "provider:claude", "provider:codex", "provider:cursor-agent",
       "provider:acp:qwen", "provider:acp:gemini", "provider:acp:opencode", "provider:acp:claude", "provider:acp:codex", "daemon"
     ])
-    // Each ACP preset's executable: qwen is installed with substrat.
+    // Each ACP preset's executable: qwen and gemini are installed with substrat.
     expect(check(report, "provider:acp:qwen")).toMatchObject({ status: "ok", detail: expect.stringMatching(/@qwen-code\/qwen-code\/.* \(from package; model: openai\)$/) })
+    expect(check(report, "provider:acp:gemini")).toMatchObject({
+      status: "ok",
+      detail: expect.stringMatching(/@google\/gemini-cli\/bundle\/gemini\.js \(from package; model: gemini\)$/)
+    })
     for (const n of ["bwrap", "sandbox", "prlimit", "git"]) expect(check(report, n).status).toBe("ok")
     expect(check(report, "cgroup").detail).toMatch(/^(v2-writable|v2-readonly|v1-or-hybrid|none):/)
     // Where each CLI was found: the env var here; codex's broken override is reported, not replaced.
