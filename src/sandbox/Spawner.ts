@@ -184,9 +184,10 @@ class SpawnerProcess {
       serialization: "json"
     })
     this.proc.on("message", (m: unknown, handle: unknown) => this.receive(m, handle))
-    this.proc.on("error", () => this.gone())
-    this.proc.on("exit", () => this.gone())
+    // The channel's end comes after every message the spawner sent before dying (its `exit` event
+    // may come before them).
     this.proc.on("disconnect", () => this.gone())
+    this.proc.on("error", () => this.gone())
     this.idle()
   }
 
@@ -311,7 +312,7 @@ class SpawnerProcess {
   }
 
   stop() {
-    if (this.proc.connected) this.proc.disconnect()
+    this.gone()
   }
 }
 
