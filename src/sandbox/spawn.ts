@@ -1,8 +1,8 @@
 // The scoped process runner shared by the bwrap and unsafe layers (and git.ts).
 //
-// `node:child_process` directly, not platform `Command`: spawn-to-exit of a trivial command cost
-// more through `Command` (stdin pump fiber, channel-based stream readers, two finalizers, a forked
-// exit-code fiber) than the spawn itself — figures in docs/sandbox.md "Benchmark".
+// Children start in the spawner process (Spawner.ts), not through platform `Command`: spawn-to-exit
+// of a trivial command cost more through `Command` (stdin pump fiber, channel-based stream readers,
+// two finalizers, a forked exit-code fiber) than the spawn itself — docs/sandbox.md "Benchmark".
 //
 // - The child is spawned `detached` (its own process group, pgid = pid). Closing the scope SIGTERMs
 //   the group, waits `graceMs`, then SIGKILLs it. Under bwrap the group is just bwrap itself: its
@@ -12,7 +12,6 @@
 // - stdout/stderr are `Stream`s over the pipes (pull-based, so a slow consumer back-pressures the
 //   child); the last 4 KiB of stderr feed limit attribution.
 // - `exit` resolves on the child's `exit` event; the wall-clock limit is a plain timer.
-// - The fork itself happens in the spawner process (Spawner.ts), not in the daemon.
 //
 // Over 300 lines because a child's start, its pipes, their collection and its group kill are one
 // lifecycle around one child process.
