@@ -1,10 +1,11 @@
 // Orchestrator: the public face of the agent tree — create roots, spawn, send, run turns,
 // terminate, inspect, usage, live output, session suspend/resume/delete, awaitIdle. It holds no
-// state: each part belongs to one service (Tree, Mailbox, Requests, Turns, Activity), and the
-// work is done by Lifecycle, Router and the TurnRunner.
+// state of the tree: each part belongs to one service (Tree, Mailbox, Requests, Turns, Activity),
+// and the work is done by Lifecycle, Router and the TurnRunner; its own is cluster mode's sends in
+// flight to a tree that leaves (unloadTree).
 // Over 300 lines because it is the agent tree's whole public surface: one short delegating
 // operation per entry point, then the layer wiring the services it delegates to.
-import { Deferred, Effect, Either, Layer, Option, Stream } from "effect"
+import { Clock, Deferred, Effect, Either, Layer, Option, Stream } from "effect"
 import type { AgentNode } from "../domain/agent.js"
 import { AgentNode as AgentNodeClass } from "../domain/agent.js"
 import { InvalidInputError, NotFoundError } from "../domain/errors.js"
@@ -92,9 +93,40 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
       return view(yield* lifecycle.spawn(parent, args))
     })
 
+    // Cluster mode's handover (unloadTree): the roots of trees leaving this daemon, and USER's
+    // sends to each tree still in flight (from the check that their agent lives to the message in
+    // its log and inbox). A tree leaves only once its sends in flight are through; a later send
+    // waits until it has left and is refused as to an agent that is not here (the admin handlers
+    // then route it to the tree's runner).
+    const leaving = new Map<AgentId, Deferred.Deferred<void>>()
+    const sending = new Map<AgentId, number>()
+    const sendsDone = new Map<AgentId, Deferred.Deferred<void>>()
+    const rootOf = (id: AgentId): AgentId | undefined => {
+      let n = tree.get(id)
+      for (let i = 0; n !== undefined && n.parent_id !== null && i < 10_000; i++) n = tree.get(n.parent_id)
+      return n?.id
+    }
+    const sent = (root: AgentId) =>
+      Effect.sync(() => {
+        const left = (sending.get(root) ?? 1) - 1
+        if (left > 0) return sending.set(root, left)
+        sending.delete(root)
+        const done = sendsDone.get(root)
+        sendsDone.delete(root)
+        if (done !== undefined) Deferred.unsafeDone(done, Effect.void)
+      })
+
     /** A message from USER; wakes the agent. */
     const send = Effect.fn("Orchestrator.send")(function*(args: SendToAgent) {
-      return yield* router.fromUser(args.agent, args.text, args.sync ?? true, args.id)
+      const root = rootOf(args.agent)
+      if (root === undefined) return yield* router.fromUser(args.agent, args.text, args.sync ?? true, args.id)
+      const left = leaving.get(root)
+      if (left !== undefined) {
+        yield* Deferred.await(left)
+        return yield* notFound(args.agent)
+      }
+      sending.set(root, (sending.get(root) ?? 0) + 1)
+      return yield* router.fromUser(args.agent, args.text, args.sync ?? true, args.id).pipe(Effect.ensuring(sent(root)))
     })
 
     /** Queue a turn with an explicit prompt and wait for it. None: the agent went away first. */
@@ -265,14 +297,18 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
     /**
      * Cluster mode: let go of the tree rooted at `root` — its shard is another runner's now, which
      * recovers it from the ports once this returns. Its agents start no new turn (parked) and
-     * their running turns finish; then, in one step, the tree, its inboxes, queued turns and
-     * pending requests leave this daemon's state with nothing logged (the log keeps every message:
-     * the recovery where the tree goes re-injects what was not answered), and its sessions are
-     * suspended (a live one's blob saved, as at shutdown). False: the tree is not here.
+     * their running turns finish — for at most `limitMs` when given: turns still running then are
+     * interrupted as a kill -9 would (TurnRunner.interruptTurns; the runner the tree goes to
+     * re-runs them). Then USER's sends to the tree in flight are let through (later ones are
+     * refused: `send`), and in one step the tree, its inboxes, queued turns and pending requests
+     * leave this daemon's state with nothing logged (the log keeps every message: the recovery
+     * where the tree goes re-injects what was not answered), and its sessions are suspended (a
+     * live one's blob saved, as at shutdown). False: the tree is not here.
      */
-    const unloadTree = Effect.fn("Orchestrator.unloadTree")(function*(root: AgentId) {
+    const unloadTree = Effect.fn("Orchestrator.unloadTree")(function*(root: AgentId, limitMs?: number) {
       const agents = () => (tree.has(root) ? tree.current().subtree(root) : [])
       if (!tree.has(root)) return false
+      const deadline = limitMs === undefined ? undefined : (yield* Clock.currentTimeMillis) + limitMs
       // A wake taken before its agent was parked may still start a turn: wait until none runs.
       for (;;) {
         const nodes = agents()
@@ -280,24 +316,52 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
         const busy = nodes.filter((n) => turns.isBusy(n.id))
         if (busy.length === 0) break
         // The session's queue: returns after its running turn (and the turns queued before this).
-        yield* Effect.forEach(busy, (n) => scheduler.serialize(n.session_id, Effect.void), { concurrency: "unbounded", discard: true })
-      }
-      const { nodes, queued } = yield* Effect.sync(() => {
-        const nodes = agents()
-        const queued = mailbox.unload(new Set(nodes.map((n) => n.id)))
-        for (const n of [...nodes].reverse()) tree.remove(n.id)
-        return { nodes, queued }
-      })
-      // A `runTurn` waiting on a queued prompt: the agent went away (None).
-      yield* Effect.forEach(queued, (t) => settle(t, null), { discard: true })
-      yield* requests.forget(new Set(nodes.map((n) => n.id)))
-      for (const n of nodes) {
-        yield* mux.suspend(n.session_id).pipe(
-          Effect.catchAllCause((c) => Effect.zipRight(Effect.logWarning(`could not suspend ${n.session_id}; dropped`, c), mux.drop(n.session_id)))
+        const ended = Effect.forEach(busy, (n) => scheduler.serialize(n.session_id, Effect.void), { concurrency: "unbounded", discard: true })
+        if (deadline === undefined) {
+          yield* ended
+          continue
+        }
+        const left = deadline - (yield* Clock.currentTimeMillis)
+        if (left > 0 && Option.isSome(yield* Effect.timeout(ended, left).pipe(Effect.option))) continue
+        yield* Effect.logWarning(
+          `tree ${tree.get(root)?.name ?? root} (${root}): the turn(s) of ${busy.map((n) => n.name).join(", ")} still running after ` +
+            `cluster.handover_grace_ms (${limitMs} ms): interrupted as by a kill -9; they re-run on the tree's new runner`
         )
-        yield* log.close(n.session_id)
+        yield* runner.interruptTurns(new Set(busy.map((n) => n.id)))
       }
-      return true
+      const fiber = yield* Effect.fiberId
+      const left = Deferred.unsafeMake<void>(fiber)
+      leaving.set(root, left)
+      return yield* Effect.gen(function*() {
+        const inFlight = yield* Effect.sync(() => {
+          if ((sending.get(root) ?? 0) === 0) return undefined
+          const done = sendsDone.get(root) ?? Deferred.unsafeMake<void>(fiber)
+          sendsDone.set(root, done)
+          return done
+        })
+        if (inFlight !== undefined) yield* Deferred.await(inFlight)
+        const { nodes, queued } = yield* Effect.sync(() => {
+          const nodes = agents()
+          const queued = mailbox.unload(new Set(nodes.map((n) => n.id)))
+          for (const n of [...nodes].reverse()) tree.remove(n.id)
+          // Sends that waited: the tree is gone from here now.
+          Deferred.unsafeDone(left, Effect.void)
+          return { nodes, queued }
+        })
+        // A `runTurn` waiting on a queued prompt: the agent went away (None).
+        yield* Effect.forEach(queued, (t) => settle(t, null), { discard: true })
+        yield* requests.forget(new Set(nodes.map((n) => n.id)))
+        for (const n of nodes) {
+          yield* mux.suspend(n.session_id).pipe(
+            Effect.catchAllCause((c) => Effect.zipRight(Effect.logWarning(`could not suspend ${n.session_id}; dropped`, c), mux.drop(n.session_id)))
+          )
+          yield* log.close(n.session_id)
+        }
+        return true
+      }).pipe(Effect.ensuring(Effect.sync(() => {
+        leaving.delete(root)
+        Deferred.unsafeDone(left, Effect.void)
+      })))
     })
 
     return {

@@ -369,11 +369,42 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
         ).pipe(Effect.ensuring(release))
       }).pipe(Effect.ensuring(turns.addWork(-1)))
 
+    // The running wakes of each agent (interruptTurns).
+    const wakes = new Map<AgentId, Set<Fiber.RuntimeFiber<unknown, unknown>>>()
+    const track = (agent: AgentId, fiber: Fiber.RuntimeFiber<unknown, unknown>) =>
+      Effect.sync(() => {
+        const mine = wakes.get(agent) ?? new Set()
+        wakes.set(agent, mine)
+        mine.add(fiber)
+        fiber.addObserver(() => {
+          mine.delete(fiber)
+          if (mine.size === 0 && wakes.get(agent) === mine) wakes.delete(agent)
+        })
+      })
     const wakeLoop = yield* mailbox.nextWake.pipe(
-      Effect.flatMap((agent) => FiberSet.run(fibers, runWake(agent))),
+      Effect.flatMap((agent) => Effect.flatMap(FiberSet.run(fibers, runWake(agent)), (fiber) => track(agent, fiber))),
       Effect.forever,
       Effect.forkScoped
     )
+
+    /**
+     * Cluster mode's handover past its limit (`cluster.handover_grace_ms`): interrupt the wakes of
+     * `agents` as a kill -9 would — their providers stopped, nothing more logged (a started turn
+     * stays open in its log, so the runner that recovers the tree re-runs it), the turn's workspace
+     * changes not recorded. Their turns' contexts end here (a waiting `runTurn` gets None).
+     * Returns how many wakes were interrupted.
+     */
+    const interruptTurns = Effect.fn("TurnRunner.interruptTurns")(function*(agents: ReadonlySet<AgentId>) {
+      const running = [...agents].flatMap((a) => [...(wakes.get(a) ?? [])])
+      yield* Fiber.interruptAll(running)
+      for (const a of agents) {
+        const trigger = turns.triggerOf(a)
+        if (!turns.isBusy(a)) continue
+        turns.end(a)
+        if (trigger !== undefined) yield* settle(trigger, null)
+      }
+      return running.length
+    })
 
     /**
      * Start no more turns and interrupt the running ones; returns once they have let go of their
@@ -385,6 +416,6 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
       yield* FiberSet.clear(fibers)
     })
 
-    return { bindingOf, stopTurns } as const
+    return { bindingOf, stopTurns, interruptTurns } as const
   })
 }) {}

@@ -271,6 +271,10 @@ const settingsConfig = Config.all({
       description:
         "Cluster mode: a runner that stops heartbeating is dropped after this long (ms) and its shards go to the others; it heartbeats every quarter of it"
     }),
+    handoverGraceMs: setting(["cluster", "handoverGraceMs"], int(1000), 300_000, {
+      description:
+        "Cluster mode: how long a tree being handed over to another runner (a drain, a joining runner) waits for its running turns (ms); past it they are interrupted as by a kill -9 and re-run on the new runner"
+    }),
     workspaceRemote: optional(["cluster", "workspaceRemote"], text, {
       description: "Cluster mode: the shared git remote (a bare repository on shared storage, or a git URL) recorded turns are pushed to"
     })
@@ -612,7 +616,7 @@ export const defaults = (overrides: Partial<Settings> = {}): Settings => ({
     logBytesPerHour: 256 * 1024 * 1024,
     parkAfter: 20
   },
-  cluster: { postgres: Option.none(), listen: Option.none(), leaseMs: 20_000, workspaceRemote: Option.none() },
+  cluster: { postgres: Option.none(), listen: Option.none(), leaseMs: 20_000, handoverGraceMs: 300_000, workspaceRemote: Option.none() },
   meter: { prices: Option.none() },
   credentials: {
     anthropicApiKey: Option.none(),

@@ -19,6 +19,7 @@ import { SqlClient, type SqlError } from "@effect/sql"
 import * as RunnerStorage from "@effect/cluster/RunnerStorage"
 import { Context, Effect, Layer, Option, Schedule, Schema } from "effect"
 import { Orchestrator } from "../agent/Orchestrator.js"
+import { DaemonConfig } from "../config/DaemonConfig.js"
 import { Recovery } from "../recovery/Recovery.js"
 import * as Carry from "./ClusterCarry.js"
 import { addressText, shardOwners } from "./Cluster.js"
@@ -175,7 +176,8 @@ export const layerTakeover: Layer.Layer<
   const restore = yield* Carry.restorer
   const orchestrator = yield* Orchestrator
   const sharding = yield* Sharding.Sharding
-  const config = yield* ShardingConfig.ShardingConfig
+  const engine = yield* ShardingConfig.ShardingConfig
+  const config = yield* DaemonConfig
   const lock = yield* Effect.makeSemaphore(1)
   // Trees this runner let go of (handover, below) whose row does not say so yet (Postgres failed):
   // marked on the next pass, or taken back here if their shard is this runner's again.
@@ -205,13 +207,14 @@ export const layerTakeover: Layer.Layer<
     yield* Effect.logInfo(`took over ${take.length} tree(s), ${agents} agent(s), from ${[...new Set(take.map((t) => t.runner))].join(", ")}`)
   })).pipe(Effect.catchAllCause((c) => Effect.logWarning("tree takeover failed (retried)", c)))
   // Handover: a tree loaded here whose shard the engine now assigns to another healthy runner
-  // (one joined, or this one is draining) is let go of — its turns finish, it leaves this daemon
+  // (one joined, or this one is draining) is let go of — its turns finish (those still running
+  // after `cluster.handover_grace_ms` are interrupted and re-run there), it leaves this daemon
   // (Orchestrator.unloadTree) — and its row is marked as on no runner (''), so that runner's pass
   // above takes it over from Postgres. Until then a request for it there is refused (`tree-elsewhere`).
   // Nothing is let go of while the runners cannot be read (Postgres down): the assignment is unknown.
   const handover = Effect.gen(function*() {
     const rows = yield* router.all
-    const owners = shardOwners(config, yield* runners.getRunners)
+    const owners = shardOwners(engine, yield* runners.getRunners)
     const elsewhere = (root: AgentId) => {
       const id = EntityId.make(root)
       const shard = sharding.getShardId(id, Tree.getShardGroup(id))
@@ -220,7 +223,7 @@ export const layerTakeover: Layer.Layer<
     }
     const leaving = rows.filter((t) => t.runner === router.self && lookup.byId(t.root_id) !== undefined && elsewhere(t.root_id))
     yield* Effect.forEach(leaving, (t) =>
-      orchestrator.unloadTree(t.root_id).pipe(
+      orchestrator.unloadTree(t.root_id, config.cluster.handoverGraceMs).pipe(
         Effect.tap((unloaded) => unloaded ? Effect.sync(() => released.add(t.root_id)) : Effect.void)
       ), { concurrency: "unbounded", discard: true })
     const mark = [...released].filter(elsewhere)

@@ -143,19 +143,18 @@ const DrainLive = Layer.effect(
   Drain,
   Effect.gen(function*() {
     const o = yield* Orchestration.Orchestrator
-    const store = yield* SessionStore
     return Drain.of({
       awaitIdle: o.awaitIdle,
       suspendAll: Effect.gen(function*() {
         // Past the grace period turns may still run, and a session mid-turn cannot be suspended:
         // stop them first (nothing to stop when idle). Their logs keep the open turn for recovery.
         yield* o.stopTurns()
-        const live = (yield* Effect.orElseSucceed(store.scan, () => [])).filter((s) => s.state === "active")
+        // The sessions of this daemon's agents (in cluster mode the store holds every runner's).
         let n = 0
-        for (const s of live) {
-          yield* o.suspend(s.id).pipe(
-            Effect.tap(() => Effect.sync(() => n++)),
-            Effect.catchAllCause((c) => Effect.logWarning(`could not suspend ${s.id}`, c))
+        for (const agent of yield* o.list) {
+          yield* o.suspend(agent.session_id).pipe(
+            Effect.tap((live) => Effect.sync(() => live && n++)),
+            Effect.catchAllCause((c) => Effect.logWarning(`could not suspend ${agent.session_id}`, c))
           )
         }
         return n

@@ -35,6 +35,24 @@ export const layer: Layer.Layer<TurnHooks, never, WorkspaceHistory | WorkspaceSt
           all.filter((s) => s.parent_id === id).flatMap((c) => [c, ...below(c.id)])
         return [top, ...below(top.id)] as ReadonlyArray<WorkspaceSpec>
       })
+    // Workspaces an agent names that this daemon does not have, said once each: in cluster mode a
+    // tree that moved without `cluster.workspace_remote` (or before its first recorded turn)
+    // leaves its workspace on its old runner (docs/cluster.md "What still stays behind").
+    const missing = new Set<string>()
+    const absent = (ws: WorkspaceSpec["id"], agent: { readonly name: string; readonly id: string }): Effect.Effect<boolean> =>
+      store.get(ws).pipe(
+        Effect.as(false),
+        Effect.catchTag("NotFoundError", () =>
+          missing.has(ws) ? Effect.succeed(true) : Effect.gen(function*() {
+            missing.add(ws)
+            yield* Effect.logWarning(
+              `workspace ${ws} of ${agent.name} (${agent.id}) is not on this daemon (in cluster mode: its tree moved here without ` +
+                `cluster.workspace_remote, or before its first recorded turn): its turns are not recorded in a workspace history here; said once`
+            )
+            return true
+          })),
+        Effect.orElseSucceed(() => false)
+      )
     return TurnHooks.of({
       afterTurn: (agent, outcome) => {
         const ws = agent.workspace_id
@@ -45,6 +63,7 @@ export const layer: Layer.Layer<TurnHooks, never, WorkspaceHistory | WorkspaceSt
           })
         if (ws === null) return carried(null)
         return Effect.gen(function*() {
+          if (yield* absent(ws, agent)) return yield* carried(null)
           const r = yield* history.commitTurn(ws, {
             agent: agent.name,
             agentId: agent.id,

@@ -42,12 +42,20 @@ export const routedAgentHandlers = (ops: AgentOps, cluster: TreeRouter["Type"]) 
   const router = cluster
   const takeover = Option.getOrUndefined(yield* Effect.serviceOption(TreeTakeover))
   const ensure = (root: AgentId) => takeover === undefined ? Effect.void : takeover.ensure(root)
-  /** `local` when `ref` is one of this runner's agents, else the call to the tree's owner (`far`). */
-  const routed = <A>(ref: string, local: Effect.Effect<A, ServiceError>, far: (tree: TreeClient) => Effect.Effect<A, RemoteFailure>): Effect.Effect<A, ServiceError> =>
-    isLocal(lookup, ref) ? local : Effect.flatMap(router.find(ref), (tree): Effect.Effect<A, ServiceError> =>
+  /**
+   * `local` when `ref` is one of this runner's agents, else the call to the tree's owner (`far`).
+   * A local call that finds the agent gone because its tree left this runner meanwhile (a
+   * handover: Orchestrator.unloadTree) is routed as a call to a tree elsewhere.
+   */
+  const routed = <A>(ref: string, local: Effect.Effect<A, ServiceError>, far: (tree: TreeClient) => Effect.Effect<A, RemoteFailure>): Effect.Effect<A, ServiceError> => {
+    const elsewhere = Effect.flatMap(router.find(ref), (tree): Effect.Effect<A, ServiceError> =>
       Option.isNone(tree) ? local : router.owns(tree.value.root_id)
         ? Effect.zipRight(ensure(tree.value.root_id), Effect.suspend(() => lookup.byId(tree.value.root_id) === undefined ? Effect.fail(notHereYet(tree.value, router.self)) : local))
         : Effect.mapError(far(router.client(tree.value.root_id)), remoteError))
+    return isLocal(lookup, ref)
+      ? Effect.catchIf(local, (e) => e._tag === "NotFoundError" && e.kind === "agent" && !isLocal(lookup, ref), () => elsewhere)
+      : elsewhere
+  }
 
   return handlersOf(AgentGroup)({
     ...handlers,
