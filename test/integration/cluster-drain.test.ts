@@ -131,6 +131,8 @@ describe("cluster drain at its edges", () => {
           try {
             const r = await c.call<{ message_id: string }>("agent.send", { agent: tree.name, text })
             outcomes.push({ ok: true, id: r.message_id, text })
+            // A short pause: the agent answers each message in a turn of its own, and the backlog is waited for below.
+            await sleep(100)
           } catch (e) {
             outcomes.push({ ok: false, message: e instanceof Error ? e.message : String(e) })
             await sleep(20)
@@ -158,12 +160,17 @@ describe("cluster drain at its edges", () => {
     await waitFor("every acknowledged message answered", async () => {
       const logged = await fromUser(tree.session_id)
       return acked.every((a) => logged.some((l) => l.id === a.id && l.answers >= 1)) ? true : undefined
-    }, 120_000)
+    }, 240_000).catch(async (e: unknown) => {
+      const logged = await fromUser(tree.session_id)
+      const missing = acked.filter((a) => !logged.some((l) => l.id === a.id && l.answers >= 1))
+        .map((a) => ({ ...a, logged: logged.filter((l) => l.id === a.id) }))
+      throw new Error(`${String(e)}: ${missing.length} of ${acked.length} unanswered: ${JSON.stringify(missing.slice(0, 5))}; runner ${await runnerOf(tree.id)}`)
+    })
     const logged = await fromUser(tree.session_id)
     for (const a of acked) expect(logged.filter((l) => l.id === a.id).map((l) => [l.text, l.answers])).toEqual([[a.text, 1]])
     // A refused message was not logged.
     expect(logged.length).toBe(acked.length)
-  }, 400_000)
+  }, 600_000)
 
   it("a turn that never ends: past cluster.handover_grace_ms it is interrupted, the tree moves, the turn re-runs there without its unrecorded files; a tree without its workspace runs without errors", async () => {
     const stuck = await treeOnA("stuck", "scripted:stuck")
