@@ -84,7 +84,7 @@ interface Sample {
 }
 
 export const run = async (opts: BenchOptions): Promise<BenchResult> => {
-  const n = opts.quick ? 20 : 60
+  const n = opts.quick ? 20 : 150
   const rounds = opts.quick ? 2 : 4
   const sizes = [{ label: "small heap", mb: 8 }, { label: "large heap", mb: 560 }]
   const modes = ["direct", "spawner"] as const
