@@ -11,7 +11,7 @@
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import { type Agent, cli, cliJson, daemons, kill9, spawnCli, startDaemon, waitFor } from "../integration/daemon.support.js"
+import { type Agent, cli, cliJson, daemons, kill9, rpcOnce, spawnCli, startDaemon, waitFor } from "../integration/daemon.support.js"
 import { bundleAcpAgent } from "../support/acpAgent.js"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
 import { agentEvents as events, dataNamed as of } from "./support.js"
@@ -40,8 +40,11 @@ const setup = (toml: string, book?: (provider: string) => unknown) => {
 
 const permissions = async (h: string) =>
   (await cliJson<{ items: ReadonlyArray<Item> }>(h, ["inbox"])).items.filter((i) => i.kind === "permission")
+/** The same list over the admin socket (what `inbox --json` prints), for polls: no CLI process each. */
+const permissionsRpc = async (h: string) =>
+  (await rpcOnce<{ items: ReadonlyArray<Item> }>(h, "inbox.list")).items.filter((i) => i.kind === "permission")
 const asked = (h: string, not: ReadonlyArray<string> = []) =>
-  waitFor("the permission request in the inbox", async () => (await permissions(h)).find((i) => !not.includes(i.id)), 60_000)
+  waitFor("the permission request in the inbox", async () => (await permissionsRpc(h)).find((i) => !not.includes(i.id)), 60_000)
 
 /** The ⚙ permission lines of an agent's log. */
 const permissionLines = (h: string, sid: string) =>

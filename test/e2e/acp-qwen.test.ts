@@ -11,7 +11,7 @@ import { describe, expect, it } from "vitest"
 import type * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
 import { Reply } from "../../src/testing/ScriptedLlm.js"
 import { makeTmpDir } from "../support/tmp.js"
-import { type Agent, cli, cliJson, kill9, spawnCli, startDaemon, waitFor } from "../integration/daemon.support.js"
+import { type Agent, cli, cliJson, kill9, rpcOnce, spawnCli, startDaemon, waitFor } from "../integration/daemon.support.js"
 import { agentEvents as events, daemonTestScope, dataNamed as of, withLlm } from "./support.js"
 import { type AgentWs, checkTeamEndState, expectOrder, FILE_BYTES, FINAL, LEAD, LEAD_INSTRUCTIONS, TASK, teamScript } from "./team.support.js"
 
@@ -106,6 +106,9 @@ const whose = (r: { readonly body: unknown }): string => {
 type Item = { readonly id: string; readonly kind: string; readonly agent_name: string; readonly text: string }
 const permissions = async (home: string) =>
   (await cliJson<{ items: ReadonlyArray<Item> }>(home, ["inbox"])).items.filter((i) => i.kind === "permission")
+/** The same list over the admin socket (what `inbox --json` prints), for polls: no CLI process each. */
+const permissionsRpc = async (home: string) =>
+  (await rpcOnce<{ items: ReadonlyArray<Item> }>(home, "inbox.list")).items.filter((i) => i.kind === "permission")
 
 /** Agent `a`'s per-request usage events: one per answered request, each the scripted usage at the price. */
 const expectPerRequestUsage = (home: string, a: { readonly name: string; readonly session_id: string }, answered: number) => {
@@ -167,7 +170,7 @@ describe("acp:qwen, the real Qwen Code (daemon + CLI, bwrap, network off, script
       expect(created.workspace_id).not.toBeNull()
       const sent = spawnCli(home, ["agent", "send", "--wait", "lead", TASK])
       // The one question: coder's write (Substrat's own tools and qwen's reads are not asked).
-      const q = await waitFor("coder's permission request", async () => (await permissions(home))[0], 150_000)
+      const q = await waitFor("coder's permission request", async () => (await permissionsRpc(home))[0], 150_000)
       expect(q).toMatchObject({ agent_name: "coder" })
       expect(q.text).toContain("coder asks permission: write_file: ")
       expect(q.text).toContain("version.ts")
@@ -181,7 +184,7 @@ describe("acp:qwen, the real Qwen Code (daemon + CLI, bwrap, network off, script
       expect(again, sent.err()).not.toBeNull()
       ds.track(await startDaemon(home))
       // Recovery re-runs coder's turn in a new qwen (its session loaded): it asks again, the same item.
-      const q2 = await waitFor("the re-run's permission request", async () => (await permissions(home))[0], 150_000)
+      const q2 = await waitFor("the re-run's permission request", async () => (await permissionsRpc(home))[0], 150_000)
       expect({ ...q2, ts: "" }).toEqual({ ...q, ts: "" })
       const answered = await cli(home, ["inbox", "answer", q.id, "allow"])
       expect(answered.code, answered.stderr).toBe(0)

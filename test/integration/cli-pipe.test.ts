@@ -7,7 +7,7 @@ import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
-import { cliJson, launcher, startDaemon, waitFor } from "./daemon.support.js"
+import { cliJson, launcher, rpcOnce, startDaemon, waitFor } from "./daemon.support.js"
 import { type SwarmAgent, swarmScope, write } from "./swarm.support.js"
 
 const { owned, fresh } = swarmScope("substrat-pipe-")
@@ -74,7 +74,8 @@ describe("CLI output through a pipe and into a file", () => {
     owned.track(await startDaemon(home))
     await cliJson(home, ["swarm", "start", repo, "--provider", "scripted:echo"])
     const nodes = await waitFor("the swarm's node agents", async () => {
-      const r = await cliJson<{ agents: ReadonlyArray<SwarmAgent> }>(home, ["swarm", "agents"])
+      // Over the admin socket (what `swarm agents --json` prints): the commands under test are below.
+      const r = await rpcOnce<{ agents: ReadonlyArray<SwarmAgent> }>(home, "swarm.agents", {})
       return r.agents.length >= 600 ? r.agents.length : undefined
     }, 120_000)
 

@@ -7,8 +7,8 @@
 import * as fs from "node:fs"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
-import { type Agent, cli, cliJson, kill9, waitFor } from "./daemon.support.js"
-import { type ClusterStatus as Status, clusterFile, query, runnerOf, startRunner, userMessages, waitTurnStarted } from "../support/cluster.js"
+import { type Agent, cli, cliJson, kill9, rpcOnce, waitFor } from "./daemon.support.js"
+import { type ClusterStatus as Status, clusterFile, query, runnerOf, startRunner, statusOf, userMessages, waitTurnStarted } from "../support/cluster.js"
 import { freePort, freshDatabase } from "../support/postgres.js"
 
 const { pg, owned, dir } = clusterFile("substrat-handover-")
@@ -27,10 +27,11 @@ describe("cluster handover", () => {
   const treesOnBoth = async (prefix: string, script: string, each: number) => {
     const trees = new Map<string, Array<Agent>>([[addrA(), []], [addrB(), []]])
     for (let i = 0; i < 40 && [...trees.values()].some((t) => t.length < each); i++) {
-      const created = await cliJson<Agent>(homeA, ["agent", "create", "--name", `${prefix}${i}`, "--provider", `scripted:${script}`])
+      // Over the admin socket (no CLI process each): what is tested is where the trees go.
+      const created = await rpcOnce<Agent>(homeA, "agent.create", { name: `${prefix}${i}`, provider: `scripted:${script}` })
       const list = trees.get(await runnerOf(url, created.id))!
       if (list.length < each) list.push(created)
-      else expect((await cli(homeA, ["agent", "terminate", created.name])).code).toBe(0)
+      else await rpcOnce(homeA, "agent.terminate", { agent: created.name })
     }
     for (const list of trees.values()) expect(list).toHaveLength(each)
     return trees
@@ -73,12 +74,15 @@ describe("cluster handover", () => {
     b = await start(homeB, pb, 2)
     for (const t of all) {
       // Asked on B: a tree refused for a while (handing over) is answered, none refused for good.
-      const answered = await waitFor(`${t.name} answered through B`, async () => {
-        const r = await cli(homeB, ["agent", "wait", t.name, sent.get(t.id)!, "--json"])
-        if (r.code === 5) expect(r.stderr).toContain(`while its shard is now ${addrB()}`)
-        return r.code === 0 ? JSON.parse(r.stdout) as { answer: { error: boolean } } : undefined
-      }, 60_000)
-      expect(answered.answer.error).toBe(false)
+      // Polled over the admin socket (an Unavailable refusal names B's shard); then `agent wait` itself, on B.
+      await waitFor(`${t.name} answered through B`, () =>
+        rpcOnce(homeB, "agent.wait", { agent: t.name, message_id: sent.get(t.id)! }).then(() => true as const, (e: Error) => {
+          if (e.message.includes("Unavailable")) expect(e.message).toContain(`while its shard is now ${addrB()}`)
+          return undefined
+        }), 60_000)
+      const r = await cli(homeB, ["agent", "wait", t.name, sent.get(t.id)!, "--json"])
+      expect(r.code, r.stderr).toBe(0)
+      expect((JSON.parse(r.stdout) as { answer: { error: boolean } }).answer.error).toBe(false)
     }
     // B's trees are B's again, A's stay A's; a new question is answered once, from either runner.
     for (const [runner, list] of trees) {
@@ -112,7 +116,7 @@ describe("cluster handover", () => {
     expect(drained).toEqual({ self: addrA(), draining: true, trees: aTrees.length })
     // Its shards go to B; the trees with a held turn stay on A until the turn ends.
     const draining = await waitFor("A draining with no shard", async () => {
-      const st = await cliJson<Status>(homeB, ["cluster", "status"])
+      const st = await statusOf(homeB)
       const a = st.runners.find((r) => r.address === addrA())
       return a?.draining === true && a.shards === 0 && st.runners.find((r) => r.self)?.shards === st.shards ? a : undefined
     }, 60_000)

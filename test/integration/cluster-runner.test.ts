@@ -10,7 +10,7 @@ import { join } from "node:path"
 import { describe, expect, it } from "vitest"
 import { type Agent, cli, cliJson, type Inspect, isAlive, kill9, rpcOnce, startDaemon, waitFor } from "./daemon.support.js"
 import { request } from "./http.support.js"
-import { type ClusterStatus as Status, clusterFile, createOn, enqueued, LEASE_MS, query, runnerOf, startRunner, userMessages, waitRunnerReady, waitTurnStarted } from "../support/cluster.js"
+import { type ClusterStatus as Status, clusterFile, createOn, enqueued, LEASE_MS, query, runnerOf, startRunner, statusOf, succeeds, userMessages, waitRunnerReady, waitTurnStarted } from "../support/cluster.js"
 import { freePort, freshDatabase } from "../support/postgres.js"
 
 const ourVersion = (JSON.parse(fs.readFileSync(join(import.meta.dirname, "..", "..", "package.json"), "utf8")) as { version: string }).version
@@ -84,7 +84,7 @@ describe("cluster runner", () => {
 
     for (const home of [homeA, homeB]) {
       const s = await waitFor(`both runners healthy in ${home}`, async () => {
-        const s = await cliJson<Status>(home, ["cluster", "status"])
+        const s = await statusOf(home)
         return s.runners.filter((r) => r.healthy).length === 2 ? s : undefined
       }, 60_000)
       expect(s.runners.map((r) => r.address)).toEqual(both)
@@ -210,7 +210,7 @@ describe("cluster runner", () => {
     expect(fs.existsSync(join(homeC, "daemon.pid")) && fs.readFileSync(join(homeC, "daemon.pid"), "utf8").trim() !== "").toBe(false)
 
     const after = await waitFor("runner B dropped and A holding every shard", async () => {
-      const s = await cliJson<Status>(homeA, ["cluster", "status"])
+      const s = await statusOf(homeA)
       const gone = s.runners.every((r) => r.address !== `127.0.0.1:${pb}` || !r.healthy)
       return gone && s.held === s.shards ? s : undefined
     }, 90_000)
@@ -294,7 +294,7 @@ describe("cluster runner", () => {
     expect(await userMessages(url, created.session_id, "while Postgres is down")).toEqual([])
     expect((await userMessages(url, created.session_id, "after the restart")).map((m) => m.answers)).toEqual([1])
     await waitFor("A holding every shard again", async () => {
-      const st = await cliJson<Status>(homeA, ["cluster", "status"])
+      const st = await statusOf(homeA)
       return st.held === st.shards ? st : undefined
     }, 60_000)
   }, 240_000)
@@ -308,7 +308,7 @@ describe("cluster runner", () => {
     // A tree on each runner, each with a question acknowledged and its turn held.
     const trees = new Map<string, Agent>()
     for (let i = 0; i < 24 && trees.size < 2; i++) {
-      const created = await cliJson<Agent>(homeA, ["agent", "create", "--name", `w${i}`, "--provider", "scripted:gated3"])
+      const created = await rpcOnce<Agent>(homeA, "agent.create", { name: `w${i}`, provider: "scripted:gated3" })
       const runner = await runnerOf(url, created.id)
       if (!trees.has(runner)) trees.set(runner, created)
       else expect((await cli(homeA, ["agent", "terminate", created.name])).code).toBe(0)
@@ -327,11 +327,11 @@ describe("cluster runner", () => {
       startDaemon(home, ["--cluster", url, "--listen", `127.0.0.1:${port}`]).then((pid) => { owned.track(pid); return pid })
     ;[a, b] = await Promise.all([restart(homeA, pa), restart(homeB, pb)])
     for (const t of trees.values()) {
-      const answered = await waitFor(`${t.name} answered`, async () => {
-        const r = await cli(homeA, ["agent", "wait", t.name, sent.get(t.id)!, "--json"])
-        return r.code === 0 ? JSON.parse(r.stdout) as { answer: { error: boolean } } : undefined
-      }, 120_000)
-      expect(answered.answer.error).toBe(false)
+      // Polled over the admin socket until the tree's runner answers; then `agent wait` itself.
+      await waitFor(`${t.name} answered`, () => succeeds(rpcOnce(homeA, "agent.wait", { agent: t.name, message_id: sent.get(t.id)! })), 120_000)
+      const waited = await cli(homeA, ["agent", "wait", t.name, sent.get(t.id)!, "--json"])
+      expect(waited.code, waited.stderr).toBe(0)
+      expect((JSON.parse(waited.stdout) as { answer: { error: boolean } }).answer.error).toBe(false)
       expect(await userMessages(url, t.session_id, `held question to ${t.name}`)).toEqual([{ id: sent.get(t.id), answers: 1 }])
     }
   }, 300_000)
@@ -356,7 +356,7 @@ describe("cluster runner", () => {
       return Number(rows[0]?.["n"]) > 0 ? true : undefined
     }, 60_000)
     for (const t of made) {
-      await waitFor(`${t.name} answering from B`, async () => (await cli(homeB, ["agent", "inspect", t.name])).code === 0 ? true : undefined, 60_000)
+      await waitFor(`${t.name} answering from B`, () => succeeds(rpcOnce(homeB, "agent.inspect", { agent: t.name })), 60_000)
       expect((await rpcOnce<{ agent: { id: string } }>(homeA, "agent.inspect", { agent: t.name })).agent.id).toBe(t.id)
     }
   }, 240_000)

@@ -235,14 +235,14 @@ export const waitQuiet = async (home: string, parked: ReadonlyArray<string> = []
 export const rpcClient = async (socket: string) => {
   const conn = await rawConnection(socket)
   let nextId = 1
-  const pending = new Map<number, (reply: { result?: unknown; error?: { code: number; message: string } }) => void>()
+  const pending = new Map<number, (reply: { result?: unknown; error?: { code: number; message: string; data?: unknown } }) => void>()
   let pumping = false
   const pump = async () => {
     if (pumping) return
     pumping = true
     while (pending.size > 0) {
       const line = await conn.next(60_000)
-      const msg = JSON.parse(line) as { id: number; result?: unknown; error?: { code: number; message: string }; chunk?: boolean }
+      const msg = JSON.parse(line) as { id: number; result?: unknown; error?: { code: number; message: string; data?: unknown }; chunk?: boolean }
       if (msg.chunk) continue
       const f = pending.get(msg.id)
       pending.delete(msg.id)
@@ -254,7 +254,11 @@ export const rpcClient = async (socket: string) => {
     call: <A>(method: string, params?: unknown): Promise<A> =>
       new Promise<A>((resolve, reject) => {
         const id = nextId++
-        pending.set(id, (r) => (r.error ? reject(new Error(`${method}: ${r.error.code} ${r.error.message}`)) : resolve(r.result as A)))
+        // The error's data (the daemon's typed error, its message included) goes into the Error's message.
+        pending.set(id, (r) =>
+          r.error
+            ? reject(new Error(`${method}: ${r.error.code} ${r.error.message}${r.error.data === undefined ? "" : ` ${JSON.stringify(r.error.data)}`}`))
+            : resolve(r.result as A))
         conn.write(JSON.stringify({ jsonrpc: "2.0", id, method, ...(params === undefined ? {} : { params }) }) + "\n")
         void pump()
       }),

@@ -10,7 +10,7 @@ import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { agentEvents, dataNamed } from "../support/agentLogs.js"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
-import { type Agent, cli, cliJson, daemons, startDaemon, waitFor, waitQuiet } from "./daemon.support.js"
+import { type Agent, cli, cliJson, daemons, rpcOnce, startDaemon, waitFor, waitQuiet } from "./daemon.support.js"
 
 const owned = daemons()
 const dir = makeTmpDir("substrat-overlap-")
@@ -63,9 +63,9 @@ describe("overlap detection", () => {
     const ws = (await cliJson<{ workspaces: ReadonlyArray<{ id: string; root_path: string }> }>(home, ["workspace", "list"]))
       .workspaces.find((w) => w.id === lead.workspace_id)!
     expect((await cli(home, ["agent", "send", "lead", "go"])).code).toBe(0)
-    // Both children exist (one CLI call per poll), then only their logs are read (no CLI: fast).
+    // Both children exist (polled over the admin socket: what `agent list --json` prints), then only their logs are read.
     const kids = await waitFor("a and b spawned", async () => {
-      const ags = (await cliJson<{ agents: ReadonlyArray<AgentWs> }>(home, ["agent", "list"])).agents
+      const ags = (await rpcOnce<{ agents: ReadonlyArray<AgentWs> }>(home, "agent.list", { all: false })).agents
       const a = ags.find((x) => x.name === "a")
       const b = ags.find((x) => x.name === "b")
       return a !== undefined && b !== undefined ? { a, b } : undefined

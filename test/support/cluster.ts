@@ -7,7 +7,7 @@ import { SqlClient } from "@effect/sql"
 import { afterAll } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
 import * as Postgres from "../../src/storage/Postgres.js"
-import { type Agent, cliJson, daemons, startDaemon, waitFor } from "../integration/daemon.support.js"
+import { type Agent, cliJson, daemons, rpcOnce, startDaemon, waitFor } from "../integration/daemon.support.js"
 import { postgresPerFile } from "./postgres.js"
 import { makeTmpDir, removeDir } from "./tmp.js"
 
@@ -30,6 +30,12 @@ export interface ClusterStatus {
     readonly version: string | null
   }>
 }
+
+/** What `cluster status --json` prints, asked over the admin socket: polls start no CLI process. */
+export const statusOf = (home: string) => rpcOnce<ClusterStatus>(home, "cluster.status")
+
+/** true once `call` succeeds (undefined, for `waitFor`, while it fails). */
+export const succeeds = (call: Promise<unknown>): Promise<true | undefined> => call.then(() => true as const, () => undefined)
 
 /** Rows of one SQL statement on the database at `url` (a connection of its own). */
 export const query = (url: string, text: string) =>
@@ -66,7 +72,7 @@ export const clusterFile = (prefix: string, env: (dir: string) => Readonly<Recor
 /** Resolves once `home`'s runner sees `healthy` healthy runners and holds the lock of every shard it is assigned. */
 export const waitRunnerReady = (home: string, healthy: number) =>
   waitFor(`${home}: ${healthy} runner(s) healthy, its shards held`, async () => {
-    const st = await cliJson<ClusterStatus>(home, ["cluster", "status"])
+    const st = await statusOf(home)
     return st.runners.filter((r) => r.healthy).length === healthy && st.held > 0 && st.held === st.runners.find((r) => r.self)?.shards
       ? st
       : undefined
