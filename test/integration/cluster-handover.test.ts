@@ -8,7 +8,7 @@ import * as fs from "node:fs"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
 import { type Agent, cli, cliJson, kill9, rpcOnce, waitFor } from "./daemon.support.js"
-import { type ClusterStatus as Status, clusterFile, query, runnerOf, startRunner, statusOf, userMessages, waitTurnStarted } from "../support/cluster.js"
+import { type ClusterStatus as Status, clusterFile, query, runnerOf, startRunner, userMessages, waitTurnStarted } from "../support/cluster.js"
 import { freePort, freshDatabase } from "../support/postgres.js"
 
 const { pg, owned, dir } = clusterFile("substrat-handover-")
@@ -27,11 +27,10 @@ describe("cluster handover", () => {
   const treesOnBoth = async (prefix: string, script: string, each: number) => {
     const trees = new Map<string, Array<Agent>>([[addrA(), []], [addrB(), []]])
     for (let i = 0; i < 40 && [...trees.values()].some((t) => t.length < each); i++) {
-      // Over the admin socket (no CLI process each): what is tested is where the trees go.
-      const created = await rpcOnce<Agent>(homeA, "agent.create", { name: `${prefix}${i}`, provider: `scripted:${script}` })
+      const created = await cliJson<Agent>(homeA, ["agent", "create", "--name", `${prefix}${i}`, "--provider", `scripted:${script}`])
       const list = trees.get(await runnerOf(url, created.id))!
       if (list.length < each) list.push(created)
-      else await rpcOnce(homeA, "agent.terminate", { agent: created.name })
+      else expect((await cli(homeA, ["agent", "terminate", created.name])).code).toBe(0)
     }
     for (const list of trees.values()) expect(list).toHaveLength(each)
     return trees
@@ -116,7 +115,7 @@ describe("cluster handover", () => {
     expect(drained).toEqual({ self: addrA(), draining: true, trees: aTrees.length })
     // Its shards go to B; the trees with a held turn stay on A until the turn ends.
     const draining = await waitFor("A draining with no shard", async () => {
-      const st = await statusOf(homeB)
+      const st = await cliJson<Status>(homeB, ["cluster", "status"])
       const a = st.runners.find((r) => r.address === addrA())
       return a?.draining === true && a.shards === 0 && st.runners.find((r) => r.self)?.shards === st.shards ? a : undefined
     }, 60_000)
