@@ -76,6 +76,15 @@ describe("substrat doctor", () => {
       status: "ok",
       detail: expect.stringMatching(/@google\/gemini-cli\/bundle\/gemini\.js \(from package; model: gemini\)$/)
     })
+    // The claude / codex adapters, installed with substrat, and the CLI each runs: the claude / codex
+    // provider's own (here the env var's claude; codex's broken override makes its adapter unusable).
+    expect(check(report, "provider:acp:claude")).toMatchObject({
+      status: "ok",
+      detail: expect.stringMatching(/@agentclientprotocol\/claude-agent-acp\/dist\/index\.js \(from package; model: anthropic\); runs claude: (.*) \(from SUBSTRAT_CLAUDE_BIN\)$/)
+    })
+    expect(check(report, "provider:acp:claude").detail).toContain(`runs claude: ${fs.realpathSync(fake)} (from SUBSTRAT_CLAUDE_BIN)`)
+    expect(check(report, "provider:acp:codex").status).toBe("warn")
+    expect(check(report, "provider:acp:codex").detail).toMatch(/@agentclientprotocol\/codex-acp\/dist\/index\.js \(from package; model: openai\); the codex it runs: .*no-such-codex/)
     for (const n of ["bwrap", "sandbox", "prlimit", "git"]) expect(check(report, n).status).toBe("ok")
     expect(check(report, "cgroup").detail).toMatch(/^(v2-writable|v2-readonly|v1-or-hybrid|none):/)
     // Where each CLI was found: the env var here; codex's broken override is reported, not replaced.

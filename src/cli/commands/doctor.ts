@@ -128,7 +128,7 @@ export const doctorCommand = Command.make("doctor", { home, json }, (o) =>
     const { defaultInstallDir } = yield* Effect.promise(() => import("../../provider/cli/CliSettings.js"))
     const acp = yield* Presets.locatePresets(
       loaded._tag === "Right" ? Option.getOrUndefined(loaded.right.settings.acp.presets) : undefined,
-      { installDir: defaultInstallDir(installDir), path: parentEnv()["PATH"] ?? "" }
+      { installDir: defaultInstallDir(installDir), path: parentEnv()["PATH"] ?? "", binaries: configured }
     )
     const acpChecks = acp.map((p): Check => ({
       name: `provider:acp:${p.name}`,

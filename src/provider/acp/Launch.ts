@@ -15,12 +15,22 @@ import { basePath, type CliSettingsShape, llmForwardScript, mcpBinds, SANDBOX_LL
 import type { ProviderContext } from "../Provider.js"
 import * as AcpProcess from "./AcpProcess.js"
 import { type Preset, resolveCommand } from "./Presets.js"
+import { resolveBinary } from "../cli/Binary.js"
+import { claudeEnv } from "../claude/Invocation.js"
+import { defaultCodexModel, prepareCodexHome } from "../codex/CodexProvider.js"
+import { codexEnv, offlineConfig, offlineDisabled } from "../codex/Invocation.js"
 
 /** The port llm-forward.mjs listens on inside the sandbox (its own loopback) for `openai` and `gemini` presets. */
 export const OPENAI_PORT = 8411
 
 /** Files a preset needs in its HOME before the first start (written once, never through a link). */
 export const homeFiles: Readonly<Record<string, Readonly<Record<string, string>>>> = {
+  // The claude-agent-acp adapter starts a session in Claude Code's `auto` mode (its own model-based
+  // classifier, unavailable for a model it does not know: every tool call is then refused); in
+  // `default` it asks the client (acp.approve), as qwen does.
+  claude: {
+    ".claude/settings.json": JSON.stringify({ permissions: { defaultMode: "default" } }, null, 2)
+  },
   qwen: {
     ".qwen/settings.json": JSON.stringify({
       security: { auth: { selectedType: "openai" } },
@@ -83,15 +93,58 @@ export const modelEnv = (preset: Preset, model: string | undefined): Record<stri
     }
     : {}
 
+/**
+ * An adapter's CLI (`cli` of the preset) as the claude / codex provider runs it: found the same
+ * way (its setting, substrat's node_modules, PATH), bound at /opt/substrat/<cli>, and that
+ * provider's environment — the claude-agent-acp adapter runs CLAUDE_CODE_EXECUTABLE, codex-acp
+ * runs CODEX_PATH with CODEX_CONFIG (our model provider at the sandbox's forwarded base URL,
+ * nothing phoning home; codex-acp passes `model_provider` and its definition to `codex
+ * app-server` as `-c` overrides, the rest as the session's configuration).
+ */
+export const adapterCli = (preset: Preset, s: CliSettingsShape, env: ProcessEnv, model: string | undefined, codexCatalog: string | null) =>
+  Effect.gen(function*() {
+    if (preset.cli === undefined) return { env: {}, binds: [] }
+    const cli = preset.cli
+    const bin = yield* resolveBinary(cli, s.binaries[cli], env, s.installDir)
+    const binds: ReadonlyArray<ExtraBind> = [{ host_path: bin.bindDir, sandbox_path: bin.sandboxDir, mode: "ro" }]
+    if (cli === "claude") {
+      const e = claudeEnv({
+        home: SANDBOX_HOME,
+        endpoint: { _tag: "UnixSocket", path: SANDBOX_LLM_SOCKET },
+        apiKey: "substrat-forwarded",
+        path: basePath,
+        extra: { IS_SANDBOX: "1", ...s.env.claude, CLAUDE_CODE_EXECUTABLE: bin.sandboxPath }
+      })
+      return { env: e, binds }
+    }
+    const config = {
+      ...offlineConfig({ baseUrl: `http://127.0.0.1:${OPENAI_PORT}/v1`, envKey: "OPENAI_API_KEY" }),
+      features: Object.fromEntries(offlineDisabled.map((f) => [f, false])),
+      ...(codexCatalog === null ? {} : { model_catalog_json: codexCatalog }),
+      ...(model === undefined ? {} : { model })
+    }
+    const e = codexEnv({
+      home: SANDBOX_HOME,
+      envKey: "OPENAI_API_KEY",
+      apiKey: "substrat-forwarded",
+      path: basePath,
+      extra: { ...s.env.codex, CODEX_PATH: bin.sandboxPath, CODEX_CONFIG: JSON.stringify(config) }
+    })
+    return { env: e, binds }
+  })
+
 /** The sandbox request of the agent's process (argv wrapped in llm-forward for `openai` and `gemini`). */
-export const processRequest = (input: Omit<LaunchInput, "handlers" | "sandbox" | "owner" | "ctx">) =>
+export const processRequest = (input: Omit<LaunchInput, "handlers" | "sandbox" | "owner" | "ctx"> & { readonly codexCatalog?: string | null }) =>
   Effect.gen(function*() {
     const { settings: s, preset, agent } = input
     const node = sandboxNode(s.nodePath)
     const cmd = yield* resolveCommand(`acp:${input.presetName}`, preset, { installDir: s.installDir, path: input.env["PATH"] ?? basePath, node: node.path })
+    const model = s.acp?.model ?? (preset.cli === "codex" ? s.models.codex ?? defaultCodexModel : preset.cli === "claude" ? s.models.claude : undefined)
+    const cli = yield* adapterCli(preset, s, input.env, model, input.codexCatalog ?? null)
     const binds: Array<ExtraBind> = [
       ...mcpBinds(s),
       ...cmd.binds,
+      ...cli.binds,
       { host_path: agent.homeDir, sandbox_path: SANDBOX_HOME, mode: "rw" },
       { host_path: agent.socketPath, sandbox_path: SANDBOX_AGENT_SOCKET, mode: "ro" }
     ]
@@ -103,9 +156,10 @@ export const processRequest = (input: Omit<LaunchInput, "handlers" | "sandbox" |
       argv = [node.path, SANDBOX_LLM_FORWARD, "--socket", SANDBOX_LLM_SOCKET, "--port", String(OPENAI_PORT), "--keep-args", "--", ...argv]
     }
     const env = {
+      ...cli.env,
       HOME: SANDBOX_HOME,
       PATH: `${node.bind === null ? "" : "/opt/substrat/node:"}${basePath}`,
-      ...modelEnv(preset, s.acp?.model),
+      ...modelEnv(preset, model),
       ...preset.env
     }
     // The agent process lives across turns: the workspace's wall clock (a per-command limit) does not apply to it.
@@ -132,7 +186,12 @@ export const launch = (input: LaunchInput) =>
         )
       }
     }
-    const req = yield* processRequest(input)
+    // codex-acp's codex: CODEX_HOME made (codex app-server exits 1 without it), the catalog written as for the codex provider.
+    const codexCatalog = input.preset.cli !== "codex" ? null : yield* Effect.flatMap(
+      resolveBinary("codex", input.settings.binaries.codex, input.env, input.settings.installDir),
+      (bin) => prepareCodexHome(input.agent.homeDir, bin.hostPath, input.owner, `acp:${input.presetName}`, "start")
+    )
+    const req = yield* processRequest({ ...input, codexCatalog })
     const { hostPath: _h, from: _f, ...bare } = req
     const request = input.egressSocket === null ? bare : withEgress(bare, input.settings, input.egressSocket)
     const proc = yield* AcpProcess.start(`acp:${input.presetName}`, input.sandbox, { workspace: input.agent.workspace, ...request }, input.handlers, { fs: true, terminal: true })

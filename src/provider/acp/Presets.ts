@@ -2,9 +2,14 @@
 // overridden by the `acp.presets` setting), `acp:<command …>` any other command line (split on
 // blanks). The executable is looked for in substrat's own node_modules (a preset's `package`,
 // where its `bin` is a node script run with the sandbox's node), else on PATH (the parent
-// environment's). What the sandbox needs of it is bound read-only: the package's directory, or
+// environment's). What the sandbox needs of it is bound read-only: the package's directory (its
+// node_modules when the package has dependencies of its own: the claude / codex adapters), or
 // the executable's directory (its parent when it sits in a `bin/`); absolute paths among a raw
 // command's arguments that exist on the host are bound read-only below /opt/substrat.
+//
+// An adapter (`cli`: the claude-agent-acp and codex-acp presets) runs an agent CLI itself: that
+// CLI is the one the claude / codex provider runs (same setting, node_modules copy or PATH), with
+// that provider's environment (Launch.ts).
 //
 // How the agent reaches its model (`model`): `openai` — an OpenAI-compatible base URL on the
 // sandbox's loopback (llm-forward.mjs relays it to the model socket, the daemon's metering
@@ -17,6 +22,7 @@ import { createRequire } from "node:module"
 import * as Path from "node:path"
 import { ProviderError } from "../../domain/errors.js"
 import type { ExtraBind } from "../../sandbox/Sandbox.js"
+import * as Binary from "../cli/Binary.js"
 
 export const ModelRoute = Schema.Literal("openai", "anthropic", "gemini", "none")
 export type ModelRoute = typeof ModelRoute.Type
@@ -27,7 +33,12 @@ export const Preset = Schema.Struct({
   env: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.String }), { default: () => ({}) }),
   model: Schema.optionalWith(ModelRoute, { default: () => "none" as const }),
   /** The npm package holding the executable as a `bin` entry (substrat's node_modules). */
-  package: Schema.optional(Schema.String)
+  package: Schema.optional(Schema.String),
+  /**
+   * The agent CLI an adapter runs (`claude`, `codex`): found and bound as the claude / codex
+   * providers find theirs (Launch.ts), handed to the adapter, with that provider's environment.
+   */
+  cli: Schema.optional(Schema.Literal("claude", "codex"))
 })
 export type Preset = typeof Preset.Type
 
@@ -83,8 +94,24 @@ export const builtinPresets: PresetTable = {
     model: "openai",
     package: "opencode-ai"
   },
-  claude: { command: ["claude-agent-acp"], env: { ...offline, IS_SANDBOX: "1" }, model: "anthropic", package: "@agentclientprotocol/claude-agent-acp" },
-  codex: { command: ["codex-acp"], env: offline, model: "openai", package: "@agentclientprotocol/codex-acp" }
+  claude: {
+    command: ["claude-agent-acp"],
+    // No predicted follow-up prompt after each turn (a model request of its own, metered against the agent).
+    env: { ...offline, IS_SANDBOX: "1", CLAUDE_CODE_ENABLE_PROMPT_SUGGESTION: "false" },
+    model: "anthropic",
+    package: "@agentclientprotocol/claude-agent-acp",
+    cli: "claude"
+  },
+  codex: {
+    command: ["codex-acp"],
+    // `agent-full-access`: codex's own sandbox off (it would nest in ours and fail) and no
+    // approvals (its default mode has a model review each tool call), as the codex provider runs
+    // it; no predicted follow-up prompt after each turn (a model request of its own).
+    env: { ...offline, INITIAL_AGENT_MODE: "agent-full-access", CODEX_ACP_PROMPT_SUGGESTIONS: "false" },
+    model: "openai",
+    package: "@agentclientprotocol/codex-acp",
+    cli: "codex"
+  }
 }
 
 /** The built-in presets with the configured ones over them (a bad setting is reported, not ignored). */
@@ -128,8 +155,16 @@ const isExecutable = (p: string): boolean => {
   }
 }
 
-/** `pkg`'s `bin` entry named `bin` (or its only one), as a host file, or null. */
-const packageBin = (installDir: string, pkg: string, bin: string): { readonly dir: string; readonly file: string } | null => {
+/**
+ * `pkg`'s `bin` entry named `bin` (or its only one), as a host file, or null. `modules`: the
+ * node_modules directory holding the package when it has dependencies of its own (they are
+ * resolved from there, hoisted or nested), else null (a self-contained package).
+ */
+const packageBin = (
+  installDir: string,
+  pkg: string,
+  bin: string
+): { readonly dir: string; readonly file: string; readonly modules: string | null } | null => {
   try {
     const manifest = createRequire(Path.join(installDir, "package.json")).resolve(`${pkg}/package.json`)
     const dir = Path.dirname(manifest)
@@ -138,10 +173,23 @@ const packageBin = (installDir: string, pkg: string, bin: string): { readonly di
     const rel = typeof bins === "string" ? bins : typeof bins === "object" && bins !== null ? (bins as Record<string, unknown>)[bin] : undefined
     if (typeof rel !== "string") return null
     const file = Path.join(dir, rel)
-    return Fs.existsSync(file) ? { dir: Fs.realpathSync(dir), file: Fs.realpathSync(file) } : null
+    if (!Fs.existsSync(file)) return null
+    const deps = typeof j === "object" && j !== null && "dependencies" in j && typeof j.dependencies === "object" && j.dependencies !== null
+      ? Object.keys(j.dependencies)
+      : []
+    const real = Fs.realpathSync(dir)
+    const modules = deps.length === 0 ? null : nodeModulesOf(real)
+    return { dir: real, file: Fs.realpathSync(file), modules }
   } catch {
     return null
   }
+}
+
+/** The outermost `node_modules` above `dir` (hoisted dependencies are found below it), or null. */
+const nodeModulesOf = (dir: string): string | null => {
+  const parts = dir.split(Path.sep)
+  const i = parts.indexOf("node_modules")
+  return i < 0 ? null : parts.slice(0, i + 1).join(Path.sep) || null
 }
 
 const isNodeScript = (p: string): boolean => {
@@ -182,10 +230,14 @@ export const resolveCommand = (
     })
     const fromPackage = preset.package === undefined ? null : packageBin(options.installDir, preset.package, exe)
     if (fromPackage !== null) {
-      const inside = `${SANDBOX_AGENT_DIR}/${Path.relative(fromPackage.dir, fromPackage.file)}`
+      // A package with dependencies: its whole node_modules at /opt/substrat/acp/node_modules, so
+      // node resolves them inside as on the host; else the package's directory alone.
+      const [bindHost, inside] = fromPackage.modules === null
+        ? [fromPackage.dir, `${SANDBOX_AGENT_DIR}/${Path.relative(fromPackage.dir, fromPackage.file)}`]
+        : [fromPackage.modules, `${SANDBOX_AGENT_DIR}/node_modules/${Path.relative(fromPackage.modules, fromPackage.file)}`]
       return Effect.succeed({
         argv: isNodeScript(fromPackage.file) ? [options.node, inside, ...args] : [inside, ...args],
-        binds: [{ host_path: fromPackage.dir, sandbox_path: SANDBOX_AGENT_DIR, mode: "ro" as const }, ...rawBinds],
+        binds: [{ host_path: bindHost, sandbox_path: fromPackage.modules === null ? SANDBOX_AGENT_DIR : `${SANDBOX_AGENT_DIR}/node_modules`, mode: "ro" as const }, ...rawBinds],
         hostPath: fromPackage.file,
         from: "package" as const
       })
@@ -210,19 +262,33 @@ export const resolveCommand = (
     })
   })
 
-/** Where each preset's executable is found (`doctor`): `ok` with the file and its source, or why not. */
+/**
+ * Where each preset's executable is found (`doctor`): `ok` with the file and its source, or why
+ * not. An adapter's CLI (`cli`) is looked up as the claude / codex provider looks it up
+ * (`binaries`: their configured paths), and named after the adapter.
+ */
 export const locatePresets = (
   configured: string | undefined,
-  options: { readonly installDir: string; readonly path: string }
+  options: {
+    readonly installDir: string
+    readonly path: string
+    readonly binaries?: Partial<Record<Binary.CliName, Binary.Configured>> | undefined
+  }
 ): Effect.Effect<ReadonlyArray<{ readonly name: string; readonly found: boolean; readonly detail: string }>> =>
   Either.match(presetsOf(configured), {
     onLeft: (message) => Effect.succeed([{ name: "acp", found: false, detail: message }]),
     onRight: (table) =>
       Effect.forEach(Object.entries(table), ([name, preset]) =>
-        resolveCommand(`acp:${name}`, preset, { ...options, node: "node" }).pipe(
-          Effect.match({
-            onFailure: (e) => ({ name, found: false, detail: e.message }),
-            onSuccess: (c) => ({ name, found: true, detail: `${c.hostPath} (from ${c.from}; model: ${preset.model})` })
+        Effect.gen(function*() {
+          const found = yield* Effect.either(resolveCommand(`acp:${name}`, preset, { ...options, node: "node" }))
+          if (Either.isLeft(found)) return { name, found: false, detail: found.left.message }
+          const c = found.right
+          const detail = `${c.hostPath} (from ${c.from}; model: ${preset.model})`
+          if (preset.cli === undefined) return { name, found: true, detail }
+          const cli = yield* Effect.either(Binary.findBinary(preset.cli, options.binaries?.[preset.cli], { PATH: options.path }, options.installDir))
+          return Either.match(cli, {
+            onLeft: (m) => ({ name, found: false, detail: `${detail}; the ${preset.cli} it runs: ${m.problem}` }),
+            onRight: (b) => ({ name, found: true, detail: `${detail}; runs ${preset.cli}: ${b.hostPath} (from ${b.from})` })
           })
-        ))
+        }))
   })

@@ -178,6 +178,31 @@ const catalogOf = (hostPath: string): Effect.Effect<string | null> =>
       (tmp) => Effect.sync(() => Fs.rmSync(tmp, { recursive: true, force: true }))
     ).pipe(Effect.tap((out) => Effect.sync(() => catalogs.set(hostPath, out))))
 
+/**
+ * The agent's CODEX_HOME (`<home>/.codex`, which must exist before codex runs) with the model
+ * catalog of `hostPath` without tool_search in it; the catalog's path inside the sandbox, or null
+ * (this codex cannot say: its bundled catalog stays in force). The home is the agent's: never
+ * follow a link in it.
+ */
+export const prepareCodexHome = (
+  homeDir: string,
+  hostPath: string,
+  owner: NoFollow.Owner | undefined,
+  provider: string,
+  reason: ProviderError["reason"]
+): Effect.Effect<string | null, ProviderError> =>
+  Effect.gen(function*() {
+    yield* NoFollow.makeDirectory(homeDir, ".codex", { mode: 0o700, owner }).pipe(
+      Effect.mapError((e) => new ProviderError({ provider, reason, message: `CODEX_HOME: ${e.message}` }))
+    )
+    const catalog = yield* catalogOf(hostPath)
+    if (catalog === null) return null
+    yield* NoFollow.writeFile(homeDir, `.codex/${CATALOG_FILE}`, catalog, { mode: 0o600, owner }).pipe(
+      Effect.mapError((e) => new ProviderError({ provider, reason, message: `model catalog: ${e.message}` }))
+    )
+    return `${SANDBOX_HOME}/.codex/${CATALOG_FILE}`
+  })
+
 export const codexDriver: CliDriver = {
   name: "codex",
   plan: (input) =>
@@ -190,19 +215,10 @@ export const codexDriver: CliDriver = {
           message: "no OpenAI endpoint configured (the daemon's model forwarder socket)"
         })
       }
-      // CODEX_HOME must exist before the run. The home is the agent's: never follow a link in it.
-      yield* NoFollow.makeDirectory(agent.homeDir, ".codex", { mode: 0o700, owner: input.owner }).pipe(
-        Effect.mapError((e) => new ProviderError({ provider: "codex", reason: "turn", message: `CODEX_HOME: ${e.message}` }))
-      )
-      const catalog = yield* catalogOf(bin.hostPath)
-      if (catalog !== null) {
-        yield* NoFollow.writeFile(agent.homeDir, `.codex/${CATALOG_FILE}`, catalog, { mode: 0o600, owner: input.owner }).pipe(
-          Effect.mapError((e) => new ProviderError({ provider: "codex", reason: "turn", message: `model catalog: ${e.message}` }))
-        )
-      }
+      const catalog = yield* prepareCodexHome(agent.homeDir, bin.hostPath, input.owner, "codex", "turn")
       const node = sandboxNode(s.nodePath).path
       const argv = codexArgs({
-        ...(catalog === null ? {} : { modelCatalog: `${SANDBOX_HOME}/.codex/${CATALOG_FILE}` }),
+        ...(catalog === null ? {} : { modelCatalog: catalog }),
         prompt: input.prompt,
         ...(input.resumeId === null ? {} : { resume: input.resumeId }),
         baseUrl: "http://127.0.0.1:{port}/v1",

@@ -41,23 +41,56 @@ const tomlStrings = (xs: ReadonlyArray<string>): string => `[${xs.map(tomlString
 const tomlTable = (o: Readonly<Record<string, string>>): string =>
   `{ ${Object.entries(o).map(([k, v]) => `${tomlString(k)} = ${tomlString(v)}`).join(", ")} }`
 
-export const codexArgs = (turn: CodexTurn): ReadonlyArray<string> => {
-  const p = turn.providerId ?? "substrat"
-  const config: Array<string> = [
-    `model_provider=${tomlString(p)}`,
-    `model_providers.${p}.name=${tomlString(p)}`,
-    `model_providers.${p}.base_url=${tomlString(turn.baseUrl)}`,
-    `model_providers.${p}.wire_api="responses"`,
-    `model_providers.${p}.env_key=${tomlString(turn.envKey ?? "SUBSTRAT_LLM_KEY")}`,
-    // Fail the turn at once (turn.failed) instead of retrying with backoff.
-    `model_providers.${p}.request_max_retries=0`,
-    `model_providers.${p}.stream_max_retries=0`,
+/** A TOML/JSON value of Codex's configuration. */
+export type ConfigValue = string | number | boolean | { readonly [k: string]: ConfigValue }
+
+/**
+ * Codex's configuration for our model provider and nothing phoning home, as nested values: the
+ * `-c` overrides of `codex exec` (flattened to dotted keys) and the codex-acp adapter's
+ * CODEX_CONFIG (JSON).
+ */
+export const offlineConfig = (o: {
+  readonly baseUrl: string
+  readonly envKey?: string | undefined
+  readonly providerId?: string | undefined
+}): { readonly [k: string]: ConfigValue } => {
+  const p = o.providerId ?? "substrat"
+  return {
+    model_provider: p,
+    model_providers: {
+      [p]: {
+        name: p,
+        base_url: o.baseUrl,
+        wire_api: "responses",
+        env_key: o.envKey ?? "SUBSTRAT_LLM_KEY",
+        // Fail the turn at once (turn.failed) instead of retrying with backoff.
+        request_max_retries: 0,
+        stream_max_retries: 0
+      }
+    },
     // Nothing phones home: no analytics, no OTLP export, no update check.
-    "analytics.enabled=false",
-    `otel.exporter="none"`,
-    `otel.trace_exporter="none"`,
-    `otel.metrics_exporter="none"`,
-    "check_for_update_on_startup=false",
+    analytics: { enabled: false },
+    otel: { exporter: "none", trace_exporter: "none", metrics_exporter: "none" },
+    check_for_update_on_startup: false
+  }
+}
+
+/**
+ * Features switched off: plugin sync reaches GitHub / chatgpt.com at start-up (5 s of timeouts
+ * without network); without `unbounded_connection_retries` off an unreachable endpoint is
+ * "Reconnecting... waiting for network" forever, whatever request_max_retries says (with it the
+ * turn fails at once).
+ */
+export const offlineDisabled = ["plugins", "remote_plugin", "apps", "unbounded_connection_retries"] as const
+
+const dotted = (prefix: string, v: ConfigValue): ReadonlyArray<string> =>
+  typeof v === "object"
+    ? Object.entries(v).flatMap(([k, x]) => dotted(prefix === "" ? k : `${prefix}.${k}`, x))
+    : [`${prefix}=${typeof v === "string" ? tomlString(v) : String(v)}`]
+
+export const codexArgs = (turn: CodexTurn): ReadonlyArray<string> => {
+  const config: Array<string> = [
+    ...dotted("", offlineConfig({ baseUrl: turn.baseUrl, envKey: turn.envKey, providerId: turn.providerId })),
     ...(turn.modelCatalog === undefined ? [] : [`model_catalog_json=${tomlString(turn.modelCatalog)}`]),
     ...(turn.developerInstructions === undefined ? [] : [`developer_instructions=${tomlString(turn.developerInstructions)}`])
   ]
@@ -79,13 +112,7 @@ export const codexArgs = (turn: CodexTurn): ReadonlyArray<string> => {
     "--skip-git-repo-check",
     // We sandbox Codex ourselves (bwrap); its own bwrap/landlock sandbox would nest and fail.
     "--dangerously-bypass-approvals-and-sandbox",
-    // Plugin sync reaches GitHub / chatgpt.com at start-up (5 s of timeouts without network).
-    "--disable", "plugins",
-    "--disable", "remote_plugin",
-    "--disable", "apps",
-    // Otherwise an unreachable endpoint is "Reconnecting... waiting for network" forever,
-    // whatever request_max_retries says; with it the turn fails at once (turn.failed).
-    "--disable", "unbounded_connection_retries",
+    ...offlineDisabled.flatMap((f) => ["--disable", f]),
     "-m", turn.model,
     ...config.flatMap((c) => ["-c", c]),
     ...(turn.resume === undefined ? [] : [turn.resume]),
