@@ -1,11 +1,19 @@
-// SSE fan-out CPU, in process: N clients follow the whole daemon (`Sse.frames` over
-// `EventFeed.stream({ from: "end" })`, the bytes GET /v1/events writes; the sink only counts
-// them) while 20 sessions append E entries to the tapped in-memory log. The figure is the CPU
-// each extra client costs per event: (CPU with N clients − CPU with 1) / (N − 1) / E, from
-// process.cpuUsage over the appends and the delivery of every frame. With
-// SUBSTRAT_BENCH_BEFORE=<another checkout> that checkout's src/ runs the same cases in the same
-// run (loaded through tsx). `npm run bench -- sse` measures the same over HTTP against a daemon.
-import { Deferred, Effect, Fiber, Layer, Stream } from "effect"
+// SSE fan-out CPU, in process: N HTTP clients (another process: its CPU is not counted) follow the
+// whole daemon from the end (`Sse.response`, what GET /v1/events answers, served by the platform's
+// Node HTTP server on a Unix socket) while one session appends an entry every 15 ms to the tapped
+// in-memory log — longer than the feed's 10 ms window, so each event is a batch of its own: the
+// worst case, and what a working team looks like. The figure is the CPU each extra client costs
+// per event: (CPU with N clients − CPU with 1) / (N − 1) / E, from process.cpuUsage over the
+// appends and the delivery of every frame. With SUBSTRAT_BENCH_BEFORE=<another checkout> that
+// checkout's src/ runs the same cases in the same run (loaded through tsx). `npm run bench -- sse`
+// measures the same against a daemon.
+import { HttpServer, type HttpServerResponse } from "@effect/platform"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import { Deferred, Effect, Layer, type Stream } from "effect"
+import { spawn } from "node:child_process"
+import { mkdtempSync, rmSync } from "node:fs"
+import { createServer } from "node:http"
+import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { pathToFileURL } from "node:url"
 import type { BenchOptions, BenchResult } from "./types.js"
@@ -39,59 +47,85 @@ const load = async (root: string): Promise<Modules> => {
   }
 }
 
-const SESSIONS = 20
 const MARK = "fanout-end-mark"
+const options = { scope: { _tag: "all" as const }, from: "end" as const }
 
-/** CPU µs for `clients` followers while `events` entries are appended and delivered to all. */
+/** A checkout from before `Sse.open`: `Sse.response` over `feed.stream`. */
+interface Before {
+  readonly open?: unknown
+  readonly response: (items: Stream.Stream<unknown, unknown>) => HttpServerResponse.HttpServerResponse
+}
+
+/** The response GET /v1/events gives a client following the whole daemon from the end. */
+const responseOf = (M: Modules, feed: InstanceType<Modules["Feed"]["EventFeed"]>): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
+  const old = M.Sse as unknown as Before
+  return old.open === undefined ? Effect.sync(() => old.response(feed.stream({ ...options, keepAlive: true }))) : M.Sse.response(feed, options)
+}
+
+/** The clients: N connections to the socket; prints `live` when all are live, `done` when all saw the mark. */
+const clientScript = `
+const http = require("node:http")
+const [sock, n, mark] = [process.argv[1], Number(process.argv[2]), process.argv[3]]
+let live = 0, done = 0
+for (let i = 0; i < n; i++) {
+  http.request({ socketPath: sock, path: "/" }, (res) => {
+    let tail = "", isLive = false, isDone = false
+    res.on("data", (c) => {
+      tail = (tail + c.toString("latin1")).slice(-400)
+      if (!isLive && tail.includes("event: live")) { isLive = true; if (++live === n) process.stdout.write("live\\n") }
+      if (!isDone && tail.includes(mark)) { isDone = true; if (++done === n) process.stdout.write("done\\n") }
+    })
+  }).on("error", () => {}).end()
+}
+`
+
+/** CPU µs of this process for `clients` followers while `events` entries are appended one every 15 ms. */
 const measure = (M: Modules, clients: number, events: number): Promise<number> => {
   const storage = Layer.mergeAll(
     M.Tap.layer.pipe(Layer.provide(Layer.mergeAll(M.Log.EventLog.layerMemory, M.Index.EventIndex.layerMemory))),
     M.Store.SessionStore.layerMemory
   )
+  const dir = mkdtempSync(join(tmpdir(), "substrat-bench-sse-fanout-"))
+  const sock = join(dir, "http.sock")
   const program = Effect.gen(function*() {
     const feed = yield* M.Feed.EventFeed
     const log = yield* M.Log.EventLog
-    const sessions = Array.from({ length: SESSIONS }, () => M.Ids.newSessionId())
-    const follower = Effect.gen(function*() {
-      const live = yield* Deferred.make<void>()
-      const done = yield* Deferred.make<void>()
-      let bytes = 0
-      const fiber = yield* M.Sse.frames(feed.stream({ scope: { _tag: "all" }, from: "end" })).pipe(
-        Stream.runForEachChunk((chunk) =>
-          Effect.sync(() => {
-            for (const b of chunk) {
-              bytes += b.length
-              const tail = Buffer.from(b.buffer, b.byteOffset, b.length).toString("latin1", Math.max(0, b.length - 400))
-              if (tail.includes("event: live")) Deferred.unsafeDone(live, Effect.void)
-              if (tail.includes(MARK)) Deferred.unsafeDone(done, Effect.void)
-            }
-          })
-        ),
-        Effect.forkScoped
-      )
-      return { live, done, fiber, bytes: () => bytes }
-    })
-    const fs = yield* Effect.all(Array.from({ length: clients }, () => follower))
-    yield* Effect.forEach(fs, (f) => Deferred.await(f.live), { discard: true })
+    const server = yield* Layer.build(NodeHttpServer.layer(() => createServer(), { path: sock }))
+    yield* HttpServer.serveEffect(Effect.suspend(() => responseOf(M, feed))).pipe(Effect.provide(server))
+    const live = yield* Deferred.make<void>()
+    const done = yield* Deferred.make<void>()
+    yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        const child = spawn(process.execPath, ["-e", clientScript, sock, String(clients), MARK], { stdio: ["ignore", "pipe", "ignore"] })
+        child.stdout.on("data", (b: Buffer) => {
+          if (b.includes("live")) Deferred.unsafeDone(live, Effect.void)
+          if (b.includes("done")) Deferred.unsafeDone(done, Effect.void)
+        })
+        return child
+      }),
+      (child) => Effect.sync(() => child.kill("SIGKILL"))
+    )
+    yield* Deferred.await(live)
+    const session = M.Ids.newSessionId()
     const t0 = process.cpuUsage()
-    const per = Math.floor(events / SESSIONS)
-    yield* Effect.forEach(sessions, (id) =>
-      Effect.forEach(Array.from({ length: per }, (_, i) => i), (i) =>
-        log.append(id, M.Events.makeEvent("usage", { turn_id: null, input_tokens: i, output_tokens: i, cost_usd: 0 })), { discard: true }), { concurrency: "unbounded", discard: true })
-    yield* log.append(sessions[0]!, M.Events.makeEvent("session.created", { provider: MARK, model: null, system_prompt: "" }))
-    yield* Effect.forEach(fs, (f) => Deferred.await(f.done), { discard: true })
+    for (let i = 0; i < events; i++) {
+      yield* log.append(session, M.Events.makeEvent("usage", { turn_id: null, input_tokens: i, output_tokens: i, cost_usd: 0 }))
+      yield* Effect.sleep("15 millis")
+    }
+    yield* log.append(session, M.Events.makeEvent("session.created", { provider: MARK, model: null, system_prompt: "" }))
+    yield* Deferred.await(done)
     const t = process.cpuUsage(t0)
-    yield* Effect.forEach(fs, (f) => Fiber.interrupt(f.fiber), { discard: true })
     return t.user + t.system
   })
   return Effect.runPromise(program.pipe(Effect.provide(M.Feed.EventFeed.Default.pipe(Layer.provideMerge(storage))), Effect.scoped))
+    .finally(() => rmSync(dir, { recursive: true, force: true }))
 }
 
 const median = (xs: ReadonlyArray<number>): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 
 export const run = async (opts: BenchOptions): Promise<BenchResult> => {
   const N = opts.quick ? 20 : 50
-  const E = opts.quick ? 1000 : 4000
+  const E = opts.quick ? 100 : 300
   const reps = opts.quick ? 3 : 5
   const beforeRoot = process.env["SUBSTRAT_BENCH_BEFORE"]
   const sides: Array<readonly [string, Modules]> = [["after", await load(here)]]
@@ -100,7 +134,7 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
   const summary: Record<string, number | string> = { clients: N, events: E }
   const perClient = new Map<string, Array<number>>()
   // Interleaved repetitions, so load changes hit both sides alike; warm-up first.
-  for (const [, M] of sides) await measure(M, 2, 200)
+  for (const [, M] of sides) await measure(M, 2, 20)
   for (let r = 0; r < reps; r++) {
     for (const [label, M] of sides) {
       const one = await measure(M, 1, E)

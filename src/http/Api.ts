@@ -201,7 +201,7 @@ const groups = (admin: AdminClient, login: Login.Store) => {
             : urlParams.tree !== undefined
             ? { _tag: "tree" as const, agent: target }
             : { _tag: "agent" as const, agent: target }
-          return Sse.response(feed.stream({ scope, from, keepAlive: true }))
+          return yield* Sse.response(feed, { scope, from })
         })))))
 
   const swarm = HttpApiBuilder.group(SubstratApi, "swarm", (h) =>
@@ -238,7 +238,7 @@ const groups = (admin: AdminClient, login: Login.Store) => {
           wire(Effect.gen(function*() {
             const root = yield* s.agent({ node: ".#dir" })
             const from = yield* fromCursor(request, urlParams)
-            return Sse.response(feed.stream({ scope: { _tag: "tree", agent: root.agent_id }, from, keepAlive: true }))
+            return yield* Sse.response(feed, { scope: { _tag: "tree", agent: root.agent_id }, from })
           })))
     }))
 

@@ -3,20 +3,28 @@
 // (src/feed/Cursor.ts), so a client reconnecting with `Last-Event-ID` — also to a restarted daemon —
 // gets exactly what it has not seen. `event: live` marks the end of the backlog (its id is the
 // position the stream stands at); `event: error` ends a stream that failed; a comment every 15 s
-// keeps idle connections open (the feed's keep-alive ticks, shared by every stream: a timer merged
-// into each stream would cost every client a fiber hand-off per chunk it sends).
-// An entry's frame is serialised and UTF-8 encoded once, for every client following it: the event
-// tap hands the same entry object to every stream, and its bytes are kept with it (a WeakMap, gone
-// with the entry). Each stream then only copies references, and writes what one chunk of the feed
-// brought as one buffer.
+// keeps idle connections open (the feed's keep-alive ticks, shared by every stream).
+// Live events are encoded once for every client: the feed's hub hands every stream that takes the
+// same events of a batch the same array, and its bytes (the frames, one buffer) are kept with it
+// (a WeakMap, gone with the array). The hub's one pass per batch pushes those bytes into each
+// client's response body, a Node Readable that platform-node pipes to the socket: a client costs
+// no fiber, stream stage, serialisation or encoding per event, only a push and its socket write.
+// The bytes a client has not taken yet are bounded (`queueLimit`): one that reads slower than events
+// come is dropped — what it has queued is sent, then a comment saying so, then the response ends —
+// and it resumes by `Last-Event-ID` from the logs. The backlog is encoded as the client reads it
+// (once per entry, kept with the entry); live batches wait behind it, under the same bound.
 import { HttpServerResponse } from "@effect/platform"
-import { Chunk, Stream } from "effect"
+import { Effect, Either, Exit, Scope } from "effect"
+import { Readable } from "node:stream"
 import { toRpcError } from "../protocol/WireErrors.js"
 import type { LogEntry } from "../domain/events.js"
 import * as Cursor from "../feed/Cursor.js"
-import type { FeedEvent, FeedItem } from "../feed/EventFeed.js"
+import type { EventFeed, FeedEvent, FeedItem, FeedOptions } from "../feed/EventFeed.js"
 
 const utf8 = new TextEncoder()
+
+/** Bytes a client may have queued and not yet taken; a batch past it drops the client. */
+export const queueLimit = 4 * 1024 * 1024
 
 /** An entry's frame at one position and line: without and with its `id:` line. */
 interface Encoded {
@@ -58,46 +66,132 @@ const concat = (parts: ReadonlyArray<Uint8Array>): Uint8Array => {
   return out
 }
 
+const retry = utf8.encode("retry: 1000\n\n")
 const keepAlive = utf8.encode(": keep-alive\n\n")
+const dropped = utf8.encode(": dropped: this client fell behind; reconnect with Last-Event-ID\n\n")
+const errorFrame = (e: unknown): Uint8Array => {
+  const err = toRpcError(e)
+  return utf8.encode(`event: error\ndata: ${JSON.stringify({ _tag: err._tag, message: err.message })}\n\n`)
+}
 
-/** The SSE frames of a feed, as the bytes to write: one buffer per chunk of the feed. */
-export const frames = <E>(items: Stream.Stream<FeedItem, E>): Stream.Stream<Uint8Array> =>
-  Stream.suspend(() => {
-    // Ids only grow: an entry without a position of its own (brought along by a session joining
-    // a tree) leaves the client's Last-Event-ID where it was.
-    let last = 0
-    const advances = (position: number): boolean => {
-      if (position <= last) return false
-      last = position
-      return true
+/**
+ * The frames of some items as one buffer. `last`: the id the client has; an event moves it only
+ * forward (one without a position of its own, brought along by a session joining a tree, has no
+ * `id:`). Returns the new `last`.
+ */
+const encode = (items: ReadonlyArray<FeedItem>, last: number, out: Array<Uint8Array>): number => {
+  for (const item of items) {
+    if (item._tag === "KeepAlive") {
+      out.push(keepAlive)
+    } else if (item._tag === "Live") {
+      const moves = item.cursor > last
+      out.push(utf8.encode(`${moves ? `id: ${Cursor.encode(item.cursor)}\n` : ""}event: live\ndata: {}\n\n`))
+      if (moves) last = item.cursor
+    } else {
+      const moves = item.position > last
+      out.push(frameOf(item, moves))
+      if (moves) last = item.position
     }
-    const body = items.pipe(
-      Stream.mapChunks((chunk) => {
-        if (Chunk.isEmpty(chunk)) return Chunk.empty<Uint8Array>()
+  }
+  return last
+}
+
+/**
+ * Live items' bytes, encoded once per array (the hub gives every stream taking the same items the
+ * same array). Live events come after the backlog, so each moves the id unless it has no position.
+ */
+const liveBytes = new WeakMap<ReadonlyArray<FeedItem>, Uint8Array>()
+const bytesOf = (items: ReadonlyArray<FeedItem>): Uint8Array => {
+  let bytes = liveBytes.get(items)
+  if (bytes === undefined) {
+    const parts: Array<Uint8Array> = []
+    encode(items, 0, parts)
+    bytes = concat(parts)
+    liveBytes.set(items, bytes)
+  }
+  return bytes
+}
+
+/** Backlog items per buffer (encoded when the client is ready for more). */
+const backlogChunk = 4096
+
+/**
+ * A feed stream's SSE body: `retry`, the backlog, then every live batch the hub pushes, until the
+ * client goes (the Readable is destroyed: the subscription ends) or falls `limit` bytes behind.
+ */
+export const open = (feed: EventFeed, options: FeedOptions, limit: number = queueLimit): Effect.Effect<Readable> =>
+  Effect.gen(function*() {
+    const scope = yield* Scope.make()
+    // Unknown until the subscription is made: nothing live may pass it before.
+    let backlog: ReadonlyArray<FeedItem> | undefined
+    let last = 0
+    // Live batches that came while backlog remains (undefined once it is all pushed) and their bytes.
+    let behind: Array<Uint8Array> | undefined = []
+    let behindBytes = 0
+    let done = false
+    const end = (tail: Uint8Array) => {
+      done = true
+      backlog = []
+      behind = undefined
+      out.push(tail)
+      out.push(null)
+    }
+    /** Pushes backlog while the client wants more, then what waited behind it. */
+    const pump = () => {
+      if (backlog === undefined) return
+      while (!done && backlog.length > 0) {
         const parts: Array<Uint8Array> = []
-        for (const item of chunk) {
-          if (item._tag === "KeepAlive") {
-            parts.push(keepAlive)
-          } else if (item._tag === "Live") {
-            const id = advances(item.cursor) ? `id: ${Cursor.encode(item.cursor)}\n` : ""
-            parts.push(utf8.encode(`${id}event: live\ndata: {}\n\n`))
-          } else {
-            parts.push(frameOf(item, advances(item.position)))
-          }
+        last = encode(backlog.slice(0, backlogChunk), last, parts)
+        backlog = backlog.slice(backlogChunk)
+        if (!out.push(concat(parts))) return
+      }
+      if (done || behind === undefined) return
+      for (const b of behind) out.push(b)
+      behind = undefined
+    }
+    const out: Readable = new Readable({
+      read: pump,
+      destroy: (error, callback) => {
+        done = true
+        Effect.runFork(Scope.close(scope, Exit.void))
+        callback(error)
+      }
+    })
+    const offer = (items: ReadonlyArray<FeedItem>): boolean => {
+      if (done) return false
+      const bytes = bytesOf(items)
+      if (behind !== undefined) {
+        behindBytes += bytes.length
+        if (behindBytes <= limit) {
+          behind.push(bytes)
+          return true
         }
-        return Chunk.of(concat(parts))
-      }),
-      Stream.catchAll((e) => {
-        const err = toRpcError(e)
-        return Stream.make(utf8.encode(`event: error\ndata: ${JSON.stringify({ _tag: err._tag, message: err.message })}\n\n`))
-      })
+      } else if (out.readableLength + bytes.length <= limit) {
+        out.push(bytes)
+        return true
+      }
+      end(dropped)
+      return false
+    }
+    out.push(retry)
+    const opened = yield* feed.subscribe(options, { offer }).pipe(
+      Scope.extend(scope),
+      Effect.either,
+      Effect.onInterrupt(() => Scope.close(scope, Exit.void))
     )
-    return Stream.concat(Stream.make(utf8.encode("retry: 1000\n\n")), body)
+    if (Either.isLeft(opened)) {
+      end(errorFrame(opened.left))
+    } else if (!done) {
+      backlog = opened.right
+      pump()
+    }
+    return out
   })
 
-/** The SSE response of a feed stream (open it with `keepAlive: true`). */
-export const response = <E>(items: Stream.Stream<FeedItem, E>): HttpServerResponse.HttpServerResponse =>
-  HttpServerResponse.stream(frames(items), {
-    contentType: "text/event-stream",
-    headers: { "cache-control": "no-store", "x-accel-buffering": "no" }
-  })
+/** The SSE response of a feed stream (with keep-alive comments). */
+export const response = (feed: EventFeed, options: Omit<FeedOptions, "keepAlive">): Effect.Effect<HttpServerResponse.HttpServerResponse> =>
+  Effect.map(open(feed, { ...options, keepAlive: true }), (body) =>
+    HttpServerResponse.raw(body, {
+      contentType: "text/event-stream",
+      headers: { "cache-control": "no-store", "x-accel-buffering": "no" }
+    }))

@@ -12,9 +12,9 @@ import { SubstratPaths } from "../../src/config/Paths.js"
 import * as EventTap from "../../src/storage/EventTap.js"
 import { makeEvent } from "../../src/domain/events.js"
 import { AgentId, newAgentId, newSessionId, type SessionId } from "../../src/domain/ids.js"
-import { Session } from "../../src/domain/session.js"
 import * as Cursor from "../../src/feed/Cursor.js"
 import { EventFeed, type FeedEvent, type FeedItem } from "../../src/feed/EventFeed.js"
+import { newSession, saveSession } from "../support/feed.js"
 import { Durable } from "../../src/storage/Durable.js"
 import { EventIndex } from "../../src/storage/EventIndex.js"
 import { encodeEntryLine, EventLog } from "../../src/storage/EventLog.js"
@@ -25,36 +25,6 @@ const Storage = Layer.mergeAll(
   SessionStore.layerMemory
 )
 const TestLayer = EventFeed.Default.pipe(Layer.provideMerge(Storage))
-
-const saveSession = (id: SessionId) =>
-  Effect.flatMap(SessionStore, (store) =>
-    store.save(new Session({
-      id,
-      state: "active",
-      provider_name: "scripted",
-      model: null,
-      created_at: new Date().toISOString(),
-      suspended_at: null,
-      provider_state: new Uint8Array()
-    })))
-
-const newSession = (parent: SessionId | null, agent: AgentId = newAgentId()) =>
-  Effect.gen(function*() {
-    const id = newSessionId()
-    const log = yield* EventLog
-    yield* saveSession(id)
-    yield* log.append(id, makeEvent("session.created", { provider: "scripted", model: null, system_prompt: "" }))
-    yield* log.append(id, makeEvent("agent.created", {
-      agent_id: agent,
-      name: "a",
-      parent_session_id: parent,
-      instructions: "",
-      role: "worker",
-      provider: "scripted",
-      workspace: null
-    }))
-    return { id, agent }
-  })
 
 const usage = (tokens: number) => makeEvent("usage", { turn_id: null, input_tokens: tokens, output_tokens: 0, cost_usd: 0 })
 const turn = (id: SessionId, prompt: string) => Effect.flatMap(EventLog, (log) => log.append(id, usage(prompt.length)))
