@@ -2,11 +2,14 @@
 // Cluster mode's whole scenario (docs/cluster.md): three runner daemons on one Postgres and one
 // shared workspace remote; 30 trees of scripted agents (a root and the helper it spawns) and one
 // real `claude` tree (sandboxed, against the scripted Anthropic endpoint). Six clients — two
-// through each runner — send to the roots with `agent send`, every other request with `--wait`,
-// a unique text per attempt; a client whose runner fails moves on to the next runner.
-//   1. `kill -9` of the claude tree's runner X while turns run on it: its trees are recorded on
-//      the survivors and answer through them; the claude agent's next answer uses the code word
-//      it was told on X; each moved tree's workspace holds what the remote recorded of it.
+// through each runner — send to the roots, a unique text per attempt, half of them sync: in turn
+// `agent send --wait`, `agent send`, `POST /v1/agents/{ref}/messages {"wait":true}` (one engine
+// request open for the whole turn), `agent send`; a client whose runner fails moves on to the next.
+//   1. `kill -9` of the claude tree's runner X while an HTTP request with wait, sent through a
+//      survivor and logged on X, waits for its turn: that request is delivered again to the new
+//      owner and answered once; X's trees are recorded on the survivors and answer through them;
+//      the claude agent's next answer uses the code word it was told on X; each moved tree's
+//      workspace holds what the remote recorded of it.
 //   2. X started again, another runner Y drained under the same load: Y ends with no tree and no
 //      shard, X takes trees again.
 //   3. `cluster undrain` of Y: Y gets shards and trees again, and a tree on it answers.
@@ -23,6 +26,7 @@ import { Reply } from "../../src/testing/ScriptedLlm.js"
 import { type Agent, cli, cliJson, kill9, sleep, waitFor } from "../integration/daemon.support.js"
 import { type ClusterStatus, clusterFile, type Enqueued, query, runnerOf, startRunner, waitRunnerReady } from "../support/cluster.js"
 import { freePort, freshDatabase } from "../support/postgres.js"
+import { request } from "../integration/http.support.js"
 import { claudeMeteredHome, claudeMeterEnvKeys, daemonTestScope, withLlm } from "./support.js"
 
 const { ds, homes } = daemonTestScope(claudeMeterEnvKeys)
@@ -57,13 +61,17 @@ interface Attempt {
   readonly phase: string
   readonly tree: Agent
   readonly text: string
-  readonly sync: boolean
+  readonly kind: Kind
   readonly via: string
   code: number
   stderr: string
   id?: string | undefined
   answerId?: string | undefined
 }
+
+/** How a client sends: the CLI with `--wait`, the CLI without, HTTP with `"wait": true`. */
+type Kind = "cli-wait" | "cli" | "http-wait"
+const KINDS: ReadonlyArray<Kind> = ["cli-wait", "cli", "http-wait", "cli"]
 
 interface Ws {
   readonly id: string
@@ -144,9 +152,18 @@ const scenario = async (llm: Parameters<Parameters<typeof withLlm>[1]>[0], runne
   for (const t of trees) fs.writeFileSync(join(workspaces.get(t.name)!.root_path, "recorded.txt"), `${t.name} on ${placed.get(t.id)}\n`)
 
   const attempts: Array<Attempt> = []
-  const send = async (phase: string, via: Runner, tree: Agent, text: string, sync: boolean): Promise<Attempt> => {
-    const r = await cli(via.home, ["agent", "send", tree.name, text, ...(sync ? ["--wait", "--timeout", "90"] : []), "--json"])
-    const a: Attempt = { phase, tree, text, sync, via: via.label, code: r.code, stderr: r.stderr }
+  const inFlight = new Map<string, { readonly tree: Agent; readonly kind: Kind; readonly via: Runner }>()
+  const send = async (phase: string, via: Runner, tree: Agent, text: string, kind: Kind): Promise<Attempt> => {
+    inFlight.set(text, { tree, kind, via })
+    const r = kind === "http-wait"
+      ? await request({ socketPath: join(via.home, "http.sock") }, "POST", `/v1/agents/${tree.name}/messages`, { text, wait: true }).then(
+        (res) => ({ code: res.status === 200 ? 0 : res.status, stdout: res.body, stderr: res.status === 200 ? "" : res.body }),
+        (e: unknown) => ({ code: -1, stdout: "", stderr: String(e) })
+      )
+      : await cli(via.home, ["agent", "send", tree.name, text, ...(kind === "cli-wait" ? ["--wait", "--timeout", "90"] : []), "--json"])
+    inFlight.delete(text)
+    const sync = kind !== "cli"
+    const a: Attempt = { phase, tree, text, kind, via: via.label, code: r.code, stderr: r.stderr }
     if (r.code === 0) {
       const out = JSON.parse(r.stdout) as { message_id: string; answer?: { message_id: string; error: boolean } }
       a.id = out.message_id
@@ -162,7 +179,7 @@ const scenario = async (llm: Parameters<Parameters<typeof withLlm>[1]>[0], runne
   }
   // The first turn of each tree (spawns its helper, records recorded.txt), six at a time.
   for (let t = 0; t < TREES; t += 6) {
-    await Promise.all(trees.slice(t, t + 6).map((tree, i) => send("setup", runners[i % 3]!, tree, `setup of ${tree.name}`, true)))
+    await Promise.all(trees.slice(t, t + 6).map((tree, i) => send("setup", runners[i % 3]!, tree, `setup of ${tree.name}`, "cli-wait")))
   }
   for (const a of attempts) expect(a.code, `${a.text}: ${a.stderr}`).toBe(0)
   for (const t of trees) {
@@ -176,7 +193,7 @@ const scenario = async (llm: Parameters<Parameters<typeof withLlm>[1]>[0], runne
       let runner = c % runners.length
       for (let n = 0; !stopped; n++) {
         const tree = trees[(c * 5 + n) % TREES]!
-        const a = await send(phase, runners[runner]!, tree, `${phase} c${c} n${n} to ${tree.name}`, n % 2 === 0)
+        const a = await send(phase, runners[runner]!, tree, `${phase} c${c} n${n} to ${tree.name}`, KINDS[(c + n) % KINDS.length]!)
         if (a.code !== 0) {
           // Its runner is gone, the tree is between runners, or the wait was cut: next runner, a moment later.
           runner = (runner + 1) % runners.length
@@ -247,19 +264,26 @@ const scenario = async (llm: Parameters<Parameters<typeof withLlm>[1]>[0], runne
   /** A tree answers a `--wait` through `via`. */
   const answers = async (phase: string, via: Runner, tree: Agent) => {
     const a = await waitFor(`${tree.name} answering through ${via.label}`, async () => {
-      const a = await send(phase, via, tree, `${phase} check of ${tree.name} through ${via.label} #${attempts.length}`, true)
+      const a = await send(phase, via, tree, `${phase} check of ${tree.name} through ${via.label} #${attempts.length}`, "cli-wait")
       return a.code === 0 ? a : (await sleep(300), undefined)
     }, 120_000)
     expect(a.answerId).toBeDefined()
   }
 
-  // 1. kill -9 of X while its trees' turns run.
+  // 1. kill -9 of X while an HTTP request with wait, sent through a survivor, is logged on X and
+  // waits for its answer (the engine's request is open until then), and X's turns run.
   const survivors = runners.filter((r) => r !== x)
   const p1 = load("kill")
-  await waitFor("load running and a turn open on X", async () => {
+  const redelivered = await waitFor("load running and an HTTP wait logged on X, unanswered", async () => {
     if (p1.acked() < 12) return undefined
-    const open = await query(url, `SELECT count(*)::int AS n FROM (SELECT DISTINCT ON (session_id) session_id, line FROM substrat_events WHERE session_id IN (${onX.map((t) => `'${t.session_id}'`).join(",")}) AND (line LIKE '%"event":"turn.start"%' OR line LIKE '%"event":"turn.complete"%' OR line LIKE '%"event":"turn.failed"%') ORDER BY session_id, seq DESC) last WHERE line LIKE '%"event":"turn.start"%'`)
-    return Number(open[0]?.["n"]) > 0 ? true : undefined
+    const waiting = [...inFlight.entries()].filter(([, f]) => f.kind === "http-wait" && f.via !== x && onX.includes(f.tree))
+    if (waiting.length === 0) return undefined
+    const logs = await rootLogs()
+    for (const [text, f] of waiting) {
+      const m = (logs.get(f.tree.session_id) ?? []).find((e) => e.sender === "USER" && e.payload === text)
+      if (m !== undefined && answersTo(logs.get(f.tree.session_id)!, m.id).length === 0) return text
+    }
+    return undefined
   }, 180_000)
   // Written after X's last recorded turn: what the survivor's workspace must not have unless a turn recorded it.
   for (const t of onX) fs.writeFileSync(join(workspaces.get(t.name)!.root_path, "late.txt"), "written just before the kill\n")
@@ -271,6 +295,10 @@ const scenario = async (llm: Parameters<Parameters<typeof withLlm>[1]>[0], runne
   const ackedAtMove = p1.acked()
   await waitFor("the load going on after the move", () => p1.acked() >= ackedAtMove + 12 ? true : undefined, 180_000)
   await p1.stop()
+  // The request open when X died was delivered again to the tree's new owner: its client got the answer.
+  const again = attempts.find((a) => a.text === redelivered)!
+  expect(again.code, `the HTTP wait open at the kill: ${again.stderr}`).toBe(0)
+  expect(again.answerId).toBeDefined()
   // X's trees answer through each survivor; the list of any survivor has them (and their helpers) on survivors.
   for (const [i, t] of onX.entries()) await answers("kill", survivors[i % 2]!, t)
   const listed = await cliJson<{ agents: ReadonlyArray<Agent>; placement: ReadonlyArray<{ root_id: string; runner: string }> }>(survivors[0]!.home, ["agent", "list"])
