@@ -3,7 +3,7 @@
 // with other filters one buffer per distinct part — and a client that falls too far behind is
 // dropped with a comment, then resumes by its last id with nothing lost or repeated.
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Effect, Fiber, Layer } from "effect"
 import type { Readable } from "node:stream"
 import { makeEvent } from "../../src/domain/events.js"
 import type { SessionId } from "../../src/domain/ids.js"
@@ -137,5 +137,34 @@ describe("Sse", () => {
       expect(all).toEqual(Array.from({ length: n }, (_, i) => i + 1))
       // The fast client, never behind, got them all live.
       expect(usages(fast.got.map(text).join("")).map(([, t]) => t)).toEqual(Array.from({ length: n }, (_, i) => i + 1))
+    }).pipe(Effect.provide(TestLayer)))
+
+  it.scopedLive("a stream opened while entries are appended sends its backlog first, then what came live: every entry once, ids rising", () =>
+    Effect.gen(function*() {
+      const feed = yield* EventFeed
+      const a = yield* newSession(null)
+      // Many sessions: the first stream reads every log once (the feed's catch-up), which takes a while.
+      for (let i = 0; i < 300; i++) yield* newSession(null)
+      const n = 100
+      // Appends go on while the streams open (each from the start: a backlog to send first).
+      const appending = yield* Effect.forkScoped(Effect.forEach(Array.from({ length: n }, (_, i) => i + 1), (i) =>
+        Effect.zipRight(usage(a.id, i), Effect.sleep("1 millis")), { discard: true }))
+      const bodies = yield* Effect.forEach(Array.from({ length: 12 }, () => 0), () =>
+        Effect.zipLeft(Sse.open(feed, { scope: { _tag: "all" }, from: 0 }), Effect.sleep("4 millis")))
+      const got = bodies.map((body) => {
+        let s = ""
+        body.on("data", (b: Uint8Array) => (s += text(b)))
+        return () => s
+      })
+      yield* Fiber.join(appending)
+      yield* until(() => got.every((s) => usages(s()).length === n))
+      for (const body of bodies) body.destroy()
+      for (const s of got) {
+        const sent = usages(s()).filter(([id]) => id !== null)
+        expect(sent.map(([, t]) => t)).toEqual(Array.from({ length: n }, (_, i) => i + 1))
+        const ids = sent.map(([id]) => id!)
+        expect(ids).toEqual([...ids].sort((x, y) => x - y))
+        expect(s().indexOf("event: live")).toBeLessThan(s().length)
+      }
     }).pipe(Effect.provide(TestLayer)))
 })
