@@ -27,6 +27,9 @@ const throughSlowPipe = (home: string, args: ReadonlyArray<string>): Promise<Pip
     const chunks: Array<Buffer> = []
     const out = child.stdout
     out.pause()
+    // A 'readable' listener keeps Node from resuming the pipe when the child exits (its flushStdio
+    // resumes a stdio stream nobody listens to, and what then flows out as 'data' is lost here).
+    out.on("readable", () => {})
     // A slow reader: nothing for a while (the pipe fills), then a chunk per timer tick.
     const readSome = () => {
       let c: Buffer | null
