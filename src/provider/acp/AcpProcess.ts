@@ -7,14 +7,19 @@
 // A line that is not JSON is answered with a JSON-RPC parse error and the connection goes on; a
 // line past MAX_MESSAGE_BYTES ends the connection (and the turn). When the process exits (crash,
 // kill) `died` is set with its exit status and the tail of its stderr, and the connection is closed:
-// requests in flight reject, and the provider reports the turn as failed with that reason.
+// requests in flight reject, and the provider reports the turn as failed with that reason. An
+// agent that does not answer `initialize` within INITIALIZE_TIMEOUT (a live process stuck at
+// start: codex-acp whose codex app-server exited) fails the start with its stderr tail; the
+// process is killed with the scope.
 // The SDK (and zod under it) is loaded with the first ACP process: a daemon with no `acp:` agent never loads it.
 import type * as Acp from "@agentclientprotocol/sdk"
-import { Deferred, Effect, Fiber, Option, Queue, Runtime, type Scope, Stream } from "effect"
+import { Deferred, Duration, Effect, Fiber, Option, Queue, Runtime, type Scope, Stream } from "effect"
 import { ProviderError } from "../../domain/errors.js"
 import type { SandboxRequest, SandboxService } from "../../sandbox/Sandbox.js"
 
 const STDERR_KEEP = 4000
+/** How long an agent may take to answer `initialize` (its process start included). */
+export const INITIALIZE_TIMEOUT: Duration.DurationInput = "120 seconds"
 /** The longest line (one JSON-RPC message) read from an agent; a longer one ends the connection. */
 export const MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
@@ -60,7 +65,8 @@ export const start = (
   sandbox: SandboxService,
   request: Omit<SandboxRequest, "stdin">,
   handlers: ClientHandlers,
-  capabilities: { readonly fs: boolean; readonly terminal: boolean }
+  capabilities: { readonly fs: boolean; readonly terminal: boolean },
+  options: { readonly initializeTimeout?: Duration.DurationInput } = {}
 ): Effect.Effect<AcpProcess, ProviderError, Scope.Scope> =>
   Effect.gen(function*() {
     const fail = (message: string) => new ProviderError({ provider, reason: "start", message })
@@ -147,6 +153,13 @@ export const start = (
         }),
       catch: (e) => e
     }).pipe(
+      Effect.timeoutFail({
+        duration: options.initializeTimeout ?? INITIALIZE_TIMEOUT,
+        onTimeout: () =>
+          new Error(`no answer within ${Duration.format(Duration.decode(options.initializeTimeout ?? INITIALIZE_TIMEOUT))} (the process is running)${
+            stderr.trim() === "" ? "" : `; stderr: ${stderr.trim()}`
+          }`)
+      }),
       Effect.catchAll((e) =>
         Effect.flatMap(Deferred.await(exited).pipe(Effect.timeoutOption("2 seconds")), (d) =>
           Effect.fail(fail(`ACP initialize failed: ${Option.getOrElse(d, () => (e instanceof Error ? e.message : String(e)))}`)))
