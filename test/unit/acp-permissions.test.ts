@@ -12,10 +12,10 @@ const options: Array<Acp.PermissionOption> = [
   { optionId: "once", name: "Allow", kind: "allow_once" },
   { optionId: "no", name: "Reject", kind: "reject_once" }
 ]
-const request = (title: string, toolName?: string): Acp.RequestPermissionRequest => ({
+const request = (title: string, toolName?: string, kind?: Acp.ToolKind): Acp.RequestPermissionRequest => ({
   sessionId: "s",
   options,
-  toolCall: { toolCallId: "c1", title, ...(toolName === undefined ? {} : { _meta: { toolName } }) }
+  toolCall: { toolCallId: "c1", title, ...(kind === undefined ? {} : { kind }), ...(toolName === undefined ? {} : { _meta: { toolName } }) }
 })
 
 const policy = (approve: Permissions.Approve) => {
@@ -43,11 +43,16 @@ describe("acp permissions", () => {
     expect(await p.decide(request("{}", "mcp__other__x"))).toEqual({ outcome: { outcome: "selected", optionId: "no" } })
     expect(await p.decide(request("Writing to version.ts", "write_file"))).toEqual({ outcome: { outcome: "selected", optionId: "no" } })
     expect(await p.decide(request("rm -rf /workspace/substrat"))).toEqual({ outcome: { outcome: "selected", optionId: "no" } })
+    // No tool name (opencode): the call's kind follows the title; "other" says nothing.
+    expect(await p.decide(request("/workspace/version.ts", undefined, "edit"))).toEqual({ outcome: { outcome: "selected", optionId: "no" } })
+    expect(await p.decide(request("ls", undefined, "other"))).toEqual({ outcome: { outcome: "selected", optionId: "no" } })
     expect(p.asked.map((t) => t.split(". Its options")[0])).toEqual([
       "lead asks permission: mcp__other__x",
       "lead asks permission: write_file: Writing to version.ts",
-      "lead asks permission: rm -rf /workspace/substrat"
+      "lead asks permission: rm -rf /workspace/substrat",
+      "lead asks permission: /workspace/version.ts (edit)",
+      "lead asks permission: ls"
     ])
-    expect(p.out.map((o) => (o._tag === "ToolCall" ? o.result : null))).toEqual(["reject_once (the human)", "reject_once (the human)", "reject_once (the human)"])
+    expect(p.out.map((o) => (o._tag === "ToolCall" ? o.result : null))).toEqual(Array(5).fill("reject_once (the human)"))
   })
 })

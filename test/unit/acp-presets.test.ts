@@ -67,6 +67,8 @@ describe("acp presets", () => {
       share: "disabled",
       model: "substrat/{env:OPENAI_MODEL}",
       small_model: "substrat/{env:OPENAI_MODEL}",
+      permission: { edit: "ask", bash: "ask" },
+      agent: { title: { disable: true } },
       provider: {
         substrat: {
           npm: "@ai-sdk/openai-compatible",

@@ -72,11 +72,17 @@ const toolNameOf = (t: Acp.ToolCallUpdate): string | null => {
   return typeof m === "object" && m !== null && "toolName" in m && typeof m.toolName === "string" ? m.toolName : null
 }
 
-/** What the question calls the tool: its title, with the tool's name when the title does not say it. */
+/**
+ * What the question calls the tool: its title, with the tool's name when the title does not say
+ * it; without a name, the call's kind after the title (opencode's title of an edit is the bare path).
+ */
 const describeTool = (t: Acp.ToolCallUpdate): string => {
   const title = t.title ?? ""
   const name = toolNameOf(t)
-  if (name === null) return title === "" ? t.toolCallId : title
+  if (name === null) {
+    const kind = t.kind === undefined || t.kind === null || t.kind === "other" ? "" : t.kind
+    return title === "" ? (kind === "" ? t.toolCallId : kind) : kind === "" ? title : `${title} (${kind})`
+  }
   return title === "" || title === "{}" ? name : title.includes(name) ? title : `${name}: ${title}`
 }
 

@@ -55,6 +55,12 @@ const opencodeConfig = JSON.stringify({
   share: "disabled",
   model: "substrat/{env:OPENAI_MODEL}",
   small_model: "substrat/{env:OPENAI_MODEL}",
+  // opencode asks its client before an edit (write, edit, patch) or a shell command, as Qwen
+  // Code's default mode does (left to itself it asks for neither): the agent's `approve` decides.
+  permission: { edit: "ask", bash: "ask" },
+  // No session-title request after a session's first prompt: a model request of its own, metered
+  // against the agent, whose title nobody reads.
+  agent: { title: { disable: true } },
   provider: {
     substrat: {
       npm: "@ai-sdk/openai-compatible",
@@ -88,8 +94,8 @@ export const builtinPresets: PresetTable = {
   opencode: {
     command: ["opencode", "acp"],
     // opencode's configuration inline: one OpenAI-compatible provider at the forwarded base URL
-    // ({env:…} is opencode's own substitution), no auto-update, no sharing; its title requests
-    // (small_model) go to the same model.
+    // ({env:…} is opencode's own substitution), no auto-update, no sharing, edits and shell
+    // commands asked of the client, no title requests.
     env: { ...offline, OPENCODE_CONFIG_CONTENT: opencodeConfig, OPENCODE_DISABLE_AUTOUPDATE: "1" },
     model: "openai",
     package: "opencode-ai"
