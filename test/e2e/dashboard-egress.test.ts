@@ -13,7 +13,7 @@ import { type Agent, cli, cliJson, startDaemon, waitFor, waitQuiet } from "../in
 import { startFakeRegistry } from "../support/fakeRegistry.js"
 import { makeTmpDir } from "../support/tmp.js"
 import { launchBrowser } from "./browser.support.js"
-import { claudeMeteredHome, claudeMeterEnvKeys, daemonTestScope, withLlm } from "./support.js"
+import { agentEvents, claudeMeteredHome, claudeMeterEnvKeys, daemonTestScope, dataNamed, withLlm } from "./support.js"
 
 const FILES = "files.substrat-test"
 const MIRROR = "mirror.substrat-test"
@@ -52,9 +52,10 @@ describe("dashboard: egress in headless chromium", () => {
         await cli(home, ["agent", "send", "coder", "Try."])
         // The daemon logged both requests (so a missing line below is the page's, not the log's);
         // a sandboxed claude's turn on a loaded machine can take longer than one quiet spell.
-        await waitFor("both egress requests in coder's log", async () => {
-          const logs = (await cli(home, ["agent", "logs", "coder"])).stdout
-          return logs.includes(`GET ${FILES}:${reg.port}`) && logs.includes(`GET ${MIRROR}:${reg.port}`) ? true : undefined
+        // (Read from its event log on disk: no CLI process per poll while claude runs.)
+        await waitFor("both egress requests in coder's log", () => {
+          const seen = dataNamed(agentEvents(home, coder.session_id), "egress.request").map((d) => `${String(d["method"])} ${String(d["host"])}:${String(d["port"])}`)
+          return seen.includes(`GET ${FILES}:${reg.port}`) && seen.includes(`GET ${MIRROR}:${reg.port}`) ? true : undefined
         }, 120_000)
         await waitQuiet(home)
 

@@ -6,7 +6,7 @@ import * as fs from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
-import { type Agent, cli, cliJson, daemons, launcher, spawnCli, startDaemon, waitFor, waitQuiet } from "./daemon.support.js"
+import { type Agent, cli, cliJson, daemons, launcher, rpcOnce, spawnCli, startDaemon, waitFor, waitQuiet } from "./daemon.support.js"
 
 const owned = daemons()
 const dir = makeTmpDir("substrat-live-")
@@ -42,8 +42,10 @@ interface Workspace {
 describe("references: names and unique id prefixes (resolved by the daemon)", () => {
   it("workspaces, agents and sessions by name or id prefix; an ambiguous prefix lists the candidates (exit 2); errors in words", async () => {
     const ws: Array<Workspace> = []
-    // 17 ids: at least two share their first hex digit.
-    for (let i = 0; i < 17; i++) ws.push(await cliJson<Workspace>(home, ["workspace", "create", "--name", `w${i}`]))
+    // 17 ids: at least two share their first hex digit. The first through the CLI, the others over
+    // the admin socket (what `workspace create --json` prints): the commands under test are the lookups.
+    ws.push(await cliJson<Workspace>(home, ["workspace", "create", "--name", "w0"]))
+    for (let i = 1; i < 17; i++) ws.push(await rpcOnce<Workspace>(home, "workspace.create", { name: `w${i}`, network: false }))
     expect((await cli(home, ["workspace", "log", "w3"])).stdout).toBe("(no recorded turns)\n")
     // Prefixes are judged against every workspace the daemon has (lead's default one too).
     const all = (await cliJson<{ workspaces: ReadonlyArray<Workspace> }>(home, ["workspace", "list"])).workspaces

@@ -4,7 +4,7 @@
 // agent; `session list` owners and `daemon status` counts kept up to date as agents come and go.
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type Agent, cli, cliJson, daemons, startDaemon } from "./daemon.support.js"
+import { type Agent, cli, cliJson, daemons, rpcOnce, startDaemon } from "./daemon.support.js"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
 
 const owned = daemons()
@@ -84,7 +84,8 @@ describe("reference resolution from the indexes", () => {
   }, 240_000)
 
   it("session list pages: oldest first, pages join to the whole list, a new session lands on the last page", async () => {
-    for (const n of ["p1", "p2", "p3", "p4", "p5"]) await cliJson<Agent>(home, ["agent", "create", "--name", n, "--provider", "scripted"])
+    // Over the admin socket (no CLI process each): the command under test is `session list`.
+    for (const n of ["p1", "p2", "p3", "p4", "p5"]) await rpcOnce<Agent>(home, "agent.create", { name: n, provider: "scripted" })
     type Page = { readonly sessions: ReadonlyArray<SessionRow & { readonly created_at: string }>; readonly next?: string }
     const whole = (await cliJson<Page>(home, ["session", "list"])).sessions
     expect(whole.length).toBeGreaterThanOrEqual(5)
