@@ -6,55 +6,25 @@
 // without an error after each turn, and a stopping runner suspends only its own sessions.
 // One Postgres server and two runners (A, B) with one shared bare repository; daemon output goes
 // to each home's daemon.log.
-import { SqlClient } from "@effect/sql"
-import { Effect, Redacted } from "effect"
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import { join } from "node:path"
-import { afterAll, describe, expect, it } from "vitest"
-import * as Postgres from "../../src/storage/Postgres.js"
-import { type Agent, cli, cliJson, daemons, rpcClient, sleep, startDaemon, waitFor } from "./daemon.support.js"
-import { freePort, freshDatabase, postgresPerFile } from "../support/postgres.js"
-import { makeTmpDir, removeDir } from "../support/tmp.js"
+import { describe, expect, it } from "vitest"
+import { type Agent, cli, cliJson, rpcClient, sleep, waitFor } from "./daemon.support.js"
+import { clusterFile, enqueued, query, runnerOf as rowOf, startRunner, turnStarts } from "../support/cluster.js"
+import { freePort, freshDatabase } from "../support/postgres.js"
 
-interface Status {
-  readonly shards: number
-  readonly held: number
-  readonly runners: ReadonlyArray<{ readonly address: string; readonly healthy: boolean; readonly shards: number; readonly self: boolean; readonly draining: boolean }>
-}
 interface Ws {
   readonly id: string
   readonly default_for: string | null
   readonly root_path: string
 }
 
-const pg = postgresPerFile()
-const owned = daemons()
-const dir = makeTmpDir("substrat-cluster-drain-")
-const remote = join(dir, "remote.git")
-const env = {
-  // A short lease keeps the engine's reassignment quick (the default is 20 s).
-  SUBSTRAT_CLUSTER_LEASE_MS: "3000",
-  SUBSTRAT_CLUSTER_WORKSPACE_REMOTE: remote,
+const { pg, owned, dir } = clusterFile("substrat-cluster-drain-", (d) => ({
+  SUBSTRAT_CLUSTER_WORKSPACE_REMOTE: join(d, "remote.git"),
   SUBSTRAT_CLUSTER_HANDOVER_GRACE_MS: "4000"
-} as const
-const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]))
-Object.assign(process.env, env)
-afterAll(async () => {
-  await owned.killAll()
-  for (const [k, v] of Object.entries(saved)) {
-    if (v === undefined) delete process.env[k]
-    else process.env[k] = v
-  }
-  removeDir(dir)
-})
-
-const query = (url: string, text: string) =>
-  Effect.runPromise(
-    Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe<Record<string, unknown>>(text)).pipe(
-      Effect.provide(Postgres.layer({ url: Redacted.make(url), maxConnections: 1 }))
-    )
-  )
+}))
+const remote = join(dir, "remote.git")
 
 describe("cluster drain at its edges", () => {
   let url = ""
@@ -63,15 +33,8 @@ describe("cluster drain at its edges", () => {
   const [homeA, homeB] = [join(dir, "a"), join(dir, "b")]
   const addrA = () => `127.0.0.1:${pa}`
   const addrB = () => `127.0.0.1:${pb}`
-  const homeOf = (addr: string) => (addr === addrA() ? homeA : homeB)
 
-  const healthy = (home: string) =>
-    waitFor(`${home}: both runners healthy, its shards held`, async () => {
-      const s = await cliJson<Status>(home, ["cluster", "status"])
-      return s.runners.filter((r) => r.healthy).length === 2 && s.held > 0 && s.held === s.runners.find((r) => r.self)?.shards ? s : undefined
-    }, 60_000)
-
-  const runnerOf = async (root: string) => String((await query(url, `SELECT runner FROM substrat_trees WHERE root_id = '${root}'`))[0]?.["runner"])
+  const runnerOf = (root: string) => rowOf(url, root)
 
   /** A tree made from A that the engine places on A (others made on the way are terminated). */
   const treeOnA = async (prefix: string, provider: string): Promise<Agent> => {
@@ -83,17 +46,12 @@ describe("cluster drain at its edges", () => {
     throw new Error("no tree placed on A in 40 tries")
   }
 
-  /** USER's messages in the session's log (message.enqueued) and how many answers each has. */
+  /** USER's messages in the session's log and how many answers each has. */
   const fromUser = async (session: string) => {
-    const lines = (await query(url, `SELECT line FROM substrat_events WHERE session_id = '${session}' ORDER BY seq`))
-      .map((r) => JSON.parse(String(r["line"])) as { event: string; data: { id?: string; sender?: string; recipient?: string; reply_to?: string | null; payload?: string } })
-      .filter((l) => l.event === "message.enqueued")
-    return lines.filter((l) => l.data.sender === "USER")
-      .map((l) => ({ id: l.data.id!, text: l.data.payload!, answers: lines.filter((r) => r.data.recipient === "USER" && r.data.reply_to === l.data.id).length }))
+    const lines = await enqueued(url, session)
+    return lines.filter((l) => l.sender === "USER")
+      .map((l) => ({ id: l.id!, text: l.payload!, answers: lines.filter((r) => r.recipient === "USER" && r.reply_to === l.id).length }))
   }
-
-  const turnStarts = async (session: string) =>
-    Number((await query(url, `SELECT count(*)::int AS n FROM substrat_events WHERE session_id = '${session}' AND line LIKE '%"event":"turn.start"%'`))[0]?.["n"])
 
   const drainA = async (on: boolean) => {
     const r = await cli(homeA, ["cluster", on ? "drain" : "undrain"])
@@ -111,10 +69,8 @@ describe("cluster drain at its edges", () => {
       fs.mkdirSync(join(home, "scripts"), { recursive: true })
       fs.writeFileSync(join(home, "scripts", "stuck.json"), JSON.stringify({ "*": script }))
     }
-    owned.track(await startDaemon(homeA, ["--cluster", url, "--listen", `${addrA()}`]))
-    owned.track(await startDaemon(homeB, ["--cluster", url, "--listen", `${addrB()}`]))
-    await healthy(homeA)
-    await healthy(homeB)
+    await startRunner(owned, homeA, url, pa, 1)
+    await startRunner(owned, homeB, url, pb, 2)
   }, 120_000)
 
   it("a send racing handovers both ways: each answered once on the tree's runner, or refused with exit 5; none lost, none 'not found'", async () => {
@@ -183,7 +139,7 @@ describe("cluster drain at its edges", () => {
     // The second turn writes a file and never ends.
     fs.writeFileSync(join(ws.root_path, "partial.txt"), "written by the turn that never ends\n")
     const held = await cliJson<{ message_id: string }>(homeA, ["agent", "send", stuck.name, "turn two"])
-    await waitFor("turn two started on A", async () => (await turnStarts(stuck.session_id)) >= 2 ? true : undefined, 60_000)
+    await waitFor("turn two started on A", async () => (await turnStarts(url, stuck.session_id)) >= 2 ? true : undefined, 60_000)
 
     await drainA(true)
     // Without the limit the tree stays on A for as long as its turn runs (here: forever).
@@ -216,6 +172,5 @@ describe("cluster drain at its edges", () => {
     const r = await cli(homeA, ["daemon", "stop"])
     expect(r.code, r.stderr).toBe(0)
     expect(fs.readFileSync(join(homeA, "daemon.log"), "utf8")).toContain("suspended 0 session(s)")
-    void homeOf
   }, 120_000)
 })
