@@ -497,19 +497,28 @@ export const readSessions = (
 
 /**
  * Cluster mode: the sessions of the trees whose roots are `roots`, read through the ports
- * (SessionStore, EventLog: Postgres) rather than from a home's files. Every record is scanned and
- * every live-looking log folded (each entry re-encoded as its JSON line, so the fold is the
- * one of the file read); a session belongs to a tree when its `agent.created` chain of parent
+ * (SessionStore, EventLog: Postgres) rather than from a home's files. Every record is scanned —
+ * or, given `sessions` (a superset of the trees' sessions, the caller's index), only those are
+ * loaded — and every live-looking log folded (each entry re-encoded as its JSON line, so the fold
+ * is the one of the file read); a session belongs to a tree when its `agent.created` chain of parent
  * sessions ends at the root. Sessions without a record or an `agent.created` are left out (they
  * may be another runner's creation in flight), so recovery removes nothing of theirs.
  */
 export const readStoreSessions = (
   store: SessionStoreService,
   log: EventLogService,
-  roots: ReadonlySet<string>
+  roots: ReadonlySet<string>,
+  sessions?: ReadonlySet<string>
 ): Effect.Effect<ReadonlyArray<SessionRead>, SessionStoreError | EventLogError> =>
   Effect.gen(function*() {
-    const records = yield* store.scan
+    const records = sessions === undefined ? yield* store.scan : yield* Effect.forEach(
+      [...sessions].sort(),
+      (id) => store.load(SessionId.make(id)).pipe(
+        Effect.map((r): ReadonlyArray<Session> => [r]),
+        Effect.catchIf((e) => e.reason === "not-found", () => Effect.succeed([]))
+      ),
+      { concurrency: 8 }
+    ).pipe(Effect.map((rs) => rs.flat()))
     const reads = new Map<SessionId, SessionRead>()
     for (const record of records) {
       if (record.state === "terminated") continue

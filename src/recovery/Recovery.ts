@@ -339,10 +339,11 @@ export class Recovery extends Effect.Service<Recovery>()("substrat/Recovery", {
      * Cluster mode: recover the trees whose roots are `roots` into this running daemon, from the
      * ports (Postgres), not from the home's files: a runner that took over their shard. The same
      * plan and apply as `run`, on those trees' sessions only, seeded next to the trees already
-     * here (the services' seeds add). Returns the agents recovered.
+     * here (the services' seeds add). `only`: the caller knows which sessions may be theirs
+     * (a superset); only those are read (else every record and live log). Returns the agents recovered.
      */
-    const recoverTrees = Effect.fn("Recovery.recoverTrees")(function*(roots: ReadonlySet<string>) {
-      const reads = yield* readStoreSessions(store, log, roots)
+    const recoverTrees = Effect.fn("Recovery.recoverTrees")(function*(roots: ReadonlySet<string>, only?: ReadonlySet<string>) {
+      const reads = yield* readStoreSessions(store, log, roots, only)
       if (reads.length === 0) return 0
       const sessions: Array<PlanSession> = reads.slice()
       yield* suspendActive(sessions)

@@ -11,7 +11,7 @@ import * as fs from "node:fs"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
 import { type Agent, cli, cliJson, rpcClient, sleep, waitFor } from "./daemon.support.js"
-import { clusterFile, enqueued, query, runnerOf as rowOf, startRunner, turnStarts } from "../support/cluster.js"
+import { clusterFile, createOn, enqueued, query, runnerOf as rowOf, startRunner, turnStarts } from "../support/cluster.js"
 import { freePort, freshDatabase } from "../support/postgres.js"
 
 interface Ws {
@@ -35,6 +35,8 @@ describe("cluster drain at its edges", () => {
   const addrB = () => `127.0.0.1:${pb}`
 
   const runnerOf = (root: string) => rowOf(url, root)
+  // A tree whose shard is B's while both runners live: it stays on B throughout.
+  let staying: Agent | undefined
 
   /** A tree made from A that the engine places on A (others made on the way are terminated). */
   const treeOnA = async (prefix: string, provider: string): Promise<Agent> => {
@@ -71,6 +73,7 @@ describe("cluster drain at its edges", () => {
     }
     await startRunner(owned, homeA, url, pa, 1)
     await startRunner(owned, homeB, url, pb, 2)
+    staying = await createOn(url, homeA, addrB(), "stay", ["--provider", "scripted"])
   }, 120_000)
 
   it("a send racing handovers both ways: each answered once on the tree's runner, or refused with exit 5; none lost, none 'not found'", async () => {
@@ -173,4 +176,16 @@ describe("cluster drain at its edges", () => {
     expect(r.code, r.stderr).toBe(0)
     expect(fs.readFileSync(join(homeA, "daemon.log"), "utf8")).toContain("suspended 0 session(s)")
   }, 120_000)
+
+  it("A restarted takes back its shards' trees reading only theirs: a log of a tree that stays on B that does not decode is not read", async () => {
+    // A row of the staying tree's log that does not decode: a read of that log fails (EventLogError, decode).
+    await query(url, `INSERT INTO substrat_events (session_id, seq, line) VALUES ('${staying!.session_id}', 1000000, 'not an entry')`)
+    await startRunner(owned, homeA, url, pa, 2)
+    const race = (await cliJson<{ agents: ReadonlyArray<Agent> }>(homeB, ["agent", "list"])).agents.find((a) => a.name.startsWith("race"))!
+    // Before, A's takeover read every record and log of the cluster, failed on that row and was retried forever: the tree never came back.
+    await waitFor("the race tree back on A", async () => (await runnerOf(race.id)) === addrA() ? true : undefined, 90_000)
+    const r = await cli(homeA, ["agent", "send", race.name, "after the restart", "--wait"])
+    expect(r.code, r.stderr).toBe(0)
+    expect(await runnerOf(staying!.id)).toBe(addrB())
+  }, 180_000)
 })

@@ -53,7 +53,7 @@ export const routedAgentHandlers = (ops: AgentOps, cluster: TreeRouter["Type"]) 
         ? Effect.zipRight(ensure(tree.value.root_id), Effect.suspend(() => lookup.byId(tree.value.root_id) === undefined ? Effect.fail(notHereYet(tree.value, router.self)) : local))
         : Effect.mapError(far(router.client(tree.value.root_id)), remoteError))
     return isLocal(lookup, ref)
-      ? Effect.catchIf(local, (e) => e._tag === "NotFoundError" && e.kind === "agent" && !isLocal(lookup, ref), () => elsewhere)
+      ? Effect.catchIf(local, (e) => (e._tag === "NotFoundError" || e._tag === "NotFound") && e.kind === "agent" && !isLocal(lookup, ref), () => elsewhere)
       : elsewhere
   }
 

@@ -2,7 +2,8 @@
 // created when a layer starts. Several runners may start at once against an empty database:
 // the creation runs in one transaction under a transaction-scoped advisory lock, so they queue.
 //   substrat_events(session_id, seq, line)  one row per log entry; `line` is exactly the JSON line
-//                                           the file layer writes (without its newline); seq 1, 2, …
+//                                           the file layer writes (without its newline); seq 1, 2, …;
+//                                           its `agent.created` entries indexed (a session's tree)
 //   substrat_sessions(id, record)           one row per session record; `record` is session.json's text
 //   substrat_trees(root_id, name, runner)   cluster mode's trees (daemon/ClusterTrees.ts): one row per
 //                                           live root, its unique name and the runner it was last on
@@ -32,6 +33,8 @@ export const ensureSchema: Effect.Effect<void, SqlError.SqlError, SqlClient.SqlC
       line text NOT NULL,
       PRIMARY KEY (session_id, seq)
     )`
+    // Each log's `agent.created` entry: which tree a session belongs to (a takeover reads only its trees' sessions).
+    yield* sql`CREATE INDEX IF NOT EXISTS substrat_events_created ON substrat_events (session_id) WHERE line LIKE '{"event":"agent.created",%'`
     yield* sql`CREATE TABLE IF NOT EXISTS substrat_sessions (
       id text PRIMARY KEY,
       record text NOT NULL
