@@ -81,6 +81,10 @@ export class StreamedOutput {
       } else this.note(v)
     }
   }
+  /** Bytes of a line too long to read: counted as generated (never less than it could carry). */
+  unread(bytes: number): void {
+    this.bytes += bytes
+  }
   get tokens(): number {
     return this.bytes
   }

@@ -139,7 +139,7 @@ export class UsageAccumulator {
   }
 }
 
-/** JSON bodies larger than this are not buffered for metering (usage is then unknown). */
+/** JSON bodies (and event-stream lines) larger than this are not buffered for metering. */
 const MAX_JSON_BYTES = 32 * 1024 * 1024
 
 /**
@@ -152,6 +152,8 @@ export class ResponseTap {
   private readonly sse: boolean
   private buffer = ""
   private overflow = false
+  /** Inside an event-stream line too long to hold (skipped to its newline). */
+  private skipping = false
   private readonly streamed = new StreamedOutput()
 
   constructor(contentType: string | undefined, requestModel: string | null) {
@@ -174,14 +176,33 @@ export class ResponseTap {
 
   write(chunk: Uint8Array): void {
     if (this.overflow) return
-    this.buffer += this.decoder.write(Buffer.from(chunk))
+    const text = this.decoder.write(Buffer.from(chunk))
     if (this.sse) {
+      // Lines are looked for in the new text only; a line longer than MAX_JSON_BYTES is not held:
+      // it is skipped to its end and its bytes count as generated output.
+      let start = 0
       let i: number
-      while ((i = this.buffer.indexOf("\n")) >= 0) {
-        this.line(this.buffer.slice(0, i).replace(/\r$/, ""))
-        this.buffer = this.buffer.slice(i + 1)
+      while ((i = text.indexOf("\n", start)) >= 0) {
+        if (this.skipping) {
+          this.streamed.unread(i - start)
+          this.skipping = false
+        } else this.line((this.buffer + text.slice(start, i)).replace(/\r$/, ""))
+        this.buffer = ""
+        start = i + 1
       }
-    } else if (this.buffer.length > MAX_JSON_BYTES) {
+      if (this.skipping) this.streamed.unread(text.length - start)
+      else {
+        this.buffer += text.slice(start)
+        if (this.buffer.length > MAX_JSON_BYTES) {
+          this.streamed.unread(this.buffer.length)
+          this.buffer = ""
+          this.skipping = true
+        }
+      }
+      return
+    }
+    this.buffer += text
+    if (this.buffer.length > MAX_JSON_BYTES) {
       this.overflow = true
       this.buffer = ""
     }

@@ -188,6 +188,16 @@ describe("a request's reservation estimate", () => {
     expect(json.charge(999)).toMatchObject({ model: "gemini-2.5-pro", input_tokens: 12, output_tokens: 3, cache_read_tokens: 0 })
   })
 
+  it("an event-stream line over 32 MiB is not held: skipped to its end, its bytes charged as output, the next events read", () => {
+    const line = `data: ${JSON.stringify({ type: "message_start", message: { model: "m", usage: { input_tokens: 10, output_tokens: 1 } }, pad: "x".repeat(33 * 1024 * 1024) })}`
+    const tap = new ResponseTap("text/event-stream", null)
+    const bytes = Buffer.from(`${line}\n\n`)
+    for (let at = 0; at < bytes.length; at += 1024 * 1024) tap.write(bytes.subarray(at, at + 1024 * 1024))
+    tap.write(Buffer.from(`data: ${JSON.stringify({ type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "hi" } })}\n\n`))
+    // The long line's usage is not read (it was not held); the charge is never below what it could carry.
+    expect(tap.charge(999)).toMatchObject({ model: null, input_tokens: 999, output_tokens: line.length + 2 })
+  })
+
   it("a stream cut before its last usage is charged at least the bytes it generated", () => {
     const text = "x".repeat(5000)
     const frames = [
