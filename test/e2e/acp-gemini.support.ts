@@ -12,6 +12,7 @@ import { Reply } from "../../src/testing/ScriptedLlm.js"
 import { makeTmpDir } from "../support/tmp.js"
 import { type Agent, cli, cliJson, startDaemon } from "../integration/daemon.support.js"
 import { agentEvents, dataNamed, withLlm } from "./daemon-claude.support.js"
+import { FILE_BYTES, HELD, LEAD, teamScript } from "./team.support.js"
 
 export const MODEL = "gemini-scripted"
 export const KEY = "AIza-test-daemon-only"
@@ -50,6 +51,42 @@ export const firstPrompt = (r: { readonly body: unknown }): string => {
 
 /** Requests of the agent whose instructions contain `marker`. */
 export const byAgent = (marker: string) => (r: ScriptedLlm.ScriptRequest) => firstPrompt(r).includes(marker)
+
+/** Whose request it was: the team member whose instructions open its first prompt. */
+export const whose = (r: { readonly body: unknown }): string => {
+  const p = firstPrompt(r)
+  return p.includes(LEAD) ? "lead" : p.includes("AGENT=coder") ? "coder" : p.includes("AGENT=reviewer") ? "reviewer" : "?"
+}
+
+/** A reply's calls of Substrat's tools under Gemini CLI's names (`mcp__substrat__x` → `mcp_substrat_x`). */
+const geminiNames = (r: ScriptedLlm.Reply): ScriptedLlm.Reply =>
+  r._tag === "Message" && r.content.some((b) => b.type === "tool_use")
+    ? { ...r, content: r.content.map((b) => (b.type === "tool_use" ? { ...b, name: b.name.replace(/^mcp__substrat__/, "mcp_substrat_") } : b)) }
+    : r
+
+/**
+ * The team's script for gemini agents: each rule keyed on an agent's system prompt is keyed on
+ * its first prompt instead (Gemini CLI's system prompt is its own). The coder writes with Gemini
+ * CLI's own write_file, the reviewer reads with its read_file. `held`: the reviewer's first
+ * request is held (label HELD) until the daemon is dead.
+ */
+export const geminiTeamScript = (held = false): Array<ScriptedLlm.ScriptEntry> => [
+  ...(held ? [{ match: { where: byAgent("AGENT=reviewer") }, reply: Reply.text("never seen"), delayMs: 600_000, label: HELD }] : []),
+  ...teamScript({
+    usage,
+    write: Reply.toolCall("write_file", { file_path: "/workspace/version.ts", content: FILE_BYTES }),
+    read: Reply.toolCall("read_file", { file_path: "/workspace/version.ts" })
+  }).map((e) => {
+    const m = e.match
+    if (m?.system === undefined) return e
+    const { system, where, ...rest } = m
+    return {
+      ...e,
+      reply: geminiNames(e.reply),
+      match: { ...rest, where: (r: ScriptedLlm.ScriptRequest) => firstPrompt(r).includes(system) && (where === undefined || where(r)) }
+    }
+  })
+]
 
 /** Side doors of the Gemini forwarder: other endpoints and versions, a key in the query, model names that try to leave the path. */
 export const geminiDoors: ReadonlyArray<string> = [

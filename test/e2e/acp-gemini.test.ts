@@ -11,8 +11,10 @@ import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { Reply } from "../../src/testing/ScriptedLlm.js"
 import { type Agent, cli, cliJson, startDaemon } from "../integration/daemon.support.js"
-import { byAgent, geminiDoors, geminiEnvKeys, geminiHome, geminiSideDoors, KEY, MODEL, price, usage, withUsage } from "./acp-gemini.support.js"
+import type * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
+import { byAgent, geminiDoors, geminiEnvKeys, geminiHome, geminiSideDoors, geminiTeamScript, KEY, MODEL, price, usage, whose, withUsage } from "./acp-gemini.support.js"
 import { agentEvents as events, daemonTestScope, dataNamed as of, withLlm } from "./support.js"
+import { checkTeamEndState, expectOrder, HELD, killDuringReview, rewait, sendTheTask } from "./team.support.js"
 
 const { ds, homes } = daemonTestScope(geminiEnvKeys)
 
@@ -85,4 +87,41 @@ describe("acp:gemini, the real Gemini CLI (daemon + CLI, bwrap, network off, scr
     expect(r.reserved).toBe(2)
     expect(r.keySeen).toBe(false)
   }, 180_000)
+
+  it("the team: lead spawns coder and reviewer, coder writes with gemini's write_file, reviewer reads it with read_file, `send --wait` prints lead's answer; every request metered", () =>
+    withLlm([], async (llm) => {
+      const home = geminiHome(llm, homes)
+      await Effect.runPromise(llm.replace(geminiTeamScript()))
+      await sendTheTask(home, "acp:gemini", ds.track)
+      await checkGeminiTeam(home, llm)
+    }), 420_000)
+
+  it("the team, kill -9 of the daemon while the reviewer's turn runs: `agent wait` prints the answer after a restart; nothing lost or answered twice", () =>
+    withLlm([], async (llm) => {
+      const home = geminiHome(llm, homes)
+      const request = await killDuringReview(home, llm, "acp:gemini", geminiTeamScript(true), ds.track)
+      ds.track(await startDaemon(home))
+      await rewait(home, request)
+      const reqs = await checkGeminiTeam(home, llm)
+      expect(reqs.filter((r) => r.label === HELD).length).toBe(1)
+    }), 420_000)
 })
+
+/** The end state of the gemini team: the team's, gemini's own tools, every request metered once. */
+const checkGeminiTeam = async (home: string, llm: ScriptedLlm.ScriptedLlmServer) => {
+  const { agents, by } = await checkTeamEndState(home)
+  expect(agents.map((a) => a.provider)).toEqual(["acp:gemini", "acp:gemini", "acp:gemini"])
+  const calls = (name: string) =>
+    of(events(home, by[name]!.session_id), "tool_call.invoked").map((c) => (c["tool"] === "permission" ? "permission" : String(c["call_id"]).split("__")[0]))
+  // Gemini CLI's own tools (its call ids name them; the tool shows as its title), the write asked and allowed (approve auto).
+  expect(calls("coder")).toEqual(["permission", "write_file"])
+  expect(calls("reviewer")).toEqual(["read_file"])
+  const reqs = await Effect.runPromise(llm.modelRequests)
+  expectOrder(reqs.filter((r) => r.label !== HELD))
+  // Every request is one of the team's conversation, for the model, with the daemon's key; each
+  // agent's answered requests metered one by one at the scripted usage.
+  expect(reqs.filter((r) => r.label === undefined).map((r) => `${whose(r)}: ${(r.lastUser ?? "").slice(0, 100)}`)).toEqual([])
+  expect(reqs.every((r) => r.kind === "gemini" && r.model === MODEL && r.headers["x-goog-api-key"] === KEY)).toBe(true)
+  for (const a of agents) expectPerRequestUsage(home, a, reqs.filter((r) => whose(r) === a.name && r.label !== HELD).length)
+  return reqs
+}

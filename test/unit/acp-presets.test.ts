@@ -36,6 +36,11 @@ describe("acp presets", () => {
     })
   })
 
+  it("gemini uses its own file access and starts a new session after a restart; the others take the client's fs and session/load", () => {
+    const flags = Object.fromEntries(Object.keys(builtinPresets).map((n) => [n, [preset(n).clientFs !== false, preset(n).loadSession !== false]]))
+    expect(flags).toEqual({ qwen: [true, true], gemini: [false, false], opencode: [true, true], claude: [true, true], codex: [true, true] })
+  })
+
   it("the model environment per route: forwarded base URL and placeholder key, never a real key", () => {
     expect(modelEnv(preset("codex"), "m1")).toEqual({ OPENAI_BASE_URL: "http://127.0.0.1:8411/v1", OPENAI_API_KEY: "substrat-forwarded", OPENAI_MODEL: "m1" })
     expect(modelEnv(preset("claude"), "m2")).toEqual({

@@ -140,7 +140,7 @@ export const factory = Effect.gen(function*() {
         let sessionId: string | null = null
         let intro: string | null = instructions
         if (kept !== null) {
-          if (proc.initialized.agentCapabilities?.loadSession === true) {
+          if (proc.initialized.agentCapabilities?.loadSession === true && preset.loadSession !== false) {
             const loaded = yield* Effect.tryPromise(() =>
               proc.agent.request("session/load", { sessionId: kept, cwd: WorkspaceFs.SANDBOX_WORKSPACE, mcpServers })
             ).pipe(Effect.either)

@@ -194,7 +194,7 @@ export const launch = (input: LaunchInput) =>
     const req = yield* processRequest({ ...input, codexCatalog })
     const { hostPath: _h, from: _f, ...bare } = req
     const request = input.egressSocket === null ? bare : withEgress(bare, input.settings, input.egressSocket)
-    const proc = yield* AcpProcess.start(`acp:${input.presetName}`, input.sandbox, { workspace: input.agent.workspace, ...request }, input.handlers, { fs: true, terminal: true })
+    const proc = yield* AcpProcess.start(`acp:${input.presetName}`, input.sandbox, { workspace: input.agent.workspace, ...request }, input.handlers, { fs: input.preset.clientFs !== false, terminal: true })
     return { proc, mcpServers: mcpServersOf(input.settings) }
   })
 

@@ -38,7 +38,11 @@ export const Preset = Schema.Struct({
    * The agent CLI an adapter runs (`claude`, `codex`): found and bound as the claude / codex
    * providers find theirs (Launch.ts), handed to the adapter, with that provider's environment.
    */
-  cli: Schema.optional(Schema.Literal("claude", "codex"))
+  cli: Schema.optional(Schema.Literal("claude", "codex")),
+  /** Offer the client's `fs/*` (WorkspaceFs.ts; default yes); false: the agent reads and writes /workspace itself, inside its sandbox. */
+  clientFs: Schema.optional(Schema.Boolean),
+  /** Continue a kept session with `session/load` when the agent offers it (default yes); false: a new session with the recovery note. */
+  loadSession: Schema.optional(Schema.Boolean)
 })
 export type Preset = typeof Preset.Type
 
@@ -89,7 +93,14 @@ export const builtinPresets: PresetTable = {
     // instances reserves ~10 GiB of address space, and a few exhaust the sandbox's RLIMIT_AS.
     env: { ...offline, GEMINI_CLI_TRUST_WORKSPACE: "true", NODE_OPTIONS: "--disable-wasm-trap-handler" },
     model: "gemini",
-    package: "@google/gemini-cli"
+    package: "@google/gemini-cli",
+    // Gemini CLI 0.61 reads a JSON-RPC error answer as "[object Object]": a missing file on the
+    // client's fs is never "not found" to it, so its write_file cannot create a file. It uses its
+    // own file access in the sandbox instead (the same /workspace).
+    clientFs: false,
+    // Its session/load answers first and replays the history afterwards, unawaited: the replayed
+    // messages would arrive as the next turn's output. A new session with the recovery note instead.
+    loadSession: false
   },
   opencode: {
     command: ["opencode", "acp"],
