@@ -6,7 +6,7 @@ import { execFile } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import { type Agent, cli, cliJson, daemons, launcher, rpcOnce, startDaemon, waitFor } from "../integration/daemon.support.js"
+import { type Agent, cli, cliJson, daemons, inboxItems, launcher, rpcOnce, startDaemon, waitFor } from "../integration/daemon.support.js"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
 
 const owned = daemons()
@@ -53,15 +53,14 @@ describe("agent ls: states, usage and colour", () => {
     }))
     // One slot: while holder's turn holds it, another agent's turn is queued.
     owned.track(await startDaemon(h, ["--slots", "1"]))
-    const inbox = async () => (await cliJson<{ items: ReadonlyArray<Item> }>(h, ["inbox"])).items
 
     await cliJson<Agent>(h, ["agent", "create", "--provider", "scripted:b", "--name", "asker"])
     expect((await cli(h, ["agent", "send", "asker", "start"])).code).toBe(0)
-    await waitFor("the question", async () => (await inbox()).find((i) => i.kind === "question"))
+    await waitFor("the question", async () => (await inboxItems<Item>(h)).find((i) => i.kind === "question"))
 
     await cliJson<Agent>(h, ["agent", "create", "--provider", "scripted:b", "--name", "spender", "--budget-turns", "1"])
     for (const m of ["one", "two"]) expect((await cli(h, ["agent", "send", "spender", m])).code).toBe(0)
-    await waitFor("the breach", async () => (await inbox()).find((i) => i.kind === "budget"))
+    await waitFor("the breach", async () => (await inboxItems<Item>(h)).find((i) => i.kind === "budget"))
 
     const holder = await cliJson<Agent>(h, ["agent", "create", "--provider", "scripted:b", "--name", "holder"])
     expect((await cli(h, ["agent", "send", "holder", "hold the slot"])).code).toBe(0)

@@ -7,7 +7,7 @@
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import { type Agent, cli, cliJson, daemons, kill9, spawnCli, startDaemon, waitFor } from "../integration/daemon.support.js"
+import { type Agent, cli, cliJson, daemons, inboxItems, kill9, spawnCli, startDaemon, waitFor } from "../integration/daemon.support.js"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
 import { agentEvents as events, dataNamed as of } from "./support.js"
 
@@ -39,7 +39,7 @@ const home = () => {
 }
 
 const items = async (h: string) => (await cliJson<{ items: ReadonlyArray<Item> }>(h, ["inbox"])).items
-const question = (h: string) => waitFor("the question", async () => (await items(h)).find((i) => i.kind === "question"))
+const question = (h: string) => waitFor("the question", async () => (await inboxItems<Item>(h)).find((i) => i.kind === "question"))
 
 /** The messages to USER in the lead's log: [kind, progress, text]. */
 const toUser = (h: string, sid: string) =>
@@ -91,7 +91,7 @@ describe("ask_human keeps USER's request open", () => {
     // Still asking, and the request is still open (no answer item yet).
     expect((await items(h)).map((i) => [i.kind, i.id])).toEqual([["question", q.id]])
     expect((await cli(h, ["inbox", "answer", q.id, "green"])).code).toBe(0)
-    const answer = await waitFor("the answer item", async () => (await items(h)).find((i) => i.kind === "answer"))
+    const answer = await waitFor("the answer item", async () => (await inboxItems<Item>(h)).find((i) => i.kind === "answer"))
     expect(answer).toMatchObject({ id: expect.any(String), agent_name: "lead", text: "The team's final answer: painted." })
     const rewait = await cli(h, ["agent", "wait", "lead", request])
     expect(rewait.code).toBe(0)

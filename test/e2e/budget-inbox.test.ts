@@ -8,7 +8,7 @@
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import { type Agent, cli, cliJson, daemons, kill9, sleep, startDaemon, waitFor } from "../integration/daemon.support.js"
+import { type Agent, cli, cliJson, daemons, inboxItems, kill9, sleep, startDaemon, waitFor } from "../integration/daemon.support.js"
 import { request } from "../integration/http.support.js"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
 
@@ -59,7 +59,7 @@ describe("budgets and the human inbox (daemon + CLI)", () => {
     const root = await cliJson<Agent>(h, ["agent", "create", "--provider", "scripted:b", "--name", "lead", "--budget-turns", "2"])
     for (const m of ["one", "two", "three"]) expect((await cli(h, ["agent", "send", "lead", m])).code).toBe(0)
     const items = await waitFor("the breach in the inbox", async () => {
-      const xs = await inbox(h)
+      const xs = (await inboxItems<Item>(h)).filter((i) => i.kind !== "answer")
       return xs.some((i) => i.kind === "budget") ? xs : undefined
     })
     expect(items).toMatchObject([{ kind: "budget", agent_name: "lead" }])
@@ -107,7 +107,7 @@ describe("budgets and the human inbox (daemon + CLI)", () => {
     owned.track(await startDaemon(h))
     const a = await cliJson<Agent>(h, ["agent", "create", "--provider", "scripted:b", "--name", "asker"])
     expect((await cli(h, ["agent", "send", "asker", "start"])).code).toBe(0)
-    const q = await waitFor("the question", async () => (await inbox(h)).find((i) => i.kind === "question"))
+    const q = await waitFor("the question", async () => (await inboxItems<Item>(h)).find((i) => i.kind === "question"))
     expect(q).toMatchObject({ agent_name: "asker", text: "Which color?" })
     // Parked: a message meanwhile runs no turn.
     expect((await cli(h, ["agent", "send", "asker", "are you there?", "--notify"])).code).toBe(0)

@@ -12,7 +12,7 @@
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import { type Agent, cli, cliJson, daemons, kill9, rpcOnce, startDaemon, waitFor } from "../integration/daemon.support.js"
+import { type Agent, cli, cliJson, daemons, inboxItems, kill9, rpcOnce, startDaemon, waitFor } from "../integration/daemon.support.js"
 import { request } from "../integration/http.support.js"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
 
@@ -128,7 +128,7 @@ describe("tree caps and queued spawns (daemon + CLI)", () => {
     owned.track(await startDaemon(h))
     const solo = await cliJson<Agent>(h, ["agent", "create", "--provider", "scripted:b", "--name", "solo"])
     expect((await cli(h, ["agent", "send", "solo", "write it"])).code).toBe(0)
-    const item = await waitFor("the answer in the inbox", async () => (await inbox(h)).find((i) => i.kind === "answer"))
+    const item = await waitFor("the answer in the inbox", async () => (await inboxItems<Item>(h)).find((i) => i.kind === "answer"))
     expect(item).toMatchObject({ agent_name: "solo", text: "the report is ready" })
     const http = await request({ socketPath: Path.join(h, "http.sock") }, "GET", "/v1/inbox")
     expect(http.json<{ items: ReadonlyArray<Item> }>().items.filter((i) => i.kind === "answer").map((i) => i.id)).toEqual([item.id])

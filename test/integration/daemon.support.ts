@@ -279,6 +279,10 @@ export const rpcOnce = async <A>(home: string, method: string, params?: unknown)
   }
 }
 
+/** The human inbox's items as `inbox --json` prints them, over the admin socket: for polls (no CLI process each). */
+export const inboxItems = async <I>(home: string): Promise<ReadonlyArray<I>> =>
+  (await rpcOnce<{ items: ReadonlyArray<I> }>(home, "inbox.list")).items
+
 /** Does the daemon of `home` answer `daemon.status`? (true, or undefined for `waitFor`) */
 export const answers = (home: string): Promise<true | undefined> =>
   rpcOnce(home, "daemon.status").then(() => true as const, () => undefined)
