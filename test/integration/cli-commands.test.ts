@@ -230,7 +230,9 @@ describe("substrat CLI ↔ daemon (real processes, --json)", () => {
       [["agent", "send", "", "hi"], 2],
       [["agent", "send", "x".repeat(300), "hi"], 2],
       [["agent", "inspect", "x".repeat(300)], 2],
-      [["agent", "create", "--name", "w", "--workspace", "not-a-uuid"], 4]
+      [["agent", "create", "--name", "w", "--workspace", "not-a-uuid"], 4],
+      [["session", "list", "--after", "not-a-uuid"], 2],
+      [["session", "list", "--limit", "0"], 2]
     ]
     for (const [args, code] of cases) {
       const r = await cli(home, args)

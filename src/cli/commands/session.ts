@@ -1,6 +1,6 @@
 // `substrat session list|suspend|resume|delete`: low-level control of agents' sessions.
 import { Args, Command, Options } from "@effect/cli"
-import { Console, Effect, Option } from "effect"
+import { Console, Effect, Option, Schema } from "effect"
 import { SessionId } from "../../domain/ids.js"
 import { SessionRef } from "../../protocol/admin/common.js"
 import { SessionGroup } from "../../protocol/admin/session.js"
@@ -12,11 +12,13 @@ import { describe } from "../Help.js"
 const sessionArg = Args.text({ name: "session" }).pipe(Args.withSchema(SessionRef), Args.withDescription("Session id or unique id prefix, or its agent's name"))
 
 const limit = Options.integer("limit").pipe(
+  Options.withSchema(Schema.Int.pipe(Schema.between(1, 100_000))),
   Options.withDescription("Show one page of at most this many sessions (oldest first); the next page's --after is printed to stderr"),
   Options.optional
 )
 const after = Options.text("after").pipe(
   Options.withPseudoName("session-id"),
+  Options.withSchema(SessionId),
   Options.withDescription("Start after this session id (the previous page's last)"),
   Options.optional
 )
@@ -26,7 +28,7 @@ const listCommand = Command.make("list", { home, json, quiet, limit, after }, (o
     const socket = pathsOf(o.home).socket
     const page = {
       ...Option.match(o.limit, { onNone: () => ({}), onSome: (limit) => ({ limit }) }),
-      ...Option.match(o.after, { onNone: () => ({}), onSome: (a) => ({ after: SessionId.make(a) }) })
+      ...Option.match(o.after, { onNone: () => ({}), onSome: (after) => ({ after }) })
     }
     const r = yield* withClient(SessionGroup, socket, (c) => call(socket, c.session.list(Object.keys(page).length === 0 ? undefined : page)))
     if (o.json) return yield* printJson(r)
