@@ -37,6 +37,8 @@ describe("cluster drain at its edges", () => {
   const runnerOf = (root: string) => rowOf(url, root)
   // A tree whose shard is B's while both runners live: it stays on B throughout.
   let staying: Agent | undefined
+  // The race's tree (on B once A is drained below).
+  let raced: Agent | undefined
 
   /** A tree made from A that the engine places on A (others made on the way are terminated). */
   const treeOnA = async (prefix: string, provider: string): Promise<Agent> => {
@@ -78,6 +80,7 @@ describe("cluster drain at its edges", () => {
 
   it("a send racing handovers both ways: each answered once on the tree's runner, or refused with exit 5; none lost, none 'not found'", async () => {
     const tree = await treeOnA("race", "scripted")
+    raced = tree
     const outcomes: Array<{ ok: true; id: string; text: string } | { ok: false; message: string }> = []
     let stop = false
     let n = 0
@@ -180,8 +183,9 @@ describe("cluster drain at its edges", () => {
   it("A restarted takes back its shards' trees reading only theirs: a log of a tree that stays on B that does not decode is not read", async () => {
     // A row of the staying tree's log that does not decode: a read of that log fails (EventLogError, decode).
     await query(url, `INSERT INTO substrat_events (session_id, seq, line) VALUES ('${staying!.session_id}', 1000000, 'not an entry')`)
+    const race = raced!
+    expect(await runnerOf(race.id)).toBe(addrB())
     await startRunner(owned, homeA, url, pa, 2)
-    const race = (await cliJson<{ agents: ReadonlyArray<Agent> }>(homeB, ["agent", "list"])).agents.find((a) => a.name.startsWith("race"))!
     // Before, A's takeover read every record and log of the cluster, failed on that row and was retried forever: the tree never came back.
     await waitFor("the race tree back on A", async () => (await runnerOf(race.id)) === addrA() ? true : undefined, 90_000)
     const r = await cli(homeA, ["agent", "send", race.name, "after the restart", "--wait"])
