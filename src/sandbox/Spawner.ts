@@ -20,6 +20,8 @@
 //   one-shot command that spawned something still exits.
 //
 // `launchDirect` is the old in-process path (kept for the benchmark's before/after).
+// Over 300 lines because both ends of the channel (the spawner's script and the daemon's client)
+// and the fallback path are one protocol: a message added on one side is read on the other here.
 import { type ChildProcess, spawn } from "node:child_process"
 import type { Socket } from "node:net"
 import type { Readable, Writable } from "node:stream"
