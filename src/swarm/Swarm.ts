@@ -383,18 +383,26 @@ export class Swarm extends Effect.Service<Swarm>()("substrat/swarm/Swarm", {
         return spec.id
       })
 
+    /** Start the watcher; done once its OS watch is in place (a save from then on counts), or it failed. */
     const watch = Effect.gen(function*() {
       const rec = record!
       const watcher = yield* withTools((ctx) => Effect.succeed(Context.get(ctx, SwarmWatcher)))
-      const run = watcher.watch(rec.root, liveNodes(), { languages: rec.languages, debounce: config.debounceMs ?? DEBOUNCE_MS }).pipe(
+      const subscribed = yield* Deferred.make<void>()
+      const run = watcher.watch(rec.root, liveNodes(), {
+        languages: rec.languages,
+        debounce: config.debounceMs ?? DEBOUNCE_MS,
+        subscribed: Deferred.succeed(subscribed, undefined)
+      }).pipe(
         Stream.runForEach((change) =>
           lock.withPermits(1)(onSave(change)).pipe(
             Effect.catchAll((e) => Effect.logWarning(`swarm: a change batch failed: ${e.message}`))
           )
         ),
-        Effect.catchAllCause((cause) => Effect.logError("swarm: the watcher stopped", cause))
+        Effect.catchAllCause((cause) => Effect.logError("swarm: the watcher stopped", cause)),
+        Effect.ensuring(Deferred.succeed(subscribed, undefined))
       )
       yield* FiberHandle.run(watching, run)
+      yield* Deferred.await(subscribed)
     })
 
     const startLocked = (args: StartArgs) =>

@@ -1,5 +1,5 @@
-// The swarm's file-change trigger: watch a code tree (platform FileSystem.watch; give it the
-// @parcel/watcher backend with `layerParcelFileSystem`), debounce bursts of saves, re-discover
+// The swarm's file-change trigger: watch a code tree (@parcel/watcher through TreeWatch.ts, which
+// says when the watch is in place), debounce bursts of saves, re-discover
 // only the files that changed and emit the diff of their nodes — `changed` are the nodes whose
 // own-text hash differs, i.e. the node agents a save should wake.
 import { FileSystem, Path } from "@effect/platform"
@@ -8,13 +8,18 @@ import { NodeFileSystem } from "@effect/platform-node"
 import * as ParcelWatcher from "@effect/platform-node/NodeFileSystem/ParcelWatcher"
 import { Duration, Effect, Layer, Ref, Stream } from "effect"
 import * as NoFollow from "../sandbox/NoFollow.js"
+import { watchTree } from "./TreeWatch.js"
 import { diffNodes, isEmptyDiff, type SwarmDiff } from "./Diff.js"
 import { dirNodes, Discovery, groupByPath } from "./Discovery.js"
 import { type DiscoveryError, languageOf } from "./Grammars.js"
 import { defaultIgnoredNames, makeIgnore } from "./Ignore.js"
 import type { SwarmLanguage, SwarmNode, SwarmNodeId } from "./SwarmNode.js"
 
-/** The platform FileSystem with the @parcel/watcher backend for `watch` (recursive, inotify on Linux). */
+/**
+ * The platform FileSystem the watcher reads with, its `watch` backed by @parcel/watcher (recursive,
+ * inotify on Linux). `SwarmWatcher.watch` itself subscribes through TreeWatch.ts, which says when the
+ * watch is in place.
+ */
 export const layerParcelFileSystem: Layer.Layer<FileSystem.FileSystem> = NodeFileSystem.layer.pipe(
   Layer.provide(ParcelWatcher.layer)
 )
@@ -25,6 +30,8 @@ export interface SwarmWatchOptions {
   /** Names skipped wherever they occur (default: node_modules, .git, dist). */
   readonly ignore?: ReadonlyArray<string>
   readonly languages?: ReadonlyArray<SwarmLanguage>
+  /** Run once the OS watch is in place: saves from then on are seen. */
+  readonly subscribed?: Effect.Effect<void>
 }
 
 /** One debounced batch of saves. */
@@ -127,7 +134,7 @@ export class SwarmWatcher extends Effect.Service<SwarmWatcher>()("substrat/swarm
             return { files, changed: diff.changed.map((c) => c.after.id), diff } satisfies SwarmChange
           })
 
-        return fs.watch(realRoot, { recursive: true }).pipe(
+        return watchTree(realRoot, options.subscribed ?? Effect.void).pipe(
           Stream.mapConcat(affected),
           Stream.tap((rel) => Ref.update(pending, (s) => s.add(rel))),
           Stream.debounce(options.debounce ?? Duration.millis(100)),

@@ -4,7 +4,7 @@ import * as fs from "node:fs"
 import * as http from "node:http"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
-import { cli, cliJson, kill9, sleep, startDaemon, waitFor } from "./daemon.support.js"
+import { cli, cliJson, kill9, rpcOnce, sleep, startDaemon, waitFor } from "./daemon.support.js"
 import { type LogLine, logOf, type SwarmAgent, swarmScope, write } from "./swarm.support.js"
 
 const { owned, fresh } = swarmScope("substrat-swarm-")
@@ -247,5 +247,20 @@ describe("swarm mode (real daemon, real files, real watcher)", () => {
     expect(log2.turns[0]).toMatchObject({ agent: "USER", subject: expect.stringContaining("src/a.ts") })
     expect(logOf(home, fn.session_id).filter((l) => l.event === "workspace.diff")).toHaveLength(1)
     expect(logOf(home, fn.session_id).filter((l) => l.event === "message.enqueued" && l.data["sender"] === "SYSTEM")).toHaveLength(1)
+  }, 120_000)
+  it("a save made the moment swarm.start answers is seen (the watch is in place before the answer)", async () => {
+    const { home, repo } = fresh()
+    write(repo, "main.py", MAIN_PY)
+    // Many directories: the OS watch is set on each, which takes a while after the tree is read.
+    for (let i = 0; i < 1500; i++) fs.mkdirSync(join(repo, "data", `d${Math.floor(i / 50)}`, `e${i}`), { recursive: true })
+    owned.track(await startDaemon(home))
+
+    await rpcOnce(home, "swarm.start", { path: repo, provider: "scripted:echo" })
+    write(repo, "main.py", MAIN_PY.replace("return 1", "return 2"))
+    const py = await waitFor("hello's agent woken by the save", async () => {
+      const a = (await agentsOf(home)).get("main.py#function:hello")
+      return a !== undefined && count(logOf(home, a.session_id), "turn.complete") >= 1 ? a : undefined
+    })
+    expect(logOf(home, py.session_id).filter((l) => l.event === "message.enqueued" && l.data["sender"] === "SYSTEM")).toHaveLength(1)
   }, 120_000)
 })
