@@ -14,7 +14,7 @@
 // and it resumes by `Last-Event-ID` from the logs. The backlog is encoded as the client reads it
 // (once per entry, kept with the entry); live batches wait behind it, under the same bound.
 import { HttpServerResponse } from "@effect/platform"
-import { Effect, Either, Exit, Scope } from "effect"
+import { Effect, Either, Exit, Runtime, Scope } from "effect"
 import { Readable } from "node:stream"
 import { toRpcError } from "../protocol/WireErrors.js"
 import type { LogEntry } from "../domain/events.js"
@@ -122,8 +122,11 @@ const backlogChunk = 4096
 export const open = (feed: EventFeed, options: FeedOptions, limit: number = queueLimit): Effect.Effect<Readable> =>
   Effect.gen(function*() {
     const scope = yield* Scope.make()
-    // Unknown until the subscription is made: nothing live may pass it before.
+    // The Readable's destroy (a Node callback) closes the scope on the caller's runtime.
+    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+    // Unknown until the subscription is made: nothing live may pass it before; `at`: the next backlog item to push.
     let backlog: ReadonlyArray<FeedItem> | undefined
+    let at = 0
     let last = 0
     // Live batches that came while backlog remains (undefined once it is all pushed) and their bytes.
     let behind: Array<Uint8Array> | undefined = []
@@ -132,6 +135,7 @@ export const open = (feed: EventFeed, options: FeedOptions, limit: number = queu
     const end = (tail: Uint8Array) => {
       done = true
       backlog = []
+      at = 0
       behind = undefined
       out.push(tail)
       out.push(null)
@@ -139,10 +143,10 @@ export const open = (feed: EventFeed, options: FeedOptions, limit: number = queu
     /** Pushes backlog while the client wants more, then what waited behind it. */
     const pump = () => {
       if (backlog === undefined) return
-      while (!done && backlog.length > 0) {
+      while (!done && at < backlog.length) {
         const parts: Array<Uint8Array> = []
-        last = encode(backlog.slice(0, backlogChunk), last, parts)
-        backlog = backlog.slice(backlogChunk)
+        last = encode(backlog.slice(at, at + backlogChunk), last, parts)
+        at += backlogChunk
         if (!out.push(concat(parts))) return
       }
       if (done || behind === undefined) return
@@ -153,7 +157,7 @@ export const open = (feed: EventFeed, options: FeedOptions, limit: number = queu
       read: pump,
       destroy: (error, callback) => {
         done = true
-        Effect.runFork(Scope.close(scope, Exit.void))
+        runFork(Scope.close(scope, Exit.void))
         callback(error)
       }
     })
