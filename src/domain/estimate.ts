@@ -14,6 +14,8 @@ export interface RequestEstimate {
   readonly input_tokens: number
   /** Output tokens at most. */
   readonly output_tokens: number
+  /** Responses generated at once (Chat Completions `n`, Gemini `candidateCount`) when more than one. */
+  readonly choices?: number
 }
 
 /** No model takes a larger context than this (tokens). */
@@ -56,7 +58,7 @@ export const estimateOf = (body: Uint8Array, pathModel?: string): RequestEstimat
   const asked = [j["max_tokens"], j["max_completion_tokens"], j["max_output_tokens"], g["maxOutputTokens"]].map(count).filter((n) => n !== undefined)
   const each = Math.min(cap, asked.length === 0 ? cap : Math.max(...asked))
   const choices = Math.min(128, Math.max(count(j["n"]) ?? 1, count(g["candidateCount"]) ?? 1))
-  return { model, input_tokens: Math.min(INPUT_CEILING, body.byteLength), output_tokens: each * choices }
+  return { model, input_tokens: Math.min(INPUT_CEILING, body.byteLength), output_tokens: each * choices, ...(choices > 1 ? { choices } : {}) }
 }
 
 /**

@@ -36,10 +36,14 @@ export const defaultPrices: PriceTable = {
   "gpt-4o": { input: 2.5, output: 10, cache_read: 1.25 },
   "o4-mini": { input: 1.1, output: 4.4, cache_read: 0.275 },
   "o3": { input: 2, output: 8, cache_read: 0.5 },
-  // Gemini: the price of prompts up to 200k tokens (longer ones cost more: set `meter.prices`).
-  "gemini-2.5-pro": { input: 1.25, output: 10, cache_read: 0.125 },
-  "gemini-2.5-flash-lite": { input: 0.1, output: 0.4, cache_read: 0.01 },
-  "gemini-2.5-flash": { input: 0.3, output: 2.5, cache_read: 0.03 }
+  // Gemini (Developer API, standard tier; docs/budgets.md says what each figure was checked
+  // against): prompts up to 200k tokens (2.5 Pro's longer ones cost more: set `meter.prices`);
+  // text input (2.5 Flash's audio input costs more). Gemini reports no cache writes (implicit
+  // caching has no write charge; explicit caches, `cachedContents`, are off the forwarder's
+  // allowlist): cache_write at the input price keeps a reservation's input at the input price.
+  "gemini-2.5-pro": { input: 1.25, output: 10, cache_read: 0.125, cache_write: 1.25 },
+  "gemini-2.5-flash-lite": { input: 0.1, output: 0.4, cache_read: 0.01, cache_write: 0.1 },
+  "gemini-2.5-flash": { input: 0.3, output: 2.5, cache_read: 0.03, cache_write: 0.3 }
 }
 
 const decodeTable = Schema.decodeUnknownEither(Schema.parseJson(PriceTable))

@@ -8,9 +8,11 @@
 //   OpenAI Responses     /v1/responses: `usage` of the body or of `response.completed`;
 //                        input_tokens includes input_tokens_details.cached_tokens
 //   Gemini               /v1beta/models/<model>:generateContent / :streamGenerateContent: `usageMetadata`
-//                        of the body or of each chunk (the last, with a `finishReason`, is final);
-//                        promptTokenCount includes cachedContentTokenCount, toolUsePromptTokenCount
-//                        is input too, thoughtsTokenCount is output; the model is `modelVersion`
+//                        of the body or of each chunk (cumulative: each replaces the last; final
+//                        once every candidate asked for — `candidateCount` — has its `finishReason`);
+//                        its counts cover all candidates; promptTokenCount includes
+//                        cachedContentTokenCount, toolUsePromptTokenCount is input too,
+//                        thoughtsTokenCount is output; the model is `modelVersion`
 // Normalised: `input_tokens` is uncached input only; cache reads and writes are apart.
 import { StringDecoder } from "node:string_decoder"
 import { StreamedOutput, withFloor } from "./estimate.js"
@@ -40,10 +42,13 @@ export class UsageAccumulator {
   private cacheWrite: number | undefined
   private cost: number | undefined
   private seen = false
+  /** Gemini: the indexes of the candidates that finished. */
+  private readonly finished = new Set<number>()
   /** The response's last usage was seen (the stream's end, or a whole JSON body). */
   complete = false
 
-  constructor(model: string | null = null) {
+  /** `candidates`: how many responses the request asked for (Gemini's `candidateCount`). */
+  constructor(model: string | null = null, private readonly candidates = 1) {
     this.model = model
   }
 
@@ -98,8 +103,11 @@ export class UsageAccumulator {
     if (isObj(o["usageMetadata"])) {
       this.noteModel(o["modelVersion"])
       this.gemini(o["usageMetadata"])
-      const candidates = Array.isArray(o["candidates"]) ? o["candidates"] : []
-      if (candidates.some((c) => isObj(c) && typeof c["finishReason"] === "string")) this.complete = true
+      // A candidate's chunks may end before another's: the usage is final once each one finished
+      // (a candidate's `index` is left out when it is 0).
+      const candidates: ReadonlyArray<unknown> = Array.isArray(o["candidates"]) ? o["candidates"] : []
+      for (const c of candidates) if (isObj(c) && typeof c["finishReason"] === "string") this.finished.add(num(c["index"]) ?? 0)
+      if (this.finished.size >= this.candidates) this.complete = true
       return
     }
     const type = o["type"]
@@ -123,6 +131,11 @@ export class UsageAccumulator {
       // A Chat Completions stream's usage comes in its last chunk; an Anthropic body has it whole.
       if (type !== "message_delta") this.complete = true
     }
+  }
+
+  /** The object observed last was the whole response (a JSON body): its usage is final. */
+  whole(): void {
+    if (this.seen) this.complete = true
   }
 
   /** Null when the response carried no usage at all (an error, or a server that reports none). */
@@ -156,9 +169,10 @@ export class ResponseTap {
   private skipping = false
   private readonly streamed = new StreamedOutput()
 
-  constructor(contentType: string | undefined, requestModel: string | null) {
+  /** `candidates`: how many responses the request asked for (Gemini's `candidateCount`). */
+  constructor(contentType: string | undefined, requestModel: string | null, candidates = 1) {
     this.sse = (contentType ?? "").toLowerCase().includes("text/event-stream")
-    this.acc = new UsageAccumulator(requestModel)
+    this.acc = new UsageAccumulator(requestModel, candidates)
   }
 
   private line(l: string): void {
@@ -215,6 +229,7 @@ export class ResponseTap {
     } else if (!this.overflow && this.buffer.trim() !== "") {
       try {
         this.acc.observe(JSON.parse(this.buffer))
+        this.acc.whole()
       } catch {
         // not JSON
       }

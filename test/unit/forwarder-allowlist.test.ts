@@ -9,6 +9,7 @@ import fc from "fast-check"
 import { estimateOf, outputCapOf, StreamedOutput } from "../../src/domain/estimate.js"
 import type { ModelApi } from "../../src/domain/requestUsage.js"
 import { ResponseTap } from "../../src/domain/requestUsage.js"
+import { costOf, maxCostOf, priceTable } from "../../src/domain/prices.js"
 import { routeOf, routes } from "../../src/provider/cli/ForwarderRoutes.js"
 
 const apis: ReadonlyArray<ModelApi> = ["anthropic", "openai", "gemini"]
@@ -157,7 +158,7 @@ describe("a request's reservation estimate", () => {
     expect(estimateOf(Buffer.from("not json")).output_tokens).toBe(outputCapOf(null))
     // Gemini: the model from the path; generationConfig's cap, times its candidates.
     const g = body({ contents: [{ role: "user", parts: [{ text: "hi" }] }], generationConfig: { maxOutputTokens: 2000, candidateCount: 2 } })
-    expect(estimateOf(g, "gemini-2.5-flash")).toEqual({ model: "gemini-2.5-flash", input_tokens: g.length, output_tokens: 4000 })
+    expect(estimateOf(g, "gemini-2.5-flash")).toEqual({ model: "gemini-2.5-flash", input_tokens: g.length, output_tokens: 4000, choices: 2 })
     expect(estimateOf(body({ contents: [] }), "gemini-2.5-pro").output_tokens).toBe(outputCapOf("gemini-2.5-pro"))
   })
 
@@ -186,6 +187,43 @@ describe("a request's reservation estimate", () => {
     const json = new ResponseTap("application/json", "gemini-2.5-pro")
     json.write(Buffer.from(JSON.stringify({ candidates: parts("hi"), usageMetadata: { promptTokenCount: 12, candidatesTokenCount: 3 } })))
     expect(json.charge(999)).toMatchObject({ model: "gemini-2.5-pro", input_tokens: 12, output_tokens: 3, cache_read_tokens: 0 })
+  })
+
+  it("Gemini with candidateCount 2: usageMetadata covers both candidates; final only once each finished — a stream cut after the first is charged at least what both streamed", () => {
+    const chunk = (o: unknown) => `data: ${JSON.stringify(o)}\r\n\r\n`
+    const cand = (index: number, text: string, finishReason?: string) => ({ content: { role: "model", parts: [{ text }] }, ...(index === 0 ? {} : { index }), ...(finishReason === undefined ? {} : { finishReason }) })
+    // The reservation asks for both candidates: the forwarder hands that count to the tap.
+    const body = Buffer.from(JSON.stringify({ contents: [], generationConfig: { maxOutputTokens: 1000, candidateCount: 2 } }))
+    expect(estimateOf(body, "gemini-2.5-flash")).toMatchObject({ output_tokens: 2000, choices: 2 })
+    // Reserved at the list prices ($0.30 in, $2.50 out per million): Gemini has no cache-write
+    // premium, so the input is not reserved at a dearer price.
+    expect(maxCostOf(priceTable(), estimateOf(body, "gemini-2.5-flash"))).toBeCloseTo((body.length * 0.3 + 2000 * 2.5) / 1e6, 12)
+    const early = { promptTokenCount: 100, candidatesTokenCount: 2 }
+    const both = { promptTokenCount: 100, candidatesTokenCount: 700, thoughtsTokenCount: 10 }
+    const first = "a".repeat(300)
+    const second = "b".repeat(600)
+    // Candidate 0 (its index left out) finishes in the second chunk, candidate 1 in the last.
+    const events = [
+      chunk({ candidates: [cand(0, "a"), cand(1, "b")], usageMetadata: early }),
+      chunk({ candidates: [cand(0, first, "STOP")], usageMetadata: early }),
+      chunk({ candidates: [cand(1, second)], usageMetadata: early }),
+      chunk({ candidates: [cand(1, "", "STOP")], usageMetadata: both })
+    ]
+    // The whole stream: its last usageMetadata once, not per candidate, not summed over chunks.
+    const whole = new ResponseTap("text/event-stream", "gemini-2.5-flash", 2)
+    for (const e of events) whole.write(Buffer.from(e))
+    const charged = whole.charge(999)
+    expect(charged).toMatchObject({ input_tokens: 100, output_tokens: 710 })
+    expect(costOf(priceTable(), charged!)).toBeCloseTo((100 * 0.3 + 710 * 2.5) / 1e6, 12)
+    // Cut after candidate 0 finished, while candidate 1 still streams: not final — at least the
+    // bytes both candidates streamed (1 + 1 + 300 + 600), not the early chunk's 2 tokens.
+    const cut = new ResponseTap("text/event-stream", "gemini-2.5-flash", 2)
+    for (const e of events.slice(0, 3)) cut.write(Buffer.from(e))
+    expect(cut.charge(999)).toMatchObject({ input_tokens: 100, output_tokens: 902 })
+    // A whole JSON body holds every candidate: its usage is final as it is.
+    const json = new ResponseTap("application/json", "gemini-2.5-pro", 2)
+    json.write(Buffer.from(JSON.stringify({ candidates: [cand(0, "x", "STOP"), cand(1, "y", "STOP")], usageMetadata: { promptTokenCount: 12, candidatesTokenCount: 40 } })))
+    expect(json.charge(999)).toMatchObject({ input_tokens: 12, output_tokens: 40 })
   })
 
   it("an event-stream line over 32 MiB is not held: skipped to its end, its bytes charged as output, the next events read", () => {

@@ -191,7 +191,7 @@ export const serve = (o: ForwarderOptions): Effect.Effect<Forwarder, ForwarderEr
     /** Tap a model response: usage from a (decompressed) copy of its bytes, settled when it is over (then its span ends). */
     const tap = (upRes: Http.IncomingMessage, metered: Metered, over: () => void) => {
       const status = upRes.statusCode ?? 502
-      const t = new ResponseTap(upRes.headers["content-type"], metered.estimate.model)
+      const t = new ResponseTap(upRes.headers["content-type"], metered.estimate.model, metered.estimate.choices)
       const inflate = decoded(upRes.headers["content-encoding"] as string | undefined)
       const source: NodeJS.ReadableStream = inflate === null ? upRes : upRes.pipe(inflate)
       let done = false
