@@ -24,7 +24,10 @@ const isLocal = (lookup: Orchestrator["lookup"], ref: string) =>
  * finish first; ClusterTrees.layerTakeover). Either way a retry soon reaches it here.
  */
 const notHereYet = (t: { readonly name: string; readonly runner: string }, self: string) =>
-  new Unavailable({
+  t.runner === "" ? new Unavailable({
+    reason: "tree-elsewhere",
+    message: `the tree of ${t.name} was handed over and its shard's runner has not taken it over yet (it does within a pass, about a second). Nothing was sent; retry`
+  }) : new Unavailable({
     reason: "tree-elsewhere",
     message: `the tree of ${t.name} is on runner ${t.runner} while its shard is now ${self}'s: ` +
       `if ${t.runner} is alive it hands the tree over once its running turns end; ` +
@@ -93,6 +96,53 @@ export const routedAgentHandlers = (ops: AgentOps, cluster: TreeRouter["Type"]) 
   })
 })
 
+/**
+ * A tree this runner is letting go of (a handover: its shard is another runner's now, and
+ * Orchestrator.unloadTree took it out, or is taking it, while the row still names this runner).
+ * A request the engine delivered here before the shard moved is refused as retryable, never as
+ * an unknown agent: the tree lives on, on the shard's new runner.
+ */
+const leavingHere = (t: { readonly name: string }, self: string) =>
+  new Unavailable({
+    reason: "tree-elsewhere",
+    message: `the tree of ${t.name} is leaving runner ${self}: its shard is another runner's now, which takes the tree over ` +
+      `once it has left. Nothing was done; retry`
+  })
+
+/**
+ * How the `Tree` entity serves a request for the tree whose root is `root` on this runner:
+ * a tree this runner just took the shard of is recovered first (`ensure`); one still on another
+ * runner (not taken over yet) is refused, nothing done (`tree-elsewhere`); so is one that left
+ * this runner — before the request ran (the row still names this runner or names none) or while
+ * it ran (`run` found its agent gone and the tree is no longer loaded here). Every other result
+ * of `run` is the request's.
+ */
+export const serveHere = <A>(
+  deps: {
+    readonly self: string
+    readonly ensure: (root: AgentId) => Effect.Effect<void>
+    readonly find: (ref: string) => Effect.Effect<Option.Option<{ readonly name: string; readonly runner: string }>, RpcError>
+    readonly loaded: (root: AgentId) => boolean
+  },
+  root: AgentId,
+  run: Effect.Effect<A, RpcError>
+): Effect.Effect<A, RpcError> => {
+  // Not loaded here: where its row says it is decides (no row: the tree is gone, `run` says so).
+  const refuse = (otherwise: Effect.Effect<A, RpcError>) =>
+    Effect.flatMap(deps.find(root), (row) =>
+      Option.isNone(row) || deps.loaded(root) ? otherwise
+        : row.value.runner === deps.self ? Effect.fail(leavingHere(row.value, deps.self))
+        : Effect.fail(notHereYet(row.value, deps.self)))
+  return Effect.zipRight(
+    deps.ensure(root),
+    Effect.suspend(() =>
+      deps.loaded(root)
+        ? Effect.catchIf(run, (e) => e._tag === "NotFound" && e.kind === "agent" && !deps.loaded(root), (e) => refuse(Effect.fail(e)))
+        : refuse(run)
+    )
+  )
+}
+
 /** The `Tree` entity's handlers on the runner that owns the tree: the local operations (`makeOps`). */
 export const treeEntityLayer = <R>(makeOps: Effect.Effect<AgentOps, never, R>) => Tree.toLayer(Effect.gen(function*() {
   const ops = yield* makeOps
@@ -104,18 +154,9 @@ export const treeEntityLayer = <R>(makeOps: Effect.Effect<AgentOps, never, R>) =
       Effect.mapError((x) => classify(x).wire),
       Effect.catchAllDefect((d) => Effect.fail(new Internal({ message: message(d) })))
     )
-  // A tree this runner just took the shard of is recovered before its first request is served;
-  // one still on another runner (not taken over yet) is refused, nothing done.
-  const here = <A>(address: { readonly entityId: string }, e: Effect.Effect<A, ServiceError>) => {
-    const root = AgentId.make(address.entityId)
-    return Effect.zipRight(
-      takeover.ensure(root),
-      Effect.suspend(() =>
-        lookup.byId(root) !== undefined ? wire(e) : Effect.flatMap(router.find(root), (row) =>
-          Option.isSome(row) && row.value.runner !== router.self ? Effect.fail(notHereYet(row.value, router.self)) : wire(e))
-      )
-    )
-  }
+  const deps = { self: router.self, ensure: takeover.ensure, find: router.find, loaded: (root: AgentId) => lookup.byId(root) !== undefined }
+  const here = <A>(address: { readonly entityId: string }, e: Effect.Effect<A, ServiceError>) =>
+    serveHere(deps, AgentId.make(address.entityId), wire(e))
   return Tree.of({
     create: ({ payload: { root_id, ...p } }) => wire(ops.createTree(p, root_id)),
     // The message's id is the request's (the same on every delivery of it): a request the engine
