@@ -2,6 +2,8 @@
 // into plain spans, with helpers to read attributes and walk parents.
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
+import { waitFor } from "./daemon.support.js"
+import { request, type Target } from "./http.support.js"
 
 export interface AnyValue {
   readonly stringValue?: string
@@ -73,4 +75,20 @@ export const attr = (s: OtlpSpan, key: string): string | number | boolean | unde
   if (v === undefined) return undefined
   if (v.intValue !== undefined) return Number(v.intValue)
   return v.stringValue ?? v.doubleValue ?? v.boolValue
+}
+
+/**
+ * Every span the daemon ended before this call has arrived, without a fixed wait: a marker agent is
+ * created (its request's root span `user.agent.create` is exported) and its span awaited. The
+ * exporter takes its whole buffer each time and sends one batch after the other, so a span that
+ * ended before the marker's comes in the marker's batch or an earlier one. Call it once the spans
+ * of the earlier creations have arrived (they ended before spans already awaited). Returns the
+ * marker's trace id.
+ */
+export const exportedSoFar = async (receiver: OtlpReceiver, target: Target): Promise<string> => {
+  const creations = () => receiver.spans.filter((s) => s.name === "user.agent.create" && s.parentSpanId === undefined)
+  const before = creations().length
+  const created = await request(target, "POST", "/v1/agents", { name: `export-marker-${before}`, provider: "scripted" })
+  if (created.status !== 201) throw new Error(`the marker agent was not created: ${created.status} ${created.body}`)
+  return waitFor("the marker's span exported", () => creations()[before]?.traceId, 30_000)
 }

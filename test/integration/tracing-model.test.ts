@@ -16,7 +16,7 @@ import { type Reply } from "../../src/testing/ScriptedLlm.js"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
 import { type Agent, daemons, type Inspect, rpcClient, startDaemon, waitFor, waitQuiet } from "./daemon.support.js"
 import { request, type Target } from "./http.support.js"
-import { attr, type OtlpReceiver, type OtlpSpan, startReceiver } from "./otlp.support.js"
+import { attr, exportedSoFar, type OtlpReceiver, type OtlpSpan, startReceiver } from "./otlp.support.js"
 
 const owned = daemons()
 const dir = makeTmpDir("substrat-otel-model-")
@@ -113,8 +113,8 @@ describe("model requests as spans (OTLP)", () => {
 
     const byName = (name: string) => spans.filter((s) => s.name === name)
     await waitFor("6 model requests exported", () => (byName("model.request").length >= 6 ? true : undefined), 30_000)
-    // The daemon exports every 2 s: let a late batch arrive before counting.
-    await new Promise((r) => setTimeout(r, 2500))
+    // Everything ended so far has arrived before counting.
+    await exportedSoFar(receiver, unix)
 
     const requests = byName("model.request")
     expect(requests.length).toBe(6)

@@ -8,7 +8,7 @@ import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { daemons, isAlive, startDaemon, waitFor, waitQuiet } from "./daemon.support.js"
 import { request, type Target } from "./http.support.js"
-import { attr, type OtlpReceiver, type OtlpSpan, startReceiver } from "./otlp.support.js"
+import { attr, exportedSoFar, type OtlpReceiver, type OtlpSpan, startReceiver } from "./otlp.support.js"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
 
 const owned = daemons()
@@ -76,8 +76,8 @@ describe("tracing across a crash", () => {
       const t = byName("turn").filter((s) => attr(s, "gen_ai.agent.name") === "slow")
       return t.length > 0 ? t : undefined
     }, 30_000)
-    // The daemon exports every 2 s: let a late batch arrive before counting.
-    await new Promise((r) => setTimeout(r, 2500))
+    // Everything ended so far has arrived before counting.
+    await exportedSoFar(receiver, unix)
     const slow: ReadonlyArray<OtlpSpan> = byName("turn").filter((s) => attr(s, "gen_ai.agent.name") === "slow")
     expect(slow.length).toBe(turns.length)
     expect(slow.length).toBe(1)

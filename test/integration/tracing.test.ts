@@ -9,7 +9,7 @@ import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { cli, daemons, startDaemon, waitFor, waitQuiet } from "./daemon.support.js"
 import { request, type Target } from "./http.support.js"
-import { attr, type OtlpReceiver, type OtlpSpan, startReceiver } from "./otlp.support.js"
+import { attr, exportedSoFar, type OtlpReceiver, type OtlpSpan, startReceiver } from "./otlp.support.js"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
 
 const owned = daemons()
@@ -70,8 +70,8 @@ describe("OpenTelemetry traces (OTLP/HTTP JSON)", () => {
     const byName = (name: string) => spans.filter((s) => s.name === name)
     const turnOf = (agent: string) => byName("turn").filter((t) => attr(t, "gen_ai.agent.name") === agent)
     await waitFor("the lead's second turn exported", () => (turnOf("lead").length >= 2 && turnOf("kid").length >= 1 ? true : undefined), 30_000)
-    // The daemon exports every 2 s: let a late batch arrive before counting.
-    await new Promise((r) => setTimeout(r, 2500))
+    // Everything ended so far (the reads above included) has arrived before counting.
+    const marker = await exportedSoFar(receiver, unix)
     expect(new Set(services)).toEqual(new Set(["substrat"]))
 
     const root = byName("user.agent.send")
@@ -137,10 +137,11 @@ describe("OpenTelemetry traces (OTLP/HTTP JSON)", () => {
     expect(parentOf(second)).toBe(reply)
     expect(attr(second, "substrat.cost_usd")).toBe(0.125)
 
-    // Nothing else was exported but the agent's creation (its own request): no background or read traces.
+    // Nothing else was exported but the agent's creation (its own request) and the marker's: no
+    // background or read traces.
     const traces = new Set(spans.map((s) => s.traceId))
-    const others = spans.filter((s) => s.traceId !== trace)
-    expect(traces.size).toBe(2)
+    const others = spans.filter((s) => s.traceId !== trace && s.traceId !== marker)
+    expect(traces.size).toBe(3)
     expect(others.filter((s) => s.parentSpanId === undefined).map((s) => s.name)).toEqual(["user.agent.create"])
   }, 120_000)
 })
