@@ -73,9 +73,15 @@ const shared = [
   "test/e2e/codex-offline.test.ts"
 ]
 
+// Longer real-agent scenarios with a script of their own (docs/testing.md "Test profiles"), left
+// out of `npm test`: the team of the Claude Code and Codex ACP adapters (`npm run
+// test:acp-adapters`, i.e. SUBSTRAT_TEST_ACP_ADAPTERS=1). Their single-agent check
+// (test/integration/provider-acp-adapters.test.ts) stays in the suite.
+const profiles = process.env.SUBSTRAT_TEST_ACP_ADAPTERS === "1" ? [] : ["test/e2e/acp-adapters.test.ts"]
+
 export default defineConfig({
   test: {
-    exclude: ["**/node_modules/**", ...skipped.skip],
+    exclude: ["**/node_modules/**", ...skipped.skip, ...profiles],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     poolOptions: {

@@ -53,7 +53,7 @@ describe("acp:qwen, the real Qwen Code (daemon + CLI, bwrap, network off, script
       // The instructions and the message open the first prompt.
       expect(reqs[0]!.lastUser).toContain("AGENT=solo Be brief.")
       expect(reqs[0]!.lastUser).toContain("Say hello.")
-      expectPerRequestUsage(home, qwen, a, 1)
+      expect(expectPerRequestUsage(home, qwen, a, reqs)).toBe(0)
       expect(of(events(home, a.session_id), "turn.complete").map((t) => t["response"])).toEqual(["Hello from Qwen Code."])
       expect(of(events(home, a.session_id), "provider.error")).toEqual([])
       // The agent's HOME has qwen's settings and its session; no key anywhere in it.

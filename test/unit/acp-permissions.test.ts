@@ -1,5 +1,6 @@
 // Permissions.ts: the acp.approve policy. A request for one of Substrat's own tools (named by the
-// agent's `_meta.toolName`, as Qwen Code sends it) is allowed under every policy without asking;
+// agent's `_meta.toolName`, as Qwen Code sends it, or `_meta.claudeCode.toolName`, as
+// claude-agent-acp does) is allowed under every policy without asking;
 // a title that merely mentions substrat is asked like any other.
 import type * as Acp from "@agentclientprotocol/sdk"
 import { describe, expect, it } from "vitest"
@@ -36,6 +37,19 @@ describe("acp permissions", () => {
       expect(await p.decide(request("{}", "mcp__substrat__send_message"))).toEqual({ outcome: { outcome: "selected", optionId: "once" } })
       expect([p.asked, p.out]).toEqual([[], []])
     }
+  })
+
+  it("claude-agent-acp names an MCP tool in `_meta.claudeCode.toolName`: Substrat's own are allowed unasked, another MCP tool is asked", async () => {
+    const claude = (toolName: string, server: string): Acp.RequestPermissionRequest => ({
+      sessionId: "s",
+      options,
+      toolCall: { toolCallId: "c1", title: toolName, _meta: { claudeCode: { toolName, mcpServer: { name: server, source: "sdk" } } } }
+    })
+    const p = policy("ask")
+    expect(await p.decide(claude("mcp__substrat__spawn_agent", "substrat"))).toEqual({ outcome: { outcome: "selected", optionId: "once" } })
+    expect([p.asked, p.out]).toEqual([[], []])
+    expect(await p.decide(claude("mcp__other__x", "other"))).toEqual({ outcome: { outcome: "selected", optionId: "no" } })
+    expect(p.asked.map((t) => t.split(". Its options")[0])).toEqual(["lead asks permission: mcp__other__x"])
   })
 
   it("another tool is asked, named by its tool name when the title says nothing; a title mentioning substrat is asked too", async () => {

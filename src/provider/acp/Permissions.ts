@@ -66,10 +66,16 @@ const askHuman = (asker: Asker, text: string, key: string, signal: AbortSignal):
   })
 }
 
-/** The tool's own name when the agent sends it (`_meta.toolName`, as Qwen Code does), else null. */
+const nameIn = (m: unknown): string | null =>
+  typeof m === "object" && m !== null && "toolName" in m && typeof m.toolName === "string" ? m.toolName : null
+
+/**
+ * The tool's own name when the agent sends it (`_meta.toolName`, as Qwen Code does;
+ * `_meta.claudeCode.toolName`, as claude-agent-acp does for MCP tools), else null.
+ */
 const toolNameOf = (t: Acp.ToolCallUpdate): string | null => {
   const m: unknown = t._meta
-  return typeof m === "object" && m !== null && "toolName" in m && typeof m.toolName === "string" ? m.toolName : null
+  return nameIn(m) ?? (typeof m === "object" && m !== null && "claudeCode" in m ? nameIn(m.claudeCode) : null)
 }
 
 /**
