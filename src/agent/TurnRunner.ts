@@ -11,7 +11,7 @@
 // Over 300 lines because the turn's whole story is kept in one file, in the order it happens.
 import { Effect, Fiber, FiberSet, Option, Schema, Stream, type Tracer } from "effect"
 import type { AgentNode } from "../domain/agent.js"
-import { makeEvent } from "../domain/events.js"
+import { type LogEvent, makeEvent } from "../domain/events.js"
 import { type AgentId, type MessageId, newTurnId, type TurnId } from "../domain/ids.js"
 import type { MessageEnvelope } from "../domain/message.js"
 import type { ProviderOutput } from "../provider/Provider.js"
@@ -240,10 +240,10 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
 
     /**
      * One turn, top-down, holding a provider slot: `turn.start` is logged, the provider runs
-     * with its output streamed (until `stopped`), its usage is logged, the children it spawned
-     * are born (seed 001: durable before the turn's end), and `turn.complete` is logged. A failed
-     * end-event append fails the turn: nothing is acknowledged that is not durable; `usage` is
-     * best-effort (a warning when lost).
+     * with its output streamed (until `stopped`), the children it spawned are born (seed 001:
+     * durable before the turn's end), and its usage and `turn.complete` are logged together, in
+     * one durable step (`appendAll`). A failed end append fails the turn: nothing is acknowledged
+     * that is not durable; a `usage` that does not encode is left out (a warning).
      */
     const runTurn = (node: AgentNode, turn_id: TurnId, prompt: string, tally: Tally, stopped: Effect.Effect<never, TurnStopped>) =>
       mux.use(bindingOf(node), (provider) =>
@@ -255,16 +255,23 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
             Stream.interruptWhen(stopped),
             Stream.runForEach((out) => Effect.zipRight(Effect.sync(() => tally.add(out)), streamed(node, turn_id, out)))
           )
-          if (tally.sawUsage) {
-            yield* log.append(node.session_id, makeEvent("usage", { turn_id, ...tally.usage })).pipe(
-              Effect.catchAll((e) => Effect.logWarning(`usage of turn ${turn_id} not logged: ${e.message}`))
-            )
-          }
           yield* Effect.mapError(birthChildren(node), (e) => new BirthsFailed(e))
-          yield* log.append(node.session_id, makeEvent("turn.complete", { turn_id, response: tally.response }))
+          yield* endTurn(node, turn_id, tally, makeEvent("turn.complete", { turn_id, response: tally.response }))
           return { turn_id, prompt, response: tally.response, usage: tally.usage, error: null } satisfies TurnOutcome
         })
       )
+
+    /**
+     * The turn's end event, preceded by its `usage` when the provider reported any, in one durable
+     * step. A `usage` that does not encode is dropped with a warning and the end logged alone.
+     */
+    const endTurn = (node: AgentNode, turn_id: TurnId, tally: Tally, end: LogEvent) =>
+      tally.sawUsage
+        ? log.appendAll(node.session_id, [makeEvent("usage", { turn_id, ...tally.usage }), end]).pipe(
+          Effect.catchIf((e) => e.reason === "encode", (e) =>
+            Effect.zipRight(Effect.logWarning(`usage of turn ${turn_id} not logged: ${e.message}`), log.append(node.session_id, end)))
+        )
+        : log.append(node.session_id, end)
 
     /**
      * A turn that failed (its provider, a slot, a log append, or the births): the children it
@@ -280,7 +287,9 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
         }
         const error = describeFailure(e instanceof BirthsFailed ? e.cause : e)
         const parked = gate === null ? null : gate.spent(node)
-        yield* log.append(node.session_id, makeEvent("provider.error", { turn_id, ...error, ...(parked === null ? {} : { parked }) })).pipe(
+        const failed = makeEvent("provider.error", { turn_id, ...error, ...(parked === null ? {} : { parked }) })
+        // The provider had finished when the births failed: its usage goes with the error.
+        yield* (e instanceof BirthsFailed ? endTurn(node, turn_id, tally, failed) : log.append(node.session_id, failed)).pipe(
           Effect.catchAll((le) => Effect.logWarning(`provider.error of turn ${turn_id} not logged: ${le.message}`))
         )
         return { turn_id, prompt, response: "", usage: tally.usage, error, ...(parked === null ? {} : { parked }) } satisfies TurnOutcome

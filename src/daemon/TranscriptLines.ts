@@ -4,6 +4,10 @@
 // from it, so after a crash the daemon rebuilds transcripts that missed lines.
 import { Either, Schema } from "effect"
 import { type EgressRequestData as EgressRequestSchema, LogEntry } from "../domain/events.js"
+import { repairedView } from "../storage/EventLog.js"
+
+const utf8In = new TextEncoder()
+const utf8Out = new TextDecoder()
 
 type EgressRequestData = typeof EgressRequestSchema.Type
 
@@ -125,16 +129,12 @@ const parse = (line: string): LogEntry | null => {
 
 /**
  * The transcript-relevant entries of a log as the EventLog's repair would leave it, without
- * touching the files: a torn trailing line is ignored, and a valid pending entry (one complete
- * line) counts unless the log already ends with it. Undecodable lines are skipped.
+ * touching the files (`repairedView`: a torn trailing line is ignored, a valid pending entry or
+ * batch applied by repair's rules). Undecodable lines are skipped.
  */
 export const logView = (events: string, pending: string | null): ReadonlyArray<LogEntry> => {
-  const cut = events.lastIndexOf("\n")
-  const lines = cut < 0 ? [] : events.slice(0, cut).split("\n")
-  if (pending !== null && pending.length > 1 && pending.indexOf("\n") === pending.length - 1) {
-    const p = pending.slice(0, -1)
-    if (lines[lines.length - 1] !== p && parse(p) !== null) lines.push(p)
-  }
+  const text = utf8Out.decode(repairedView(utf8In.encode(events), pending === null ? undefined : utf8In.encode(pending)))
+  const lines = text === "" ? [] : text.slice(0, -1).split("\n")
   const out: Array<LogEntry> = []
   for (const l of lines) {
     const e = parse(l)

@@ -11,13 +11,19 @@ import type { DurableError } from "../domain/errors.js"
 /** An open append-only file. `append` returns only after the bytes are fsync'd. */
 export interface AppendHandle {
   readonly path: string
+  /** The file's size in bytes when it was opened (0 when this created it). */
+  readonly sizeAtOpen: number
   readonly append: (bytes: Uint8Array) => Effect.Effect<void, DurableError>
   /**
    * The pending-file WAL append (seed 001): `writeSync(pending, bytes)` · `append(bytes)` ·
    * `unlink(pending, { syncDir: false })` — the same sub-steps, as one uninterruptible Effect.
    * Returns after the log's fsync; a failure leaves the files in an unknown (repairable) state.
+   * `pendingBytes`, when given, is what the pending file holds instead of `bytes` (the event
+   * log's batch: a header line, then the lines), and the pending file's directory is fsync'd
+   * before the log is written: a power loss must not take the pending file's name while a torn
+   * write left part of the batch in the log.
    */
-  readonly appendWal: (pending: string, bytes: Uint8Array) => Effect.Effect<void, DurableError>
+  readonly appendWal: (pending: string, bytes: Uint8Array, pendingBytes?: Uint8Array) => Effect.Effect<void, DurableError>
 }
 
 /** A directory entry as returned by `readDir`. */

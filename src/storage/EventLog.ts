@@ -33,6 +33,19 @@ export interface EventLogService {
     event: LogEvent,
     after?: (entry: LogEntry) => Effect.Effect<void>
   ) => Effect.Effect<LogEntry, EventLogError>
+  /**
+   * Append several events to the session's log in one durable step (the file layer: one pending
+   * write + fsync, one log write + fsync; Postgres: one INSERT). All or nothing: after a crash
+   * the log holds every entry of the batch or none of them, never a part. Succeeds once all are
+   * durable, with the entries in order (one `ts` for all). A value that does not encode fails the
+   * whole batch before anything is written. `after` runs as `append`'s does, once, with all of
+   * them. An empty batch writes nothing.
+   */
+  readonly appendAll: (
+    session: SessionId,
+    events: ReadonlyArray<LogEvent>,
+    after?: (entries: ReadonlyArray<LogEntry>) => Effect.Effect<void>
+  ) => Effect.Effect<ReadonlyArray<LogEntry>, EventLogError>
   /** The whole log, decoded, in order. An undecodable line fails with file and line. */
   readonly read: (session: SessionId) => Stream.Stream<LogEntry, EventLogError>
   /**
@@ -66,4 +79,4 @@ export class EventLog extends Context.Tag("substrat/EventLog")<EventLog, EventLo
   static readonly layerMemory: Layer.Layer<EventLog> = Layer.effect(EventLog, makeMemory)
 }
 
-export { encodeEntryLine } from "./internal/eventLogFile.js"
+export { encodeEntryLine, repairedView } from "./internal/eventLogFile.js"

@@ -16,7 +16,7 @@ import type { EventLogError } from "../domain/errors.js"
 import type { LogEntry } from "../domain/events.js"
 import type { SessionId } from "../domain/ids.js"
 import { EventIndex, type IndexRecord } from "./EventIndex.js"
-import { EventLog } from "./EventLog.js"
+import { EventLog, type EventLogService } from "./EventLog.js"
 
 /** An appended entry with its line in its session's log and its global position (both 1-based). */
 export interface Tapped {
@@ -109,6 +109,7 @@ export const layer: Layer.Layer<EventLog | EventTap, EventLogError, EventLog | E
     // a session's line numbers follow its appends without a second lock here.
     const log = EventLog.of({
       ...inner,
+      appendAll: (session, events, after) => appendAll(session, events, after),
       append: (session, event) =>
         Effect.suspend(() => {
           const slot = slotOf(session)
@@ -127,6 +128,31 @@ export const layer: Layer.Layer<EventLog | EventTap, EventLogError, EventLog | E
           )
         })
     })
+    const appendAll: EventLogService["appendAll"] = (session, events, after) =>
+      Effect.suspend(() => {
+        const slot = slotOf(session)
+        const tapped = (entries: ReadonlyArray<LogEntry>) =>
+          Effect.zipRight(
+            Effect.zipRight(
+              slot.verified
+                ? Effect.suspend(() => {
+                  const from = lines.get(session) ?? 0
+                  return indexUpTo(session, from + entries.length, (l) => entries[l - from - 1]!)
+                })
+                : Effect.void,
+              PubSub.publishAll(hub, entries)
+            ),
+            after === undefined ? Effect.void : after(entries)
+          )
+        const write = inner.appendAll(session, events, tapped)
+        if (slot.verified) return write
+        return Effect.zipRight(
+          inner.readThen(session, verify(session, slot)).pipe(
+            Effect.catchAll((e) => Effect.logWarning(`event index: cannot read ${session}: ${e.message}`))
+          ),
+          write
+        )
+      })
     const snapshot = (session: SessionId) =>
       Effect.suspend(() => {
         const slot = slotOf(session)

@@ -15,14 +15,15 @@ import { fuzzParams, fuzzProfile } from "../support/fuzz.js"
 import { ev, fileLayers, promptOf, readAll, sid } from "../support/logs.js"
 import { withTmp } from "../support/tmp.js"
 
-type Op = { readonly _tag: "append"; readonly session: number; readonly tag: string } | {
-  readonly _tag: "close"
-  readonly session: number
-}
+type Op =
+  | { readonly _tag: "append"; readonly session: number; readonly tag: string }
+  | { readonly _tag: "batch"; readonly session: number; readonly tags: ReadonlyArray<string> }
+  | { readonly _tag: "close"; readonly session: number }
 
 interface Outcome {
   readonly acked: Map<number, Array<string>>
-  readonly inflight: { readonly session: number; readonly tag: string } | undefined
+  /** The append or batch in flight at the crash: after recovery all of its entries or none follow the acknowledged ones. */
+  readonly inflight: { readonly session: number; readonly tags: ReadonlyArray<string> } | undefined
   readonly crashed: boolean
   readonly steps: number
 }
@@ -40,11 +41,14 @@ const runWithCrash = async (home: string, ops: ReadonlyArray<Op>, crashAt: numbe
           yield* log.close(sid(op.session))
           continue
         }
-        inflight = { session: op.session, tag: op.tag }
-        const r = yield* Effect.either(log.append(sid(op.session), ev(op.tag)))
+        const tags = op._tag === "append" ? [op.tag] : op.tags
+        inflight = { session: op.session, tags }
+        const r = yield* Effect.either(
+          op._tag === "append" ? Effect.asVoid(log.append(sid(op.session), ev(op.tag))) : Effect.asVoid(log.appendAll(sid(op.session), tags.map(ev)))
+        )
         if (r._tag === "Left") return
         inflight = undefined
-        acked.set(op.session, [...(acked.get(op.session) ?? []), op.tag])
+        acked.set(op.session, [...(acked.get(op.session) ?? []), ...tags])
       }
     }).pipe(Effect.provide(fileLayers(home, crashing.layer)))
   )
@@ -69,8 +73,8 @@ const checkRecovered = async (home: string, sessions: ReadonlyArray<number>, out
     expect(tags.slice(0, acked.length), `session ${s}: acknowledged prefix`).toEqual(acked)
     const extra = tags.slice(acked.length)
     if (out.inflight?.session === s) {
-      expect(extra.length <= 1 && (extra.length === 0 || extra[0] === out.inflight.tag), `session ${s}: ${extra}`)
-        .toBe(true)
+      // All or nothing: the in-flight append's (or batch's) entries, every one of them, or none.
+      expect([[], out.inflight.tags], `session ${s}: ${extra}`).toContainEqual(extra)
     } else {
       expect(extra, `session ${s}: nothing beyond the acknowledged entries`).toEqual([])
     }
@@ -102,18 +106,21 @@ const scenario: ReadonlyArray<Op> = [
   { _tag: "append", session: 1, tag: "a2" },
   { _tag: "append", session: 2, tag: "b1" },
   { _tag: "append", session: 1, tag: "a3" },
+  { _tag: "batch", session: 2, tags: ["bb1", "bb2", "bb3"] },
   { _tag: "close", session: 1 },
+  { _tag: "batch", session: 1, tags: ["ab1", "ab2"] },
   { _tag: "append", session: 1, tag: "a4" },
-  { _tag: "append", session: 2, tag: "b2" }
+  { _tag: "append", session: 2, tag: "b2" },
+  { _tag: "batch", session: 2, tags: ["bc1", "bc2"] }
 ]
 
 describe("EventLog crash injection", () => {
-  it("crashes at every sub-step of 6 appends (+ a close/reopen), torn and clean writes, process crash and power loss", async () => {
+  it("crashes at every sub-step of 6 appends and 3 batches (+ a close/reopen), torn and clean writes, process crash and power loss", async () => {
     // Count the steps of the scenario once (no crash), then crash at each of them.
     const probe = await withTmp((dir) => runWithCrash(join(dir, "home"), scenario, undefined, 0.5))
     expect(probe.crashed).toBe(false)
     const n = probe.steps
-    expect(n).toBeGreaterThan(6 * 5)
+    expect(n).toBeGreaterThan(9 * 5)
     let exercised = 0
     for (const [powerLoss, torn] of [[false, 0.5], [false, 0], [true, 0.5], [true, 0]] as const) {
       for (let k = 1; k <= n; k++) {
@@ -133,6 +140,14 @@ describe("EventLog crash injection", () => {
   it(`property: random append/close sequences crashed at a random step (${fuzzProfile.name} profile)`, async () => {
     const opArb: fc.Arbitrary<Op> = fc.oneof(
       { weight: 5, arbitrary: fc.record({ _tag: fc.constant("append" as const), session: fc.integer({ min: 1, max: 3 }), tag: fc.string({ maxLength: 40 }) }) },
+      {
+        weight: 2,
+        arbitrary: fc.record({
+          _tag: fc.constant("batch" as const),
+          session: fc.integer({ min: 1, max: 3 }),
+          tags: fc.array(fc.string({ maxLength: 40 }), { minLength: 0, maxLength: 4 })
+        })
+      },
       { weight: 1, arbitrary: fc.record({ _tag: fc.constant("close" as const), session: fc.integer({ min: 1, max: 3 }) }) }
     )
     let runs = 0

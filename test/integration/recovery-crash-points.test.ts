@@ -123,7 +123,14 @@ const storage = (home: string, durable: Layer.Layer<import("../../src/storage/Du
       Effect.map(EventLog, (log) =>
         EventLog.of({
           ...log,
-          append: (sid, ev) => Effect.suspend(() => (l.set(sid, pointOfEvent(ev), ev.event), log.append(sid, ev)))
+          append: (sid, ev) => Effect.suspend(() => (l.set(sid, pointOfEvent(ev), ev.event), log.append(sid, ev))),
+          // A batch (a turn's usage and end) is labelled by its last event.
+          appendAll: (sid, evs, after) =>
+            Effect.suspend(() => {
+              const last = evs[evs.length - 1]
+              if (last !== undefined) l.set(sid, pointOfEvent(last), last.event)
+              return log.appendAll(sid, evs, after)
+            })
         }))
     ),
     Layer.effect(

@@ -152,6 +152,50 @@ describe.each(backends)("EventLog contract: %s layer", (name, backend) => {
       }).pipe(Effect.provide(b.log))
     }))
 
+  it.scoped("appendAll: one ts, in order, contiguous among concurrent appends; after runs once with all; encode or empty writes nothing", () =>
+    Effect.gen(function*() {
+      const b = yield* backend
+      const batches = yield* Effect.gen(function*() {
+        const log = yield* EventLog
+        yield* log.append(S, ev("a"))
+        const seen: Array<ReadonlyArray<string>> = []
+        const batch = yield* log.appendAll(S, [ev("b1"), ev("b2"), ev("b3")], (es) => Effect.sync(() => void seen.push(es.map(promptOf))))
+        expect(batch.map(promptOf)).toEqual(["b1", "b2", "b3"])
+        expect(new Set(batch.map((e) => e.ts)).size).toBe(1)
+        for (const e of batch) expect(e.session_id).toBe(S)
+        expect(seen).toEqual([["b1", "b2", "b3"]])
+        expect(yield* log.appendAll(S, [])).toEqual([])
+        // One event that does not encode fails the whole batch before anything is written.
+        const bad = yield* Effect.either(log.appendAll(S, [
+          ev("x1"),
+          makeEvent("usage", { turn_id: null, input_tokens: 1, output_tokens: 2, cost_usd: Number.NaN })
+        ]))
+        expect(Either.isLeft(bad) && bad.left.reason).toBe("encode")
+        expect((yield* log.appendAll(S, [ev("single")])).map(promptOf)).toEqual(["single"])
+        // Batches and single appends of many fibers at once: each batch's lines stay together.
+        yield* Effect.forEach(Array.from({ length: 12 }, (_, i) => i), (i) =>
+          i % 3 === 0
+            ? Effect.asVoid(log.append(S, ev(`s${i}`)))
+            : Effect.asVoid(log.appendAll(S, [ev(`p${i}.1`), ev(`p${i}.2`), ev(`p${i}.3`)])), { concurrency: "unbounded", discard: true })
+        return (yield* readAll(S)).map(promptOf)
+      }).pipe(Effect.provide(b.log))
+      expect(batches.slice(0, 5)).toEqual(["a", "b1", "b2", "b3", "single"])
+      const rest = batches.slice(5)
+      expect(rest.length).toBe(4 + 8 * 3)
+      for (let i = 0; i < 12; i++) {
+        if (i % 3 === 0) continue
+        const at = rest.indexOf(`p${i}.1`)
+        expect(rest.slice(at, at + 3)).toEqual([`p${i}.1`, `p${i}.2`, `p${i}.3`])
+      }
+      // A restarted layer reads the same, and appends after the batches.
+      const again = yield* Effect.gen(function*() {
+        const log = yield* EventLog
+        yield* log.append(S, ev("z"))
+        return (yield* readAll(S)).map(promptOf)
+      }).pipe(Effect.provide(b.log))
+      expect(again).toEqual([...batches, "z"])
+    }))
+
   it.scoped("a long log reads whole and in order; the stream is lazy", () =>
     Effect.gen(function*() {
       const b = yield* backend

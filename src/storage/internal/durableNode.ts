@@ -213,15 +213,15 @@ export const makeDurable = (p: Primitives): DurableService => {
   // writeSync(pending) · append · unlink(pending, { syncDir: false }), so crash injection sees
   // the same steps. Unlike writeSync, a failed close of the pending file fails the append
   // (its data is already fsync'd; the caller repairs on the next use either way).
-  const appendWal = (fd: number, path: string, pending: string, bytes: Uint8Array): Effect.Effect<void, DurableError> =>
+  const appendWal = (fd: number, path: string, pending: string, bytes: Uint8Array, pendingBytes: Uint8Array | undefined): Effect.Effect<void, DurableError> =>
     Effect.uninterruptible(Effect.flatMap(p.open(pending, "truncate"), (pfd) =>
       Effect.zipRight(
         Effect.catchAllCause(
-          Effect.zipRight(p.write(pfd, pending, bytes), p.fsync(pfd, pending)),
+          Effect.zipRight(p.write(pfd, pending, pendingBytes ?? bytes), p.fsync(pfd, pending)),
           (cause) => Effect.zipRight(closeQuietly(p, pfd, pending), Effect.failCause(cause))
         ),
         Effect.zipRight(
-          p.close(pfd, pending),
+          pendingBytes === undefined ? p.close(pfd, pending) : Effect.zipRight(p.close(pfd, pending), p.fsyncDir(dirname(pending))),
           Effect.zipRight(Effect.zipRight(p.write(fd, path, bytes), p.fsync(fd, path)), Effect.asVoid(p.unlink(pending)))
         )
       )))
@@ -231,13 +231,15 @@ export const makeDurable = (p: Primitives): DurableService => {
   const openAppend = (path: string): Effect.Effect<AppendHandle, DurableError, Scope.Scope> =>
     Effect.flatMap(p.size(path), (before) =>
       Effect.acquireRelease(p.open(path, "append"), (fd) => closeQuietly(p, fd, path)).pipe(
-        Effect.tap(() => Option.isNone(before) ? p.fsyncDir(dirname(path)) : Effect.void)
+        Effect.tap(() => Option.isNone(before) ? p.fsyncDir(dirname(path)) : Effect.void),
+        Effect.map((fd) => [fd, before] as const)
       )).pipe(
-      Effect.map((fd): AppendHandle => ({
+      Effect.map(([fd, before]): AppendHandle => ({
         path,
+        sizeAtOpen: Option.getOrElse(before, () => 0),
         // Hot path: no span, two primitives.
         append: (bytes) => Effect.zipRight(p.write(fd, path, bytes), p.fsync(fd, path)),
-        appendWal: (pending, bytes) => appendWal(fd, path, pending, bytes)
+        appendWal: (pending, bytes, pendingBytes) => appendWal(fd, path, pending, bytes, pendingBytes)
       }))
     )
 

@@ -3,8 +3,11 @@
 //   1. write the line to `events.pending`, fsync      (Durable.writeSync)
 //   2. append it to `events.jsonl`, fsync             (the session's AppendHandle, kept open)
 //   3. unlink `events.pending` (no directory fsync — a resurrected pending file is deduped)
+// `appendAll` writes several lines in the same three steps; its pending file is a header line
+// (where in the log the batch starts, how many lines and bytes) followed by the lines.
 // Open/repair: cut a torn trailing line, replay a valid pending entry unless the log already
-// ends with it, discard a torn pending file (it was never acknowledged). `*.tmp` is ignored.
+// ends with it (a batch: complete whatever part of it the log lacks after its offset), discard a
+// torn pending file (it was never acknowledged). `*.tmp` is ignored.
 // Each session has its own lock (appends ordered) and its own fds (no cross-session waiting).
 //
 // Over 300 lines because the append path, its WAL and the open/repair of a log are one protocol on
@@ -63,6 +66,8 @@ interface Slot {
   readonly lineTail: Either.Either<string, string>
   /** Repaired since this process first touched it (or created by us). */
   repaired: boolean
+  /** The log's length in bytes while `open` is set (where the next batch starts). */
+  size: number
   open: { readonly handle: AppendHandle; readonly scope: Scope.CloseableScope } | undefined
   /** When the open handle was last used (clock millis): idle handles are closed (`idleCloseMs`). */
   lastUsed: number
@@ -89,6 +94,13 @@ const bytesEqual = (a: Uint8Array, b: Uint8Array): boolean => {
   if (a.length !== b.length) return false
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
   return true
+}
+
+const concatBytes = (a: Uint8Array, b: Uint8Array): Uint8Array => {
+  const out = new Uint8Array(a.length + b.length)
+  out.set(a, 0)
+  out.set(b, a.length)
+  return out
 }
 
 const decodeEntry = Schema.decodeUnknownEither(LogEntry)
@@ -141,10 +153,86 @@ const parseLine = (decoder: TextDecoder, bytes: Uint8Array): Either.Either<LogEn
   return Either.mapLeft(decodeEntry(json), (err) => err.message)
 }
 
-/** A pending file is replayable iff it is exactly one complete, decodable line. */
+/** A pending file of one entry is replayable iff it is exactly one complete, decodable line. */
 const validPending = (bytes: Uint8Array): boolean =>
   bytes.length > 1 && bytes.indexOf(NL) === bytes.length - 1 &&
   Either.isRight(parseLine(new TextDecoder("utf-8", { fatal: true }), bytes.subarray(0, bytes.length - 1)))
+
+/**
+ * The first line of a batch's pending file: the log's length when the batch was written (where
+ * its first line starts), and how many lines and bytes follow the header. Never a log entry.
+ */
+const BatchHeader = Schema.Struct({
+  batch: Schema.Struct({
+    offset: Schema.NonNegativeInt,
+    lines: Schema.Int.pipe(Schema.greaterThanOrEqualTo(2)),
+    bytes: Schema.NonNegativeInt
+  })
+})
+const encodeBatchHeader = Schema.encodeSync(Schema.parseJson(BatchHeader))
+const decodeBatchHeader = Schema.decodeUnknownEither(Schema.parseJson(BatchHeader))
+const BATCH_PREFIX = utf8.encode(`{"batch":`)
+
+/** The pending file of a batch: its header line, then `body` (the lines, as appended to the log). */
+const batchPending = (offset: number, lines: number, body: Uint8Array): Uint8Array =>
+  concatBytes(utf8.encode(`${encodeBatchHeader({ batch: { offset, lines, bytes: body.length } })}\n`), body)
+
+type Pending =
+  | { readonly _tag: "line" }
+  | { readonly _tag: "batch"; readonly offset: number; readonly body: Uint8Array }
+  | { readonly _tag: "torn" }
+
+/**
+ * What a pending file holds: one entry (the single-append form), a whole batch (header, then
+ * exactly the bytes and lines it announces, each decodable), or a torn write of either — never
+ * acknowledged, discarded. A batch cut at a line boundary is torn too: replay is all or nothing.
+ */
+const classifyPending = (bytes: Uint8Array): Pending => {
+  if (!bytesEqual(bytes.subarray(0, BATCH_PREFIX.length), BATCH_PREFIX)) {
+    return validPending(bytes) ? { _tag: "line" } : { _tag: "torn" }
+  }
+  const nl = bytes.indexOf(NL)
+  if (nl < 0) return { _tag: "torn" }
+  const decoder = new TextDecoder("utf-8", { fatal: true })
+  let header: Either.Either<typeof BatchHeader.Type, unknown>
+  try {
+    header = decodeBatchHeader(decoder.decode(bytes.subarray(0, nl)))
+  } catch {
+    return { _tag: "torn" }
+  }
+  if (Either.isLeft(header)) return { _tag: "torn" }
+  const { bytes: size, lines, offset } = header.right.batch
+  const body = bytes.subarray(nl + 1)
+  if (body.length !== size || body[body.length - 1] !== NL) return { _tag: "torn" }
+  let count = 0
+  for (let from = 0; from < body.length; count++) {
+    const end = body.indexOf(NL, from)
+    if (Either.isLeft(parseLine(decoder, body.subarray(from, end)))) return { _tag: "torn" }
+    from = end + 1
+  }
+  return count === lines ? { _tag: "batch", offset, body } : { _tag: "torn" }
+}
+
+/**
+ * The log's bytes as repair would leave them — torn tail cut, the pending entry or batch applied
+ * by the same rules — computed without touching the files: for readers that must not write
+ * (transcript regeneration).
+ */
+export const repairedView = (log: Uint8Array, pending: Uint8Array | undefined): Uint8Array => {
+  const end = log.lastIndexOf(NL) + 1
+  const kept = log.subarray(0, end)
+  if (pending === undefined) return kept
+  const kind = classifyPending(pending)
+  if (kind._tag === "torn") return kept
+  if (kind._tag === "line") {
+    const lastStart = end > 1 ? kept.lastIndexOf(NL, end - 2) + 1 : 0
+    return bytesEqual(kept.subarray(lastStart), pending) ? kept : concatBytes(kept, pending)
+  }
+  const { body, offset } = kind
+  if (end < offset) return kept
+  const have = Math.min(end - offset, body.length)
+  return bytesEqual(kept.subarray(offset, offset + have), body.subarray(0, have)) ? concatBytes(kept, body.subarray(have)) : kept
+}
 
 export const make = (options: EventLogFileOptions = defaultOptions) => Effect.gen(function*() {
   const durable = yield* Durable
@@ -163,6 +251,7 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
         pending: paths.pendingFile(session),
         lineTail: lineTail(session),
         repaired: false,
+        size: 0,
         open: undefined,
         lastUsed: 0
       }
@@ -202,22 +291,37 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
       }
       let pendingReplayed = false
       let pendingDiscarded = false
+      const appendToLog = (bytes: Uint8Array) =>
+        Effect.tap(
+          slot.open ? slot.open.handle.append(bytes) : Effect.scoped(Effect.flatMap(durable.openAppend(file), (h) => h.append(bytes))),
+          () => {
+            end += bytes.length
+            pendingReplayed = true
+          }
+        )
       const pend = yield* durable.readFile(pending)
       if (Option.isSome(pend)) {
         const bytes = pend.value
-        if (!validPending(bytes)) {
+        const kind = classifyPending(bytes)
+        if (kind._tag === "torn") {
           pendingDiscarded = true
-        } else {
+        } else if (kind._tag === "line") {
           const lastStart = end > 0 ? (yield* lastNewline(file, end - 1)) + 1 : 0
           const last = end > 0 ? yield* durable.readRange(file, lastStart, end) : new Uint8Array(0)
-          if (!bytesEqual(last, bytes)) {
-            if (slot.open) yield* slot.open.handle.append(bytes)
-            else yield* Effect.scoped(Effect.flatMap(durable.openAppend(file), (h) => h.append(bytes)))
-            pendingReplayed = true
-          }
+          if (!bytesEqual(last, bytes)) yield* appendToLog(bytes)
+        } else {
+          // The batch starts at `offset`; the log may hold any whole-line prefix of it there (its
+          // write was torn, the torn line cut above): append the rest. Bytes at `offset` that are
+          // not the batch's mean the pending file is not this log's: discarded, the log untouched.
+          const { body, offset } = kind
+          const have = Math.min(Math.max(end - offset, 0), body.length)
+          const there = end >= offset ? yield* durable.readRange(file, offset, offset + have) : undefined
+          if (there === undefined || !bytesEqual(there, body.subarray(0, have))) pendingDiscarded = true
+          else if (have < body.length) yield* appendToLog(body.subarray(have))
         }
         yield* durable.unlink(pending)
       }
+      slot.size = end
       slot.repaired = true
       return { session_id: session, truncatedBytes, pendingReplayed, pendingDiscarded }
     })
@@ -243,6 +347,7 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
           Effect.onError(() => Scope.close(scope, Exit.void))
         )
         slot.open = { handle, scope }
+        slot.size = handle.sizeAtOpen
         opened.add(slot)
         return handle
       })
@@ -302,25 +407,65 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
         slot.lastUsed = now
         const ts = new Date(now).toISOString()
         const bytes = utf8.encode(assembleLine(head.right, ts, tail.right))
-        const steps = slot.open
-          ? slot.open.handle.appendWal(slot.pending, bytes)
-          : Effect.flatMap(openLocked(session, slot), (handle) => handle.appendWal(slot.pending, bytes))
-        return Effect.flatMap(
-          Effect.catchAllCause(steps, (cause) =>
-            // After a failed step the file state is unknown: drop the handle, repair on next use.
-            Effect.zipRight(
-              Effect.ensuring(closeLocked(slot), slot.mutex.releaseEffect),
-              Effect.failCause(Cause.map(cause, ioError))
-            )),
-          () => {
-            const entry = { ts, event: event.event, data: event.data, session_id: session } as LogEntry
-            if (after === undefined) {
-              slot.mutex.release()
-              return Effect.succeed(entry)
-            }
-            return Effect.as(Effect.ensuring(after(entry), slot.mutex.releaseEffect), entry)
+        return Effect.flatMap(walLocked(session, slot, bytes, 1), () => {
+          const entry = { ts, event: event.event, data: event.data, session_id: session } as LogEntry
+          if (after === undefined) {
+            slot.mutex.release()
+            return Effect.succeed(entry)
           }
-        )
+          return Effect.as(Effect.ensuring(after(entry), slot.mutex.releaseEffect), entry)
+        })
+      })
+    })
+
+  /**
+   * The WAL steps of `lines` lines (`bytes`) under the held lock: one line as the pending entry
+   * itself, more as a batch (header with the log's current length, then the lines). On failure
+   * the handle is dropped (repair on next use) and the lock released; on success the lock stays held.
+   */
+  const walLocked = (session: SessionId, slot: Slot, bytes: Uint8Array, lines: number): Effect.Effect<void, EventLogError> => {
+    const write = (handle: AppendHandle) =>
+      lines === 1 ? handle.appendWal(slot.pending, bytes) : handle.appendWal(slot.pending, bytes, batchPending(slot.size, lines, bytes))
+    const steps = slot.open ? write(slot.open.handle) : Effect.flatMap(openLocked(session, slot), write)
+    return Effect.matchCauseEffect(steps, {
+      // After a failed step the file state is unknown: drop the handle, repair on next use.
+      onFailure: (cause) =>
+        Effect.zipRight(Effect.ensuring(closeLocked(slot), slot.mutex.releaseEffect), Effect.failCause(Cause.map(cause, ioError))),
+      onSuccess: () => {
+        slot.size += bytes.length
+        return Effect.void
+      }
+    })
+  }
+
+  const appendAll = (
+    session: SessionId,
+    events: ReadonlyArray<LogEvent>,
+    after?: (entries: ReadonlyArray<LogEntry>) => Effect.Effect<void>
+  ): Effect.Effect<ReadonlyArray<LogEntry>, EventLogError> =>
+    Effect.suspend(() => {
+      if (events.length === 0) return Effect.succeed([])
+      if (events.length === 1) {
+        return Effect.map(append(session, events[0]!, after === undefined ? undefined : (e) => after([e])), (e) => [e])
+      }
+      const slot = slotOf(session)
+      const tail = slot.lineTail
+      if (Either.isLeft(tail)) return encodeFailure(slot, tail.left)
+      const heads: Array<string> = []
+      for (const event of events) {
+        const head = lineHead(event)
+        if (Either.isLeft(head)) return encodeFailure(slot, head.left)
+        heads.push(head.right)
+      }
+      return locked(slot, () => {
+        const now = clock.unsafeCurrentTimeMillis()
+        slot.lastUsed = now
+        const ts = new Date(now).toISOString()
+        const bytes = utf8.encode(heads.map((head) => assembleLine(head, ts, tail.right)).join(""))
+        return Effect.flatMap(walLocked(session, slot, bytes, events.length), () => {
+          const entries = events.map((event) => ({ ts, event: event.event, data: event.data, session_id: session }) as LogEntry)
+          return Effect.as(Effect.ensuring(after === undefined ? Effect.void : after(entries), slot.mutex.releaseEffect), entries)
+        })
       })
     })
 
@@ -435,7 +580,7 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
     )
   }
 
-  const service: EventLogService = { append, read, readThen, repair, close, remove }
+  const service: EventLogService = { append, appendAll, read, readThen, repair, close, remove }
   return service
 })
 

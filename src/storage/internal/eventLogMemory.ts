@@ -24,6 +24,16 @@ export const makeMemory = Effect.gen(function*() {
         if (after !== undefined) yield* after(entry)
         return entry
       }))).pipe(Effect.withSpan("EventLog.append")),
+    appendAll: (session, events, after) =>
+      events.length === 0
+        ? Effect.succeed([])
+        : lockOf(session).withPermits(1)(Effect.uninterruptible(Effect.gen(function*() {
+          const ts = new Date(yield* Clock.currentTimeMillis).toISOString()
+          const entries = events.map((event) => ({ ...event, ts, session_id: session }) as LogEntry)
+          yield* Ref.update(logs, (m) => new Map(m).set(session, [...(m.get(session) ?? []), ...entries]))
+          if (after !== undefined) yield* after(entries)
+          return entries
+        }))).pipe(Effect.withSpan("EventLog.appendAll")),
     read: (session) => Stream.unwrap(Effect.map(entriesOf(session), (entries) => Stream.fromChunk(Chunk.fromIterable(entries)))),
     readThen: (session, f) => lockOf(session).withPermits(1)(Effect.flatMap(entriesOf(session), (entries) => Effect.uninterruptible(f(entries)))),
     repair: (session) =>

@@ -7,6 +7,7 @@
 // that one unacknowledged entry may or may not be in the log. Appends to one session are ordered
 // by a per-session lock in this process; sessions of one tree live on one runner (cluster mode's
 // placement), so no other process appends to them. Nothing is ever torn: `repair` has nothing to do.
+// `appendAll` is one INSERT of all its rows (one commit: all of them or none).
 import { SqlClient, type SqlError } from "@effect/sql"
 import { Chunk, Clock, Effect, Either, Option, Schema, Stream } from "effect"
 import { EventLogError } from "../../domain/errors.js"
@@ -66,6 +67,37 @@ export const makeSql = Effect.gen(function*() {
     return entry
   })
 
+  // One INSERT of every row: Postgres commits the statement whole or not at all.
+  const appendAll = Effect.fn("EventLog.appendAll")(function*(
+    session: SessionId,
+    events: ReadonlyArray<LogEvent>,
+    after?: (entries: ReadonlyArray<LogEntry>) => Effect.Effect<void>
+  ) {
+    if (events.length === 0) return []
+    const ts = new Date(yield* Clock.currentTimeMillis).toISOString()
+    const rows = []
+    for (const [i, event] of events.entries()) {
+      const line = encodeEntryLine(event, ts, session)
+      if (Either.isLeft(line)) {
+        return yield* new EventLogError({ reason: "encode", file: where(session), message: line.left })
+      }
+      rows.push(sql`(${i + 1}::bigint, ${line.right.slice(0, -1)}::text)`)
+    }
+    const entries = events.map((event) => ({ ...event, ts, session_id: session }) as LogEntry)
+    yield* lockOf(session).withPermits(1)(
+      Effect.uninterruptible(
+        sql`INSERT INTO substrat_events (session_id, seq, line)
+            SELECT ${session}, m.base + v.ord, v.line
+            FROM (SELECT COALESCE(MAX(seq), 0) AS base FROM substrat_events WHERE session_id = ${session}) AS m,
+                 (VALUES ${sql.csv(rows)}) AS v(ord, line)`.pipe(
+          Effect.mapError(ioError(session)),
+          Effect.zipRight(after === undefined ? Effect.void : after(entries))
+        )
+      )
+    )
+    return entries
+  })
+
   const read = (session: SessionId): Stream.Stream<LogEntry, EventLogError> =>
     Stream.paginateChunkEffect(0, (after: number) =>
       sql<{ n: string; line: string }>`SELECT seq::text AS n, line FROM substrat_events
@@ -97,6 +129,7 @@ export const makeSql = Effect.gen(function*() {
 
   const service: EventLogService = {
     append,
+    appendAll,
     read,
     readThen,
     repair: (session) =>
