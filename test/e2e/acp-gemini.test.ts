@@ -10,7 +10,7 @@ import * as Path from "node:path"
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { Reply } from "../../src/testing/ScriptedLlm.js"
-import { type Agent, cli, cliJson, startDaemon } from "../integration/daemon.support.js"
+import { type Agent, cli, cliJson, rpcOnce, spawnCli, startDaemon, waitFor } from "../integration/daemon.support.js"
 import type * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
 import { byAgent, geminiDoors, geminiEnvKeys, geminiHome, geminiSideDoors, geminiTeamScript, KEY, MODEL, price, usage, whose, withUsage } from "./acp-gemini.support.js"
 import { agentEvents as events, daemonTestScope, dataNamed as of, withLlm } from "./support.js"
@@ -73,6 +73,81 @@ describe("acp:gemini, the real Gemini CLI (daemon + CLI, bwrap, network off, scr
       expectNoKeyInHome(home, a.session_id)
     }), 180_000)
 
+  it("--approve ask: gemini's write_file asks in `substrat inbox` (even with a workspace setting that would auto-approve edits; Substrat's own tool unasked); `allow` writes the file, `reject` does not", () =>
+    withLlm([], async (llm) => {
+      const home = geminiHome(llm, homes)
+      const asker = byAgent("AGENT=asker")
+      await Effect.runPromise(llm.replace([
+        // First one of Substrat's own tools: allowed unasked under every policy.
+        { match: { where: (r) => asker(r) && r.lastUser.includes("Write allowed.txt") }, reply: withUsage(Reply.toolCall("mcp_substrat_check_inbox", {})), label: "check-inbox" },
+        {
+          match: { where: (r) => asker(r) && lastResponse(r) === "mcp_substrat_check_inbox" },
+          reply: withUsage(Reply.toolCall("write_file", { file_path: "/workspace/allowed.txt", content: "allowed\n" })),
+          label: "write-allowed"
+        },
+        {
+          match: { where: (r) => asker(r) && r.lastUser.includes("Write rejected.txt") },
+          reply: withUsage(Reply.toolCall("write_file", { file_path: "/workspace/rejected.txt", content: "rejected\n" })),
+          label: "write-rejected"
+        },
+        { match: { where: (r) => asker(r) && r.lastUser.includes("canceled by the user") }, reply: withUsage(Reply.text("Not written.")), label: "after-reject" },
+        { match: { where: asker }, reply: withUsage(Reply.text("Written.")), label: "after-allow" }
+      ]))
+      ds.track(await startDaemon(home))
+      const a = await cliJson<Agent & { readonly workspace_id: string }>(home, [
+        "agent", "create", "--provider", "acp:gemini", "--name", "asker", "--approve", "ask", "--instructions", "AGENT=asker Work."
+      ])
+      const ws = (await cliJson<{ workspaces: ReadonlyArray<{ id: string; root_path: string }> }>(home, ["workspace", "list"])).workspaces
+        .find((w) => w.id === a.workspace_id)!
+      // What the workspace (a repository, or the agent itself) may hold: Gemini CLI reads it as
+      // its workspace settings. Were it honoured, every edit would be approved without asking.
+      Fs.mkdirSync(Path.join(ws.root_path, ".gemini"), { recursive: true })
+      Fs.writeFileSync(Path.join(ws.root_path, ".gemini/settings.json"), JSON.stringify({ general: { defaultApprovalMode: "auto_edit" } }))
+      type Item = { readonly id: string; readonly kind: string; readonly agent_name: string; readonly text: string }
+      /** The permission item `send`'s turn asks (not one of `not`); a turn that ends unasked fails at once. */
+      const asked = (send: ReturnType<typeof spawnCli>, not: ReadonlyArray<string>) => {
+        let ended = false
+        void send.exit.then(() => (ended = true))
+        return waitFor("gemini's permission request in the inbox", async () => {
+          const item = (await rpcOnce<{ items: ReadonlyArray<Item> }>(home, "inbox.list")).items.find((i) => i.kind === "permission" && !not.includes(i.id))
+          if (item === undefined && ended) throw new Error(`the turn ended without asking: ${send.out()}${send.err()}`)
+          return item
+        }, 150_000)
+      }
+
+      const first = spawnCli(home, ["agent", "send", "--wait", "asker", "Write allowed.txt."])
+      const q1 = await asked(first, [])
+      expect(q1.agent_name).toBe("asker")
+      expect(q1.text).toContain("asker asks permission: ")
+      expect(q1.text).toContain("allowed.txt")
+      expect(q1.text).toContain("allow_once (Allow)")
+      // The turn waits on the human: nothing written yet.
+      expect(Fs.existsSync(Path.join(ws.root_path, "allowed.txt"))).toBe(false)
+      const allow = await cli(home, ["inbox", "answer", q1.id, "allow"])
+      expect(allow.code, allow.stderr).toBe(0)
+      expect(await first.exit).toBe(0)
+      expect(first.out()).toBe("Written.\n")
+      expect(Fs.readFileSync(Path.join(ws.root_path, "allowed.txt"), "utf8")).toBe("allowed\n")
+
+      const second = spawnCli(home, ["agent", "send", "--wait", "asker", "Write rejected.txt."])
+      const q2 = await asked(second, [q1.id])
+      expect(q2.text).toContain("rejected.txt")
+      const reject = await cli(home, ["inbox", "answer", q2.id, "reject"])
+      expect(reject.code, reject.stderr).toBe(0)
+      expect(await second.exit).toBe(0)
+      expect(second.out()).toBe("Not written.\n")
+      expect(Fs.existsSync(Path.join(ws.root_path, "rejected.txt"))).toBe(false)
+
+      // Both answers in the agent's log, in order; the conversation's requests and nothing else.
+      const log = events(home, a.session_id)
+      expect(of(log, "permission.answered").map((x) => [x["item_id"], x["choice"]])).toEqual([[q1.id, "allow"], [q2.id, "reject"]])
+      expect(of(log, "tool_call.result").filter((r) => r["tool"] === "permission").map((r) => [r["result"], r["is_error"]]))
+        .toEqual([["allow_once (the human)", false], ["reject_once (the human)", true]])
+      const reqs = await Effect.runPromise(llm.modelRequests)
+      expect(reqs.map((r) => r.label ?? `unmatched: ${(r.lastUser ?? "").slice(0, 80)}`)).toEqual(["check-inbox", "write-allowed", "after-allow", "write-rejected", "after-reject"])
+      expect((await rpcOnce<{ items: ReadonlyArray<Item> }>(home, "inbox.list")).items.filter((i) => i.kind === "permission")).toEqual([])
+    }), 300_000)
+
   it("attacks from inside: gemini's own shell curls its forwarder socket — other endpoints, escaping model names, a `?key=`, oversized bodies — all refused, none reaches the upstream or is reserved", async () => {
     const r = await geminiSideDoors(homes, ds.track)
     expect([r.code, r.answer]).toEqual([0, "done\n"])
@@ -106,6 +181,20 @@ describe("acp:gemini, the real Gemini CLI (daemon + CLI, bwrap, network off, scr
       expect(reqs.filter((r) => r.label === HELD).length).toBe(1)
     }), 420_000)
 })
+
+/** The name of the function whose response ends the request's contents ("" when none does). */
+const lastResponse = (r: { readonly body: unknown }): string => {
+  const b = r.body
+  const contents = typeof b === "object" && b !== null && "contents" in b && Array.isArray(b.contents) ? (b.contents as ReadonlyArray<unknown>) : []
+  const last = contents.at(-1)
+  const parts = typeof last === "object" && last !== null && "parts" in last && Array.isArray(last.parts) ? (last.parts as ReadonlyArray<unknown>) : []
+  for (const p of parts) {
+    if (typeof p === "object" && p !== null && "functionResponse" in p && typeof p.functionResponse === "object" && p.functionResponse !== null && "name" in p.functionResponse) {
+      return String(p.functionResponse.name)
+    }
+  }
+  return ""
+}
 
 /** The end state of the gemini team: the team's, gemini's own tools, every request metered once. */
 const checkGeminiTeam = async (home: string, llm: ScriptedLlm.ScriptedLlmServer) => {

@@ -1,6 +1,6 @@
 // Permissions.ts: the acp.approve policy. A request for one of Substrat's own tools (named by the
 // agent's `_meta.toolName`, as Qwen Code sends it, or `_meta.claudeCode.toolName`, as
-// claude-agent-acp does) is allowed under every policy without asking;
+// claude-agent-acp does, or by Gemini CLI's MCP title) is allowed under every policy without asking;
 // a title that merely mentions substrat is asked like any other.
 import type * as Acp from "@agentclientprotocol/sdk"
 import { describe, expect, it } from "vitest"
@@ -50,6 +50,25 @@ describe("acp permissions", () => {
     expect([p.asked, p.out]).toEqual([[], []])
     expect(await p.decide(claude("mcp__other__x", "other"))).toEqual({ outcome: { outcome: "selected", optionId: "no" } })
     expect(p.asked.map((t) => t.split(". Its options")[0])).toEqual(["lead asks permission: mcp__other__x"])
+  })
+
+  it("Gemini CLI's requests for Substrat's tools (no _meta: its MCP title, kind other) are allowed unasked; look-alikes of another kind or server are asked", async () => {
+    for (const approve of ["ask", "reject", "auto"] as const) {
+      const p = policy(approve)
+      expect(await p.decide(request("check_inbox (substrat MCP Server)", undefined, "other"))).toEqual({ outcome: { outcome: "selected", optionId: "once" } })
+      expect([p.asked, p.out]).toEqual([[], []])
+    }
+    const p = policy("ask")
+    // A shell command whose text mimics the title (kind execute), another server, a title with more after it, no kind.
+    for (const [title, kind] of [
+      ["check_inbox (substrat MCP Server)", "execute"],
+      ["check_inbox (other MCP Server)", "other"],
+      ["check_inbox (substrat MCP Server) && rm -rf /workspace", "other"],
+      ["check_inbox (substrat MCP Server)", undefined]
+    ] as const) {
+      expect(await p.decide(request(title, undefined, kind)), `${title} ${kind}`).toEqual({ outcome: { outcome: "selected", optionId: "no" } })
+    }
+    expect(p.asked.length).toBe(4)
   })
 
   it("another tool is asked, named by its tool name when the title says nothing; a title mentioning substrat is asked too", async () => {

@@ -7,7 +7,7 @@
 //           reject_always); no answer within `acp.ask_timeout_seconds` seconds (0: no limit) → reject
 // A request to run one of Substrat's own tools (the `substrat` MCP server: send_message,
 // spawn_agent, …) is allowed under every policy and not shown: the daemon already governs and logs
-// those calls. (Agents such as Qwen Code ask before every MCP call.)
+// those calls. (Qwen Code and Gemini CLI ask before every MCP call.)
 // Each other answer is shown in the turn's output as a ⚙ `permission` line (the tool's title and the
 // option chosen, and who chose it). A request the agent withdraws (its signal aborts) is answered
 // `cancelled`.
@@ -79,6 +79,16 @@ const toolNameOf = (t: Acp.ToolCallUpdate): string | null => {
 }
 
 /**
+ * One of Substrat's tools as Gemini CLI asks for it: no `_meta`, the title its MCP tools carry
+ * (`<tool> (substrat MCP Server)`; the server of that name is always the one of `session/new`)
+ * and kind `other` (a shell command's title is free text, but its kind is `execute`).
+ */
+const geminiSubstratTool = (t: Acp.ToolCallUpdate): string | null => {
+  const m = t.kind === "other" ? /^(\w+) \(substrat MCP Server\)$/.exec(t.title ?? "") : null
+  return m === null ? null : `mcp__substrat__${m[1]!}`
+}
+
+/**
  * What the question calls the tool: its title, with the tool's name when the title does not say
  * it; without a name, the call's kind after the title (opencode's title of an edit is the bare path).
  */
@@ -96,8 +106,9 @@ export const make = (o: { readonly approve: Approve; readonly emit: (out: Provid
   let n = 0
   const decide = async (r: Acp.RequestPermissionRequest, signal: AbortSignal): Promise<Acp.RequestPermissionResponse> => {
     if (signal.aborted) return { outcome: { outcome: "cancelled" } }
-    // By the tool's name only: a title is free text (a shell command may mention substrat).
-    const name = toolNameOf(r.toolCall)
+    // By the tool's name (or Gemini CLI's exact MCP title), never by a title's mention of substrat:
+    // a title is free text (a shell command may mention substrat).
+    const name = toolNameOf(r.toolCall) ?? geminiSubstratTool(r.toolCall)
     if (name !== null && isSubstratTool(name, "")) {
       const own = pick(r.options, kindsOf.allow)
       if (own !== undefined) return { outcome: { outcome: "selected", optionId: own.optionId } }

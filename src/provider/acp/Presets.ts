@@ -87,7 +87,11 @@ export const builtinPresets: PresetTable = {
     package: "@qwen-code/qwen-code"
   },
   gemini: {
-    command: ["gemini", "--acp"],
+    // `default`: Gemini CLI asks the client before an edit or a shell command (acp.approve
+    // decides). On the command line it outranks a `general.defaultApprovalMode` of the agent's
+    // own settings files (its HOME and /workspace/.gemini are writable by it): `auto_edit` there
+    // would approve every edit unasked, under `--approve ask` too.
+    command: ["gemini", "--acp", "--approval-mode", "default"],
     // The workspace is trusted (else Gemini CLI refuses to run in it); its settings file (Launch.ts)
     // does the rest. WebAssembly bound checks inline: with V8's trap handler each of its WebAssembly
     // instances reserves ~10 GiB of address space, and a few exhaust the sandbox's RLIMIT_AS.
