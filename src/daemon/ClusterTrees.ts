@@ -22,6 +22,7 @@ import { Orchestrator } from "../agent/Orchestrator.js"
 import { DaemonConfig } from "../config/DaemonConfig.js"
 import { Recovery } from "../recovery/Recovery.js"
 import * as Carry from "./ClusterCarry.js"
+import { RunnerPresence } from "./ClusterPresence.js"
 import { addressText, shardOwners } from "./Cluster.js"
 import { AgentId, MessageId } from "../domain/ids.js"
 import { createHash } from "node:crypto"
@@ -159,14 +160,24 @@ export class TreeTakeover extends Context.Tag("substrat/daemon/TreeTakeover")<Tr
 
 /**
  * Every second (and at once when a request needs it): the live trees of `substrat_trees` whose
- * shard this runner holds, that are not here, and whose runner is not in the engine's list of
- * live runners (it died: its lease ran out) — or this runner's own from before a restart (read
- * on the first pass; taken when this runner holds their shard) — are recovered from Postgres (Recovery.recoverTrees) and recorded as this runner's.
+ * shard this runner holds, that are not here, and whose runner is gone — handed over (`''`), or
+ * died: not in the engine's list of live runners (its lease ran out) and no longer connected to
+ * Postgres (ClusterPresence.ts; a runner only late may still be running the tree) — or this
+ * runner's own from before a restart (read on the first pass; taken when this runner holds their
+ * shard) — are recovered from Postgres (Recovery.recoverTrees) and recorded as this runner's.
  */
 export const layerTakeover: Layer.Layer<
   TreeTakeover,
   never,
-  TreeRouter | Recovery | Orchestrator | RunnerStorage.RunnerStorage | SqlClient.SqlClient | Carry.RestoreNeeds | Sharding.Sharding | ShardingConfig.ShardingConfig
+  | TreeRouter
+  | Recovery
+  | Orchestrator
+  | RunnerStorage.RunnerStorage
+  | SqlClient.SqlClient
+  | Carry.RestoreNeeds
+  | Sharding.Sharding
+  | ShardingConfig.ShardingConfig
+  | RunnerPresence
 > = Layer.scoped(TreeTakeover, Effect.gen(function*() {
   const router = yield* TreeRouter
   const recovery = yield* Recovery
@@ -178,7 +189,10 @@ export const layerTakeover: Layer.Layer<
   const sharding = yield* Sharding.Sharding
   const engine = yield* ShardingConfig.ShardingConfig
   const config = yield* DaemonConfig
+  const presence = yield* RunnerPresence
   const lock = yield* Effect.makeSemaphore(1)
+  // Late runners still connected, said once each until they are gone or on time again.
+  const late = new Set<string>()
   // Trees this runner let go of (handover, below) whose row does not say so yet (Postgres failed):
   // marked on the next pass, or taken back here if their shard is this runner's again.
   const released = new Set<AgentId>()
@@ -215,10 +229,23 @@ export const layerTakeover: Layer.Layer<
     const recorded = new Map(rows.map((t) => [t.root_id, t.runner]))
     for (const id of own) if (recorded.get(id) !== router.self || lookup.byId(id) !== undefined) own.delete(id)
     for (const id of released) if (recorded.get(id) !== router.self || lookup.byId(id) !== undefined) released.delete(id)
-    const take = rows.filter((t) =>
+    const candidates = rows.filter((t) =>
       lookup.byId(t.root_id) === undefined && router.owns(t.root_id) &&
       ((own.has(t.root_id) || released.has(t.root_id)) && t.runner === router.self || !alive.has(t.runner))
     )
+    // A runner past its lease that still holds its connection is late, not gone: it may be
+    // running these trees' turns (a handover whose shard has moved already); they wait for it.
+    const connected = yield* presence.connected(candidates.flatMap((t) => t.runner === "" || t.runner === router.self ? [] : [t.runner]))
+    for (const r of late) if (!connected.has(r)) late.delete(r)
+    for (const r of connected) {
+      if (late.has(r)) continue
+      late.add(r)
+      yield* Effect.logWarning(
+        `runner ${r} is not heartbeating but still connected to Postgres: its ${candidates.filter((t) => t.runner === r).length} tree(s) ` +
+          `whose shards are this runner's are not taken over while it may still run them (it is late, or paused; retried)`
+      )
+    }
+    const take = candidates.filter((t) => !connected.has(t.runner))
     if (take.length === 0) return
     const ids = take.map((t) => t.root_id)
     // Their workspaces and provider state first (ClusterCarry.ts): recovery re-runs turns.

@@ -24,6 +24,7 @@ import { acquirePidFile, DaemonError, prepareHome, publishSocket, stagingSocket 
 import { AdminRpcs } from "../protocol/AdminRpcs.js"
 import { Drain, RuntimeLive, runtimeOn, StorageSql } from "./Runtime.js"
 import * as Cluster from "./Cluster.js"
+import * as ClusterPresence from "./ClusterPresence.js"
 import * as net from "node:net"
 import * as ClusterTrees from "./ClusterTrees.js"
 import * as ClusterCarry from "./ClusterCarry.js"
@@ -167,6 +168,7 @@ export const run = (settings: DaemonSettings, overrides: DaemonOverrides = {}): 
         Layer.provide(ResolverService.layer),
         Layer.provideMerge(ClusterTrees.layerTakeover),
         Layer.provide(Recovery.Default),
+        Layer.provide(ClusterPresence.layer(cluster.listen)),
         Layer.provideMerge(ClusterTrees.layerRouter(cluster.listen)),
         Layer.provideMerge(Cluster.layer(cluster.runner)),
         Layer.provide(Layer.succeedContext(Context.merge(runtime, cluster.sql)))

@@ -8,7 +8,7 @@ import * as fs from "node:fs"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
 import { type Agent, cli, cliJson, kill9, rpcOnce, waitFor } from "./daemon.support.js"
-import { type ClusterStatus as Status, clusterFile, query, runnerOf, startRunner, userMessages, waitTurnStarted } from "../support/cluster.js"
+import { type ClusterStatus as Status, clusterFile, query, runnerOf, startRunner, statusOf, turnStarts, userMessages, waitTurnStarted } from "../support/cluster.js"
 import { freePort, freshDatabase } from "../support/postgres.js"
 
 const { pg, owned, dir } = clusterFile("substrat-handover-")
@@ -27,10 +27,11 @@ describe("cluster handover", () => {
   const treesOnBoth = async (prefix: string, script: string, each: number) => {
     const trees = new Map<string, Array<Agent>>([[addrA(), []], [addrB(), []]])
     for (let i = 0; i < 40 && [...trees.values()].some((t) => t.length < each); i++) {
-      const created = await cliJson<Agent>(homeA, ["agent", "create", "--name", `${prefix}${i}`, "--provider", `scripted:${script}`])
+      // Over the admin socket (no CLI process each): what is tested is where the trees go.
+      const created = await rpcOnce<Agent>(homeA, "agent.create", { name: `${prefix}${i}`, provider: `scripted:${script}` })
       const list = trees.get(await runnerOf(url, created.id))!
       if (list.length < each) list.push(created)
-      else expect((await cli(homeA, ["agent", "terminate", created.name])).code).toBe(0)
+      else await rpcOnce(homeA, "agent.terminate", { agent: created.name })
     }
     for (const list of trees.values()) expect(list).toHaveLength(each)
     return trees
@@ -115,7 +116,7 @@ describe("cluster handover", () => {
     expect(drained).toEqual({ self: addrA(), draining: true, trees: aTrees.length })
     // Its shards go to B; the trees with a held turn stay on A until the turn ends.
     const draining = await waitFor("A draining with no shard", async () => {
-      const st = await cliJson<Status>(homeB, ["cluster", "status"])
+      const st = await statusOf(homeB)
       const a = st.runners.find((r) => r.address === addrA())
       return a?.draining === true && a.shards === 0 && st.runners.find((r) => r.self)?.shards === st.shards ? a : undefined
     }, 60_000)
@@ -135,5 +136,45 @@ describe("cluster handover", () => {
     // Nothing is left on A: it stops, and B answers each tree.
     expect((await cli(homeA, ["daemon", "stop"])).code).toBe(0)
     for (const t of onA) expect((await cli(homeB, ["agent", "send", t.name, `after the stop to ${t.name}`, "--wait"])).code).toBe(0)
+  }, 300_000)
+
+  it("a drained runner that stops heartbeating past the lease while its turn runs (SIGSTOP: a loaded machine, a long pause) keeps its tree: B does not take it while A is connected to Postgres; answered once", async () => {
+    const a = await start(homeA, pa, 2)
+    const gate = join(dir, "gate-slow")
+    gated("held3", gate, "answered once after the pause")
+    const t = (await treesOnBoth("s", "held3", 1)).get(addrA())![0]!
+    const { message_id } = await rpcOnce<{ message_id: string }>(homeA, "agent.send", { agent: t.name, text: "the question" })
+    await turnStarted(t)
+    await rpcOnce(homeA, "cluster.drain")
+    // B holds every shard, the tree's too; the tree stays on A while its turn runs.
+    await waitFor("B holding every shard", async () => {
+      const st = await statusOf(homeB)
+      return st.held === st.shards && st.runners.find((r) => r.self)?.shards === st.shards ? true : undefined
+    }, 60_000)
+    expect(await runnerOf(url, t.id)).toBe(addrA())
+
+    // A misses its heartbeats for longer than the lease; its connections to Postgres stay open.
+    process.kill(a, "SIGSTOP")
+    let during = ""
+    try {
+      await waitFor("B no longer listing A", async () => (await statusOf(homeB)).runners.some((r) => r.address === addrA()) ? undefined : true, 60_000)
+      // B's takeover pass (every second) takes the tree, or says why it does not.
+      during = await waitFor("B taking the tree, or declining", async () => {
+        const row = await runnerOf(url, t.id)
+        if (row !== addrA()) return row
+        return fs.readFileSync(join(homeB, "daemon.log"), "utf8").includes(`runner ${addrA()} is not heartbeating but still connected to Postgres`)
+          ? row
+          : undefined
+      }, 60_000)
+    } finally {
+      process.kill(a, "SIGCONT")
+    }
+    fs.writeFileSync(gate, "")
+    // A's turn ends, A hands the tree over, B takes it: the question answered once, by one turn.
+    await waitFor("the tree on B", async () => (await runnerOf(url, t.id)) === addrB() ? true : undefined, 60_000)
+    expect((await rpcOnce<{ answer: { error: boolean } }>(homeB, "agent.wait", { agent: t.name, message_id })).answer.error).toBe(false)
+    expect(await userMessages(url, t.session_id, "the question")).toEqual([{ id: message_id, answers: 1 }])
+    expect(await turnStarts(url, t.session_id)).toBe(1)
+    expect(during).toBe(addrA())
   }, 300_000)
 })
