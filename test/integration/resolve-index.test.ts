@@ -119,6 +119,20 @@ describe("reference resolution from the indexes", () => {
     expect(tail.sessions.map((s) => s.id)).toEqual([late.session_id])
     expect(tail.next).toBeUndefined()
 
+    // The session a page ended at is deleted before the next page is asked: that page starts
+    // where the deleted one was (its id is no session any more).
+    const qs: Array<Agent> = []
+    for (const n of ["q1", "q2", "q3"]) qs.push(await rpcOnce<Agent>(home, "agent.create", { name: n, provider: "scripted" }))
+    const upToQ1 = await rpcOnce<Page>(home, "session.list", { limit: 1, after: late.session_id })
+    expect(upToQ1.sessions.map((s) => s.id)).toEqual([qs[0]!.session_id])
+    expect(upToQ1.next).toBe(qs[0]!.session_id)
+    const deleted = await cli(home, ["session", "delete", qs[0]!.session_id])
+    expect(deleted.code).toBe(0)
+    expect((await cliJson<Page>(home, ["session", "list"])).sessions.map((s) => s.id)).not.toContain(qs[0]!.session_id)
+    const afterDeleted = await rpcOnce<Page>(home, "session.list", { limit: 5, after: qs[0]!.session_id })
+    expect(afterDeleted.sessions.map((s) => s.id)).toEqual([qs[1]!.session_id, qs[2]!.session_id])
+    expect(afterDeleted.next).toBeUndefined()
+
     // An `after` no session has: refused, naming the field.
     const bad = await cli(home, ["session", "list", "--limit", "2", "--after", "00000000-0000-4000-8000-000000000000"])
     expect(bad.code).not.toBe(0)

@@ -5,15 +5,22 @@ import { Orchestrator } from "../../agent/Orchestrator.js"
 import { SessionStore } from "../../storage/SessionStore.js"
 import { makeResolver } from "../Resolver.js"
 import type { Session } from "../../domain/session.js"
+import type { SessionId } from "../../domain/ids.js"
 import { InvalidInput, SessionGroup } from "../../protocol/AdminRpcs.js"
 import { handlersOf, served } from "./Middleware.js"
 import { makeSessions } from "./Shared.js"
 
-const byCreation = (a: Session, b: Session): number =>
+/** Where a session sits in the order of `session.list`: its creation time, then its id. */
+type Place = Pick<Session, "created_at" | "id">
+
+/** Pages' last sessions remembered (the newest), so that a page can follow one deleted since. */
+const CURSORS = 4096
+
+const byCreation = (a: Place, b: Place): number =>
   a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0
 
 /** The index of the first record after `s` in `oldest` (sorted by `byCreation`): a binary search. */
-const firstAfter = (oldest: ReadonlyArray<Session>, s: Session): number => {
+const firstAfter = (oldest: ReadonlyArray<Session>, s: Place): number => {
   let lo = 0
   let hi = oldest.length
   while (lo < hi) {
@@ -36,19 +43,39 @@ export const SessionHandlers = served(SessionGroup, Effect.gen(function*() {
     if (sorted?.from !== all) sorted = { from: all, oldest: [...all].sort(byCreation) }
     return sorted.oldest
   }
+  // Each page's last session (its `next` when more follow) with its place: a session deleted after
+  // its page was read is no longer in the store, and the page after it starts where it was (ids
+  // are random, so an id alone does not say where).
+  const cursors = new Map<SessionId, Place>()
+  const remember = (s: Session) => {
+    cursors.delete(s.id)
+    cursors.set(s.id, { created_at: s.created_at, id: s.id })
+    if (cursors.size > CURSORS) cursors.delete(cursors.keys().next().value!)
+  }
 
   return handlersOf(SessionGroup)({
     "session.list": (p) =>
       Effect.gen(function*() {
         const all = oldestFirst(yield* store.scan)
         if (p?.limit === undefined && p?.after === undefined) return { sessions: yield* Effect.forEach(all, sessions.info) }
-        const from = p.after === undefined ? 0 : yield* store.load(p.after).pipe(
-          Effect.map((s) => firstAfter(all, s)),
-          Effect.catchAll(() => new InvalidInput({ field: "after", message: `no session ${p.after} to continue after (an id from the previous page)` }))
+        const after = p.after
+        const from = after === undefined ? 0 : yield* store.load(after).pipe(
+          Effect.catchAll((e) => {
+            const place = cursors.get(after)
+            return place !== undefined ? Effect.succeed(place) : new InvalidInput({
+              field: "after",
+              message: e.reason === "not-found"
+                ? `no session ${after} to continue after: neither a session nor the last of a page this daemon answered (list again without after)`
+                : `no session ${after} to continue after (${e.message})`
+            })
+          }),
+          Effect.map((s) => firstAfter(all, s))
         )
         const page = all.slice(from, p.limit === undefined ? undefined : from + p.limit)
         const more = from + page.length < all.length
-        return { sessions: yield* Effect.forEach(page, sessions.info), ...(more && page.length > 0 ? { next: page[page.length - 1]!.id } : {}) }
+        const last = page[page.length - 1]
+        if (last !== undefined) remember(last)
+        return { sessions: yield* Effect.forEach(page, sessions.info), ...(more && last !== undefined ? { next: last.id } : {}) }
       }),
 
     "session.suspend": (p) =>

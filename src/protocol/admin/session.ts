@@ -24,7 +24,8 @@ const SessionListParams = Schema.Struct({
 export class SessionListRpc extends Rpc.make("session.list", {
   /**
    * No params: every session, oldest first. With `limit` and/or `after`: one page of that order;
-   * `next` (when more follow) is the `after` of the next page. An `after` no session has: InvalidInput.
+   * `next` (when more follow) is the `after` of the next page; a page after a session deleted since
+   * its page was answered starts where it was. Any other `after` no session has: InvalidInput.
    */
   payload: Schema.UndefinedOr(SessionListParams),
   success: Schema.Struct({ sessions: Schema.Array(SessionInfo), next: Schema.optional(SessionId) }),
