@@ -14,6 +14,13 @@
 // The lease (SUBSTRAT_CLUSTER_LEASE_MS, default here 5000; the daemon's own default is 20 s) bounds
 // how soon the survivors notice; it is in the summary. The runners' spawn quota is off (a root
 // spawns all its children in one turn).
+// SUBSTRAT_BENCH_BEFORE=<another checkout, built> runs the same scenario with that checkout's
+// runners first (its own database on the same Postgres), so before and after come from one run.
+// SUBSTRAT_BENCH_PROFILE=<dir> keeps, per scenario, each runner's CPU profile (--cpu-prof; the
+// survivors are stopped with SIGTERM at the end so theirs are written), its daemon.log, the
+// Postgres log with every statement's duration from just before the kill on
+// (log_min_duration_statement=0), and window.json: the kill, rows-moved and answered instants
+// on the monotonic clock the profiles use (µs).
 import { SqlClient } from "@effect/sql"
 import { Effect, ManagedRuntime, Redacted } from "effect"
 import { execFileSync } from "node:child_process"
@@ -22,14 +29,13 @@ import { loadavg, tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import * as Postgres from "../../src/storage/Postgres.js"
-import { freePort, freshDatabase, startPostgres } from "../../test/support/pg-server.js"
+import { freePort, freshDatabase, type PgServer, startPostgres } from "../../test/support/pg-server.js"
 import { connect } from "./scale.js"
 import type { BenchOptions, BenchResult } from "./types.js"
 
 export const name = "cluster-scale"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..")
-const launcher = join(root, "scripts", "substrat.cjs")
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 const quantile = (xs: ReadonlyArray<number>, q: number): number => {
   const s = [...xs].sort((a, b) => a - b)
@@ -53,39 +59,68 @@ const book = (agents: number): string => {
 }
 
 interface Runner {
+  readonly label: string
   readonly home: string
   readonly address: string
-  readonly env: NodeJS.ProcessEnv
   pid: number
 }
 
-export const run = async (opts: BenchOptions): Promise<BenchResult> => {
-  const trees = opts.quick ? 3 : intEnv("SUBSTRAT_BENCH_SCALE_TREES", 100)
-  const agents = opts.quick ? 5 : intEnv("SUBSTRAT_BENCH_SCALE_AGENTS", 100)
-  const sends = opts.quick ? 10 : 50
-  const lease = process.env["SUBSTRAT_CLUSTER_LEASE_MS"] ?? "5000"
+type Conn = Awaited<ReturnType<typeof connect>>
+type Query = (text: string) => Promise<ReadonlyArray<Record<string, unknown>>>
+
+interface Sizes {
+  readonly trees: number
+  readonly agents: number
+  readonly sends: number
+  readonly lease: string
+}
+
+const exited = async (pid: number, ms: number): Promise<boolean> => {
+  for (const end = Date.now() + ms; Date.now() < end; await sleep(100)) {
+    try {
+      process.kill(pid, 0)
+    } catch {
+      return true
+    }
+  }
+  return false
+}
+
+/** One whole run (3 runners of the checkout at `checkout`, a fresh database): its rows and figures. */
+const scenario = async (
+  label: string,
+  checkout: string,
+  pg: PgServer,
+  sizes: Sizes,
+  profile: string | undefined
+): Promise<{ rows: Array<Record<string, string | number>>; summary: Record<string, number | string> }> => {
+  const { trees, agents, sends, lease } = sizes
+  const launcher = join(checkout, "scripts", "substrat.cjs")
   const dir = fs.mkdtempSync(join(tmpdir(), "substrat-bench-cluster-scale-"))
-  const pg = await startPostgres()
   const runners: Array<Runner> = []
-  const conns: Array<Awaited<ReturnType<typeof connect>>> = []
+  const conns: Array<Conn> = []
+  const prof = profile === undefined ? undefined : join(profile, label)
+  if (prof !== undefined) for (const name of ["a", "b", "c"]) fs.mkdirSync(join(prof, name), { recursive: true })
   let db: ManagedRuntime.ManagedRuntime<SqlClient.SqlClient, unknown> | undefined
   try {
     const url = await freshDatabase(pg)
     db = ManagedRuntime.make(Postgres.layer({ url: Redacted.make(url), maxConnections: 2 }))
-    const q = (text: string) => db!.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe<Record<string, unknown>>(text)))
-    for (const label of ["a", "b", "c"]) {
-      const home = join(dir, label)
+    const q: Query = (text) => db!.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe<Record<string, unknown>>(text)))
+    for (const name of ["a", "b", "c"]) {
+      const home = join(dir, name)
       fs.mkdirSync(join(home, "scripts"), { recursive: true, mode: 0o700 })
       fs.writeFileSync(join(home, "scripts", "fan.json"), book(agents))
       const address = `127.0.0.1:${await freePort()}`
       // A root spawns A-1 children in one turn: past the default spawn quota (30 a minute, then parked).
-      const env = { ...process.env, SUBSTRAT_HOME: home, SUBSTRAT_CLUSTER_LEASE_MS: lease, SUBSTRAT_QUOTAS_SPAWNS_PER_MINUTE: "0" }
-      execFileSync("nice", ["-n", "10", process.execPath, launcher, "daemon", "start", "--cluster", url, "--listen", address], { env, encoding: "utf8" })
-      runners.push({ home, address, env, pid: Number(fs.readFileSync(join(home, "daemon.pid"), "utf8").trim()) })
+      const env: NodeJS.ProcessEnv = { ...process.env, SUBSTRAT_HOME: home, SUBSTRAT_CLUSTER_LEASE_MS: lease, SUBSTRAT_QUOTAS_SPAWNS_PER_MINUTE: "0" }
+      // `daemon start` passes its node flags on to the daemon it starts.
+      const flags = prof === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${join(prof, name)}`]
+      execFileSync("nice", ["-n", "10", process.execPath, ...flags, launcher, "daemon", "start", "--cluster", url, "--listen", address], { env, encoding: "utf8" })
+      runners.push({ label: name, home, address, pid: Number(fs.readFileSync(join(home, "daemon.pid"), "utf8").trim()) })
       conns.push(await connect(join(home, "daemon.sock")))
     }
     const [ra, rb, rc] = runners as [Runner, Runner, Runner]
-    const [ca] = conns as [Awaited<ReturnType<typeof connect>>]
+    const [ca] = conns as [Conn]
     // Every runner healthy and holding its shards before trees are placed.
     for (let i = 0; ; i++) {
       const st = JSON.parse(await ca.call("cluster.status")) as { result?: { runners: ReadonlyArray<{ healthy: boolean; shards: number }>; held: number } }
@@ -122,13 +157,14 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
       if (row !== undefined) rootRunner.set(n, String(row["runner"]))
     }
     const rows: Array<Record<string, string | number>> = []
-    const summary: Record<string, number | string> = { trees, agents_per_tree: agents, agents: total, create_s: Number(createS.toFixed(1)), lease_ms: Number(lease) }
+    const summary: Record<string, number | string> = { create_s: Number(createS.toFixed(1)) }
+    const row = (measure: string, r: Record<string, string | number>) => rows.push({ measure: `${measure}, ${label}`, ...r })
     runners.forEach((r, i) => {
       const mine = names.filter((n) => rootRunner.get(n) === r.address).length
       const kb = rssKb(r.pid)
-      rows.push({ measure: `runner ${"ABC"[i]} RSS (MB)`, value: Math.round(kb / 1024), trees: mine, agents: mine * agents, "empty RSS (MB)": Math.round(rss0[i]! / 1024) })
-      summary[`rss_mb_${"abc"[i]}`] = Math.round(kb / 1024)
-      summary[`trees_${"abc"[i]}`] = mine
+      row(`runner ${"ABC"[i]} RSS (MB)`, { value: Math.round(kb / 1024), trees: mine, agents: mine * agents, "empty RSS (MB)": Math.round(rss0[i]! / 1024) })
+      summary[`rss_mb_${r.label}`] = Math.round(kb / 1024)
+      summary[`trees_${r.label}`] = mine
     })
 
     // send on A → turn.start on B
@@ -154,11 +190,14 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
     }
     summary["send_to_turn_start_p50_ms"] = quantile(lat, 0.5)
     summary["send_to_turn_start_p99_ms"] = quantile(lat, 0.99)
-    rows.push({ measure: "send on A → turn.start on B, p50 (ms)", value: quantile(lat, 0.5), sends })
-    rows.push({ measure: "send on A → turn.start on B, p99 (ms)", value: quantile(lat, 0.99), sends })
+    row("send on A → turn.start on B, p50 (ms)", { value: quantile(lat, 0.5), sends })
+    row("send on A → turn.start on B, p99 (ms)", { value: quantile(lat, 0.99), sends })
 
     // kill -9 of C: re-homing
+    if (prof !== undefined) await q("ALTER SYSTEM SET log_min_duration_statement = 0").then(() => q("SELECT pg_reload_conf()"))
+    const loadAtKill = loadavg()[0]!
     const onC = names.filter((n) => rootRunner.get(n) === rc.address)
+    const killedNs = process.hrtime.bigint()
     const killed = Date.now()
     process.kill(rc.pid, "SIGKILL")
     for (let k = 0; ; k++) {
@@ -167,6 +206,7 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
       if (k > 6000) throw new Error(`${left} tree(s) still on the killed runner`)
       await sleep(100)
     }
+    const movedNs = process.hrtime.bigint()
     const movedMs = Date.now() - killed
     for (const n of onC) {
       for (let k = 0; ; k++) {
@@ -176,26 +216,73 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
         await sleep(200)
       }
     }
+    const answeredNs = process.hrtime.bigint()
     const answeredMs = Date.now() - killed
+    if (prof !== undefined) await q("ALTER SYSTEM RESET log_min_duration_statement").then(() => q("SELECT pg_reload_conf()"))
     summary["rehome_trees"] = onC.length
     summary["rehome_agents"] = onC.length * agents
     summary["rehome_rows_moved_ms"] = movedMs
     summary["rehome_all_answered_ms"] = answeredMs
-    rows.push({ measure: "kill -9 of C → no tree row names C (ms)", value: movedMs, trees: onC.length, agents: onC.length * agents })
-    rows.push({ measure: "kill -9 of C → every C tree answered via A (ms)", value: answeredMs, trees: onC.length, agents: onC.length * agents })
+    row("kill -9 of C → no tree row names C (ms)", { value: movedMs, trees: onC.length, agents: onC.length * agents })
+    row("kill -9 of C → every C tree answered via A (ms)", { value: answeredMs, trees: onC.length, agents: onC.length * agents })
     summary["rss_mb_a_after"] = Math.round(rssKb(ra.pid) / 1024)
     summary["rss_mb_b_after"] = Math.round(rssKb(rb.pid) / 1024)
+    summary["load_avg_1m_at_kill"] = loadAtKill.toFixed(2)
     summary["load_avg_1m"] = loadavg()[0]!.toFixed(2)
+    if (prof !== undefined) {
+      const us = (ns: bigint) => Number(ns / 1000n)
+      fs.writeFileSync(join(prof, "window.json"), JSON.stringify({ kill_us: us(killedNs), moved_us: us(movedNs), answered_us: us(answeredNs) }) + "\n")
+    }
     return { rows, summary }
   } finally {
     for (const c of conns) c.close()
+    if (prof !== undefined) {
+      // The survivors stop on SIGTERM, which writes their profiles; their logs are kept beside them.
+      for (const r of runners) {
+        try {
+          process.kill(r.pid, "SIGTERM")
+        } catch {}
+      }
+      for (const r of runners) await exited(r.pid, 60_000)
+      for (const r of runners) fs.copyFileSync(join(r.home, "daemon.log"), join(prof, r.label, "daemon.log"))
+      fs.writeFileSync(join(prof, "postgres.log"), pg.log())
+    }
     for (const r of runners) {
       try {
         process.kill(r.pid, "SIGKILL")
       } catch {}
     }
     await db?.dispose()
-    await pg.dispose()
     fs.rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+export const run = async (opts: BenchOptions): Promise<BenchResult> => {
+  const sizes: Sizes = {
+    trees: opts.quick ? 3 : intEnv("SUBSTRAT_BENCH_SCALE_TREES", 100),
+    agents: opts.quick ? 5 : intEnv("SUBSTRAT_BENCH_SCALE_AGENTS", 100),
+    sends: opts.quick ? 10 : 50,
+    lease: process.env["SUBSTRAT_CLUSTER_LEASE_MS"] ?? "5000"
+  }
+  const before = process.env["SUBSTRAT_BENCH_BEFORE"]
+  const profile = process.env["SUBSTRAT_BENCH_PROFILE"]
+  const subjects: Array<[string, string]> = [...(before === undefined || before === "" ? [] : [["before", before] as [string, string]]), ["after", root]]
+  const pg = await startPostgres()
+  try {
+    const rows: Array<Record<string, string | number>> = []
+    const summary: Record<string, number | string> = {
+      trees: sizes.trees,
+      agents_per_tree: sizes.agents,
+      agents: sizes.trees * sizes.agents,
+      lease_ms: Number(sizes.lease)
+    }
+    for (const [label, checkout] of subjects) {
+      const r = await scenario(label, checkout, pg, sizes, profile)
+      rows.push(...r.rows)
+      for (const [k, v] of Object.entries(r.summary)) summary[subjects.length > 1 ? `${k}_${label}` : k] = v
+    }
+    return { rows, summary }
+  } finally {
+    await pg.dispose()
   }
 }

@@ -200,27 +200,21 @@ export const layerTakeover: Layer.Layer<
   // this runner holds their shard — which may be some passes later, when the engine has assigned
   // and acquired this runner's shards. Until then no other runner takes them (this one is alive).
   let restarted: Set<AgentId> | undefined
-  // The sessions of the trees whose roots are `roots`: each log's `agent.created` entry (its
-  // agent, its parent's session) read in one query on their partial index (sqlSchema.ts), then
-  // each session's chain of parents followed to its root. Only these sessions' records and logs
-  // are read by the recovery (not every record and live log of the cluster).
-  const sessionsOf = (roots: ReadonlySet<string>) =>
+  // The sessions of the trees whose roots are `roots`: from the roots' `agent.created` entries
+  // (parent none, agent one of `roots`) down through the entries naming a found session as
+  // parent, in one recursive query on the index of those entries' parent (sqlSchema.ts). Only the
+  // taken trees' entries are read, and only these sessions' records and logs by the recovery.
+  const sessionsOf = (roots: ReadonlyArray<string>) =>
     Effect.map(
-      sql<{ session_id: string; agent_id: string | null; parent: string | null }>`
-        SELECT session_id, (line::json)->'data'->>'agent_id' AS agent_id, (line::json)->'data'->>'parent_session_id' AS parent
-        FROM substrat_events WHERE line LIKE '{"event":"agent.created",%'`,
-      (rows) => {
-        const created = new Map(rows.map((r) => [r.session_id, r]))
-        const rootOf = (session: string): string | undefined => {
-          let at = created.get(session)
-          for (let i = 0; at !== undefined && i < 10_000; i++) {
-            if (at.parent === null) return at.agent_id ?? undefined
-            at = created.get(at.parent)
-          }
-          return undefined
-        }
-        return new Set(rows.filter((r) => roots.has(rootOf(r.session_id) ?? "")).map((r) => r.session_id))
-      }
+      sql<{ session_id: string }>`WITH RECURSIVE tree(session_id) AS (
+          SELECT session_id FROM substrat_events
+            WHERE line LIKE '{"event":"agent.created",%' AND (line::json)->'data'->>'parent_session_id' IS NULL
+              AND (line::json)->'data'->>'agent_id' IN ${sql.in(roots)}
+          UNION
+          SELECT e.session_id FROM substrat_events e JOIN tree ON (e.line::json)->'data'->>'parent_session_id' = tree.session_id
+            WHERE e.line LIKE '{"event":"agent.created",%')
+        SELECT session_id FROM tree`,
+      (rows) => new Set(rows.map((r) => r.session_id))
     )
   const pass = lock.withPermits(1)(Effect.gen(function*() {
     const rows = yield* router.all
@@ -250,7 +244,7 @@ export const layerTakeover: Layer.Layer<
     const ids = take.map((t) => t.root_id)
     // Their workspaces and provider state first (ClusterCarry.ts): recovery re-runs turns.
     yield* restore(ids)
-    const agents = yield* recovery.recoverTrees(new Set(ids), yield* sessionsOf(new Set(ids)))
+    const agents = yield* recovery.recoverTrees(new Set(ids), yield* sessionsOf(ids))
     for (const id of ids) own.delete(id)
     yield* sql`UPDATE substrat_trees SET runner = ${router.self} WHERE root_id IN ${sql.in(ids)}`
     yield* Effect.logInfo(`took over ${take.length} tree(s), ${agents} agent(s), from ${[...new Set(take.map((t) => t.runner))].join(", ")}`)

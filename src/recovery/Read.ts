@@ -519,19 +519,21 @@ export const readStoreSessions = (
       ),
       { concurrency: 8 }
     ).pipe(Effect.map((rs) => rs.flat()))
-    const reads = new Map<SessionId, SessionRead>()
-    for (const record of records) {
-      if (record.state === "terminated") continue
+    // Each log is its own query and its own fold: a few at once, as the records above.
+    const folded = yield* Effect.forEach(records.filter((r) => r.state !== "terminated"), (record) => {
       const fold = new SessionFold(record.id, `postgres:substrat_events/${record.id}`)
-      yield* log.read(record.id).pipe(Stream.runForEach((e) =>
-        Effect.sync(() => {
-          const line = encodeEntryLine(e, e.ts, e.session_id)
-          if (Either.isLeft(line)) fold.badLine(line.left)
-          else fold.entry(JSON.parse(line.right))
-        })
-      ))
-      reads.set(record.id, { id: record.id, record, log: fold.finish(), needsRepair: false, skipped: 0, checkpoint: null, unchanged: false })
-    }
+      return log.read(record.id).pipe(
+        Stream.runForEach((e) =>
+          Effect.sync(() => {
+            const line = encodeEntryLine(e, e.ts, e.session_id)
+            if (Either.isLeft(line)) fold.badLine(line.left)
+            else fold.entry(JSON.parse(line.right))
+          })
+        ),
+        Effect.map((): SessionRead => ({ id: record.id, record, log: fold.finish(), needsRepair: false, skipped: 0, checkpoint: null, unchanged: false }))
+      )
+    }, { concurrency: 8 })
+    const reads = new Map<SessionId, SessionRead>(folded.map((r) => [r.id, r]))
     const rootOf = (r: SessionRead): string | undefined => {
       let at: SessionRead | undefined = r
       for (let i = 0; at !== undefined && i < 10_000; i++) {

@@ -3,7 +3,8 @@
 // the creation runs in one transaction under a transaction-scoped advisory lock, so they queue.
 //   substrat_events(session_id, seq, line)  one row per log entry; `line` is exactly the JSON line
 //                                           the file layer writes (without its newline); seq 1, 2, …;
-//                                           its `agent.created` entries indexed (a session's tree)
+//                                           its `agent.created` entries indexed by their parent
+//                                           session (a takeover walks its trees down from the roots)
 //   substrat_sessions(id, record)           one row per session record; `record` is session.json's text
 //   substrat_trees(root_id, name, runner)   cluster mode's trees (daemon/ClusterTrees.ts): one row per
 //                                           live root, its unique name and the runner it was last on
@@ -33,8 +34,11 @@ export const ensureSchema: Effect.Effect<void, SqlError.SqlError, SqlClient.SqlC
       line text NOT NULL,
       PRIMARY KEY (session_id, seq)
     )`
-    // Each log's `agent.created` entry: which tree a session belongs to (a takeover reads only its trees' sessions).
-    yield* sql`CREATE INDEX IF NOT EXISTS substrat_events_created ON substrat_events (session_id) WHERE line LIKE '{"event":"agent.created",%'`
+    // Each log's `agent.created` entry by its parent's session (a root's: none): a takeover finds its
+    // trees' sessions from their roots down (daemon/ClusterTrees.ts), not by reading every entry.
+    yield* sql`DROP INDEX IF EXISTS substrat_events_created`
+    yield* sql`CREATE INDEX IF NOT EXISTS substrat_events_parent ON substrat_events (((line::json)->'data'->>'parent_session_id'))
+      WHERE line LIKE '{"event":"agent.created",%'`
     yield* sql`CREATE TABLE IF NOT EXISTS substrat_sessions (
       id text PRIMARY KEY,
       record text NOT NULL
