@@ -1,12 +1,18 @@
 // Attacks on what cluster mode carries to the runner a tree moves to (src/daemon/ClusterCarry.ts):
 // an agent's provider state is agent-written (its sandbox home), packed after each turn and
-// unpacked on another runner. Replayed by `npm run chaos -- --only security` and by
+// unpacked on another runner; a repository workspace's recorded tree (agent-written files, links
+// among them) is checked out into a fresh clone there, over a stale copy that may hold links. Replayed by `npm run chaos -- --only security` and by
 // test/unit/cluster-carry.test.ts, against the packing and unpacking the daemon runs.
+import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Effect, Either } from "effect"
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import { join } from "node:path"
-import { maxStateBytes, packState, unpackState } from "../../src/daemon/ClusterCarry.js"
+import { maxStateBytes, packState, restoreClone, unpackState } from "../../src/daemon/ClusterCarry.js"
+import * as CommandExecutor from "@effect/platform/CommandExecutor"
+import * as FileSystem from "@effect/platform/FileSystem"
+import { RepoSource, SymlinkSpec, WorkspaceSpec } from "../../src/domain/workspace.js"
+import { WorkspaceId } from "../../src/domain/ids.js"
 import { makeTmpDir, removeDir } from "../../test/support/tmp.js"
 import type { Attack, AttackResult } from "./attack.js"
 
@@ -40,6 +46,65 @@ const escape = (name: string, path: (outside: string) => string, plant?: (agentD
       }
     })
 })
+
+const gitQuiet = (cwd: string, args: ReadonlyArray<string>) =>
+  execFileSync("git", ["-C", cwd, ...args], {
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin", HOME: cwd, GIT_CONFIG_NOSYSTEM: "1", GIT_AUTHOR_NAME: "a", GIT_AUTHOR_EMAIL: "a@x", GIT_COMMITTER_NAME: "a", GIT_COMMITTER_EMAIL: "a@x" }
+  }).trim()
+
+/**
+ * A moved repository workspace (restoreClone) whose recorded tree has links out — an absolute one
+ * where a bound ignored directory's mount point goes, a relative one up out of the clone — restored
+ * over a stale copy holding a link to outside: nothing is made, changed or removed outside.
+ */
+const cloneRestore: Attack = {
+  name: "cluster: a moved repository workspace with links out where its mount point goes, over a stale copy linking out",
+  run: () =>
+    inDirs(async (agentDir, outside) => {
+      const base = join(agentDir, "..", "..")
+      fs.writeFileSync(join(outside, "victim"), "keep me\n")
+      const src = join(base, "src")
+      fs.mkdirSync(src)
+      gitQuiet(src, ["init", "-q", "-b", "substrat/x"])
+      fs.writeFileSync(join(src, "a.txt"), "a\n")
+      fs.symlinkSync(outside, join(src, "node_modules"))
+      fs.symlinkSync("../../../outside", join(src, "up"))
+      gitQuiet(src, ["add", "-A"])
+      gitQuiet(src, ["commit", "-q", "-m", "links out"])
+      const commit = gitQuiet(src, ["rev-parse", "HEAD"])
+      const id = WorkspaceId.make("6ea98fe7-afb3-46ba-98f4-8cd43a29f324")
+      const remote = join(base, "remote.git")
+      execFileSync("git", ["init", "-q", "--bare", remote])
+      gitQuiet(src, ["push", "-q", remote, `HEAD:refs/substrat/ws/${id}`])
+      const dir = join(base, "workspaces", id)
+      fs.mkdirSync(join(dir, "root"), { recursive: true })
+      fs.symlinkSync(outside, join(dir, "root", "stale-link"))
+      fs.symlinkSync(join(outside, "victim"), join(dir, "root", "victim-link"))
+      const spec = new WorkspaceSpec({
+        id,
+        parent_id: null,
+        root_path: "/elsewhere/workspaces/x/root",
+        network_access: false,
+        symlinks: [new SymlinkSpec({ host_path: "/nonexistent/node_modules", mount_path: "node_modules/dep", mode: "ro" })],
+        repo: new RepoSource({ path: "/nonexistent/repo", branch: "substrat/x", base: commit, target: null }),
+        created_at: new Date().toISOString()
+      })
+      const r = await Effect.runPromise(Effect.either(Effect.gen(function*() {
+        const executor = yield* CommandExecutor.CommandExecutor
+        const fsx = yield* FileSystem.FileSystem
+        yield* restoreClone({ executor, fs: fsx, remote, dir, repo: { gitDir: join(dir, "history.git"), workTree: join(dir, "root") }, top: id, commit, spec, stale: true, owner: undefined })
+      }).pipe(Effect.provide(NodeContext.layer))))
+      const landed = fs.readdirSync(outside).filter((n) => n !== "victim")
+      const victim = fs.existsSync(join(outside, "victim")) ? fs.readFileSync(join(outside, "victim"), "utf8") : "(gone)"
+      const restored = fs.existsSync(join(dir, "root", "a.txt"))
+      return {
+        breached: landed.length > 0 || victim !== "keep me\n" || !restored,
+        detail: `${Either.isLeft(r) ? `restore failed (${String(r.left)})` : "restored"}; a.txt ${restored ? "checked out" : "missing"}; outside holds ${landed.length === 0 ? "nothing new" : landed.join(", ")}; victim ${victim === "keep me\n" ? "intact" : victim}`
+      }
+    })
+}
 
 export const attacks: ReadonlyArray<Attack> = [
   escape("cluster: a provider state path with ..", () => "home/../../../outside/dotdot"),
@@ -85,5 +150,6 @@ export const attacks: ReadonlyArray<Attack> = [
           detail: `${leaked ? "the link's target or the FIFO was packed" : "links and the FIFO left out"}; over the limit: ${Either.isLeft(over) ? `refused (${over.left.reason})` : "PACKED"}`
         }
       })
-  }
+  },
+  cloneRestore
 ]

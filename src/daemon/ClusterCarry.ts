@@ -7,6 +7,9 @@
 //     A runner that takes a tree over (ClusterTrees.layerTakeover) and lacks one of its workspaces,
 //     or has an older commit than the recorded one, fetches the ref into a fresh history and checks
 //     it out: the last recorded turn; what an interrupted turn left uncommitted is not there.
+//     A repository or branch workspace's HEAD is its branch: the new runner makes a fresh clone of
+//     the fetched history on the same branch name (restoreClone); the user's repository is not read.
+//     A workspace made on an existing directory (--root) is not pushed: it stays on its runner.
 //   - Provider state: the agent's directory's `cli-resume.json` and sandbox `home/` (claude/codex
 //     session files) are packed after every turn into `substrat_provider_state` (at most
 //     `maxStateBytes`; more is omitted with a log line and the earlier state dropped), and unpacked
@@ -34,6 +37,7 @@ import type { AgentId } from "../domain/ids.js"
 import { WorkspaceSpec } from "../domain/workspace.js"
 import { gitBaseEnv, type GitRepo, runGitAt, safeArgs } from "../sandbox/git.js"
 import { initHistory } from "../sandbox/HistoryInit.js"
+import { cloneRepo } from "../sandbox/RepoGit.js"
 import * as NoFollow from "../sandbox/NoFollow.js"
 import { relativeTo } from "../sandbox/PathPolicy.js"
 import { Sandbox } from "../sandbox/Sandbox.js"
@@ -230,17 +234,23 @@ export const layer: Layer.Layer<TreeCarry, never, SqlClient.SqlClient | Substrat
       Effect.gen(function*() {
         const top = specs[0]
         if (remote === undefined || top === undefined) return
-        if (top.repo !== null || top.fork_of !== null || !top.root_path.endsWith(`/${top.id}/root`)) {
+        if (!top.root_path.endsWith(`/${top.id}/root`)) {
           if (!skipped.has(top.id)) {
             skipped.add(top.id)
-            yield* Effect.logWarning(`workspace ${top.id} is not pushed to ${remote}: only workspaces the daemon made (not --repo, --root or branch workspaces) move with a tree`)
+            yield* Effect.logWarning(`workspace ${top.id} is not pushed to ${remote}: a workspace made on an existing directory (--root) stays on its runner; only workspaces under the daemon's workspaces directory (its own, --repo and branch workspaces) move with a tree`)
           }
           return
         }
         const repo = { gitDir: `${paths.workspaceDir(top.id)}/history.git`, workTree: top.root_path }
         yield* pushLock.withPermits(1)(Effect.gen(function*() {
           const head = (yield* remoteGit(executor, repo, ["rev-parse", "--verify", "HEAD"], top.id)).stdout.trim()
-          const refs = [`${head}:${workspaceRef(top.id)}`, ...(commit === null ? [] : [`${commit}:refs/substrat/turns/${top.id}/${turnId}`])]
+          // A repository or branch workspace's HEAD is its branch (`substrat/<name>`, RepoSource.branch);
+          // a turn that kept the agents' own commits marks where it started (refs/substrat/bases/<turn>).
+          const refs = [
+            `${head}:${workspaceRef(top.id)}`,
+            ...(commit === null ? [] : [`${commit}:refs/substrat/turns/${top.id}/${turnId}`]),
+            ...(top.repo === null ? [] : [`refs/substrat/bases/*:refs/substrat/bases/${top.id}/*`])
+          ]
           yield* remoteGit(executor, repo, ["push", "--quiet", "--no-verify", remote, ...refs], top.id)
           const rows = specs.map((s) => ({
             id: s.id,
@@ -294,6 +304,53 @@ export const layer: Layer.Layer<TreeCarry, never, SqlClient.SqlClient | Substrat
     })
   })
 )
+
+/**
+ * A repository or branch workspace (its root a git clone on branch `spec.repo.branch`) moved to
+ * this runner: a new `history.git` gets the pushed branch (at the recorded `commit`) and the turn
+ * and base refs from the remote, and the root is a fresh clone of that history checked out on the
+ * same branch at `commit` (RepoGit.cloneRepo: no remote, no hooks, the clone's identity), so the
+ * agents find the branch and its log as they left them at the last recorded turn. A copy already
+ * here that is behind (`stale`: this runner had the tree before) is removed first: it is
+ * agent-written and older than the remote. The user's repository (`spec.repo.path`) is not read:
+ * it need not exist on this machine. Mount points of bound ignored directories are made in the
+ * clone without following links (one that cannot be made, say a recorded link in its place, is a
+ * log line).
+ */
+export const restoreClone = (args: {
+  readonly executor: CommandExecutor.CommandExecutor
+  readonly fs: FileSystem.FileSystem
+  readonly remote: string
+  readonly dir: string
+  readonly repo: GitRepo
+  readonly top: string
+  readonly commit: string
+  readonly spec: WorkspaceSpec
+  readonly stale: boolean
+  readonly owner: NoFollow.Owner | undefined
+}) =>
+  Effect.gen(function*() {
+    const { executor, fs, repo, top, commit } = args
+    const branch = args.spec.repo!.branch
+    if (args.stale) yield* fs.remove(args.dir, { recursive: true })
+    yield* fs.makeDirectory(args.dir, { recursive: true, mode: 0o700 })
+    yield* fs.makeDirectory(repo.workTree, { recursive: true, mode: 0o755 })
+    yield* initHistory(fs, repo, top, { empty: false })
+    yield* remoteGit(executor, repo, [
+      "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", args.remote,
+      `+${workspaceRef(top)}:refs/heads/${branch}`,
+      `+refs/substrat/turns/${top}/*:refs/substrat/turns/*`,
+      `+refs/substrat/bases/${top}/*:refs/substrat/bases/*`
+    ], top)
+    // The branch at the recorded turn (the remote may be ahead of the row: a push whose row failed).
+    yield* remoteGit(executor, repo, ["update-ref", `refs/heads/${branch}`, commit], top)
+    yield* cloneRepo(executor, { id: top, repo: { top: repo.gitDir, commit, target: null, branch, fork: true }, root: repo.workTree, historyGitDir: repo.gitDir })
+    for (const b of args.spec.symlinks) {
+      yield* NoFollow.makeDirectory(repo.workTree, b.mount_path, { mode: 0o755, owner: args.owner }).pipe(
+        Effect.catchAll((e) => Effect.logWarning(`workspace ${top}: no mount point for ${b.mount_path} in the restored clone (${e.message}); its sandbox refuses to start until it is a directory`))
+      )
+    }
+  })
 
 /** What restoring needs from the runner's services. */
 export type RestoreNeeds = SqlClient.SqlClient | SubstratPaths | DaemonConfig | WorkspaceStore
@@ -349,21 +406,27 @@ export const restoreTrees = (
           const local = { gitDir: repo.gitDir, workTree: here.value.root_path }
           const has = yield* remoteGit(executor, local, ["merge-base", "--is-ancestor", top.commit, "HEAD"], top.id).pipe(Effect.isSuccess)
           if (has) return
-        } else {
-          yield* fs.makeDirectory(root, { recursive: true, mode: 0o755 })
-          yield* initHistory(fs, repo, top.id)
         }
-        const at = Option.isSome(here) ? { gitDir: repo.gitDir, workTree: here.value.root_path } : repo
-        yield* remoteGit(executor, at, [
-          "fetch", "--quiet", "--no-tags", "--update-head-ok", "--no-write-fetch-head", remote!,
-          `+${workspaceRef(top.id)}:refs/heads/master`,
-          `+refs/substrat/turns/${top.id}/*:refs/substrat/turns/*`
-        ], top.id)
-        yield* remoteGit(executor, at, ["reset", "--quiet", "--hard", top.commit], top.id)
-        yield* remoteGit(executor, at, ["clean", "--quiet", "-f", "-d"], top.id)
+        if (spec.right.repo !== null) {
+          // A repository or branch workspace: a fresh clone of the pushed branch.
+          yield* restoreClone({ executor, fs, remote: remote!, dir, repo, top: top.id, commit: top.commit, spec: spec.right, stale: Option.isSome(here), owner })
+        } else {
+          if (Option.isNone(here)) {
+            yield* fs.makeDirectory(root, { recursive: true, mode: 0o755 })
+            yield* initHistory(fs, repo, top.id)
+          }
+          const at = Option.isSome(here) ? { gitDir: repo.gitDir, workTree: here.value.root_path } : repo
+          yield* remoteGit(executor, at, [
+            "fetch", "--quiet", "--no-tags", "--update-head-ok", "--no-write-fetch-head", remote!,
+            `+${workspaceRef(top.id)}:refs/heads/master`,
+            `+refs/substrat/turns/${top.id}/*:refs/substrat/turns/*`
+          ], top.id)
+          yield* remoteGit(executor, at, ["reset", "--quiet", "--hard", top.commit], top.id)
+          yield* remoteGit(executor, at, ["clean", "--quiet", "-f", "-d"], top.id)
+        }
         const family = rows.filter((r) => r.top_id === top.id && r.id !== top.id)
         const oldTop = spec.right.root_path
-        const newTop = Option.isSome(here) ? here.value.root_path : (yield* store.adopt(spec.right)).root_path
+        const newTop = Option.isSome(here) && spec.right.repo === null ? here.value.root_path : (yield* store.adopt(spec.right)).root_path
         for (const c of family) {
           const child = decode(c.spec)
           if (Either.isLeft(child)) continue
