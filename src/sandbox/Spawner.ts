@@ -22,8 +22,11 @@
 // `launchDirect` is the old in-process path (kept for the benchmark's before/after).
 // Over 300 lines because both ends of the channel (the spawner's script and the daemon's client)
 // and the fallback path are one protocol: a message added on one side is read on the other here.
+import { Either, ParseResult, Schema } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
-import type { Socket } from "node:net"
+import { randomBytes } from "node:crypto"
+import * as fs from "node:fs"
+import { Socket } from "node:net"
 import type { Readable, Writable } from "node:stream"
 import type { ExitStatus } from "./Limits.js"
 
@@ -49,8 +52,13 @@ export interface LaunchOptions {
   readonly onExit: (status: ExitStatus) => void
 }
 
-/** Outcome of a launch: the child, or why it could not start (ENOENT, EACCES, bad cwd, …). */
-export type Started = { readonly _tag: "started"; readonly child: Child } | { readonly _tag: "failed"; readonly message: string }
+/**
+ * Outcome of a launch: the child, or why it could not start: `spawn` (ENOENT, EACCES, a bad cwd,
+ * the spawner gone) or `protocol` (a message on the spawner's channel that breaks its protocol).
+ */
+export type Started =
+  | { readonly _tag: "started"; readonly child: Child }
+  | { readonly _tag: "failed"; readonly reason: "spawn" | "protocol"; readonly message: string }
 
 /** Start a child; `done` is called once. The returned function cancels: a child still starting is killed. */
 export type Launch = (opts: LaunchOptions, done: (r: Started) => void) => () => void
@@ -88,7 +96,7 @@ export const launchDirect: Launch = (opts, done) => {
       detached: true
     })
   } catch (e) {
-    done({ _tag: "failed", message: errorText(e) })
+    done({ _tag: "failed", reason: "spawn", message: errorText(e) })
     return () => {}
   }
   let settled = false
@@ -96,7 +104,7 @@ export const launchDirect: Launch = (opts, done) => {
     // Before `spawn`: the exec failed. After: a failed kill(); ignored.
     if (settled) return
     settled = true
-    done({ _tag: "failed", message: e.message })
+    done({ _tag: "failed", reason: "spawn", message: e.message })
   })
   child.once("exit", (code, signal) => opts.onExit({ code, signal }))
   child.once("spawn", () => {
@@ -120,22 +128,88 @@ export const launchDirect: Launch = (opts, done) => {
   }
 }
 
+/** How the spawner's children are marked: `SUBSTRAT_SPAWNER=<its token>` in their environment. */
+export const MARK = "SUBSTRAT_SPAWNER"
+/** Test hook (in the spawner's own environment only): pause this many ms between a fork and its pid report. */
+export const PAUSE_HOOK = "SUBSTRAT_SPAWNER_TEST_PAUSE_MS"
+
+const MessageId = Schema.Int.pipe(Schema.positive())
+
+/** The one request the daemon sends: start a child. */
+export const SpawnRequest = Schema.Struct({
+  t: Schema.Literal("spawn"),
+  id: MessageId,
+  program: Schema.String,
+  args: Schema.Array(Schema.String),
+  env: Schema.Record({ key: Schema.String, value: Schema.String }),
+  cwd: Schema.NullOr(Schema.String),
+  stdin: Schema.Boolean
+})
+
 /**
- * The spawner's whole program (plain CommonJS, run with `node -e`). Messages in: {t:"spawn"}.
- * Out: {t:"pid"}, then one {t:"fd", n} per pipe carrying its socket, then {t:"exit"}; or {t:"fail"}.
+ * What the spawner answers: the child's pid (first, before anything else), one `fd` per pipe
+ * carrying its socket, its exit; or why it did not start (`fail`), or that the request was
+ * malformed (`refused`, with the request's id when it had a usable one).
+ */
+export const SpawnerReply = Schema.Union(
+  Schema.Struct({ t: Schema.Literal("pid"), id: MessageId, pid: Schema.Int.pipe(Schema.positive()) }),
+  Schema.Struct({ t: Schema.Literal("fd"), id: MessageId, n: Schema.Literal(0, 1, 2) }),
+  Schema.Struct({ t: Schema.Literal("exit"), id: MessageId, code: Schema.NullOr(Schema.Int), signal: Schema.NullOr(Schema.String) }),
+  Schema.Struct({ t: Schema.Literal("fail"), id: MessageId, message: Schema.String }),
+  Schema.Struct({ t: Schema.Literal("refused"), id: Schema.NullOr(MessageId), message: Schema.String })
+)
+export type SpawnerReply = typeof SpawnerReply.Type
+
+const encodeRequest = Schema.encodeUnknownEither(SpawnRequest)
+const decodeReply = Schema.decodeUnknownEither(SpawnerReply)
+const parseText = (e: ParseResult.ParseError) => ParseResult.TreeFormatter.formatErrorSync(e).replace(/\s+/g, " ")
+
+/**
+ * The spawner's whole program (plain CommonJS, run with `node -e`; it loads no library, so its
+ * forks stay cheap, and checks each request against `SpawnRequest` by hand — the integration test
+ * feeds it requests the Schema refuses). Every child gets the spawner's mark in its environment;
+ * when the channel closes (the daemon exited or died) it kills every child group still running.
  */
 export const spawnerSource = String.raw`"use strict"
 const { spawn } = require("node:child_process")
+const MARK = ${JSON.stringify(MARK)}
+const mark = process.env[MARK]
+const pause = Number(process.env[${JSON.stringify(PAUSE_HOOK)}] || 0)
 const send = (m, h) => { if (process.connected) process.send(m, h, { keepOpen: false }, () => {}) }
+const running = new Map()
+const isId = (x) => Number.isSafeInteger(x) && x > 0
+const isStr = (x) => typeof x === "string"
+const problem = (m) => {
+  if (m === null || typeof m !== "object" || Array.isArray(m)) return "not an object"
+  if (m.t !== "spawn") return "t is not \"spawn\""
+  if (!isId(m.id)) return "id is not a positive integer"
+  if (!isStr(m.program)) return "program is not a string"
+  if (!Array.isArray(m.args) || !m.args.every(isStr)) return "args is not an array of strings"
+  if (m.env === null || typeof m.env !== "object" || Array.isArray(m.env) || !Object.values(m.env).every(isStr)) return "env is not a record of strings"
+  if (m.cwd !== null && !isStr(m.cwd)) return "cwd is neither null nor a string"
+  if (typeof m.stdin !== "boolean") return "stdin is not a boolean"
+  if (running.has(m.id)) return "id is already running"
+  return undefined
+}
 process.on("message", (m) => {
-  if (m === null || typeof m !== "object" || m.t !== "spawn") return
+  const bad = problem(m)
+  if (bad !== undefined) {
+    send({ t: "refused", id: m !== null && typeof m === "object" && isId(m.id) && !running.has(m.id) ? m.id : null, message: bad })
+    return
+  }
   const id = m.id
   let c
   try {
-    c = spawn(m.program, m.args, { stdio: [m.stdin ? "pipe" : "ignore", "pipe", "pipe"], env: m.env, cwd: m.cwd === null ? undefined : m.cwd, detached: true })
+    c = spawn(m.program, m.args, { stdio: [m.stdin ? "pipe" : "ignore", "pipe", "pipe"], env: { ...m.env, [MARK]: mark }, cwd: m.cwd === null ? undefined : m.cwd, detached: true })
   } catch (e) {
     send({ t: "fail", id, message: String(e && e.message || e) })
     return
+  }
+  // The pid goes first, before anything else: the daemon can kill a child it knows.
+  if (c.pid !== undefined) {
+    if (pause > 0) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, pause)
+    running.set(id, c.pid)
+    send({ t: "pid", id, pid: c.pid })
   }
   // Nothing here reads the pipes: the daemon does, once it holds them.
   const pipes = [c.stdin, c.stdout, c.stderr]
@@ -147,41 +221,79 @@ process.on("message", (m) => {
   c.on("error", (e) => {
     if (started || failed) return
     failed = true
+    running.delete(id)
     for (const p of pipes) if (p) p.destroy()
     send({ t: "fail", id, message: e.message })
   })
   c.once("spawn", () => {
     if (failed) return
     started = true
-    send({ t: "pid", id, pid: c.pid })
     pipes.forEach((p, n) => { if (p) send({ t: "fd", id, n }, p) })
   })
-  c.once("exit", (code, signal) => { if (started) send({ t: "exit", id, code, signal }) })
+  c.once("exit", (code, signal) => {
+    running.delete(id)
+    if (started) send({ t: "exit", id, code, signal })
+  })
 })
-process.on("disconnect", () => process.exit(0))
+process.on("disconnect", () => {
+  for (const pid of running.values()) {
+    try { process.kill(-pid, "SIGKILL") } catch { try { process.kill(pid, "SIGKILL") } catch {} }
+  }
+  process.exit(0)
+})
 `
+
+/** Every live process whose environment carries this mark: a spawner's children and their descendants. */
+export const markedProcesses = (token: string): ReadonlyArray<number> => {
+  const needle = Buffer.from(`${MARK}=${token}\0`)
+  let entries: ReadonlyArray<string>
+  try {
+    entries = fs.readdirSync("/proc")
+  } catch {
+    return []
+  }
+  const found: Array<number> = []
+  for (const e of entries) {
+    if (!/^\d+$/.test(e)) continue
+    try {
+      if (fs.readFileSync(`/proc/${e}/environ`).includes(needle)) found.push(Number(e))
+    } catch {
+      // gone meanwhile, or not ours to read
+    }
+  }
+  return found
+}
+
+type Phase = "starting" | "started" | "failed" | "cancelled"
 
 interface Pending {
   readonly opts: LaunchOptions
   readonly done: (r: Started) => void
   pid?: number
   pipes: Array<Socket | undefined>
-  settled: boolean
-  cancelled: boolean
+  phase: Phase
   status?: ExitStatus
 }
 
+export interface SpawnerOptions {
+  /** The program the spawner runs (tests: a fake spawner). */
+  readonly source?: string
+  /** Added to the spawner's own environment (tests: `PAUSE_HOOK`). */
+  readonly env?: Readonly<Record<string, string>>
+}
+
 /** One running spawner process and the spawns it has in flight. */
-class SpawnerProcess {
+export class SpawnerProcess {
   private readonly proc: ChildProcess
   private readonly pending = new Map<number, Pending>()
+  private readonly token = randomBytes(16).toString("hex")
   private next = 1
   private alive = true
 
-  constructor(private readonly onGone: () => void) {
-    this.proc = spawn(process.execPath, ["--max-old-space-size=64", "-e", spawnerSource], {
+  constructor(private readonly onGone: () => void, options: SpawnerOptions = {}) {
+    this.proc = spawn(process.execPath, ["--max-old-space-size=64", "-e", options.source ?? spawnerSource], {
       stdio: ["ignore", "ignore", "inherit", "ipc"],
-      env: {},
+      env: { ...options.env, [MARK]: this.token },
       detached: true,
       serialization: "json"
     })
@@ -204,17 +316,11 @@ class SpawnerProcess {
 
   launch: Launch = (opts, done) => {
     if (!this.alive) {
-      done({ _tag: "failed", message: "the spawner process has exited" })
+      done({ _tag: "failed", reason: "spawn", message: "the spawner process has exited" })
       return () => {}
     }
     const id = this.next++
-    const p: Pending = { opts, done, pipes: [], settled: false, cancelled: false }
-    if (this.pending.size === 0) {
-      this.proc.ref()
-      this.proc.channel?.ref()
-    }
-    this.pending.set(id, p)
-    this.proc.send({
+    const request = encodeRequest({
       t: "spawn",
       id,
       program: opts.program,
@@ -223,15 +329,23 @@ class SpawnerProcess {
       cwd: opts.cwd ?? null,
       stdin: opts.stdin
     })
+    if (Either.isLeft(request)) {
+      done({ _tag: "failed", reason: "protocol", message: `malformed spawn request: ${parseText(request.left)}` })
+      return () => {}
+    }
+    const p: Pending = { opts, done, pipes: [], phase: "starting" }
+    if (this.pending.size === 0) {
+      this.proc.ref()
+      this.proc.channel?.ref()
+    }
+    this.pending.set(id, p)
+    this.proc.send(request.right)
     return () => {
-      if (p.settled && !p.cancelled) {
-        if (p.pid !== undefined) killGroup(p.pid, "SIGKILL")
-        return
+      if (p.phase === "starting") {
+        p.phase = "cancelled"
+        for (const s of p.pipes) s?.destroy()
       }
-      p.cancelled = true
-      p.settled = true
       if (p.pid !== undefined) killGroup(p.pid, "SIGKILL")
-      for (const s of p.pipes) s?.destroy()
     }
   }
 
@@ -240,52 +354,82 @@ class SpawnerProcess {
     if (this.pending.size === 0) this.idle()
   }
 
-  private receive(m: unknown, handle: unknown) {
-    if (m === null || typeof m !== "object") return
-    const msg = m as { t?: unknown; id?: unknown; pid?: unknown; n?: unknown; code?: unknown; signal?: unknown; message?: unknown }
-    const p = typeof msg.id === "number" ? this.pending.get(msg.id) : undefined
-    const socket = handle as Socket | undefined
-    if (p === undefined) {
+  /**
+   * A start that cannot complete: its group is killed, the caller gets a protocol error. After
+   * the child's exit only its group's stragglers are (its pid alone may already be another's).
+   */
+  private failStart(p: Pending, message: string) {
+    if (p.pid !== undefined) {
+      if (p.status === undefined) killGroup(p.pid, "SIGKILL")
+      else killPgrp(p.pid, "SIGKILL")
+    }
+    for (const s of p.pipes) s?.destroy()
+    if (p.phase !== "starting") return
+    p.phase = "failed"
+    p.done({ _tag: "failed", reason: "protocol", message })
+  }
+
+  private receive(raw: unknown, handle: unknown) {
+    const socket = handle instanceof Socket ? handle : undefined
+    const decoded = decodeReply(raw)
+    if (Either.isLeft(decoded)) {
       socket?.destroy()
+      // Out of step with the daemon: nothing it says can be trusted any more.
+      this.broken(`malformed message from the spawner: ${parseText(decoded.left)}`)
       return
     }
-    const id = msg.id as number
+    const msg = decoded.right
+    if (msg.t !== "fd") socket?.destroy()
+    const id = msg.id
+    const p = id === null ? undefined : this.pending.get(id)
+    if (id === null || p === undefined) {
+      socket?.destroy()
+      // A refusal it cannot tie to one request leaves that request unanswered for ever.
+      if (msg.t === "refused") this.broken(`the spawner refused a request: ${msg.message}`)
+      return
+    }
     switch (msg.t) {
+      case "refused":
+        this.finish(id)
+        this.failStart(p, `the spawner refused the request: ${msg.message}`)
+        return
       case "fail":
         this.finish(id)
-        if (!p.settled) {
-          p.settled = true
-          p.done({ _tag: "failed", message: String(msg.message) })
+        if (p.phase === "starting") {
+          p.phase = "failed"
+          p.done({ _tag: "failed", reason: "spawn", message: msg.message })
         }
         return
       case "pid":
-        p.pid = msg.pid as number
-        if (p.cancelled) killGroup(p.pid, "SIGKILL")
+        p.pid = msg.pid
+        if (p.phase === "cancelled" || p.phase === "failed") killGroup(p.pid, "SIGKILL")
         return
       case "fd": {
-        if (socket === undefined) return
-        if (p.cancelled) {
+        if (socket === undefined) return this.failStart(p, `pipe ${msg.n} of pid ${p.pid ?? "?"} arrived without its socket`)
+        if (p.phase !== "starting" || p.pipes[msg.n] !== undefined) {
           socket.destroy()
+          if (p.phase === "starting") this.failStart(p, `pipe ${msg.n} of pid ${p.pid ?? "?"} arrived twice`)
           return
         }
         // Until a consumer reads (spawn.ts attaches it at once), bytes wait in the socket.
-        p.pipes[msg.n as number] = socket
+        p.pipes[msg.n] = socket
         this.maybeStarted(p)
         return
       }
       case "exit":
-        p.status = { code: msg.code as number | null, signal: msg.signal as string | null }
+        p.status = { code: msg.code, signal: msg.signal }
         this.finish(id)
-        p.opts.onExit(p.status)
+        if (p.phase === "started") p.opts.onExit(p.status)
+        else if (p.phase === "starting") this.failStart(p, `pid ${p.pid ?? "?"} exited (${msg.code ?? msg.signal}) before all its pipes arrived`)
         return
     }
   }
 
   private maybeStarted(p: Pending) {
-    if (p.settled || p.pid === undefined) return
+    if (p.phase !== "starting" || p.pid === undefined) return
     const [stdin, stdout, stderr] = p.pipes
     if (stdout === undefined || stderr === undefined || (p.opts.stdin && stdin === undefined)) return
-    p.settled = true
+    p.phase = "started"
     const pid = p.pid
     p.done({
       _tag: "started",
@@ -293,7 +437,17 @@ class SpawnerProcess {
     })
   }
 
-  private gone() {
+  /** A spawner that broke the protocol is killed; its spawns end as if it had died. */
+  private broken(message: string) {
+    this.gone("protocol", message)
+    try {
+      process.kill(this.proc.pid!, "SIGKILL")
+    } catch {
+      // already gone
+    }
+  }
+
+  private gone(reason: "spawn" | "protocol" = "spawn", message = "the spawner process exited") {
     if (!this.alive) return
     this.alive = false
     this.onGone()
@@ -301,16 +455,28 @@ class SpawnerProcess {
     this.pending.clear()
     for (const p of lost) {
       if (p.pid !== undefined) killGroup(p.pid, "SIGKILL")
-      if (!p.settled) {
-        p.settled = true
+      if (p.phase === "starting") {
+        p.phase = "failed"
         for (const s of p.pipes) s?.destroy()
-        p.done({ _tag: "failed", message: "the spawner process exited" })
-      } else if (p.status === undefined) {
+        p.done({ _tag: "failed", reason, message })
+      } else if (p.phase === "started" && p.status === undefined) {
         p.status = { code: null, signal: "SIGKILL" }
         p.opts.onExit(p.status)
       }
     }
+    // Children it forked but had not reported yet (it died between a fork and the pid message),
+    // and any descendant they started: all carry its mark.
+    this.reap()
     if (this.proc.connected) this.proc.disconnect()
+  }
+
+  /** SIGKILL every process carrying this spawner's mark, until none is left (they may fork meanwhile). */
+  private reap() {
+    for (let round = 0; round < 5; round++) {
+      const found = markedProcesses(this.token).filter((pid) => pid !== this.proc.pid)
+      if (found.length === 0) return
+      for (const pid of found) killGroup(pid, "SIGKILL")
+    }
   }
 
   stop() {

@@ -33,7 +33,8 @@ export class SandboxUnavailableError extends Schema.TaggedError<SandboxUnavailab
 
 /** Spawning, talking to or killing the sandboxed process failed (not a limit, not a policy). */
 export class SandboxProcessError extends Schema.TaggedError<SandboxProcessError>()("SandboxProcessError", {
-  reason: Schema.Literal("spawn", "setup", "io", "kill"),
+  /** `protocol`: the spawner process (Spawner.ts) broke its channel's protocol; the child, if any, was killed. */
+  reason: Schema.Literal("spawn", "setup", "io", "kill", "protocol"),
   message: Schema.String
 }) {}
 

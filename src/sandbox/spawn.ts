@@ -86,7 +86,7 @@ const startChild = (
       stdin: opts.stdin !== undefined,
       onExit: exited
     }, (r) => {
-      if (r._tag === "failed") resume(Effect.fail(spawnError(`${program}: ${r.message}`)))
+      if (r._tag === "failed") resume(Effect.fail(new SandboxProcessError({ reason: r.reason, message: `${program}: ${r.message}` })))
       else resume(Effect.succeed(r.child))
     })
     return Effect.sync(cancel)

@@ -2,7 +2,7 @@
 // The spawner process (src/sandbox/Spawner.ts): every child of spawnScoped is forked by it, not by
 // this process, and behaves as a child of this process did: output, exit codes and signals,
 // stdin, start failures, group kills, the wall-clock limit. The spawner dies with its parent
-// (kill -9 included) and takes every bwrap with it; a spawner that dies reports its children as
+// (kill -9 included) and takes every child with it; a spawner that dies reports its children as
 // killed and the next spawn starts a new one. Its channel cannot be reached by a command.
 import { NodeContext } from "@effect/platform-node"
 import { Effect, Either, Exit, Scope, Stream } from "effect"
@@ -95,25 +95,29 @@ describe("spawner", () => {
     expect(spawnerPid()).not.toBe(first)
   })
 
-  it("dies with its parent (kill -9), and every bwrap started through it with it", async () => {
+  it("dies with its parent (kill -9), and every child started through it with it (bwrap or not)", async () => {
     const out = join(T, "host.out")
     const script = [
       `const S = await import(${JSON.stringify(new URL("../../src/sandbox/Spawner.ts", import.meta.url).href)})`,
       `const { writeFileSync } = await import("node:fs")`,
       `S.launch({ program: "bwrap", args: ["--die-with-parent", "--unshare-pid", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "sleep", "300"], env: { PATH: "/usr/bin:/bin" }, stdin: false, onExit: () => {} }, (r) => {`,
-      `  writeFileSync(${JSON.stringify(out)}, JSON.stringify({ spawner: S.spawnerPid(), bwrap: r._tag === "started" ? r.child.pid : r.message }))`,
+      `  S.launch({ program: "sleep", args: ["301"], env: { PATH: "/usr/bin:/bin" }, stdin: false, onExit: () => {} }, (u) => {`,
+      `    writeFileSync(${JSON.stringify(out)}, JSON.stringify({ spawner: S.spawnerPid(), bwrap: r._tag === "started" ? r.child.pid : r.message, plain: u._tag === "started" ? u.child.pid : u.message }))`,
+      `  })`,
       `})`,
       `setInterval(() => {}, 1000)`
     ].join("\n")
     const host = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], { stdio: ["ignore", "ignore", "ignore"], cwd: process.cwd() })
     try {
       expect(await waitFor(() => fs.existsSync(out), 60_000)).toBe(true)
-      const { spawner, bwrap } = JSON.parse(fs.readFileSync(out, "utf8")) as { spawner: number; bwrap: number }
+      const { spawner, bwrap, plain } = JSON.parse(fs.readFileSync(out, "utf8")) as { spawner: number; bwrap: number; plain: number }
       expect(typeof bwrap).toBe("number")
+      expect(typeof plain).toBe("number")
       expect(ppidOf(bwrap)).toBe(spawner)
-      expect(alive(spawner, "node") && alive(bwrap, "bwrap")).toBe(true)
+      expect(alive(spawner, "node") && alive(bwrap, "bwrap") && alive(plain, "301")).toBe(true)
       host.kill("SIGKILL")
-      expect(await waitFor(() => !alive(spawner, "node") && !alive(bwrap, "bwrap"), 20_000)).toBe(true)
+      // The unsandboxed child too: the spawner kills its children's groups when the channel closes.
+      expect(await waitFor(() => !alive(spawner, "node") && !alive(bwrap, "bwrap") && !alive(plain, "301"), 20_000)).toBe(true)
     } finally {
       host.kill("SIGKILL")
     }

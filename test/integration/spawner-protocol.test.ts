@@ -1,0 +1,170 @@
+// The spawner's channel protocol (src/sandbox/Spawner.ts), each side against a peer that breaks it:
+// a pipe without its socket, an exit before the pipes, a malformed reply (fake spawners), a
+// malformed request (the real spawner), and a spawner killed between a fork and its pid report
+// (a test hook pauses it there). Every case ends with the start failed, typed, and no child left.
+import { Schema } from "effect"
+import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type LaunchOptions, MARK, PAUSE_HOOK, SpawnerProcess, spawnerSource, SpawnRequest, type Started } from "../../src/sandbox/Spawner.js"
+import { waitFor } from "./sandbox.support.js"
+
+let T = ""
+beforeAll(() => {
+  T = fs.realpathSync(fs.mkdtempSync(join(tmpdir(), "substrat-spawner-protocol-")))
+})
+afterAll(() => {
+  if (T !== "") fs.rmSync(T, { recursive: true, force: true })
+})
+
+const env = { PATH: "/usr/bin:/bin" }
+let seq = 0
+/** A `sleep` argument no other process has: the child is found by it in /proc. */
+const marker = () => `4000.${process.pid}${++seq}`
+
+/** Live (non-zombie) processes whose command line holds `text`. */
+const withArg = (text: string): Array<number> =>
+  fs.readdirSync("/proc").filter((e) => /^\d+$/.test(e)).filter((e) => {
+    try {
+      return fs.readFileSync(`/proc/${e}/cmdline`, "utf8").split("\0").includes(text)
+    } catch {
+      return false
+    }
+  }).map(Number)
+
+const start = (s: SpawnerProcess, opts: Partial<LaunchOptions> & Pick<LaunchOptions, "program" | "args">) =>
+  new Promise<Started>((resolve) => {
+    s.launch({ env, stdin: false, onExit: () => {}, ...opts }, resolve)
+  })
+
+/** A fake spawner: starts `sleep <arg>` (marked, as the real one marks its children), then runs `then`. */
+const fake = (then: string) =>
+  String.raw`"use strict"
+const { spawn } = require("node:child_process")
+process.on("message", (m) => {
+  const c = spawn("sleep", [m.args[0]], { stdio: ["ignore", "pipe", "pipe"], detached: true, env: { ...process.env, PATH: "/usr/bin:/bin" } })
+  const send = (x, h) => process.send(x, h)
+  ${then}
+})
+process.on("disconnect", () => process.exit(0))
+`
+
+const failedWith = (r: Started) => (r._tag === "failed" ? { reason: r.reason, message: r.message } : { started: r.child.pid })
+
+describe("spawner protocol", () => {
+  it("a pipe that arrives without its socket fails the start (protocol) and kills the child", async () => {
+    const s = new SpawnerProcess(() => {}, { source: fake(`send({ t: "pid", id: m.id, pid: c.pid }); send({ t: "fd", id: m.id, n: 1 })`) })
+    try {
+      const arg = marker()
+      const r = await start(s, { program: "sleep", args: [arg] })
+      expect(failedWith(r)).toMatchObject({ reason: "protocol", message: expect.stringContaining("without its socket") })
+      expect(await waitFor(() => withArg(arg).length === 0, 20_000)).toBe(true)
+    } finally {
+      s.stop()
+    }
+  }, 60_000)
+
+  it("an exit before the pipes fails the start (protocol) and kills the rest of the child's group", async () => {
+    const s = new SpawnerProcess(() => {}, { source: fake(`send({ t: "pid", id: m.id, pid: c.pid }); send({ t: "exit", id: m.id, code: 0, signal: null })`) })
+    try {
+      const arg = marker()
+      const r = await start(s, { program: "sleep", args: [arg] })
+      expect(failedWith(r)).toMatchObject({ reason: "protocol", message: expect.stringContaining("before all its pipes") })
+      expect(await waitFor(() => withArg(arg).length === 0, 20_000)).toBe(true)
+    } finally {
+      s.stop()
+    }
+  }, 60_000)
+
+  it("a malformed reply fails every start in flight (protocol), kills that spawner and its children; this process goes on", async () => {
+    let gone = 0
+    const s = new SpawnerProcess(() => gone++, { source: fake(`send({ t: "pid", id: m.id, pid: "many" })`) })
+    const spawner = s.pid!
+    const arg = marker()
+    const r = await start(s, { program: "sleep", args: [arg] })
+    expect(failedWith(r)).toMatchObject({ reason: "protocol", message: expect.stringContaining("malformed message from the spawner") })
+    expect(gone).toBe(1)
+    expect(await waitFor(() => withArg(arg).length === 0, 20_000)).toBe(true)
+    expect(await waitFor(() => !fs.existsSync(`/proc/${spawner}/cmdline`) || fs.readFileSync(`/proc/${spawner}/cmdline`, "utf8") === "", 20_000)).toBe(true)
+    // It is not used again.
+    const again = await start(s, { program: "true", args: [] })
+    expect(failedWith(again)).toMatchObject({ reason: "spawn" })
+  }, 60_000)
+
+  it("a request the Schema refuses is not sent (protocol)", async () => {
+    const s = new SpawnerProcess(() => {})
+    try {
+      const r = await start(s, { program: "true", args: [], env: { PATH: 1 } as unknown as Record<string, string> })
+      expect(failedWith(r)).toMatchObject({ reason: "protocol", message: expect.stringContaining("malformed spawn request") })
+      const ok = await start(s, { program: "true", args: [] })
+      expect(ok._tag).toBe("started")
+    } finally {
+      s.stop()
+    }
+  }, 60_000)
+
+  it("the spawner refuses malformed requests (those SpawnRequest refuses), runs none of them and stays up", async () => {
+    const mark = join(T, "SPAWNED")
+    const good = { t: "spawn", id: 7, program: "/usr/bin/touch", args: [mark], env, cwd: null, stdin: false }
+    const bad: ReadonlyArray<unknown> = [
+      "spawn",
+      [good],
+      { ...good, t: "run" },
+      { ...good, id: "7" },
+      { ...good, id: 0 },
+      { ...good, id: 1.5 },
+      { ...good, program: ["/usr/bin/touch"] },
+      { ...good, args: mark },
+      { ...good, args: [mark, 3] },
+      { ...good, env: { PATH: ["/usr/bin"] } },
+      { ...good, env: null },
+      { ...good, cwd: 5 },
+      { ...good, stdin: "yes" }
+    ]
+    // The spawner's hand-written check and the Schema agree on every case.
+    expect(bad.filter((m) => Schema.is(SpawnRequest)(m))).toEqual([])
+    expect(Schema.is(SpawnRequest)(good)).toBe(true)
+    const proc = spawn(process.execPath, ["-e", spawnerSource], { stdio: ["ignore", "ignore", "ignore", "ipc"], env: { [MARK]: "t" }, serialization: "json" })
+    const replies: Array<{ t: string; id: unknown; message?: string }> = []
+    proc.on("message", (m: { t: string; id: unknown; message?: string }) => replies.push(m))
+    try {
+      for (const m of bad) proc.send(m as object)
+      expect(await waitFor(() => replies.length >= bad.length, 20_000)).toBe(true)
+      expect(replies.map((r) => r.t)).toEqual(bad.map(() => "refused"))
+      // A request with a usable id is answered under it; one without, under null.
+      expect(replies[3]!.id).toBe(null)
+      expect(replies[6]!.id).toBe(7)
+      expect(fs.existsSync(mark)).toBe(false)
+      proc.send(good)
+      expect(await waitFor(() => replies.some((r) => r.t === "exit"), 20_000)).toBe(true)
+      expect(fs.existsSync(mark)).toBe(true)
+    } finally {
+      proc.kill("SIGKILL")
+    }
+  }, 60_000)
+
+  it("a spawner killed between a fork and its pid report leaves no child (nor a setsid'd grandchild) alive", async () => {
+    const s = new SpawnerProcess(() => {}, { env: { [PAUSE_HOOK]: "120000" } })
+    const pids = join(T, "paused.pids")
+    const a = marker()
+    const b = marker()
+    const launched = start(s, { program: "sh", args: ["-c", `setsid sleep ${b} & echo $! > ${pids}.tmp; echo $$ >> ${pids}.tmp; mv ${pids}.tmp ${pids}; exec sleep ${a}`] })
+    try {
+      // The child and its grandchild run; the spawner is stopped before it could say the child's pid.
+      expect(await waitFor(() => fs.existsSync(pids) && withArg(a).length === 1 && withArg(b).length === 1, 30_000)).toBe(true)
+      const [grandchild, child] = fs.readFileSync(pids, "utf8").trim().split("\n").map(Number)
+      expect(withArg(a)).toEqual([child])
+      expect(withArg(b)).toEqual([grandchild])
+      process.kill(s.pid!, "SIGKILL")
+      const r = await launched
+      expect(failedWith(r)).toMatchObject({ reason: "spawn" })
+      expect(await waitFor(() => withArg(a).length === 0 && withArg(b).length === 0, 20_000)).toBe(true)
+    } finally {
+      for (const pid of [...withArg(a), ...withArg(b)]) process.kill(pid, "SIGKILL")
+      s.stop()
+    }
+  }, 90_000)
+
+})
