@@ -54,29 +54,23 @@ process.on("disconnect", () => process.exit(0))
 const failedWith = (r: Started) => (r._tag === "failed" ? { reason: r.reason, message: r.message } : { started: r.child.pid })
 
 describe("spawner protocol", () => {
-  it("a pipe that arrives without its socket fails the start (protocol) and kills the child", async () => {
-    const s = new SpawnerProcess(() => {}, { source: fake(`send({ t: "pid", id: m.id, pid: c.pid }); send({ t: "fd", id: m.id, n: 1 })`) })
-    try {
-      const arg = marker()
-      const r = await start(s, { program: "sleep", args: [arg] })
-      expect(failedWith(r)).toMatchObject({ reason: "protocol", message: expect.stringContaining("without its socket") })
-      expect(await waitFor(() => withArg(arg).length === 0, 20_000)).toBe(true)
-    } finally {
-      s.stop()
-    }
-  }, 60_000)
-
-  it("an exit before the pipes fails the start (protocol) and kills the rest of the child's group", async () => {
-    const s = new SpawnerProcess(() => {}, { source: fake(`send({ t: "pid", id: m.id, pid: c.pid }); send({ t: "exit", id: m.id, code: 0, signal: null })`) })
-    try {
-      const arg = marker()
-      const r = await start(s, { program: "sleep", args: [arg] })
-      expect(failedWith(r)).toMatchObject({ reason: "protocol", message: expect.stringContaining("before all its pipes") })
-      expect(await waitFor(() => withArg(arg).length === 0, 20_000)).toBe(true)
-    } finally {
-      s.stop()
-    }
-  }, 60_000)
+  const incomplete = [
+    { what: "a pipe that arrives without its socket", then: `send({ t: "fd", id: m.id, n: 1 })`, says: "without its socket" },
+    { what: "an exit before the pipes", then: `send({ t: "exit", id: m.id, code: 0, signal: null })`, says: "before all its pipes" }
+  ]
+  for (const k of incomplete) {
+    it(`${k.what} fails the start (protocol) and kills the child's group`, async () => {
+      const s = new SpawnerProcess(() => {}, { source: fake(`send({ t: "pid", id: m.id, pid: c.pid }); ${k.then}`) })
+      try {
+        const arg = marker()
+        const r = await start(s, { program: "sleep", args: [arg] })
+        expect(failedWith(r)).toMatchObject({ reason: "protocol", message: expect.stringContaining(k.says) })
+        expect(await waitFor(() => withArg(arg).length === 0, 20_000)).toBe(true)
+      } finally {
+        s.stop()
+      }
+    }, 60_000)
+  }
 
   it("a malformed reply fails every start in flight (protocol), kills that spawner and its children; this process goes on", async () => {
     let gone = 0

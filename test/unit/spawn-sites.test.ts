@@ -8,7 +8,6 @@ import { describe, expect, it } from "vitest"
 
 const ALLOWED: Readonly<Record<string, string>> = {
   "sandbox/Spawner.ts": "the spawner itself (and the direct path the benchmark compares it with)",
-  "daemon/FileLimit.ts": "`prlimit` on the daemon's own pid, once at boot, before the spawner starts",
   "daemon/Lifecycle.ts": "`flock` on the pid file's descriptor (a file descriptor cannot be handed to the spawner), at boot and in the CLI",
   "cli/Shell.ts": "the CLI's interactive shell (a CLI process, not the daemon)",
   "cli/commands/ui.ts": "the CLI opening a browser",
