@@ -37,7 +37,7 @@ export interface SessionRead {
   readonly record: Session | null
   /** The folded log (null without a record). */
   readonly log: SessionLog | null
-  /** A pending WAL file exists or the log ends in a torn line: repair, then read the log again. */
+  /** A pending WAL file holds an entry or the log ends in a torn line: repair, then read the log again. */
   readonly needsRepair: boolean
   /** Lines a checkpoint covered (not read again); 0 when the log was read from its start. */
   readonly skipped: number
@@ -269,10 +269,10 @@ class FileReader {
     }
   }
 
-  /** Whether `path` exists (an error other than ENOENT throws). */
-  exists(path: string): boolean {
+  /** Whether `path` exists and is not empty (an error other than ENOENT throws). */
+  nonEmpty(path: string): boolean {
     try {
-      return fs.statSync(path, { throwIfNoEntry: false }) !== undefined
+      return (fs.statSync(path, { throwIfNoEntry: false })?.size ?? 0) > 0
     } catch (e) {
       throw readError("read", path, e)
     }
@@ -403,7 +403,7 @@ const readOne = (
   if (rec === null) return { id, record: null, log: null, needsRepair: false, skipped: 0, checkpoint: null, unchanged: false }
   if (rec instanceof SessionStoreError) return rec
   const { record, copy } = rec
-  const pending = reader.exists(f.pending)
+  const pending = reader.nonEmpty(f.pending)
   if (checkpoint !== undefined) {
     const same = unchangedSince(reader, f.log, checkpoint)
     if (same !== null) {
@@ -485,7 +485,7 @@ export const readSessions = (
               id: l.id,
               record: l.record,
               log: r.log,
-              needsRepair: Option.isSome(pending) || r.tornTail,
+              needsRepair: Option.getOrElse(pending, () => 0) > 0 || r.tornTail,
               skipped: 0,
               checkpoint: withRecord(r.checkpoint, l.copy),
               unchanged: false

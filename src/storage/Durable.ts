@@ -15,15 +15,22 @@ export interface AppendHandle {
   readonly sizeAtOpen: number
   readonly append: (bytes: Uint8Array) => Effect.Effect<void, DurableError>
   /**
-   * The pending-file WAL append (seed 001): `writeSync(pending, bytes)` · `append(bytes)` ·
-   * `unlink(pending, { syncDir: false })` — the same sub-steps, as one uninterruptible Effect.
+   * The pending-file WAL append: open(`pending`, truncate) · write · fsync · (a batch's directory
+   * fsync) · `append(bytes)` · ftruncate(`pending`, 0) · close — as one uninterruptible Effect.
+   * The pending file is emptied, not unlinked: its name stays (a batch needs it durable), and what
+   * a power loss can bring back of it is the latest entry, already in the log.
    * Returns after the log's fsync; a failure leaves the files in an unknown (repairable) state.
-   * `pendingBytes`, when given, is what the pending file holds instead of `bytes` (the event
-   * log's batch: a header line, then the lines), and the pending file's directory is fsync'd
-   * before the log is written: a power loss must not take the pending file's name while a torn
-   * write left part of the batch in the log.
+   * `batch`, when given: the pending file holds `pendingBytes` instead of `bytes` (the event log's
+   * batch: a header line, then the lines), and with `syncDir` the pending file's directory is
+   * fsync'd before the log is written — the pending file's name must be durable before any of a
+   * batch reaches the log (a power loss must not take it while a torn write left part of the
+   * batch there); once per file is enough.
    */
-  readonly appendWal: (pending: string, bytes: Uint8Array, pendingBytes?: Uint8Array) => Effect.Effect<void, DurableError>
+  readonly appendWal: (
+    pending: string,
+    bytes: Uint8Array,
+    batch?: { readonly pendingBytes: Uint8Array; readonly syncDir: boolean }
+  ) => Effect.Effect<void, DurableError>
 }
 
 /** A directory entry as returned by `readDir`. */
@@ -41,7 +48,7 @@ export interface DurableService {
   readonly replaceAtomic: (path: string, bytes: Uint8Array) => Effect.Effect<void, DurableError>
   /**
    * Unlink (absent is fine) then fsync the directory. `syncDir: false` skips the directory
-   * fsync (the EventLog WAL does: a resurrected pending file is harmless, see docs/recovery.md).
+   * fsync (for a file whose resurrection after a power loss is harmless).
    */
   readonly unlink: (path: string, options?: { readonly syncDir?: boolean }) => Effect.Effect<void, DurableError>
   /** Truncate to `size` bytes then fsync. Used to cut a torn trailing line. */

@@ -16,10 +16,13 @@ import { tmpDir } from "../support/tmpDir.js"
 
 const S = sid(1)
 
-/** A real Durable that never unlinks a pending file: the WAL's pending bytes stay for the test to read. */
+/** A real Durable that never empties a pending file: the WAL's pending bytes stay for the test to read. */
 const keepPending = Layer.succeed(
   Durable,
-  makeDurable({ ...nodePrimitives, unlink: (path) => path.endsWith(".pending") ? Effect.succeed(true) : nodePrimitives.unlink(path) })
+  makeDurable({
+    ...nodePrimitives,
+    ftruncate: (fd, path, size) => path.endsWith(".pending") ? Effect.void : nodePrimitives.ftruncate(fd, path, size)
+  })
 )
 
 /** The log and pending bytes of `a` then the batch `b1 b2 b3`, as the layer writes them. */
@@ -62,7 +65,7 @@ const reopen = (dir: string, n: number, log: Uint8Array, pending: Uint8Array | u
     if (pending !== undefined) fs.writeFileSync(paths.pendingFile(S), pending)
     const report = yield* Effect.flatMap(EventLog, (l) => l.repair(S)).pipe(Effect.provide(fileLayers(home)))
     const tags = (yield* readAll(S).pipe(Effect.provide(fileLayers(home)))).map(promptOf)
-    expect(fs.existsSync(paths.pendingFile(S))).toBe(false)
+    expect(fs.existsSync(paths.pendingFile(S)) ? fs.statSync(paths.pendingFile(S)).size : 0).toBe(0)
     const file = fs.readFileSync(paths.eventsFile(S))
     expect(Buffer.compare(Buffer.from(repairedView(log, pending)), file), "repairedView = repair").toBe(0)
     return { report, tags, file }

@@ -53,7 +53,8 @@ describe("EventLog file layer", () => {
         expect(Object.keys(o).sort()).toEqual(["data", "event", "session_id", "ts"])
         expect(o.session_id).toBe(S)
       }
-      expect(fs.existsSync(paths.pendingFile(S))).toBe(false)
+      // Each append empties the pending file rather than unlinking it.
+      expect(fs.readFileSync(paths.pendingFile(S), "utf8")).toBe("")
       expect(fs.statSync(paths.sessionDir(S)).mode & 0o777).toBe(0o700)
       expect(fs.statSync(home).mode & 0o777).toBe(0o700)
     }))
@@ -111,7 +112,7 @@ describe("EventLog file layer", () => {
       const home = join(yield* tmpDir(), "home")
       const paths = makePaths(home)
       fs.mkdirSync(paths.sessionDir(S), { recursive: true })
-      for (const bad of [line("x").slice(0, 30), "", "{\"not\":\"an entry\"}\n", line("x") + line("y")]) {
+      for (const bad of [line("x").slice(0, 30), "{\"not\":\"an entry\"}\n", line("x") + line("y"), "{\"batch\":{\"offset\":0"]) {
         fs.writeFileSync(paths.eventsFile(S), line("a"))
         fs.writeFileSync(paths.pendingFile(S), bad)
         const report = yield* Effect.flatMap(EventLog, (log) => log.repair(S)).pipe(Effect.provide(fileLayers(home)))
@@ -119,6 +120,11 @@ describe("EventLog file layer", () => {
         expect(fs.readFileSync(paths.eventsFile(S), "utf8")).toBe(line("a"))
         expect(fs.existsSync(paths.pendingFile(S))).toBe(false)
       }
+      // An empty pending file is the WAL's resting state: nothing discarded, nothing replayed.
+      fs.writeFileSync(paths.pendingFile(S), "")
+      const idle = yield* Effect.flatMap(EventLog, (log) => log.repair(S)).pipe(Effect.provide(fileLayers(home)))
+      expect([idle.pendingDiscarded, idle.pendingReplayed]).toEqual([false, false])
+      expect(fs.readFileSync(paths.eventsFile(S), "utf8")).toBe(line("a"))
     }))
 
   it.scoped("an undecodable line in the middle fails the read with file and line", () =>

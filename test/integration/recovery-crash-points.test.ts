@@ -75,9 +75,10 @@ class Labeller {
     const m = /agents\/([0-9a-f-]{36})/.exec(path)
     const op = m ? this.current.get(m[1]!) : undefined
     let point: Point = op?.point ?? "other"
-    // The pending-file unlink runs once the entry is durable in events.jsonl.
-    if (op && kind === "unlink" && op.event === "agent.created") point = "P3"
-    if (op && kind === "unlink" && op.event === "turn.complete") point = "P5"
+    // The pending file is emptied once the entry is durable in events.jsonl.
+    const emptied = kind === "truncate" && path.endsWith(".pending")
+    if (op && emptied && op.event === "agent.created") point = "P3"
+    if (op && emptied && op.event === "turn.complete") point = "P5"
     this.labels.push({ point, kind, session: m?.[1] ?? null })
   }
   /**

@@ -67,8 +67,9 @@ describe("EventLog idle close", () => {
       expect(yield* lines(ids[0]!)).toEqual([1, 2, 3])
       expect(yield* lines(ids[1]!)).toEqual([1, 2])
       expect(yield* lines(ids[2]!)).toEqual([1])
-      // Nothing to repair: no torn tail, no pending file.
+      // Nothing to repair: no torn tail, no pending entry (the pending file is left empty).
       for (const id of ids) expect(yield* log.repair(id)).toEqual({ session_id: id, truncatedBytes: 0, pendingReplayed: false, pendingDiscarded: false })
-      expect(fs.readdirSync(`${home}/agents/${ids[0]}`).sort()).toEqual(["events.jsonl"])
+      expect(fs.readdirSync(`${home}/agents/${ids[0]}`).sort()).toEqual(["events.jsonl", "events.pending"])
+      expect(fs.statSync(`${home}/agents/${ids[0]}/events.pending`).size).toBe(0)
     }))
 })

@@ -209,22 +209,29 @@ export const makeDurable = (p: Primitives): DurableService => {
 
   // The EventLog's hot path (scripts/bench/eventlog.ts), written for the fewest fiber steps: one
   // uninterruptible chain (the pending fd is closed on every exit without acquireUseRelease's
-  // extra frames), no span, no generator. Sub-steps and their order are exactly
-  // writeSync(pending) · append · unlink(pending, { syncDir: false }), so crash injection sees
-  // the same steps. Unlike writeSync, a failed close of the pending file fails the append
-  // (its data is already fsync'd; the caller repairs on the next use either way).
-  const appendWal = (fd: number, path: string, pending: string, bytes: Uint8Array, pendingBytes: Uint8Array | undefined): Effect.Effect<void, DurableError> =>
-    Effect.uninterruptible(Effect.flatMap(p.open(pending, "truncate"), (pfd) =>
-      Effect.zipRight(
-        Effect.catchAllCause(
-          Effect.zipRight(p.write(pfd, pending, pendingBytes ?? bytes), p.fsync(pfd, pending)),
-          (cause) => Effect.zipRight(closeQuietly(p, pfd, pending), Effect.failCause(cause))
-        ),
-        Effect.zipRight(
-          pendingBytes === undefined ? p.close(pfd, pending) : Effect.zipRight(p.close(pfd, pending), p.fsyncDir(dirname(pending))),
-          Effect.zipRight(Effect.zipRight(p.write(fd, path, bytes), p.fsync(fd, path)), Effect.asVoid(p.unlink(pending)))
-        )
-      )))
+  // extra frames), no span, no generator. Sub-steps and their order: open(pending, truncate) ·
+  // write · fsync · [dirsync] · write(log) · fsync(log) · ftruncate(pending, 0) · close(pending).
+  // A failed close of the pending file fails the append (its data is already fsync'd; the caller
+  // repairs on the next use either way).
+  const appendWal = (
+    fd: number,
+    path: string,
+    pending: string,
+    bytes: Uint8Array,
+    batch: { readonly pendingBytes: Uint8Array; readonly syncDir: boolean } | undefined
+  ): Effect.Effect<void, DurableError> =>
+    Effect.uninterruptible(Effect.flatMap(p.open(pending, "truncate"), (pfd) => {
+      const synced = Effect.zipRight(p.write(pfd, pending, batch === undefined ? bytes : batch.pendingBytes), p.fsync(pfd, pending))
+      const named = batch?.syncDir === true ? Effect.zipRight(synced, p.fsyncDir(dirname(pending))) : synced
+      const steps = Effect.zipRight(
+        Effect.zipRight(named, Effect.zipRight(p.write(fd, path, bytes), p.fsync(fd, path))),
+        p.ftruncate(pfd, pending, 0)
+      )
+      return Effect.zipRight(
+        Effect.catchAllCause(steps, (cause) => Effect.zipRight(closeQuietly(p, pfd, pending), Effect.failCause(cause))),
+        p.close(pfd, pending)
+      )
+    }))
 
   // A file this creates gets its directory fsync'd: the appends' fsyncs make the bytes durable,
   // not the name they are reached by (a power loss would otherwise take the whole log).
@@ -239,7 +246,7 @@ export const makeDurable = (p: Primitives): DurableService => {
         sizeAtOpen: Option.getOrElse(before, () => 0),
         // Hot path: no span, two primitives.
         append: (bytes) => Effect.zipRight(p.write(fd, path, bytes), p.fsync(fd, path)),
-        appendWal: (pending, bytes, pendingBytes) => appendWal(fd, path, pending, bytes, pendingBytes)
+        appendWal: (pending, bytes, batch) => appendWal(fd, path, pending, bytes, batch)
       }))
     )
 

@@ -2,9 +2,10 @@
 // appended through the pending-file WAL of seed 001 (docs/recovery.md):
 //   1. write the line to `events.pending`, fsync      (Durable.writeSync)
 //   2. append it to `events.jsonl`, fsync             (the session's AppendHandle, kept open)
-//   3. unlink `events.pending` (no directory fsync — a resurrected pending file is deduped)
+//   3. empty `events.pending` (ftruncate; it is not unlinked, so its name stays for the next one)
 // `appendAll` writes several lines in the same three steps; its pending file is a header line
-// (where in the log the batch starts, how many lines and bytes) followed by the lines.
+// (where in the log the batch starts, how many lines and bytes) followed by the lines, and the
+// session directory is fsync'd once (the pending file's name) before a batch first reaches the log.
 // Open/repair: cut a torn trailing line, replay a valid pending entry unless the log already
 // ends with it (a batch: complete whatever part of it the log lacks after its offset), discard a
 // torn pending file (it was never acknowledged). `*.tmp` is ignored.
@@ -68,6 +69,8 @@ interface Slot {
   repaired: boolean
   /** The log's length in bytes while `open` is set (where the next batch starts). */
   size: number
+  /** The pending file's name is durable (a batch fsync'd its directory since repair last saw it). */
+  pendingNamed: boolean
   open: { readonly handle: AppendHandle; readonly scope: Scope.CloseableScope } | undefined
   /** When the open handle was last used (clock millis): idle handles are closed (`idleCloseMs`). */
   lastUsed: number
@@ -252,6 +255,7 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
         lineTail: lineTail(session),
         repaired: false,
         size: 0,
+        pendingNamed: false,
         open: undefined,
         lastUsed: 0
       }
@@ -300,7 +304,9 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
           }
         )
       const pend = yield* durable.readFile(pending)
-      if (Option.isSome(pend)) {
+      // An empty pending file is the resting state (appends empty it, not unlink it): nothing to do.
+      slot.pendingNamed = false
+      if (Option.isSome(pend) && pend.value.length > 0) {
         const bytes = pend.value
         const kind = classifyPending(bytes)
         if (kind._tag === "torn") {
@@ -425,7 +431,9 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
    */
   const walLocked = (session: SessionId, slot: Slot, bytes: Uint8Array, lines: number): Effect.Effect<void, EventLogError> => {
     const write = (handle: AppendHandle) =>
-      lines === 1 ? handle.appendWal(slot.pending, bytes) : handle.appendWal(slot.pending, bytes, batchPending(slot.size, lines, bytes))
+      lines === 1
+        ? handle.appendWal(slot.pending, bytes)
+        : handle.appendWal(slot.pending, bytes, { pendingBytes: batchPending(slot.size, lines, bytes), syncDir: !slot.pendingNamed })
     const steps = slot.open ? write(slot.open.handle) : Effect.flatMap(openLocked(session, slot), write)
     return Effect.matchCauseEffect(steps, {
       // After a failed step the file state is unknown: drop the handle, repair on next use.
@@ -433,6 +441,7 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
         Effect.zipRight(Effect.ensuring(closeLocked(slot), slot.mutex.releaseEffect), Effect.failCause(Cause.map(cause, ioError))),
       onSuccess: () => {
         slot.size += bytes.length
+        if (lines > 1) slot.pendingNamed = true
         return Effect.void
       }
     })
@@ -552,6 +561,7 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
       yield* durable.unlink(paths.pendingFile(session))
       yield* durable.unlink(paths.eventsFile(session))
       slot.repaired = true
+      slot.pendingNamed = false
     })).pipe(Effect.mapError(ioError))
   })
 
