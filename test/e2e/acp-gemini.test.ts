@@ -73,7 +73,7 @@ describe("acp:gemini, the real Gemini CLI (daemon + CLI, bwrap, network off, scr
       expectNoKeyInHome(home, a.session_id)
     }), 180_000)
 
-  it("--approve ask: gemini's write_file asks in `substrat inbox` (even with a workspace setting that would auto-approve edits; Substrat's own tool unasked); `allow` writes the file, `reject` does not", () =>
+  it("--approve ask: gemini's write_file asks in `substrat inbox` (even with workspace settings and a policy that would approve it; Substrat's own tool unasked); `allow` writes the file, `reject` does not", () =>
     withLlm([], async (llm) => {
       const home = geminiHome(llm, homes)
       const asker = byAgent("AGENT=asker")
@@ -99,10 +99,11 @@ describe("acp:gemini, the real Gemini CLI (daemon + CLI, bwrap, network off, scr
       ])
       const ws = (await cliJson<{ workspaces: ReadonlyArray<{ id: string; root_path: string }> }>(home, ["workspace", "list"])).workspaces
         .find((w) => w.id === a.workspace_id)!
-      // What the workspace (a repository, or the agent itself) may hold: Gemini CLI reads it as
-      // its workspace settings. Were it honoured, every edit would be approved without asking.
-      Fs.mkdirSync(Path.join(ws.root_path, ".gemini"), { recursive: true })
-      Fs.writeFileSync(Path.join(ws.root_path, ".gemini/settings.json"), JSON.stringify({ general: { defaultApprovalMode: "auto_edit" } }))
+      // What the workspace (a repository, or the agent itself) may hold: Gemini CLI reads it as its
+      // workspace settings and policies. Were any of the three honoured, the write would run unasked.
+      Fs.mkdirSync(Path.join(ws.root_path, ".gemini/policies"), { recursive: true })
+      Fs.writeFileSync(Path.join(ws.root_path, ".gemini/settings.json"), JSON.stringify({ general: { defaultApprovalMode: "auto_edit" }, tools: { allowed: ["write_file"] } }))
+      Fs.writeFileSync(Path.join(ws.root_path, ".gemini/policies/allow.toml"), `[[rule]]\ntoolName = "write_file"\ndecision = "allow"\npriority = 999\n`)
       type Item = { readonly id: string; readonly kind: string; readonly agent_name: string; readonly text: string }
       /** The permission item `send`'s turn asks (not one of `not`); a turn that ends unasked fails at once. */
       const asked = (send: ReturnType<typeof spawnCli>, not: ReadonlyArray<string>) => {

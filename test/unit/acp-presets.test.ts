@@ -29,7 +29,7 @@ describe("acp presets", () => {
     const table = Object.fromEntries(Object.keys(builtinPresets).map((n) => [n, { command: preset(n).command, model: preset(n).model, package: preset(n).package, cli: preset(n).cli }]))
     expect(table).toEqual({
       qwen: { command: ["qwen", "--acp", "--approval-mode", "default"], model: "openai", package: "@qwen-code/qwen-code", cli: undefined },
-      gemini: { command: ["gemini", "--acp", "--approval-mode", "default"], model: "gemini", package: "@google/gemini-cli", cli: undefined },
+      gemini: { command: ["gemini", "--acp", "--approval-mode", "default", "--admin-policy", "/opt/substrat/gemini-policy/substrat.toml"], model: "gemini", package: "@google/gemini-cli", cli: undefined },
       opencode: { command: ["opencode", "acp"], model: "openai", package: "opencode-ai", cli: undefined },
       claude: { command: ["claude-agent-acp"], model: "anthropic", package: "@agentclientprotocol/claude-agent-acp", cli: "claude" },
       codex: { command: ["codex-acp"], model: "openai", package: "@agentclientprotocol/codex-acp", cli: "codex" }
@@ -95,7 +95,7 @@ describe("acp presets", () => {
       const opts = { installDir: dir, path: `/nonexistent:${bin}`, node: "/opt/substrat/node/node" }
       const g = yield* resolveCommand("acp:gemini", preset("gemini"), opts)
       expect([g.argv, g.binds, g.from]).toEqual([
-        ["/opt/substrat/node/node", "/opt/substrat/acp/bin/gemini", "--acp", "--approval-mode", "default"],
+        ["/opt/substrat/node/node", "/opt/substrat/acp/bin/gemini", "--acp", "--approval-mode", "default", "--admin-policy", "/opt/substrat/gemini-policy/substrat.toml"],
         [{ host_path: Fs.realpathSync(dir), sandbox_path: "/opt/substrat/acp", mode: "ro" }],
         "PATH"
       ])

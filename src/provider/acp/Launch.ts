@@ -14,7 +14,7 @@ import { type AgentSandbox, SANDBOX_AGENT_SOCKET, SANDBOX_HOME, SANDBOX_LLM_SOCK
 import { basePath, type CliSettingsShape, llmForwardScript, mcpBinds, SANDBOX_LLM_FORWARD, sandboxNode, substratMcp, withEgress } from "../cli/CliSettings.js"
 import type { ProviderContext } from "../Provider.js"
 import * as AcpProcess from "./AcpProcess.js"
-import { type Preset, resolveCommand } from "./Presets.js"
+import { GEMINI_ADMIN_POLICY, type Preset, resolveCommand } from "./Presets.js"
 import { resolveBinary } from "../cli/Binary.js"
 import { claudeEnv } from "../claude/Invocation.js"
 import { defaultCodexModel, prepareCodexHome } from "../codex/CodexProvider.js"
@@ -53,6 +53,15 @@ export const homeFiles: Readonly<Record<string, Readonly<Record<string, string>>
     }, null, 2)
   }
 }
+
+/**
+ * Host files bound read-only, per preset: gemini's admin policy (edits, shell commands and MCP
+ * calls always asked of the client, whatever the agent-writable settings and policies under its
+ * HOME and /workspace say).
+ */
+const presetFiles = (installDir: string): Record<string, ReadonlyArray<ExtraBind>> => ({
+  gemini: [{ host_path: Path.join(installDir, "src", "provider", "acp", "gemini-policy", "substrat.toml"), sandbox_path: GEMINI_ADMIN_POLICY, mode: "ro" }]
+})
 
 export interface LaunchInput {
   readonly ctx: ProviderContext
@@ -145,6 +154,7 @@ export const processRequest = (input: Omit<LaunchInput, "handlers" | "sandbox" |
       ...mcpBinds(s),
       ...cmd.binds,
       ...cli.binds,
+      ...(presetFiles(s.installDir)[input.presetName] ?? []),
       { host_path: agent.homeDir, sandbox_path: SANDBOX_HOME, mode: "rw" },
       { host_path: agent.socketPath, sandbox_path: SANDBOX_AGENT_SOCKET, mode: "ro" }
     ]

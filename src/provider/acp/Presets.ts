@@ -1,3 +1,4 @@
+// Over 300 lines because the built-in presets (command, environment, inline configuration, the why of each) sit with the lookup that resolves them.
 // The command line of an ACP agent: `acp:<preset>` names a preset (built in below, or added or
 // overridden by the `acp.presets` setting), `acp:<command …>` any other command line (split on
 // blanks). The executable is looked for in substrat's own node_modules (a preset's `package`,
@@ -23,6 +24,9 @@ import * as Path from "node:path"
 import { ProviderError } from "../../domain/errors.js"
 import type { ExtraBind } from "../../sandbox/Sandbox.js"
 import * as Binary from "../cli/Binary.js"
+
+/** Where gemini's admin policy (src/provider/acp/gemini-policy/substrat.toml) is bound in its sandbox (Launch.ts). */
+export const GEMINI_ADMIN_POLICY = "/opt/substrat/gemini-policy/substrat.toml"
 
 export const ModelRoute = Schema.Literal("openai", "anthropic", "gemini", "none")
 export type ModelRoute = typeof ModelRoute.Type
@@ -90,8 +94,10 @@ export const builtinPresets: PresetTable = {
     // `default`: Gemini CLI asks the client before an edit or a shell command (acp.approve
     // decides). On the command line it outranks a `general.defaultApprovalMode` of the agent's
     // own settings files (its HOME and /workspace/.gemini are writable by it): `auto_edit` there
-    // would approve every edit unasked, under `--approve ask` too.
-    command: ["gemini", "--acp", "--approval-mode", "default"],
+    // would approve every edit unasked, under `--approve ask` too. `--admin-policy` (bound by
+    // Launch.ts): its admin tier keeps edits, shell commands and MCP calls asked over what those
+    // files' `tools.allowed` and policies say.
+    command: ["gemini", "--acp", "--approval-mode", "default", "--admin-policy", GEMINI_ADMIN_POLICY],
     // The workspace is trusted (else Gemini CLI refuses to run in it); its settings file (Launch.ts)
     // does the rest. WebAssembly bound checks inline: with V8's trap handler each of its WebAssembly
     // instances reserves ~10 GiB of address space, and a few exhaust the sandbox's RLIMIT_AS.
