@@ -9,6 +9,8 @@
 //   (e) SQLite, WAL journal, synchronous=FULL, one INSERT per transaction on the same disk (the
 //       sqlite3 command line tool; skipped when it is not installed) — a single writer, as
 //       SQLite has: 64 connections would only queue on its write lock
+// `npm run bench` runs with UV_THREADPOOL_SIZE=64 unless set, as the daemon does (scripts/substrat.cjs):
+// with the default 4 threads (d)'s 64 sessions' fsyncs queue for the pool.
 // SUBSTRAT_BENCH_BEFORE=<another checkout> runs that checkout's src/ as a second (c) and (d) in
 // the same run: its (c) joins the same interleaving, its (d) alternates with this one's.
 // (b) and (c) alternate append by append (b,c,c,b,b,c,…) inside one fiber, each timed on its
@@ -253,6 +255,7 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
     }
     const summary: Record<string, number | string> = {
       line_bytes: LINE,
+      uv_threadpool_size: process.env["UV_THREADPOOL_SIZE"] ?? "4",
       a_ops_per_s: Math.round(ops(n, a)),
       b_ops_per_s: Math.round(ops(n, b)),
       b_median_append_us: Math.round(median(bTimes) * 1000),
