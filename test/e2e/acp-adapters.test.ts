@@ -31,7 +31,7 @@ const claude: AcpAgent = {
   asks: "Write version.ts",
   // Its session title; on a resumed session, Claude Code's one-token "Hi" (max_tokens 1).
   background: [
-    { label: "title", match: { system: "naming a coding session" } },
+    { label: "title", match: { system: "naming a coding session" }, perAgent: true },
     { label: "resume-ping", match: { where: (r) => r.lastUser === "Hi" && r.system.includes("You are Claude Code") } }
   ],
   calls: { coder: ["Write"], reviewer: ["Read"] }
@@ -48,7 +48,7 @@ const codex: AcpAgent = {
   read: Reply.message([{ type: "tool_use", name: "exec_command", input: { cmd: "cat /workspace/version.ts" } }]),
   asks: "",
   // Its session title, after a new session's first turn (on a model of its own choosing).
-  background: [{ label: "title", match: { lastUser: "very short title for a conversation" } }],
+  background: [{ label: "title", match: { lastUser: "very short title for a conversation" }, perAgent: true }],
   calls: { coder: ["Editing files"], reviewer: ["exec_command"] }
 }
 

@@ -52,7 +52,12 @@ export interface AcpAgent {
    * model of its own, carrying the first prompt or not; a one-token request when a session is
    * resumed): each answered under its label, metered against the agent like any.
    */
-  readonly background?: ReadonlyArray<{ readonly label: string; readonly match: ScriptedLlm.Match }>
+  readonly background?: ReadonlyArray<{
+    readonly label: string
+    readonly match: ScriptedLlm.Match
+    /** One per agent at least (a title per session): the check waits for them, as they may come after the turn. */
+    readonly perAgent?: boolean
+  }>
   /** The names of the coder's and the reviewer's own calls in their logs (checked when given). */
   readonly calls?: { readonly coder: ReadonlyArray<string>; readonly reviewer: ReadonlyArray<string> }
 }
@@ -213,7 +218,15 @@ const checkAcpTeam = async (
       expect(own.map((r) => [r["tool"], r["is_error"]]), who).toEqual(agent.calls[who].map((t) => [t, false]))
     }
   }
-  const reqs = await Effect.runPromise(llm.modelRequests)
+  // The adapter's requests of its own run beside the turns (codex-acp's title after a turn has
+  // ended): wait for one per agent where each agent makes one, then for every request but the
+  // held one to be metered.
+  const metered = () => agents.reduce((n, a) => n + of(events(home, a.session_id), "usage").filter((u) => u["source"] === "request").length, 0)
+  const reqs = await waitFor("the adapter's own requests, each metered", async () => {
+    const rs = await Effect.runPromise(llm.modelRequests)
+    const due = (agent.background ?? []).every((b) => !b.perAgent || rs.filter((r) => r.label === b.label).length >= agents.length)
+    return due && metered() === rs.filter((r) => r.label !== HELD).length ? rs : undefined
+  }, 60_000)
   const talk = reqs.filter((r) => !isBackground(agent, r) && r.label !== HELD)
   // The order per agent; a turn re-run after a kill -9 repeats coder's write request.
   expectOrder(talk.filter((r, i) => r.label !== "coder-write" || talk.findIndex((x) => x.label === "coder-write") === i))

@@ -38,6 +38,13 @@ const NAME = "acp"
 export const recoveryNote =
   "Note: your agent process was restarted and your earlier conversation could not be loaded; check the workspace and your inbox for where things stand."
 
+/**
+ * `_meta` of session/new and session/load: codex-acp answers only once the session's MCP servers
+ * have started (at most this long), so Substrat's tools are offered from the first request; without
+ * it a loaded machine's first request can go out before they are listed. Other agents ignore it.
+ */
+const sessionMeta = { mcpStartupAwaitTimeoutMs: 60_000 }
+
 const fail = (reason: ProviderError["reason"], message: string) => new ProviderError({ provider: NAME, reason, message })
 
 const errorText = (e: unknown): string =>
@@ -142,7 +149,7 @@ export const factory = Effect.gen(function*() {
         if (kept !== null) {
           if (proc.initialized.agentCapabilities?.loadSession === true && preset.loadSession !== false) {
             const loaded = yield* Effect.tryPromise(() =>
-              proc.agent.request("session/load", { sessionId: kept, cwd: WorkspaceFs.SANDBOX_WORKSPACE, mcpServers })
+              proc.agent.request("session/load", { sessionId: kept, cwd: WorkspaceFs.SANDBOX_WORKSPACE, mcpServers, _meta: sessionMeta })
             ).pipe(Effect.either)
             if (Either.isRight(loaded)) {
               sessionId = kept
@@ -153,7 +160,7 @@ export const factory = Effect.gen(function*() {
         }
         if (sessionId === null) {
           const created = yield* Effect.tryPromise({
-            try: () => proc.agent.request("session/new", { cwd: WorkspaceFs.SANDBOX_WORKSPACE, mcpServers }),
+            try: () => proc.agent.request("session/new", { cwd: WorkspaceFs.SANDBOX_WORKSPACE, mcpServers, _meta: sessionMeta }),
             catch: (e) => e
           }).pipe(Effect.catchAll((e) => Effect.flatMap(AcpProcess.failure(proc, e), (m) => Effect.fail(fail("start", `ACP session/new failed: ${m}`)))))
           sessionId = created.sessionId
