@@ -8,7 +8,7 @@ import * as fs from "node:fs"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
 import { type Agent, cli, cliJson, kill9, rpcOnce, waitFor } from "./daemon.support.js"
-import { type ClusterStatus as Status, clusterFile, query, runnerOf, startRunner, statusOf, turnStarts, userMessages, waitTurnStarted } from "../support/cluster.js"
+import { type ClusterStatus as Status, clusterFile, query, runnerOf, startRunner, statusOf, turnStarts, userMessages, waitRunnerReady, waitTurnStarted } from "../support/cluster.js"
 import { freePort, freshDatabase } from "../support/postgres.js"
 
 const { pg, owned, dir } = clusterFile("substrat-handover-")
@@ -140,6 +140,9 @@ describe("cluster handover", () => {
 
   it("a drained runner that stops heartbeating past the lease while its turn runs (SIGSTOP: a loaded machine, a long pause) keeps its tree: B does not take it while A is connected to Postgres; answered once", async () => {
     const a = await start(homeA, pa, 2)
+    // B has let go of A's shards, and the trees whose shards are A's again are back on A.
+    await waitRunnerReady(homeB, 2)
+    await waitFor("no tree between runners", async () => (await query(url, `SELECT 1 FROM substrat_trees WHERE runner = ''`)).length === 0 ? true : undefined, 60_000)
     const gate = join(dir, "gate-slow")
     gated("held3", gate, "answered once after the pause")
     const t = (await treesOnBoth("s", "held3", 1)).get(addrA())![0]!
