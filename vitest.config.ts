@@ -1,4 +1,5 @@
 import { defineConfig } from "vitest/config"
+import { BaseSequencer, type TestSpecification } from "vitest/node"
 import { missingTools, plan, testFiles } from "./scripts/system-tools.js"
 
 // Test files that need a system tool this machine lacks (bwrap, git, socat, chromium; declared
@@ -12,12 +13,15 @@ if (skipped.line !== undefined && said.substratSkipSaid !== true) {
   console.warn(skipped.line)
 }
 
-// Two projects, run one after the other (sequence.groupOrder), never more than two workers:
+// Two projects, run one after the other (sequence.groupOrder):
 //   shared   — files that leave no global state behind (process.env, cwd, timers, listeners):
 //              worker threads that keep their loaded modules from file to file, so Effect and
-//              the sources are evaluated once per worker instead of once per file;
+//              the sources are evaluated once per worker instead of once per file; two threads
+//              (these files are CPU-bound);
 //   isolated — everything else, each file in a fresh process (forks). Integration suites spawn
-//              real processes and sandboxes; two cores.
+//              real processes and sandboxes and spend much of their time waiting on them (gated
+//              turns, leases, agent CLIs starting in a sandbox): three forks on two cores keep
+//              the cores busy while one file waits (docs/testing.md).
 const shared = [
   "test/unit/**/*.test.ts",
   // In-process integration files (services on real files, scripted providers, sandboxes): none
@@ -79,6 +83,50 @@ const shared = [
 // (test/integration/provider-acp-adapters.test.ts) stays in the suite.
 const profiles = process.env.SUBSTRAT_TEST_ACP_ADAPTERS === "1" ? [] : ["test/e2e/acp-adapters.test.ts"]
 
+// The longest files of the `isolated` project, longest first (seconds of one run each, with
+// their hooks, on a loaded machine). They start first: vitest orders the files of a fresh clone
+// (no results cache) by size, largest first, which left short files with long waits (real agent
+// CLIs started in a sandbox, whole-repository builds) to the end, one worker running them while
+// the other had nothing left. A file missing here runs in vitest's own order after these.
+const longest = [
+  "test/e2e/acp-opencode.test.ts", // 160
+  "test/e2e/acp-qwen.test.ts", // 85
+  "test/integration/embedding-pack.test.ts", // 70 (npm pack + install in beforeAll)
+  "test/e2e/cluster-scenario.test.ts", // 60
+  "test/integration/cluster-drain.test.ts", // 60
+  "test/e2e/acp-gemini.test.ts", // 55
+  "test/e2e/team-claude.test.ts", // 45
+  "test/integration/provider-acp-opencode.test.ts", // 40
+  "test/integration/repo-queue-attacks.test.ts", // 40
+  "test/e2e/killnine.test.ts", // 35
+  "test/integration/cluster-handover.test.ts", // 30
+  "test/integration/swarm-cli.test.ts", // 30
+  "test/e2e/acp-ask.test.ts", // 30
+  "test/e2e/cluster-claude.test.ts", // 30
+  "test/integration/cluster-runner.test.ts", // 27
+  "test/integration/swarm-daemon.test.ts", // 27
+  "test/e2e/forwarder-security-claude.test.ts", // 26
+  "test/e2e/daemon-meter-claude.test.ts", // 25
+  "test/e2e/team-codex.test.ts", // 24
+  "test/e2e/crash-loop.test.ts", // 23
+  "test/e2e/disk-full-outrun.test.ts", // 23
+  "test/e2e/inbox-read.test.ts", // 22
+  "test/integration/swarm-schedule.test.ts", // 22
+  "test/integration/daemon-lifecycle.test.ts", // 21
+  "test/integration/repo-attacks.test.ts", // 21
+  "test/integration/idle-roots.test.ts", // 20
+  "test/integration/send-wait-cli.test.ts" // 20
+]
+class LongestFirst extends BaseSequencer {
+  override async sort(files: Array<TestSpecification>): Promise<Array<TestSpecification>> {
+    const rank = (f: TestSpecification) => {
+      const i = longest.findIndex((p) => f.moduleId.endsWith(`/${p}`))
+      return i < 0 ? longest.length : i
+    }
+    return (await super.sort(files)).sort((a, b) => rank(a) - rank(b))
+  }
+}
+
 export default defineConfig({
   test: {
     exclude: ["**/node_modules/**", ...skipped.skip, ...profiles],
@@ -86,8 +134,9 @@ export default defineConfig({
     hookTimeout: 60_000,
     poolOptions: {
       threads: { maxThreads: 2, minThreads: 1, isolate: false },
-      forks: { maxForks: 2, minForks: 1 }
+      forks: { maxForks: 3, minForks: 1 }
     },
+    sequence: { sequencer: LongestFirst },
     reporters: ["default"],
     // Console output (in-process daemons' logs, tests' own notes) is kept per test and printed
     // only for a test that failed; child processes write to files in their homes.
