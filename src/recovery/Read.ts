@@ -511,29 +511,23 @@ export const readStoreSessions = (
   sessions?: ReadonlySet<string>
 ): Effect.Effect<ReadonlyArray<SessionRead>, SessionStoreError | EventLogError> =>
   Effect.gen(function*() {
-    const records = sessions === undefined ? yield* store.scan : yield* Effect.forEach(
-      [...sessions].sort(),
-      (id) => store.load(SessionId.make(id)).pipe(
-        Effect.map((r): ReadonlyArray<Session> => [r]),
-        Effect.catchIf((e) => e.reason === "not-found", () => Effect.succeed([]))
-      ),
-      { concurrency: 8 }
-    ).pipe(Effect.map((rs) => rs.flat()))
-    // Each log is its own query and its own fold: a few at once, as the records above.
-    const folded = yield* Effect.forEach(records.filter((r) => r.state !== "terminated"), (record) => {
-      const fold = new SessionFold(record.id, `postgres:substrat_events/${record.id}`)
-      return log.read(record.id).pipe(
-        Stream.runForEach((e) =>
-          Effect.sync(() => {
-            const line = encodeEntryLine(e, e.ts, e.session_id)
-            if (Either.isLeft(line)) fold.badLine(line.left)
-            else fold.entry(JSON.parse(line.right))
-          })
-        ),
-        Effect.map((): SessionRead => ({ id: record.id, record, log: fold.finish(), needsRepair: false, skipped: 0, checkpoint: null, unchanged: false }))
-      )
-    }, { concurrency: 8 })
-    const reads = new Map<SessionId, SessionRead>(folded.map((r) => [r.id, r]))
+    const records = (sessions === undefined ? yield* store.scan : yield* store.loadMany([...sessions].sort().map((id) => SessionId.make(id))))
+      .filter((r) => r.state !== "terminated")
+    // The logs in a few queries (readMany), each entry folded into its session's fold.
+    const folds = new Map(records.map((r) => [r.id, new SessionFold(r.id, `postgres:substrat_events/${r.id}`)]))
+    yield* log.readMany(records.map((r) => r.id)).pipe(Stream.runForEach((e) =>
+      Effect.sync(() => {
+        const fold = folds.get(e.session_id)
+        if (fold === undefined) return
+        const line = encodeEntryLine(e, e.ts, e.session_id)
+        if (Either.isLeft(line)) fold.badLine(line.left)
+        else fold.entry(JSON.parse(line.right))
+      })
+    ))
+    const reads = new Map<SessionId, SessionRead>(records.map((record) => [
+      record.id,
+      { id: record.id, record, log: folds.get(record.id)!.finish(), needsRepair: false, skipped: 0, checkpoint: null, unchanged: false }
+    ]))
     const rootOf = (r: SessionRead): string | undefined => {
       let at: SessionRead | undefined = r
       for (let i = 0; at !== undefined && i < 10_000; i++) {

@@ -15,6 +15,11 @@ import { makeSql } from "./internal/sessionStoreSql.js"
 export interface SessionStoreService {
   readonly save: (session: Session) => Effect.Effect<void, SessionStoreError>
   readonly load: (id: SessionId) => Effect.Effect<Session, SessionStoreError>
+  /**
+   * The records of `ids` that exist, in the order of `ids` (one that is not there is left out):
+   * Postgres reads them in a few queries rather than one each.
+   */
+  readonly loadMany: (ids: ReadonlyArray<SessionId>) => Effect.Effect<ReadonlyArray<Session>, SessionStoreError>
   /** Every readable record; `.tmp` leftovers are ignored. */
   readonly scan: Effect.Effect<ReadonlyArray<Session>, SessionStoreError>
   /** How many records `scan` returns. */

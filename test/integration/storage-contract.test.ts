@@ -60,6 +60,25 @@ describe.each(backends)("EventLog contract: %s layer", (name, backend) => {
       expect(yield* readAll(sid(2)).pipe(Effect.provide(b.log))).toEqual([])
     }))
 
+  it.scoped("readMany: each log whole and in order, the logs in the order given (over Postgres' pages and groups); an unknown session is empty", () =>
+    Effect.gen(function*() {
+      const b = yield* backend
+      // 105 one-entry logs (more than one group of sessions) and one of 600 entries (more than one page).
+      const small = Array.from({ length: 105 }, (_, i) => sid(0x100 + i))
+      const long = sid(0x50)
+      const unknown = sid(0x99)
+      const order = [unknown, ...small.slice(50).reverse(), long, ...small.slice(0, 50)]
+      const entriesOf = (s: typeof S): Array<string> =>
+        s === long ? Array.from({ length: 600 }, (_, i) => `${long} l${i}`) : s === unknown ? [] : [`${s} s${small.indexOf(s)}`]
+      yield* Effect.gen(function*() {
+        const log = yield* EventLog
+        yield* Effect.forEach(small, (s, i) => log.append(s, ev(`s${i}`)), { concurrency: 8, discard: true })
+        yield* log.appendAll(long, Array.from({ length: 600 }, (_, i) => ev(`l${i}`)))
+      }).pipe(Effect.provide(b.log))
+      const got = yield* Effect.flatMap(EventLog, (log) => Stream.runCollect(log.readMany(order))).pipe(Effect.provide(b.log))
+      expect([...got].map((e) => `${e.session_id} ${promptOf(e)}`)).toEqual(order.flatMap(entriesOf))
+    }), 120_000)
+
   it.scoped("close: the next append continues the log; remove empties it and a new log starts", () =>
     Effect.gen(function*() {
       const b = yield* backend
@@ -241,6 +260,17 @@ describe.each(backends)("SessionStore contract: %s layer", (name, backend) => {
         expect(yield* store.load(s.id)).toEqual(s)
       }).pipe(Effect.provide(b.store))
       expect(yield* Effect.flatMap(SessionStore, (st) => st.load(s.id)).pipe(Effect.provide(b.store))).toEqual(s)
+    }))
+
+  it.scoped("loadMany: the records that exist, in the order asked", () =>
+    Effect.gen(function*() {
+      const b = yield* backend
+      yield* Effect.gen(function*() {
+        const store = yield* SessionStore
+        for (const n of [1, 2, 3]) yield* store.save(session(n))
+        expect((yield* store.loadMany([sid(3), sid(9), sid(1)])).map((s) => s.id)).toEqual([sid(3), sid(1)])
+        expect(yield* store.loadMany([])).toEqual([])
+      }).pipe(Effect.provide(b.store))
     }))
 
   it.scoped("load of an unknown session fails not-found", () =>

@@ -590,7 +590,8 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
     )
   }
 
-  const service: EventLogService = { append, appendAll, read, readThen, repair, close, remove }
+  const readMany = (sessions: ReadonlyArray<SessionId>) => Stream.flatMap(Stream.fromIterable(sessions), read)
+  const service: EventLogService = { append, appendAll, read, readMany, readThen, repair, close, remove }
   return service
 })
 

@@ -35,6 +35,7 @@ export const makeMemory = Effect.gen(function*() {
           return entries
         }))).pipe(Effect.withSpan("EventLog.appendAll")),
     read: (session) => Stream.unwrap(Effect.map(entriesOf(session), (entries) => Stream.fromChunk(Chunk.fromIterable(entries)))),
+    readMany: (sessions) => Stream.flatMap(Stream.fromIterable(sessions), (session) => service.read(session)),
     readThen: (session, f) => lockOf(session).withPermits(1)(Effect.flatMap(entriesOf(session), (entries) => Effect.uninterruptible(f(entries)))),
     repair: (session) =>
       Effect.succeed({ session_id: session, truncatedBytes: 0, pendingReplayed: false, pendingDiscarded: false }),

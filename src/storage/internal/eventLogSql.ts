@@ -9,16 +9,19 @@
 // placement), so no other process appends to them. Nothing is ever torn: `repair` has nothing to do.
 // `appendAll` is one INSERT of all its rows (one commit: all of them or none).
 import { SqlClient, type SqlError } from "@effect/sql"
-import { Chunk, Clock, Effect, Either, Option, Schema, Stream } from "effect"
+import { Array as Arr, Chunk, Clock, Effect, Either, Option, Schema, Stream } from "effect"
 import { EventLogError } from "../../domain/errors.js"
 import { LogEntry, type LogEvent } from "../../domain/events.js"
-import type { SessionId } from "../../domain/ids.js"
+import { SessionId } from "../../domain/ids.js"
 import type { EventLogService } from "../EventLog.js"
 import { encodeEntryLine } from "./eventLogFile.js"
 import { ensureSchema, sqlMessage } from "./sqlSchema.js"
 
 /** Rows fetched per page when a log is read. */
 const PAGE = 500
+
+/** Sessions whose logs `readMany` reads together (their rows in pages of PAGE). */
+const GROUP = 100
 
 const decodeEntry = Schema.decodeUnknownEither(Schema.parseJson(LogEntry))
 
@@ -98,29 +101,57 @@ export const makeSql = Effect.gen(function*() {
     return entries
   })
 
+  // Rows of `session`'s log (or of the session each row names) decoded, in order; the first that does not decode fails.
+  const decodeRows = (rows: ReadonlyArray<{ readonly s?: string; readonly n: string; readonly line: string }>, session: SessionId) =>
+    Effect.suspend(() => {
+      const out: Array<LogEntry> = []
+      for (const row of rows) {
+        const decoded = decodeEntry(row.line)
+        if (Either.isLeft(decoded)) {
+          const n = Number(row.n)
+          const file = where(row.s === undefined ? session : SessionId.make(row.s))
+          return Effect.fail(new EventLogError({ reason: "decode", file, line: n, message: `${file}:${n}: ${decoded.left.message}` }))
+        }
+        out.push(decoded.right)
+      }
+      return Effect.succeed(out)
+    })
+
   const read = (session: SessionId): Stream.Stream<LogEntry, EventLogError> =>
     Stream.paginateChunkEffect(0, (after: number) =>
       sql<{ n: string; line: string }>`SELECT seq::text AS n, line FROM substrat_events
         WHERE session_id = ${session} AND seq > ${after} ORDER BY seq LIMIT ${PAGE}`.pipe(
         Effect.mapError(ioError(session)),
-        Effect.flatMap((rows) => {
-          const out: Array<LogEntry> = []
-          for (const row of rows) {
-            const decoded = decodeEntry(row.line)
-            if (Either.isLeft(decoded)) {
-              const n = Number(row.n)
-              return Effect.fail(
-                new EventLogError({ reason: "decode", file: where(session), line: n, message: `${where(session)}:${n}: ${decoded.left.message}` })
-              )
-            }
-            out.push(decoded.right)
-          }
-          const last = rows[rows.length - 1]
-          const next = rows.length < PAGE || last === undefined ? Option.none<number>() : Option.some(Number(last.n))
-          return Effect.succeed([Chunk.unsafeFromArray(out), next] as const)
-        })
+        Effect.flatMap((rows) =>
+          Effect.map(decodeRows(rows, session), (out) => {
+            const last = rows[rows.length - 1]
+            const next = rows.length < PAGE || last === undefined ? Option.none<number>() : Option.some(Number(last.n))
+            return [Chunk.unsafeFromArray(out), next] as const
+          })
+        )
       )
     )
+
+  // A group of sessions' logs in pages of rows ordered by (session, seq), then in the group's order.
+  const readGroup = (group: ReadonlyArray<SessionId>) =>
+    Effect.gen(function*() {
+      const logs = new Map(group.map((s) => [s, [] as Array<LogEntry>]))
+      let after: readonly [string, string] = ["", "0"]
+      for (;;) {
+        const rows = yield* sql<{ s: string; n: string; line: string }>`SELECT session_id AS s, seq::text AS n, line FROM substrat_events
+          WHERE session_id IN ${sql.in(group)} AND (session_id, seq) > (${after[0]}, ${after[1]}::bigint)
+          ORDER BY session_id, seq LIMIT ${PAGE}`.pipe(Effect.mapError(ioError(group[0]!)))
+        const entries = yield* decodeRows(rows, group[0]!)
+        entries.forEach((e, i) => logs.get(SessionId.make(rows[i]!.s))?.push(e))
+        const last = rows[rows.length - 1]
+        if (rows.length < PAGE || last === undefined) return group.flatMap((s) => logs.get(s) ?? [])
+        after = [last.s, last.n]
+      }
+    })
+
+  const readMany = (sessions: ReadonlyArray<SessionId>): Stream.Stream<LogEntry, EventLogError> =>
+    Stream.flatMap(Stream.fromIterable(Arr.chunksOf(sessions, GROUP)), (group) =>
+      Stream.flatMap(Stream.fromEffect(readGroup(group)), (entries) => Stream.fromIterable(entries)))
 
   const readThen = <A>(session: SessionId, f: (entries: ReadonlyArray<LogEntry>) => Effect.Effect<A>) =>
     lockOf(session).withPermits(1)(
@@ -131,6 +162,7 @@ export const makeSql = Effect.gen(function*() {
     append,
     appendAll,
     read,
+    readMany,
     readThen,
     repair: (session) =>
       Effect.succeed({ session_id: session, truncatedBytes: 0, pendingReplayed: false, pendingDiscarded: false }),

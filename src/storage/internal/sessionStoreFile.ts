@@ -106,6 +106,12 @@ export const make = Effect.gen(function*() {
     return found.value
   })
 
+  const loadMany = (ids: ReadonlyArray<SessionId>) =>
+    Effect.map(
+      Effect.forEach(ids, (id) => Effect.catchIf(Effect.map(load(id), (s) => [s]), (e) => e.reason === "not-found", () => Effect.succeed([])), { concurrency: 8 }),
+      (found) => found.flat()
+    )
+
   const scanDisk = Effect.gen(function*() {
     const entries = yield* durable.readDir(paths.agentsDir).pipe(Effect.mapError(ioError("")))
     const ids = entries
@@ -160,7 +166,7 @@ export const make = Effect.gen(function*() {
     return out as ReadonlyArray<Session>
   }).pipe(Effect.withSpan("SessionStore.recover"))
 
-  const service: SessionStoreService = { save, load, scan, count, delete: del, recover }
+  const service: SessionStoreService = { save, load, loadMany, scan, count, delete: del, recover }
   return service
 })
 

@@ -19,6 +19,7 @@ export const makeMemory = Effect.gen(function*() {
             : Effect.fail(new SessionStoreError({ reason: "not-found", session_id: id, message: `no session ${id}` }))
         })
       ),
+    loadMany: (ids) => Effect.map(Ref.get(records), (m) => ids.flatMap((id) => m.get(id) ?? [])),
     scan,
     count: Effect.map(Ref.get(records), (m) => m.size),
     delete: (id) =>

@@ -4,7 +4,7 @@
 // The rows are shared by every runner of the cluster, so nothing is cached here: every call reads
 // what Postgres has. A lost connection fails with a typed error (reason "io").
 import { SqlClient, type SqlError } from "@effect/sql"
-import { Clock, Effect, Either, Schema } from "effect"
+import { Array as Arr, Clock, Effect, Either, Schema } from "effect"
 import { SessionStoreError } from "../../domain/errors.js"
 import type { SessionId } from "../../domain/ids.js"
 import { Session, transition } from "../../domain/session.js"
@@ -45,6 +45,20 @@ export const makeSql = Effect.gen(function*() {
     return yield* decodeRow(row)
   })
 
+  // A thousand ids a query; the records in the order of `ids`.
+  const loadMany = (ids: ReadonlyArray<SessionId>) =>
+    Effect.map(
+      Effect.forEach(Arr.chunksOf(ids, 1000), (group) =>
+        sql<{ id: string; record: string }>`SELECT id, record FROM substrat_sessions WHERE id IN ${sql.in(group)}`.pipe(
+          Effect.mapError(ioError(group[0]!)),
+          Effect.flatMap((rows) => Effect.forEach(rows, decodeRow))
+        )),
+      (groups) => {
+        const found = new Map(groups.flat().map((s) => [s.id, s]))
+        return ids.flatMap((id) => found.get(id) ?? [])
+      }
+    ).pipe(Effect.withSpan("SessionStore.loadMany"))
+
   const scan: Effect.Effect<ReadonlyArray<Session>, SessionStoreError> = sql<{ id: string; record: string }>`
     SELECT id, record FROM substrat_sessions ORDER BY id COLLATE "C"`.pipe(
     Effect.mapError(ioError("")),
@@ -82,6 +96,6 @@ export const makeSql = Effect.gen(function*() {
     Effect.withSpan("SessionStore.recover")
   )
 
-  const service: SessionStoreService = { save, load, scan, count, delete: del, recover }
+  const service: SessionStoreService = { save, load, loadMany, scan, count, delete: del, recover }
   return service
 })
