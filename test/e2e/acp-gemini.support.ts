@@ -12,7 +12,7 @@ import { Reply } from "../../src/testing/ScriptedLlm.js"
 import { makeTmpDir } from "../support/tmp.js"
 import { type Agent, cli, cliJson, startDaemon } from "../integration/daemon.support.js"
 import { agentEvents, dataNamed, withLlm } from "./daemon-claude.support.js"
-import { FILE_BYTES, HELD, LEAD, teamScript } from "./team.support.js"
+import { FILE_BYTES, HELD, LEAD, teamScript } from "./team-script.support.js"
 
 export const MODEL = "gemini-scripted"
 export const KEY = "AIza-test-daemon-only"
