@@ -17,7 +17,7 @@ import * as ShardingConfig from "@effect/cluster/ShardingConfig"
 import * as Rpc from "@effect/rpc/Rpc"
 import { SqlClient, type SqlError } from "@effect/sql"
 import * as RunnerStorage from "@effect/cluster/RunnerStorage"
-import { Context, Effect, Layer, Option, Schedule, Schema } from "effect"
+import { Cause, Context, Effect, Layer, Option, Schedule, Schema } from "effect"
 import { Orchestrator } from "../agent/Orchestrator.js"
 import { DaemonConfig } from "../config/DaemonConfig.js"
 import { Recovery } from "../recovery/Recovery.js"
@@ -101,6 +101,18 @@ export const remoteError = (e: RemoteFailure): RpcError =>
   e._tag === "NotFound" || e._tag === "InvalidInput" || e._tag === "Unavailable" || e._tag === "Internal"
     ? e
     : new Unavailable({ message: `the runner holding the tree did not answer (${e._tag}: ${e.message})` })
+
+/**
+ * A call to another runner with its failures as wire errors. An interruption that comes back as
+ * the call's result (the engine stopped the entity while its shard moved) is Unavailable, so the
+ * client gets exit 5 and retries; this request's own interruption is not caught and still
+ * interrupts it (the runtime skips the handler for an interrupted fiber).
+ */
+export const callRemote = <A>(call: Effect.Effect<A, RemoteFailure>): Effect.Effect<A, RpcError> =>
+  Effect.catchAllCause(Effect.mapError(call, remoteError), (cause) =>
+    Cause.isInterruptedOnly(cause)
+      ? Effect.fail(new Unavailable({ message: "the runner holding the tree stopped the call (its shard is moving); retry" }))
+      : Effect.failCause(cause))
 
 const unavailable = (e: SqlError.SqlError) => new Unavailable({ message: `cluster storage (Postgres): ${sqlMessage(e)}` })
 

@@ -4,11 +4,12 @@
 // ran (its agent then not found) — is refused as retryable (`Unavailable`, `tree-elsewhere`, exit 5),
 // never as an unknown agent (exit 4). A tree that is gone (no row) or an agent that is not in a
 // loaded tree is still not found.
-import { Effect, Exit, Option } from "effect"
+import { Effect, Exit, Fiber, Option } from "effect"
 import { describe, expect, it } from "vitest"
 import { AgentId } from "../../src/domain/ids.js"
 import { NotFound, type RpcError } from "../../src/protocol/AdminRpcs.js"
 import { serveHere } from "../../src/daemon/handlers/Trees.js"
+import { callRemote } from "../../src/daemon/ClusterTrees.js"
 import { fromRpcError } from "../../src/cli/Client.js"
 import { ExitCode, exitCodeOf } from "../../src/cli/Exit.js"
 
@@ -73,5 +74,26 @@ describe("the Tree entity during a handover", () => {
     expect(failure(await run(runner({ loaded: true, runner: self }), Effect.fail(agentGone)))._tag).toBe("NotFound")
     const ok = await run(runner({ loaded: true, runner: self }), Effect.succeed(42))
     expect(Exit.isSuccess(ok) && ok.value).toBe(42)
+  })
+})
+
+// A call to another runner (`callRemote`): the engine can end it with an interruption (the entity
+// stopped while its shard moves); the client must get exit 5, not a raw interrupt Cause.
+describe("a call to the runner holding a tree", () => {
+  it("an interruption the call returns is Unavailable (exit 5); the request's own interruption still interrupts it", async () => {
+    const remote = await Effect.runPromiseExit(callRemote(Effect.interrupt))
+    const e = failure(remote)
+    expect(e._tag).toBe("Unavailable")
+    expect(exitCodeOf(fromRpcError(e).kind)).toBe(ExitCode.unavailable)
+
+    const own = await Effect.runPromise(Effect.gen(function*() {
+      const fiber = yield* Effect.fork(callRemote(Effect.never))
+      yield* Effect.yieldNow()
+      return yield* Fiber.interrupt(fiber)
+    }))
+    expect(Exit.isInterrupted(own)).toBe(true)
+
+    const far = await Effect.runPromiseExit(callRemote(Effect.fail(new NotFound({ kind: "agent", id: "x", message: "no agent named x" }))))
+    expect(failure(far)._tag).toBe("NotFound")
   })
 })

@@ -8,7 +8,7 @@ import { AgentId, newAgentId } from "../../domain/ids.js"
 import { Internal, type RpcError, Unavailable } from "../../protocol/admin/common.js"
 import { AgentGroup } from "../../protocol/AdminRpcs.js"
 import { classify, message, type ServiceError } from "../../protocol/WireErrors.js"
-import { messageIdOf, type RemoteFailure, remoteError, Tree, type TreeClient, TreeRouter, TreeTakeover } from "../ClusterTrees.js"
+import { callRemote, messageIdOf, type RemoteFailure, Tree, type TreeClient, TreeRouter, TreeTakeover } from "../ClusterTrees.js"
 import type { AgentOps } from "./Agents.js"
 import { handlersOf } from "./Middleware.js"
 
@@ -54,7 +54,7 @@ export const routedAgentHandlers = (ops: AgentOps, cluster: TreeRouter["Type"]) 
     const elsewhere = Effect.flatMap(router.find(ref), (tree): Effect.Effect<A, ServiceError> =>
       Option.isNone(tree) ? local : router.owns(tree.value.root_id)
         ? Effect.zipRight(ensure(tree.value.root_id), Effect.suspend(() => lookup.byId(tree.value.root_id) === undefined ? Effect.fail(notHereYet(tree.value, router.self)) : local))
-        : Effect.mapError(far(router.client(tree.value.root_id)), remoteError))
+        : callRemote(far(router.client(tree.value.root_id))))
     return isLocal(lookup, ref)
       ? Effect.catchIf(local, (e) => (e._tag === "NotFoundError" || e._tag === "NotFound") && e.kind === "agent" && !isLocal(lookup, ref), () => elsewhere)
       : elsewhere
@@ -67,7 +67,7 @@ export const routedAgentHandlers = (ops: AgentOps, cluster: TreeRouter["Type"]) 
       const root = newAgentId()
       return cluster.owns(root)
         ? ops.createTree(p, root)
-        : Effect.mapError(cluster.client(root).create({ ...p, root_id: root }), remoteError)
+        : callRemote(cluster.client(root).create({ ...p, root_id: root }))
     },
     "agent.send": (p) => routed(p.agent, ops["agent.send"](p), (t) => t.send({ ...p, request_id: randomUUID() })),
     "agent.wait": (p) => routed(p.agent, ops["agent.wait"](p), (t) => t.wait(p)),
@@ -82,7 +82,7 @@ export const routedAgentHandlers = (ops: AgentOps, cluster: TreeRouter["Type"]) 
           const trees = yield* cluster.all
           const far = yield* Effect.forEach(
             trees.filter((t) => !cluster.owns(t.root_id)),
-            (t) => cluster.client(t.root_id).list({ root_id: t.root_id, all: p?.all ?? false }).pipe(Effect.timeout("10 seconds"), Effect.option),
+            (t) => callRemote(cluster.client(t.root_id).list({ root_id: t.root_id, all: p?.all ?? false })).pipe(Effect.timeout("10 seconds"), Effect.option),
             { concurrency: 8 }
           )
           const parts = [mine, ...far.flatMap((o) => Option.isSome(o) ? [o.value] : [])]
