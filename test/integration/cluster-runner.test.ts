@@ -50,6 +50,9 @@ describe("cluster runner", () => {
     await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve))
     const busyPort = (taken.address() as net.AddressInfo).port
     const busy = await cli(home, ["daemon", "start", "--cluster", pg.server().url, "--listen", `127.0.0.1:${busyPort}`])
+    // A start that timed out leaves its daemon running and names its pid: ended with the file.
+    const stray = /\(pid (\d+)\)/.exec(busy.stderr)
+    if (stray !== null) owned.track(Number(stray[1]))
     await new Promise<void>((resolve) => taken.close(() => resolve()))
     expect(busy.code).toBe(2)
     expect(busy.stderr).toContain(`cannot listen on 127.0.0.1:${busyPort} (--listen): the address is in use`)

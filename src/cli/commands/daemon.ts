@@ -142,7 +142,11 @@ const startCommand = Command.make("start", { home, slots, grace, maxLine, http, 
     }).pipe(
       Effect.timeoutFail({
         duration: Duration.seconds(30),
-        onTimeout: () => new CliError({ kind: "internal", message: `the daemon did not answer within 30 s; see ${paths.daemonLog}` })
+        // Left running: a large home's recovery can take longer than this on a busy machine.
+        onTimeout: () => new CliError({
+          kind: "internal",
+          message: `the daemon (pid ${child.pid}) did not answer within 30 s and may still be starting: \`substrat daemon status\` tells when it answers, \`kill ${child.pid}\` stops it; see ${paths.daemonLog}`
+        })
       })
     )
     if (o.json) yield* printJson({ pid: started, socket: paths.socket, home: paths.home, log: paths.daemonLog })
