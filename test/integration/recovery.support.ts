@@ -171,6 +171,9 @@ export const snapshotDisk = (home: string): Record<string, string> => {
     const dir = join(paths.agentsDir, d)
     for (const f of fs.readdirSync(dir).sort()) {
       const text = fs.readFileSync(join(dir, f), "utf8")
+      // An empty pending file is no pending write (docs/recovery.md): appends leave it emptied,
+      // a repair removes it; both are the same state.
+      if (f === "events.pending" && text === "") continue
       if (f === "session.json") {
         const r = JSON.parse(text) as Record<string, unknown>
         out[`${d}/${f}`] = JSON.stringify({ ...r, suspended_at: r["suspended_at"] === null ? null : "<ts>" })
