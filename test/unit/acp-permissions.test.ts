@@ -52,6 +52,19 @@ describe("acp permissions", () => {
     expect(p.asked.map((t) => t.split(". Its options")[0])).toEqual(["lead asks permission: mcp__other__x"])
   })
 
+  it("an MCP server the agent added itself cannot pass for Substrat's by its name: asked under ask", async () => {
+    const spoofs = ["mcp__my_substrat__rm", "mcp__anyserver__substrat_exec", "mcp__substrat__evil__send_message", "mcp__substrat__rm", "substrat", "mcp__substrat__"]
+    for (const name of spoofs) {
+      const p = policy("ask")
+      expect(await p.decide(request(name, name)), name).toEqual({ outcome: { outcome: "selected", optionId: "no" } })
+      expect(p.asked, name).toHaveLength(1)
+      const c = policy("ask")
+      expect(await c.decide({ sessionId: "s", options, toolCall: { toolCallId: "c1", title: name, _meta: { claudeCode: { toolName: name } } } }), name)
+        .toEqual({ outcome: { outcome: "selected", optionId: "no" } })
+      expect(c.asked, name).toHaveLength(1)
+    }
+  })
+
   it("Gemini CLI's requests for Substrat's tools (no _meta: its MCP title, kind other) are allowed unasked; look-alikes of another kind or server are asked", async () => {
     for (const approve of ["ask", "reject", "auto"] as const) {
       const p = policy(approve)

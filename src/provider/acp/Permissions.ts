@@ -16,7 +16,7 @@ import { createHash } from "node:crypto"
 import type { SessionId } from "../../domain/ids.js"
 import type { ProviderOutput } from "../Provider.js"
 import type { Answered, Choice, PermissionQuestion } from "./Asks.js"
-import { isSubstratTool } from "./Updates.js"
+import { toolNames } from "../../domain/tools.js"
 
 export type Approve = "auto" | "reject" | "ask"
 
@@ -89,6 +89,15 @@ const geminiSubstratTool = (t: Acp.ToolCallUpdate): string | null => {
 }
 
 /**
+ * One of Substrat's tools by its exact full name, `mcp__substrat__<tool>`: a server the agent adds
+ * itself (`my_substrat`, `substrat__x`) or a tool it names `substrat_…` is asked like any other.
+ */
+const ownTool = (name: string): boolean => {
+  const m = /^mcp__substrat__(\w+)$/.exec(name)
+  return m !== null && (toolNames as ReadonlyArray<string>).includes(m[1]!)
+}
+
+/**
  * What the question calls the tool: its title, with the tool's name when the title does not say
  * it; without a name, the call's kind after the title (opencode's title of an edit is the bare path).
  */
@@ -109,7 +118,7 @@ export const make = (o: { readonly approve: Approve; readonly emit: (out: Provid
     // By the tool's name (or Gemini CLI's exact MCP title), never by a title's mention of substrat:
     // a title is free text (a shell command may mention substrat).
     const name = toolNameOf(r.toolCall) ?? geminiSubstratTool(r.toolCall)
-    if (name !== null && isSubstratTool(name, "")) {
+    if (name !== null && ownTool(name)) {
       const own = pick(r.options, kindsOf.allow)
       if (own !== undefined) return { outcome: { outcome: "selected", optionId: own.optionId } }
     }
