@@ -169,7 +169,12 @@ export const unpackState = (
 /** The ref a workspace family's last recorded turn is pushed to. */
 export const workspaceRef = (top: string) => `refs/substrat/ws/${top}`
 
-/** git for the remote: the history's safe overrides, any transport (the remote is the owner's), the daemon's HOME and ssh settings. */
+/**
+ * git for the remote: the history's safe overrides, any transport but `ext` (the remote is the
+ * owner's), the daemon's HOME and ssh settings. Submodules are never fetched or updated: a fetch
+ * runs in the agent-writable worktree, where a gitlink the agent recorded and a nested repository
+ * it planted would otherwise be fetched with that repository's own configuration, outside the sandbox.
+ */
 const remoteGit = (executor: CommandExecutor.CommandExecutor, repo: GitRepo, args: ReadonlyArray<string>, workspaceId: string) => {
   const env = parentEnv()
   const passed: Record<string, string> = {}
@@ -179,7 +184,13 @@ const remoteGit = (executor: CommandExecutor.CommandExecutor, repo: GitRepo, arg
     {
       cwd: repo.workTree,
       env: { ...gitBaseEnv(repo), ...passed },
-      pre: [...safeArgs.filter((a, i) => a !== "core.sshCommand=false" && safeArgs[i + 1] !== "core.sshCommand=false"), "-c", "protocol.allow=always"]
+      pre: [
+        ...safeArgs.filter((a, i) => a !== "core.sshCommand=false" && safeArgs[i + 1] !== "core.sshCommand=false"),
+        "-c", "protocol.allow=always",
+        "-c", "protocol.ext.allow=never",
+        "-c", "submodule.recurse=false",
+        "-c", "fetch.recurseSubmodules=false"
+      ]
     },
     args,
     { workspaceId }
@@ -337,7 +348,7 @@ export const restoreClone = (args: {
     yield* fs.makeDirectory(repo.workTree, { recursive: true, mode: 0o755 })
     yield* initHistory(fs, repo, top, { empty: false })
     yield* remoteGit(executor, repo, [
-      "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", args.remote,
+      "fetch", "--quiet", "--no-tags", "--no-recurse-submodules", "--no-write-fetch-head", args.remote,
       `+${workspaceRef(top)}:refs/heads/${branch}`,
       `+refs/substrat/turns/${top}/*:refs/substrat/turns/*`,
       `+refs/substrat/bases/${top}/*:refs/substrat/bases/*`
@@ -417,7 +428,7 @@ export const restoreTrees = (
           }
           const at = Option.isSome(here) ? { gitDir: repo.gitDir, workTree: here.value.root_path } : repo
           yield* remoteGit(executor, at, [
-            "fetch", "--quiet", "--no-tags", "--update-head-ok", "--no-write-fetch-head", remote!,
+            "fetch", "--quiet", "--no-tags", "--no-recurse-submodules", "--update-head-ok", "--no-write-fetch-head", remote!,
             `+${workspaceRef(top.id)}:refs/heads/master`,
             `+refs/substrat/turns/${top.id}/*:refs/substrat/turns/*`
           ], top.id)
