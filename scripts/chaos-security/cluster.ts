@@ -8,7 +8,7 @@ import { Effect, Either } from "effect"
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import { join } from "node:path"
-import { maxStateBytes, packState, restoreClone, unpackState } from "../../src/daemon/ClusterCarry.js"
+import { fetchRecorded, maxStateBytes, packState, restoreClone, unpackState } from "../../src/daemon/ClusterCarry.js"
 import * as CommandExecutor from "@effect/platform/CommandExecutor"
 import * as FileSystem from "@effect/platform/FileSystem"
 import { RepoSource, SymlinkSpec, WorkspaceSpec } from "../../src/domain/workspace.js"
@@ -106,7 +106,69 @@ const cloneRestore: Attack = {
     })
 }
 
+/**
+ * A tree's own workspace brought up to date from the remote in place (its worktree is the agent's):
+ * the recorded history has a gitlink the next turn moves, and the agent planted a nested repository
+ * at its path lacking the new commit, whose config runs a program when git fetches into it
+ * (`remote.origin.uploadpack`). A fetch that recurses into submodules runs it as the daemon's user,
+ * outside the sandbox.
+ */
+const plantedSubmodule: Attack = {
+  name: "cluster: a workspace updated in place from the remote, with a gitlink and a planted nested repository whose config runs a program on fetch",
+  run: () =>
+    inDirs(async (agentDir, outside) => {
+      const base = join(agentDir, "..", "..")
+      const mark = join(outside, "ran")
+      const nested = join(base, "nested-src")
+      fs.mkdirSync(nested)
+      gitQuiet(nested, ["init", "-q", "-b", "main"])
+      fs.writeFileSync(join(nested, "f"), "1\n")
+      gitQuiet(nested, ["add", "f"])
+      gitQuiet(nested, ["commit", "-q", "-m", "n1"])
+      const n1 = gitQuiet(nested, ["rev-parse", "HEAD"])
+      gitQuiet(nested, ["branch", "one", n1])
+      fs.writeFileSync(join(nested, "f"), "2\n")
+      gitQuiet(nested, ["commit", "-q", "-a", "-m", "n2"])
+      const n2 = gitQuiet(nested, ["rev-parse", "HEAD"])
+      const src = join(base, "src")
+      fs.mkdirSync(src)
+      gitQuiet(src, ["init", "-q", "-b", "master"])
+      fs.writeFileSync(join(src, ".gitmodules"), `[submodule "sub"]\n\tpath = sub\n\turl = ${nested}\n`)
+      gitQuiet(src, ["add", ".gitmodules"])
+      gitQuiet(src, ["update-index", "--add", "--cacheinfo", `160000,${n1},sub`])
+      gitQuiet(src, ["commit", "-q", "-m", "c1"])
+      const c1 = gitQuiet(src, ["rev-parse", "HEAD"])
+      gitQuiet(src, ["update-index", "--cacheinfo", `160000,${n2},sub`])
+      gitQuiet(src, ["commit", "-q", "-m", "c2"])
+      const id = "2f0e7c1a-5b4d-4e7a-9c1e-3d2b1a0f9e8d"
+      const remote = join(base, "remote.git")
+      execFileSync("git", ["init", "-q", "--bare", remote])
+      gitQuiet(src, ["push", "-q", remote, `${c1}:refs/substrat/ws/${id}`])
+      const history = join(base, "history.git")
+      const wt = join(base, "wt")
+      execFileSync("git", ["init", "-q", "--bare", history])
+      fs.mkdirSync(wt)
+      gitQuiet(history, ["fetch", "-q", remote, `refs/substrat/ws/${id}:refs/heads/master`])
+      execFileSync("git", ["reset", "-q", "--hard", "master"], { env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin", GIT_DIR: history, GIT_WORK_TREE: wt } })
+      // The agent's nested repository at the gitlink's path, without the commit the next turn records.
+      execFileSync("git", ["clone", "-q", "-b", "one", "--single-branch", nested, join(wt, "sub")], { stdio: "ignore" })
+      gitQuiet(join(wt, "sub"), ["config", "remote.origin.uploadpack", `touch ${mark}; git-upload-pack`])
+      gitQuiet(src, ["push", "-q", remote, `HEAD:refs/substrat/ws/${id}`])
+      const r = await Effect.runPromise(Effect.either(Effect.gen(function*() {
+        const executor = yield* CommandExecutor.CommandExecutor
+        yield* fetchRecorded(executor, { gitDir: history, workTree: wt }, remote, id)
+      }).pipe(Effect.provide(NodeContext.layer))))
+      const ran = fs.existsSync(mark)
+      const fetched = gitQuiet(history, ["rev-parse", "master"]) === gitQuiet(src, ["rev-parse", "HEAD"])
+      return {
+        breached: ran || !fetched,
+        detail: `${Either.isLeft(r) ? `fetch failed (${String(r.left)})` : "fetched"}; the recorded commit ${fetched ? "is" : "is NOT"} in the history; the planted repository's program ${ran ? "RAN" : "did not run"}`
+      }
+    })
+}
+
 export const attacks: ReadonlyArray<Attack> = [
+  plantedSubmodule,
   escape("cluster: a provider state path with ..", () => "home/../../../outside/dotdot"),
   escape("cluster: a provider state with an absolute path", (outside) => join(outside, "absolute")),
   escape("cluster: a provider state path outside home/", () => "../outside/sibling"),

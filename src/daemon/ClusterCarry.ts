@@ -197,6 +197,17 @@ const remoteGit = (executor: CommandExecutor.CommandExecutor, repo: GitRepo, arg
   )
 }
 
+/**
+ * Fetch a workspace family's pushed branch and turn refs into its history (`at`: the history and
+ * the worktree, which may be one the agent wrote in).
+ */
+export const fetchRecorded = (executor: CommandExecutor.CommandExecutor, at: GitRepo, remote: string, top: string) =>
+  remoteGit(executor, at, [
+    "fetch", "--quiet", "--no-tags", "--no-recurse-submodules", "--update-head-ok", "--no-write-fetch-head", remote,
+    `+${workspaceRef(top)}:refs/heads/master`,
+    `+refs/substrat/turns/${top}/*:refs/substrat/turns/*`
+  ], top)
+
 /** The carrying a runner does after each turn (the daemon's turn hook calls it; absent outside cluster mode). */
 export class TreeCarry extends Context.Tag("substrat/daemon/TreeCarry")<TreeCarry, {
   /**
@@ -427,11 +438,7 @@ export const restoreTrees = (
             yield* initHistory(fs, repo, top.id)
           }
           const at = Option.isSome(here) ? { gitDir: repo.gitDir, workTree: here.value.root_path } : repo
-          yield* remoteGit(executor, at, [
-            "fetch", "--quiet", "--no-tags", "--no-recurse-submodules", "--update-head-ok", "--no-write-fetch-head", remote!,
-            `+${workspaceRef(top.id)}:refs/heads/master`,
-            `+refs/substrat/turns/${top.id}/*:refs/substrat/turns/*`
-          ], top.id)
+          yield* fetchRecorded(executor, at, remote!, top.id)
           yield* remoteGit(executor, at, ["reset", "--quiet", "--hard", top.commit], top.id)
           yield* remoteGit(executor, at, ["clean", "--quiet", "-f", "-d"], top.id)
         }
