@@ -116,6 +116,20 @@ describe("EventLog appendAll: batch pending file and its repair", () => {
       }
     }), 120_000)
 
+  it.scoped("a power loss that kept a later page of the batch's log write and zeroed an earlier one: the batch is written again whole", () =>
+    Effect.gen(function*() {
+      const dir = yield* tmpDir()
+      const { before, body, pending } = yield* writeBatch(join(dir, "w"))
+      let n = 0
+      for (const [from, to] of [[0, 20], [10, body.length - 1], [body.indexOf(0x0a) + 1, body.length - 5]] as const) {
+        const damaged = Buffer.from(body)
+        damaged.fill(0, from, to)
+        const got = yield* reopen(dir, n++, Buffer.concat([before, damaged]), pending)
+        expect(got.tags, `zeros ${from}..${to}`).toEqual(whole)
+        expect(Buffer.compare(got.file, Buffer.concat([before, body])), `zeros ${from}..${to}`).toBe(0)
+      }
+    }))
+
   it.scoped("a batch pending file whose offset does not hold its lines is discarded; the log is left as it is", () =>
     Effect.gen(function*() {
       const dir = yield* tmpDir()

@@ -221,6 +221,16 @@ const classifyPending = (bytes: Uint8Array): Pending => {
  * by the same rules — computed without touching the files: for readers that must not write
  * (transcript regeneration).
  */
+/**
+ * Whether `there` (the log from a batch's offset, no longer than the batch) is the batch's bytes
+ * with some zeroed: the log write's later page reached the disk and an earlier one did not (a
+ * power loss on a file system that does not order data pages).
+ */
+const zerosOrBatch = (there: Uint8Array, body: Uint8Array): boolean => {
+  for (let i = 0; i < there.length; i++) if (there[i] !== 0 && there[i] !== body[i]) return false
+  return true
+}
+
 export const repairedView = (log: Uint8Array, pending: Uint8Array | undefined): Uint8Array => {
   const end = log.lastIndexOf(NL) + 1
   const kept = log.subarray(0, end)
@@ -234,7 +244,8 @@ export const repairedView = (log: Uint8Array, pending: Uint8Array | undefined): 
   const { body, offset } = kind
   if (end < offset) return kept
   const have = Math.min(end - offset, body.length)
-  return bytesEqual(kept.subarray(offset, offset + have), body.subarray(0, have)) ? concatBytes(kept, body.subarray(have)) : kept
+  if (bytesEqual(kept.subarray(offset, offset + have), body.subarray(0, have))) return concatBytes(kept, body.subarray(have))
+  return end - offset <= body.length && zerosOrBatch(kept.subarray(offset, end), body) ? concatBytes(kept.subarray(0, offset), body) : kept
 }
 
 export const make = (options: EventLogFileOptions = defaultOptions) => Effect.gen(function*() {
@@ -317,13 +328,20 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
           if (!bytesEqual(last, bytes)) yield* appendToLog(bytes)
         } else {
           // The batch starts at `offset`; the log may hold any whole-line prefix of it there (its
-          // write was torn, the torn line cut above): append the rest. Bytes at `offset` that are
-          // not the batch's mean the pending file is not this log's: discarded, the log untouched.
+          // write was torn, the torn line cut above): append the rest. The batch's bytes with zeros
+          // in places, no longer than it: a power loss kept a later page of the log write and lost an
+          // earlier one: the log is cut back to `offset` and the batch written whole. Anything else
+          // means the pending file is not this log's: discarded, the log untouched.
           const { body, offset } = kind
           const have = Math.min(Math.max(end - offset, 0), body.length)
           const there = end >= offset ? yield* durable.readRange(file, offset, offset + have) : undefined
-          if (there === undefined || !bytesEqual(there, body.subarray(0, have))) pendingDiscarded = true
-          else if (have < body.length) yield* appendToLog(body.subarray(have))
+          if (there !== undefined && bytesEqual(there, body.subarray(0, have))) {
+            if (have < body.length) yield* appendToLog(body.subarray(have))
+          } else if (there !== undefined && end - offset <= body.length && zerosOrBatch(there, body)) {
+            yield* durable.truncate(file, offset)
+            end = offset
+            yield* appendToLog(body)
+          } else pendingDiscarded = true
         }
         yield* durable.unlink(pending)
       }
