@@ -59,7 +59,15 @@ export const spawnCli = (
   let err = ""
   child.stdout!.on("data", (d: Buffer) => (out += d.toString("utf8")))
   child.stderr!.on("data", (d: Buffer) => (err += d.toString("utf8")))
-  const exit = new Promise<number>((resolve) => child.on("exit", (code, signal) => resolve(code ?? (signal ? 128 : 1))))
+  // Settled once the output is read too: 'exit' can come before the last of stderr (a loaded CI
+  // once saw exit 3 with its message not read yet). 'close' waits for the pipes; a grandchild
+  // holding them open would delay it, so at most 5 s after 'exit'.
+  const closed = new Promise<void>((resolve) => child.on("close", () => resolve()))
+  const exit = new Promise<number>((resolve) =>
+    child.on("exit", (code, signal) => {
+      void Promise.race([closed, sleep(5_000)]).then(() => resolve(code ?? (signal ? 128 : 1)))
+    })
+  )
   return { child, out: () => out, err: () => err, exit }
 }
 
