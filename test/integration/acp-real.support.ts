@@ -13,6 +13,21 @@ import { Reply } from "../../src/testing/ScriptedLlm.js"
 import { dataOf, eventsOf, stackWith, testSettings } from "../e2e/providers.support.js"
 import { tmpDir } from "../support/tmpDir.js"
 
+/**
+ * Create the root `name` on `provider`, send it "first" then "second" (each to idle, no wait):
+ * its log after both turns.
+ */
+export const firstThenSecond = (name: string, provider: string) =>
+  Effect.gen(function*() {
+    const o = yield* Orchestrator
+    const a = yield* o.createRoot({ name, instructions: `AGENT=${name}`, provider })
+    yield* o.send({ agent: a.id, text: "first", sync: false })
+    yield* o.awaitIdle
+    yield* o.send({ agent: a.id, text: "second", sync: false })
+    yield* o.awaitIdle
+    return yield* eventsOf(a.session_id)
+  })
+
 export const twoTurnsWithATool = (preset: string, checkInbox: string) =>
   Effect.gen(function*() {
     const home = yield* tmpDir(`acp-${preset}-`)
@@ -31,13 +46,7 @@ export const twoTurnsWithATool = (preset: string, checkInbox: string) =>
     const fwd = yield* ModelForwarder.serve({ socketPath: Path.join(home, "llm", "o.sock"), api: "openai", upstream: llm.baseUrl, credential: null })
     const settings = { ...testSettings({ anthropic: null, openai: fwd.socketPath }), acp: { approve: "auto" as const, model } }
     yield* Effect.gen(function*() {
-      const o = yield* Orchestrator
-      const a = yield* o.createRoot({ name: "a", instructions: "AGENT=a", provider: `acp:${preset}` })
-      yield* o.send({ agent: a.id, text: "first", sync: false })
-      yield* o.awaitIdle
-      yield* o.send({ agent: a.id, text: "second", sync: false })
-      yield* o.awaitIdle
-      const log = yield* eventsOf(a.session_id)
+      const log = yield* firstThenSecond("a", `acp:${preset}`)
       const reqs = yield* llm.modelRequests
       expect({ errors: dataOf(log, "provider.error"), labels: reqs.map((r) => `${r.kind}:${r.label ?? r.answeredBy}`) }).toEqual({ errors: [], labels: expect.anything() })
       expect(dataOf(log, "turn.complete").map((t) => t.response)).toEqual([`hello from ${preset}`, "inbox checked"])

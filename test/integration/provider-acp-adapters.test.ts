@@ -8,14 +8,14 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Schedule } from "effect"
 import * as Path from "node:path"
-import { Orchestrator } from "../../src/agent/Orchestrator.js"
 import type { RequestUsage } from "../../src/domain/requestUsage.js"
 import * as ModelForwarder from "../../src/provider/cli/ModelForwarder.js"
 import { ModelMeter } from "../../src/provider/ModelMeter.js"
 import * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
 import { Reply } from "../../src/testing/ScriptedLlm.js"
-import { dataOf, eventsOf, stackWith, testSettings } from "../e2e/providers.support.js"
+import { dataOf, stackWith, testSettings } from "../e2e/providers.support.js"
 import { tmpDir } from "../support/tmpDir.js"
+import { firstThenSecond } from "./acp-real.support.js"
 
 /** Each scripted reply's own usage, so every metered request can be told apart. */
 const usageOf = (n: number) => ({ input_tokens: 1000 + n, output_tokens: 10 + n, cache_read_tokens: 100 * n, cache_write_tokens: 7 * n })
@@ -59,13 +59,7 @@ describe("acp adapters (real claude-agent-acp / codex-acp, bwrap, network off, s
         const sockets = ad.api === "anthropic" ? { anthropic: fwd.socketPath, openai: null } : { anthropic: null, openai: fwd.socketPath }
         const settings = { ...testSettings(sockets), models: {}, acp: { approve: "auto" as const, ...(ad.preset === "claude" ? { model: ad.model } : {}) } }
         yield* Effect.gen(function*() {
-          const o = yield* Orchestrator
-          const a = yield* o.createRoot({ name: ad.preset, instructions: `AGENT=${ad.preset}`, provider: `acp:${ad.preset}` })
-          yield* o.send({ agent: a.id, text: "first", sync: false })
-          yield* o.awaitIdle
-          yield* o.send({ agent: a.id, text: "second", sync: false })
-          yield* o.awaitIdle
-          const log = yield* eventsOf(a.session_id)
+          const log = yield* firstThenSecond(ad.preset, `acp:${ad.preset}`)
           const early = yield* llm.modelRequests
           expect({ errors: dataOf(log, "provider.error"), labels: early.map((r) => `${r.kind}:${r.label ?? r.answeredBy}`) }).toEqual({ errors: [], labels: expect.anything() })
           expect(dataOf(log, "turn.complete").map((t) => t.response)).toEqual([`hello from ${ad.preset}`, "inbox checked"])

@@ -8,15 +8,15 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import * as Path from "node:path"
-import { Orchestrator } from "../../src/agent/Orchestrator.js"
 import type { RequestEstimate } from "../../src/domain/estimate.js"
 import type { RequestUsage } from "../../src/domain/requestUsage.js"
 import * as ModelForwarder from "../../src/provider/cli/ModelForwarder.js"
 import { ModelMeter } from "../../src/provider/ModelMeter.js"
 import * as ScriptedLlm from "../../src/testing/ScriptedLlm.js"
 import { Reply } from "../../src/testing/ScriptedLlm.js"
-import { dataOf, eventsOf, stackWith, testSettings } from "../e2e/providers.support.js"
+import { dataOf, stackWith, testSettings } from "../e2e/providers.support.js"
 import { tmpDir } from "../support/tmpDir.js"
+import { firstThenSecond } from "./acp-real.support.js"
 
 const MODEL = "gemini-scripted"
 const KEY = "gk-daemon-only"
@@ -60,13 +60,7 @@ describe("acp:gemini (real Gemini CLI, bwrap, network off, scripted Gemini API)"
         acp: { approve: "auto" as const, model: MODEL }
       }
       yield* Effect.gen(function*() {
-        const o = yield* Orchestrator
-        const a = yield* o.createRoot({ name: "gem", instructions: "AGENT=gem", provider: "acp:gemini" })
-        yield* o.send({ agent: a.id, text: "first", sync: false })
-        yield* o.awaitIdle
-        yield* o.send({ agent: a.id, text: "second", sync: false })
-        yield* o.awaitIdle
-        const log = yield* eventsOf(a.session_id)
+        const log = yield* firstThenSecond("gem", "acp:gemini")
         const reqs = yield* llm.modelRequests
         expect({ errors: dataOf(log, "provider.error"), labels: reqs.map((r) => r.label ?? r.answeredBy) }).toEqual({
           errors: [],
