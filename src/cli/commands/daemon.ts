@@ -3,6 +3,7 @@ import { Command, Options } from "@effect/cli"
 import { Console, Duration, Effect, Option, Redacted } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
+import { parentEnv } from "../../config/Config.js"
 import { resolveSettings } from "../../config/DaemonConfig.js"
 import { isAlive, lockHolder, readPid, socketAnswers } from "../../daemon/Lifecycle.js"
 import { DaemonGroup } from "../../protocol/admin/daemon.js"
@@ -109,8 +110,8 @@ const startCommand = Command.make("start", { home, slots, grace, maxLine, http, 
         ]
         // The Postgres URL may carry a password: passed in the environment, not on the command line.
         const env = Option.match(settings.cluster.postgres, {
-          onNone: () => process.env,
-          onSome: (url) => ({ ...process.env, SUBSTRAT_CLUSTER_POSTGRES: Redacted.value(url) })
+          onNone: () => parentEnv(),
+          onSome: (url) => ({ ...parentEnv(), SUBSTRAT_CLUSTER_POSTGRES: Redacted.value(url) })
         })
         const c = spawn(process.execPath, args, { detached: true, stdio: ["ignore", log, log], env })
         fs.closeSync(log)
