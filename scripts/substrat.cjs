@@ -19,9 +19,15 @@ const wantsDaemon = daemonAt >= 0 && argv.indexOf("run", daemonAt + 1) > daemonA
 // The daemon's durable appends fsync on libuv's thread pool (4 threads unless told): with more
 // sessions appending at once than threads, their fsyncs wait in its queue instead of sharing the
 // file system's journal commits (docs/recovery.md, "Cost"). 64 threads let 64 be in flight. Set
-// here, before any asynchronous I/O (libuv sizes the pool on first use; a rebuild or the tsx
-// fallback below inherit it); an UV_THREADPOOL_SIZE already set wins.
-if (wantsDaemon && process.env.UV_THREADPOOL_SIZE === undefined) process.env.UV_THREADPOOL_SIZE = "64"
+// here, before any asynchronous I/O; an UV_THREADPOOL_SIZE already set wins. libuv reads it once,
+// when the pool is first used, and starts the whole pool then: one asynchronous randomBytes (a
+// pool request, as Node documents it) starts it here, and the variable is removed again at once,
+// so the daemon's environment — what its children inherit, `parentEnv()` — is the user's.
+if (wantsDaemon && process.env.UV_THREADPOOL_SIZE === undefined) {
+  process.env.UV_THREADPOOL_SIZE = "64"
+  require("node:crypto").randomBytes(1, () => {})
+  delete process.env.UV_THREADPOOL_SIZE
+}
 // `substrat mcp-server --socket <agent.sock>`: the per-agent MCP stdio server (src/mcp/main.ts),
 // a bundle of its own so a provider CLI's per-turn spawn loads neither @effect/cli nor the daemon.
 const wantsMcp = argv[0] === "mcp-server"
