@@ -25,10 +25,10 @@
 import { Either, ParseResult, Schema } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
-import * as fs from "node:fs"
 import { Socket } from "node:net"
 import type { Readable, Writable } from "node:stream"
 import type { ExitStatus } from "./Limits.js"
+import { killFound, withEnvironment } from "./ProcScan.js"
 
 /** A started child, whichever process forked it. */
 export interface Child {
@@ -243,27 +243,6 @@ process.on("disconnect", () => {
 })
 `
 
-/** Every live process whose environment carries this mark: a spawner's children and their descendants. */
-export const markedProcesses = (token: string): ReadonlyArray<number> => {
-  const needle = Buffer.from(`${MARK}=${token}\0`)
-  let entries: ReadonlyArray<string>
-  try {
-    entries = fs.readdirSync("/proc")
-  } catch {
-    return []
-  }
-  const found: Array<number> = []
-  for (const e of entries) {
-    if (!/^\d+$/.test(e)) continue
-    try {
-      if (fs.readFileSync(`/proc/${e}/environ`).includes(needle)) found.push(Number(e))
-    } catch {
-      // gone meanwhile, or not ours to read
-    }
-  }
-  return found
-}
-
 type Phase = "starting" | "started" | "failed" | "cancelled"
 
 interface Pending {
@@ -470,12 +449,16 @@ export class SpawnerProcess {
     if (this.proc.connected) this.proc.disconnect()
   }
 
-  /** SIGKILL every process carrying this spawner's mark, until none is left (they may fork meanwhile). */
+  /**
+   * SIGKILL every process carrying this spawner's mark, until none is left (they may fork
+   * meanwhile). Each is killed only if its pid still names the process the scan read
+   * (ProcScan.ts: its start time is re-read right before the kill).
+   */
   private reap() {
     for (let round = 0; round < 5; round++) {
-      const found = markedProcesses(this.token).filter((pid) => pid !== this.proc.pid)
+      const found = withEnvironment(`${MARK}=${this.token}`).filter((p) => p.pid !== this.proc.pid)
       if (found.length === 0) return
-      for (const pid of found) killGroup(pid, "SIGKILL")
+      for (const p of found) killFound(p, "SIGKILL")
     }
   }
 
