@@ -2,8 +2,9 @@
 //   - `agent.create` of a root with a workspace of its own (the history repository is made) vs
 //     one in an existing, shared workspace (no history work) — goal: own ≤ 100 ms and ≤ 2× shared;
 //   - send → answer of an echo agent (`agent.send` with `wait`) vs the turn itself (turn.start to
-//     turn.complete in its event log) — goal ≤ 2×; after each turn the daemon records the
-//     workspace's changes (none here) in its history.
+//     turn.complete in its event log: turn.complete's `duration_ms`, µs, where the daemon logs
+//     it, else the entries' whole-ms timestamps) — goal ≤ 2×; after each turn the daemon records
+//     the workspace's changes (none here) in its history.
 // SUBSTRAT_BENCH_BEFORE=<another checkout, built> runs that checkout's daemon in the same run,
 // interleaved with this one (before/after figures from one run). Ratios are medians of per-round
 // ratios, so both sides of a ratio were measured at the same load.
@@ -38,17 +39,25 @@ const call = async (s: Subject, method: string, params: unknown): Promise<{ read
   return { ms, result: r.result }
 }
 
-/** The last turn's duration in `session`'s event log (turn.start → turn.complete), ms. */
-const lastTurnMs = (s: Subject, session: string): number => {
+/**
+ * The last turn's duration in `session`'s event log, ms: `ts` from the entries' timestamps
+ * (turn.start → turn.complete, whole ms), `fine` from turn.complete's `duration_ms` (the same
+ * span on the daemon's monotonic clock, µs; undefined for a daemon that does not log it).
+ */
+const lastTurnMs = (s: Subject, session: string): { readonly ts: number; readonly fine: number | undefined } => {
   const lines = readFileSync(join(s.env["SUBSTRAT_HOME"]!, "agents", session, "events.jsonl"), "utf8").trim().split("\n")
   let start = NaN
   let end = NaN
+  let fine: number | undefined
   for (const l of lines) {
-    const e = JSON.parse(l) as { ts: string; event: string }
+    const e = JSON.parse(l) as { ts: string; event: string; data: { duration_ms?: number } }
     if (e.event === "turn.start") start = Date.parse(e.ts)
-    if (e.event === "turn.complete") end = Date.parse(e.ts)
+    if (e.event === "turn.complete") {
+      end = Date.parse(e.ts)
+      fine = e.data.duration_ms
+    }
   }
-  return end - start
+  return { ts: end - start, fine }
 }
 
 export const run = async (opts: BenchOptions): Promise<BenchResult> => {
@@ -75,6 +84,7 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
     const inShared = new Map(subjects.map((s) => [s.label, [] as Array<number>]))
     const answer = new Map(subjects.map((s) => [s.label, [] as Array<number>]))
     const turn = new Map(subjects.map((s) => [s.label, [] as Array<number>]))
+    const turnFine = new Map(subjects.map((s) => [s.label, [] as Array<number>]))
     const createRatio = new Map(subjects.map((s) => [s.label, [] as Array<number>]))
     const answerRatio = new Map(subjects.map((s) => [s.label, [] as Array<number>]))
     const load0 = loadavg()
@@ -84,13 +94,16 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
       const rs = new Map(subjects.map((s) => [s.label, [] as Array<number>]))
       const ra = new Map(subjects.map((s) => [s.label, [] as Array<number>]))
       const rt = new Map(subjects.map((s) => [s.label, [] as Array<number>]))
+      const rf = new Map(subjects.map((s) => [s.label, [] as Array<number>]))
       for (let i = 0; i < perRound; i++) {
         for (const s of r % 2 === 0 ? subjects : [...subjects].reverse()) {
           n++
           ro.get(s.label)!.push((await call(s, "agent.create", { name: `own-${n}` })).ms)
           rs.get(s.label)!.push((await call(s, "agent.create", { name: `shared-${n}`, workspace_id: shared.get(s.label) })).ms)
           ra.get(s.label)!.push((await call(s, "agent.send", { agent: "echo", text: `ping ${n}`, sync: true, wait: true })).ms)
-          rt.get(s.label)!.push(lastTurnMs(s, echo.get(s.label)!.session_id))
+          const t = lastTurnMs(s, echo.get(s.label)!.session_id)
+          rt.get(s.label)!.push(t.ts)
+          if (t.fine !== undefined) rf.get(s.label)!.push(t.fine)
         }
       }
       for (const s of subjects) {
@@ -99,7 +112,10 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
         answer.get(s.label)!.push(...ra.get(s.label)!)
         turn.get(s.label)!.push(...rt.get(s.label)!)
         createRatio.get(s.label)!.push(median(ro.get(s.label)!) / median(rs.get(s.label)!))
-        answerRatio.get(s.label)!.push(median(ra.get(s.label)!) / Math.max(1, median(rt.get(s.label)!)))
+        turnFine.get(s.label)!.push(...rf.get(s.label)!)
+        // The turn from `duration_ms` where the daemon logs it, else from the whole-ms timestamps.
+        const fine = rf.get(s.label)!
+        answerRatio.get(s.label)!.push(median(ra.get(s.label)!) / (fine.length > 0 ? median(fine) : Math.max(1, median(rt.get(s.label)!))))
       }
     }
     const load1 = loadavg()
@@ -110,13 +126,20 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
       rows.push({ daemon: l, measure: "agent.create, shared workspace", n: inShared.get(l)!.length, median_ms: median(inShared.get(l)!) })
       rows.push({ daemon: l, measure: "own / shared (median of rounds)", n: rounds, median_ms: f(median(createRatio.get(l)!)) })
       rows.push({ daemon: l, measure: "echo: send → answer", n: answer.get(l)!.length, median_ms: median(answer.get(l)!) })
-      rows.push({ daemon: l, measure: "echo: the turn (log timestamps, ms)", n: turn.get(l)!.length, median_ms: median(turn.get(l)!) })
-      rows.push({ daemon: l, measure: "answer / turn (median of rounds)", n: rounds, median_ms: f(median(answerRatio.get(l)!)) })
+      rows.push({ daemon: l, measure: "echo: the turn (log timestamps, whole ms)", n: turn.get(l)!.length, median_ms: median(turn.get(l)!) })
+      const fine = turnFine.get(l)!
+      if (fine.length > 0) rows.push({ daemon: l, measure: "echo: the turn (turn.complete duration_ms)", n: fine.length, median_ms: f(median(fine)) })
+      rows.push({
+        daemon: l,
+        measure: `answer / turn (median of rounds; turn from ${fine.length > 0 ? "duration_ms" : "timestamps"})`,
+        n: rounds,
+        median_ms: f(median(answerRatio.get(l)!))
+      })
       summary[`create_own_ms_${l}`] = f(median(own.get(l)!))
       summary[`create_shared_ms_${l}`] = f(median(inShared.get(l)!))
       summary[`create_own_vs_shared_${l}`] = f(median(createRatio.get(l)!))
       summary[`send_answer_ms_${l}`] = f(median(answer.get(l)!))
-      summary[`turn_ms_${l}`] = f(median(turn.get(l)!))
+      summary[`turn_ms_${l}`] = f(fine.length > 0 ? median(fine) : median(turn.get(l)!))
       summary[`answer_vs_turn_${l}`] = f(median(answerRatio.get(l)!))
     }
     rows.push({ daemon: "", measure: `load average before: ${load0.map(f).join(" ")}, after: ${load1.map(f).join(" ")}`, n: 0 })

@@ -85,11 +85,17 @@ export class Delivery extends Effect.Service<Delivery>()("substrat/Delivery", {
         discard: true
       })
 
-    /** A message from a root to the human: durable in the root's log first, then in the outbox. */
+    /**
+     * A message from a root to the human: durable in the root's log first, then in the outbox.
+     * Its `message.enqueued` and `message.delivered` are one durable step (the human's outbox is
+     * its destination: nothing more happens to it between the two).
+     */
     const toUser = (from: AgentId, env: MessageEnvelope) =>
       Effect.gen(function*() {
-        yield* logFor(from, makeEvent("message.enqueued", env))
-        yield* logBestEffort(from, makeEvent("message.delivered", { message_id: env.id }))
+        const node = tree.get(from)
+        if (node !== undefined) {
+          yield* log.appendAll(node.session_id, [makeEvent("message.enqueued", env), makeEvent("message.delivered", { message_id: env.id })])
+        }
         mailbox.toUser(env)
         activity.noteMessage(from, { direction: "out", peer: USER, kind: env.kind, message_id: env.id, text: env.payload })
         yield* bus.publish({ _tag: "MessageToUser", agent_id: from, message: env })

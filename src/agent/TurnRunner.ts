@@ -9,7 +9,7 @@
 // the hooks are done; then `afterTurn` records the usage and summary, answers the request that woke it and USER's open requests (or sends USER
 // progress), and ends the turn's context, all before the agent's next turn starts.
 // Over 300 lines because the turn's whole story is kept in one file, in the order it happens.
-import { Effect, Fiber, FiberSet, Option, Schema, Stream, type Tracer } from "effect"
+import { Clock, Effect, Fiber, FiberSet, Option, Schema, Stream, type Tracer } from "effect"
 import type { AgentNode } from "../domain/agent.js"
 import { type LogEvent, makeEvent } from "../domain/events.js"
 import { type AgentId, type MessageId, newTurnId, type TurnId } from "../domain/ids.js"
@@ -248,6 +248,7 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
     const runTurn = (node: AgentNode, turn_id: TurnId, prompt: string, tally: Tally, stopped: Effect.Effect<never, TurnStopped>) =>
       mux.use(bindingOf(node), (provider) =>
         Effect.gen(function*() {
+          const started = yield* Clock.currentTimeNanos
           yield* log.append(node.session_id, makeEvent("turn.start", { turn_id, prompt }))
           turns.started(node.id, turn_id)
           yield* bus.publish({ _tag: "TurnStarted", agent_id: node.id, turn_id, prompt })
@@ -256,7 +257,8 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
             Stream.runForEach((out) => Effect.zipRight(Effect.sync(() => tally.add(out)), streamed(node, turn_id, out)))
           )
           yield* Effect.mapError(birthChildren(node), (e) => new BirthsFailed(e))
-          yield* endTurn(node, turn_id, tally, makeEvent("turn.complete", { turn_id, response: tally.response }))
+          const duration_ms = Math.round(Number((yield* Clock.currentTimeNanos) - started) / 1000) / 1000
+          yield* endTurn(node, turn_id, tally, makeEvent("turn.complete", { turn_id, response: tally.response, duration_ms }))
           return { turn_id, prompt, response: tally.response, usage: tally.usage, error: null } satisfies TurnOutcome
         })
       )

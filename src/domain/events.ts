@@ -42,7 +42,12 @@ export const SessionCreatedData = Schema.Struct({
   system_prompt: Schema.String
 })
 export const TurnStartData = Schema.Struct({ turn_id: TurnId, prompt: Schema.String })
-export const TurnCompleteData = Schema.Struct({ turn_id: TurnId, response: Schema.String })
+/**
+ * `duration_ms`: from just before `turn.start` was appended to just before this entry was, on the
+ * daemon's monotonic clock (µs precision; what the two entries' `ts`, in ms, measure). Absent in
+ * logs written before it existed.
+ */
+export const TurnCompleteData = Schema.Struct({ turn_id: TurnId, response: Schema.String, duration_ms: Schema.optional(Schema.JsonNumber) })
 export const SuspendResultData = Schema.Struct({ state_size: Schema.JsonNumber })
 export const SessionRestoredData = Schema.Struct({ provider: Schema.String, model: Schema.NullOr(Schema.String) })
 export const AgentCreatedData = Schema.Struct({
