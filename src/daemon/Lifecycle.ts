@@ -94,6 +94,10 @@ const alreadyRunning = (paths: Paths, pid: number | undefined) =>
 // drops it when the daemon dies, whether or not anybody reaps the dead process (a zombie has
 // already closed its files). Node opens every descriptor close-on-exec, so sandboxes and other
 // children never inherit it. docs/cli.md ("Single instance") says why this and not the others.
+// It is the one child the daemon forks itself, not through the spawner (sandbox/Spawner.ts): Node
+// cannot send a file's descriptor over the spawner's channel, and a lock held by the spawner
+// would die with a spawner the daemon outlives. It runs once, before the daemon serves anything,
+// while its heap is small (docs/sandbox.md, "The one fork the daemon keeps", has the figures).
 
 /** flock(1)'s exit code when the lock is held elsewhere (its -E option; 1 is also its usage error). */
 const CONFLICT = 75

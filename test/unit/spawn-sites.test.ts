@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest"
 
 const ALLOWED: Readonly<Record<string, string>> = {
   "sandbox/Spawner.ts": "the spawner itself (and the direct path the benchmark compares it with)",
-  "daemon/Lifecycle.ts": "`flock` on the pid file's descriptor (a file descriptor cannot be handed to the spawner), at boot and in the CLI",
+  "daemon/Lifecycle.ts": "`flock(1)` on the pid file's descriptor (a file descriptor cannot be handed to the spawner), once at boot and in the CLI's probe (docs/sandbox.md, \"The one fork the daemon keeps\")",
   "cli/Shell.ts": "the CLI's interactive shell (a CLI process, not the daemon)",
   "cli/commands/ui.ts": "the CLI opening a browser",
   "cli/commands/daemon.ts": "the CLI starting the daemon"
@@ -27,5 +27,12 @@ describe("spawn sites", () => {
     expect(found.filter((f) => !(f in ALLOWED))).toEqual([])
     // The list only shrinks: an entry whose file no longer spawns is removed.
     expect(Object.keys(ALLOWED).filter((f) => !found.includes(f))).toEqual([])
+  })
+
+  it("daemon/Lifecycle.ts uses node:child_process for one spawnSync of flock(1) only", () => {
+    const text = readFileSync(join(src, "daemon/Lifecycle.ts"), "utf8")
+    expect(text.match(/^import .*["']node:child_process["'].*$/gm)).toEqual([`import { spawnSync } from "node:child_process"`])
+    expect(text.match(/\bspawnSync\(/g)).toHaveLength(1)
+    expect(text).toMatch(/\bspawnSync\(\s*"flock",/)
   })
 })
