@@ -6,12 +6,13 @@
 // per-session lock (`append`'s `after`, `readThen`), so different sessions never wait on each
 // other's fsync and there is one lock per session. After its append, an entry gets its line in events.jsonl and
 // its global *position*: the next record of the EventIndex (src/storage/EventIndex.ts), written
-// before the entry is published, under one daemon-wide permit — so numbered subscribers receive
-// entries in position order, and a position names the same entry after a restart.
+// before the entry is published. Records queue in append order and are written in batches, one
+// write in flight at a time (below) — so numbered subscribers receive entries in position order,
+// a position names the same entry after a restart, and an append returns once its entry has one.
 // The index can lag the logs (a machine crash loses its unsynced tail, an old home has none): the
 // first append to a session in this process, and every `snapshot`, read the log and index (and
 // publish) the lines it lacks, so every line gets exactly one position.
-import { Chunk, Context, Effect, Layer, PubSub, type Queue, type Scope } from "effect"
+import { Chunk, Context, Deferred, Effect, Exit, FiberId, Layer, PubSub, type Queue, type Scope } from "effect"
 import type { EventLogError } from "../domain/errors.js"
 import type { LogEntry } from "../domain/events.js"
 import type { SessionId } from "../domain/ids.js"
@@ -43,17 +44,28 @@ export class EventTap extends Context.Tag("substrat/EventTap")<EventTap, EventTa
 interface Slot {
   /** The log was read in this process, so `lines` below is its true length. Changed only under the log's session lock. */
   verified: boolean
+  /** The batch holding this session's last record (it is written after every earlier batch). */
+  batch: Batch | undefined
+}
+
+/** Records waiting for one index write: every record queued while the previous write was in flight. */
+interface Batch {
+  readonly records: Array<IndexRecord>
+  readonly entries: Array<LogEntry>
+  /** Set once the batch is written and published (`done` completed). */
+  written: boolean
+  readonly done: Deferred.Deferred<void>
 }
 
 /** Provides a tapped EventLog and the EventTap, given the real EventLog and the index. */
-export const layer: Layer.Layer<EventLog | EventTap, EventLogError, EventLog | EventIndex> = Layer.effectContext(
+export const layer: Layer.Layer<EventLog | EventTap, EventLogError, EventLog | EventIndex> = Layer.scopedContext(
   Effect.gen(function*() {
     const inner = yield* EventLog
     const index = yield* EventIndex
+    const scope = yield* Effect.scope
     const hub = yield* PubSub.unbounded<LogEntry>()
     const numbered = yield* PubSub.unbounded<Tapped>()
-    const order = yield* Effect.makeSemaphore(1)
-    // Position p is record p - 1; `lines`: each session's highest indexed line.
+    // Position p is record p - 1; `lines`: each session's highest line given a record (queued or written).
     const recSession: Array<SessionId> = []
     const recLine: Array<number> = []
     const lines = new Map<SessionId, number>()
@@ -69,94 +81,132 @@ export const layer: Layer.Layer<EventLog | EventTap, EventLogError, EventLog | E
     const slotOf = (session: SessionId): Slot => {
       let slot = slots.get(session)
       if (slot === undefined) {
-        slot = { verified: false }
+        slot = { verified: false, batch: undefined }
         slots.set(session, slot)
       }
       return slot
     }
 
-    /** Index and publish the session's lines up to `total` not indexed yet; `entryAt(line)`: the entry. */
-    const indexUpTo = (session: SessionId, total: number, entryAt: (line: number) => LogEntry): Effect.Effect<void> =>
-      order.withPermits(1)(Effect.suspend(() => {
-        const from = lines.get(session) ?? 0
-        if (total <= from) return Effect.void
-        const fresh: Array<IndexRecord> = []
-        for (let l = from + 1; l <= total; l++) fresh.push({ session, line: l })
-        return index.append(fresh).pipe(
-          // The entries are durable in their log; positions stay right in this process, and a
-          // restart indexes the lost records again.
-          Effect.catchAll((e) => Effect.logWarning(`event index: ${e.message}`)),
-          Effect.zipRight(Effect.suspend(() => {
-            const published: Array<Tapped> = []
-            for (const r of fresh) {
-              recSession.push(session)
-              recLine.push(r.line)
-              published.push({ entry: entryAt(r.line), line: r.line, position: recSession.length })
-            }
-            lines.set(session, total)
-            return PubSub.publishAll(numbered, published)
-          }))
-        )
-      }))
+    // The index is written in batches (group commit): a record is queued, under its session's lock,
+    // into the batch being filled; whoever then finds no write in flight writes that batch (one
+    // index write for all its records) and publishes it; while a write is in flight, records queue
+    // for the next one. So one write, and no daemon-wide lock, per batch instead of per append; a
+    // caller waits for its batch, so an append still returns with its position given out.
+    let filling: Batch | undefined
+    let writing = false
 
-    /** Under the session's lock: index (and publish) whatever of the whole log is not yet. */
-    const verify = (session: SessionId, slot: Slot) => (entries: ReadonlyArray<LogEntry>) => {
-      slot.verified = true
-      return indexUpTo(session, entries.length, (l) => entries[l - 1]!)
+    /** Queue the session's lines up to `total` that have no record yet (under its lock). */
+    const enqueue = (session: SessionId, slot: Slot, total: number, entries: ReadonlyArray<LogEntry>, first: number): void => {
+      const from = lines.get(session) ?? 0
+      if (total <= from) return
+      let batch = filling
+      if (batch === undefined) {
+        batch = { records: [], entries: [], written: false, done: Deferred.unsafeMake(FiberId.none) }
+        filling = batch
+      }
+      for (let l = from + 1; l <= total; l++) {
+        batch.records.push({ session, line: l })
+        batch.entries.push(entries[l - first]!)
+      }
+      lines.set(session, total)
+      slot.batch = batch
     }
 
-    // Everything below runs under the log's own per-session lock (`append`'s `after`, `readThen`):
-    // a session's line numbers follow its appends without a second lock here.
+    /** Write and publish the batch being filled, then hand the next one (if any) to a fiber of its own. */
+    const write: Effect.Effect<void> = Effect.suspend(() => {
+      const batch = filling
+      if (writing || batch === undefined) return Effect.void
+      filling = undefined
+      writing = true
+      return index.append(batch.records).pipe(
+        // The entries are durable in their logs; positions stay right in this process, and a
+        // restart indexes the lost records again.
+        Effect.catchAll((e) => Effect.logWarning(`event index: ${e.message}`)),
+        Effect.flatMap(() => {
+          const published: Array<Tapped> = []
+          for (let i = 0; i < batch.records.length; i++) {
+            const r = batch.records[i]!
+            recSession.push(r.session)
+            recLine.push(r.line)
+            published.push({ entry: batch.entries[i]!, line: r.line, position: recSession.length })
+          }
+          return PubSub.publishAll(numbered, published)
+        }),
+        Effect.ensuring(Effect.sync(() => {
+          writing = false
+          batch.written = true
+          Deferred.unsafeDone(batch.done, Exit.void)
+        })),
+        // Records that queued meanwhile: their callers are waiting (not writing); one fiber writes them.
+        Effect.zipRight(Effect.suspend(() => filling === undefined ? Effect.void : Effect.asVoid(Effect.forkIn(write, scope)))),
+        Effect.uninterruptible
+      )
+    })
+    // Whatever is still queued when the layer closes is written (a forked write finishes first).
+    yield* Effect.addFinalizer(() => write)
+
+    /** Until the session's records queued so far are indexed and published: write them, or wait for the write. */
+    const settle = (slot: Slot): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        const batch = slot.batch
+        if (batch === undefined || batch.written) return Effect.void
+        return batch === filling && !writing ? write : Deferred.await(batch.done)
+      })
+
+    /** Under the session's lock: queue records for whatever of the whole log has none yet. */
+    const verify = (session: SessionId, slot: Slot, entries: ReadonlyArray<LogEntry>): void => {
+      slot.verified = true
+      enqueue(session, slot, entries.length, entries, 1)
+    }
+    const verifyFirst = (session: SessionId, slot: Slot): Effect.Effect<void> =>
+      inner.readThen(session, (entries) => Effect.sync(() => verify(session, slot, entries))).pipe(
+        Effect.catchAll((e) => Effect.logWarning(`event index: cannot read ${session}: ${e.message}`))
+      )
+
+    // Runs under the log's own per-session lock (`append`'s `after`): a session's line numbers
+    // follow its appends without a second lock here. One function for every append (no closure per call).
+    const tapOne = (entry: LogEntry): Effect.Effect<void> => {
+      const session = entry.session_id
+      const slot = slots.get(session)
+      if (slot !== undefined && slot.verified) {
+        const line = (lines.get(session) ?? 0) + 1
+        enqueue(session, slot, line, [entry], line)
+      }
+      return PubSub.publish(hub, entry)
+    }
     const log = EventLog.of({
       ...inner,
       appendAll: (session, events, after) => appendAll(session, events, after),
       append: (session, event) =>
         Effect.suspend(() => {
           const slot = slotOf(session)
-          const after = (entry: LogEntry) =>
-            Effect.zipRight(
-              slot.verified ? indexUpTo(session, (lines.get(session) ?? 0) + 1, () => entry) : Effect.void,
-              PubSub.publish(hub, entry)
-            )
-          if (slot.verified) return inner.append(session, event, after)
+          const write = Effect.flatMap(inner.append(session, event, tapOne), (entry) => Effect.as(settle(slot), entry))
           // First append in this process: index the lines the log has and the index lacks first.
-          return Effect.zipRight(
-            inner.readThen(session, verify(session, slot)).pipe(
-              Effect.catchAll((e) => Effect.logWarning(`event index: cannot read ${session}: ${e.message}`))
-            ),
-            inner.append(session, event, after)
-          )
+          return slot.verified ? write : Effect.zipRight(verifyFirst(session, slot), write)
         })
     })
     const appendAll: EventLogService["appendAll"] = (session, events, after) =>
       Effect.suspend(() => {
         const slot = slotOf(session)
         const tapped = (entries: ReadonlyArray<LogEntry>) =>
-          Effect.zipRight(
-            Effect.zipRight(
-              slot.verified
-                ? Effect.suspend(() => {
-                  const from = lines.get(session) ?? 0
-                  return indexUpTo(session, from + entries.length, (l) => entries[l - from - 1]!)
-                })
-                : Effect.void,
-              PubSub.publishAll(hub, entries)
-            ),
-            after === undefined ? Effect.void : after(entries)
-          )
-        const write = inner.appendAll(session, events, tapped)
-        if (slot.verified) return write
-        return Effect.zipRight(
-          inner.readThen(session, verify(session, slot)).pipe(
-            Effect.catchAll((e) => Effect.logWarning(`event index: cannot read ${session}: ${e.message}`))
-          ),
-          write
-        )
+          Effect.suspend(() => {
+            if (slot.verified) {
+              const from = lines.get(session) ?? 0
+              enqueue(session, slot, from + entries.length, entries, from + 1)
+            }
+            const published = PubSub.publishAll(hub, entries)
+            return after === undefined ? published : Effect.zipRight(published, after(entries))
+          })
+        const write = Effect.flatMap(inner.appendAll(session, events, tapped), (entries) => Effect.as(settle(slot), entries))
+        return slot.verified ? write : Effect.zipRight(verifyFirst(session, slot), write)
       })
     const snapshot = (session: SessionId) =>
       Effect.suspend(() => {
         const slot = slotOf(session)
-        return inner.readThen(session, (entries) => Effect.as(verify(session, slot)(entries), Chunk.unsafeFromArray(entries)))
+        return Effect.zipLeft(
+          inner.readThen(session, (entries) => Effect.sync(() => (verify(session, slot, entries), Chunk.unsafeFromArray(entries)))),
+          settle(slot)
+        )
       })
     return Context.make(EventLog, log).pipe(Context.add(
       EventTap,

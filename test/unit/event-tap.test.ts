@@ -1,0 +1,73 @@
+// EventTap's index under concurrent appends: every line of every session gets exactly one
+// position, numbered subscribers get them in position order, each append returns with its
+// entry's position given out, and the index is written in batches (one write in flight at a
+// time, the records queued meanwhile in the next write) rather than once per append.
+import { describe, expect, it } from "@effect/vitest"
+import { Context, Effect, Layer, Queue } from "effect"
+import { makeEvent } from "../../src/domain/events.js"
+import { newSessionId, type SessionId } from "../../src/domain/ids.js"
+import { EventIndex, type IndexRecord } from "../../src/storage/EventIndex.js"
+import { EventLog } from "../../src/storage/EventLog.js"
+import * as EventTap from "../../src/storage/EventTap.js"
+
+const usage = (n: number) => makeEvent("usage", { turn_id: null, input_tokens: n, output_tokens: 0, cost_usd: 0 })
+
+describe("EventTap", () => {
+  it.scoped("64 sessions appending at once: one position per line, in order, written in batches", () =>
+    Effect.gen(function*() {
+      // An index whose write takes a while (it yields, as a write to the file does): what it holds,
+      // and how many writes made it.
+      const written: Array<IndexRecord> = []
+      let writes = 0
+      const slowIndex = EventIndex.of({
+        load: Effect.succeed([]),
+        append: (records) =>
+          Effect.zipRight(
+            Effect.yieldNow(),
+            Effect.sync(() => {
+              writes++
+              written.push(...records)
+            })
+          )
+      })
+      const ctx = yield* Layer.build(
+        EventTap.layer.pipe(Layer.provide(Layer.mergeAll(EventLog.layerMemory, Layer.succeed(EventIndex, slowIndex))))
+      )
+      const log = Context.get(ctx, EventLog)
+      const tap = Context.get(ctx, EventTap.EventTap)
+      const numbered = yield* tap.subscribeNumbered
+      const sessions: Array<SessionId> = Array.from({ length: 64 }, () => newSessionId())
+      const perSession = 5
+      // After each append returns, its position is given out: at least as many positions as
+      // this session's lines so far.
+      const lagging: Array<string> = []
+      yield* Effect.forEach(
+        sessions,
+        (s) =>
+          Effect.forEach(Array.from({ length: perSession }, (_, i) => i + 1), (n) =>
+            Effect.flatMap(log.append(s, usage(n)), () =>
+              Effect.map(tap.position, (p) => {
+                if (p < n) lagging.push(`${s}:${n} at ${p}`)
+              }))),
+        { concurrency: "unbounded", discard: true }
+      )
+      expect(lagging).toEqual([])
+      const total = sessions.length * perSession
+      expect(yield* tap.position).toBe(total)
+      // The index: every (session, line) exactly once, each session's lines in order.
+      expect(written.length).toBe(total)
+      const seen = new Set(written.map((r) => `${r.session}:${r.line}`))
+      expect(seen.size).toBe(total)
+      for (const s of sessions) {
+        expect(written.filter((r) => r.session === s).map((r) => r.line)).toEqual([1, 2, 3, 4, 5])
+      }
+      expect(yield* tap.records(0, total)).toEqual(written)
+      // Numbered subscribers: positions 1..total, each entry the line the index names.
+      const got = yield* Queue.takeAll(numbered)
+      expect([...got].map((t) => t.position)).toEqual(written.map((_, i) => i + 1))
+      expect([...got].map((t) => `${t.entry.session_id}:${t.line}`)).toEqual(written.map((r) => `${r.session}:${r.line}`))
+      expect([...got].map((t) => t.entry.event === "usage" ? t.entry.data.input_tokens : -1)).toEqual(written.map((r) => r.line))
+      // Batched: while one write is in flight the others' records wait for the next one.
+      expect(writes).toBeLessThan(total / 4)
+    }))
+})
