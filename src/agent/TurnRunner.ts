@@ -232,7 +232,9 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
           }
           yield* log.append(node.session_id, makeEvent("tool_call.invoked", { call_id, tool, arguments: loggable(out.arguments), source: "provider" })).pipe(
             Effect.zipRight(log.append(node.session_id, makeEvent("tool_call.result", { call_id, tool, result: loggable(out.result), is_error: out.is_error, source: "provider" }))),
-            Effect.catchAll((e) => Effect.logWarning(`provider tool call ${tool} of turn ${turn_id} not logged: ${e.message}`))
+            Effect.catchAll((e) => Effect.logWarning(`provider tool call ${tool} of turn ${turn_id} not logged: ${e.message}`)),
+            // The pair is logged whole, also when the turn is stopped meanwhile.
+            Effect.uninterruptible
           )
         }
         yield* bus.publish({ _tag: "ToolCalled", agent_id: node.id, turn_id, tool, arguments: out.arguments, result: out.result, is_error: out.is_error })
@@ -252,9 +254,14 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
           yield* log.append(node.session_id, makeEvent("turn.start", { turn_id, prompt }))
           turns.started(node.id, turn_id)
           yield* bus.publish({ _tag: "TurnStarted", agent_id: node.id, turn_id, prompt })
-          yield* provider.send(prompt).pipe(
-            Stream.interruptWhen(stopped),
-            Stream.runForEach((out) => Effect.zipRight(Effect.sync(() => tally.add(out)), streamed(node, turn_id, out)))
+          // A stop ends the run (the provider's stream interrupted, its finalizers run) with
+          // TurnStopped; raced rather than `Stream.interruptWhen`, which forks and merges a
+          // second stream per turn.
+          yield* Effect.raceFirst(
+            provider.send(prompt).pipe(
+              Stream.runForEach((out) => Effect.zipRight(Effect.sync(() => tally.add(out)), streamed(node, turn_id, out)))
+            ),
+            stopped
           )
           yield* Effect.mapError(birthChildren(node), (e) => new BirthsFailed(e))
           const duration_ms = Math.round(Number((yield* Clock.currentTimeNanos) - started) / 1000) / 1000

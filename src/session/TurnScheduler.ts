@@ -4,7 +4,7 @@
 // session's running turn so that `stopTurn` can end it from outside (e.g. its workspace is being
 // deleted). What a turn does — the events it logs, its output, its end — is the agent layer's
 // (src/agent/TurnRunner.ts): nothing here calls back into it.
-import { Deferred, Effect, Ref, Schema } from "effect"
+import { Deferred, Effect, FiberId, Schema } from "effect"
 import type { SessionId } from "../domain/ids.js"
 
 /** The turn was stopped from outside (`stopTurn`: e.g. its workspace is being deleted). */
@@ -12,24 +12,23 @@ export class TurnStopped extends Schema.TaggedError<TurnStopped>()("TurnStopped"
 
 export class TurnScheduler extends Effect.Service<TurnScheduler>()("substrat/TurnScheduler", {
   effect: Effect.gen(function*() {
-    const tails = yield* Ref.make(new Map<SessionId, Deferred.Deferred<void>>())
+    // The last submission of each session (removed when it ends with none after it): an update
+    // in place, so a submission costs the same whatever the number of sessions.
+    const tails = new Map<SessionId, Deferred.Deferred<void>>()
     /** The running turn of each session: failing `stop` ends its provider stream with TurnStopped. */
     const running = new Map<SessionId, { readonly stop: Deferred.Deferred<never, TurnStopped>; readonly done: Deferred.Deferred<void> }>()
 
     /** Run `eff` after every earlier submission for this session, and before later ones. */
     const serialize = <A, E, R>(session: SessionId, eff: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-      Effect.gen(function*() {
-        const mine = yield* Deferred.make<void>()
-        const prev = yield* Ref.modify(tails, (m) => [m.get(session), new Map(m).set(session, mine)] as const)
-        const done = Deferred.succeed(mine, undefined).pipe(
-          Effect.andThen(Ref.update(tails, (m) => {
-            if (m.get(session) !== mine) return m
-            const next = new Map(m)
-            next.delete(session)
-            return next
-          }))
-        )
-        return yield* (prev ? Deferred.await(prev) : Effect.void).pipe(Effect.andThen(eff), Effect.ensuring(done))
+      Effect.suspend(() => {
+        const mine = Deferred.unsafeMake<void>(FiberId.none)
+        const prev = tails.get(session)
+        tails.set(session, mine)
+        const done = Effect.suspend(() => {
+          if (tails.get(session) === mine) tails.delete(session)
+          return Deferred.succeed(mine, undefined)
+        })
+        return (prev ? Effect.zipRight(Deferred.await(prev), eff) : eff).pipe(Effect.ensuring(done))
       })
 
     /**

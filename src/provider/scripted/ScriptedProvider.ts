@@ -152,7 +152,7 @@ export const makeScripted = (
           },
           { _tag: "Final", text }
         ]
-        return Stream.concat(toolEvents, Stream.fromIterable(tail))
+        return tools.length === 0 ? Stream.fromIterable(tail) : Stream.concat(toolEvents, Stream.fromIterable(tail))
       }))
 
     const service: ProviderService = {
