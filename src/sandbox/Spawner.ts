@@ -2,20 +2,23 @@
 //
 // libuv starts a child with fork(), which copies the calling process's page tables while its main
 // thread waits; in a daemon holding hundreds of MB that wait grows with the heap. So the daemon
-// forks once (the spawner, a bare `node -e` with only `node:child_process` loaded) and asks it to
-// start every other child: git, bwrap, prlimit, the provider CLIs (docs/sandbox.md "Spawner").
+// forks once (the spawner, a bare `node -e` with only `node:child_process` and `node:fs` loaded)
+// and asks it to start every other child: git, bwrap, prlimit, the provider CLIs
+// (docs/sandbox.md "Spawner").
 //
 // - Channel: Node's IPC channel, an anonymous socketpair inherited by the spawner alone (no path,
 //   no abstract name, close-on-exec in every other child), so only the daemon can ask for a spawn.
 // - stdio: the spawner starts the child with socketpair stdio as `child_process.spawn` always did,
 //   stops reading its ends at once, and hands each end to the daemon over the channel (SCM_RIGHTS)
 //   before dropping its own copy. The daemon reads and writes the same sockets it had before.
-// - pid, exit code and signal come back as messages; kills stay the daemon's own `kill(-pgid)`
-//   (the child is still started `detached`, its own process group).
+// - pid (with the child's start time, read by the spawner from /proc right after the fork), exit
+//   code and signal come back as messages; kills stay the daemon's own `kill(-pgid)` (the child is
+//   still started `detached`, its own process group).
 // - The spawner is its own session (terminal signals aimed at the daemon's group do not reach it)
 //   and exits when the channel closes: a daemon killed with -9 takes it down, and with it every
-//   bwrap (`--die-with-parent`). If the spawner dies, its running children are killed and reported
-//   as SIGKILLed; the next spawn starts a new spawner.
+//   bwrap (`--die-with-parent`). If the spawner dies, its running children are killed — each only
+//   while its pid still names the process the spawner forked (same start time; ProcScan.ts) — and
+//   reported as SIGKILLed; the next spawn starts a new spawner.
 // - While spawns are outstanding the channel holds the event loop open; otherwise it does not, so a
 //   one-shot command that spawned something still exits.
 //
@@ -147,12 +150,18 @@ export const SpawnRequest = Schema.Struct({
 })
 
 /**
- * What the spawner answers: the child's pid (first, before anything else), one `fd` per pipe
+ * What the spawner answers: the child's pid (first, before anything else) with its start time
+ * (field 22 of /proc/<pid>/stat; null when the spawner could not read it), one `fd` per pipe
  * carrying its socket, its exit; or why it did not start (`fail`), or that the request was
  * malformed (`refused`, with the request's id when it had a usable one).
  */
 export const SpawnerReply = Schema.Union(
-  Schema.Struct({ t: Schema.Literal("pid"), id: MessageId, pid: Schema.Int.pipe(Schema.positive()) }),
+  Schema.Struct({
+    t: Schema.Literal("pid"),
+    id: MessageId,
+    pid: Schema.Int.pipe(Schema.positive()),
+    start: Schema.NullOr(Schema.String.pipe(Schema.pattern(/^\d+$/)))
+  }),
   Schema.Struct({ t: Schema.Literal("fd"), id: MessageId, n: Schema.Literal(0, 1, 2) }),
   Schema.Struct({ t: Schema.Literal("exit"), id: MessageId, code: Schema.NullOr(Schema.Int), signal: Schema.NullOr(Schema.String) }),
   Schema.Struct({ t: Schema.Literal("fail"), id: MessageId, message: Schema.String }),
@@ -172,6 +181,7 @@ const parseText = (e: ParseResult.ParseError) => ParseResult.TreeFormatter.forma
  */
 export const spawnerSource = String.raw`"use strict"
 const { spawn } = require("node:child_process")
+const { readFileSync } = require("node:fs")
 const MARK = ${JSON.stringify(MARK)}
 const mark = process.env[MARK]
 const pause = Number(process.env[${JSON.stringify(PAUSE_HOOK)}] || 0)
@@ -179,6 +189,16 @@ const send = (m, h) => { if (process.connected) process.send(m, h, { keepOpen: f
 const running = new Map()
 const isId = (x) => Number.isSafeInteger(x) && x > 0
 const isStr = (x) => typeof x === "string"
+// Field 22 of /proc/<pid>/stat, parsed as ProcScan.identity does (no module of ours loads here).
+// Read while the child is at worst an unreaped zombie of this process (reaping waits for the
+// event loop), so the pid is still the child's.
+const startOf = (pid) => {
+  try {
+    const stat = readFileSync("/proc/" + pid + "/stat", "latin1")
+    const start = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]
+    return /^\d+$/.test(start) ? start : null
+  } catch { return null }
+}
 const problem = (m) => {
   if (m === null || typeof m !== "object" || Array.isArray(m)) return "not an object"
   if (m.t !== "spawn") return "t is not \"spawn\""
@@ -207,9 +227,10 @@ process.on("message", (m) => {
   }
   // The pid goes first, before anything else: the daemon can kill a child it knows.
   if (c.pid !== undefined) {
+    const start = startOf(c.pid)
     if (pause > 0) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, pause)
     running.set(id, c.pid)
-    send({ t: "pid", id, pid: c.pid })
+    send({ t: "pid", id, pid: c.pid, start })
   }
   // Nothing here reads the pipes: the daemon does, once it holds them.
   const pipes = [c.stdin, c.stdout, c.stderr]
@@ -249,6 +270,8 @@ interface Pending {
   readonly opts: LaunchOptions
   readonly done: (r: Started) => void
   pid?: number
+  /** The child's start time as the spawner read it (null: it could not). */
+  start?: string | null
   pipes: Array<Socket | undefined>
   phase: Phase
   status?: ExitStatus
@@ -381,6 +404,7 @@ export class SpawnerProcess {
         return
       case "pid":
         p.pid = msg.pid
+        p.start = msg.start
         if (p.phase === "cancelled" || p.phase === "failed") killGroup(p.pid, "SIGKILL")
         return
       case "fd": {
@@ -433,7 +457,11 @@ export class SpawnerProcess {
     const lost = [...this.pending.values()]
     this.pending.clear()
     for (const p of lost) {
-      if (p.pid !== undefined) killGroup(p.pid, "SIGKILL")
+      // Its exit was never reported: it may have exited since and, with the spawner dead, been
+      // reaped by init, its pid another process's. So it is killed only while its pid still
+      // names the process the spawner forked (same start time, re-read right before the kill);
+      // with no start time known it is left to the scan below.
+      if (p.pid !== undefined && typeof p.start === "string") killFound({ pid: p.pid, start: p.start }, "SIGKILL")
       if (p.phase === "starting") {
         p.phase = "failed"
         for (const s of p.pipes) s?.destroy()

@@ -2,12 +2,15 @@
 // a pipe without its socket, an exit before the pipes, a malformed reply (fake spawners), a
 // malformed request (the real spawner), and a spawner killed between a fork and its pid report
 // (a test hook pauses it there). Every case ends with the start failed, typed, and no child left.
+// A spawner that dies: the pids it reported are killed only while they name the process it forked
+// (the start time in its pid message), so a pid taken since by another process is spared.
 import { Schema } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { identity } from "../../src/sandbox/ProcScan.js"
 import { type LaunchOptions, MARK, PAUSE_HOOK, SpawnerProcess, spawnerSource, SpawnRequest, type Started } from "../../src/sandbox/Spawner.js"
 import { waitFor } from "./sandbox.support.js"
 
@@ -60,7 +63,7 @@ describe("spawner protocol", () => {
   ]
   for (const k of incomplete) {
     it(`${k.what} fails the start (protocol) and kills the child's group`, async () => {
-      const s = new SpawnerProcess(() => {}, { source: fake(`send({ t: "pid", id: m.id, pid: c.pid }); ${k.then}`) })
+      const s = new SpawnerProcess(() => {}, { source: fake(`send({ t: "pid", id: m.id, pid: c.pid, start: null }); ${k.then}`) })
       try {
         const arg = marker()
         const r = await start(s, { program: "sleep", args: [arg] })
@@ -136,6 +139,55 @@ describe("spawner protocol", () => {
       expect(fs.existsSync(mark)).toBe(true)
     } finally {
       proc.kill("SIGKILL")
+    }
+  }, 60_000)
+
+  it("a spawner that dies: a reported child without its mark is killed by the pid and start time it reported", async () => {
+    const s = new SpawnerProcess(() => {})
+    const arg = marker()
+    try {
+      // `env -i`: the sleep's environment has no mark, so only the reported pid can find it.
+      const r = await start(s, { program: "env", args: ["-i", "sleep", arg] })
+      expect(r._tag).toBe("started")
+      expect(await waitFor(() => withArg(arg).length === 1, 20_000)).toBe(true)
+      process.kill(s.pid!, "SIGKILL")
+      expect(await waitFor(() => withArg(arg).length === 0, 20_000)).toBe(true)
+    } finally {
+      for (const pid of withArg(arg)) process.kill(pid, "SIGKILL")
+      s.stop()
+    }
+  }, 60_000)
+
+  it("a spawner that dies after reporting a pid that is another process's now: that process is not signalled", async () => {
+    // The process now holding the reported pid (started here, unmarked, its own group).
+    const victim = spawn("sleep", [marker()], { stdio: "ignore", detached: true })
+    const gone = new Promise<void>((resolve) => victim.once("exit", () => resolve()))
+    /** A fake spawner: reports `victim`'s pid with `start` as the child's start time, then dies. */
+    const reporting = (start: string) =>
+      new SpawnerProcess(() => {}, {
+        env: { VICTIM: String(victim.pid), START: start },
+        source: String.raw`"use strict"
+process.on("message", (m) => {
+  process.send({ t: "pid", id: m.id, pid: Number(process.env.VICTIM), start: process.env.START }, undefined, {}, () => process.exit(0))
+})
+`
+      })
+    try {
+      const now = identity(victim.pid!)!.start
+      // The child it forked started earlier than the process that holds its pid now.
+      const stale = reporting(String(Number(now) - 1))
+      const r = await start(stale, { program: "sleep", args: ["1"] })
+      expect(failedWith(r)).toMatchObject({ reason: "spawn", message: "the spawner process exited" })
+      // A kill would have been sent before the start failed; give the victim time to die of it.
+      await new Promise((resolve) => setTimeout(resolve, 1000))
+      expect(victim.exitCode === null && victim.signalCode === null).toBe(true)
+      // Control: reported with the start time it has, the same pid is killed.
+      const same = reporting(now)
+      expect(failedWith(await start(same, { program: "sleep", args: ["1"] }))).toMatchObject({ reason: "spawn" })
+      await gone
+      expect(victim.signalCode).toBe("SIGKILL")
+    } finally {
+      victim.kill("SIGKILL")
     }
   }, 60_000)
 
