@@ -3,7 +3,10 @@
 // recently used *idle* session is suspended (blob → session.json, `suspend.result` logged);
 // a session mid-turn is never evicted; if every slot is mid-turn the caller waits in a FIFO
 // queue (never errors). Re-acquiring an evicted session logs `session.restored`.
-import { Context, Deferred, Effect, Exit, Layer, Option, Schema, Scope } from "effect"
+// The lock covers only the bookkeeping (which slot, which victim): an eviction's and an open's
+// I/O run outside it, in the acquiring fiber, so sessions are suspended and resumed side by
+// side; a session being suspended is not acquired (nor dropped) before its record is saved.
+import { Context, Deferred, Effect, Exit, FiberId, Layer, Option, Schema, Scope } from "effect"
 import type { EventLogError, ProviderError, SessionStoreError } from "../domain/errors.js"
 import { makeEvent } from "../domain/events.js"
 import type { SessionId } from "../domain/ids.js"
@@ -64,6 +67,8 @@ export class Multiplexer extends Effect.Service<Multiplexer>()("substrat/Multipl
     const log = yield* EventLog
     const lock = yield* Effect.makeSemaphore(1)
     const live = new Map<SessionId, Slot>()
+    // Sessions being suspended outside the lock; done once the record holds the blob.
+    const evicting = new Map<SessionId, Deferred.Deferred<void>>()
     const waiters: Array<Ticket> = []
     let reserved = 0
     let clock = 0
@@ -75,10 +80,12 @@ export class Multiplexer extends Effect.Service<Multiplexer>()("substrat/Multipl
 
     const now = Effect.sync(() => new Date().toISOString())
 
-    /** Suspend one live idle session: blob → session.json, `suspend.result`, stop. Under the lock. */
+    /**
+     * Suspend a session taken out of `live`: blob → session.json, `suspend.result`, stop. The
+     * record and the event go to two files side by side (recovery ignores `suspend.result`).
+     */
     const evict = (id: SessionId, slot: Slot) =>
       Effect.gen(function*() {
-        live.delete(id)
         const blob = yield* slot.provider.suspend.pipe(
           Effect.catchAll((e) =>
             log.append(id, makeEvent("provider.error", { turn_id: null, reason: e.reason, message: e.message })).pipe(
@@ -89,13 +96,28 @@ export class Multiplexer extends Effect.Service<Multiplexer>()("substrat/Multipl
         )
         yield* Scope.close(slot.scope, Exit.void)
         const rec = yield* store.load(id)
-        yield* store.save(new Session({ ...rec, state: "suspended", suspended_at: yield* now, provider_state: blob }))
-        yield* log.append(id, makeEvent("suspend.result", { state_size: blob.byteLength }))
+        const record = new Session({ ...rec, state: "suspended", suspended_at: yield* now, provider_state: blob })
+        yield* Effect.all([store.save(record), log.append(id, makeEvent("suspend.result", { state_size: blob.byteLength }))], {
+          concurrency: 2,
+          discard: true
+        })
       })
+
+    /** `evict` outside the lock: the session counts as being suspended until its record is saved. */
+    const evictOutside = (id: SessionId, slot: Slot) => {
+      const done = evicting.get(id)
+      return evict(id, slot).pipe(
+        Effect.ensuring(Effect.suspend(() => {
+          if (evicting.get(id) === done) evicting.delete(id)
+          return done === undefined ? Effect.void : Deferred.succeed(done, undefined)
+        })),
+        Effect.uninterruptible
+      )
+    }
 
     type Decision =
       | { readonly _tag: "live"; readonly provider: ProviderService }
-      | { readonly _tag: "new" }
+      | { readonly _tag: "new"; readonly victim: readonly [SessionId, Slot] | undefined }
       | { readonly _tag: "wait"; readonly deferred: Deferred.Deferred<void> }
 
     const decide = (id: SessionId, ticket: Ticket) =>
@@ -111,23 +133,28 @@ export class Multiplexer extends Effect.Service<Multiplexer>()("substrat/Multipl
           }
           return { _tag: "live", provider: slot.provider } satisfies Decision
         }
+        // Being suspended: wait until its record holds the blob, then decide again.
+        const out = evicting.get(id)
+        if (out !== undefined) return { _tag: "wait", deferred: out } satisfies Decision
         const enqueue = Effect.gen(function*() {
           ticket.deferred = yield* Deferred.make<void>()
           if (queued < 0) waiters.push(ticket)
           return { _tag: "wait", deferred: ticket.deferred } satisfies Decision
         })
         if (waiters.length > 0 && queued !== 0) return yield* enqueue
+        let victim: [SessionId, Slot] | undefined
         if (live.size + reserved >= slots) {
-          let victim: [SessionId, Slot] | undefined
           for (const entry of live) {
             if (!entry[1].busy && (victim === undefined || entry[1].lastUsed < victim[1].lastUsed)) victim = entry
           }
           if (victim === undefined) return yield* enqueue
-          yield* evict(victim[0], victim[1])
+          // Its slot is this acquire's from now on; the acquirer suspends it (evictOutside).
+          live.delete(victim[0])
+          evicting.set(victim[0], Deferred.unsafeMake<void>(FiberId.none))
         }
         reserved += 1
         if (queued === 0) waiters.shift()
-        return { _tag: "new" } satisfies Decision
+        return { _tag: "new", victim } satisfies Decision
       })
 
     /** Make a provider for the session: resume from its blob when it has one, else start. */
@@ -144,10 +171,14 @@ export class Multiplexer extends Effect.Service<Multiplexer>()("substrat/Multipl
           const resuming = rec.provider_state.byteLength > 0 && rec.state !== "created"
           if (resuming) yield* provider.resume(rec.provider_state)
           else yield* provider.start(b.session_id, b.instructions)
-          yield* store.save(new Session({ ...rec, state: "active", suspended_at: null }))
-          if (resuming) {
-            yield* log.append(b.session_id, makeEvent("session.restored", { provider: b.provider, model: rec.model }))
-          }
+          const active = store.save(new Session({ ...rec, state: "active", suspended_at: null }))
+          // Two files side by side (recovery ignores `session.restored`).
+          yield* resuming
+            ? Effect.all([active, log.append(b.session_id, makeEvent("session.restored", { provider: b.provider, model: rec.model }))], {
+              concurrency: 2,
+              discard: true
+            })
+            : active
           return provider
         }).pipe(Effect.onError((cause) => Scope.close(scope, Exit.failCause(cause))))
         return { provider: result, scope }
@@ -165,7 +196,7 @@ export class Multiplexer extends Effect.Service<Multiplexer>()("substrat/Multipl
           )
           if (d._tag === "live") return d.provider
           if (d._tag === "new") {
-            const opened = yield* open(b).pipe(
+            const opened = yield* (d.victim === undefined ? open(b) : Effect.zipRight(evictOutside(d.victim[0], d.victim[1]), open(b))).pipe(
               Effect.tapErrorCause(() =>
                 lock.withPermits(1)(Effect.sync(() => {
                   reserved -= 1
@@ -213,6 +244,7 @@ export class Multiplexer extends Effect.Service<Multiplexer>()("substrat/Multipl
         if (slot.busy) {
           return yield* new SessionBusyError({ session_id: id, message: `session ${id} is mid-turn` })
         }
+        live.delete(id)
         yield* evict(id, slot)
         yield* wakeHead
         return true
@@ -221,6 +253,9 @@ export class Multiplexer extends Effect.Service<Multiplexer>()("substrat/Multipl
 
     /** Stop a session's provider without suspending it (termination, deletion). */
     const drop = Effect.fn("Multiplexer.drop")(function*(id: SessionId) {
+      // A suspension in flight finishes first: its record is not written after the caller's.
+      const out = evicting.get(id)
+      if (out !== undefined) yield* Deferred.await(out)
       yield* lock.withPermits(1)(Effect.gen(function*() {
         const slot = live.get(id)
         if (!slot) return

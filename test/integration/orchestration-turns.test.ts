@@ -1,16 +1,22 @@
 // Turn-ordering guarantees, checked in the event logs: a session mid-turn is never evicted by the
 // Multiplexer (its turn ends before its suspension), and two turns of one agent never overlap.
 // Each test fails when the guarantee is removed (the `!busy` check in Multiplexer.decide, the
-// per-session serialisation in TurnScheduler, the hooks inside TurnScheduler.stoppable). And a
+// per-session serialisation in TurnScheduler, the hooks inside TurnScheduler.stoppable, the wait
+// for a suspension under way in Multiplexer.decide). And a
 // `stopTurn` returns only once the stopped turn's hooks (the workspace diff's git) are done:
 // `workspace delete --force` removes the directory right after.
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Fiber, Layer, Option, Ref } from "effect"
+import * as Orchestration from "../../src/agent/Orchestrator.js"
 import { Orchestrator } from "../../src/agent/Orchestrator.js"
+import type { Session } from "../../src/domain/session.js"
+import * as ScriptedProvider from "../../src/provider/scripted/ScriptedProvider.js"
+import { MultiplexerConfig } from "../../src/session/Multiplexer.js"
+import { SessionStore } from "../../src/storage/SessionStore.js"
 import { TurnHooks } from "../../src/agent/TurnHooks.js"
 import type { Scripts } from "../../src/provider/scripted/Script.js"
 import { tmpDir } from "../support/tmpDir.js"
-import { eventsOf, names, stack } from "./orchestration.support.js"
+import { eventsOf, names, stack, storage } from "./orchestration.support.js"
 
 describe("turn ordering (scripted provider, file EventLog)", () => {
   it.scopedLive("a session mid-turn is not evicted: with one slot, b waits; a's turn.complete precedes its suspend.result", () =>
@@ -79,6 +85,47 @@ describe("turn ordering (scripted provider, file EventLog)", () => {
         expect([Option.getOrThrow(t1).error, Option.getOrThrow(t2).error]).toEqual([null, null])
       }).pipe(Effect.provide(stack({ home, scripts })))
     }))
+  it.scopedLive("an agent asking for a slot while another's acquire suspends it resumes from its saved blob", () =>
+    Effect.gen(function*() {
+      const home = yield* tmpDir()
+      // Each agent answers with its script step: a resume from a record whose blob was not saved
+      // yet would start the script again (a repeated step).
+      const scripts: Scripts = { "*": (i) => ({ text: `${i.agent}-${i.turn}` }) }
+      // The first suspension's record is slow to save (a busy disk): the agent it suspends asks
+      // for a slot again meanwhile, and another slot can be freed for it at once.
+      let slowed = false
+      const base = storage(home)
+      const slowStore = Layer.effect(
+        SessionStore,
+        Effect.map(SessionStore, (store) => ({
+          ...store,
+          save: (rec: Session) => {
+            if (rec.state !== "suspended" || slowed) return store.save(rec)
+            slowed = true
+            return Effect.zipRight(Effect.sleep(Duration.millis(300)), store.save(rec))
+          }
+        }))
+      ).pipe(Layer.provide(base))
+      const layer = Orchestration.layer.pipe(
+        Layer.provideMerge(Layer.mergeAll(ScriptedProvider.layer({ scripts }), MultiplexerConfig.layer(2), base, slowStore))
+      )
+      yield* Effect.gen(function*() {
+        const o = yield* Orchestrator
+        const [a, b, c] = yield* Effect.forEach(["a", "b", "c"], (name) => o.createRoot({ name, instructions: name, provider: "scripted" }))
+        const reply = (x: Option.Option<{ readonly response: string }>) => Option.getOrThrow(x).response
+        // Both slots live and idle, a the least recently used.
+        expect(reply(yield* o.runTurn(a!.id, "one"))).toBe("a-0")
+        expect(reply(yield* o.runTurn(b!.id, "one"))).toBe("b-0")
+        // c's acquire suspends a; a asks for a slot while that suspension is under way (b is idle).
+        const [cTurn, aTurn] = yield* Effect.all([o.runTurn(c!.id, "one"), o.runTurn(a!.id, "two")], { concurrency: "unbounded" })
+        expect([reply(cTurn), reply(aTurn)]).toEqual(["c-0", "a-1"])
+        const log = names(yield* eventsOf(a!.session_id))
+        expect(log).not.toContain("provider.error")
+        expect(log.indexOf("suspend.result")).toBeGreaterThan(-1)
+        expect(log.indexOf("suspend.result")).toBeLessThan(log.indexOf("session.restored"))
+      }).pipe(Effect.provide(layer))
+    }))
+
   it.scopedLive("stopTurn returns once the stopped turn's hooks are done (a workspace delete follows it at once)", () =>
     Effect.gen(function*() {
       const home = yield* tmpDir()
