@@ -9,7 +9,8 @@
 //    the delivery and leaves nothing in memory. Only `message.delivered` (a lost one means a
 //    duplicate after a crash, never a loss) is best-effort: a failure is a warning.
 //  - A turn's prompt takes its waking message out of the inbox plus every notification /
-//    multicast waiting there (prepended); `message.delivered` is logged for each once drained.
+//    multicast waiting there (prepended); `message.delivered` is logged for each with the turn's
+//    `turn.start`, in one durable step (TurnRunner), or by `check_inbox` once drained.
 import { Effect, Option } from "effect"
 import type { EventLogError } from "../domain/errors.js"
 import { type LogEvent, makeEvent } from "../domain/events.js"
@@ -151,9 +152,8 @@ export class Delivery extends Effect.Service<Delivery>()("substrat/Delivery", {
     /**
      * At the start of a turn: pop the agent's oldest trigger and build the prompt (waiting
      * notifications first, then the waking message or explicit prompt) from the messages it
-     * takes out of the inbox (`consumed`: the caller marks them delivered once the turn is
-     * registered). None: nothing queued; a null prompt: nothing to say (or the agent is gone /
-     * not born).
+     * takes out of the inbox (`consumed`: the turn marks them delivered with its start). None:
+     * nothing queued; a null prompt: nothing to say (or the agent is gone / not born).
      */
     const takeForTurn = (agent: AgentId): Option.Option<{
       readonly trigger: Trigger

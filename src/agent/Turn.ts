@@ -32,6 +32,8 @@ export class Tally {
   final: string | null = null
   usage: UsageTotals = zeroUsage
   sawUsage = false
+  /** `turn.start` is durable (with the delivery of the messages the prompt took). */
+  startLogged = false
 
   add(out: ProviderOutput): void {
     if (out._tag === "TextChunk") this.chunks += out.text

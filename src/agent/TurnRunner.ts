@@ -247,11 +247,20 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
      * one durable step (`appendAll`). A failed end append fails the turn: nothing is acknowledged
      * that is not durable; a `usage` that does not encode is left out (a warning).
      */
-    const runTurn = (node: AgentNode, turn_id: TurnId, prompt: string, tally: Tally, stopped: Effect.Effect<never, TurnStopped>) =>
+    const runTurn = (
+      node: AgentNode,
+      turn_id: TurnId,
+      prompt: string,
+      took: ReadonlyArray<MessageEnvelope>,
+      tally: Tally,
+      stopped: Effect.Effect<never, TurnStopped>
+    ) =>
       mux.use(bindingOf(node), (provider) =>
         Effect.gen(function*() {
           const started = yield* Clock.currentTimeNanos
-          yield* log.append(node.session_id, makeEvent("turn.start", { turn_id, prompt }))
+          // The messages the prompt took are marked delivered in the same durable step.
+          yield* log.appendAll(node.session_id, [...deliveredOf(took), makeEvent("turn.start", { turn_id, prompt })])
+          tally.startLogged = true
           turns.started(node.id, turn_id)
           yield* bus.publish({ _tag: "TurnStarted", agent_id: node.id, turn_id, prompt })
           // A stop ends the run (the provider's stream interrupted, its finalizers run) with
@@ -269,6 +278,10 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
           return { turn_id, prompt, response: tally.response, usage: tally.usage, error: null } satisfies TurnOutcome
         })
       )
+
+    /** `message.delivered` of each message a turn's prompt took. */
+    const deliveredOf = (took: ReadonlyArray<MessageEnvelope>): Array<LogEvent> =>
+      took.map((m) => makeEvent("message.delivered", { message_id: m.id }))
 
     /**
      * The turn's end event, preceded by its `usage` when the provider reported any, in one durable
@@ -289,7 +302,7 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
      * recovery after a crash keeps it parked too), and `provider.error` is logged, best-effort.
      * The session stays usable: its provider stays live for the next turn.
      */
-    const failTurn = (node: AgentNode, turn_id: TurnId, prompt: string, tally: Tally, e: unknown) =>
+    const failTurn = (node: AgentNode, turn_id: TurnId, prompt: string, took: ReadonlyArray<MessageEnvelope>, tally: Tally, e: unknown) =>
       Effect.gen(function*() {
         if (!(e instanceof BirthsFailed)) {
           yield* birthChildren(node).pipe(Effect.catchAll((b) => Effect.logWarning(`turn ${turn_id}: ${b._tag}: ${b.message}`)))
@@ -297,8 +310,13 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
         const error = describeFailure(e instanceof BirthsFailed ? e.cause : e)
         const parked = gate === null ? null : gate.spent(node)
         const failed = makeEvent("provider.error", { turn_id, ...error, ...(parked === null ? {} : { parked }) })
-        // The provider had finished when the births failed: its usage goes with the error.
-        yield* (e instanceof BirthsFailed ? endTurn(node, turn_id, tally, failed) : log.append(node.session_id, failed)).pipe(
+        // The provider had finished when the births failed: its usage goes with the error. A turn
+        // that failed before its start was logged (no slot, no provider) consumed its messages
+        // all the same: they are marked delivered with its error.
+        const logged = e instanceof BirthsFailed
+          ? endTurn(node, turn_id, tally, failed)
+          : log.appendAll(node.session_id, [...(tally.startLogged ? [] : deliveredOf(took)), failed])
+        yield* logged.pipe(
           Effect.catchAll((le) => Effect.logWarning(`provider.error of turn ${turn_id} not logged: ${le.message}`))
         )
         return { turn_id, prompt, response: "", usage: tally.usage, error, ...(parked === null ? {} : { parked }) } satisfies TurnOutcome
@@ -335,7 +353,8 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
         const { consumed, prompt, trigger } = t.value
         if (prompt === null) return settle(trigger, null).pipe(Effect.as(Option.none()))
         turns.begin(agent, trigger)
-        return delivery.markDelivered(agent, consumed).pipe(Effect.as(Option.some({ prompt, trigger, took: consumed })))
+        // (Marked delivered with the turn's start: runTurn, or failTurn when it fails before.)
+        return Effect.succeedSome({ prompt, trigger, took: consumed })
       })
 
     /**
@@ -373,8 +392,8 @@ export class TurnRunner extends Effect.Service<TurnRunner>()("substrat/TurnRunne
               const turn_id = newTurnId()
               const tally = new Tally()
               const outcome = yield* scheduler.stoppable(node.session_id, (stopped) =>
-                runTurn(node, turn_id, prompt, tally, stopped).pipe(
-                  Effect.catchAll((e) => failTurn(node, turn_id, prompt, tally, e)),
+                runTurn(node, turn_id, prompt, took, tally, stopped).pipe(
+                  Effect.catchAll((e) => failTurn(node, turn_id, prompt, took, tally, e)),
                   // Inside the stoppable part: a `stopTurn` returns only once the hooks' work (git
                   // in the agent's workspace) is done, so a workspace delete never races it.
                   Effect.tap((o) => hooks.afterTurn(node, o).pipe(Effect.catchAllCause(() => Effect.void)))

@@ -1,9 +1,13 @@
 // The answer path of a USER request to an echo root (send → turn → answer), crashed at every I/O
 // sub-step: the log steps that belong together are one durable step, so no crash leaves one on
-// disk without the other. The log is read back through the real file layer (its repair applies
-// or discards the step in flight), never through recovery, which would append more.
+// disk without the other — the request's `message.delivered` with the turn's `turn.start`, the
+// answer's `message.enqueued` with its `message.delivered`. The log is read back through the
+// real file layer (its repair applies or discards the step in flight), never through recovery,
+// which would append more. A turn that fails before it starts still marks its message delivered.
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either, ManagedRuntime } from "effect"
+import { ProviderError } from "../../src/domain/errors.js"
+import { ProviderRegistry } from "../../src/provider/ProviderRegistry.js"
 import { Orchestrator } from "../../src/agent/Orchestrator.js"
 import type { LogEntry } from "../../src/domain/events.js"
 import type { SessionId } from "../../src/domain/ids.js"
@@ -11,7 +15,7 @@ import type { Scripts } from "../../src/provider/scripted/Script.js"
 import { makeCrashing } from "../../src/storage/DurableCrash.js"
 import { fileLayers, readAll } from "../support/logs.js"
 import { withTmp } from "../support/tmp.js"
-import { lifeLayer, syncPrimitives, trackedScripted } from "./recovery.support.js"
+import { lifeLayer, recoverLife, syncPrimitives, trackedScripted } from "./recovery.support.js"
 
 const scripts: Scripts = { echo: { steps: [], after: "echo" } }
 
@@ -44,6 +48,10 @@ const logOf = (home: string, session: SessionId): Promise<Array<LogEntry>> =>
 const unpaired = (entries: ReadonlyArray<LogEntry>): Array<string> => {
   const bad: Array<string> = []
   const delivered = new Set(entries.flatMap((e) => e.event === "message.delivered" ? [e.data.message_id] : []))
+  const requests = entries.flatMap((e) => e.event === "message.enqueued" && e.data.kind === "request" ? [e.data.id] : [])
+  const started = entries.filter((e) => e.event === "turn.start").length
+  const taken = requests.filter((id) => delivered.has(id)).length
+  if (taken !== started) bad.push(`${taken} request(s) marked delivered, ${started} turn.start(s)`)
   for (const e of entries) {
     if (e.event !== "message.enqueued" || e.data.recipient !== "USER") continue
     if (!delivered.has(e.data.id)) bad.push(`the answer ${e.data.id} is logged without its message.delivered`)
@@ -69,7 +77,7 @@ describe("the answer path: what belongs together is one durable step", () => {
     })
   })
 
-  it("a crash at any step leaves the answer's enqueued and delivered both on disk or neither", { timeout: 120_000 }, async () => {
+  it("a crash at any step leaves the turn's start and its message's delivery, the answer's enqueued and delivered, both on disk or neither", { timeout: 120_000 }, async () => {
     const total = await withTmp(async (home) => (await run(home, undefined)).steps)
     const failures: Array<string> = []
     let answered = 0
@@ -86,5 +94,34 @@ describe("the answer path: what belongs together is one durable step", () => {
     expect(failures).toEqual([])
     // Some crashes came after the answer was durable: the check above saw an answer on disk.
     expect(answered).toBeGreaterThan(0)
+  })
+
+  it("a turn whose provider does not start marks its message delivered with its error; a restart does not run it again", async () => {
+    await withTmp(async (home) => {
+      const broken = ProviderRegistry.layer({
+        name: "broken",
+        make: () => Effect.fail(new ProviderError({ provider: "broken", reason: "start", message: "cannot start" }))
+      })
+      const durable = makeCrashing({}, syncPrimitives).layer
+      const life = ManagedRuntime.make(lifeLayer(home, durable, broken))
+      const { request, session } = await life.runPromise(Effect.gen(function*() {
+        const o = yield* Orchestrator
+        const root = yield* o.createRoot({ name: "b", instructions: "b", provider: "broken" })
+        const sent = yield* o.send({ agent: root.id, text: "ping" })
+        yield* o.awaitIdle
+        return { request: sent.message_id, session: root.session_id }
+      })).finally(() => life.dispose())
+      const names = (es: ReadonlyArray<LogEntry>) => es.map((e) => e.event === "message.delivered" ? `delivered ${e.data.message_id === request}` : e.event)
+      const before = names(await logOf(home, session))
+      expect(before).not.toContain("turn.start")
+      // Its error follows the message's delivery (then USER's error answer, enqueued and delivered).
+      expect(before.slice(before.indexOf("delivered true"), before.indexOf("delivered true") + 2)).toEqual(["delivered true", "provider.error"])
+      // Consumed by a turn that ended (failed): recovery does not deliver it again.
+      const again = await recoverLife(home, broken, { resume: false }, durable)
+      await again.life.runPromise(Effect.flatMap(Orchestrator, (o) => o.awaitIdle))
+      await again.life.dispose()
+      const after = names(await logOf(home, session))
+      expect(after.filter((e) => e === "provider.error")).toHaveLength(1)
+    })
   })
 })
