@@ -84,4 +84,5 @@ export class EventLog extends Context.Tag("substrat/EventLog")<EventLog, EventLo
   static readonly layerMemory: Layer.Layer<EventLog> = Layer.effect(EventLog, makeMemory)
 }
 
-export { encodeEntryLine, repairedView } from "./internal/eventLogFile.js"
+export { encodeEntryLine } from "./internal/eventLine.js"
+export { repairedView } from "./internal/eventLogFile.js"

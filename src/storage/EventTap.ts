@@ -5,14 +5,14 @@
 // Each session's appends go through the tap one at a time: the tap's work runs under the log's own
 // per-session lock (`append`'s `after`, `readThen`), so different sessions never wait on each
 // other's fsync and there is one lock per session. After its append, an entry gets its line in events.jsonl and
-// its global *position*: the next record of the EventIndex (src/storage/EventIndex.ts), written
-// before the entry is published. Records queue in append order and are written in batches, one
-// write in flight at a time (below) — so numbered subscribers receive entries in position order,
-// a position names the same entry after a restart, and an append returns once its entry has one.
+// its global *position*: the next record of the EventIndex (src/storage/EventIndex.ts), given out
+// in append order and written (in batches, one write in flight at a time, below) before the entry
+// is published to numbered subscribers — so they receive entries in position order, a position
+// names the same entry after a restart, and an append returns once its entry has one.
 // The index can lag the logs (a machine crash loses its unsynced tail, an old home has none): the
 // first append to a session in this process, and every `snapshot`, read the log and index (and
 // publish) the lines it lacks, so every line gets exactly one position.
-import { Chunk, Context, Deferred, Effect, Exit, FiberId, Layer, PubSub, type Queue, type Scope } from "effect"
+import { Chunk, Context, Effect, Layer, PubSub, type Queue, type Scope } from "effect"
 import type { EventLogError } from "../domain/errors.js"
 import type { LogEntry } from "../domain/events.js"
 import type { SessionId } from "../domain/ids.js"
@@ -33,7 +33,7 @@ export interface EventTapService {
   readonly subscribeNumbered: Effect.Effect<Queue.Dequeue<Tapped>, never, Scope.Scope>
   /** A session's whole log, read while no append to it runs (its lines are all indexed after). */
   readonly snapshot: (session: SessionId) => Effect.Effect<Chunk.Chunk<LogEntry>, EventLogError>
-  /** The last position given out so far (0: none). */
+  /** The last position given out so far (0: none), once every position up to it is published (in the index). */
   readonly position: Effect.Effect<number>
   /** The index records at positions `(after, upTo]`. */
   readonly records: (after: number, upTo: number) => Effect.Effect<ReadonlyArray<IndexRecord>>
@@ -44,17 +44,6 @@ export class EventTap extends Context.Tag("substrat/EventTap")<EventTap, EventTa
 interface Slot {
   /** The log was read in this process, so `lines` below is its true length. Changed only under the log's session lock. */
   verified: boolean
-  /** The batch holding this session's last record (it is written after every earlier batch). */
-  batch: Batch | undefined
-}
-
-/** Records waiting for one index write: every record queued while the previous write was in flight. */
-interface Batch {
-  readonly records: Array<IndexRecord>
-  readonly entries: Array<LogEntry>
-  /** Set once the batch is written and published (`done` completed). */
-  written: boolean
-  readonly done: Deferred.Deferred<void>
 }
 
 /** Provides a tapped EventLog and the EventTap, given the real EventLog and the index. */
@@ -65,7 +54,7 @@ export const layer: Layer.Layer<EventLog | EventTap, EventLogError, EventLog | E
     const scope = yield* Effect.scope
     const hub = yield* PubSub.unbounded<LogEntry>()
     const numbered = yield* PubSub.unbounded<Tapped>()
-    // Position p is record p - 1; `lines`: each session's highest line given a record (queued or written).
+    // Position p is record p - 1; `lines`: each session's highest line given a position.
     const recSession: Array<SessionId> = []
     const recLine: Array<number> = []
     const lines = new Map<SessionId, number>()
@@ -81,85 +70,88 @@ export const layer: Layer.Layer<EventLog | EventTap, EventLogError, EventLog | E
     const slotOf = (session: SessionId): Slot => {
       let slot = slots.get(session)
       if (slot === undefined) {
-        slot = { verified: false, batch: undefined }
+        slot = { verified: false }
         slots.set(session, slot)
       }
       return slot
     }
 
-    // The index is written in batches (group commit): a record is queued, under its session's lock,
-    // into the batch being filled; whoever then finds no write in flight writes that batch (one
-    // index write for all its records) and publishes it; while a write is in flight, records queue
-    // for the next one. So one write, and no daemon-wide lock, per batch instead of per append; a
-    // caller waits for its batch, so an append still returns with its position given out.
-    let filling: Batch | undefined
+    // Positions are given out in memory, under the entry's session lock, in append order; the index
+    // is written in batches by one fiber at a time (group commit: the records given out while a
+    // write is in flight go in the next write), and a batch is published to numbered subscribers
+    // only once written. So an append waits neither for the index nor for a daemon-wide lock, and
+    // a position reaches a client (the feed takes them from numbered subscribers) only once it is
+    // in the index — a killed daemon's restart reads it back.
+    let records: Array<IndexRecord> = []
+    let published: Array<Tapped> = []
     let writing = false
+    /** Positions up to this one are written and published; callers of `position` wait for theirs. */
+    let publishedUpTo = recSession.length
+    let waiting: Array<{ readonly upTo: number; readonly resume: () => void }> = []
+    const wake = (upTo: number): void => {
+      publishedUpTo = upTo
+      if (waiting.length === 0) return
+      const still: typeof waiting = []
+      for (const w of waiting) (w.upTo <= upTo ? w.resume() : still.push(w))
+      waiting = still
+    }
+    const position: Effect.Effect<number> = Effect.suspend(() => {
+      const upTo = recSession.length
+      if (publishedUpTo >= upTo) return Effect.succeed(upTo)
+      return Effect.async<number>((resume) => {
+        waiting.push({ upTo, resume: () => resume(Effect.succeed(upTo)) })
+      })
+    })
 
-    /** Queue the session's lines up to `total` that have no record yet (under its lock). */
-    const enqueue = (session: SessionId, slot: Slot, total: number, entries: ReadonlyArray<LogEntry>, first: number): void => {
-      const from = lines.get(session) ?? 0
-      if (total <= from) return
-      let batch = filling
-      if (batch === undefined) {
-        batch = { records: [], entries: [], written: false, done: Deferred.unsafeMake(FiberId.none) }
-        filling = batch
+    /** Give the session's lines up to `total` that have none a position (under its lock). */
+    const enqueue = (session: SessionId, total: number, entries: ReadonlyArray<LogEntry>, first: number): void => {
+      for (let l = (lines.get(session) ?? 0) + 1; l <= total; l++) {
+        recSession.push(session)
+        recLine.push(l)
+        records.push({ session, line: l })
+        published.push({ entry: entries[l - first]!, line: l, position: recSession.length })
       }
-      for (let l = from + 1; l <= total; l++) {
-        batch.records.push({ session, line: l })
-        batch.entries.push(entries[l - first]!)
-      }
-      lines.set(session, total)
-      slot.batch = batch
+      lines.set(session, Math.max(lines.get(session) ?? 0, total))
     }
 
-    /** Write and publish the batch being filled, then hand the next one (if any) to a fiber of its own. */
-    const write: Effect.Effect<void> = Effect.suspend(() => {
-      const batch = filling
-      if (writing || batch === undefined) return Effect.void
-      filling = undefined
-      writing = true
-      return index.append(batch.records).pipe(
+    /** Write and publish what was given out, batch after batch, until nothing waits. */
+    const writeAll: Effect.Effect<void> = Effect.suspend(() => {
+      if (records.length === 0) {
+        writing = false
+        return Effect.void
+      }
+      const batch = records
+      const tapped = published
+      records = []
+      published = []
+      return index.append(batch).pipe(
         // The entries are durable in their logs; positions stay right in this process, and a
         // restart indexes the lost records again.
         Effect.catchAll((e) => Effect.logWarning(`event index: ${e.message}`)),
-        Effect.flatMap(() => {
-          const published: Array<Tapped> = []
-          for (let i = 0; i < batch.records.length; i++) {
-            const r = batch.records[i]!
-            recSession.push(r.session)
-            recLine.push(r.line)
-            published.push({ entry: batch.entries[i]!, line: r.line, position: recSession.length })
-          }
-          return PubSub.publishAll(numbered, published)
-        }),
-        Effect.ensuring(Effect.sync(() => {
-          writing = false
-          batch.written = true
-          Deferred.unsafeDone(batch.done, Exit.void)
-        })),
-        // Records that queued meanwhile: their callers are waiting (not writing); one fiber writes them.
-        Effect.zipRight(Effect.suspend(() => filling === undefined ? Effect.void : Effect.asVoid(Effect.forkIn(write, scope)))),
-        Effect.uninterruptible
+        Effect.zipRight(PubSub.publishAll(numbered, tapped)),
+        Effect.zipRight(Effect.suspend(() => {
+          wake(tapped[tapped.length - 1]!.position)
+          return writeAll
+        }))
       )
     })
-    // Whatever is still queued when the layer closes is written (a forked write finishes first).
-    yield* Effect.addFinalizer(() => write)
-
-    /** Until the session's records queued so far are indexed and published: write them, or wait for the write. */
-    const settle = (slot: Slot): Effect.Effect<void> =>
-      Effect.suspend(() => {
-        const batch = slot.batch
-        if (batch === undefined || batch.written) return Effect.void
-        return batch === filling && !writing ? write : Deferred.await(batch.done)
-      })
+    /** Start a writer unless one runs (it takes whatever was given out meanwhile). */
+    const kick: Effect.Effect<void> = Effect.suspend(() => {
+      if (writing || records.length === 0) return Effect.void
+      writing = true
+      return Effect.asVoid(Effect.forkIn(Effect.uninterruptible(writeAll), scope))
+    })
+    // At close, after the writer (forked later, so interrupted — and awaited — first): the rest.
+    yield* Effect.addFinalizer(() => Effect.suspend(() => (writing ? Effect.void : (writing = true, writeAll))))
 
     /** Under the session's lock: queue records for whatever of the whole log has none yet. */
-    const verify = (session: SessionId, slot: Slot, entries: ReadonlyArray<LogEntry>): void => {
+    const verify = (session: SessionId, slot: Slot, entries: ReadonlyArray<LogEntry>): Effect.Effect<void> => {
       slot.verified = true
-      enqueue(session, slot, entries.length, entries, 1)
+      enqueue(session, entries.length, entries, 1)
+      return kick
     }
     const verifyFirst = (session: SessionId, slot: Slot): Effect.Effect<void> =>
-      inner.readThen(session, (entries) => Effect.sync(() => verify(session, slot, entries))).pipe(
+      inner.readThen(session, (entries) => verify(session, slot, entries)).pipe(
         Effect.catchAll((e) => Effect.logWarning(`event index: cannot read ${session}: ${e.message}`))
       )
 
@@ -168,11 +160,10 @@ export const layer: Layer.Layer<EventLog | EventTap, EventLogError, EventLog | E
     const tapOne = (entry: LogEntry): Effect.Effect<void> => {
       const session = entry.session_id
       const slot = slots.get(session)
-      if (slot !== undefined && slot.verified) {
-        const line = (lines.get(session) ?? 0) + 1
-        enqueue(session, slot, line, [entry], line)
-      }
-      return PubSub.publish(hub, entry)
+      if (slot === undefined || !slot.verified) return PubSub.publish(hub, entry)
+      const line = (lines.get(session) ?? 0) + 1
+      enqueue(session, line, [entry], line)
+      return Effect.zipRight(kick, PubSub.publish(hub, entry))
     }
     const log = EventLog.of({
       ...inner,
@@ -180,7 +171,7 @@ export const layer: Layer.Layer<EventLog | EventTap, EventLogError, EventLog | E
       append: (session, event) =>
         Effect.suspend(() => {
           const slot = slotOf(session)
-          const write = Effect.flatMap(inner.append(session, event, tapOne), (entry) => Effect.as(settle(slot), entry))
+          const write = inner.append(session, event, tapOne)
           // First append in this process: index the lines the log has and the index lacks first.
           return slot.verified ? write : Effect.zipRight(verifyFirst(session, slot), write)
         })
@@ -190,23 +181,21 @@ export const layer: Layer.Layer<EventLog | EventTap, EventLogError, EventLog | E
         const slot = slotOf(session)
         const tapped = (entries: ReadonlyArray<LogEntry>) =>
           Effect.suspend(() => {
+            let tap = PubSub.publishAll(hub, entries)
             if (slot.verified) {
               const from = lines.get(session) ?? 0
-              enqueue(session, slot, from + entries.length, entries, from + 1)
+              enqueue(session, from + entries.length, entries, from + 1)
+              tap = Effect.zipRight(kick, tap)
             }
-            const published = PubSub.publishAll(hub, entries)
-            return after === undefined ? published : Effect.zipRight(published, after(entries))
+            return after === undefined ? tap : Effect.zipRight(tap, after(entries))
           })
-        const write = Effect.flatMap(inner.appendAll(session, events, tapped), (entries) => Effect.as(settle(slot), entries))
+        const write = inner.appendAll(session, events, tapped)
         return slot.verified ? write : Effect.zipRight(verifyFirst(session, slot), write)
       })
     const snapshot = (session: SessionId) =>
       Effect.suspend(() => {
         const slot = slotOf(session)
-        return Effect.zipLeft(
-          inner.readThen(session, (entries) => Effect.sync(() => (verify(session, slot, entries), Chunk.unsafeFromArray(entries)))),
-          settle(slot)
-        )
+        return inner.readThen(session, (entries) => Effect.as(verify(session, slot, entries), Chunk.unsafeFromArray(entries)))
       })
     return Context.make(EventLog, log).pipe(Context.add(
       EventTap,
@@ -214,7 +203,7 @@ export const layer: Layer.Layer<EventLog | EventTap, EventLogError, EventLog | E
         subscribe: PubSub.subscribe(hub),
         subscribeNumbered: PubSub.subscribe(numbered),
         snapshot,
-        position: Effect.sync(() => recSession.length),
+        position,
         records: (after, upTo) =>
           Effect.sync(() => {
             const out: Array<IndexRecord> = []

@@ -17,10 +17,11 @@ import { Cause, Chunk, Effect, Either, ExecutionStrategy, Exit, Option, Schema, 
 import { TextDecoder } from "node:util"
 import { SubstratPaths } from "../../config/Paths.js"
 import { type DurableError, EventLogError, withFault } from "../../domain/errors.js"
-import { LogEntry, LogEvent } from "../../domain/events.js"
-import { SessionId } from "../../domain/ids.js"
+import { LogEntry, type LogEvent } from "../../domain/events.js"
+import type { SessionId } from "../../domain/ids.js"
 import { type AppendHandle, Durable } from "../Durable.js"
 import type { EventLogService, RepairReport } from "../EventLog.js"
+import { encodeEntryLine } from "./eventLine.js"
 
 /**
  * A session's lock. Free (the usual case): taken by setting a flag — no fiber suspension, no
@@ -63,8 +64,6 @@ interface Slot {
   readonly mutex: Mutex
   readonly file: string
   readonly pending: string
-  /** `"session_id":"…"}\n` — the end of every line of this log; Left: the id does not encode. */
-  readonly lineTail: Either.Either<string, string>
   /** Repaired since this process first touched it (or created by us). */
   repaired: boolean
   /** The log's length in bytes while `open` is set (where the next batch starts). */
@@ -108,42 +107,6 @@ const concatBytes = (a: Uint8Array, b: Uint8Array): Uint8Array => {
 
 const decodeEntry = Schema.decodeUnknownEither(LogEntry)
 const utf8 = new TextEncoder()
-
-/**
- * Per event name, the encoder of its `data` schema. A line is `{"event","data","ts","session_id"}`
- * in that order — exactly what `Schema.encode(LogLine)` writes (LogEntry's union member for the
- * event, key order of the schema, excess keys dropped); `test/integration/eventlog-line.test.ts`
- * checks the two agree, byte for byte and on what they reject, over arbitrary entries. Encoding
- * only `data` here skips the union dispatch and the `parseJson` wrapper, which show on the append
- * hot path (run cache-cold after every fsync wait; scripts/bench/eventlog.ts, docs/recovery.md).
- */
-const dataEncoders: ReadonlyMap<string, (u: unknown) => Either.Either<unknown, { readonly message: string }>> = new Map(
-  LogEvent.members.map((m) => [m.fields.event.literals[0], Schema.encodeUnknownEither(m.fields.data as Schema.Schema<unknown>)])
-)
-const encodeSessionId = Schema.encodeEither(SessionId)
-
-/** `{"event":…,"data":…,"ts":` — the line up to its timestamp; Left(message) when `event` does not encode. */
-const lineHead = (event: LogEvent): Either.Either<string, string> => {
-  const encode = dataEncoders.get(event.event)
-  if (encode === undefined) return Either.left(`unknown event ${JSON.stringify(event.event)}`)
-  const data = encode(event.data)
-  return Either.isLeft(data)
-    ? Either.left(data.left.message)
-    : Either.right(`{"event":${JSON.stringify(event.event)},"data":${JSON.stringify(data.right)},"ts":`)
-}
-
-/** `"session_id":"…"}` + newline — the end of every line of one session's log. */
-const lineTail = (session: SessionId): Either.Either<string, string> =>
-  Either.match(encodeSessionId(session), {
-    onLeft: (e) => Either.left(e.message),
-    onRight: (id) => Either.right(`"session_id":${JSON.stringify(id)}}\n`)
-  })
-
-const assembleLine = (head: string, ts: string, tail: string): string => `${head}${JSON.stringify(ts)},${tail}`
-
-/** The whole line (with its newline) of an entry, as `append` writes it. */
-export const encodeEntryLine = (event: LogEvent, ts: string, session: SessionId): Either.Either<string, string> =>
-  Either.flatMap(lineHead(event), (head) => Either.map(lineTail(session), (tail) => assembleLine(head, ts, tail)))
 
 /** Parse one line (without its newline); Left(message) when it is not a valid entry. */
 const parseLine = (decoder: TextDecoder, bytes: Uint8Array): Either.Either<LogEntry, string> => {
@@ -263,7 +226,6 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
         mutex: new Mutex(),
         file: paths.eventsFile(session),
         pending: paths.pendingFile(session),
-        lineTail: lineTail(session),
         repaired: false,
         size: 0,
         pendingNamed: false,
@@ -421,17 +383,17 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
   ): Effect.Effect<LogEntry, EventLogError> =>
     Effect.suspend(() => {
       const slot = slotOf(session)
-      const tail = slot.lineTail
-      if (Either.isLeft(tail)) return encodeFailure(slot, tail.left)
-      const head = lineHead(event)
-      if (Either.isLeft(head)) return encodeFailure(slot, head.left)
       return locked(slot, () => {
         // The timestamp is taken under the lock: lines are in `ts` order within a log.
         const now = clock.unsafeCurrentTimeMillis()
-        slot.lastUsed = now
         const ts = new Date(now).toISOString()
-        const bytes = utf8.encode(assembleLine(head.right, ts, tail.right))
-        return Effect.flatMap(walLocked(session, slot, bytes, 1), () => {
+        const line = encodeEntryLine(event, ts, session)
+        if (Either.isLeft(line)) {
+          slot.mutex.release()
+          return encodeFailure(slot, line.left)
+        }
+        slot.lastUsed = now
+        return Effect.flatMap(walLocked(session, slot, utf8.encode(line.right), 1), () => {
           const entry = { ts, event: event.event, data: event.data, session_id: session } as LogEntry
           if (after === undefined) {
             slot.mutex.release()
@@ -476,20 +438,20 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
         return Effect.map(append(session, events[0]!, after === undefined ? undefined : (e) => after([e])), (e) => [e])
       }
       const slot = slotOf(session)
-      const tail = slot.lineTail
-      if (Either.isLeft(tail)) return encodeFailure(slot, tail.left)
-      const heads: Array<string> = []
-      for (const event of events) {
-        const head = lineHead(event)
-        if (Either.isLeft(head)) return encodeFailure(slot, head.left)
-        heads.push(head.right)
-      }
       return locked(slot, () => {
         const now = clock.unsafeCurrentTimeMillis()
-        slot.lastUsed = now
         const ts = new Date(now).toISOString()
-        const bytes = utf8.encode(heads.map((head) => assembleLine(head, ts, tail.right)).join(""))
-        return Effect.flatMap(walLocked(session, slot, bytes, events.length), () => {
+        let text = ""
+        for (const event of events) {
+          const line = encodeEntryLine(event, ts, session)
+          if (Either.isLeft(line)) {
+            slot.mutex.release()
+            return encodeFailure(slot, line.left)
+          }
+          text += line.right
+        }
+        slot.lastUsed = now
+        return Effect.flatMap(walLocked(session, slot, utf8.encode(text), events.length), () => {
           const entries = events.map((event) => ({ ts, event: event.event, data: event.data, session_id: session }) as LogEntry)
           return Effect.as(Effect.ensuring(after === undefined ? Effect.void : after(entries), slot.mutex.releaseEffect), entries)
         })

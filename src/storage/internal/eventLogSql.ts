@@ -14,7 +14,7 @@ import { EventLogError } from "../../domain/errors.js"
 import { LogEntry, type LogEvent } from "../../domain/events.js"
 import { SessionId } from "../../domain/ids.js"
 import type { EventLogService } from "../EventLog.js"
-import { encodeEntryLine } from "./eventLogFile.js"
+import { encodeEntryLine } from "./eventLine.js"
 import { ensureSchema, sqlMessage } from "./sqlSchema.js"
 
 /** Rows fetched per page when a log is read. */
