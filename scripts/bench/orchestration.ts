@@ -136,6 +136,10 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
     const load1 = loadavg()[0]!
     // Each measurement for every side before the next one, the order alternating.
     const order = (k: number) => (k % 2 === 0 ? sides : [...sides].reverse())
+    // A first, discarded round of appends per side: the process's first durable writes (the
+    // thread pool starting, code not yet compiled) would otherwise count against whichever side
+    // measures first.
+    for (const s of sides) await rawAppends(s.M, join(dir, `warm-${s.label}`), AGENTS)
     for (const s of order(0)) s.appendRate = await rawAppends(s.M, join(dir, `raw-${s.label}`), AGENTS * rounds * 3)
     for (const s of order(1)) s.wide = await orchestration(s.M, join(dir, `wide-${s.label}`), AGENTS, rounds)
     for (const s of order(2)) s.narrow = await orchestration(s.M, join(dir, `narrow-${s.label}`), 4, rounds)
