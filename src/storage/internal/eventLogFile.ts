@@ -10,6 +10,9 @@
 // ends with it (a batch: complete whatever part of it the log lacks after its offset), discard a
 // torn pending file (it was never acknowledged). `*.tmp` is ignored.
 // Each session has its own lock (appends ordered) and its own fds (no cross-session waiting).
+// A session's in-memory state (its slot: lock, paths, open handle) lives only while it is used: a
+// slot idle for `idleCloseMs` is closed and dropped, and whether its log is repaired is all that
+// is kept of it, so an idle session costs one map entry here.
 //
 // Over 300 lines because the append path, its WAL and the open/repair of a log are one protocol on
 // the same files and locks, kept together so its crash points read in order.
@@ -42,6 +45,11 @@ class Mutex {
     this.held = false
     this.waiters.shift()?.()
   }
+  /** Release and wake every waiter: the lock's slot was dropped, each retries on the session's new one. */
+  releaseAll(): void {
+    this.held = false
+    for (const wake of this.waiters.splice(0)) wake()
+  }
   readonly releaseEffect: Effect.Effect<void> = Effect.sync(() => this.release())
   /** Wake the next waiter if the lock is free: the interrupted one may have been woken already. */
   readonly passOn: Effect.Effect<void> = Effect.sync(() => {
@@ -71,15 +79,15 @@ interface Slot {
   /** The pending file's name is durable (a batch fsync'd its directory since repair last saw it). */
   pendingNamed: boolean
   open: { readonly handle: AppendHandle; readonly scope: Scope.CloseableScope } | undefined
-  /** When the open handle was last used (clock millis): idle handles are closed (`idleCloseMs`). */
+  /** When the slot was last locked (clock millis): idle slots are closed and dropped (`idleCloseMs`). */
   lastUsed: number
 }
 
 /** Options of the file layer. */
 export interface EventLogFileOptions {
   /**
-   * A session's log file is closed after this long without an append (checked every half of it),
-   * so an idle session holds no file descriptor; the next append reopens it. 0: never.
+   * A session's log file is closed after this long unused (checked every half of it), so an idle
+   * session holds no file descriptor and no lock; the next use reopens it. 0: never.
    */
   readonly idleCloseMs: number
 }
@@ -215,22 +223,26 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
   const durable = yield* Durable
   const paths = yield* SubstratPaths
   const layerScope = yield* Effect.scope
+  const clock = yield* Effect.clock
+  /** The sessions in use (recently locked). Only `slotOf` adds one; only `closeIdle` drops one, under its lock. */
   const slots = new Map<SessionId, Slot>()
-  /** The slots holding an open handle. */
-  const opened = new Set<Slot>()
+  /** Dropped slots whose log was repaired: the session → its `pendingNamed`. Absent: repair on next use. */
+  const resting = new Map<SessionId, boolean>()
 
   const slotOf = (session: SessionId): Slot => {
     let slot = slots.get(session)
     if (slot === undefined) {
+      const named = resting.get(session)
+      resting.delete(session)
       slot = {
         mutex: new Mutex(),
         file: paths.eventsFile(session),
         pending: paths.pendingFile(session),
-        repaired: false,
+        repaired: named !== undefined,
         size: 0,
-        pendingNamed: false,
+        pendingNamed: named === true,
         open: undefined,
-        lastUsed: 0
+        lastUsed: clock.unsafeCurrentTimeMillis()
       }
       slots.set(session, slot)
     }
@@ -316,7 +328,6 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
     Effect.suspend(() => {
       const open = slot.open
       slot.open = undefined
-      opened.delete(slot)
       // Once closed the file is not ours: repair again on the next use.
       slot.repaired = false
       return open ? Scope.close(open.scope, Exit.void) : Effect.void
@@ -334,7 +345,6 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
         )
         slot.open = { handle, scope }
         slot.size = handle.sizeAtOpen
-        opened.add(slot)
         return handle
       })
 
@@ -342,19 +352,21 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
    * Run `body` holding the session's lock. The lock is taken with a flag when free; otherwise the
    * fiber waits (interruptibly) and retries. `body` runs uninterruptibly — a WAL step is never
    * abandoned halfway — unless it uses `restore`, and must release the lock on every exit
-   * (`withLock` does it for it).
+   * (`withLock` does it for it). Each attempt takes the session's current slot: one dropped while
+   * this fiber waited on its lock is replaced by a fresh one, so a session has one lock at a time.
    */
   const locked = <A, E>(
-    slot: Slot,
-    body: (restore: <X, Y>(eff: Effect.Effect<X, Y>) => Effect.Effect<X, Y>) => Effect.Effect<A, E>
+    session: SessionId,
+    body: (slot: Slot, restore: <X, Y>(eff: Effect.Effect<X, Y>) => Effect.Effect<X, Y>) => Effect.Effect<A, E>
   ): Effect.Effect<A, E> =>
     Effect.uninterruptibleMask((restore) => {
       const attempt: Effect.Effect<A, E> = Effect.suspend(() => {
+        const slot = slotOf(session)
         if (!slot.mutex.tryTake()) {
           return Effect.zipRight(Effect.onInterrupt(restore(slot.mutex.wait), () => slot.mutex.passOn), attempt)
         }
         try {
-          return body(restore)
+          return body(slot, restore)
         } catch (e) {
           slot.mutex.release()
           throw e
@@ -363,11 +375,13 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
       return attempt
     })
 
-  /** Run `effect` holding the lock, interruptible as its caller is (reads, repair, close, remove). */
-  const withLock = <A, E>(slot: Slot, effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
-    locked(slot, (restore) => Effect.ensuring(restore(effect), slot.mutex.releaseEffect))
+  /** Run `use(slot)` holding the lock, interruptible as its caller is (reads, repair, close, remove). */
+  const withLock = <A, E>(session: SessionId, use: (slot: Slot) => Effect.Effect<A, E>): Effect.Effect<A, E> =>
+    locked(session, (slot, restore) => {
+      slot.lastUsed = clock.unsafeCurrentTimeMillis()
+      return Effect.ensuring(restore(use(slot)), slot.mutex.releaseEffect)
+    })
 
-  const clock = yield* Effect.clock
   const encodeFailure = (slot: Slot, message: string) =>
     Effect.fail(new EventLogError({ reason: "encode", file: slot.file, message }))
 
@@ -382,8 +396,7 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
     after?: (entry: LogEntry) => Effect.Effect<void>
   ): Effect.Effect<LogEntry, EventLogError> =>
     Effect.suspend(() => {
-      const slot = slotOf(session)
-      return locked(slot, () => {
+      return locked(session, (slot) => {
         // The timestamp is taken under the lock: lines are in `ts` order within a log.
         const now = clock.unsafeCurrentTimeMillis()
         const ts = new Date(now).toISOString()
@@ -437,8 +450,7 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
       if (events.length === 1) {
         return Effect.map(append(session, events[0]!, after === undefined ? undefined : (e) => after([e])), (e) => [e])
       }
-      const slot = slotOf(session)
-      return locked(slot, () => {
+      return locked(session, (slot) => {
         const now = clock.unsafeCurrentTimeMillis()
         const ts = new Date(now).toISOString()
         let text = ""
@@ -459,8 +471,7 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
     })
 
   const repair = Effect.fn("EventLog.repair")(function*(session: SessionId) {
-    const slot = slotOf(session)
-    return yield* withLock(slot, repairLocked(session, slot)).pipe(Effect.mapError(ioError))
+    return yield* withLock(session, (slot) => repairLocked(session, slot)).pipe(Effect.mapError(ioError))
   })
 
   const decodeLines = (file: string, bytes: Stream.Stream<Uint8Array, EventLogError>) =>
@@ -511,32 +522,26 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
     decodeLines(slot.file, Stream.mapError(durable.stream(slot.file, { end }), ioError))
 
   const read = (session: SessionId): Stream.Stream<LogEntry, EventLogError> =>
-    Stream.unwrap(Effect.suspend(() => {
-      const slot = slotOf(session)
+    Stream.unwrap(
       // Appends after this point are not part of this read.
-      return Effect.map(withLock(slot, Effect.mapError(lengthLocked(session, slot), ioError)), (end) => streamTo(slot, end))
-    }))
+      withLock(session, (slot) => Effect.map(Effect.mapError(lengthLocked(session, slot), ioError), (end) => streamTo(slot, end)))
+    )
 
   const readThen = <A>(session: SessionId, f: (entries: ReadonlyArray<LogEntry>) => Effect.Effect<A>) =>
-    Effect.suspend(() => {
-      const slot = slotOf(session)
-      return withLock(
-        slot,
-        Effect.mapError(lengthLocked(session, slot), ioError).pipe(
-          Effect.flatMap((end) => Stream.runCollect(streamTo(slot, end))),
-          Effect.flatMap((entries) => Effect.uninterruptible(f(Chunk.toReadonlyArray(entries))))
-        )
-      )
-    })
+    withLock(session, (slot) =>
+      Effect.mapError(lengthLocked(session, slot), ioError).pipe(
+        Effect.flatMap((end) => Stream.runCollect(streamTo(slot, end))),
+        Effect.flatMap((entries) => Effect.uninterruptible(f(Chunk.toReadonlyArray(entries))))
+      ))
 
   const close = Effect.fn("EventLog.close")(function*(session: SessionId) {
-    const slot = slots.get(session)
-    if (slot) yield* withLock(slot, closeLocked(slot))
+    // Not in use: only its repaired mark to forget.
+    if (!slots.has(session)) resting.delete(session)
+    else yield* withLock(session, closeLocked)
   })
 
   const remove = Effect.fn("EventLog.remove")(function*(session: SessionId) {
-    const slot = slotOf(session)
-    yield* withLock(slot, Effect.gen(function*() {
+    yield* withLock(session, (slot) => Effect.gen(function*() {
       yield* closeLocked(slot)
       yield* durable.unlink(paths.pendingFile(session))
       yield* durable.unlink(paths.eventsFile(session))
@@ -545,20 +550,24 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
     })).pipe(Effect.mapError(ioError))
   })
 
-  // Idle handles: a session not appended to for `idleCloseMs` gives its fd back. The file stays
-  // repaired (this process wrote all of it and every append completed its WAL steps — a failed
-  // step closes the handle and clears `repaired` itself), so reopening is an open(2), no repair.
-  // A busy lock means an append or a read is under way: that slot is looked at again next time.
+  // Idle slots: a session not used for `idleCloseMs` gives its fd back and its slot is dropped.
+  // The file stays repaired (this process wrote all of it and every append completed its WAL
+  // steps — a failed step closes the handle and clears `repaired` itself), so `resting` keeps that
+  // mark and reopening is an open(2), no repair. A busy lock means an append or a read is under
+  // way: that slot is looked at again next time. Fibers waiting on a dropped slot's lock are all
+  // woken and take the session's new slot (`locked`).
   const closeIdle = (idleMs: number): Effect.Effect<void> =>
     Effect.uninterruptible(Effect.suspend(() => {
       const now = clock.unsafeCurrentTimeMillis()
       const closing: Array<Effect.Effect<void>> = []
-      for (const slot of opened) {
+      for (const [session, slot] of slots) {
+        if (now - slot.lastUsed < idleMs || !slot.mutex.tryTake()) continue
+        slots.delete(session)
+        if (slot.repaired) resting.set(session, slot.pendingNamed)
         const handle = slot.open
-        if (handle === undefined || now - slot.lastUsed < idleMs || !slot.mutex.tryTake()) continue
         slot.open = undefined
-        opened.delete(slot)
-        closing.push(Effect.ensuring(Scope.close(handle.scope, Exit.void), slot.mutex.releaseEffect))
+        const release = Effect.sync(() => slot.mutex.releaseAll())
+        closing.push(handle === undefined ? release : Effect.ensuring(Scope.close(handle.scope, Exit.void), release))
       }
       return Effect.all(closing, { discard: true })
     }))
