@@ -89,15 +89,20 @@ export class Delivery extends Effect.Service<Delivery>()("substrat/Delivery", {
     /**
      * A message from a root to the human: durable in the root's log first, then in the outbox.
      * Its `message.enqueued` and `message.delivered` are one durable step (the human's outbox is
-     * its destination: nothing more happens to it between the two).
+     * its destination: nothing more happens to it between the two); with `read` (an answer the
+     * human is waiting for: Requests), its `user.read` too.
      */
-    const toUser = (from: AgentId, env: MessageEnvelope) =>
+    const toUser = (from: AgentId, env: MessageEnvelope, read = false) =>
       Effect.gen(function*() {
         const node = tree.get(from)
         if (node !== undefined) {
-          yield* log.appendAll(node.session_id, [makeEvent("message.enqueued", env), makeEvent("message.delivered", { message_id: env.id })])
+          yield* log.appendAll(node.session_id, [
+            makeEvent("message.enqueued", env),
+            makeEvent("message.delivered", { message_id: env.id }),
+            ...(read ? [makeEvent("user.read", { message_ids: [env.id] })] : [])
+          ])
         }
-        mailbox.toUser(env)
+        mailbox.toUser(env, read)
         activity.noteMessage(from, { direction: "out", peer: USER, kind: env.kind, message_id: env.id, text: env.payload })
         yield* bus.publish({ _tag: "MessageToUser", agent_id: from, message: env })
       })

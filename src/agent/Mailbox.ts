@@ -1,6 +1,7 @@
 // Mailbox: the one owner of every agent's inbox, of the messages held for children not born yet
 // (deferred spawn), of the queued turn triggers and the wake queue the turn runner reads, and of
-// the user outbox (what roots said to USER). Nobody else touches them. In-memory operations are
+// the user outbox (what roots said to USER, and which of it the human has read). Nobody else
+// touches them. In-memory operations are
 // synchronous (a check and its update in one Effect.sync block are atomic); the ones that wake
 // the turn runner are Effects.
 //  - An inbox holds what was delivered (logged `message.enqueued`) and not yet consumed: a
@@ -26,6 +27,8 @@ export class Mailbox extends Effect.Service<Mailbox>()("substrat/Mailbox", {
     /** Wakes of parked agents (a budget or a question to the human stops them): not outstanding work. */
     const parkedWakes = new Map<AgentId, number>()
     const userOutbox: Array<MessageEnvelope> = []
+    /** Messages in the user outbox the human has read (`user.read`): out of the human's inbox. */
+    const readByUser = new Set<MessageId>()
     const wakes = yield* Queue.unbounded<AgentId>()
 
     const triggeredIds = (agent: AgentId) =>
@@ -198,8 +201,16 @@ export class Mailbox extends Effect.Service<Mailbox>()("substrat/Mailbox", {
         return { main, rest: inbox.filter((e) => e !== main && !keep.has(e.id)) }
       },
 
-      toUser: (env: MessageEnvelope): void => {
+      /** `read`: its `user.read` was logged with it (USER was waiting for this answer). */
+      toUser: (env: MessageEnvelope, read = false): void => {
         userOutbox.push(env)
+        if (read) readByUser.add(env.id)
+      },
+      /** The human has read this message to USER (`user.read` is logged). */
+      isReadByUser: (id: MessageId): boolean => readByUser.has(id),
+      /** After `user.read` is durable (or, in recovery, was logged). */
+      markReadByUser: (ids: Iterable<MessageId>): void => {
+        for (const id of ids) readByUser.add(id)
       },
       /** Messages agents sent to USER, oldest first (one agent's, or all). */
       userMessages: (agent?: AgentId): ReadonlyArray<MessageEnvelope> =>

@@ -196,10 +196,14 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
      * The answer to USER's request `request` (a response to USER with that `reply_to`): at once
      * when it was already given, else when it comes. None: the daemon shut down first. Callers
      * bound the wait (`Effect.timeout`); `agent.send {wait}` and `POST …/messages {wait}` use it.
+     * The waiter is the human reading it: an answer that comes while it waits is logged read by
+     * USER (`user.read`) in the same durable step as the answer.
      */
     const awaitAnswer = Effect.fn("Orchestrator.awaitAnswer")(function*(request: MessageId) {
       const isAnswer = (m: MessageEnvelope) => m.kind === "response" && m.reply_to === request
       return yield* Effect.scoped(Effect.gen(function*() {
+        // While this waits, an answer that comes is logged read by USER with the answer itself.
+        yield* requests.watch(request)
         const live = yield* bus.subscribe
         const given = mailbox.userMessages().find(isAnswer)
         if (given !== undefined) return Option.some(given)

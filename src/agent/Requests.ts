@@ -8,8 +8,10 @@
 //  - `reply` answers a request (auto-reply with the turn's final text, error replies). It never
 //    fails: when the reply cannot be logged the request stays pending (a later termination, or
 //    recovery after a restart, answers it).
+//  - USER's requests someone waits on (`agent send --wait`, `agent wait`: `watch`): their answer
+//    is logged read by USER (`user.read`) in the same durable step as the answer itself.
 // Bookkeeping operations are synchronous (atomic within an Effect.sync block).
-import { Clock, Duration, Effect, FiberMap } from "effect"
+import { Clock, Duration, Effect, FiberMap, type Scope } from "effect"
 import { makeEvent } from "../domain/events.js"
 import type { AgentId, MessageId } from "../domain/ids.js"
 import type { MessageEnvelope } from "../domain/message.js"
@@ -60,6 +62,8 @@ export class Requests extends Effect.Service<Requests>()("substrat/Requests", {
      * reply's turn being queued.
      */
     const answeringNow = new Map<MessageId, PendingRequest>()
+    /** USER's requests with someone waiting for their answer (`watch`): how many waiters. */
+    const watched = new Map<MessageId, number>()
     /** When seeded requests were sent (recovery), for re-arming their timers. */
     const sentAt = new Map<MessageId, number>()
     /** Reply-timeout timers by request id (scoped: interrupted at shutdown). */
@@ -151,7 +155,7 @@ export class Requests extends Effect.Service<Requests>()("substrat/Requests", {
           ...(t.late ? { extra: { late: true } } : {})
         })
         const send = p.from === USER
-          ? delivery.toUser(p.to, env)
+          ? delivery.toUser(p.to, env, (watched.get(requestId) ?? 0) > 0)
           : tree.has(p.from)
           ? delivery.deliver(env).pipe(Effect.asVoid)
           : Effect.void
@@ -207,6 +211,17 @@ export class Requests extends Effect.Service<Requests>()("substrat/Requests", {
         pending.delete(id)
       },
       isPending: (id: MessageId): boolean => pending.has(id),
+      /** Someone waits for the answer to USER's request `id` while the scope lasts (it is logged read with it). */
+      watch: (id: MessageId): Effect.Effect<void, never, Scope.Scope> =>
+        Effect.acquireRelease(
+          Effect.sync(() => void watched.set(id, (watched.get(id) ?? 0) + 1)),
+          () =>
+            Effect.sync(() => {
+              const n = (watched.get(id) ?? 0) - 1
+              if (n > 0) watched.set(id, n)
+              else watched.delete(id)
+            })
+        ),
       /**
        * Cluster mode: the agents' tree moved to another runner. Their requests (to or from them)
        * are no longer tracked here and their timers are cancelled; nothing is logged (the runner

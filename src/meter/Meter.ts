@@ -92,8 +92,6 @@ export class Meter extends Effect.Service<Meter>()("substrat/Meter", {
     const budgets = new Map<AgentId, Budget>()
     const breaches = new Map<AgentId, Breach>()
     const questions = new Map<string, Question>()
-    /** Messages roots sent to USER that the human has read (`user.read`): out of the inbox. */
-    const read = new Set<MessageId>()
     /** Turns running now per agent (reserved by `mayStart`). */
     const reserved = new Map<AgentId, number>()
 
@@ -490,7 +488,7 @@ export class Meter extends Effect.Service<Meter>()("substrat/Meter", {
         })
       }
       for (const m of mailbox.userMessages()) {
-        if (!isAnswer(m) || read.has(m.id) || typeof m.sender !== "string" || m.sender === "USER" || m.sender === "SYSTEM") continue
+        if (!isAnswer(m) || mailbox.isReadByUser(m.id) || typeof m.sender !== "string" || m.sender === "USER" || m.sender === "SYSTEM") continue
         const agent = m.sender as AgentId
         items.push({ id: m.id, kind: "answer", agent_id: agent, agent_name: m.sender_name ?? nameOf(agent), text: m.payload, ts: m.timestamp })
       }
@@ -505,7 +503,7 @@ export class Meter extends Effect.Service<Meter>()("substrat/Meter", {
       const bySender = new Map<AgentId, Array<MessageId>>()
       const wanted = new Set(ids)
       for (const m of mailbox.userMessages()) {
-        if (!wanted.has(m.id) || read.has(m.id) || m.sender === "USER" || m.sender === "SYSTEM") continue
+        if (!wanted.has(m.id) || mailbox.isReadByUser(m.id) || m.sender === "USER" || m.sender === "SYSTEM") continue
         const list = bySender.get(m.sender as AgentId) ?? []
         list.push(m.id)
         bySender.set(m.sender as AgentId, list)
@@ -513,7 +511,7 @@ export class Meter extends Effect.Service<Meter>()("substrat/Meter", {
       for (const [agent, list] of bySender) {
         const node = tree.get(agent)
         if (node !== undefined) yield* log.append(node.session_id, makeEvent("user.read", { message_ids: list }))
-        for (const id of list) read.add(id)
+        mailbox.markReadByUser(list)
       }
       return [...bySender.values()].flat()
     })
@@ -550,7 +548,7 @@ export class Meter extends Effect.Service<Meter>()("substrat/Meter", {
       for (const [k, v] of s.budgets) budgets.set(k, v)
       for (const [k, v] of s.breaches) breaches.set(k, v)
       for (const q of s.questions) questions.set(q.item_id, q)
-      for (const id of s.read ?? []) read.add(id)
+      mailbox.markReadByUser(s.read ?? [])
     }
 
     return {

@@ -1,16 +1,17 @@
 // The answer path of a USER request to an echo root (send → turn → answer), crashed at every I/O
 // sub-step: the log steps that belong together are one durable step, so no crash leaves one on
 // disk without the other — the request's `message.delivered` with the turn's `turn.start`, the
-// answer's `message.enqueued` with its `message.delivered`. The log is read back through the
+// answer's `message.enqueued` with its `message.delivered` and, as USER waits for it, its
+// `user.read`. The log is read back through the
 // real file layer (its repair applies or discards the step in flight), never through recovery,
 // which would append more. A turn that fails before it starts still marks its message delivered.
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, ManagedRuntime } from "effect"
+import { Effect, Either, Fiber, ManagedRuntime } from "effect"
 import { ProviderError } from "../../src/domain/errors.js"
 import { ProviderRegistry } from "../../src/provider/ProviderRegistry.js"
 import { Orchestrator } from "../../src/agent/Orchestrator.js"
 import type { LogEntry } from "../../src/domain/events.js"
-import type { SessionId } from "../../src/domain/ids.js"
+import { newMessageId, type SessionId } from "../../src/domain/ids.js"
 import type { Scripts } from "../../src/provider/scripted/Script.js"
 import { makeCrashing } from "../../src/storage/DurableCrash.js"
 import { fileLayers, readAll } from "../support/logs.js"
@@ -19,7 +20,10 @@ import { lifeLayer, recoverLife, syncPrimitives, trackedScripted } from "./recov
 
 const scripts: Scripts = { echo: { steps: [], after: "echo" } }
 
-/** Create the echo root and send it one request; wait until its turn is done. Stops at the first failure (the crash). */
+/**
+ * Create the echo root and send it one request, its answer awaited (as `agent send --wait` does);
+ * wait until its turn is done. Stops at the first failure (the crash).
+ */
 const run = async (home: string, crashAt: number | undefined) => {
   const crashing = makeCrashing({ crashAt }, syncPrimitives)
   const life = ManagedRuntime.make(lifeLayer(home, crashing.layer, trackedScripted(scripts, { messages: [] }, () => true)))
@@ -31,9 +35,14 @@ const run = async (home: string, crashAt: number | undefined) => {
     await life.runPromise(Effect.either(Effect.gen(function*() {
       const root = yield* o.createRoot({ name: "echo", instructions: "echo", provider: "scripted" })
       session = root.session_id
-      yield* o.send({ agent: root.id, text: "ping" })
+      // The waiter is there before the request is sent (it knows the request's id).
+      const id = newMessageId()
+      const waiter = yield* Effect.fork(o.awaitAnswer(id))
+      yield* Effect.yieldNow()
+      yield* o.send({ agent: root.id, text: "ping", id })
       // The turn and its answer (or their failure after the crash) are done.
       yield* o.awaitIdle
+      yield* Fiber.interrupt(waiter)
     })).pipe(Effect.map(Either.isRight)))
   } finally {
     await life.dispose()
@@ -52,10 +61,13 @@ const unpaired = (entries: ReadonlyArray<LogEntry>): Array<string> => {
   const started = entries.filter((e) => e.event === "turn.start").length
   const taken = requests.filter((id) => delivered.has(id)).length
   if (taken !== started) bad.push(`${taken} request(s) marked delivered, ${started} turn.start(s)`)
+  const read = new Set(entries.flatMap((e) => e.event === "user.read" ? e.data.message_ids : []))
   for (const e of entries) {
     if (e.event !== "message.enqueued" || e.data.recipient !== "USER") continue
     if (!delivered.has(e.data.id)) bad.push(`the answer ${e.data.id} is logged without its message.delivered`)
+    if (!read.has(e.data.id)) bad.push(`the answer ${e.data.id} USER waited for is logged without its user.read`)
   }
+  for (const id of read) if (!entries.some((e) => e.event === "message.enqueued" && e.data.id === id)) bad.push(`user.read of ${id} without it`)
   return bad
 }
 
@@ -77,7 +89,7 @@ describe("the answer path: what belongs together is one durable step", () => {
     })
   })
 
-  it("a crash at any step leaves the turn's start and its message's delivery, the answer's enqueued and delivered, both on disk or neither", { timeout: 120_000 }, async () => {
+  it("a crash at any step leaves the turn's start and its message's delivery, the answer's enqueued, delivered and read, all on disk or none", { timeout: 120_000 }, async () => {
     const total = await withTmp(async (home) => (await run(home, undefined)).steps)
     const failures: Array<string> = []
     let answered = 0

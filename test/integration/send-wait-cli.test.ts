@@ -7,7 +7,7 @@ import * as fs from "node:fs"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
-import { type Agent, cli, cliJson, daemons, startDaemon, waitQuiet } from "./daemon.support.js"
+import { type Agent, cli, cliJson, daemons, inboxItems, startDaemon, waitQuiet } from "./daemon.support.js"
 
 const owned = daemons()
 const dir = makeTmpDir("substrat-wait-")
@@ -31,6 +31,15 @@ afterAll(async () => {
   removeDir(dir)
 })
 
+/** The ids `user.read` names in `a`'s log. */
+const readIds = (a: Agent): Array<string> =>
+  fs.readFileSync(join(home, "agents", a.session_id, "events.jsonl"), "utf8").trimEnd().split("\n")
+    .map((l) => JSON.parse(l) as { event: string; data: { message_ids?: Array<string> } })
+    .flatMap((e) => e.event === "user.read" ? e.data.message_ids ?? [] : [])
+
+/** The ids of the items in the human's inbox. */
+const inboxIds = async (): Promise<Array<string>> => (await inboxItems<{ id: string }>(home)).map((i) => i.id)
+
 describe("agent send --wait", () => {
   it("prints the root's final answer (after both workers replied), not its first turn's text", async () => {
     await cliJson<Agent>(home, ["agent", "create", "--name", "lead", "--provider", "scripted:demo"])
@@ -46,7 +55,7 @@ describe("agent send --wait", () => {
   }, 60_000)
 
   it("reads the message from stdin with -; --json carries the answer", async () => {
-    await cliJson<Agent>(home, ["agent", "create", "--name", "echo1", "--provider", "scripted:echo"])
+    const echo1 = await cliJson<Agent>(home, ["agent", "create", "--name", "echo1", "--provider", "scripted:echo"])
     const r = await cli(home, ["agent", "send", "echo1", "-", "--wait", "--json"], "first line from stdin\nsecond line\n")
     expect(r.code).toBe(0)
     const out = JSON.parse(r.stdout) as { message_id: string; answer: { text: string; error: boolean; message_id: string } }
@@ -55,10 +64,13 @@ describe("agent send --wait", () => {
     // The whole of stdin was the message.
     const logs = await cli(home, ["agent", "logs", "echo1"])
     expect(logs.stdout).toContain("USER → echo1: first line from stdin ↵ second line")
+    // The answer the wait returned is read: logged once (with the answer), not in the inbox.
+    expect(readIds(echo1)).toEqual([out.answer.message_id])
+    expect((await inboxIds()).includes(out.answer.message_id)).toBe(false)
   }, 60_000)
 
   it("exits 5 when --timeout passes first (the answer still comes), 7 when the agent fails", async () => {
-    await cliJson<Agent>(home, ["agent", "create", "--name", "slowpoke", "--provider", "scripted:slow"])
+    const slowpoke = await cliJson<Agent>(home, ["agent", "create", "--name", "slowpoke", "--provider", "scripted:slow"])
     const slow = await cli(home, ["agent", "send", "slowpoke", "hurry", "--wait", "--timeout", "0.5"])
     expect(slow.code).toBe(5)
     expect(slow.stderr).toMatch(/no answer from slowpoke within 0\.5 s/)
@@ -67,6 +79,9 @@ describe("agent send --wait", () => {
     await waitQuiet(home)
     const logs = await cli(home, ["agent", "logs", "slowpoke"])
     expect(logs.stdout).toMatch(/slowpoke → USER: slow answer/)
+    // Nobody waited for it any more when it came: unread, in the inbox.
+    expect(readIds(slowpoke)).toEqual([])
+    expect((await inboxIds()).length).toBeGreaterThan(0)
 
     await cliJson<Agent>(home, ["agent", "create", "--name", "broken", "--provider", "scripted:broken"])
     const failed = await cli(home, ["agent", "send", "broken", "try", "--wait"])
