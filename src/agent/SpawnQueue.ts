@@ -230,11 +230,15 @@ export class SpawnQueue extends Effect.Service<SpawnQueue>()("substrat/SpawnQueu
         yield* tell(q.parent, `Your queued ${message}`)
       })
 
-    /** Start the queued spawns that fit now (after a turn's end, a termination, start-up). */
-    const pump = Effect.fn("SpawnQueue.pump")(function*() {
-      if (queue.length === 0 && awaitingBirth.length === 0) return
+    const pumpTraced = Effect.fn("SpawnQueue.pump")(function*() {
       yield* lock.withPermits(1)(Effect.zipRight(settleBirths, pumpLocked))
     })
+    /**
+     * Start the queued spawns that fit now (after a turn's end, a termination, start-up). Nothing
+     * queued (every turn's end, mostly): nothing done, no span.
+     */
+    const pump = (): Effect.Effect<void> =>
+      Effect.suspend(() => queue.length === 0 && awaitingBirth.length === 0 ? Effect.void : pumpTraced())
 
     const queuedOutcome = (q: QueuedSpawn): SpawnOutcome => ({
       status: "queued",
