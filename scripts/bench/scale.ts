@@ -12,7 +12,9 @@
 // The figure per request is its p50 at N over its p50 at 100 (target ≤ 2). Also a one-shot
 // `substrat agent list` at 100 and at N (target < 0.5 s at N): wall time and the CLI process's CPU
 // (user+sys), beside `substrat --version` (the CLI's start-up alone) as the floor; and, after the agents have been idle for
-// 3 s, the daemon's open fds and RSS growth per agent between the two sizes. With
+// 3 s, the daemon's open fds and what an idle agent holds: the growth per agent from N/4 to N
+// agents of the daemon's heap and RSS after a full GC (heldMemory.ts), beside the RSS growth from
+// 100 to N read 3 s after the creates without one (garbage and allocator high-water marks). With
 // SUBSTRAT_BENCH_BEFORE=<another checkout, built> that checkout's daemon is measured in the same
 // run, the two interleaved request by request (paired ratios).
 import { execFileSync, spawnSync } from "node:child_process"
@@ -21,6 +23,7 @@ import * as net from "node:net"
 import { loadavg, tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { type Held, held, inspectable } from "./heldMemory.js"
 import type { BenchOptions, BenchResult } from "./types.js"
 
 export const name = "scale"
@@ -67,6 +70,8 @@ interface Subject {
   readonly launcher: string
   readonly env: NodeJS.ProcessEnv
   readonly pid: number
+  /** The daemon's inspector port (heldMemory.ts). */
+  readonly port: number
   readonly conn: Awaited<ReturnType<typeof connect>>
   workspace: string
   agents: number
@@ -74,14 +79,14 @@ interface Subject {
 
 const start = async (label: string, checkout: string): Promise<Subject> => {
   const home = mkdtempSync(join(tmpdir(), "substrat-bench-scale-"))
-  const env = { ...process.env, SUBSTRAT_HOME: home }
+  const { env, port } = await inspectable({ ...process.env, SUBSTRAT_HOME: home })
   const launcher = join(checkout, "scripts", "substrat.cjs")
   execFileSync(process.execPath, [launcher, "daemon", "start"], { env, encoding: "utf8" })
   const pid = Number(readFileSync(join(home, "daemon.pid"), "utf8").trim())
   const conn = await connect(join(home, "daemon.sock"))
   const ws = JSON.parse(await conn.call("workspace.create", { name: "shared" })) as { result?: { id: string } }
   if (ws.result === undefined) throw new Error(`workspace.create failed: ${JSON.stringify(ws)}`)
-  return { label, launcher, env, pid, conn, workspace: ws.result.id, agents: 0 }
+  return { label, launcher, env, pid, port, conn, workspace: ws.result.id, agents: 0 }
 }
 
 const grow = async (s: Subject, to: number) => {
@@ -161,10 +166,32 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
     const listSmall = new Map(subjects.map((s) => [s.label, oneShot(s, ["agent", "list"], shots)]))
     const rssSmall = new Map(subjects.map((s) => [s.label, statusKb(s.pid, "VmRSS")]))
     load.push(loadavg()[0]!.toFixed(2))
-    const t0 = Date.now()
-    for (const s of subjects) await grow(s, big)
-    const createMs = (Date.now() - t0) / subjects.length / (big - 100)
+    // Memory is compared between N/4 and N agents, both past the first creates' one-time costs
+    // (compiled code, caches, pools). The inspector's own fds are counted once and left out.
+    const mid = big / 4
+    let growMs = 0
+    const growAll = async (to: number) => {
+      const t = Date.now()
+      for (const s of subjects) await grow(s, to)
+      growMs += Date.now() - t
+    }
+    const fdCount = (s: Subject) => readdirSync(`/proc/${s.pid}/fd`).length
+    await growAll(mid)
     await sleep(3000)
+    const heldMid = new Map<string, Held>()
+    const inspectorFds = new Map<string, number>()
+    for (const s of subjects) {
+      const before = fdCount(s)
+      heldMid.set(s.label, await held(s.pid, s.port))
+      inspectorFds.set(s.label, fdCount(s) - before)
+    }
+    await growAll(big)
+    const createMs = growMs / subjects.length / (big - 100)
+    await sleep(3000)
+    const rssLarge = new Map(subjects.map((s) => [s.label, statusKb(s.pid, "VmRSS")]))
+    const fdsLarge = new Map(subjects.map((s) => [s.label, fdCount(s) - inspectorFds.get(s.label)!]))
+    const heldLarge = new Map<string, Held>()
+    for (const s of subjects) heldLarge.set(s.label, await held(s.pid, s.port))
     const large = await measure(subjects, reps)
     load.push(loadavg()[0]!.toFixed(2))
     const rows: Array<Record<string, string | number>> = []
@@ -183,8 +210,11 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
       const list = oneShot(s, ["agent", "list"], shots)
       const at100 = listSmall.get(s.label)!
       const floor = oneShot(s, ["--version"], shots)
-      const fds = readdirSync(`/proc/${s.pid}/fd`).length
-      const perAgent = ((statusKb(s.pid, "VmRSS") - rssSmall.get(s.label)!) * 1024) / (big - 100)
+      const fds = fdsLarge.get(s.label)!
+      const perAgent = ((rssLarge.get(s.label)! - rssSmall.get(s.label)!) * 1024) / (big - 100)
+      const [h0, h1] = [heldMid.get(s.label)!, heldLarge.get(s.label)!]
+      const heapPerAgent = (h1.heapUsed - h0.heapUsed) / (big - mid)
+      const rssHeldPerAgent = (h1.rss - h0.rss) / (big - mid)
       rows.push({
         request: `substrat agent list (one shot, ms wall / cpu), ${s.label}`,
         "p50 µs at 100": `${at100.wall} / ${at100.cpu}`,
@@ -201,8 +231,15 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
         rows.push({ request: `substrat agent list --limit 500 (one shot, ms wall / cpu), ${s.label}`, [`p50 µs at ${big}`]: `${page.wall} / ${page.cpu}` })
         summary[`cli_agent_list_page_ms_${s.label}`] = page.wall
       }
+      rows.push({
+        request: `an idle agent holds, bytes (RSS / heap after a full GC, ${mid} → ${big} agents; target ≤ 4096), ${s.label}`,
+        [`p50 µs at ${big}`]: `${Math.round(rssHeldPerAgent)} / ${Math.round(heapPerAgent)}`
+      })
+      rows.push({ request: `RSS growth per agent, 100 → ${big} agents, 3 s after the creates, no GC (bytes), ${s.label}`, [`p50 µs at ${big}`]: Math.round(perAgent) })
       summary[`idle_fds_${s.label}`] = fds
-      summary[`rss_bytes_per_idle_agent_${s.label}`] = Math.round(perAgent)
+      summary[`held_rss_bytes_per_idle_agent_${s.label}`] = Math.round(rssHeldPerAgent)
+      summary[`held_heap_bytes_per_idle_agent_${s.label}`] = Math.round(heapPerAgent)
+      summary[`rss_no_gc_bytes_per_idle_agent_${s.label}`] = Math.round(perAgent)
     }
     summary["load_avg_1m"] = load.join(" → ")
     return { rows, summary }

@@ -2,10 +2,12 @@
 // pidfiles (also start-up staging sockets and model-forwarder sockets), temp files (while a
 // daemon runs: only old ones), git locks, incomplete workspace dirs, orphan sandbox processes
 // (workspace sandboxes and agents' own `agents/<session>/workspace` sandboxes) — as data.
-// `purgeLeftovers` deletes exactly what a scan reported (re-checking each process before killing it).
+// `purgeLeftovers` deletes exactly what a scan reported (re-checking each process before killing it:
+// its command line, and that its pid still names the process the scan saw, by start time).
 import * as FileSystem from "@effect/platform/FileSystem"
 import { Effect, Option, Schedule, Schema } from "effect"
 import type { Paths } from "../config/Paths.js"
+import { type Found, killProcess, parseStat } from "./ProcScan.js"
 
 export const LeftoverKind = Schema.Literal(
   "stale-socket",
@@ -19,6 +21,8 @@ export class Leftover extends Schema.Class<Leftover>("Leftover")({
   kind: LeftoverKind,
   path: Schema.NullOr(Schema.String),
   pid: Schema.NullOr(Schema.Number),
+  /** With `pid`: the process's start time as the scan saw it (/proc/<pid>/stat field 22; ProcScan.ts). */
+  start: Schema.NullOr(Schema.String),
   detail: Schema.String,
   removed: Schema.Boolean
 }) {}
@@ -33,8 +37,8 @@ export interface ScanInput {
   readonly daemonPid: number | null
 }
 
-const item = (kind: typeof LeftoverKind.Type, detail: string, path: string | null = null, pid: number | null = null) =>
-  new Leftover({ kind, path, pid, detail, removed: false })
+const item = (kind: typeof LeftoverKind.Type, detail: string, path: string | null = null) =>
+  new Leftover({ kind, path, pid: null, start: null, detail, removed: false })
 
 /**
  * The host dir this bwrap argv binds at /workspace, when it lies under one of `bases` (this home's
@@ -122,7 +126,7 @@ export const scanLeftovers = (input: ScanInput) =>
     }
     const parentOf = (p: number) =>
       fs.readFileString(`/proc/${p}/stat`).pipe(
-        Effect.map((st) => Number(st.slice(st.lastIndexOf(")") + 2).split(" ")[1] ?? NaN)),
+        Effect.map((st) => parseStat(st)?.ppid ?? NaN),
         Effect.orElseSucceed(() => NaN)
       )
     // Sandboxes of this $SUBSTRAT_HOME whose parent is neither the live daemon nor its spawner.
@@ -134,28 +138,36 @@ export const scanLeftovers = (input: ScanInput) =>
       if (!(argv[0] ?? "").endsWith("bwrap")) continue
       const root = sandboxRootOf(argv, [paths.workspacesDir, paths.agentsDir])
       if (root === null) continue
-      const stat = yield* fs.readFileString(`/proc/${e}/stat`).pipe(Effect.orElseSucceed(() => ""))
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-      // Dead already (a zombie waiting for a parent that does not reap at once, or exiting).
-      if (fields[0] === "Z" || fields[0] === "X") continue
-      const ppid = Number(fields[1] ?? NaN)
+      const stat = parseStat(yield* fs.readFileString(`/proc/${e}/stat`).pipe(Effect.orElseSucceed(() => "")))
+      // Gone since, or dead already (a zombie waiting for a parent that does not reap at once, or exiting).
+      if (stat === undefined || stat.state === "Z" || stat.state === "X") continue
+      const { ppid } = stat
       if (input.daemonPid !== null && ppid === input.daemonPid) continue
       // The live daemon's own sandboxes are forked by its spawner process (Spawner.ts), its child.
       if (input.daemonPid !== null && (yield* parentOf(ppid)) === input.daemonPid) continue
       // bwrap's own monitor child (same argv, parent = another bwrap of ours) is not separate.
       const parentCmd = yield* fs.readFileString(`/proc/${ppid}/cmdline`).pipe(Effect.orElseSucceed(() => ""))
       if (parentCmd === raw) continue
-      items.push(item("orphan-sandbox-process", `bwrap for ${root} (parent pid ${ppid})`, root, pid))
+      items.push(
+        new Leftover({
+          kind: "orphan-sandbox-process",
+          path: root,
+          pid,
+          start: stat.start,
+          detail: `bwrap for ${root} (parent pid ${ppid})`,
+          removed: false
+        })
+      )
     }
     return new CleanupReport({ purged: false, items })
   })
 
-/** Poll `/proc/<pid>/stat` until the process is gone or a zombie (at most ~5 s). */
-const waitDead = (fs: FileSystem.FileSystem, pid: number) =>
-  fs.readFileString(`/proc/${pid}/stat`).pipe(
-    Effect.map((stat) => {
-      const state = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0]
-      return state === "Z" || state === "X"
+/** Poll `/proc/<pid>/stat` until the process is gone (its pid free or another's) or a zombie (at most ~5 s). */
+const waitDead = (fs: FileSystem.FileSystem, p: Found) =>
+  fs.readFileString(`/proc/${p.pid}/stat`).pipe(
+    Effect.map((raw) => {
+      const stat = parseStat(raw)
+      return stat === undefined || stat.start !== p.start || stat.state === "Z" || stat.state === "X"
     }),
     Effect.orElseSucceed(() => true),
     Effect.flatMap((dead) => dead ? Effect.void : Effect.fail("alive" as const)),
@@ -163,7 +175,12 @@ const waitDead = (fs: FileSystem.FileSystem, pid: number) =>
     Effect.ignore
   )
 
-/** Remove/kill every item of a scan. Processes are re-checked (still bwrap for the same root) before SIGKILL. */
+/**
+ * Remove/kill every item of a scan. A process is re-checked before SIGKILL: still bwrap for the
+ * same root, and its pid still the process the scan saw (same start time, re-read right before
+ * kill(): in the meantime it may have exited and its pid gone to another process, even a new bwrap
+ * for the same root).
+ */
 export const purgeLeftovers = (report: CleanupReport) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
@@ -172,17 +189,11 @@ export const purgeLeftovers = (report: CleanupReport) =>
       let removed = false
       if (it.kind === "orphan-sandbox-process" && it.pid !== null) {
         const raw = yield* fs.readFileString(`/proc/${it.pid}/cmdline`).pipe(Effect.orElseSucceed(() => ""))
-        if (raw.split("\0")[0]?.endsWith("bwrap") && it.path !== null && raw.includes(`\0${it.path}\0/workspace\0`)) {
-          removed = yield* Effect.sync(() => {
-            try {
-              process.kill(it.pid!, "SIGKILL")
-              return true
-            } catch {
-              return false
-            }
-          })
+        if (raw.split("\0")[0]?.endsWith("bwrap") && it.path !== null && raw.includes(`\0${it.path}\0/workspace\0`) && it.start !== null) {
+          const found = { pid: it.pid, start: it.start }
+          removed = yield* Effect.sync(() => killProcess(found, "SIGKILL"))
           // Return once it is dead (gone, or a zombie), so a scan right after no longer sees it.
-          if (removed) yield* waitDead(fs, it.pid)
+          if (removed) yield* waitDead(fs, found)
         }
       } else if (it.path !== null) {
         removed = yield* fs.remove(it.path, { recursive: true, force: true }).pipe(Effect.as(true), Effect.orElseSucceed(() => false))

@@ -1,5 +1,6 @@
 // Finding processes by a mark in their environment (/proc/<pid>/environ) and killing them, without
-// killing a process that took one of their pids meanwhile.
+// killing a process that took one of their pids meanwhile. The same check guards every kill of a
+// pid learnt earlier: a dead spawner's children (Spawner.ts), `cleanup --purge` (Cleanup.ts).
 //
 // A pid names a process only until it is reaped; then the kernel may give it to a new process.
 // Between reading a process's environment and kill(pid) the process can exit, be reaped, and the
@@ -38,6 +39,23 @@ export const liveProc: ProcAccess = {
   kill: (pid, signal) => process.kill(pid, signal)
 }
 
+/** The fields of a /proc/<pid>/stat line used here, or undefined when it is not one. */
+export const parseStat = (
+  stat: string
+): { readonly state: string; readonly ppid: number; readonly pgrp: number; readonly start: string } | undefined => {
+  // "pid (comm) S ppid pgrp …": comm may hold spaces and parentheses; fields after the last ")"
+  // start at field 3 (state), so field n is at index n - 3.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  const state = fields[3 - 3]
+  const ppid = Number(fields[4 - 3])
+  const pgrp = Number(fields[5 - 3])
+  const start = fields[22 - 3]
+  if (state === undefined || start === undefined || !/^\d+$/.test(start) || !Number.isInteger(ppid) || !Number.isInteger(pgrp)) {
+    return undefined
+  }
+  return { state, ppid, pgrp, start }
+}
+
 /** Start time and process group of `pid`, or undefined when it is gone (or not readable). */
 export const identity = (pid: number, proc: ProcAccess = liveProc): { readonly start: string; readonly pgrp: number } | undefined => {
   let stat: string
@@ -46,13 +64,7 @@ export const identity = (pid: number, proc: ProcAccess = liveProc): { readonly s
   } catch {
     return undefined
   }
-  // "pid (comm) S ppid pgrp …": comm may hold spaces and parentheses; fields after the last ")"
-  // start at field 3 (state), so field n is at index n - 3.
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-  const start = fields[22 - 3]
-  const pgrp = Number(fields[5 - 3])
-  if (start === undefined || !/^\d+$/.test(start) || !Number.isInteger(pgrp)) return undefined
-  return { start, pgrp }
+  return parseStat(stat)
 }
 
 /** Every process whose environment holds `entry` (`NAME=value`) as a whole variable. */
@@ -90,11 +102,18 @@ export const withEnvironment = (entry: string, proc: ProcAccess = liveProc): Rea
  * still that process (same start time). False when it is gone, its pid is another's, or the
  * signal failed.
  */
-export const killFound = (p: Found, signal: NodeJS.Signals, proc: ProcAccess = liveProc): boolean => {
+export const killFound = (p: Found, signal: NodeJS.Signals, proc: ProcAccess = liveProc): boolean =>
+  signalSame(p, signal, proc, (pgrp) => (pgrp === p.pid ? -p.pid : p.pid))
+
+/** Signal `p.pid` alone (not its group) if it is still that process (same start time). */
+export const killProcess = (p: Found, signal: NodeJS.Signals, proc: ProcAccess = liveProc): boolean =>
+  signalSame(p, signal, proc, () => p.pid)
+
+const signalSame = (p: Found, signal: NodeJS.Signals, proc: ProcAccess, target: (pgrp: number) => number): boolean => {
   const now = identity(p.pid, proc)
   if (now === undefined || now.start !== p.start) return false
   try {
-    proc.kill(now.pgrp === p.pid ? -p.pid : p.pid, signal)
+    proc.kill(target(now.pgrp), signal)
     return true
   } catch {
     return false

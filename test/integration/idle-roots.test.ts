@@ -2,10 +2,13 @@
 // layers (a temp $SUBSTRAT_HOME, scripted provider), 300 roots created (the count per root is what is checked: 2,000 pass the same, in minutes) and each run one turn;
 // once they have been idle past the event log's idle close, this process holds no fd under the
 // home — counted in /proc/self/fd — and its fd count is within a small constant of where it was
-// before the roots existed. The next turn of an idle root reopens its log and every line reads back.
+// before the roots existed; nor does the event log keep a root's per-session lock (its state is
+// dropped when idle: counted in a heap snapshot of this process). The next turn of an idle root
+// reopens its log and every line reads back.
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
 import * as fs from "node:fs"
+import { getHeapSnapshot } from "node:v8"
 import { Orchestrator } from "../../src/agent/Orchestrator.js"
 import { tmpDir } from "../support/tmpDir.js"
 import { eventsOf, names, stack } from "./orchestration.support.js"
@@ -35,6 +38,25 @@ const settled = (dir: string) =>
     return n
   })
 
+/** How many objects of class `name` this process's heap holds (a heap snapshot: garbage collected first). */
+const instances = (name: string) =>
+  Effect.promise(async () => {
+    const chunks: Array<string> = []
+    for await (const chunk of getHeapSnapshot()) chunks.push(String(chunk))
+    const snap = JSON.parse(chunks.join("")) as {
+      snapshot: { meta: { node_fields: Array<string>; node_types: [Array<string>] } }
+      nodes: Array<number>
+      strings: Array<string>
+    }
+    const { node_fields: fields, node_types: [types] } = snap.snapshot.meta
+    const [ti, ni] = [fields.indexOf("type"), fields.indexOf("name")]
+    let n = 0
+    for (let i = 0; i < snap.nodes.length; i += fields.length) {
+      if (types[snap.nodes[i + ti]!] === "object" && snap.strings[snap.nodes[i + ni]!] === name) n++
+    }
+    return n
+  })
+
 const ROOTS = 300
 
 describe("idle roots", () => {
@@ -56,6 +78,9 @@ describe("idle roots", () => {
         expect(idle.under).toBe(0)
         // Not one fd per root anywhere else either (sockets, watchers): a constant few at most.
         expect(idle.all - before.all).toBeLessThan(20)
+        // The event log's per-session state (lock, paths, handle) is dropped once idle: a busy few
+        // at most, never one per root (the class is the log's session lock, eventLogFile.ts).
+        expect(yield* instances("Mutex")).toBeLessThan(10)
 
         const first = roots[0]!
         yield* o.runTurn(first.id, "again")

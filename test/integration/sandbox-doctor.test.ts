@@ -1,5 +1,6 @@
 // requires: bwrap, git
 // Doctor and cleanup reports: real probes, real leftovers (files and an orphan bwrap process).
+// Purge kills a reported process only while its pid names the process the scan saw (start time).
 import { NodeContext } from "@effect/platform-node"
 import { Effect, Schema } from "effect"
 import { spawn } from "node:child_process"
@@ -8,8 +9,9 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { makePaths } from "../../src/config/Paths.js"
-import { CleanupReport, purgeLeftovers, scanLeftovers } from "../../src/sandbox/Cleanup.js"
+import { CleanupReport, Leftover, purgeLeftovers, scanLeftovers } from "../../src/sandbox/Cleanup.js"
 import { binaryCheck, DoctorReport, makeReport, sandboxChecks } from "../../src/sandbox/Doctor.js"
+import { identity } from "../../src/sandbox/ProcScan.js"
 import { alive, findExact, isRoot, pidsCgroupWritable, waitFor } from "./sandbox.support.js"
 
 const run = <A, E>(e: Effect.Effect<A, E, NodeContext.NodeContext>) => Effect.runPromise(Effect.provide(e, NodeContext.layer))
@@ -82,10 +84,19 @@ describe("cleanup", () => {
       const dead = await run(scanLeftovers({ paths, daemonPid: null }))
       const kinds = dead.items.map((i) => i.kind).sort()
       expect(kinds).toEqual(["git-lock", "incomplete-workspace", "orphan-sandbox-process", "stale-pidfile", "stale-socket", "stale-socket", "tmp-file", "tmp-file"])
-      expect(dead.items.find((i) => i.kind === "orphan-sandbox-process")?.pid).toBe(orphan.pid)
+      const found = dead.items.find((i) => i.kind === "orphan-sandbox-process")!
+      expect(found.pid).toBe(orphan.pid)
+      expect(found.start).toBe(identity(orphan.pid!)!.start)
       expect(fs.existsSync(paths.socket)).toBe(true) // scanning deletes nothing
       const json = JSON.stringify(Schema.encodeSync(CleanupReport)(dead))
       expect(Schema.decodeUnknownSync(Schema.parseJson(CleanupReport))(json)).toEqual(dead)
+
+      // The bwrap the scan saw has exited and a new one for the same root took its pid (a later
+      // start time): same command line, another process. It is not killed.
+      const earlier = new Leftover({ ...found, start: String(Number(found.start) - 1) })
+      const spared = await run(purgeLeftovers(new CleanupReport({ purged: false, items: [earlier] })))
+      expect(spared.items.map((i) => i.removed)).toEqual([false])
+      expect(alive(orphan.pid!, marker)).toBe(true)
 
       const purged = await run(purgeLeftovers(dead))
       expect(purged.items.every((i) => i.removed)).toBe(true)

@@ -1,11 +1,12 @@
 // The /proc scan that finds a dead spawner's children by their mark and kills them
 // (src/sandbox/ProcScan.ts), against a fake /proc tree: a pid whose process changed between the
 // scan and the kill (another start time: the pid was reused) is not signalled, nor is one whose
-// process changed while its environment was read; the same process is, by group when it leads one.
+// process changed while its environment was read; the same process is, by group when it leads one
+// (killFound) or alone (killProcess, cleanup --purge's kill).
 import * as fs from "node:fs"
 import { join } from "node:path"
 import { afterEach, beforeEach, describe, expect, it } from "vitest"
-import { identity, killFound, liveProc, type ProcAccess, withEnvironment } from "../../src/sandbox/ProcScan.js"
+import { identity, killFound, killProcess, liveProc, type ProcAccess, withEnvironment } from "../../src/sandbox/ProcScan.js"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
 
 const MARK = "SUBSTRAT_SPAWNER=abc"
@@ -34,9 +35,9 @@ beforeEach(() => {
 afterEach(() => removeDir(root))
 
 describe("ProcScan", () => {
-  it("reads a process's start time and group from its stat line", () => {
+  it("reads a process's state, parent, group and start time from its stat line", () => {
     put(42, [], 40, 123456)
-    expect(identity(42, proc)).toEqual({ start: "123456", pgrp: 40 })
+    expect(identity(42, proc)).toEqual({ state: "S", ppid: 1, pgrp: 40, start: "123456" })
     expect(identity(43, proc)).toBeUndefined()
     // The real one: this process.
     expect(identity(process.pid)?.start).toMatch(/^\d+$/)
@@ -72,6 +73,15 @@ describe("ProcScan", () => {
     put(101, [MARK], 101, 5000)
     expect(killFound(leader!, "SIGKILL", proc)).toBe(true)
     expect(killed).toEqual([[102, "SIGKILL"], [-101, "SIGKILL"]])
+  })
+
+  it("killProcess signals the pid alone (a group leader too), only while it is the same process", () => {
+    put(101, [], 101, 5000)
+    expect(killProcess({ pid: 101, start: "5000" }, "SIGKILL", proc)).toBe(true)
+    put(101, [], 101, 9000)
+    expect(killProcess({ pid: 101, start: "5000" }, "SIGKILL", proc)).toBe(false)
+    expect(killProcess({ pid: 102, start: "5000" }, "SIGKILL", proc)).toBe(false)
+    expect(killed).toEqual([[101, "SIGKILL"]])
   })
 
   it("skips a pid whose process changed while its environment was read", () => {

@@ -1,17 +1,21 @@
-// File implementation of the EventLog port (`EventLog.layerFile`, ../EventLog.ts): `agents/<sid>/events.jsonl`, one JSON entry per line.
-// An append (or a batch, `appendAll`) goes through the home's group-commit journal (eventJournal.ts,
-// docs/recovery.md): its bytes and their offset in the log are written to `events.journal` with
-// whatever other sessions hand in meanwhile, one fsync for all; then the bytes are written to the
-// log (no fsync: a checkpoint fsyncs the logs before it empties the journal) and the append is
-// acknowledged. The layer's start replays the journal onto the logs.
-// Open/repair of one log: cut a torn trailing line, apply the one record whose log write failed in
-// this process, and for homes written by the pending-file WAL of before: replay a valid
-// `events.pending` entry unless the log already ends with it (a batch: complete whatever part of it
-// the log lacks after its offset), discard a torn pending file (it was never acknowledged). `*.tmp`
-// is ignored. Each session has its own lock (appends ordered) and its own log fd.
+// File implementation of the EventLog port (`EventLog.layerFile`, ../EventLog.ts): `agents/<sid>/events.jsonl`, one JSON entry per line,
+// appended through the pending-file WAL of seed 001 (docs/recovery.md):
+//   1. write the line to `events.pending`, fsync      (Durable.writeSync)
+//   2. append it to `events.jsonl`, fsync             (the session's AppendHandle, kept open)
+//   3. empty `events.pending` (ftruncate; it is not unlinked, so its name stays for the next one)
+// `appendAll` writes several lines in the same three steps; its pending file is a header line
+// (where in the log the batch starts, how many lines and bytes) followed by the lines, and the
+// session directory is fsync'd once (the pending file's name) before a batch first reaches the log.
+// Open/repair: cut a torn trailing line, replay a valid pending entry unless the log already
+// ends with it (a batch: complete whatever part of it the log lacks after its offset), discard a
+// torn pending file (it was never acknowledged). `*.tmp` is ignored.
+// Each session has its own lock (appends ordered) and its own fds (no cross-session waiting).
+// A session's in-memory state (its slot: lock, paths, open handle) lives only while it is used: a
+// slot idle for `idleCloseMs` is closed and dropped, and whether its log is repaired is all that
+// is kept of it, so an idle session costs one map entry here.
 //
-// Over 300 lines because the append path and the open/repair of a log are one protocol on the same
-// files and locks, kept together so its crash points read in order.
+// Over 300 lines because the append path, its WAL and the open/repair of a log are one protocol on
+// the same files and locks, kept together so its crash points read in order.
 import { Cause, Chunk, Effect, Either, ExecutionStrategy, Exit, Option, Schema, Scope, Stream } from "effect"
 import { TextDecoder } from "node:util"
 import { SubstratPaths } from "../../config/Paths.js"
@@ -20,7 +24,6 @@ import { LogEntry, type LogEvent } from "../../domain/events.js"
 import type { SessionId } from "../../domain/ids.js"
 import { type AppendHandle, Durable } from "../Durable.js"
 import type { EventLogService, RepairReport } from "../EventLog.js"
-import { type CommitFailure, makeJournal, replay, replayEdits } from "./eventJournal.js"
 import { encodeEntryLine } from "./eventLine.js"
 
 /**
@@ -41,6 +44,11 @@ class Mutex {
   release(): void {
     this.held = false
     this.waiters.shift()?.()
+  }
+  /** Release and wake every waiter: the lock's slot was dropped, each retries on the session's new one. */
+  releaseAll(): void {
+    this.held = false
+    for (const wake of this.waiters.splice(0)) wake()
   }
   readonly releaseEffect: Effect.Effect<void> = Effect.sync(() => this.release())
   /** Wake the next waiter if the lock is free: the interrupted one may have been woken already. */
@@ -66,28 +74,25 @@ interface Slot {
   readonly pending: string
   /** Repaired since this process first touched it (or created by us). */
   repaired: boolean
-  /** The log's length in bytes while `open` is set (where the next append's bytes go). */
+  /** The log's length in bytes while `open` is set (where the next batch starts). */
   size: number
-  /** An append whose journal record is durable but whose log write failed: repair applies it. */
-  unapplied: { readonly offset: number; readonly bytes: Uint8Array } | undefined
+  /** The pending file's name is durable (a batch fsync'd its directory since repair last saw it). */
+  pendingNamed: boolean
   open: { readonly handle: AppendHandle; readonly scope: Scope.CloseableScope } | undefined
-  /** When the open handle was last used (clock millis): idle handles are closed (`idleCloseMs`). */
+  /** When the slot was last locked (clock millis): idle slots are closed and dropped (`idleCloseMs`). */
   lastUsed: number
 }
 
 /** Options of the file layer. */
 export interface EventLogFileOptions {
   /**
-   * A session's log file is closed after this long without an append (checked every half of it),
-   * so an idle session holds no file descriptor; the next append reopens it. 0: never.
+   * A session's log file is closed after this long unused (checked every half of it), so an idle
+   * session holds no file descriptor and no lock; the next use reopens it. 0: never.
    */
   readonly idleCloseMs: number
-  /** The journal is checkpointed (logs fsync'd, journal emptied) once it holds this many bytes. */
-  readonly journalCheckpointBytes?: number
 }
 
 export const defaultOptions: EventLogFileOptions = { idleCloseMs: 2000 }
-const defaultCheckpointBytes = 1024 * 1024
 
 const NL = 0x0a
 const SCAN_CHUNK = 64 * 1024
@@ -138,8 +143,13 @@ const BatchHeader = Schema.Struct({
     bytes: Schema.NonNegativeInt
   })
 })
+const encodeBatchHeader = Schema.encodeSync(Schema.parseJson(BatchHeader))
 const decodeBatchHeader = Schema.decodeUnknownEither(Schema.parseJson(BatchHeader))
 const BATCH_PREFIX = utf8.encode(`{"batch":`)
+
+/** The pending file of a batch: its header line, then `body` (the lines, as appended to the log). */
+const batchPending = (offset: number, lines: number, body: Uint8Array): Uint8Array =>
+  concatBytes(utf8.encode(`${encodeBatchHeader({ batch: { offset, lines, bytes: body.length } })}\n`), body)
 
 type Pending =
   | { readonly _tag: "line" }
@@ -213,26 +223,26 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
   const durable = yield* Durable
   const paths = yield* SubstratPaths
   const layerScope = yield* Effect.scope
+  const clock = yield* Effect.clock
+  /** The sessions in use (recently locked). Only `slotOf` adds one; only `closeIdle` drops one, under its lock. */
   const slots = new Map<SessionId, Slot>()
-  /** The slots holding an open handle. */
-  const opened = new Set<Slot>()
-  // A journal left by a crash goes into the logs before anything reads them (recovery's read pass
-  // reads the log files directly). A home whose journal cannot be applied does not start.
-  yield* replay(durable, paths.eventJournal, paths.eventsFile).pipe(Effect.orDie)
-  const journal = yield* makeJournal(durable, paths.eventJournal, options.journalCheckpointBytes ?? defaultCheckpointBytes)
+  /** Dropped slots whose log was repaired: the session → its `pendingNamed`. Absent: repair on next use. */
+  const resting = new Map<SessionId, boolean>()
 
   const slotOf = (session: SessionId): Slot => {
     let slot = slots.get(session)
     if (slot === undefined) {
+      const named = resting.get(session)
+      resting.delete(session)
       slot = {
         mutex: new Mutex(),
         file: paths.eventsFile(session),
         pending: paths.pendingFile(session),
-        repaired: false,
+        repaired: named !== undefined,
         size: 0,
-        unapplied: undefined,
+        pendingNamed: named === true,
         open: undefined,
-        lastUsed: 0
+        lastUsed: clock.unsafeCurrentTimeMillis()
       }
       slots.set(session, slot)
     }
@@ -270,21 +280,6 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
       }
       let pendingReplayed = false
       let pendingDiscarded = false
-      // A record of this process's whose log write failed (its journal record is durable): it goes
-      // where a replay of the journal would put it.
-      const u = slot.unapplied
-      if (u !== undefined) {
-        if (u.offset <= end) {
-          const view = yield* durable.readRange(file, u.offset, Math.max(end, u.offset + u.bytes.length))
-          const edits = replayEdits(u.offset, view, [u])
-          if (edits.length > 0) {
-            yield* durable.patch(file, edits)
-            end = Math.max(end, u.offset + u.bytes.length)
-            pendingReplayed = true
-          }
-        }
-        slot.unapplied = undefined
-      }
       const appendToLog = (bytes: Uint8Array) =>
         Effect.tap(
           slot.open ? slot.open.handle.append(bytes) : Effect.scoped(Effect.flatMap(durable.openAppend(file), (h) => h.append(bytes))),
@@ -293,8 +288,9 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
             pendingReplayed = true
           }
         )
-      // The pending file of a home written before the journal: an empty one is that WAL's resting state.
       const pend = yield* durable.readFile(pending)
+      // An empty pending file is the resting state (appends empty it, not unlink it): nothing to do.
+      slot.pendingNamed = false
       if (Option.isSome(pend) && pend.value.length > 0) {
         const bytes = pend.value
         const kind = classifyPending(bytes)
@@ -332,7 +328,6 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
     Effect.suspend(() => {
       const open = slot.open
       slot.open = undefined
-      opened.delete(slot)
       // Once closed the file is not ours: repair again on the next use.
       slot.repaired = false
       return open ? Scope.close(open.scope, Exit.void) : Effect.void
@@ -350,7 +345,6 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
         )
         slot.open = { handle, scope }
         slot.size = handle.sizeAtOpen
-        opened.add(slot)
         return handle
       })
 
@@ -358,19 +352,21 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
    * Run `body` holding the session's lock. The lock is taken with a flag when free; otherwise the
    * fiber waits (interruptibly) and retries. `body` runs uninterruptibly — a WAL step is never
    * abandoned halfway — unless it uses `restore`, and must release the lock on every exit
-   * (`withLock` does it for it).
+   * (`withLock` does it for it). Each attempt takes the session's current slot: one dropped while
+   * this fiber waited on its lock is replaced by a fresh one, so a session has one lock at a time.
    */
   const locked = <A, E>(
-    slot: Slot,
-    body: (restore: <X, Y>(eff: Effect.Effect<X, Y>) => Effect.Effect<X, Y>) => Effect.Effect<A, E>
+    session: SessionId,
+    body: (slot: Slot, restore: <X, Y>(eff: Effect.Effect<X, Y>) => Effect.Effect<X, Y>) => Effect.Effect<A, E>
   ): Effect.Effect<A, E> =>
     Effect.uninterruptibleMask((restore) => {
       const attempt: Effect.Effect<A, E> = Effect.suspend(() => {
+        const slot = slotOf(session)
         if (!slot.mutex.tryTake()) {
           return Effect.zipRight(Effect.onInterrupt(restore(slot.mutex.wait), () => slot.mutex.passOn), attempt)
         }
         try {
-          return body(restore)
+          return body(slot, restore)
         } catch (e) {
           slot.mutex.release()
           throw e
@@ -379,11 +375,13 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
       return attempt
     })
 
-  /** Run `effect` holding the lock, interruptible as its caller is (reads, repair, close, remove). */
-  const withLock = <A, E>(slot: Slot, effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
-    locked(slot, (restore) => Effect.ensuring(restore(effect), slot.mutex.releaseEffect))
+  /** Run `use(slot)` holding the lock, interruptible as its caller is (reads, repair, close, remove). */
+  const withLock = <A, E>(session: SessionId, use: (slot: Slot) => Effect.Effect<A, E>): Effect.Effect<A, E> =>
+    locked(session, (slot, restore) => {
+      slot.lastUsed = clock.unsafeCurrentTimeMillis()
+      return Effect.ensuring(restore(use(slot)), slot.mutex.releaseEffect)
+    })
 
-  const clock = yield* Effect.clock
   const encodeFailure = (slot: Slot, message: string) =>
     Effect.fail(new EventLogError({ reason: "encode", file: slot.file, message }))
 
@@ -398,8 +396,7 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
     after?: (entry: LogEntry) => Effect.Effect<void>
   ): Effect.Effect<LogEntry, EventLogError> =>
     Effect.suspend(() => {
-      const slot = slotOf(session)
-      return locked(slot, () => {
+      return locked(session, (slot) => {
         // The timestamp is taken under the lock: lines are in `ts` order within a log.
         const now = clock.unsafeCurrentTimeMillis()
         const ts = new Date(now).toISOString()
@@ -409,7 +406,7 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
           return encodeFailure(slot, line.left)
         }
         slot.lastUsed = now
-        return Effect.flatMap(commitLocked(session, slot, utf8.encode(line.right)), () => {
+        return Effect.flatMap(walLocked(session, slot, utf8.encode(line.right), 1), () => {
           const entry = { ts, event: event.event, data: event.data, session_id: session } as LogEntry
           if (after === undefined) {
             slot.mutex.release()
@@ -421,27 +418,23 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
     })
 
   /**
-   * `bytes` (whole lines) through the journal under the held lock: durable in the journal, then
-   * written to the log. On failure the handle is dropped (repair on next use) and the lock
-   * released; on success the lock stays held.
+   * The WAL steps of `lines` lines (`bytes`) under the held lock: one line as the pending entry
+   * itself, more as a batch (header with the log's current length, then the lines). On failure
+   * the handle is dropped (repair on next use) and the lock released; on success the lock stays held.
    */
-  const commitLocked = (session: SessionId, slot: Slot, bytes: Uint8Array): Effect.Effect<void, EventLogError> => {
-    const write = (handle: AppendHandle) => journal.commit({ session, log: slot.file, offset: slot.size, bytes, handle })
-    const steps = slot.open
-      ? write(slot.open.handle)
-      : Effect.flatMap(Effect.mapError(openLocked(session, slot), (error): CommitFailure => ({ error, durable: false })), write)
+  const walLocked = (session: SessionId, slot: Slot, bytes: Uint8Array, lines: number): Effect.Effect<void, EventLogError> => {
+    const write = (handle: AppendHandle) =>
+      lines === 1
+        ? handle.appendWal(slot.pending, bytes)
+        : handle.appendWal(slot.pending, bytes, { pendingBytes: batchPending(slot.size, lines, bytes), syncDir: !slot.pendingNamed })
+    const steps = slot.open ? write(slot.open.handle) : Effect.flatMap(openLocked(session, slot), write)
     return Effect.matchCauseEffect(steps, {
       // After a failed step the file state is unknown: drop the handle, repair on next use.
-      onFailure: (cause) => {
-        const failure = Cause.failureOption(cause)
-        if (Option.isSome(failure) && failure.value.durable) slot.unapplied = { offset: slot.size, bytes }
-        return Effect.zipRight(
-          Effect.ensuring(closeLocked(slot), slot.mutex.releaseEffect),
-          Effect.failCause(Cause.map(cause, (f) => ioError(f.error)))
-        )
-      },
+      onFailure: (cause) =>
+        Effect.zipRight(Effect.ensuring(closeLocked(slot), slot.mutex.releaseEffect), Effect.failCause(Cause.map(cause, ioError))),
       onSuccess: () => {
         slot.size += bytes.length
+        if (lines > 1) slot.pendingNamed = true
         return Effect.void
       }
     })
@@ -457,8 +450,7 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
       if (events.length === 1) {
         return Effect.map(append(session, events[0]!, after === undefined ? undefined : (e) => after([e])), (e) => [e])
       }
-      const slot = slotOf(session)
-      return locked(slot, () => {
+      return locked(session, (slot) => {
         const now = clock.unsafeCurrentTimeMillis()
         const ts = new Date(now).toISOString()
         let text = ""
@@ -471,7 +463,7 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
           text += line.right
         }
         slot.lastUsed = now
-        return Effect.flatMap(commitLocked(session, slot, utf8.encode(text)), () => {
+        return Effect.flatMap(walLocked(session, slot, utf8.encode(text), events.length), () => {
           const entries = events.map((event) => ({ ts, event: event.event, data: event.data, session_id: session }) as LogEntry)
           return Effect.as(Effect.ensuring(after === undefined ? Effect.void : after(entries), slot.mutex.releaseEffect), entries)
         })
@@ -479,8 +471,7 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
     })
 
   const repair = Effect.fn("EventLog.repair")(function*(session: SessionId) {
-    const slot = slotOf(session)
-    return yield* withLock(slot, repairLocked(session, slot)).pipe(Effect.mapError(ioError))
+    return yield* withLock(session, (slot) => repairLocked(session, slot)).pipe(Effect.mapError(ioError))
   })
 
   const decodeLines = (file: string, bytes: Stream.Stream<Uint8Array, EventLogError>) =>
@@ -531,59 +522,54 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
     decodeLines(slot.file, Stream.mapError(durable.stream(slot.file, { end }), ioError))
 
   const read = (session: SessionId): Stream.Stream<LogEntry, EventLogError> =>
-    Stream.unwrap(Effect.suspend(() => {
-      const slot = slotOf(session)
+    Stream.unwrap(
       // Appends after this point are not part of this read.
-      return Effect.map(withLock(slot, Effect.mapError(lengthLocked(session, slot), ioError)), (end) => streamTo(slot, end))
-    }))
+      withLock(session, (slot) => Effect.map(Effect.mapError(lengthLocked(session, slot), ioError), (end) => streamTo(slot, end)))
+    )
 
   const readThen = <A>(session: SessionId, f: (entries: ReadonlyArray<LogEntry>) => Effect.Effect<A>) =>
-    Effect.suspend(() => {
-      const slot = slotOf(session)
-      return withLock(
-        slot,
-        Effect.mapError(lengthLocked(session, slot), ioError).pipe(
-          Effect.flatMap((end) => Stream.runCollect(streamTo(slot, end))),
-          Effect.flatMap((entries) => Effect.uninterruptible(f(Chunk.toReadonlyArray(entries))))
-        )
-      )
-    })
+    withLock(session, (slot) =>
+      Effect.mapError(lengthLocked(session, slot), ioError).pipe(
+        Effect.flatMap((end) => Stream.runCollect(streamTo(slot, end))),
+        Effect.flatMap((entries) => Effect.uninterruptible(f(Chunk.toReadonlyArray(entries))))
+      ))
 
   const close = Effect.fn("EventLog.close")(function*(session: SessionId) {
-    const slot = slots.get(session)
-    if (slot) yield* withLock(slot, closeLocked(slot))
+    // Not in use: only its repaired mark to forget.
+    if (!slots.has(session)) resting.delete(session)
+    else yield* withLock(session, closeLocked)
   })
 
   const remove = Effect.fn("EventLog.remove")(function*(session: SessionId) {
-    const slot = slotOf(session)
-    yield* withLock(slot, Effect.gen(function*() {
+    yield* withLock(session, (slot) => Effect.gen(function*() {
       yield* closeLocked(slot)
-      // The journal must not hold records of this log when a log of the same name could start over.
-      if (journal.dirty(slot.file)) yield* journal.checkpoint
       yield* durable.unlink(paths.pendingFile(session))
       yield* durable.unlink(paths.eventsFile(session))
       slot.repaired = true
-      slot.unapplied = undefined
+      slot.pendingNamed = false
     })).pipe(Effect.mapError(ioError))
   })
 
-  // Idle handles: a session not appended to for `idleCloseMs` gives its fd back. The file stays
-  // repaired (this process wrote all of it and every append completed its WAL steps — a failed
-  // step closes the handle and clears `repaired` itself), so reopening is an open(2), no repair.
-  // A busy lock means an append or a read is under way: that slot is looked at again next time.
+  // Idle slots: a session not used for `idleCloseMs` gives its fd back and its slot is dropped.
+  // The file stays repaired (this process wrote all of it and every append completed its WAL
+  // steps — a failed step closes the handle and clears `repaired` itself), so `resting` keeps that
+  // mark and reopening is an open(2), no repair. A busy lock means an append or a read is under
+  // way: that slot is looked at again next time. Fibers waiting on a dropped slot's lock are all
+  // woken and take the session's new slot (`locked`).
   const closeIdle = (idleMs: number): Effect.Effect<void> =>
     Effect.uninterruptible(Effect.suspend(() => {
       const now = clock.unsafeCurrentTimeMillis()
       const closing: Array<Effect.Effect<void>> = []
-      for (const slot of opened) {
+      for (const [session, slot] of slots) {
+        if (now - slot.lastUsed < idleMs || !slot.mutex.tryTake()) continue
+        slots.delete(session)
+        if (slot.repaired) resting.set(session, slot.pendingNamed)
         const handle = slot.open
-        if (handle === undefined || now - slot.lastUsed < idleMs || !slot.mutex.tryTake()) continue
         slot.open = undefined
-        opened.delete(slot)
-        closing.push(Effect.ensuring(Scope.close(handle.scope, Exit.void), slot.mutex.releaseEffect))
+        const release = Effect.sync(() => slot.mutex.releaseAll())
+        closing.push(handle === undefined ? release : Effect.ensuring(Scope.close(handle.scope, Exit.void), release))
       }
-      // The journal's fd too, once nothing has been committed for as long.
-      return Effect.zipRight(Effect.all(closing, { discard: true }), journal.idle(idleMs))
+      return Effect.all(closing, { discard: true })
     }))
   if (options.idleCloseMs > 0) {
     yield* closeIdle(options.idleCloseMs).pipe(
