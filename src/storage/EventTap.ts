@@ -12,7 +12,7 @@
 // The index can lag the logs (a machine crash loses its unsynced tail, an old home has none): the
 // first append to a session in this process, and every `snapshot`, read the log and index (and
 // publish) the lines it lacks, so every line gets exactly one position.
-import { Chunk, Context, Effect, Layer, PubSub, type Queue, type Scope } from "effect"
+import { Chunk, Clock, Context, Effect, Layer, PubSub, type Queue, type Scope } from "effect"
 import type { EventLogError } from "../domain/errors.js"
 import type { LogEntry } from "../domain/events.js"
 import type { SessionId } from "../domain/ids.js"
@@ -45,6 +45,14 @@ interface Slot {
   /** The log was read in this process, so `lines` below is its true length. Changed only under the log's session lock. */
   verified: boolean
 }
+
+/**
+ * How long a writer gathers records before an index write. Entries reach numbered subscribers
+ * (the event feed, which batches by 10 ms itself) that much later; `position` waits for it. Wall
+ * time even under a test clock.
+ */
+const indexWindow = "2 millis"
+const window = Effect.sleep(indexWindow).pipe(Effect.withClock(Clock.make()))
 
 /** Provides a tapped EventLog and the EventTap, given the real EventLog and the index. */
 export const layer: Layer.Layer<EventLog | EventTap, EventLogError, EventLog | EventIndex> = Layer.scopedContext(
@@ -135,14 +143,17 @@ export const layer: Layer.Layer<EventLog | EventTap, EventLogError, EventLog | E
         }))
       )
     })
-    /** Start a writer unless one runs (it takes whatever was given out meanwhile). */
+    /**
+     * Start a writer unless one runs: it waits `indexWindow` for more records (one session appending
+     * alone gives out one every fsync), then writes whatever was given out meanwhile.
+     */
     const kick: Effect.Effect<void> = Effect.suspend(() => {
       if (writing || records.length === 0) return Effect.void
       writing = true
-      return Effect.asVoid(Effect.forkIn(Effect.uninterruptible(writeAll), scope))
+      return Effect.asVoid(Effect.forkIn(Effect.zipRight(window, Effect.uninterruptible(writeAll)), scope))
     })
     // At close, after the writer (forked later, so interrupted — and awaited — first): the rest.
-    yield* Effect.addFinalizer(() => Effect.suspend(() => (writing ? Effect.void : (writing = true, writeAll))))
+    yield* Effect.addFinalizer(() => Effect.suspend(() => (records.length === 0 ? Effect.void : writeAll)))
 
     /** Under the session's lock: queue records for whatever of the whole log has none yet. */
     const verify = (session: SessionId, slot: Slot, entries: ReadonlyArray<LogEntry>): Effect.Effect<void> => {

@@ -1,7 +1,8 @@
 // EventTap's index under concurrent appends: every line of every session gets exactly one
 // position, numbered subscribers get them in position order, each append returns with its
 // entry's position given out, and the index is written in batches (one write in flight at a
-// time, the records queued meanwhile in the next write) rather than once per append.
+// time, the records queued meanwhile in the next write) rather than once per append — also for
+// one session appending alone (a writer waits a moment before it writes); closing writes the rest.
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Layer, Queue } from "effect"
 import { makeEvent } from "../../src/domain/events.js"
@@ -70,4 +71,36 @@ describe("EventTap", () => {
       // Batched: while one write is in flight the others' records wait for the next one.
       expect(writes).toBeLessThan(total / 4)
     }))
+
+  it.live("one session appending alone: an index write takes the records given out while it waited", () =>
+    Effect.gen(function*() {
+      // One session's appends come one after another (each waits for its fsync, here a yield): one
+      // write per append before; now a writer waits a moment and takes them together.
+      const written: Array<IndexRecord> = []
+      let writes = 0
+      const index = EventIndex.of({
+        load: Effect.succeed([]),
+        append: (records) => Effect.sync(() => (writes++, written.push(...records)))
+      })
+      yield* Effect.scoped(Effect.gen(function*() {
+        const ctx = yield* Layer.build(
+          EventTap.layer.pipe(Layer.provide(Layer.mergeAll(EventLog.layerMemory, Layer.succeed(EventIndex, index))))
+        )
+        const log = Context.get(ctx, EventLog)
+        const tap = Context.get(ctx, EventTap.EventTap)
+        const s = newSessionId()
+        for (let n = 1; n <= 40; n++) {
+          yield* log.append(s, usage(n))
+          yield* Effect.yieldNow()
+        }
+        // `position` waits until what it reports is written and published.
+        expect(yield* tap.position).toBe(40)
+        expect(written.map((r) => r.line)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1))
+        expect(writes).toBeLessThanOrEqual(20)
+        yield* log.append(s, usage(41))
+      }))
+      // Closing the layer writes what was given out and not yet written.
+      expect(written.map((r) => r.line).at(-1)).toBe(41)
+    }))
 })
+
