@@ -23,7 +23,9 @@
 // Both make the same syscalls per append (strace: openat, write, fsync, close, write, fsync,
 // unlink, plus the two thread-pool wake-ups); what (c) adds is user-space CPU, which on a busy
 // 2-core machine runs cache-cold after every fsync wait. The summary carries the fsync latency
-// ((a) per op) and the 1-minute load average before and after, since both move c/b.
+// ((a) per op) and the 1-minute load average before and after, since both move c/b, and the
+// main thread's CPU per append of (c) (median) and (d) (Linux: /proc/self/task/<pid>/schedstat,
+// the thread's on-CPU time; what bounds (d) once the fsyncs are shared across sessions).
 import { NodeContext } from "@effect/platform-node"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { spawnSync } from "node:child_process"
@@ -151,6 +153,16 @@ const eventOfSize = (M: Modules, session: SessionId): LogEvent => {
   return M.Events.makeEvent("turn.start", { turn_id: M.Ids.newTurnId(), prompt: "x".repeat(pad) })
 }
 
+const schedstat = `/proc/self/task/${process.pid}/schedstat`
+/** The main thread's on-CPU time in µs (NaN where /proc has no schedstat). */
+const mainCpuUs = (): number => {
+  try {
+    return Number(fs.readFileSync(schedstat, "latin1").split(" ")[0]) / 1000
+  } catch {
+    return Number.NaN
+  }
+}
+
 const median = (xs: ReadonlyArray<number>) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)] ?? 0
 const sum = (xs: ReadonlyArray<number>) => xs.reduce((x, y) => x + y, 0)
 
@@ -163,7 +175,8 @@ interface Side {
   readonly ev: LogEvent
   readonly times: Array<number>
   readonly pairs: Array<number>
-  many: { appends: number; ms: number }
+  readonly cpu: Array<number>
+  many: { appends: number; ms: number; cpuUs: number }
 }
 
 export const run = async (opts: BenchOptions): Promise<BenchResult> => {
@@ -182,7 +195,7 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
     const M = await load(root)
     const { runtime, log } = tappedLog(M, join(dir, `home-${label}`))
     const one = M.Ids.newSessionId()
-    sides.push({ label, M, runtime, log: await log, one, ev: eventOfSize(M, one), times: [], pairs: [], many: { appends: 0, ms: 0 } })
+    sides.push({ label, M, runtime, log: await log, one, ev: eventOfSize(M, one), times: [], pairs: [], cpu: [], many: { appends: 0, ms: 0, cpuUs: 0 } })
   }
   try {
     const load1 = loadavg()[0]!
@@ -208,10 +221,12 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
           const group: Array<number> = []
           for (let k = 0; k < variants; k++) {
             const v = (k + i + r) % variants
+            const cpu0 = v === 0 ? 0 : mainCpuUs()
             const t0 = performance.now()
             if (v === 0) await rawWalOnce(rawFd, rawPending, line)
             else await sides[v - 1]!.runtime.runPromise(sides[v - 1]!.log.append(sides[v - 1]!.one, sides[v - 1]!.ev))
             group[v] = performance.now() - t0
+            if (v > 0) sides[v - 1]!.cpu.push(mainCpuUs() - cpu0)
           }
           bTimes.push(group[0]!)
           sides.forEach((side, k) => {
@@ -225,12 +240,14 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
           const evs = ids.map((s) => eventOfSize(side.M, s))
           // First appends (directory creation, open) are not part of the figure.
           await side.runtime.runPromise(Effect.forEach(ids, (s, j) => side.log.append(s, evs[j]!), { concurrency: "unbounded", discard: true }))
+          const cpu0 = mainCpuUs()
           const t0 = performance.now()
           await side.runtime.runPromise(Effect.forEach(ids, (s, j) => Effect.repeatN(side.log.append(s, evs[j]!), perSession - 1), {
             concurrency: "unbounded",
             discard: true
           }))
           side.many.ms += performance.now() - t0
+          side.many.cpuUs += mainCpuUs() - cpu0
           side.many.appends += concSessions * perSession
         }
         if (e !== undefined) {
@@ -279,6 +296,9 @@ export const run = async (opts: BenchOptions): Promise<BenchResult> => {
       // (c) adds per append, least disturbed by bursts that hit a whole stretch of groups.
       summary[`c_minus_b_median_pair_us${k}`] = Math.round(median(side.pairs) * 1000)
       summary[`d_over_b${k}`] = Number((ops(nd, d) / ops(n, b)).toFixed(3))
+      // The main thread's CPU per append: (c) the median over its appends, (d) the total over its appends.
+      summary[`c_main_cpu_us_median${k}`] = Math.round(median(side.cpu))
+      summary[`d_main_cpu_us_per_append${k}`] = Math.round(side.many.cpuUs / nd)
       if (eOps !== undefined) summary[`d_over_sqlite_full${k}`] = Number((ops(nd, d) / eOps).toFixed(3))
     }
     summary["load_avg_1m"] = `${load1.toFixed(2)} → ${load2.toFixed(2)}`
