@@ -38,21 +38,17 @@ export const layer: Layer.Layer<TurnHooks, never, WorkspaceHistory | WorkspaceSt
     // Workspaces an agent names that this daemon does not have, said once each: in cluster mode a
     // tree that moved without `cluster.workspace_remote` (or before its first recorded turn)
     // leaves its workspace on its old runner (docs/cluster.md "What still stays behind").
+    // (Found out by the record itself: its history's location, which WorkspaceHistory keeps once
+    // found, names the workspace and its ancestors — no read of the workspace's spec per turn.)
     const missing = new Set<string>()
-    const absent = (ws: WorkspaceSpec["id"], agent: { readonly name: string; readonly id: string }): Effect.Effect<boolean> =>
-      store.get(ws).pipe(
-        Effect.as(false),
-        Effect.catchTag("NotFoundError", () =>
-          missing.has(ws) ? Effect.succeed(true) : Effect.gen(function*() {
-            missing.add(ws)
-            yield* Effect.logWarning(
-              `workspace ${ws} of ${agent.name} (${agent.id}) is not on this daemon (in cluster mode: its tree moved here without ` +
-                `cluster.workspace_remote, or before its first recorded turn): its turns are not recorded in a workspace history here; said once`
-            )
-            return true
-          })),
-        Effect.orElseSucceed(() => false)
-      )
+    const absent = (ws: WorkspaceSpec["id"], agent: { readonly name: string; readonly id: string }): Effect.Effect<void> =>
+      missing.has(ws) ? Effect.void : Effect.gen(function*() {
+        missing.add(ws)
+        yield* Effect.logWarning(
+          `workspace ${ws} of ${agent.name} (${agent.id}) is not on this daemon (in cluster mode: its tree moved here without ` +
+            `cluster.workspace_remote, or before its first recorded turn): its turns are not recorded in a workspace history here; said once`
+        )
+      })
     return TurnHooks.of({
       afterTurn: (agent, outcome) => {
         const ws = agent.workspace_id
@@ -63,13 +59,18 @@ export const layer: Layer.Layer<TurnHooks, never, WorkspaceHistory | WorkspaceSt
           })
         if (ws === null) return carried(null)
         return Effect.gen(function*() {
-          if (yield* absent(ws, agent)) return yield* carried(null)
-          const r = yield* history.commitTurn(ws, {
+          const recorded = yield* history.commitTurn(ws, {
             agent: agent.name,
             agentId: agent.id,
             turnId: outcome.turn_id,
             summary: `turn ${outcome.turn_id} of ${agent.name} (${agent.id})`
-          }).pipe(Effect.tapErrorCause(() => carried(null)))
+          }).pipe(
+            Effect.map(Option.some),
+            Effect.catchIf((e) => e._tag === "NotFoundError" && e.kind === "workspace", () => Effect.as(absent(ws, agent), Option.none())),
+            Effect.tapErrorCause(() => carried(null))
+          )
+          if (Option.isNone(recorded)) return yield* carried(null)
+          const r = recorded.value
           if (r.commit === null) return yield* carried(null)
           // A repository workspace: its clone follows (src/sandbox/CloneSync.ts).
           const loc = yield* store.historyLocation(ws)

@@ -24,7 +24,7 @@ import { WorkspaceHistory } from "../../src/sandbox/WorkspaceHistory.js"
 import { WorkspaceStore } from "../../src/sandbox/WorkspaceStore.js"
 import { MultiplexerConfig } from "../../src/session/Multiplexer.js"
 import { makeTmpDir, removeDir } from "../support/tmp.js"
-import { dataOf, eventsOf, stack } from "./orchestration.support.js"
+import { dataOf, eventsOf, names, stack } from "./orchestration.support.js"
 import { EventLog } from "../../src/storage/EventLog.js"
 import { SessionStore } from "../../src/storage/SessionStore.js"
 
@@ -164,6 +164,24 @@ describe("spawn_agent(workspace_subdir) in the daemon's wiring", () => {
     }))
     const freed = await rt.runPromise(Effect.either(Effect.flatMap(WorkspaceStore, (s) => s.delete(wsFront.id))))
     expect(tag(freed)).toBe("ok")
+  })
+
+  it("a root whose workspace is not on this daemon (gone from under it): its turns end and record nothing, turn after turn", async () => {
+    const out = await rt.runPromise(Effect.gen(function*() {
+      const store = yield* WorkspaceStore
+      const o = yield* Orchestration.Orchestrator
+      const gone = yield* store.create({ name: "gone" })
+      const nomad = yield* o.createRoot({ name: "nomad", instructions: "", provider: "scripted", workspace_id: gone.id })
+      // Its spec and history vanish before its first turn (a tree moved here without its workspace).
+      fs.rmSync(join(dir, "home", "workspaces", gone.id), { recursive: true, force: true })
+      yield* o.runTurn(nomad.id, "one")
+      yield* o.runTurn(nomad.id, "two")
+      yield* o.awaitIdle
+      return yield* eventsOf(nomad.session_id)
+    }))
+    expect(dataOf(out, "turn.complete").map((t) => t.response)).toEqual(["echo: one", "echo: two"])
+    expect(names(out)).not.toContain("workspace.diff")
+    expect(names(out)).not.toContain("provider.error")
   })
 
   it("a parent without a workspace cannot ask for a subdir", async () => {
