@@ -277,7 +277,7 @@ export class Orchestrator extends Effect.Service<Orchestrator>()("substrat/Orche
     const resume = Effect.fn("Orchestrator.resume")(function*(session: SessionId) {
       const node = agentOfSession(session)
       if (!node) return yield* new NotFoundError({ kind: "session", id: session, message: `no live agent uses ${session}` })
-      yield* scheduler.serialize(session, mux.use(runner.bindingOf(node), () => Effect.void))
+      yield* scheduler.serialize(session, mux.use(runner.bindingOf(node), () => mux.settled(session)))
     })
     /** Terminate the owning agent (and its subtree) if any, then delete the record and the log. */
     const deleteSession = Effect.fn("Orchestrator.deleteSession")(function*(session: SessionId) {

@@ -6,7 +6,8 @@
 // The lock covers only the bookkeeping (which slot, which victim): an eviction's and an open's
 // I/O run outside it, in the acquiring fiber, so sessions are suspended and resumed side by
 // side; a session being suspended is not acquired (nor dropped) before its record is saved.
-import { Context, Deferred, Effect, Exit, FiberId, Layer, Option, Schema, Scope } from "effect"
+// An open saves the record's `active` state in the background, while the turn runs.
+import { Context, Deferred, Effect, Exit, Fiber, FiberId, Layer, Option, Schema, Scope } from "effect"
 import type { EventLogError, ProviderError, SessionStoreError } from "../domain/errors.js"
 import { makeEvent } from "../domain/events.js"
 import type { SessionId } from "../domain/ids.js"
@@ -44,6 +45,8 @@ export type MultiplexerError = ProviderError | SessionStoreError | EventLogError
 interface Slot {
   readonly provider: ProviderService
   readonly scope: Scope.CloseableScope
+  /** The open's record and event writes, running on while the session's first turn runs. */
+  readonly written: Fiber.RuntimeFiber<void>
   busy: boolean
   lastUsed: number
 }
@@ -86,6 +89,8 @@ export class Multiplexer extends Effect.Service<Multiplexer>()("substrat/Multipl
      */
     const evict = (id: SessionId, slot: Slot) =>
       Effect.gen(function*() {
+        // The open's `active` record first: the suspended one is saved after it, never before.
+        yield* Fiber.await(slot.written)
         const blob = yield* slot.provider.suspend.pipe(
           Effect.catchAll((e) =>
             log.append(id, makeEvent("provider.error", { turn_id: null, reason: e.reason, message: e.message })).pipe(
@@ -157,7 +162,13 @@ export class Multiplexer extends Effect.Service<Multiplexer>()("substrat/Multipl
         return { _tag: "new", victim } satisfies Decision
       })
 
-    /** Make a provider for the session: resume from its blob when it has one, else start. */
+    /**
+     * Make a provider for the session: resume from its blob (`session.restored` logged) when it
+     * has one, else start. The record's `active` state is saved in the background, in the slot's
+     * scope, while the session's turn runs: recovery sets every `active` record to `suspended`
+     * anyway, and the record's next save (its suspension) waits for it. A failed save is a
+     * warning; the turn's own appends report a failing disk.
+     */
     const open = (b: SessionBinding) =>
       Effect.gen(function*() {
         const scope = yield* Scope.make()
@@ -168,20 +179,21 @@ export class Multiplexer extends Effect.Service<Multiplexer>()("substrat/Multipl
             Scope.extend(scope)
           )
           const rec = yield* store.load(b.session_id)
-          const resuming = rec.provider_state.byteLength > 0 && rec.state !== "created"
+          // (A record still `created` has a blob when recovery wrote one: the conversation went on.)
+          const resuming = rec.provider_state.byteLength > 0
           if (resuming) yield* provider.resume(rec.provider_state)
           else yield* provider.start(b.session_id, b.instructions)
-          const active = store.save(new Session({ ...rec, state: "active", suspended_at: null }))
-          // Two files side by side (recovery ignores `session.restored`).
-          yield* resuming
-            ? Effect.all([active, log.append(b.session_id, makeEvent("session.restored", { provider: b.provider, model: rec.model }))], {
-              concurrency: 2,
-              discard: true
-            })
-            : active
-          return provider
+          const written = yield* store.save(new Session({ ...rec, state: "active", suspended_at: null })).pipe(
+            Effect.catchAll((e) => Effect.logWarning(`session ${b.session_id}: record not set to active: ${e.message}`)),
+            Effect.uninterruptible,
+            Effect.forkIn(scope)
+          )
+          if (resuming) {
+            yield* log.append(b.session_id, makeEvent("session.restored", { provider: b.provider, model: rec.model }))
+          }
+          return { provider, written }
         }).pipe(Effect.onError((cause) => Scope.close(scope, Exit.failCause(cause))))
-        return { provider: result, scope }
+        return { ...result, scope }
       })
 
     const acquire = (b: SessionBinding): Effect.Effect<ProviderService, MultiplexerError> =>
@@ -236,6 +248,13 @@ export class Multiplexer extends Effect.Service<Multiplexer>()("substrat/Multipl
     ): Effect.Effect<A, E | MultiplexerError, R> =>
       Effect.acquireUseRelease(acquire(binding), f, () => release(binding.session_id))
 
+    /** Once the live session's record says `active` (its open's background save is done). */
+    const settled = (id: SessionId): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        const slot = live.get(id)
+        return slot === undefined ? Effect.void : Effect.asVoid(Fiber.await(slot.written))
+      })
+
     /** Suspend a live idle session now (no-op when it is not live). */
     const suspend = Effect.fn("Multiplexer.suspend")(function*(id: SessionId) {
       return yield* lock.withPermits(1)(Effect.gen(function*() {
@@ -281,6 +300,6 @@ export class Multiplexer extends Effect.Service<Multiplexer>()("substrat/Multipl
       )
     )
 
-    return { slots, use, suspend, drop, suspendAll, info, isLive: (id: SessionId) => live.has(id) } as const
+    return { slots, use, settled, suspend, drop, suspendAll, info, isLive: (id: SessionId) => live.has(id) } as const
   })
 }) {}

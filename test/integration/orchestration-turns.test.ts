@@ -9,7 +9,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Fiber, Layer, Option, Ref } from "effect"
 import * as Orchestration from "../../src/agent/Orchestrator.js"
 import { Orchestrator } from "../../src/agent/Orchestrator.js"
-import type { Session } from "../../src/domain/session.js"
+import { Session as SessionClass, type Session } from "../../src/domain/session.js"
 import * as ScriptedProvider from "../../src/provider/scripted/ScriptedProvider.js"
 import { MultiplexerConfig } from "../../src/session/Multiplexer.js"
 import { SessionStore } from "../../src/storage/SessionStore.js"
@@ -124,6 +124,25 @@ describe("turn ordering (scripted provider, file EventLog)", () => {
         expect(log.indexOf("suspend.result")).toBeGreaterThan(-1)
         expect(log.indexOf("suspend.result")).toBeLessThan(log.indexOf("session.restored"))
       }).pipe(Effect.provide(layer))
+    }))
+
+  it.scopedLive("a record still `created` with a blob (recovery wrote it after a crash) is resumed from it, not started afresh", () =>
+    Effect.gen(function*() {
+      const home = yield* tmpDir()
+      const scripts: Scripts = { "*": (i) => ({ text: `${i.agent}-${i.turn}` }) }
+      yield* Effect.gen(function*() {
+        const o = yield* Orchestrator
+        const store = yield* SessionStore
+        const a = yield* o.createRoot({ name: "a", instructions: "A", provider: "scripted" })
+        // What recovery leaves when a crash came before the open's background `active` save
+        // landed: the record still `created`, with the blob recoverState computed from the log.
+        const rec = yield* store.load(a.session_id)
+        expect(rec.state).toBe("created")
+        const blob = new TextEncoder().encode(JSON.stringify({ v: 1, agent: "a", key: "(recovered)", turn: 1 }))
+        yield* store.save(new SessionClass({ ...rec, provider_state: blob }))
+        expect(Option.getOrThrow(yield* o.runTurn(a.id, "again")).response).toBe("a-1")
+        expect(names(yield* eventsOf(a.session_id))).toContain("session.restored")
+      }).pipe(Effect.provide(stack({ home, scripts })))
     }))
 
   it.scopedLive("stopTurn returns once the stopped turn's hooks are done (a workspace delete follows it at once)", () =>
