@@ -386,8 +386,8 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
     Effect.fail(new EventLogError({ reason: "encode", file: slot.file, message }))
 
   // The hot path (scripts/bench/eventlog.ts): untraced (a span + call-site capture per append
-  // shows in the benchmark), no generator, `data` encoded before the lock, the lock
-  // a flag, the WAL one uninterruptible Durable chain, no per-call named closures (see
+  // shows in the benchmark), no generator, the line encoded by its event's precompiled Schema
+  // (eventLine.ts), the lock a flag, the WAL one uninterruptible Durable chain, no per-call named closures (see
   // durableNode's `attempt`). Everything here runs cache-cold after each fsync wait, so each
   // fiber step and each Schema layer shows.
   const append = (
