@@ -10,25 +10,47 @@ import type { SessionId } from "../domain/ids.js"
 /** The turn was stopped from outside (`stopTurn`: e.g. its workspace is being deleted). */
 export class TurnStopped extends Schema.TaggedError<TurnStopped>()("TurnStopped", { message: Schema.String }) {}
 
+/** A submission: done once it has run (`ran`), or once it gave up its place before it ran. */
+interface Link {
+  readonly done: Deferred.Deferred<void>
+  /** The submission before it, until it runs (then everything before it has ended). */
+  prev: Link | undefined
+  ran: boolean
+}
+
 export class TurnScheduler extends Effect.Service<TurnScheduler>()("substrat/TurnScheduler", {
   effect: Effect.gen(function*() {
-    // The last submission of each session (removed when it ends with none after it): an update
-    // in place, so a submission costs the same whatever the number of sessions.
-    const tails = new Map<SessionId, Deferred.Deferred<void>>()
+    // The last submission of each session: an update in place, so a submission costs the same
+    // whatever the number of sessions. Removed when it ends with none after it.
+    const tails = new Map<SessionId, Link>()
     /** The running turn of each session: failing `stop` ends its provider stream with TurnStopped. */
     const running = new Map<SessionId, { readonly stop: Deferred.Deferred<never, TurnStopped>; readonly done: Deferred.Deferred<void> }>()
+
+    /**
+     * Wait until `link` has run and ended — or, when it gave up its place before it ran (its fiber
+     * interrupted while it waited), until the submissions before it have.
+     */
+    const after = (link: Link | undefined): Effect.Effect<void> =>
+      link === undefined
+        ? Effect.void
+        : Effect.zipRight(Deferred.await(link.done), Effect.suspend(() => (link.ran ? Effect.void : after(link.prev))))
 
     /** Run `eff` after every earlier submission for this session, and before later ones. */
     const serialize = <A, E, R>(session: SessionId, eff: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
       Effect.suspend(() => {
-        const mine = Deferred.unsafeMake<void>(FiberId.none)
-        const prev = tails.get(session)
+        const mine: Link = { done: Deferred.unsafeMake<void>(FiberId.none), prev: tails.get(session), ran: false }
         tails.set(session, mine)
         const done = Effect.suspend(() => {
-          if (tails.get(session) === mine) tails.delete(session)
-          return Deferred.succeed(mine, undefined)
+          // One that never ran stays the tail: a later submission waits through it for the ones before.
+          if (tails.get(session) === mine && (mine.ran || mine.prev === undefined)) tails.delete(session)
+          return Deferred.succeed(mine.done, undefined)
         })
-        return (prev ? Effect.zipRight(Deferred.await(prev), eff) : eff).pipe(Effect.ensuring(done))
+        const run = Effect.suspend(() => {
+          mine.ran = true
+          mine.prev = undefined // everything before it has ended
+          return eff
+        })
+        return (mine.prev === undefined ? run : Effect.zipRight(after(mine.prev), run)).pipe(Effect.ensuring(done))
       })
 
     /**
