@@ -1,8 +1,9 @@
 // EventLog append throughput vs raw Node loops, measured in one run on the same directory.
 //   (a) raw: write + fsync of a 200-byte line per iteration (log fd kept open)
-//   (b) raw: the 3-step pending WAL, exactly the syscalls EventLog.layerFile makes per append:
+//   (b) raw: the 3-step pending WAL of the seed design (EventLog.layerFile's append before the
+//       group-commit journal), the reference for one session:
 //       open(pending, O_CREAT|O_TRUNC) · write · fsync · close · write(log, O_APPEND) · fsync(log) · unlink(pending)
-//       (open/write/close/unlink synchronous, fsync on the libuv pool — the same split as Durable.layer)
+//       (open/write/close/unlink synchronous, fsync on the libuv pool)
 //   (c) EventLog.append as the daemon makes it — the file layer (Durable live) under EventTap with
 //       the file EventIndex — one session
 //   (d) the same, 64 sessions appending concurrently (total throughput)
@@ -19,13 +20,13 @@
 // reported from the totals, from the medians of the per-append times, and as the median of the
 // per-round ratios; c_minus_b_median_pair_us is the median of (c − b) over pairs. (a) runs in
 // blocks between rounds (a reference, not part of a goal).
-// Both sides write the same bytes: (b) a 200-byte line, (c) an entry that encodes to 200 bytes.
-// Both make the same syscalls per append (strace: openat, write, fsync, close, write, fsync,
-// unlink, plus the two thread-pool wake-ups); what (c) adds is user-space CPU, which on a busy
-// 2-core machine runs cache-cold after every fsync wait. The summary carries the fsync latency
-// ((a) per op) and the 1-minute load average before and after, since both move c/b, and the
-// main thread's CPU per append of (c) (median) and (d) (Linux: /proc/self/task/<pid>/schedstat,
-// the thread's on-CPU time; what bounds (d) once the fsyncs are shared across sessions).
+// Both sides write the same bytes: (b) a 200-byte line, (c) an entry that encodes to 200 bytes. (c)
+// goes through the home's journal (docs/recovery.md): one journal write + fsync (shared with
+// whatever other sessions append meanwhile, as in (d)) and one log write, all on the pool. The
+// summary carries the fsync latency ((a) per op) and the 1-minute load average before and after,
+// since both move c/b, and the main thread's CPU per append of (c) (median) and (d) (Linux:
+// /proc/self/task/<pid>/schedstat, the thread's on-CPU time; what bounds (d) once the fsyncs are
+// shared across sessions).
 import { NodeContext } from "@effect/platform-node"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { spawnSync } from "node:child_process"
@@ -111,7 +112,7 @@ const rawFsync = async (dir: string, n: number, line: Buffer): Promise<number> =
   return ms
 }
 
-/** The three WAL steps of one append (the syscalls of EventLog.layerFile's append). */
+/** The three WAL steps of one append (the pending-file WAL's syscalls). */
 const walSteps = async (fd: number, pending: string, line: Buffer): Promise<void> => {
   const p = fs.openSync(pending, "w", 0o600)
   fs.writeSync(p, line)

@@ -12,6 +12,8 @@ export interface Paths {
   readonly eventIndex: string
   /** Where the recovery fold of long logs stood (src/recovery/Checkpoint.ts). */
   readonly foldCheckpoint: string
+  /** The file event log's group-commit journal (src/storage/internal/eventJournal.ts). */
+  readonly eventJournal: string
   readonly agentsDir: string
   readonly workspacesDir: string
   readonly sessionDir: (sessionId: string) => string
@@ -35,6 +37,7 @@ export const makePaths = (home: string): Paths => {
     daemonLog: join(home, "daemon.log"),
     eventIndex: join(home, "events.index"),
     foldCheckpoint: join(home, "recovery.checkpoint"),
+    eventJournal: join(home, "events.journal"),
     agentsDir,
     workspacesDir,
     sessionDir,

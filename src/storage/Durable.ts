@@ -14,23 +14,10 @@ export interface AppendHandle {
   /** The file's size in bytes when it was opened (0 when this created it). */
   readonly sizeAtOpen: number
   readonly append: (bytes: Uint8Array) => Effect.Effect<void, DurableError>
-  /**
-   * The pending-file WAL append: open(`pending`, truncate) · write · fsync · (a batch's directory
-   * fsync) · `append(bytes)` · ftruncate(`pending`, 0) · close — as one uninterruptible Effect.
-   * The pending file is emptied, not unlinked: its name stays (a batch needs it durable), and what
-   * a power loss can bring back of it is the latest entry, already in the log.
-   * Returns after the log's fsync; a failure leaves the files in an unknown (repairable) state.
-   * `batch`, when given: the pending file holds `pendingBytes` instead of `bytes` (the event log's
-   * batch: a header line, then the lines), and with `syncDir` the pending file's directory is
-   * fsync'd before the log is written — the pending file's name must be durable before any of a
-   * batch reaches the log (a power loss must not take it while a torn write left part of the
-   * batch there); once per file is enough.
-   */
-  readonly appendWal: (
-    pending: string,
-    bytes: Uint8Array,
-    batch?: { readonly pendingBytes: Uint8Array; readonly syncDir: boolean }
-  ) => Effect.Effect<void, DurableError>
+  /** Write `bytes` at the end of the file, no fsync (the event log's journal makes them durable first). */
+  readonly write: (bytes: Uint8Array) => Effect.Effect<void, DurableError>
+  /** Cut the file to `size` bytes (ftruncate) and fsync it: the event log's journal, emptied or cut back. */
+  readonly truncateTo: (size: number) => Effect.Effect<void, DurableError>
 }
 
 /** A directory entry as returned by `readDir`. */
@@ -51,6 +38,14 @@ export interface DurableService {
    * fsync (for a file whose resurrection after a power loss is harmless).
    */
   readonly unlink: (path: string, options?: { readonly syncDir?: boolean }) => Effect.Effect<void, DurableError>
+  /**
+   * Open an existing file, write each edit's bytes at its offset (pwrite), fsync, close. With no
+   * edits it only fsyncs (open · fsync · close). false, and nothing done, when the file is absent.
+   */
+  readonly patch: (
+    path: string,
+    edits: ReadonlyArray<{ readonly offset: number; readonly bytes: Uint8Array }>
+  ) => Effect.Effect<boolean, DurableError>
   /** Truncate to `size` bytes then fsync. Used to cut a torn trailing line. */
   readonly truncate: (path: string, size: number) => Effect.Effect<void, DurableError>
   /** mkdir -p with `mode` (applied to every directory it creates), then fsync the parent directory. */

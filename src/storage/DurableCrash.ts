@@ -153,7 +153,7 @@ export const powerLossTracker = (): PowerLossTracker => {
     ...base,
     open: (path, mode) =>
       mode === "readwrite"
-        ? base.open(path, mode)
+        ? before(() => observeParent(path), base.open(path, mode)) // an existing file: its bytes now are its durable ones
         : before(() => observeParent(path), base.open(path, mode), () => {
           fileNode(path) // a created file: nothing of it is durable yet
         }),
@@ -289,6 +289,15 @@ export const makeCrashing = (options: CrashOptions = {}, real: Primitives = node
     write: (fd, path, bytes) => {
       const cut = Math.floor(bytes.length * torn)
       return step("write", path, base.write(fd, path, bytes), cut > 0 ? base.write(fd, path, bytes.subarray(0, cut)) : undefined)
+    },
+    writeAt: (fd, path, bytes, position) => {
+      const cut = Math.floor(bytes.length * torn)
+      return step(
+        "write",
+        path,
+        base.writeAt(fd, path, bytes, position),
+        cut > 0 ? base.writeAt(fd, path, bytes.subarray(0, cut), position) : undefined
+      )
     },
     fsync: (fd, path) => step("fsync", path, base.fsync(fd, path)),
     // Closing is not I/O that changes the disk; let finalizers release fds even after a crash.

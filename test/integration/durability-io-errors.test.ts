@@ -55,11 +55,11 @@ const faultyDurable = () => {
   }
 }
 
-/** The first write of the append of `event` (containing `text`) to `session`'s log. */
+/** The first write of the append of `event` (containing `text`) to `session`'s log: the journal write carrying its record. */
 const appendOf = (session: string, event: string, text = "") => (kind: Kind, path: string, bytes: Uint8Array | null) => {
-  if (kind !== "write" || !path.includes(session) || !path.endsWith("events.pending") || bytes === null) return false
+  if (kind !== "write" || !path.endsWith("events.journal") || bytes === null) return false
   const line = Buffer.from(bytes).toString("utf8")
-  return line.includes(`"event":"${event}"`) && line.includes(text)
+  return line.includes(`"session_id":"${session}"`) && line.includes(`"event":"${event}"`) && line.includes(text)
 }
 
 const scripts: Scripts = {

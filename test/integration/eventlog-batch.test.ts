@@ -1,31 +1,26 @@
-// EventLog file layer: `appendAll`'s pending file (a header line, then the batch's lines) and its
-// repair, all or nothing. A real batch is written with the pending file's unlink skipped, so the
-// test holds the exact bytes both files get; then every cut of the pending write and every cut of
-// the log write is put on disk by hand and the log reopened: the log holds the whole batch once
-// (the pending write was whole) or none of it (the pending write was torn, even at a line boundary),
+// EventLog file layer: the pending file of a batch as homes written before the journal have it (a
+// header line, then the batch's lines) and its repair, all or nothing — such homes must still
+// recover exactly as before. A real batch is written (through the journal) and its pending file
+// built as the pending-file WAL wrote it; then every cut of the pending write and every cut of the
+// log write is put on disk by hand and the log reopened: the log holds the whole batch once (the
+// pending write was whole) or none of it (the pending write was torn, even at a line boundary),
 // and `repairedView` (the read-only repair transcript regeneration uses) predicts the same bytes.
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Effect } from "effect"
 import * as fs from "node:fs"
 import { join } from "node:path"
 import { makePaths } from "../../src/config/Paths.js"
-import { Durable, makeDurable, nodePrimitives } from "../../src/storage/Durable.js"
 import { EventLog, repairedView } from "../../src/storage/EventLog.js"
 import { ev, fileLayers, promptOf, readAll, sid } from "../support/logs.js"
 import { tmpDir } from "../support/tmpDir.js"
 
 const S = sid(1)
 
-/** A real Durable that never empties a pending file: the WAL's pending bytes stay for the test to read. */
-const keepPending = Layer.succeed(
-  Durable,
-  makeDurable({
-    ...nodePrimitives,
-    ftruncate: (fd, path, size) => path.endsWith(".pending") ? Effect.void : nodePrimitives.ftruncate(fd, path, size)
-  })
-)
+/** The pending file the pending-file WAL wrote for a batch of `lines` lines (`body`) at `offset`. */
+const legacyPending = (offset: number, lines: number, body: Uint8Array): Buffer =>
+  Buffer.concat([Buffer.from(`${JSON.stringify({ batch: { offset, lines, bytes: body.length } })}\n`), body])
 
-/** The log and pending bytes of `a` then the batch `b1 b2 b3`, as the layer writes them. */
+/** The log bytes of `a` then the batch `b1 b2 b3`, as the layer writes them, and the batch's legacy pending file. */
 const writeBatch = (home: string) =>
   Effect.gen(function*() {
     const paths = makePaths(home)
@@ -33,13 +28,11 @@ const writeBatch = (home: string) =>
       const log = yield* EventLog
       yield* log.append(S, ev("a"))
       yield* log.appendAll(S, [ev("b1"), ev("b2-é"), ev("b3")])
-    }).pipe(Effect.provide(fileLayers(home, keepPending)))
+    }).pipe(Effect.provide(fileLayers(home)))
     const log = fs.readFileSync(paths.eventsFile(S))
-    const pending = fs.readFileSync(paths.pendingFile(S))
-    const nl = pending.indexOf(0x0a)
-    const body = pending.subarray(nl + 1)
-    const before = log.subarray(0, log.length - body.length)
-    return { before, body, pending }
+    const before = log.subarray(0, log.indexOf(0x0a) + 1)
+    const body = log.subarray(before.length)
+    return { before, body, pending: legacyPending(before.length, 3, body) }
   })
 
 /** Cuts worth trying of `n` bytes: every byte near a line end, the ends, and every 5th. */
@@ -73,15 +66,14 @@ const reopen = (dir: string, n: number, log: Uint8Array, pending: Uint8Array | u
 
 const whole = ["a", "b1", "b2-é", "b3"]
 
-describe("EventLog appendAll: batch pending file and its repair", () => {
-  it.scoped("the pending file is a header (offset, lines, bytes) then exactly the lines the log gets", () =>
+describe("EventLog appendAll: a legacy batch pending file and its repair", () => {
+  it.scoped("a batch reaches the log as its lines, in order, after the entry before it; no pending file is written", () =>
     Effect.gen(function*() {
       const dir = yield* tmpDir()
-      const { before, body, pending } = yield* writeBatch(join(dir, "w"))
-      const nl = pending.indexOf(0x0a)
-      const header = JSON.parse(pending.subarray(0, nl).toString("utf8"))
-      expect(header).toEqual({ batch: { offset: before.length, lines: 3, bytes: body.length } })
+      const { before, body } = yield* writeBatch(join(dir, "w"))
+      expect(JSON.parse(before.toString("utf8")).data.prompt).toBe("a")
       expect(body.toString("utf8").split("\n").filter((l) => l !== "").map((l) => JSON.parse(l).data.prompt)).toEqual(["b1", "b2-é", "b3"])
+      expect(fs.existsSync(makePaths(join(dir, "w")).pendingFile(S))).toBe(false)
     }))
 
   it.scoped("every cut of the pending write (the log write not begun): the whole batch replayed only when the pending file is whole", () =>
@@ -157,20 +149,19 @@ describe("EventLog appendAll: batch pending file and its repair", () => {
         const log = yield* EventLog
         yield* log.appendAll(S, [ev("c1"), ev("c2")])
         yield* log.append(S, ev("d"))
-      }).pipe(Effect.provide(fileLayers(home, keepPending)))
+      }).pipe(Effect.provide(fileLayers(home)))
       const log = fs.readFileSync(paths.eventsFile(S))
       const text = log.toString("utf8")
       expect(text.split("\n").filter((l) => l !== "").map((l) => JSON.parse(l).data.prompt)).toEqual([...whole, "c1", "c2", "d"])
+      expect(fs.existsSync(paths.pendingFile(S))).toBe(false)
       yield* Effect.gen(function*() {
         const l = yield* EventLog
         yield* l.close(S)
         yield* l.appendAll(S, [ev("e1"), ev("e2")])
-      }).pipe(Effect.provide(fileLayers(home, keepPending)))
-      // After a close and reopen, e's batch starts where the log ended; its log write torn 5 bytes in.
-      const pendingE = fs.readFileSync(paths.pendingFile(S))
-      const header = JSON.parse(pendingE.subarray(0, pendingE.indexOf(0x0a)).toString("utf8"))
-      expect(header.batch.offset).toBe(log.length)
-      fs.truncateSync(paths.eventsFile(S), log.length + 5)
+      }).pipe(Effect.provide(fileLayers(home)))
+      // After a close and reopen, e's batch starts where the log ended.
+      const after = fs.readFileSync(paths.eventsFile(S))
+      expect(Buffer.compare(after.subarray(0, log.length), log)).toBe(0)
       expect((yield* readAll(S).pipe(Effect.provide(fileLayers(home)))).map(promptOf)).toEqual([...whole, "c1", "c2", "d", "e1", "e2"])
     }))
 })

@@ -3,12 +3,13 @@
 // layer and check the oracle: every acknowledged entry present exactly once and in order, the
 // log a valid JSONL prefix (only the one in-flight entry may follow), `.tmp` leftovers ignored.
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import fc from "fast-check"
 import * as fs from "node:fs"
 import { join } from "node:path"
-import { makePaths } from "../../src/config/Paths.js"
+import { makePaths, SubstratPaths } from "../../src/config/Paths.js"
 import type { SessionId } from "../../src/domain/ids.js"
+import type { Durable } from "../../src/storage/Durable.js"
 import { makeCrashing } from "../../src/storage/DurableCrash.js"
 import { EventLog } from "../../src/storage/EventLog.js"
 import { fuzzParams, fuzzProfile } from "../support/fuzz.js"
@@ -28,8 +29,23 @@ interface Outcome {
   readonly steps: number
 }
 
+/** The file layer over `durable`, its journal checkpointed every `checkpoint` bytes (undefined: the default). */
+const layers = (home: string, durable: Layer.Layer<Durable>, checkpoint: number | undefined) =>
+  checkpoint === undefined
+    ? fileLayers(home, durable)
+    : EventLog.layerFileWith({ idleCloseMs: 2000, journalCheckpointBytes: checkpoint }).pipe(
+      Layer.provideMerge(Layer.merge(durable, SubstratPaths.layer(home)))
+    )
+
 /** Run `ops` against the file layer over a crashing Durable; stop at the first failure. */
-const runWithCrash = async (home: string, ops: ReadonlyArray<Op>, crashAt: number | undefined, torn: number, powerLoss = false) => {
+const runWithCrash = async (
+  home: string,
+  ops: ReadonlyArray<Op>,
+  crashAt: number | undefined,
+  torn: number,
+  powerLoss = false,
+  checkpoint?: number
+) => {
   const crashing = makeCrashing({ crashAt, tornFraction: torn, powerLoss })
   const acked = new Map<number, Array<string>>()
   let inflight: Outcome["inflight"]
@@ -50,7 +66,7 @@ const runWithCrash = async (home: string, ops: ReadonlyArray<Op>, crashAt: numbe
         inflight = undefined
         acked.set(op.session, [...(acked.get(op.session) ?? []), ...tags])
       }
-    }).pipe(Effect.provide(fileLayers(home, crashing.layer)))
+    }).pipe(Effect.provide(layers(home, crashing.layer, checkpoint)))
   )
   return { acked, inflight, crashed: crashing.control.crashed(), steps: crashing.control.stepCount() } satisfies Outcome
 }
@@ -85,8 +101,9 @@ const checkRecovered = async (home: string, sessions: ReadonlyArray<number>, out
       const text = fs.readFileSync(file, "utf8")
       expect(text === "" || text.endsWith("\n")).toBe(true)
       expect(text.split("\n").filter((l) => l.length > 0).length).toBe(entries.length)
-      // No entry left pending (an empty pending file is the WAL's resting state).
-      expect(fs.existsSync(paths.pendingFile(sid(s))) ? fs.statSync(paths.pendingFile(sid(s))).size : 0).toBe(0)
+      // No pending file (appends go through the journal), and the journal was applied and emptied.
+      expect(fs.existsSync(paths.pendingFile(sid(s)))).toBe(false)
+      expect(fs.existsSync(paths.eventJournal) ? fs.statSync(paths.eventJournal).size : 0).toBe(0)
     }
   }
   // The repaired log takes new appends.
@@ -116,27 +133,33 @@ const scenario: ReadonlyArray<Op> = [
 ]
 
 describe("EventLog crash injection", () => {
-  it("crashes at every sub-step of 6 appends and 3 batches (+ a close/reopen), torn and clean writes, process crash and power loss", async () => {
-    // Count the steps of the scenario once (no crash), then crash at each of them.
-    const probe = await withTmp((dir) => runWithCrash(join(dir, "home"), scenario, undefined, 0.5))
-    expect(probe.crashed).toBe(false)
-    const n = probe.steps
-    expect(n).toBeGreaterThan(9 * 5)
-    let exercised = 0
-    for (const [powerLoss, torn] of [[false, 0.5], [false, 0], [true, 0.5], [true, 0]] as const) {
-      for (let k = 1; k <= n; k++) {
-        await withTmp(async (dir) => {
-          const home = join(dir, "home")
-          const out = await runWithCrash(home, scenario, k, torn, powerLoss)
-          expect(out.crashed).toBe(true)
-          await checkRecovered(home, [1, 2], out)
-          exercised++
-        })
+  // Each scenario twice: with the default checkpoint size (no checkpoint before the layer's close)
+  // and with a journal checkpointed every ~3 records (the checkpoint's log fsyncs and the journal's
+  // truncate are crash points too).
+  for (const checkpoint of [undefined, 700]) {
+    it(`crashes at every sub-step of 6 appends and 3 batches (+ a close/reopen), torn and clean writes, process crash and power loss (checkpoint ${checkpoint ?? "default"})`, async () => {
+      // Count the steps of the scenario once (no crash), then crash at each of them.
+      const probe = await withTmp((dir) => runWithCrash(join(dir, "home"), scenario, undefined, 0.5, false, checkpoint))
+      expect(probe.crashed).toBe(false)
+      const n = probe.steps
+      // Per append at least the journal write, its fsync and the log write.
+      expect(n).toBeGreaterThan(9 * 3)
+      let exercised = 0
+      for (const [powerLoss, torn] of [[false, 0.5], [false, 0], [true, 0.5], [true, 0]] as const) {
+        for (let k = 1; k <= n; k++) {
+          await withTmp(async (dir) => {
+            const home = join(dir, "home")
+            const out = await runWithCrash(home, scenario, k, torn, powerLoss, checkpoint)
+            expect(out.crashed).toBe(true)
+            await checkRecovered(home, [1, 2], out)
+            exercised++
+          })
+        }
       }
-    }
-    console.log(`EventLog crash points exercised: ${exercised} (${n} sub-steps x torn/clean writes x process crash/power loss)`)
-    expect(exercised).toBe(4 * n)
-  }, 300_000) // every crash point four times over; slow on a loaded machine
+      console.log(`EventLog crash points exercised: ${exercised} (${n} sub-steps x torn/clean writes x process crash/power loss)`)
+      expect(exercised).toBe(4 * n)
+    }, 300_000) // every crash point four times over; slow on a loaded machine
+  }
 
   it(`property: random append/close sequences crashed at a random step (${fuzzProfile.name} profile)`, async () => {
     const opArb: fc.Arbitrary<Op> = fc.oneof(
@@ -158,11 +181,12 @@ describe("EventLog crash injection", () => {
         fc.integer({ min: 1, max: 90 }),
         fc.double({ min: 0, max: 1, noNaN: true }),
         fc.boolean(),
-        async (ops, crashAt, torn, powerLoss) => {
+        fc.option(fc.integer({ min: 200, max: 2000 }), { nil: undefined }),
+        async (ops, crashAt, torn, powerLoss, checkpoint) => {
           runs++
           await withTmp(async (dir) => {
             const home = join(dir, "home")
-            const out = await runWithCrash(home, ops, crashAt, torn, powerLoss)
+            const out = await runWithCrash(home, ops, crashAt, torn, powerLoss, checkpoint)
             await checkRecovered(home, [1, 2, 3], out)
           })
         }

@@ -53,8 +53,10 @@ describe("EventLog file layer", () => {
         expect(Object.keys(o).sort()).toEqual(["data", "event", "session_id", "ts"])
         expect(o.session_id).toBe(S)
       }
-      // Each append empties the pending file rather than unlinking it.
-      expect(fs.readFileSync(paths.pendingFile(S), "utf8")).toBe("")
+      // Appends go through the home's journal: no pending file; the layer's close checkpointed the
+      // journal (the log fsync'd), so it is empty.
+      expect(fs.existsSync(paths.pendingFile(S))).toBe(false)
+      expect(fs.readFileSync(paths.eventJournal, "utf8")).toBe("")
       expect(fs.statSync(paths.sessionDir(S)).mode & 0o777).toBe(0o700)
       expect(fs.statSync(home).mode & 0o777).toBe(0o700)
     }))

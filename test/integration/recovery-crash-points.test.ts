@@ -64,22 +64,26 @@ const pointOfEvent = (ev: LogEvent): Point => {
 /** Per session: the operation in flight (set by the EventLog/SessionStore proxies). */
 class Labeller {
   readonly current = new Map<string, { point: Point; event: string }>()
+  /** The session of the latest operation: the journal's steps (one file for the home) are its. */
+  latest: string | null = null
   readonly labels: Array<{ point: Point; kind: string; session: string | null }> = []
   /** `turn.complete` appends: session and the index of the next step. */
   readonly turnEnds: Array<{ session: string; at: number }> = []
   set(session: string, point: Point, event: string) {
     this.current.set(session, { point, event })
+    this.latest = session
     if (event === "turn.complete") this.turnEnds.push({ session, at: this.labels.length })
   }
   record(kind: string, path: string) {
     const m = /agents\/([0-9a-f-]{36})/.exec(path)
-    const op = m ? this.current.get(m[1]!) : undefined
+    const session = m ? m[1]! : path.endsWith("events.journal") ? this.latest : null
+    const op = session !== null ? this.current.get(session) : undefined
     let point: Point = op?.point ?? "other"
-    // The pending file is emptied once the entry is durable in events.jsonl.
-    const emptied = kind === "truncate" && path.endsWith(".pending")
-    if (op && emptied && op.event === "agent.created") point = "P3"
-    if (op && emptied && op.event === "turn.complete") point = "P5"
-    this.labels.push({ point, kind, session: m?.[1] ?? null })
+    // The entry is durable once the journal is fsync'd; the log write that follows is after it.
+    const durable = kind === "write" && path.endsWith("events.jsonl")
+    if (op && durable && op.event === "agent.created") point = "P3"
+    if (op && durable && op.event === "turn.complete") point = "P5"
+    this.labels.push({ point, kind, session })
   }
   /**
    * After the probe: a child's steps from its first one to its parent's next `turn.complete`
@@ -189,9 +193,15 @@ interface RunOutcome {
 }
 
 /** Run the scenario with a crash at `crashAt` (undefined: none); stop at the first crash. */
-const runScenario = async (home: string, crashAt: number | undefined, l: Labeller | null): Promise<RunOutcome> => {
+const runScenario = async (
+  home: string,
+  crashAt: number | undefined,
+  l: Labeller | null,
+  expose?: (control: { crashed: () => boolean; steps: () => ReadonlyArray<Step> }) => void
+): Promise<RunOutcome> => {
   const base = l === null ? syncPrimitives : labelling(syncPrimitives, l)
   const crashing = makeCrashing({ crashAt }, base)
+  expose?.(crashing.control)
   const alive = () => !crashing.control.crashed()
   const acks: AckLog = { messages: [] }
   const registry = trackedScripted(scripts, acks, alive)
@@ -261,6 +271,16 @@ const runScenario = async (home: string, crashAt: number | undefined, l: Labelle
   }
 }
 
+/**
+ * `runScenario`, with the steps of the runtime's release counted in: the file log's close-time
+ * checkpoint (the logs' fsyncs, the journal emptied) writes, so a crash can happen there too.
+ */
+const runScenarioClosed = async (home: string, crashAt: number | undefined, l: Labeller | null): Promise<RunOutcome> => {
+  let control: { crashed: () => boolean; steps: () => ReadonlyArray<Step> } | undefined
+  const r = await runScenario(home, crashAt, l, (c) => (control = c))
+  return control === undefined ? r : { ...r, steps: [...control.steps()], crashed: control.crashed() }
+}
+
 const verify = async (home: string, run: RunOutcome) => {
   for (const id of agentsOnDisk(home)) run.mayExist.add(id)
   const registry = trackedScripted(scripts, { messages: [] }, () => true)
@@ -296,14 +316,14 @@ describe("recovery: fault injection at the seven seed points × every I/O sub-st
   it("the scenario is deterministic and covers all seven points", async () => {
     await withTmp(async (home) => {
       const l = new Labeller()
-      const probe = await runScenario(home, undefined, l)
+      const probe = await runScenarioClosed(home, undefined, l)
       l.labelBirths(home)
       expect(probe.crashed).toBe(false)
       expect(l.labels.length).toBe(probe.steps.length)
       const points = new Set(l.labels.map((x) => x.point))
       for (const p of Object.keys(POINTS)) expect(points.has(p as Point), p).toBe(true)
       await withTmp(async (home2) => {
-        const again = await runScenario(home2, undefined, null)
+        const again = await runScenarioClosed(home2, undefined, null)
         expect(again.steps.map((s) => s.kind)).toEqual(probe.steps.map((s) => s.kind))
       })
     })
@@ -312,7 +332,7 @@ describe("recovery: fault injection at the seven seed points × every I/O sub-st
   it("crash at every step, recover, oracle holds; recovering again changes nothing", { timeout: 600_000 }, async () => {
     const l = new Labeller()
     const total = await withTmp(async (home) => {
-      const probe = await runScenario(home, undefined, l)
+      const probe = await runScenarioClosed(home, undefined, l)
       l.labelBirths(home)
       return probe.steps.length
     })
@@ -323,7 +343,7 @@ describe("recovery: fault injection at the seven seed points × every I/O sub-st
       const key = `${label.point} × ${label.kind}`
       cases.set(key, (cases.get(key) ?? 0) + 1)
       await withTmp(async (home) => {
-        const run = await runScenario(home, n, null)
+        const run = await runScenarioClosed(home, n, null)
         if (!run.crashed) failures.push(`step ${n}: no crash happened`)
         const v = await verify(home, run)
         for (const b of v.bad) failures.push(`step ${n} (${key}): ${b}`)

@@ -15,6 +15,7 @@ import type { AgentId, SessionId } from "../../src/domain/ids.js"
 import { Session } from "../../src/domain/session.js"
 import { Durable } from "../../src/storage/Durable.js"
 import { makeCrashing } from "../../src/storage/DurableCrash.js"
+import { decodeRecords } from "../../src/storage/internal/eventJournal.js"
 import { nodePrimitivesOrdered, type Primitives } from "../../src/storage/Durable.js"
 import { DurableError } from "../../src/domain/errors.js"
 import type { ProviderFactory, ToolInvoker } from "../../src/provider/Provider.js"
@@ -375,18 +376,23 @@ export const agentsOnDisk = (home: string): Set<string> => {
   const paths = makePaths(home)
   const out = new Set<string>()
   if (!fs.existsSync(paths.agentsDir)) return out
+  // The journal's whole records are durable too: the next start replays them into the logs.
+  const journaled = fs.existsSync(paths.eventJournal)
+    ? decodeRecords(fs.readFileSync(paths.eventJournal)).records.map((r) => Buffer.from(r.bytes).toString("utf8"))
+    : []
+  const texts = [...journaled]
   for (const d of fs.readdirSync(paths.agentsDir)) {
     for (const file of [paths.eventsFile(d), paths.pendingFile(d)]) {
-      if (!fs.existsSync(file)) continue
-      for (const l of fs.readFileSync(file, "utf8").split("\n")) {
-        if (!l.includes("\"agent.created\"")) continue
-        try {
-          const o = JSON.parse(l) as { event?: string; data?: { agent_id?: string } }
-          if (o.event === "agent.created" && typeof o.data?.agent_id === "string") out.add(o.data.agent_id)
-        } catch {
-          // a torn line: not durable
-        }
-      }
+      if (fs.existsSync(file)) texts.push(fs.readFileSync(file, "utf8"))
+    }
+  }
+  for (const l of texts.flatMap((t) => t.split("\n"))) {
+    if (!l.includes("\"agent.created\"")) continue
+    try {
+      const o = JSON.parse(l) as { event?: string; data?: { agent_id?: string } }
+      if (o.event === "agent.created" && typeof o.data?.agent_id === "string") out.add(o.data.agent_id)
+    } catch {
+      // a torn line: not durable
     }
   }
   return out

@@ -43,40 +43,37 @@ describe("Durable (real files)", () => {
       expect(new TextDecoder().decode(yield* live.readRange(f, 2, 100))).toBe("c\n")
     }))
 
-  it.scoped("appendWal: the WAL's sub-steps in seed order; a crash at each leaves the pending entry or the log line", () =>
+  it.scoped("write (no fsync), truncateTo, patch: their sub-steps; patch writes at offsets and skips an absent file", () =>
     Effect.gen(function*() {
       const dir = yield* tmpDir()
       const f = join(dir, "log")
-      const p = join(dir, "pending")
       const probe = makeCrashing()
       const h = yield* probe.service.openAppend(f)
       probe.control.reset()
-      yield* h.appendWal(p, bytes("a\n"))
-      expect(probe.control.steps().map((s) => `${s.kind} ${s.path === p ? "pending" : "log"}`)).toEqual([
-        "open pending",
-        "write pending",
-        "fsync pending",
-        "write log",
-        "fsync log",
-        "truncate pending"
+      yield* h.write(bytes("aaaa\n"))
+      yield* h.append(bytes("bb\n"))
+      yield* h.truncateTo(5)
+      expect(fs.readFileSync(f, "utf8")).toBe("aaaa\n")
+      expect(yield* probe.service.patch(f, [{ offset: 1, bytes: bytes("xy") }, { offset: 5, bytes: bytes("c\n") }])).toBe(true)
+      expect(fs.readFileSync(f, "utf8")).toBe("axya\nc\n")
+      expect(yield* probe.service.patch(join(dir, "absent"), [{ offset: 0, bytes: bytes("z") }])).toBe(false)
+      expect(fs.existsSync(join(dir, "absent"))).toBe(false)
+      expect(probe.control.steps().map((s) => s.kind)).toEqual([
+        "write", // write
+        "write", // append
+        "fsync",
+        "truncate", // truncateTo
+        "fsync",
+        "write", // patch: open readwrite (not a step) · two pwrites · fsync
+        "write",
+        "fsync"
       ])
-      expect(fs.readFileSync(f, "utf8")).toBe("a\n")
-      // Emptied, not unlinked: its name stays for the next append.
-      expect(fs.readFileSync(p, "utf8")).toBe("")
-      // Crash at each step of the next append: what is on disk is what repair expects.
-      for (let k = 1; k <= 6; k++) {
-        fs.writeFileSync(f, "a\n")
-        fs.rmSync(p, { force: true })
-        const c = makeCrashing({ crashAt: k + 1, tornFraction: 0.5 }) // step 1: openAppend's open
-        const hc = yield* c.service.openAppend(f)
-        const exit = yield* Effect.exit(hc.appendWal(p, bytes("bb\n")))
-        expect(Exit.isFailure(exit)).toBe(true)
-        const log = fs.readFileSync(f, "utf8")
-        const pending = fs.existsSync(p) ? fs.readFileSync(p, "utf8") : undefined
-        // before the log write: log untouched; at it: torn; after it: whole, pending still there
-        expect(log).toBe(k <= 3 ? "a\n" : k === 4 ? "a\nb" : "a\nbb\n")
-        expect(pending).toBe(k === 1 ? undefined : k === 2 ? "b" : "bb\n")
-      }
+      // A crash at patch's second write: the first is there, the second torn (half of it).
+      fs.writeFileSync(f, "0000000000")
+      const c = makeCrashing({ crashAt: 2, tornFraction: 0.5 })
+      const exit = yield* Effect.exit(c.service.patch(f, [{ offset: 0, bytes: bytes("ab") }, { offset: 6, bytes: bytes("wxyz") }]))
+      expect(Exit.isFailure(exit)).toBe(true)
+      expect(fs.readFileSync(f, "utf8")).toBe("ab0000wx00")
     }))
 
   it.scoped("mkdir creates every level with the mode; removeEmptyDir keeps non-empty dirs", () =>

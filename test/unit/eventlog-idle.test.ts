@@ -50,18 +50,19 @@ describe("EventLog idle close", () => {
       const log = yield* Layer.build(layer).pipe(Effect.map(Context.get(EventLog)))
       const ids = [1, 2, 3].map(session)
       for (const id of ids) yield* log.append(id, read(1))
-      expect(fdsUnder(home)).toBe(3)
+      // Three logs and the home's journal.
+      expect(fdsUnder(home)).toBe(4)
 
-      // Half the delay: still open. The sweep after the whole delay closes them all.
+      // Half the delay: still open. The sweep after the whole delay closes them all, the journal's too.
       yield* TestClock.adjust("600 millis")
-      expect(fdsUnder(home)).toBe(3)
+      expect(fdsUnder(home)).toBe(4)
       yield* TestClock.adjust("1500 millis")
       expect(yield* fdsSettled(home, 0)).toBe(0)
 
       // One session is busy again: only it holds a fd, until it is idle too.
       yield* log.append(ids[0]!, read(2))
       yield* log.append(ids[0]!, read(3))
-      expect(fdsUnder(home)).toBe(1)
+      expect(fdsUnder(home)).toBe(2)
       yield* TestClock.adjust("2 seconds")
       expect(yield* fdsSettled(home, 0)).toBe(0)
       yield* log.append(ids[1]!, read(2))
@@ -71,10 +72,11 @@ describe("EventLog idle close", () => {
       expect(yield* lines(ids[0]!)).toEqual([1, 2, 3])
       expect(yield* lines(ids[1]!)).toEqual([1, 2])
       expect(yield* lines(ids[2]!)).toEqual([1])
-      // Nothing to repair: no torn tail, no pending entry (the pending file is left empty).
+      // Nothing to repair: no torn tail, no pending file (appends go through the journal).
       for (const id of ids) expect(yield* log.repair(id)).toEqual({ session_id: id, truncatedBytes: 0, pendingReplayed: false, pendingDiscarded: false })
-      expect(fs.readdirSync(`${home}/agents/${ids[0]}`).sort()).toEqual(["events.jsonl", "events.pending"])
-      expect(fs.statSync(`${home}/agents/${ids[0]}/events.pending`).size).toBe(0)
+      expect(fs.readdirSync(`${home}/agents/${ids[0]}`).sort()).toEqual(["events.jsonl"])
+      yield* TestClock.adjust("2 seconds")
+      expect(yield* fdsSettled(home, 0)).toBe(0)
     }))
 
   it.live("sessions dropped and remade every few ms: concurrent appends, batches and reads keep every line, in order", () =>

@@ -25,6 +25,8 @@ export interface Primitives {
   readonly openRead: (path: string) => Effect.Effect<Option.Option<number>, DurableError>
   /** Write all of `bytes` at the fd's position (O_APPEND: at the end). */
   readonly write: (fd: number, path: string, bytes: Uint8Array) => Effect.Effect<void, DurableError>
+  /** Write all of `bytes` at `position` (pwrite; the fd's position is not used). */
+  readonly writeAt: (fd: number, path: string, bytes: Uint8Array, position: number) => Effect.Effect<void, DurableError>
   readonly fsync: (fd: number, path: string) => Effect.Effect<void, DurableError>
   readonly close: (fd: number, path: string) => Effect.Effect<void, DurableError>
   readonly ftruncate: (fd: number, path: string, size: number) => Effect.Effect<void, DurableError>
@@ -74,11 +76,14 @@ const fsyncAsync = (fd: number, path: string, op: Op): Effect.Effect<void, Durab
     fs.fsync(fd, (err) => resume(err ? Effect.fail(durableError(op, path, err)) : Effect.void))
   })
 
-/** Write all of `bytes` at the fd's position: one pool trip unless the kernel takes part of it. */
-const writeAll = (fd: number, path: string, bytes: Uint8Array): Effect.Effect<void, DurableError> =>
+/**
+ * Write all of `bytes` at the fd's position (`at` null) or at byte `at`: one pool trip unless the
+ * kernel takes part of it.
+ */
+const writeAll = (fd: number, path: string, bytes: Uint8Array, at: number | null): Effect.Effect<void, DurableError> =>
   Effect.async<void, DurableError>((resume) => {
     const from = (off: number): void =>
-      fs.write(fd, bytes, off, bytes.length - off, null, (err, n) => {
+      fs.write(fd, bytes, off, bytes.length - off, at === null ? null : at + off, (err, n) => {
         if (err) resume(Effect.fail(durableError("write", path, err)))
         else if (off + n < bytes.length) from(off + n)
         else resume(Effect.void)
@@ -102,7 +107,8 @@ const openFlags: Record<OpenMode, string> = { append: "a", truncate: "w", readwr
 export const nodePrimitives: Primitives = {
   open: (path, mode) => call("open", path, (done) => fs.open(path, openFlags[mode], 0o600, done)),
   openRead: (path) => absentAs("open", path, Option.none<number>(), (done) => fs.open(path, "r", (err, fd) => done(err, Option.some(fd)))),
-  write: (fd, path, bytes) => writeAll(fd, path, bytes),
+  write: (fd, path, bytes) => writeAll(fd, path, bytes, null),
+  writeAt: (fd, path, bytes, position) => writeAll(fd, path, bytes, position),
   fsync: (fd, path) => fsyncAsync(fd, path, "fsync"),
   close: (fd, path) => call("close", path, (done) => fs.close(fd, (err) => done(err, undefined))),
   ftruncate: (fd, path, size) => call("truncate", path, (done) => fs.ftruncate(fd, size, (err) => done(err, undefined))),
@@ -164,6 +170,11 @@ export const nodePrimitivesOrdered: Primitives = {
       let off = 0
       while (off < bytes.length) off += fs.writeSync(fd, bytes, off, bytes.length - off)
     }),
+  writeAt: (fd, path, bytes, position) =>
+    attempt("write", path, () => {
+      let off = 0
+      while (off < bytes.length) off += fs.writeSync(fd, bytes, off, bytes.length - off, position + off)
+    }),
   close: (fd, path) => attempt("close", path, () => fs.closeSync(fd)),
   ftruncate: (fd, path, size) => attempt("truncate", path, () => fs.ftruncateSync(fd, size)),
   rename: (from, to) => attempt("rename", to, () => fs.renameSync(from, to)),
@@ -207,32 +218,6 @@ export const makeDurable = (p: Primitives): DurableService => {
       (fd) => closeQuietly(p, fd, path)
     )
 
-  // The EventLog's hot path (scripts/bench/eventlog.ts), written for the fewest fiber steps: one
-  // uninterruptible chain (the pending fd is closed on every exit without acquireUseRelease's
-  // extra frames), no span, no generator. Sub-steps and their order: open(pending, truncate) ·
-  // write · fsync · [dirsync] · write(log) · fsync(log) · ftruncate(pending, 0) · close(pending).
-  // A failed close of the pending file fails the append (its data is already fsync'd; the caller
-  // repairs on the next use either way).
-  const appendWal = (
-    fd: number,
-    path: string,
-    pending: string,
-    bytes: Uint8Array,
-    batch: { readonly pendingBytes: Uint8Array; readonly syncDir: boolean } | undefined
-  ): Effect.Effect<void, DurableError> =>
-    Effect.uninterruptible(Effect.flatMap(p.open(pending, "truncate"), (pfd) => {
-      const synced = Effect.zipRight(p.write(pfd, pending, batch === undefined ? bytes : batch.pendingBytes), p.fsync(pfd, pending))
-      const named = batch?.syncDir === true ? Effect.zipRight(synced, p.fsyncDir(dirname(pending))) : synced
-      const steps = Effect.zipRight(
-        Effect.zipRight(named, Effect.zipRight(p.write(fd, path, bytes), p.fsync(fd, path))),
-        p.ftruncate(pfd, pending, 0)
-      )
-      return Effect.zipRight(
-        Effect.catchAllCause(steps, (cause) => Effect.zipRight(closeQuietly(p, pfd, pending), Effect.failCause(cause))),
-        p.close(pfd, pending)
-      )
-    }))
-
   // A file this creates gets its directory fsync'd: the appends' fsyncs make the bytes durable,
   // not the name they are reached by (a power loss would otherwise take the whole log).
   const openAppend = (path: string): Effect.Effect<AppendHandle, DurableError, Scope.Scope> =>
@@ -244,9 +229,10 @@ export const makeDurable = (p: Primitives): DurableService => {
       Effect.map(([fd, before]): AppendHandle => ({
         path,
         sizeAtOpen: Option.getOrElse(before, () => 0),
-        // Hot path: no span, two primitives.
+        // Hot path (the event log's journal and logs): no span, one or two primitives.
         append: (bytes) => Effect.zipRight(p.write(fd, path, bytes), p.fsync(fd, path)),
-        appendWal: (pending, bytes, batch) => appendWal(fd, path, pending, bytes, batch)
+        write: (bytes) => p.write(fd, path, bytes),
+        truncateTo: (size) => Effect.zipRight(p.ftruncate(fd, path, size), p.fsync(fd, path))
       }))
     )
 
@@ -264,6 +250,21 @@ export const makeDurable = (p: Primitives): DurableService => {
     options?.syncDir === false
       ? Effect.asVoid(p.unlink(path))
       : Effect.flatMap(p.unlink(path), (existed) => existed ? p.fsyncDir(dirname(path)) : Effect.void)
+
+  // Absent: nothing to do (the event log's journal may name a log since removed).
+  const patch = (path: string, edits: ReadonlyArray<{ readonly offset: number; readonly bytes: Uint8Array }>) =>
+    Effect.flatMap(p.size(path), (size) =>
+      Option.isNone(size)
+        ? Effect.succeed(false)
+        : Effect.acquireUseRelease(
+          p.open(path, "readwrite"),
+          (fd) =>
+            Effect.zipRight(
+              Effect.forEach(edits, (e) => p.writeAt(fd, path, e.bytes, e.offset), { discard: true }),
+              p.fsync(fd, path)
+            ),
+          (fd) => closeQuietly(p, fd, path)
+        ).pipe(Effect.as(true)))
 
   const truncate = Effect.fn("Durable.truncate")(function*(path: string, size: number) {
     yield* Effect.acquireUseRelease(
@@ -334,6 +335,7 @@ export const makeDurable = (p: Primitives): DurableService => {
     writeSync,
     replaceAtomic,
     unlink,
+    patch,
     truncate,
     mkdir,
     removeTree,

@@ -1,21 +1,20 @@
-// File implementation of the EventLog port (`EventLog.layerFile`, ../EventLog.ts): `agents/<sid>/events.jsonl`, one JSON entry per line,
-// appended through the pending-file WAL of seed 001 (docs/recovery.md):
-//   1. write the line to `events.pending`, fsync      (Durable.writeSync)
-//   2. append it to `events.jsonl`, fsync             (the session's AppendHandle, kept open)
-//   3. empty `events.pending` (ftruncate; it is not unlinked, so its name stays for the next one)
-// `appendAll` writes several lines in the same three steps; its pending file is a header line
-// (where in the log the batch starts, how many lines and bytes) followed by the lines, and the
-// session directory is fsync'd once (the pending file's name) before a batch first reaches the log.
-// Open/repair: cut a torn trailing line, replay a valid pending entry unless the log already
-// ends with it (a batch: complete whatever part of it the log lacks after its offset), discard a
-// torn pending file (it was never acknowledged). `*.tmp` is ignored.
-// Each session has its own lock (appends ordered) and its own fds (no cross-session waiting).
+// File implementation of the EventLog port (`EventLog.layerFile`, ../EventLog.ts): `agents/<sid>/events.jsonl`, one JSON entry per line.
+// An append (or a batch, `appendAll`) goes through the home's group-commit journal (eventJournal.ts,
+// docs/recovery.md): its bytes and their offset in the log are written to `events.journal` with
+// whatever other sessions hand in meanwhile, one fsync for all; then the bytes are written to the
+// log (no fsync: a checkpoint fsyncs the logs before it empties the journal) and the append is
+// acknowledged. The layer's start replays the journal onto the logs.
+// Open/repair of one log: cut a torn trailing line, apply the one record whose log write failed in
+// this process, and for homes written by the pending-file WAL of before: replay a valid
+// `events.pending` entry unless the log already ends with it (a batch: complete whatever part of it
+// the log lacks after its offset), discard a torn pending file (it was never acknowledged). `*.tmp`
+// is ignored. Each session has its own lock (appends ordered) and its own log fd.
 // A session's in-memory state (its slot: lock, paths, open handle) lives only while it is used: a
 // slot idle for `idleCloseMs` is closed and dropped, and whether its log is repaired is all that
 // is kept of it, so an idle session costs one map entry here.
 //
-// Over 300 lines because the append path, its WAL and the open/repair of a log are one protocol on
-// the same files and locks, kept together so its crash points read in order.
+// Over 300 lines because the append path and the open/repair of a log are one protocol on the same
+// files and locks, kept together so its crash points read in order.
 import { Cause, Chunk, Effect, Either, ExecutionStrategy, Exit, Option, Schema, Scope, Stream } from "effect"
 import { TextDecoder } from "node:util"
 import { SubstratPaths } from "../../config/Paths.js"
@@ -24,6 +23,7 @@ import { LogEntry, type LogEvent } from "../../domain/events.js"
 import type { SessionId } from "../../domain/ids.js"
 import { type AppendHandle, Durable } from "../Durable.js"
 import type { EventLogService, RepairReport } from "../EventLog.js"
+import { type CommitFailure, makeJournal, replay, replayEdits } from "./eventJournal.js"
 import { encodeEntryLine } from "./eventLine.js"
 
 /**
@@ -74,10 +74,10 @@ interface Slot {
   readonly pending: string
   /** Repaired since this process first touched it (or created by us). */
   repaired: boolean
-  /** The log's length in bytes while `open` is set (where the next batch starts). */
+  /** The log's length in bytes while `open` is set (where the next append's bytes go). */
   size: number
-  /** The pending file's name is durable (a batch fsync'd its directory since repair last saw it). */
-  pendingNamed: boolean
+  /** An append whose journal record is durable but whose log write failed: repair applies it. */
+  unapplied: { readonly offset: number; readonly bytes: Uint8Array } | undefined
   open: { readonly handle: AppendHandle; readonly scope: Scope.CloseableScope } | undefined
   /** When the slot was last locked (clock millis): idle slots are closed and dropped (`idleCloseMs`). */
   lastUsed: number
@@ -90,9 +90,12 @@ export interface EventLogFileOptions {
    * session holds no file descriptor and no lock; the next use reopens it. 0: never.
    */
   readonly idleCloseMs: number
+  /** The journal is checkpointed (logs fsync'd, journal emptied) once it holds this many bytes. */
+  readonly journalCheckpointBytes?: number
 }
 
 export const defaultOptions: EventLogFileOptions = { idleCloseMs: 2000 }
+const defaultCheckpointBytes = 1024 * 1024
 
 const NL = 0x0a
 const SCAN_CHUNK = 64 * 1024
@@ -143,13 +146,8 @@ const BatchHeader = Schema.Struct({
     bytes: Schema.NonNegativeInt
   })
 })
-const encodeBatchHeader = Schema.encodeSync(Schema.parseJson(BatchHeader))
 const decodeBatchHeader = Schema.decodeUnknownEither(Schema.parseJson(BatchHeader))
 const BATCH_PREFIX = utf8.encode(`{"batch":`)
-
-/** The pending file of a batch: its header line, then `body` (the lines, as appended to the log). */
-const batchPending = (offset: number, lines: number, body: Uint8Array): Uint8Array =>
-  concatBytes(utf8.encode(`${encodeBatchHeader({ batch: { offset, lines, bytes: body.length } })}\n`), body)
 
 type Pending =
   | { readonly _tag: "line" }
@@ -226,21 +224,24 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
   const clock = yield* Effect.clock
   /** The sessions in use (recently locked). Only `slotOf` adds one; only `closeIdle` drops one, under its lock. */
   const slots = new Map<SessionId, Slot>()
-  /** Dropped slots whose log was repaired: the session → its `pendingNamed`. Absent: repair on next use. */
-  const resting = new Map<SessionId, boolean>()
+  /** Dropped slots whose log was repaired. Absent: repair on next use. */
+  const resting = new Set<SessionId>()
+  // A journal left by a crash goes into the logs before anything reads them (recovery's read pass
+  // reads the log files directly). A home whose journal cannot be applied does not start.
+  yield* replay(durable, paths.eventJournal, paths.eventsFile).pipe(Effect.orDie)
+  const journal = yield* makeJournal(durable, paths.eventJournal, options.journalCheckpointBytes ?? defaultCheckpointBytes)
 
   const slotOf = (session: SessionId): Slot => {
     let slot = slots.get(session)
     if (slot === undefined) {
-      const named = resting.get(session)
-      resting.delete(session)
+      const wasRepaired = resting.delete(session)
       slot = {
         mutex: new Mutex(),
         file: paths.eventsFile(session),
         pending: paths.pendingFile(session),
-        repaired: named !== undefined,
+        repaired: wasRepaired,
         size: 0,
-        pendingNamed: named === true,
+        unapplied: undefined,
         open: undefined,
         lastUsed: clock.unsafeCurrentTimeMillis()
       }
@@ -280,6 +281,21 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
       }
       let pendingReplayed = false
       let pendingDiscarded = false
+      // A record of this process's whose log write failed (its journal record is durable): it goes
+      // where a replay of the journal would put it.
+      const u = slot.unapplied
+      if (u !== undefined) {
+        if (u.offset <= end) {
+          const view = yield* durable.readRange(file, u.offset, Math.max(end, u.offset + u.bytes.length))
+          const edits = replayEdits(u.offset, view, [u])
+          if (edits.length > 0) {
+            yield* durable.patch(file, edits)
+            end = Math.max(end, u.offset + u.bytes.length)
+            pendingReplayed = true
+          }
+        }
+        slot.unapplied = undefined
+      }
       const appendToLog = (bytes: Uint8Array) =>
         Effect.tap(
           slot.open ? slot.open.handle.append(bytes) : Effect.scoped(Effect.flatMap(durable.openAppend(file), (h) => h.append(bytes))),
@@ -288,9 +304,8 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
             pendingReplayed = true
           }
         )
+      // The pending file of a home written before the journal: an empty one is that WAL's resting state.
       const pend = yield* durable.readFile(pending)
-      // An empty pending file is the resting state (appends empty it, not unlink it): nothing to do.
-      slot.pendingNamed = false
       if (Option.isSome(pend) && pend.value.length > 0) {
         const bytes = pend.value
         const kind = classifyPending(bytes)
@@ -406,7 +421,7 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
           return encodeFailure(slot, line.left)
         }
         slot.lastUsed = now
-        return Effect.flatMap(walLocked(session, slot, utf8.encode(line.right), 1), () => {
+        return Effect.flatMap(commitLocked(session, slot, utf8.encode(line.right)), () => {
           const entry = { ts, event: event.event, data: event.data, session_id: session } as LogEntry
           if (after === undefined) {
             slot.mutex.release()
@@ -418,23 +433,27 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
     })
 
   /**
-   * The WAL steps of `lines` lines (`bytes`) under the held lock: one line as the pending entry
-   * itself, more as a batch (header with the log's current length, then the lines). On failure
-   * the handle is dropped (repair on next use) and the lock released; on success the lock stays held.
+   * `bytes` (whole lines) through the journal under the held lock: durable in the journal, then
+   * written to the log. On failure the handle is dropped (repair on next use) and the lock
+   * released; on success the lock stays held.
    */
-  const walLocked = (session: SessionId, slot: Slot, bytes: Uint8Array, lines: number): Effect.Effect<void, EventLogError> => {
-    const write = (handle: AppendHandle) =>
-      lines === 1
-        ? handle.appendWal(slot.pending, bytes)
-        : handle.appendWal(slot.pending, bytes, { pendingBytes: batchPending(slot.size, lines, bytes), syncDir: !slot.pendingNamed })
-    const steps = slot.open ? write(slot.open.handle) : Effect.flatMap(openLocked(session, slot), write)
+  const commitLocked = (session: SessionId, slot: Slot, bytes: Uint8Array): Effect.Effect<void, EventLogError> => {
+    const write = (handle: AppendHandle) => journal.commit({ session, log: slot.file, offset: slot.size, bytes, handle })
+    const steps = slot.open
+      ? write(slot.open.handle)
+      : Effect.flatMap(Effect.mapError(openLocked(session, slot), (error): CommitFailure => ({ error, durable: false })), write)
     return Effect.matchCauseEffect(steps, {
       // After a failed step the file state is unknown: drop the handle, repair on next use.
-      onFailure: (cause) =>
-        Effect.zipRight(Effect.ensuring(closeLocked(slot), slot.mutex.releaseEffect), Effect.failCause(Cause.map(cause, ioError))),
+      onFailure: (cause) => {
+        const failure = Cause.failureOption(cause)
+        if (Option.isSome(failure) && failure.value.durable) slot.unapplied = { offset: slot.size, bytes }
+        return Effect.zipRight(
+          Effect.ensuring(closeLocked(slot), slot.mutex.releaseEffect),
+          Effect.failCause(Cause.map(cause, (f) => ioError(f.error)))
+        )
+      },
       onSuccess: () => {
         slot.size += bytes.length
-        if (lines > 1) slot.pendingNamed = true
         return Effect.void
       }
     })
@@ -463,7 +482,7 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
           text += line.right
         }
         slot.lastUsed = now
-        return Effect.flatMap(walLocked(session, slot, utf8.encode(text), events.length), () => {
+        return Effect.flatMap(commitLocked(session, slot, utf8.encode(text)), () => {
           const entries = events.map((event) => ({ ts, event: event.event, data: event.data, session_id: session }) as LogEntry)
           return Effect.as(Effect.ensuring(after === undefined ? Effect.void : after(entries), slot.mutex.releaseEffect), entries)
         })
@@ -543,10 +562,12 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
   const remove = Effect.fn("EventLog.remove")(function*(session: SessionId) {
     yield* withLock(session, (slot) => Effect.gen(function*() {
       yield* closeLocked(slot)
+      // The journal must not hold records of this log when a log of the same name could start over.
+      if (journal.dirty(slot.file)) yield* journal.checkpoint
       yield* durable.unlink(paths.pendingFile(session))
       yield* durable.unlink(paths.eventsFile(session))
       slot.repaired = true
-      slot.pendingNamed = false
+      slot.unapplied = undefined
     })).pipe(Effect.mapError(ioError))
   })
 
@@ -561,15 +582,17 @@ export const make = (options: EventLogFileOptions = defaultOptions) => Effect.ge
       const now = clock.unsafeCurrentTimeMillis()
       const closing: Array<Effect.Effect<void>> = []
       for (const [session, slot] of slots) {
-        if (now - slot.lastUsed < idleMs || !slot.mutex.tryTake()) continue
+        // A slot holding a failed log write's record keeps it until its next use applies it.
+        if (now - slot.lastUsed < idleMs || slot.unapplied !== undefined || !slot.mutex.tryTake()) continue
         slots.delete(session)
-        if (slot.repaired) resting.set(session, slot.pendingNamed)
+        if (slot.repaired) resting.add(session)
         const handle = slot.open
         slot.open = undefined
         const release = Effect.sync(() => slot.mutex.releaseAll())
         closing.push(handle === undefined ? release : Effect.ensuring(Scope.close(handle.scope, Exit.void), release))
       }
-      return Effect.all(closing, { discard: true })
+      // The journal's fd too, once nothing has been committed for as long.
+      return Effect.zipRight(Effect.all(closing, { discard: true }), journal.idle(idleMs))
     }))
   if (options.idleCloseMs > 0) {
     yield* closeIdle(options.idleCloseMs).pipe(
