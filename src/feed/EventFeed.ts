@@ -23,6 +23,9 @@
 // directory of owners, and only the logs of followed sessions with entries after the cursor are
 // read — none from the end. Every log is read once per process (`catchUp`: by `warm`, which the
 // HTTP server runs in the background at start-up, or else by the first stream).
+//
+// Over 300 lines because the backlog, the live hub and the directory of owners are one ordering
+// contract (no entry lost or repeated between them), kept together so it reads in order.
 import { Chunk, Clock, Effect, Option, Queue, type Scope, Stream } from "effect"
 import type { LogEntry } from "../domain/events.js"
 import type { SessionId } from "../domain/ids.js"

@@ -27,8 +27,8 @@
 // Measured (tsx, one core): the guard's parse + depth scan + decode costs 3.7 µs for an
 // `agent.list` line, 7.4 µs for a 300-byte `agent.send`, 23 µs for a 2 KB `agent.create`
 // (@effect/rpc's own parse of the same lines: 0.9, 3.2, 6.4 µs) — far below what any method does.
-// One file of ~400 lines on purpose: the line check, the framer and the socket wrapper are one
-// mechanism, and the brief for it is "one small documented wrapper".
+// Over 300 lines because the line check, the framer and the socket wrapper are one mechanism, and
+// the brief for it is "one small documented wrapper".
 import * as Socket from "@effect/platform/Socket"
 import * as SocketServer from "@effect/platform/SocketServer"
 import { NetSocket } from "@effect/platform-node/NodeSocket"

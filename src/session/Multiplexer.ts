@@ -7,6 +7,9 @@
 // I/O run outside it, in the acquiring fiber, so sessions are suspended and resumed side by
 // side; a session being suspended is not acquired (nor dropped) before its record is saved.
 // An open saves the record's `active` state in the background, while the turn runs.
+//
+// Over 300 lines because the slot table, the decisions taken under its lock and the eviction and
+// open I/O run outside it are one protocol: which session may be acquired or dropped when.
 import { Context, Deferred, Effect, Exit, Fiber, FiberId, Layer, Option, Schema, Scope } from "effect"
 import type { EventLogError, ProviderError, SessionStoreError } from "../domain/errors.js"
 import { makeEvent } from "../domain/events.js"
