@@ -228,7 +228,9 @@ export const makeJournal = (
           Effect.tap((h) =>
             Effect.sync(() => {
               open = { handle: h, scope }
-              size = h.sizeAtOpen
+              // A cut-back still owed (a write or fsync failed, then the fd was closed as idle):
+              // `size` stays the last good length, so the torn bytes after it are cut, not kept.
+              if (!cutBack) size = h.sizeAtOpen
             })
           ),
           Effect.onError(() => Scope.close(scope, Exit.void))

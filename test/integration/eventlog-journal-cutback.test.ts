@@ -1,0 +1,80 @@
+// EventLog journal: a journal write that failed half-way leaves a torn record in the journal; the
+// committer cuts the journal back to its last whole record before its next write. The journal's
+// fd may be closed (the idle sweep) between the failure and that next write: the reopened journal
+// must still be cut back, not continued after the torn bytes — a replay stops at the first record
+// that does not check, so everything written after them would be lost to a power loss.
+import { describe, expect, it } from "@effect/vitest"
+import { Duration, Effect, Layer, TestClock } from "effect"
+import * as fs from "node:fs"
+import { join } from "node:path"
+import { makePaths, SubstratPaths } from "../../src/config/Paths.js"
+import { DurableError } from "../../src/domain/errors.js"
+import { Durable, makeDurable, nodePrimitives } from "../../src/storage/Durable.js"
+import { EventLog } from "../../src/storage/EventLog.js"
+import { decodeRecords } from "../../src/storage/internal/eventJournal.js"
+import { ev, fileLayers, promptOf, readAll, sid } from "../support/logs.js"
+import { tmpDir } from "../support/tmpDir.js"
+
+const S1 = sid(1)
+
+/** Whether this process holds an fd on `path`. */
+const holds = (path: string): boolean =>
+  fs.readdirSync("/proc/self/fd").some((fd) => {
+    try {
+      return fs.readlinkSync(`/proc/self/fd/${fd}`) === path
+    } catch {
+      return false
+    }
+  })
+
+describe("EventLog journal: a failed journal write", () => {
+  it.scoped("is cut back before the next write, also when the journal's fd was closed as idle in between", () =>
+    Effect.gen(function*() {
+      const dir = yield* tmpDir()
+      const home = join(dir, "h")
+      const paths = makePaths(home)
+      // The journal write of the record holding "boom" writes half of it, then fails (ENOSPC);
+      // once `frozen`, log fsyncs fail, so the close-time checkpoint leaves the journal as it is.
+      let frozen = false
+      const durable = Layer.succeed(
+        Durable,
+        makeDurable({
+          ...nodePrimitives,
+          fsync: (fd, path) =>
+            frozen && path.endsWith("events.jsonl")
+              ? Effect.fail(new DurableError({ op: "fsync", path, message: "test: no log fsync" }))
+              : nodePrimitives.fsync(fd, path),
+          write: (fd, path, bytes) =>
+            path === paths.eventJournal && Buffer.from(bytes).includes("\"boom\"")
+              ? Effect.zipRight(
+                nodePrimitives.write(fd, path, bytes.subarray(0, bytes.length >> 1)),
+                Effect.fail(new DurableError({ op: "write", path, fault: "disk_full", message: "ENOSPC (test)" }))
+              )
+              : nodePrimitives.write(fd, path, bytes)
+        })
+      )
+      const layer = EventLog.layerFileWith({ idleCloseMs: 1000 }).pipe(
+        Layer.provideMerge(Layer.merge(durable, SubstratPaths.layer(home)))
+      )
+      let logBefore = 0
+      yield* Effect.gen(function*() {
+        const log = yield* EventLog
+        yield* log.append(S1, ev("a"))
+        expect((yield* Effect.either(log.append(S1, ev("boom"))))._tag).toBe("Left")
+        // The idle sweep closes the journal's fd (nothing committed for idleCloseMs).
+        yield* TestClock.adjust(Duration.seconds(5))
+        while (holds(paths.eventJournal)) yield* Effect.promise(() => new Promise((r) => setTimeout(r, 5)))
+        logBefore = fs.statSync(paths.eventsFile(S1)).size
+        yield* log.append(S1, ev("b")) // acknowledged: durable in the journal
+        frozen = true
+      }).pipe(Effect.provide(layer))
+      // The acknowledged `b` is a whole record of the journal (a replay reads it).
+      const journal = fs.readFileSync(paths.eventJournal)
+      const tags = decodeRecords(journal).records.map((r) => Buffer.from(r.bytes).toString("utf8"))
+      expect(tags.some((t) => t.includes("\"b\""))).toBe(true)
+      // A power loss takes back `b`'s log write (never fsync'd); the replay restores it.
+      fs.truncateSync(paths.eventsFile(S1), logBefore)
+      const after = yield* Effect.map(readAll(S1), (es) => es.map(promptOf)).pipe(Effect.provide(fileLayers(home)))
+      expect(after).toEqual(["a", "b"])
+    }))
+})
