@@ -215,8 +215,16 @@ export const makeJournal = (
     let open: { readonly handle: AppendHandle; readonly scope: Scope.CloseableScope } | undefined
     /** Logs written since the last checkpoint. */
     const dirtyLogs = new Set<string>()
-    /** Waiting for the running cycles to end (checkpoint, idle, close). */
+    /** Waiting for the running cycles to end (idle, close). */
     let drained: Array<(exit: Exit.Exit<void, DurableError>) => void> = []
+    /**
+     * Waiting for the next checkpoint (a removed log): answered when it has run, not when the
+     * pump runs dry — under a steady load from other sessions the queue never empties.
+     */
+    let checkpointed: Array<(exit: Exit.Exit<void, DurableError>) => void> = []
+    const settle = (waiting: ReadonlyArray<(exit: Exit.Exit<void, DurableError>) => void>, exit: Exit.Exit<void, DurableError>) => {
+      for (const w of waiting) w(exit)
+    }
     let lastError: DurableError | undefined
 
     const handle: Effect.Effect<AppendHandle, DurableError> = Effect.suspend(() => {
@@ -302,15 +310,22 @@ export const makeJournal = (
           lastError = firstError(exit.cause) ?? syntheticError(path)
           failAll(items, lastError)
           wantCheckpoint = false
+          const waiting = checkpointed
+          checkpointed = []
+          settle(waiting, Exit.fail(lastError))
           return pump
         })
       }
       // A checkpoint goes before the next cycle: under a steady load the queue is never empty.
       if (wantCheckpoint) {
-        return Effect.zipRight(
-          Effect.catchAll(doCheckpoint, (e) => Effect.sync(() => (lastError = e))),
-          pump
-        )
+        const waiting = checkpointed
+        checkpointed = []
+        return Effect.flatMap(Effect.exit(doCheckpoint), (exit) => {
+          const error = Exit.isFailure(exit) ? firstError(exit.cause) ?? syntheticError(path) : undefined
+          if (error !== undefined) lastError = error
+          settle(waiting, error === undefined ? Exit.void : Exit.fail(error))
+          return pump
+        })
       }
       if (queue.length > 0) {
         const items = queue
@@ -347,7 +362,9 @@ export const makeJournal = (
       Effect.async<void, DurableError>((resume) => {
         if (flags.checkpoint) wantCheckpoint = true
         if (flags.close) wantClose = true
-        drained.push((exit) => resume(exit))
+        // A checkpoint alone is answered once it has run; a close once the pump is idle.
+        const waiters = flags.checkpoint && !flags.close ? checkpointed : drained
+        waiters.push((exit) => resume(exit))
         if (!running) lastError = undefined
         start()
       })

@@ -1,10 +1,13 @@
-// EventLog journal: a journal write that failed half-way leaves a torn record in the journal; the
-// committer cuts the journal back to its last whole record before its next write. The journal's
-// fd may be closed (the idle sweep) between the failure and that next write: the reopened journal
-// must still be cut back, not continued after the torn bytes — a replay stops at the first record
-// that does not check, so everything written after them would be lost to a power loss.
+// EventLog journal, the group committer (src/storage/internal/eventJournal.ts):
+// - a journal write that failed half-way leaves a torn record in the journal; the committer cuts
+//   the journal back to its last whole record before its next write. The journal's fd may be
+//   closed (the idle sweep) between the failure and that next write: the reopened journal must
+//   still be cut back, not continued after the torn bytes — a replay stops at the first record
+//   that does not check, so everything written after them would be lost to a power loss;
+// - a checkpoint someone waits for (`remove`) is answered once it has run, also while other
+//   sessions keep the committer busy (its queue never empties under a steady load).
 import { describe, expect, it } from "@effect/vitest"
-import { Duration, Effect, Layer, TestClock } from "effect"
+import { Duration, Effect, Fiber, Layer, TestClock } from "effect"
 import * as fs from "node:fs"
 import { join } from "node:path"
 import { makePaths, SubstratPaths } from "../../src/config/Paths.js"
@@ -27,7 +30,7 @@ const holds = (path: string): boolean =>
     }
   })
 
-describe("EventLog journal: a failed journal write", () => {
+describe("EventLog journal: the group committer", () => {
   it.scoped("is cut back before the next write, also when the journal's fd was closed as idle in between", () =>
     Effect.gen(function*() {
       const dir = yield* tmpDir()
@@ -77,4 +80,29 @@ describe("EventLog journal: a failed journal write", () => {
       const after = yield* Effect.map(readAll(S1), (es) => es.map(promptOf)).pipe(Effect.provide(fileLayers(home)))
       expect(after).toEqual(["a", "b"])
     }))
+
+  it.scopedLive("a removed log's checkpoint is answered while other sessions keep appending", () =>
+    Effect.gen(function*() {
+      const dir = yield* tmpDir()
+      const home = join(dir, "h")
+      let appends = 0
+      let removedAfter = -1
+      yield* Effect.gen(function*() {
+        const log = yield* EventLog
+        yield* log.append(S1, ev("a"))
+        // Four sessions appending without pause: some append is always queued behind the cycle in flight.
+        const busy = yield* Effect.forEach([2, 3, 4, 5], (n) =>
+          Effect.fork(Effect.forever(Effect.zipRight(log.append(sid(n), ev("x")), Effect.sync(() => appends++)))))
+        while (appends < 20) yield* Effect.promise(() => new Promise((r) => setTimeout(r, 1)))
+        const from = appends
+        const remove = yield* Effect.fork(log.remove(S1))
+        // Answered within a few cycles when it works; on the old committer never while the load lasts.
+        while (remove.unsafePoll() === null && appends - from < 2000) yield* Effect.promise(() => new Promise((r) => setTimeout(r, 1)))
+        if (remove.unsafePoll() !== null) removedAfter = appends - from
+        yield* Effect.forEach(busy, Fiber.interrupt, { discard: true })
+        yield* Fiber.join(remove)
+      }).pipe(Effect.provide(fileLayers(home)))
+      expect(removedAfter).toBeGreaterThanOrEqual(0)
+      expect(fs.existsSync(makePaths(home).eventsFile(S1))).toBe(false)
+    }), 120_000)
 })
