@@ -118,6 +118,6 @@ export const MessageEnvelopeFromLog = Schema.transform(
     strict: true,
     // Already decoded field by field (fromLegacy keeps only valid values): no second validation.
     decode: (x) => new MessageEnvelope("metadata" in x ? fromLegacy(x) : x, true),
-    encode: (env) => Typed.make({ ...env })
+    encode: (env) => Typed.make({ ...env }, true)
   }
 )

@@ -7,13 +7,23 @@ import { describe, expect, it } from "@effect/vitest"
 import { Arbitrary, Either, Schema } from "effect"
 import fc from "fast-check"
 import { type LogEntry, LogEvent, LogLine, makeEvent } from "../../src/domain/events.js"
-import { SessionId } from "../../src/domain/ids.js"
+import { MessageId, SessionId } from "../../src/domain/ids.js"
+import { MessageEnvelope } from "../../src/domain/message.js"
 import { encodeEntryLine } from "../../src/storage/EventLog.js"
 import { fuzzParams } from "../support/fuzz.js"
 
 const encodeLine = Schema.encodeEither(LogLine)
 const decodeLine = Schema.decodeUnknownEither(LogLine)
 const S = SessionId.make("00000000-0000-4000-8000-00000000000a")
+const envelope = {
+  id: MessageId.make("00000000-0000-4000-8000-00000000000b"),
+  timestamp: "2026-11-29T10:00:00.000Z",
+  sender: "USER" as const,
+  recipient: null,
+  reply_to: null,
+  kind: "notification" as const,
+  payload: "p"
+}
 
 /** The encoder before lines went through one Schema: `data` through its schema, the rest by concatenation. */
 const dataEncoders = new Map(
@@ -81,7 +91,9 @@ describe("EventLog line encoding", () => {
       ["not a uuid", { event: "agent.terminated", data: { agent_id: "nope" } } as unknown as LogEvent, S],
       ["missing field", { event: "turn.start", data: { prompt: "p" } } as unknown as LogEvent, S],
       ["unknown event", { event: "no.such", data: {} } as unknown as LogEvent, S],
-      ["bad session id", makeEvent("suspend.result", { state_size: 1 }), "x" as SessionId]
+      ["bad session id", makeEvent("suspend.result", { state_size: 1 }), "x" as SessionId],
+      // An envelope built without validation: the line's encode is where it is checked.
+      ["envelope with a bad id", makeEvent("message.enqueued", new MessageEnvelope({ ...envelope, id: "nope" as MessageId }, true)), S]
     ]
     for (const [what, event, session] of bad) {
       const { line, old, schema } = all(event, "t", session)
