@@ -47,11 +47,12 @@ interface Slot {
 }
 
 /**
- * How long a writer gathers records before an index write (the event feed's own batch window).
- * Entries reach numbered subscribers — the feed, which then waits its window too — that much
- * later; `position` waits for it. Wall time even under a test clock.
+ * How long a writer gathers records before an index write. Entries reach numbered subscribers —
+ * the event feed, which then waits its own 10 ms window — up to that much later; `position` waits
+ * for it. Short: appends further apart than this cost little CPU anyway. Wall time even under a
+ * test clock.
  */
-const indexWindow = "10 millis"
+const indexWindow = "5 millis"
 const window = Effect.sleep(indexWindow).pipe(Effect.withClock(Clock.make()))
 
 /** Provides a tapped EventLog and the EventTap, given the real EventLog and the index. */
