@@ -5,7 +5,9 @@
 //   still be cut back, not continued after the torn bytes — a replay stops at the first record
 //   that does not check, so everything written after them would be lost to a power loss;
 // - a checkpoint someone waits for (`remove`) is answered once it has run, also while other
-//   sessions keep the committer busy (its queue never empties under a steady load).
+//   sessions keep the committer busy (its queue never empties under a steady load);
+// - a checkpoint fsyncs the logs written since the last one a few at a time: it opens each by
+//   path, and thousands of sessions may have written since (a descriptor each, at once, before).
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Fiber, Layer, TestClock } from "effect"
 import * as fs from "node:fs"
@@ -104,5 +106,34 @@ describe("EventLog journal: the group committer", () => {
       }).pipe(Effect.provide(fileLayers(home)))
       expect(removedAfter).toBeGreaterThanOrEqual(0)
       expect(fs.existsSync(makePaths(home).eventsFile(S1))).toBe(false)
+    }), 120_000)
+
+  it.scoped("a checkpoint holds a bounded number of logs open at once, however many were written", () =>
+    Effect.gen(function*() {
+      const dir = yield* tmpDir()
+      const home = join(dir, "h")
+      let open = 0
+      let peak = 0
+      const counting = Layer.succeed(
+        Durable,
+        makeDurable({
+          ...nodePrimitives,
+          open: (path, mode) =>
+            mode === "readwrite" && path.endsWith("events.jsonl")
+              ? Effect.tap(nodePrimitives.open(path, mode), () => Effect.sync(() => (peak = Math.max(peak, ++open))))
+              : nodePrimitives.open(path, mode),
+          close: (fd, path) => Effect.ensuring(nodePrimitives.close(fd, path), Effect.sync(() => (open = Math.max(0, open - 1))))
+        })
+      )
+      const sessions = Array.from({ length: 300 }, (_, i) => sid(100 + i))
+      yield* Effect.gen(function*() {
+        const log = yield* EventLog
+        yield* Effect.forEach(sessions, (s) => log.append(s, ev("a")), { concurrency: 50, discard: true })
+        // Only the close-time checkpoint below opens logs read-write.
+        expect(peak).toBe(0)
+      }).pipe(Effect.provide(fileLayers(home, counting)))
+      expect(fs.statSync(makePaths(home).eventJournal).size).toBe(0)
+      expect(peak).toBeGreaterThan(0)
+      expect(peak).toBeLessThanOrEqual(16)
     }), 120_000)
 })

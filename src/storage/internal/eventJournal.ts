@@ -47,6 +47,8 @@ export interface Journal {
 }
 
 const HEADER = 8
+/** How many logs a checkpoint fsyncs at once (each holds a descriptor meanwhile). */
+const checkpointConcurrency = 16
 const utf8 = new TextEncoder()
 const latin1 = new TextDecoder("latin1")
 const isSessionId = Schema.is(SessionId)
@@ -286,7 +288,8 @@ export const makeJournal = (
       if (size === 0 && !cutBack) return Effect.void
       const logs = [...dirtyLogs]
       return Effect.zipRight(
-        Effect.forEach(logs, (log) => durable.patch(log, []), { concurrency: "unbounded", discard: true }),
+        // A few at a time: each is opened by path, and thousands of logs may have been written since.
+        Effect.forEach(logs, (log) => durable.patch(log, []), { concurrency: checkpointConcurrency, discard: true }),
         // The logs hold every record now: the journal may be emptied, whatever happens next.
         Effect.suspend(() => {
           for (const l of logs) dirtyLogs.delete(l)
