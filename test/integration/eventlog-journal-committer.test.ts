@@ -7,7 +7,9 @@
 // - a checkpoint someone waits for (`remove`) is answered once it has run, also while other
 //   sessions keep the committer busy (its queue never empties under a steady load);
 // - a checkpoint fsyncs the logs written since the last one a few at a time: it opens each by
-//   path, and thousands of sessions may have written since (a descriptor each, at once, before).
+//   path, and thousands of sessions may have written since (a descriptor each, at once, before);
+// - a defect in a cycle (a Durable call that dies) answers what waited and leaves the committer
+//   able to run again: before, `running` stayed set and every later append waited for ever.
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Fiber, Layer, TestClock } from "effect"
 import * as fs from "node:fs"
@@ -136,4 +138,46 @@ describe("EventLog journal: the group committer", () => {
       expect(peak).toBeGreaterThan(0)
       expect(peak).toBeLessThanOrEqual(16)
     }), 120_000)
+
+  it.scoped("a pump that dies (here: closing the idle journal's fd) leaves the committer able to run again", () =>
+    Effect.gen(function*() {
+      const dir = yield* tmpDir()
+      const home = join(dir, "h")
+      const paths = makePaths(home)
+      // The first close of the journal's fd closes it, then dies: a defect outside the cycle's own
+      // error handling. On the old committer `running` stayed set, so every later append waited for ever.
+      let died = false
+      const dying = Layer.succeed(
+        Durable,
+        makeDurable({
+          ...nodePrimitives,
+          close: (fd, path) =>
+            !died && path === paths.eventJournal
+              ? Effect.zipRight(nodePrimitives.close(fd, path), Effect.suspend(() => {
+                died = true
+                return Effect.die(new Error("test: close dies"))
+              }))
+              : nodePrimitives.close(fd, path)
+        })
+      )
+      const layer = EventLog.layerFileWith({ idleCloseMs: 1000 }).pipe(
+        Layer.provideMerge(Layer.merge(dying, SubstratPaths.layer(home)))
+      )
+      let answered = false
+      yield* Effect.gen(function*() {
+        const log = yield* EventLog
+        yield* log.append(S1, ev("a"))
+        yield* TestClock.adjust(Duration.seconds(5))
+        while (!died) yield* Effect.promise(() => new Promise((r) => setTimeout(r, 5)))
+        const next = yield* Effect.fork(log.append(S1, ev("b")))
+        // A hang detector, not a timing: a working committer answers in a few ms.
+        for (let i = 0; i < 2000 && next.unsafePoll() === null; i++) yield* Effect.promise(() => new Promise((r) => setTimeout(r, 5)))
+        answered = next.unsafePoll() !== null
+        if (!answered) yield* Fiber.interrupt(next)
+        else yield* Fiber.join(next)
+      }).pipe(Effect.provide(layer))
+      expect(answered).toBe(true)
+      const after = yield* Effect.map(readAll(S1), (es) => es.map(promptOf)).pipe(Effect.provide(fileLayers(home)))
+      expect(after).toEqual(["a", "b"])
+    }), 60_000)
 })

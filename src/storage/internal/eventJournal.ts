@@ -13,7 +13,7 @@
 //
 // Over 300 lines because the record format, the replay and the committer are one on-disk contract
 // (docs/recovery.md): what a cycle writes and in which order is what the replay relies on.
-import { Cause, Effect, ExecutionStrategy, Exit, Option, Runtime, Schema, Scope } from "effect"
+import { Cause, Effect, ExecutionStrategy, Exit, FiberSet, Option, Schema, Scope } from "effect"
 import { crc32 } from "node:zlib"
 import { DurableError } from "../../domain/errors.js"
 import { SessionId } from "../../domain/ids.js"
@@ -183,6 +183,14 @@ interface Item {
   readonly entry: JournalEntry
   readonly record: Uint8Array
   readonly resume: (effect: Effect.Effect<void, CommitFailure>) => void
+  /** Answered already (an item is answered once: by its cycle, or by a stopped committer). */
+  answered: boolean
+}
+
+const answer = (it: Item, effect: Effect.Effect<void, CommitFailure>) => {
+  if (it.answered) return
+  it.answered = true
+  it.resume(effect)
 }
 
 const concat = (parts: ReadonlyArray<Uint8Array>): Uint8Array => {
@@ -203,8 +211,9 @@ export const makeJournal = (
 ): Effect.Effect<Journal, never, Scope.Scope> =>
   Effect.gen(function*() {
     const clock = yield* Effect.clock
-    const runtime = yield* Effect.runtime<never>()
-    const runFork = Runtime.runFork(runtime)
+    // The pump's fibers belong to the layer's scope (interrupted when it closes, after the
+    // finalizer below has had its last checkpoint: finalizers run last-added first).
+    const runFork = yield* FiberSet.makeRuntime<never>()
     let queue: Array<Item> = []
     let running = false
     /** Bytes of whole, fsync'd records in the journal. */
@@ -228,6 +237,9 @@ export const makeJournal = (
       for (const w of waiting) w(exit)
     }
     let lastError: DurableError | undefined
+    /** The cycle under way, and whether its journal write + fsync has returned. */
+    let inFlight: ReadonlyArray<Item> = []
+    let inFlightDurable = false
 
     const handle: Effect.Effect<AppendHandle, DurableError> = Effect.suspend(() => {
       if (open !== undefined) return Effect.succeed(open.handle)
@@ -255,12 +267,23 @@ export const makeJournal = (
 
     const failAll = (items: ReadonlyArray<Item>, error: DurableError) => {
       const failure = Effect.fail({ error, durable: false })
-      for (const it of items) it.resume(failure)
+      for (const it of items) answer(it, failure)
     }
 
     // One cycle: the items' records in one journal write + fsync, then each item's log write
     // (concurrently, on the pool); an item is resumed as soon as its own log write returns.
     const cycle = (items: ReadonlyArray<Item>): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        inFlight = items
+        inFlightDurable = false
+        // Left set when the cycle dies: `stopped` answers what it held.
+        return Effect.zipLeft(cycleOf(items), Effect.sync(() => {
+          inFlight = []
+          inFlightDurable = false
+        }))
+      })
+
+    const cycleOf = (items: ReadonlyArray<Item>): Effect.Effect<void> =>
       Effect.flatMap(
         Effect.exit(Effect.flatMap(handle, (h) => h.append(concat(items.map((it) => it.record))))),
         (exit) => {
@@ -270,6 +293,7 @@ export const makeJournal = (
             failAll(items, firstError(exit.cause) ?? syntheticError(path))
             return Effect.void
           }
+          inFlightDurable = true
           for (const it of items) {
             size += it.record.length
             dirtyLogs.add(it.entry.log)
@@ -278,7 +302,7 @@ export const makeJournal = (
           lastCommit = clock.unsafeCurrentTimeMillis()
           const write = (it: Item) =>
             Effect.map(Effect.exit(it.entry.handle.write(it.entry.bytes)), (w) =>
-              it.resume(Exit.isSuccess(w) ? Effect.void : Effect.fail({ error: firstError(w.cause) ?? syntheticError(it.entry.log), durable: true })))
+              answer(it, Exit.isSuccess(w) ? Effect.void : Effect.fail({ error: firstError(w.cause) ?? syntheticError(it.entry.log), durable: true })))
           return items.length === 1 ? write(items[0]!) : Effect.forEach(items, write, { concurrency: "unbounded", discard: true })
         }
       )
@@ -348,15 +372,39 @@ export const makeJournal = (
       return Effect.void
     })
 
+    // The pump ended other than by running dry (a defect in a Durable call, or interrupted): answer
+    // everything that waits instead of leaving `running` set — every later commit would wait for
+    // ever — and cut the journal back to its last whole record before the next write.
+    const stopped = (cause: Cause.Cause<never>): Effect.Effect<void> =>
+      Effect.sync(() => {
+        running = false
+        cutBack = true
+        const error = new DurableError({ op: "write", path, message: `the journal's committer stopped: ${Cause.pretty(cause)}` })
+        const durable = inFlightDurable
+        for (const it of inFlight) answer(it, Effect.fail({ error, durable }))
+        inFlight = []
+        inFlightDurable = false
+        const items = queue
+        queue = []
+        failAll(items, error)
+        wantCheckpoint = false
+        wantClose = false
+        const waiting = [...checkpointed, ...drained]
+        checkpointed = []
+        drained = []
+        lastError = undefined
+        settle(waiting, Exit.fail(error))
+      })
+
     const start = () => {
       if (running) return
       running = true
-      runFork(pump)
+      runFork(Effect.onExit(pump, (exit) => Exit.isFailure(exit) ? stopped(exit.cause) : Effect.void))
     }
 
     const commit = (entry: JournalEntry): Effect.Effect<void, CommitFailure> =>
       Effect.async<void, CommitFailure>((resume) => {
-        queue.push({ entry, record: encodeRecord(entry.session, entry.offset, entry.bytes), resume })
+        queue.push({ entry, record: encodeRecord(entry.session, entry.offset, entry.bytes), resume, answered: false })
         start()
       })
 
