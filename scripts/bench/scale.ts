@@ -1,6 +1,7 @@
 // Requests that must not grow with the number of agents, and what an idle agent holds. A daemon
 // (the built bundle) gets idle roots (scripted provider, one shared workspace) in two steps, 100
-// then N (4,000; --quick 1,000); at each size every request below is timed (p50 of sequential
+// then N (4,000; --quick 1,000; SUBSTRAT_BENCH_SCALE_AGENTS=<N> sets it, e.g. 10000 for the
+// issue's 10,000 idle roots); at each size every request below is timed (p50 of sequential
 // round trips on one admin-socket connection, raw NDJSON):
 //   inspect known    `agent.inspect` of a live agent by name
 //   inspect unknown  `agent.inspect` of a name no agent has (a typo)
@@ -152,7 +153,8 @@ const measure = async (subjects: ReadonlyArray<Subject>, reps: number) => {
 }
 
 export const run = async (opts: BenchOptions): Promise<BenchResult> => {
-  const big = opts.quick ? 1000 : 4000
+  const asked = Number(process.env["SUBSTRAT_BENCH_SCALE_AGENTS"] ?? "")
+  const big = Number.isInteger(asked) && asked > 100 ? asked : opts.quick ? 1000 : 4000
   const reps = opts.quick ? 15 : 40
   const before = process.env["SUBSTRAT_BENCH_BEFORE"]
   const subjects: Array<Subject> = [await start("after", root)]
