@@ -175,6 +175,21 @@ const waitDead = (fs: FileSystem.FileSystem, p: Found) =>
     Effect.ignore
   )
 
+/** The live children of `pid` with its very command line (bwrap's monitor child), by (pid, start time). */
+const monitorsOf = (fs: FileSystem.FileSystem, pid: number, raw: string) =>
+  Effect.gen(function*() {
+    const out: Array<Found> = []
+    const entries = yield* fs.readDirectory("/proc").pipe(Effect.orElseSucceed((): ReadonlyArray<string> => []))
+    for (const e of entries) {
+      if (!/^\d+$/.test(e)) continue
+      const stat = parseStat(yield* fs.readFileString(`/proc/${e}/stat`).pipe(Effect.orElseSucceed(() => "")))
+      if (stat === undefined || stat.ppid !== pid || stat.state === "Z" || stat.state === "X") continue
+      const cmd = yield* fs.readFileString(`/proc/${e}/cmdline`).pipe(Effect.orElseSucceed(() => ""))
+      if (cmd === raw) out.push({ pid: Number(e), start: stat.start })
+    }
+    return out
+  })
+
 /**
  * Remove/kill every item of a scan. A process is re-checked before SIGKILL: still bwrap for the
  * same root, and its pid still the process the scan saw (same start time, re-read right before
@@ -191,9 +206,20 @@ export const purgeLeftovers = (report: CleanupReport) =>
         const raw = yield* fs.readFileString(`/proc/${it.pid}/cmdline`).pipe(Effect.orElseSucceed(() => ""))
         if (raw.split("\0")[0]?.endsWith("bwrap") && it.path !== null && raw.includes(`\0${it.path}\0/workspace\0`) && it.start !== null) {
           const found = { pid: it.pid, start: it.start }
+          // bwrap's monitor child (same argv) dies with it (--die-with-parent), but only once it is
+          // scheduled: until then it is a bwrap for the same root whose parent is now pid 1, which
+          // a scan right after would report as an orphan of its own.
+          const monitors = yield* monitorsOf(fs, it.pid, raw)
           removed = yield* Effect.sync(() => killProcess(found, "SIGKILL"))
-          // Return once it is dead (gone, or a zombie), so a scan right after no longer sees it.
-          if (removed) yield* waitDead(fs, found)
+          // Return once it and its monitor are dead (gone, or zombies), so a scan right after no
+          // longer sees them.
+          if (removed) {
+            yield* waitDead(fs, found)
+            for (const m of monitors) {
+              yield* Effect.sync(() => killProcess(m, "SIGKILL"))
+              yield* waitDead(fs, m)
+            }
+          }
         }
       } else if (it.path !== null) {
         removed = yield* fs.remove(it.path, { recursive: true, force: true }).pipe(Effect.as(true), Effect.orElseSucceed(() => false))
