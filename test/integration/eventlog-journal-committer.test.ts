@@ -19,7 +19,7 @@ import { DurableError } from "../../src/domain/errors.js"
 import { Durable, makeDurable, nodePrimitives } from "../../src/storage/Durable.js"
 import { EventLog } from "../../src/storage/EventLog.js"
 import { decodeRecords } from "../../src/storage/internal/eventJournal.js"
-import { ev, fileLayers, promptOf, readAll, sid } from "../support/logs.js"
+import { ev, fileLayers, logFsyncUnless, promptOf, readAll, sid } from "../support/logs.js"
 import { tmpDir } from "../support/tmpDir.js"
 
 const S1 = sid(1)
@@ -47,10 +47,7 @@ describe("EventLog journal: the group committer", () => {
         Durable,
         makeDurable({
           ...nodePrimitives,
-          fsync: (fd, path) =>
-            frozen && path.endsWith("events.jsonl")
-              ? Effect.fail(new DurableError({ op: "fsync", path, message: "test: no log fsync" }))
-              : nodePrimitives.fsync(fd, path),
+          fsync: logFsyncUnless(() => frozen),
           write: (fd, path, bytes) =>
             path === paths.eventJournal && Buffer.from(bytes).includes("\"boom\"")
               ? Effect.zipRight(

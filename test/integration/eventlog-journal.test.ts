@@ -13,7 +13,7 @@ import { DurableError } from "../../src/domain/errors.js"
 import { Durable, makeDurable, nodePrimitives, nodePrimitivesOrdered } from "../../src/storage/Durable.js"
 import { makeCrashing } from "../../src/storage/DurableCrash.js"
 import { EventLog } from "../../src/storage/EventLog.js"
-import { ev, fileLayers, promptOf, readAll, sid } from "../support/logs.js"
+import { ev, fileLayers, logFsyncUnless, promptOf, readAll, sid } from "../support/logs.js"
 import { tmpDir } from "../support/tmpDir.js"
 
 const S1 = sid(1)
@@ -32,10 +32,7 @@ const noCheckpointWith = (failWrite?: string) => {
     Durable,
     makeDurable({
       ...nodePrimitives,
-      fsync: (fd, path) =>
-        frozen && path.endsWith("events.jsonl")
-          ? Effect.fail(new DurableError({ op: "fsync", path, message: "test: no log fsync" }))
-          : nodePrimitives.fsync(fd, path),
+      fsync: logFsyncUnless(() => frozen),
       write: (fd, path, bytes) => {
         if (armed !== undefined && path.endsWith("events.jsonl") && Buffer.from(bytes).toString("utf8").includes(armed)) {
           armed = undefined

@@ -4,7 +4,8 @@ import { SubstratPaths } from "../../src/config/Paths.js"
 import { type LogEntry, makeEvent } from "../../src/domain/events.js"
 import { type SessionId, TurnId } from "../../src/domain/ids.js"
 import { makeSession, Session } from "../../src/domain/session.js"
-import { Durable } from "../../src/storage/Durable.js"
+import { DurableError } from "../../src/domain/errors.js"
+import { Durable, nodePrimitives, type Primitives } from "../../src/storage/Durable.js"
 import { EventLog } from "../../src/storage/EventLog.js"
 import { SessionStore } from "../../src/storage/SessionStore.js"
 
@@ -35,3 +36,12 @@ export const session = (n: number, state: Session["state"] = "created", blob: Ar
     state,
     provider_state: new Uint8Array(blob)
   })
+
+/**
+ * The real fsync, except a session log's once `frozen()` holds: a checkpoint then fails before it
+ * empties the journal, so the journal keeps its records as a crash would leave them.
+ */
+export const logFsyncUnless = (frozen: () => boolean): Primitives["fsync"] => (fd, path) =>
+  frozen() && path.endsWith("events.jsonl")
+    ? Effect.fail(new DurableError({ op: "fsync", path, message: "test: no log fsync" }))
+    : nodePrimitives.fsync(fd, path)
